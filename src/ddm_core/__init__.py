@@ -1,0 +1,33 @@
+"""ddm-core: shard MySQL (and embedded SQLite) behind ordinary SQL.
+
+The hot path (slot hashing, slot→node lookup, id generation, heap merge) is
+compiled with Cython; each compiled unit has a pure-Python twin selected with
+``DDM_NO_EXTENSIONS=1``. :func:`implementation` says which one is running.
+"""
+
+from ddm_core._fast import IMPLEMENTATION as _IMPLEMENTATION
+from ddm_core.errors import *  # noqa: F403 - the errors are part of the top-level API
+from ddm_core.errors import __all__ as _error_names
+from ddm_core.hashing import slot_of, slots_of
+from ddm_core.ids import GeneIdGenerator, Snowflake
+from ddm_core.merge import heap_merge
+from ddm_core.slots import SlotMap
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "implementation",
+    "slot_of",
+    "slots_of",
+    "SlotMap",
+    "Snowflake",
+    "GeneIdGenerator",
+    "heap_merge",
+    *_error_names,
+]
+
+
+def implementation() -> str:
+    """``"cython"`` when the compiled hot path is in use, else ``"python"``."""
+    return _IMPLEMENTATION

@@ -1,0 +1,114 @@
+"""Bit layouts of snowflake and gene ids, shared by both id twins (nothing here is hot).
+
+Every id is a positive signed 64-bit integer (bit 63 is always 0)::
+
+    | 41 bits: ms since epoch | worker_bits | sequence_bits | gene_bits |
+
+* Snowflake (seed 000 §5.3): worker 10, sequence 12, gene 0 — 1024 workers,
+  4096 ids per ms per worker (4.096 M/s), time until epoch + 69.7 years.
+* Gene ids (seed 004): the low ``gene_bits`` bits hold the shard key's slot
+  (``slot_of(key, gene_bits)``), so an id routes to the slot of its key. With the
+  defaults (gene 10, worker 6) the sequence gets 6 bits: 64 workers × 64 ids per
+  ms each (64 000 ids/s per worker). Widen the sequence by narrowing the worker
+  field: ``worker_bits + sequence_bits + gene_bits`` is always 22.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ddm_core.errors import WorkerIdError
+
+__all__ = [
+    "TIME_BITS",
+    "LOW_BITS",
+    "DEFAULT_EPOCH_MS",
+    "IdLayout",
+    "IdParts",
+    "make_layout",
+    "check_gene_bits",
+    "gene_of",
+]
+
+TIME_BITS = 41
+LOW_BITS = 63 - TIME_BITS  # worker + sequence + gene
+#: 2020-01-01T00:00:00Z; ids stay positive until 2089-09-06.
+DEFAULT_EPOCH_MS = 1_577_836_800_000
+
+
+class IdParts(NamedTuple):
+    """A decoded id."""
+
+    timestamp_ms: int  # unix ms (epoch already added)
+    worker_id: int
+    sequence: int
+    gene: int  # 0 for plain snowflake ids
+
+
+class IdLayout(NamedTuple):
+    """Field widths and the fixed worker field of one generator."""
+
+    worker_id: int
+    worker_bits: int
+    sequence_bits: int
+    gene_bits: int
+    epoch_ms: int
+    max_backward_ms: int
+
+    @property
+    def time_shift(self) -> int:
+        return self.worker_bits + self.sequence_bits + self.gene_bits
+
+    @property
+    def worker_shift(self) -> int:
+        return self.sequence_bits + self.gene_bits
+
+    @property
+    def per_ms(self) -> int:
+        """Ids one worker can issue per millisecond."""
+        return 1 << self.sequence_bits
+
+    def decode(self, id: int) -> IdParts:
+        """Split an id of this layout into its fields."""
+        if not 0 <= id < 1 << 63:
+            raise WorkerIdError(f"id {id} is not a positive 63-bit id", value=id)
+        return IdParts(
+            timestamp_ms=(id >> self.time_shift) + self.epoch_ms,
+            worker_id=(id >> self.worker_shift) & ((1 << self.worker_bits) - 1),
+            sequence=(id >> self.gene_bits) & ((1 << self.sequence_bits) - 1),
+            gene=id & ((1 << self.gene_bits) - 1),
+        )
+
+
+def _int_field(name: str, value: Any, low: int, high: int) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise WorkerIdError(f"{name} must be an int from {low} to {high}, not {value!r}", value=value)
+    return value
+
+
+def make_layout(
+    worker_id: int,
+    *,
+    worker_bits: int,
+    gene_bits: int,
+    epoch_ms: int,
+    max_backward_ms: int,
+) -> IdLayout:
+    """Validate a generator's settings; the sequence gets the bits left over."""
+    _int_field("gene_bits", gene_bits, 0, 16)
+    _int_field("worker_bits", worker_bits, 0, LOW_BITS - gene_bits - 1)
+    sequence_bits = LOW_BITS - worker_bits - gene_bits
+    _int_field("worker_id", worker_id, 0, (1 << worker_bits) - 1)
+    _int_field("epoch_ms", epoch_ms, 0, 1 << 62)
+    _int_field("max_backward_ms", max_backward_ms, 0, 60_000)
+    return IdLayout(worker_id, worker_bits, sequence_bits, gene_bits, epoch_ms, max_backward_ms)
+
+
+def check_gene_bits(gene_bits: int) -> int:
+    """``gene_bits`` if it is an int from 1 to 16 (a gene is a slot number)."""
+    return _int_field("gene_bits", gene_bits, 1, 16)
+
+
+def gene_of(id: int, gene_bits: int) -> int:
+    """The gene (the shard key's slot) carried in the low ``gene_bits`` bits of ``id``."""
+    return int(id) & ((1 << check_gene_bits(gene_bits)) - 1)

@@ -1,0 +1,271 @@
+# cython: language_level=3
+"""Compiled twin of ``merge_py``: k-way streaming merge of sorted row sources.
+
+A binary heap of source indices over per-source key values decoded once per
+row: int64, double and str keys compare in C; anything else (Decimal,
+datetime, big ints, mixed int/float) falls back to Python's ``<``.
+"""
+
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.object cimport Py_LT, PyObject, PyObject_RichCompareBool
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.ref cimport Py_DECREF
+
+from ddm_core.errors import MergeError
+from ddm_core._fast.merge_py import check_merge_args
+
+__all__ = ["heap_merge", "HeapMerge", "check_merge_args"]
+
+cdef extern from "Python.h":
+    bint PyLong_CheckExact(PyObject* o)
+    bint PyFloat_CheckExact(PyObject* o)
+    bint PyUnicode_CheckExact(PyObject* o)
+    bint PyTuple_CheckExact(object o)
+    double PyFloat_AS_DOUBLE(PyObject* o)
+    PyObject* PyTuple_GET_ITEM(object t, Py_ssize_t i)
+    Py_ssize_t PyTuple_GET_SIZE(object t)
+    PyObject* PyIter_Next(object o)
+    PyObject* PyErr_Occurred()
+    int PyUnicode_Compare(PyObject* a, PyObject* b) except? -1
+
+cdef enum Kind:
+    K_NULL, K_INT, K_FLOAT, K_STR, K_OBJ
+
+cdef struct KeyVal:
+    Kind kind
+    long long i
+    double d
+    PyObject* o  # borrowed from the source's held key owner
+
+
+cdef int _generic(PyObject* a, PyObject* b, Py_ssize_t col) except -2:
+    try:
+        if PyObject_RichCompareBool(<object>a, <object>b, Py_LT):
+            return -1
+        if PyObject_RichCompareBool(<object>b, <object>a, Py_LT):
+            return 1
+    except TypeError:
+        raise MergeError(
+            f"sort key column {col} holds values that cannot be compared: "
+            f"{type(<object>a).__name__} and {type(<object>b).__name__}",
+            column=col,
+        ) from None
+    return 0
+
+
+cdef inline int _compare(KeyVal* a, KeyVal* b, Py_ssize_t col) except -2:
+    if a.kind == K_NULL:
+        return 0 if b.kind == K_NULL else -1
+    if b.kind == K_NULL:
+        return 1
+    if a.kind == b.kind:
+        if a.kind == K_INT:
+            return (a.i > b.i) - (a.i < b.i)
+        if a.kind == K_FLOAT:
+            return (a.d > b.d) - (a.d < b.d)
+        if a.kind == K_STR:
+            return PyUnicode_Compare(a.o, b.o)
+    return _generic(a.o, b.o, col)
+
+
+cdef class HeapMerge:
+    """Iterator returned by :func:`heap_merge`."""
+
+    cdef list _iters      # source iterators, by source index
+    cdef list _rows       # the row held for each source
+    cdef list _owners     # what owns the key objects of that row
+    cdef Py_ssize_t _k, _nkeys, _size, _offset, _limit
+    cdef bint _started
+    cdef Py_ssize_t* _cols
+    cdef bint* _desc
+    cdef KeyVal* _vals    # _k rows × _nkeys keys
+    cdef Py_ssize_t* _heap
+
+    def __cinit__(self):
+        self._cols = NULL
+        self._desc = NULL
+        self._vals = NULL
+        self._heap = NULL
+
+    def __dealloc__(self):
+        PyMem_Free(self._cols)
+        PyMem_Free(self._desc)
+        PyMem_Free(self._vals)
+        PyMem_Free(self._heap)
+
+    cdef int _init(self, list iters, tuple cols, tuple descs, Py_ssize_t offset, object limit) except -1:
+        cdef Py_ssize_t j
+        self._iters = iters
+        self._k = len(iters)
+        self._nkeys = len(cols)
+        self._offset = offset
+        self._limit = -1 if limit is None else limit
+        self._rows = [None] * self._k
+        self._owners = [None] * self._k
+        self._cols = <Py_ssize_t*>PyMem_Malloc((self._nkeys + 1) * sizeof(Py_ssize_t))
+        self._desc = <bint*>PyMem_Malloc((self._nkeys + 1) * sizeof(bint))
+        self._vals = <KeyVal*>PyMem_Malloc((self._k * self._nkeys + 1) * sizeof(KeyVal))
+        self._heap = <Py_ssize_t*>PyMem_Malloc((self._k + 1) * sizeof(Py_ssize_t))
+        if not (self._cols and self._desc and self._vals and self._heap):
+            raise MemoryError()
+        for j in range(self._nkeys):
+            self._cols[j] = cols[j]
+            self._desc[j] = descs[j]
+        self._size = 0
+        self._started = False
+        return 0
+
+    cdef int _prime(self) except -1:
+        cdef Py_ssize_t s
+        self._started = True
+        if self._limit == 0:
+            self._finish()
+            return 0
+        for s in range(self._k):
+            if self._pull(s):
+                self._heap[self._size] = s
+                self._size += 1
+        for s in range(self._size // 2 - 1, -1, -1):
+            self._sift_down(s)
+        return 0
+
+    cdef int _pull(self, Py_ssize_t s) except -1:
+        """Load the next row of source ``s``; 1 if there was one, 0 at its end."""
+        cdef PyObject* p = PyIter_Next(self._iters[s])
+        cdef object row, owner
+        cdef Py_ssize_t j, col, width
+        cdef KeyVal* kv
+        cdef PyObject* v
+        cdef int overflow
+        if p == NULL:
+            if PyErr_Occurred() != NULL:
+                return -1
+            self._rows[s] = None
+            self._owners[s] = None
+            return 0
+        row = <object>p
+        Py_DECREF(row)
+        if PyTuple_CheckExact(row):
+            owner = row
+            width = PyTuple_GET_SIZE(row)
+            for j in range(self._nkeys):
+                if self._cols[j] >= width:
+                    raise MergeError(
+                        f"sort key column {self._cols[j]} is outside a row of {width} columns",
+                        column=self._cols[j],
+                    )
+        else:
+            # Other sequences: take the key values out once, into a tuple we own.
+            try:
+                owner = tuple([row[self._cols[j]] for j in range(self._nkeys)])
+            except IndexError:
+                raise MergeError(
+                    f"a sort key column is outside a row of {len(row)} columns"
+                ) from None
+        self._rows[s] = row
+        self._owners[s] = owner
+        for j in range(self._nkeys):
+            col = self._cols[j] if owner is row else j
+            v = PyTuple_GET_ITEM(owner, col)
+            kv = &self._vals[s * self._nkeys + j]
+            kv.o = v
+            if v == <PyObject*>None:
+                kv.kind = K_NULL
+            elif PyLong_CheckExact(v):
+                overflow = 0
+                kv.i = PyLong_AsLongLongAndOverflow(<object>v, &overflow)
+                kv.kind = K_OBJ if overflow else K_INT
+            elif PyFloat_CheckExact(v):
+                kv.d = PyFloat_AS_DOUBLE(v)
+                kv.kind = K_FLOAT
+            elif PyUnicode_CheckExact(v):
+                kv.kind = K_STR
+            else:
+                kv.kind = K_OBJ
+        return 1
+
+    cdef int _less(self, Py_ssize_t a, Py_ssize_t b) except -1:
+        cdef Py_ssize_t j
+        cdef int c
+        cdef KeyVal* va = &self._vals[a * self._nkeys]
+        cdef KeyVal* vb = &self._vals[b * self._nkeys]
+        for j in range(self._nkeys):
+            c = _compare(&va[j], &vb[j], self._cols[j])
+            if c:
+                return (c > 0) if self._desc[j] else (c < 0)
+        return a < b
+
+    cdef int _sift_down(self, Py_ssize_t pos) except -1:
+        cdef Py_ssize_t child, size = self._size
+        cdef Py_ssize_t* heap = self._heap
+        cdef Py_ssize_t item = heap[pos]
+        while True:
+            child = 2 * pos + 1
+            if child >= size:
+                break
+            if child + 1 < size and self._less(heap[child + 1], heap[child]):
+                child += 1
+            if not self._less(heap[child], item):
+                break
+            heap[pos] = heap[child]
+            pos = child
+        heap[pos] = item
+        return 0
+
+    cdef object _pop(self):
+        """The smallest held row; refills its source and restores the heap."""
+        cdef Py_ssize_t s = self._heap[0]
+        row = self._rows[s]
+        if not self._pull(s):
+            self._size -= 1
+            self._heap[0] = self._heap[self._size]
+        if self._size:
+            self._sift_down(0)
+        return row
+
+    cdef int _finish(self) except -1:
+        self._size = 0
+        self._started = True
+        iters, self._iters = self._iters, []
+        self._rows = []
+        self._owners = []
+        for it in iters:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+        return 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            if not self._started:
+                self._prime()
+            while self._size:
+                row = self._pop()
+                if self._offset:
+                    self._offset -= 1
+                    continue
+                if self._limit > 0:
+                    self._limit -= 1
+                    if self._limit == 0:
+                        self._finish()
+                return row
+        except BaseException:
+            self._finish()
+            raise
+        self._finish()
+        raise StopIteration
+
+    def close(self):
+        """Stop early: drop the held rows and close the sources that can be closed."""
+        self._finish()
+
+
+def heap_merge(sources, keys, *, offset=0, limit=None):
+    """Merge already-sorted row sources into one sorted stream (see ``merge_py``)."""
+    cols, descs = check_merge_args(keys, offset, limit)
+    merger = HeapMerge()
+    merger._init([iter(s) for s in sources], cols, descs, offset, limit)
+    return merger

@@ -1,0 +1,155 @@
+"""Slot-map layouts, shared by both ``SlotMap`` twins (nothing here is hot).
+
+A slot map is an ``int32`` array of ``2**slot_bits`` node indices. This module
+validates such arrays, builds the even layout, plans a resize that moves the
+fewest slots, and holds :class:`SlotMapOps`, the non-hot half of ``SlotMap``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ddm_core.errors import ShardValueError
+from ddm_core._fast.hashing_py import MAX_SLOT_BITS, check_slot_bits
+
+__all__ = ["validate", "even_layout", "rebalance", "SlotMapOps"]
+
+_M = TypeVar("_M", bound="SlotMapOps")
+
+
+def _check_n_nodes(n_nodes: Any, n_slots: int) -> int:
+    if type(n_nodes) is not int or not 1 <= n_nodes <= n_slots:
+        raise ShardValueError(
+            f"n_nodes must be an int from 1 to the slot count {n_slots}, not {n_nodes!r}",
+            value=n_nodes,
+        )
+    return n_nodes
+
+
+def validate(nodes: Any, n_nodes: int | None) -> tuple[np.ndarray, int, int]:
+    """Check a slot→node array; return it read-only as int32, its slot bits and node count.
+
+    Raises:
+        ShardValueError: not 1-D, length not a power of two in ``2..2**16``,
+            a node index negative or ``>= n_nodes``.
+    """
+    arr = np.array(nodes, dtype=np.int64, copy=True)
+    n_slots = arr.shape[0] if arr.ndim == 1 else 0
+    slot_bits = n_slots.bit_length() - 1
+    if arr.ndim != 1 or n_slots != 1 << slot_bits or not 1 <= slot_bits <= MAX_SLOT_BITS:
+        raise ShardValueError(
+            f"a slot map needs a 1-D array of 2**k node indices (k = 1..{MAX_SLOT_BITS}), "
+            f"got shape {arr.shape}",
+            value=arr.shape,
+        )
+    if n_nodes is None:
+        n_nodes = int(arr.max()) + 1
+    _check_n_nodes(n_nodes, n_slots)
+    bad = np.flatnonzero((arr < 0) | (arr >= n_nodes))
+    if bad.size:
+        slot = int(bad[0])
+        raise ShardValueError(
+            f"slot {slot} maps to node {int(arr[slot])}, outside 0..{n_nodes - 1} "
+            f"({bad.size} slot(s) out of range)",
+            value=int(arr[slot]),
+            slot=slot,
+        )
+    table = arr.astype(np.int32)
+    table.flags.writeable = False
+    return table, slot_bits, n_nodes
+
+
+def even_layout(n_nodes: int, slot_bits: int = 10) -> np.ndarray:
+    """Contiguous, balanced ranges: node ``i`` owns slots ``[i*S/n, (i+1)*S/n)``."""
+    n_slots = 1 << check_slot_bits(slot_bits)
+    _check_n_nodes(n_nodes, n_slots)
+    return (np.arange(n_slots, dtype=np.int64) * n_nodes // n_slots).astype(np.int32)
+
+
+def rebalance(nodes: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Resize to ``n_nodes`` moving as few slots as possible.
+
+    Every node ends with ``S // n`` or ``S // n + 1`` slots. A node over its
+    share keeps its lowest slots and gives up the rest; only nodes under their
+    share receive, so no slot moves between two nodes that both stay (4→8:
+    each old node hands exactly half its slots to one new node).
+
+    Returns:
+        The new slot→node array and the sorted slots that changed node.
+    """
+    n_slots = nodes.shape[0]
+    _check_n_nodes(n_nodes, n_slots)
+    share = np.full(n_nodes, n_slots // n_nodes, dtype=np.int64)
+    share[: n_slots % n_nodes] += 1
+    new = nodes.astype(np.int32, copy=True)
+    donated: list[np.ndarray] = []
+    for node in range(max(int(nodes.max()) + 1, n_nodes)):
+        owned = np.flatnonzero(nodes == node)
+        keep = int(share[node]) if node < n_nodes else 0
+        if owned.size > keep:
+            donated.append(owned[keep:])
+    pool = np.concatenate(donated) if donated else np.empty(0, dtype=np.int64)
+    have = np.bincount(nodes[nodes < n_nodes], minlength=n_nodes)
+    at = 0
+    for node in range(n_nodes):
+        need = int(share[node]) - int(min(have[node], share[node]))
+        new[pool[at : at + need]] = node
+        at += need
+    moved = np.sort(pool[:at]).astype(np.int32)
+    return new, moved
+
+
+class SlotMapOps:
+    """The non-hot half of ``SlotMap``: constructors and resizes (return new maps)."""
+
+    __slots__ = ()
+
+    # Provided by the hot core (SlotTable) of each twin.
+    nodes: np.ndarray
+    slot_bits: int
+    n_nodes: int
+
+    @classmethod
+    def even(cls: type[_M], n_nodes: int, slot_bits: int = 10) -> _M:
+        """``n_nodes`` nodes owning contiguous, balanced slot ranges."""
+        return cls(even_layout(n_nodes, slot_bits), n_nodes)  # type: ignore[call-arg]
+
+    def moved_to(self: _M, n_nodes: int) -> tuple[_M, np.ndarray]:
+        """The map resized to ``n_nodes`` and the slots that change node."""
+        new, moved = rebalance(self.nodes, n_nodes)
+        return type(self)(new, n_nodes), moved  # type: ignore[call-arg]
+
+    def split(self: _M) -> _M:
+        """Double the slot count: slot ``s`` becomes ``2s`` and ``2s+1`` on the same node."""
+        return type(self)(np.repeat(self.nodes, 2), self.n_nodes)  # type: ignore[call-arg]
+
+    def slots_of_node(self, node: int) -> np.ndarray:
+        """The slots a node owns, ascending."""
+        return np.flatnonzero(self.nodes == node).astype(np.int32)
+
+    def counts(self) -> np.ndarray:
+        """Slots per node, indexed by node."""
+        return np.bincount(self.nodes, minlength=self.n_nodes)
+
+    @property
+    def n_slots(self) -> int:
+        return 1 << self.slot_bits
+
+    def __len__(self) -> int:
+        return 1 << self.slot_bits
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SlotMapOps):
+            return NotImplemented
+        return self.n_nodes == other.n_nodes and bool(np.array_equal(self.nodes, other.nodes))
+
+    def __hash__(self) -> int:
+        return hash((self.n_nodes, self.nodes.tobytes()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(slots={len(self)}, nodes={self.n_nodes}, counts={self.counts().tolist()})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.nodes, self.n_nodes))

@@ -1,0 +1,183 @@
+"""The error hierarchy of ddm-core.
+
+One root, :class:`DdmError`, and one group per layer. Classes mix in the stdlib
+type a caller would naturally catch (``ConfigError`` is a ``ValueError``,
+``QueryTimeoutError`` a ``TimeoutError``), so code that predates ddm-core keeps
+working. Every error carries the facts that explain it as attributes (``table``,
+``column``, ``data_source``, ``field``...) and names them in its message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "DdmError",
+    # config
+    "ConfigError",
+    # routing
+    "RoutingError",
+    "ShardValueError",
+    "UnsupportedSQLError",
+    "FullRouteError",
+    "ShardKeyNotFoundError",
+    "ShardKeyUpdateError",
+    # execution
+    "ExecutionError",
+    "DataSourceUnavailableError",
+    "PoolTimeoutError",
+    "QueryTimeoutError",
+    "DuplicateKeyError",
+    "MergeError",
+    # transaction
+    "TransactionError",
+    "CrossShardTransactionError",
+    # migration
+    "MigrationError",
+    # id generation
+    "IdGenerationError",
+    "WorkerIdError",
+    "ClockMovedBackwardsError",
+]
+
+
+class DdmError(Exception):
+    """Root of every error ddm-core raises on purpose.
+
+    Args:
+        message: What went wrong, naming the table, column, field or statement.
+        **context: The facts behind the message; each becomes an attribute and
+            the whole mapping stays available as :attr:`context`.
+    """
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context
+        for key, value in context.items():
+            setattr(self, key, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep the context across pickling (multiprocessing, worker pools).
+        return (_rebuild, (type(self), self.message, self.context))
+
+
+def _rebuild(cls: type[DdmError], message: str, context: dict[str, Any]) -> DdmError:
+    err = cls.__new__(cls)
+    DdmError.__init__(err, message, **context)
+    return err
+
+
+# -- config ------------------------------------------------------------------
+
+
+class ConfigError(DdmError, ValueError):
+    """A configuration is invalid: the message names the file, field path and value."""
+
+
+# -- routing -----------------------------------------------------------------
+
+
+class RoutingError(DdmError):
+    """A statement or value cannot be routed correctly."""
+
+
+class ShardValueError(RoutingError, ValueError):
+    """A shard-key value (or slot) has a type or range the hash does not define.
+
+    Raised instead of guessing an encoding (a float, ``None``, an int beyond
+    64 bits): two processes must never disagree on where a key lives.
+    """
+
+
+class UnsupportedSQLError(RoutingError):
+    """The statement uses a construct ddm-core cannot route correctly."""
+
+
+class FullRouteError(RoutingError):
+    """A statement would hit every shard and the configuration forbids that."""
+
+
+class ShardKeyNotFoundError(RoutingError, LookupError):
+    """A shard key needed for routing was not found (never a silent default)."""
+
+
+class ShardKeyUpdateError(RoutingError):
+    """An UPDATE would change a shard-key column and so move the row."""
+
+
+# -- execution ---------------------------------------------------------------
+
+
+class ExecutionError(DdmError):
+    """Running a routed statement failed."""
+
+
+class DataSourceUnavailableError(ExecutionError, ConnectionError):
+    """A data source refused or lost the connection."""
+
+
+class PoolTimeoutError(ExecutionError, TimeoutError):
+    """No pooled connection became free within the acquire timeout."""
+
+
+class QueryTimeoutError(ExecutionError, TimeoutError):
+    """A statement exceeded its time budget."""
+
+
+class DuplicateKeyError(ExecutionError):
+    """A unique key was violated (MySQL 1062, PostgreSQL 23505, SQLite UNIQUE)."""
+
+
+class MergeError(ExecutionError, TypeError):
+    """Shard results cannot be merged (for example incomparable sort keys)."""
+
+
+# -- transaction ---------------------------------------------------------------
+
+
+class TransactionError(DdmError):
+    """A transaction was used in a way ddm-core cannot make safe."""
+
+
+class CrossShardTransactionError(TransactionError):
+    """A write inside one local transaction would touch a second data source."""
+
+
+# -- migration -----------------------------------------------------------------
+
+
+class MigrationError(DdmError):
+    """An online resharding step failed; the message names the step and slot."""
+
+
+# -- id generation -------------------------------------------------------------
+
+
+class IdGenerationError(DdmError):
+    """A global id could not be generated without risking a duplicate."""
+
+
+class WorkerIdError(IdGenerationError, ValueError):
+    """A worker id or bit layout is out of range."""
+
+
+class ClockMovedBackwardsError(IdGenerationError):
+    """The clock moved back further than the generator is allowed to wait.
+
+    Attributes:
+        backward_ms: How far the clock went back.
+        max_backward_ms: The largest step back the generator waits out.
+    """
+
+    def __init__(self, backward_ms: int, max_backward_ms: int) -> None:
+        super().__init__(
+            f"clock moved backwards by {backward_ms} ms, more than the "
+            f"{max_backward_ms} ms the id generator waits out; refusing to "
+            "generate ids that could repeat",
+            backward_ms=backward_ms,
+            max_backward_ms=max_backward_ms,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.backward_ms, self.max_backward_ms))

@@ -1,0 +1,13 @@
+"""Global ids: snowflake (41/10/12) and gene ids that carry their shard key's slot.
+
+Bit layouts and clock rules: :mod:`ddm_core._fast.id_layout` and
+:mod:`ddm_core._fast.ids_py`.
+"""
+
+from ddm_core._fast import SELECTED as _impl
+from ddm_core._fast.id_layout import DEFAULT_EPOCH_MS, IdLayout, IdParts, gene_of
+
+__all__ = ["Snowflake", "GeneIdGenerator", "IdParts", "IdLayout", "gene_of", "DEFAULT_EPOCH_MS"]
+
+Snowflake = _impl.ids.Snowflake
+GeneIdGenerator = _impl.ids.GeneIdGenerator
