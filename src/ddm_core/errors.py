@@ -15,6 +15,7 @@ __all__ = [
     "DdmError",
     # config
     "ConfigError",
+    "InlineExpressionError",
     # routing
     "RoutingError",
     "ShardValueError",
@@ -73,6 +74,15 @@ def _rebuild(cls: type[DdmError], message: str, context: dict[str, Any]) -> DdmE
 
 class ConfigError(DdmError, ValueError):
     """A configuration is invalid: the message names the file, field path and value."""
+
+
+class InlineExpressionError(ConfigError):
+    """An inline expression (``ds${user_id % 2}``) is malformed or uses unsupported syntax.
+
+    Attributes:
+        expression: The whole expression text.
+        position: 0-based offset of the offending fragment in ``expression``.
+    """
 
 
 # -- routing -----------------------------------------------------------------

@@ -6,7 +6,7 @@ from libc.stdint cimport int32_t, uint64_t
 import numpy as np
 
 from ddm_core._fast._hash cimport ddm_hash_u64, hash_object, u64_keys
-from ddm_core._fast.hashing_py import MAX_SLOT_BITS, canonical_bytes, check_slot_bits
+from ddm_core._fast.hashing_py import MAX_SLOT_BITS, canonical_bytes, check_slot_bits, key_sequence
 
 __all__ = ["MAX_SLOT_BITS", "canonical_bytes", "hash64", "slot_of", "slots_of", "check_slot_bits"]
 
@@ -28,8 +28,10 @@ def slots_of(values, slot_bits=10):
     cdef Py_ssize_t i, n
     cdef const uint64_t[::1] keys
     cdef int32_t[::1] out
-    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
-        keys = u64_keys(values)
+    # Shape checks and array → list conversion are shared with the twin.
+    items = key_sequence(values)
+    if isinstance(items, np.ndarray):  # 1-D integer array: hash the raw bits
+        keys = u64_keys(items)
         n = keys.shape[0]
         result = np.empty(n, dtype=np.int32)
         out = result
@@ -37,7 +39,6 @@ def slots_of(values, slot_bits=10):
             for i in range(n):
                 out[i] = <int32_t>(ddm_hash_u64(keys[i]) >> shift)
         return result
-    items = values if isinstance(values, (list, tuple)) else list(values)
     n = len(items)
     result = np.empty(n, dtype=np.int32)
     out = result

@@ -2,8 +2,8 @@
 
 Canonical byte encoding (the contract both twins and every process share):
 
-* ``int`` (and ``bool``, and anything with ``__index__`` such as numpy
-  integers) in ``[-2**63, 2**63)``: 8 bytes, signed, little endian;
+* ``int`` (and ``bool``, ``numpy.bool_``, and anything with ``__index__``
+  such as numpy integers) in ``[-2**63, 2**63)``: 8 bytes, signed, little endian;
   in ``[2**63, 2**64)``: 8 bytes, unsigned, little endian (so a uint64
   column and an int64 column holding the same bits route alike);
   anything wider: :class:`ShardValueError`.
@@ -16,6 +16,11 @@ Canonical byte encoding (the contract both twins and every process share):
 
 The hash is xxh3_64 (seed 0) of those bytes; the slot is its **high**
 ``slot_bits`` bits, so splitting slot ``s`` gives children ``2s`` and ``2s+1``.
+
+Batches (:func:`slots_of`) take a 1-D numpy array or any iterable of keys; an
+array is hashed as its ``tolist()`` values, so ``slots_of(a)[i] ==
+slot_of(a[i])`` for every dtype. A lone ``str``/``bytes`` is refused as a batch:
+iterating it would silently route its characters.
 """
 
 from __future__ import annotations
@@ -75,12 +80,14 @@ def canonical_bytes(value: Any) -> bytes:
     if isinstance(value, memoryview):
         return value.tobytes()
     if value is None:
-        raise ShardValueError("shard value is NULL; a NULL key has no shard", value=None)
+        raise ShardValueError("shard value None (SQL NULL) has no shard", value=None)
     if isinstance(value, float):
         raise ShardValueError(
             f"shard value {value!r} is a float; convert it to int or str explicitly",
             value=value,
         )
+    if isinstance(value, np.bool_):  # has no __index__, but is a bool like Python's
+        return _int_bytes(int(value))
     try:
         index = operator.index(value)
     except TypeError:
@@ -99,7 +106,33 @@ def hash64(value: Any) -> int:
 
 def slot_of(value: Any, slot_bits: int = 10) -> int:
     """The slot of ``value``: the high ``slot_bits`` bits of :func:`hash64`."""
-    return _xxh3(canonical_bytes(value)) >> (64 - check_slot_bits(slot_bits))
+    shift = 64 - check_slot_bits(slot_bits)  # checked first, as the compiled twin does
+    return _xxh3(canonical_bytes(value)) >> shift
+
+
+def key_sequence(values: Any) -> Any:
+    """The keys of a batch, shared by both twins' ``slots_of`` and ``route_many``.
+
+    Returns a 1-D numpy integer array unchanged (the compiled fast path), the
+    ``tolist()`` of any other 1-D array, and a list or tuple otherwise.
+
+    Raises:
+        ShardValueError: an array that is not 1-D, or a single str/bytes key.
+    """
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise ShardValueError(
+                f"a batch of shard values must be a 1-D array, got shape {values.shape}",
+                value=values.shape,
+            )
+        return values if values.dtype.kind in "iu" else values.tolist()
+    if isinstance(values, (str, bytes, bytearray, memoryview)):
+        raise ShardValueError(
+            f"a batch of shard values must be a sequence of keys, not one "
+            f"{type(values).__name__} ({values!r:.40}); use slot_of for a single key",
+            value=values,
+        )
+    return values if isinstance(values, (list, tuple)) else list(values)
 
 
 def slots_of(values: Any, slot_bits: int = 10) -> np.ndarray:
@@ -111,6 +144,7 @@ def slots_of(values: Any, slot_bits: int = 10) -> np.ndarray:
         slot_bits: 1 to 16.
     """
     shift = 64 - check_slot_bits(slot_bits)
-    if isinstance(values, np.ndarray):
-        values = values.tolist()  # numpy ints -> Python ints, same canonical bytes
-    return np.fromiter((_xxh3(canonical_bytes(v)) >> shift for v in values), dtype=np.int32)
+    items = key_sequence(values)
+    if isinstance(items, np.ndarray):
+        items = items.tolist()  # numpy ints -> Python ints, same canonical bytes
+    return np.fromiter((_xxh3(canonical_bytes(v)) >> shift for v in items), dtype=np.int32, count=len(items))

@@ -14,7 +14,7 @@ import numpy as np
 from ddm_core.errors import ShardValueError
 from ddm_core._fast.hashing_py import MAX_SLOT_BITS, check_slot_bits
 
-__all__ = ["validate", "even_layout", "rebalance", "SlotMapOps"]
+__all__ = ["validate", "check_slots", "even_layout", "rebalance", "SlotMapOps"]
 
 _M = TypeVar("_M", bound="SlotMapOps")
 
@@ -28,14 +28,29 @@ def _check_n_nodes(n_nodes: Any, n_slots: int) -> int:
     return n_nodes
 
 
+def _frozen_int32(arr: np.ndarray) -> np.ndarray:
+    """An int32 copy whose memory is an immutable ``bytes``.
+
+    Clearing ``flags.writeable`` alone is not enough: an array that owns its
+    memory can be made writeable again, and a map changed in place would make
+    the twins disagree (the pure twin routes from a list copy).
+    """
+    table = np.frombuffer(np.ascontiguousarray(arr, dtype=np.int32).tobytes(), dtype=np.int32)
+    assert not table.flags.writeable
+    return table
+
+
 def validate(nodes: Any, n_nodes: int | None) -> tuple[np.ndarray, int, int]:
     """Check a slot→node array; return it read-only as int32, its slot bits and node count.
 
     Raises:
-        ShardValueError: not 1-D, length not a power of two in ``2..2**16``,
-            a node index negative or ``>= n_nodes``.
+        ShardValueError: not a 1-D integer array, length not a power of two in
+            ``2..2**16``, a node index negative or ``>= n_nodes``.
     """
-    arr = np.array(nodes, dtype=np.int64, copy=True)
+    try:
+        arr = np.asarray(nodes)
+    except (TypeError, ValueError) as exc:  # ragged nesting and the like
+        raise ShardValueError(f"a slot map needs a 1-D array of node indices: {exc}", value=nodes) from None
     n_slots = arr.shape[0] if arr.ndim == 1 else 0
     slot_bits = n_slots.bit_length() - 1
     if arr.ndim != 1 or n_slots != 1 << slot_bits or not 1 <= slot_bits <= MAX_SLOT_BITS:
@@ -44,8 +59,13 @@ def validate(nodes: Any, n_nodes: int | None) -> tuple[np.ndarray, int, int]:
             f"got shape {arr.shape}",
             value=arr.shape,
         )
+    if arr.dtype.kind not in "iu":  # a float or bool node index would be silently cast
+        raise ShardValueError(
+            f"slot map node indices must be integers, got dtype {arr.dtype}", value=str(arr.dtype)
+        )
     if n_nodes is None:
-        n_nodes = int(arr.max()) + 1
+        # Infer from the largest index; a negative one is reported below.
+        n_nodes = max(int(arr.max()), 0) + 1
     _check_n_nodes(n_nodes, n_slots)
     bad = np.flatnonzero((arr < 0) | (arr >= n_nodes))
     if bad.size:
@@ -56,9 +76,28 @@ def validate(nodes: Any, n_nodes: int | None) -> tuple[np.ndarray, int, int]:
             value=int(arr[slot]),
             slot=slot,
         )
-    table = arr.astype(np.int32)
-    table.flags.writeable = False
-    return table, slot_bits, n_nodes
+    return _frozen_int32(arr), slot_bits, n_nodes
+
+
+def check_slots(slots: Any, n_slots: int) -> np.ndarray:
+    """``slots`` as an ``intp`` array of the same shape, every one in ``0..n_slots-1``.
+
+    Raises:
+        ShardValueError: a non-integer dtype (a float slot would be truncated)
+            or a slot out of range; the message names the first bad slot.
+    """
+    arr = np.asarray(slots)
+    if arr.size == 0:
+        return np.zeros(arr.shape, dtype=np.intp)
+    if arr.dtype.kind not in "iu":
+        raise ShardValueError(f"slots must be integers, got dtype {arr.dtype}", value=str(arr.dtype))
+    bad = np.flatnonzero((arr < 0) | (arr >= n_slots))
+    if bad.size:
+        slot = int(arr.reshape(-1)[bad[0]])
+        raise ShardValueError(
+            f"slot {slot} is outside 0..{n_slots - 1} ({bad.size} slot(s) out of range)", value=slot
+        )
+    return arr.astype(np.intp)
 
 
 def even_layout(n_nodes: int, slot_bits: int = 10) -> np.ndarray:
@@ -66,6 +105,21 @@ def even_layout(n_nodes: int, slot_bits: int = 10) -> np.ndarray:
     n_slots = 1 << check_slot_bits(slot_bits)
     _check_n_nodes(n_nodes, n_slots)
     return (np.arange(n_slots, dtype=np.int64) * n_nodes // n_slots).astype(np.int32)
+
+
+def _shares(have: np.ndarray, n_slots: int, n_nodes: int) -> np.ndarray:
+    """Target slot count per node: ``S // n``, plus one for ``S % n`` of them.
+
+    The extra slots go to the nodes that hold the most already (ties: lowest
+    index), so a node already at ``S // n + 1`` keeps its slot: resizing a
+    balanced map to its own node count then moves nothing.
+    """
+    share = np.full(n_nodes, n_slots // n_nodes, dtype=np.int64)
+    extra = n_slots % n_nodes
+    if extra:
+        richest = np.argsort(-have[:n_nodes], kind="stable")[:extra]
+        share[richest] += 1
+    return share
 
 
 def rebalance(nodes: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -81,17 +135,16 @@ def rebalance(nodes: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """
     n_slots = nodes.shape[0]
     _check_n_nodes(n_nodes, n_slots)
-    share = np.full(n_nodes, n_slots // n_nodes, dtype=np.int64)
-    share[: n_slots % n_nodes] += 1
+    n_old = int(nodes.max()) + 1
+    have = np.bincount(nodes, minlength=max(n_old, n_nodes))
+    share = _shares(have, n_slots, n_nodes)
     new = nodes.astype(np.int32, copy=True)
     donated: list[np.ndarray] = []
-    for node in range(max(int(nodes.max()) + 1, n_nodes)):
-        owned = np.flatnonzero(nodes == node)
+    for node in range(have.shape[0]):
         keep = int(share[node]) if node < n_nodes else 0
-        if owned.size > keep:
-            donated.append(owned[keep:])
+        if have[node] > keep:
+            donated.append(np.flatnonzero(nodes == node)[keep:])
     pool = np.concatenate(donated) if donated else np.empty(0, dtype=np.int64)
-    have = np.bincount(nodes[nodes < n_nodes], minlength=n_nodes)
     at = 0
     for node in range(n_nodes):
         need = int(share[node]) - int(min(have[node], share[node]))
@@ -123,10 +176,23 @@ class SlotMapOps:
 
     def split(self: _M) -> _M:
         """Double the slot count: slot ``s`` becomes ``2s`` and ``2s+1`` on the same node."""
+        if self.slot_bits >= MAX_SLOT_BITS:
+            raise ShardValueError(
+                f"cannot split a map of 2**{self.slot_bits} slots: at most 2**{MAX_SLOT_BITS}",
+                value=self.slot_bits,
+            )
         return type(self)(np.repeat(self.nodes, 2), self.n_nodes)  # type: ignore[call-arg]
 
     def slots_of_node(self, node: int) -> np.ndarray:
-        """The slots a node owns, ascending."""
+        """The slots a node owns, ascending.
+
+        Raises:
+            ShardValueError: ``node`` is not a node of this map.
+        """
+        if type(node) is bool or not isinstance(node, (int, np.integer)) or not 0 <= node < self.n_nodes:
+            raise ShardValueError(
+                f"node {node!r} is not a node of this map (0..{self.n_nodes - 1})", value=node
+            )
         return np.flatnonzero(self.nodes == node).astype(np.int32)
 
     def counts(self) -> np.ndarray:

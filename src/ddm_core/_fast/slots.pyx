@@ -1,17 +1,22 @@
 # cython: language_level=3
 """Compiled twin of ``slots_py``: the slot→node map, hash and lookup in one call."""
 
+cimport cython
 from libc.stdint cimport int32_t, uint64_t
 
 import numpy as np
 
 from ddm_core.errors import ShardValueError
 from ddm_core._fast._hash cimport ddm_hash_u64, hash_object, u64_keys
-from ddm_core._fast.slot_layout import SlotMapOps, validate
+from ddm_core._fast.hashing_py import key_sequence
+from ddm_core._fast.slot_layout import SlotMapOps, check_slots, validate
 
 __all__ = ["SlotMap"]
 
 
+# No Cython auto-pickle (it refuses the memoryview and would shadow
+# SlotMapOps.__reduce__ in the MRO); SlotMap pickles as (nodes, n_nodes).
+@cython.auto_pickle(False)
 cdef class SlotTable:
     """The hot half of :class:`SlotMap`: lookups and hash-then-lookup."""
 
@@ -22,7 +27,9 @@ cdef class SlotTable:
     cdef int _slot_bits
     cdef int _n_nodes
 
-    def __init__(self, nodes, n_nodes=None):
+    # __cinit__, not __init__: no instance can exist with an unset table
+    # (route_many reads it without the GIL and without bounds checks).
+    def __cinit__(self, nodes, n_nodes=None):
         table, slot_bits, n = validate(nodes, n_nodes)
         self._nodes = table
         self._table = table
@@ -42,25 +49,26 @@ cdef class SlotTable:
     def n_nodes(self):
         return self._n_nodes
 
-    def node_of(self, Py_ssize_t slot):
+    def node_of(self, slot):
+        # Range check on the Python object first: a huge int is a ShardValueError
+        # (as in the twin), not an OverflowError from the C conversion.
         if not 0 <= slot < self._table.shape[0]:
             raise ShardValueError(
                 f"slot {slot} is outside 0..{self._table.shape[0] - 1}", value=slot
             )
-        return self._table[slot]
+        cdef Py_ssize_t s = slot
+        return self._table[s]
 
     def nodes_of(self, slots):
-        cdef Py_ssize_t i, n, s, size = self._table.shape[0]
-        idx = np.ascontiguousarray(slots, dtype=np.intp)
-        cdef const Py_ssize_t[::1] src = idx.reshape(-1)
+        cdef Py_ssize_t i, n
+        idx = check_slots(slots, self._table.shape[0])  # dtype and range, shared with the twin
+        cdef const Py_ssize_t[::1] src = np.ascontiguousarray(idx).reshape(-1)
         n = src.shape[0]
         result = np.empty(n, dtype=np.int32)
         cdef int32_t[::1] out = result
-        for i in range(n):
-            s = src[i]
-            if s < 0 or s >= size:
-                raise ShardValueError(f"slots must be in 0..{size - 1}", value=(s, s))
-            out[i] = self._table[s]
+        with nogil:
+            for i in range(n):
+                out[i] = self._table[src[i]]
         return result.reshape(idx.shape)
 
     def route(self, value):
@@ -71,8 +79,9 @@ cdef class SlotTable:
         cdef int shift = self._shift
         cdef const uint64_t[::1] keys
         cdef int32_t[::1] out
-        if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
-            keys = u64_keys(values)
+        items = key_sequence(values)  # shape checks and array → list, shared with the twin
+        if isinstance(items, np.ndarray):  # 1-D integer array: hash the raw bits
+            keys = u64_keys(items)
             n = keys.shape[0]
             result = np.empty(n, dtype=np.int32)
             out = result
@@ -80,7 +89,6 @@ cdef class SlotTable:
                 for i in range(n):
                     out[i] = self._table[ddm_hash_u64(keys[i]) >> shift]
             return result
-        items = values if isinstance(values, (list, tuple)) else list(values)
         n = len(items)
         result = np.empty(n, dtype=np.int32)
         out = result

@@ -8,7 +8,7 @@ import numpy as np
 
 from ddm_core.errors import ShardValueError
 from ddm_core._fast.hashing_py import hash64, slots_of
-from ddm_core._fast.slot_layout import SlotMapOps, validate
+from ddm_core._fast.slot_layout import SlotMapOps, check_slots, validate
 
 __all__ = ["SlotMap"]
 
@@ -46,12 +46,7 @@ class SlotTable:
         return self._list[slot]
 
     def nodes_of(self, slots: Any) -> np.ndarray:
-        idx = np.asarray(slots)
-        if idx.size and (idx.min() < 0 or idx.max() >= len(self._list)):
-            raise ShardValueError(
-                f"slots must be in 0..{len(self._list) - 1}", value=(int(idx.min()), int(idx.max()))
-            )
-        return self._nodes[idx.astype(np.intp)]
+        return self._nodes[check_slots(slots, len(self._list))]
 
     def route(self, value: Any) -> int:
         return self._list[hash64(value) >> self._shift]

@@ -1,0 +1,37 @@
+# Developer entry points. `make test` is the command README and CI run.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+FAST := $(wildcard src/ddm_core/_fast/*.pyx src/ddm_core/_fast/*.pxd)
+
+.PHONY: install compile test test-c test-py bench wheels clean
+
+# A venv with ddm-core installed editable; the extensions must build (no silent fallback).
+$(VENV)/.installed: pyproject.toml setup.py $(FAST)
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	DDM_REQUIRE_EXTENSIONS=1 $(PY) -m pip install -q -e ".[test]"
+	$(PY) -c "import ddm_core; assert ddm_core.implementation() == 'cython', 'compiled modules did not load'"
+	touch $@
+
+install: $(VENV)/.installed
+
+# The editable install compiles in place; it reruns when a .pyx/.pxd changes.
+compile: install
+
+# The whole suite twice: compiled units selected, then the pure-Python twins selected.
+test: test-c test-py
+
+test-c: compile
+	DDM_REQUIRE_EXTENSIONS=1 $(PY) -m pytest -q
+
+test-py: compile
+	DDM_REQUIRE_EXTENSIONS=1 DDM_NO_EXTENSIONS=1 $(PY) -m pytest -q
+
+bench: compile
+	$(PY) benchmarks/report.py
+
+wheels:
+	bash wheels/build.sh
+
+clean:
+	rm -rf build dist src/ddm_core/_fast/*.c src/ddm_core/_fast/*.so src/ddm_core/_fast/*.html

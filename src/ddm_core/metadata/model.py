@@ -1,0 +1,484 @@
+"""The configuration model: immutable, validated, shaped for the router.
+
+Everything here is frozen (``dataclass(frozen=True, slots=True)``, tuples,
+:class:`~types.MappingProxyType`), so a :class:`ShardingConfig` can be shared by
+every thread and swapped atomically on reload. Both input formats (ddm-core's
+own YAML and ShardingSphere 5.x YAML) load into this one model.
+
+What the router reads, cheaply:
+
+* ``config.table(name)`` → :class:`ShardedTable` (case-insensitive), with its
+  ordered ``data_nodes``, ``tables_by_source[ds]`` (physical tables of one data
+  source, in order), ``database_strategy`` / ``table_strategy`` (kind, columns,
+  algorithm object) and ``key_generation``;
+* ``config.binding_group_of(name)``, ``config.is_broadcast(name)``,
+  ``config.single_table(name)``, ``config.kind_of(name)``;
+* ``config.data_sources[name]`` → :class:`DataSource` (primary, weighted
+  replicas, pool settings) and ``config.default_data_source``;
+* ``config.runtime`` → :class:`RuntimeSettings`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ddm_core.metadata.urls import Secret
+
+__all__ = [
+    "EMPTY",
+    "freeze",
+    "thaw",
+    "Endpoint",
+    "PoolSettings",
+    "DataSource",
+    "DataNode",
+    "AlgorithmSpec",
+    "StrategyKind",
+    "Strategy",
+    "NO_SHARDING",
+    "KeyGeneratorSpec",
+    "KeyGeneration",
+    "ShardedTable",
+    "BindingGroup",
+    "SingleTable",
+    "RuntimeSettings",
+    "TableKind",
+    "ConfigOrigin",
+    "ShardingConfig",
+]
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _empty() -> Any:
+    # MappingProxyType is unhashable, so dataclasses refuse it as a plain default.
+    return field(default_factory=lambda: EMPTY)
+
+
+def freeze(value: Any) -> Any:
+    """A deep read-only copy: dicts → MappingProxyType, lists/sets → tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(freeze(v) for v in value))
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The inverse of :func:`freeze`: plain dicts and lists (for algorithm factories, dumps)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+# -- data sources -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One database server (a primary or a replica).
+
+    Attributes:
+        name: ``"ds_0"`` for a primary, ``"ds_0.replica[1]"`` for a native
+            replica, or the ShardingSphere data-source name of a member.
+        dialect: ``"mysql"``, ``"mariadb"``, ``"postgresql"`` or ``"sqlite"``.
+        host, port: Network address (``None`` for SQLite).
+        database: Schema name, or the SQLite file path (``":memory:"`` allowed).
+        username: Login name (may have come from an environment variable).
+        password: A :class:`Secret`; ``password.reveal()`` gives the value.
+        options: URL query options (``useSSL=false``...), as written.
+        weight: Read weight among the replicas of one data source (0 = no reads).
+        props: Other connection properties from the source (pool class, driver).
+    """
+
+    name: str
+    dialect: str
+    host: str | None
+    port: int | None
+    database: str | None
+    username: str | None = None
+    password: Secret | None = None
+    options: Mapping[str, str] = _empty()
+    weight: int = 1
+    props: Mapping[str, Any] = _empty()
+
+    @property
+    def url(self) -> str:
+        """Normalized URL without credentials."""
+        if self.dialect == "sqlite":
+            base = "sqlite://:memory:" if self.database == ":memory:" else f"sqlite:///{self.database}"
+        else:
+            base = f"{self.dialect}://{self.host}:{self.port}/{self.database or ''}"
+        if self.options:
+            base += "?" + "&".join(f"{k}={v}" for k, v in self.options.items())
+        return base
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    """Connection pool sizing (seed 000 §4.1: max 20, min idle 5, acquire timeout 3 s)."""
+
+    max_size: int = 20
+    min_idle: int = 5
+    acquire_timeout_ms: int = 3000
+    idle_timeout_ms: int = 600_000
+    max_lifetime_ms: int = 1_800_000
+
+
+@dataclass(frozen=True, slots=True)
+class DataSource:
+    """A logical data source: one primary and zero or more weighted replicas.
+
+    Attributes:
+        name: The name data nodes use (``ds_0``; a ShardingSphere read/write
+            group name such as ``readwrite_ds``).
+        primary: Where writes (and forced reads) go.
+        replicas: Where reads go, each with its ``weight``.
+        pool: Pool settings applied to each endpoint.
+        load_balancer: ``"weight"``, ``"round_robin"`` or ``"random"`` — how reads
+            pick a replica.
+        transactional_reads: ``"primary"`` (default), ``"fixed"`` or ``"dynamic"``:
+            where reads inside a transaction go.
+    """
+
+    name: str
+    primary: Endpoint
+    replicas: tuple[Endpoint, ...] = ()
+    pool: PoolSettings = PoolSettings()
+    load_balancer: str = "weight"
+    transactional_reads: str = "primary"
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        return (self.primary, *self.replicas)
+
+
+# -- sharding ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class DataNode:
+    """One physical table: ``data_source.table``."""
+
+    data_source: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.data_source}.{self.table}"
+
+
+@dataclass(frozen=True, slots=True)
+class AlgorithmSpec:
+    """A named sharding algorithm: its type, its properties and the live object.
+
+    Attributes:
+        name: The name strategies refer to (ShardingSphere ``shardingAlgorithms``
+            key, or a generated ``<table>.database`` / ``<table>.table``).
+        type: Registry type (``"SLOTS"``, ``"INLINE"``, ``"HASH_MOD"``...).
+        props: Read-only properties as configured.
+        algorithm: The object from :func:`ddm_core.algorithms.create` (has
+            ``precise(targets, values)``, ``range(...)``, ``supports_range``).
+            Not part of equality: two equal specs build equal algorithms.
+    """
+
+    name: str
+    type: str
+    props: Mapping[str, Any] = _empty()
+    algorithm: Any = field(default=None, compare=False, repr=False)
+
+
+class StrategyKind(str, Enum):
+    """How a strategy gets its sharding values (ShardingSphere's four kinds)."""
+
+    STANDARD = "standard"  # one column
+    COMPLEX = "complex"  # several columns, one algorithm
+    HINT = "hint"  # values come from a hint, not from the SQL
+    NONE = "none"  # no sharding at this level
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    """A database or table sharding strategy.
+
+    Attributes:
+        kind: See :class:`StrategyKind`.
+        columns: Sharding columns (one for ``standard``, several for ``complex``,
+            none for ``hint``/``none``).
+        algorithm: The algorithm, ``None`` only for kind ``none``.
+    """
+
+    kind: StrategyKind = StrategyKind.NONE
+    columns: tuple[str, ...] = ()
+    algorithm: AlgorithmSpec | None = None
+
+    @property
+    def column(self) -> str | None:
+        """The single sharding column of a standard strategy (else the first, or ``None``)."""
+        return self.columns[0] if self.columns else None
+
+    @property
+    def sharder(self) -> Any:
+        """The algorithm object (``None`` for kind ``none``)."""
+        return self.algorithm.algorithm if self.algorithm is not None else None
+
+    @property
+    def is_sharded(self) -> bool:
+        return self.kind is not StrategyKind.NONE
+
+
+NO_SHARDING = Strategy()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGeneratorSpec:
+    """A key generator definition.
+
+    Attributes:
+        name: Its name (ShardingSphere ``keyGenerators`` key, or generated).
+        type: ``"SNOWFLAKE"``, ``"GENE"`` or ``"UUID"``.
+        props: As configured (``worker-id``, ``gene-bits``, ``shard-column``...).
+        worker_id: Fixed worker id, if configured (``None`` = lease one).
+        gene_bits: GENE only: bits of the shard key's slot carried in each id.
+        shard_column: GENE only: the column whose slot the id carries.
+    """
+
+    name: str
+    type: str
+    props: Mapping[str, Any] = _empty()
+    worker_id: int | None = None
+    gene_bits: int | None = None
+    shard_column: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGeneration:
+    """Which column of a table gets generated keys, and by what."""
+
+    column: str
+    generator: KeyGeneratorSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ShardedTable:
+    """A sharded logic table.
+
+    Attributes:
+        name: Logic table name as configured.
+        data_nodes: Every physical table, in configuration order.
+        database_strategy: Picks data sources among ``data_sources``.
+        table_strategy: Picks tables among ``tables_by_source[ds]`` of each
+            chosen data source.
+        key_generation: Generated key column, if any.
+        auto: A ShardingSphere auto table: its ``table_strategy`` picks among
+            ``all_tables`` (every physical table, in order) and the data source
+            follows from ``node_of_table``; ``database_strategy`` is ``none``.
+        columns: Column definitions from the native format (informational).
+        data_sources: Data sources holding nodes, in first-seen order (derived).
+        tables_by_source: Data source → its physical tables, in order (derived).
+        all_tables: Every physical table name, in node order (derived).
+        node_of_table: Physical table name → node, for names unique across
+            data sources (derived; what auto tables route through).
+        sharding_columns: Database then table columns, without repeats (derived).
+    """
+
+    name: str
+    data_nodes: tuple[DataNode, ...]
+    database_strategy: Strategy = NO_SHARDING
+    table_strategy: Strategy = NO_SHARDING
+    key_generation: KeyGeneration | None = None
+    auto: bool = False
+    columns: Mapping[str, Any] = _empty()
+    data_sources: tuple[str, ...] = field(init=False, compare=False)
+    tables_by_source: Mapping[str, tuple[str, ...]] = field(init=False, compare=False, repr=False)
+    all_tables: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    node_of_table: Mapping[str, DataNode] = field(init=False, compare=False, repr=False)
+    sharding_columns: tuple[str, ...] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_source: dict[str, list[str]] = {}
+        counts: dict[str, int] = {}
+        for node in self.data_nodes:
+            by_source.setdefault(node.data_source, []).append(node.table)
+            counts[node.table] = counts.get(node.table, 0) + 1
+        cols: list[str] = []
+        for col in (*self.database_strategy.columns, *self.table_strategy.columns):
+            if col not in cols:
+                cols.append(col)
+        setattr_ = object.__setattr__
+        setattr_(self, "data_sources", tuple(by_source))
+        setattr_(self, "tables_by_source", MappingProxyType({k: tuple(v) for k, v in by_source.items()}))
+        setattr_(self, "all_tables", tuple(n.table for n in self.data_nodes))
+        setattr_(
+            self,
+            "node_of_table",
+            MappingProxyType({n.table: n for n in self.data_nodes if counts[n.table] == 1}),
+        )
+        setattr_(self, "sharding_columns", tuple(cols))
+
+    @property
+    def shard_count(self) -> int:
+        """Number of physical tables."""
+        return len(self.data_nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class BindingGroup:
+    """Logic tables sharded alike, so a join between them stays on one node pair.
+
+    ``tables`` keeps the configured order; the first one is the primary table
+    whose route the others follow (by node index).
+    """
+
+    tables: tuple[str, ...]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in (t.lower() for t in self.tables)
+
+
+@dataclass(frozen=True, slots=True)
+class SingleTable:
+    """An unsharded table living in exactly one data source."""
+
+    name: str
+    data_source: str
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeSettings:
+    """Runtime switches (seed 000 §2.2, §4.1, §4.3; DESIGN.md "Boundaries").
+
+    Attributes:
+        allow_full_route: May a statement without a shard key go to every shard?
+        full_route_threshold: A table with more shards than this needs a shard key
+            when ``allow_full_route`` is false.
+        max_offset: Deepest OFFSET accepted across shards (use a cursor beyond).
+        slow_sql_ms: Statements slower than this are logged as slow.
+        sql_comment: Prefix rewritten SQL with ``/* app=...,shard=... */``.
+        app_name: Used in the SQL comment and in metrics.
+    """
+
+    allow_full_route: bool = True
+    full_route_threshold: int = 8
+    max_offset: int = 10_000
+    slow_sql_ms: int = 200
+    sql_comment: bool = False
+    app_name: str | None = None
+
+
+class TableKind(str, Enum):
+    """What a logic table name refers to."""
+
+    SHARDED = "sharded"
+    BROADCAST = "broadcast"
+    SINGLE = "single"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOrigin:
+    """Where a configuration came from.
+
+    Attributes:
+        format: ``"native"`` or ``"shardingsphere"``.
+        location: File path, ``"<string>"`` or ``"<dict>"``.
+        digest: SHA-256 of the source text (of its JSON form for a dict).
+    """
+
+    format: str
+    location: str
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class ShardingConfig:
+    """A complete, validated configuration.
+
+    Attributes:
+        data_sources: Name → :class:`DataSource` (configuration order).
+        tables: Logic table name → :class:`ShardedTable` (configuration order).
+        binding_groups: Binding groups, in configuration order.
+        broadcast_tables: Tables copied to every data source.
+        single_tables: Name → :class:`SingleTable` for explicitly placed tables.
+        single_patterns: ShardingSphere ``!SINGLE`` wildcards (``ds_1.*``,
+            ``*.*``): tables found in those data sources at run time are single.
+        default_data_source: Where new single tables go (``None`` = none chosen).
+        runtime: Runtime switches.
+        algorithms: Every named sharding algorithm.
+        key_generators: Every named key generator.
+        name: Logical database name (``databaseName``/``schemaName``/``name``).
+        props: Other top-level properties from the source (ShardingSphere ``props``).
+        origin: Where it came from (not part of equality).
+        warnings: Things that load but look wrong (not part of equality).
+    """
+
+    data_sources: Mapping[str, DataSource]
+    tables: Mapping[str, ShardedTable] = _empty()
+    binding_groups: tuple[BindingGroup, ...] = ()
+    broadcast_tables: tuple[str, ...] = ()
+    single_tables: Mapping[str, SingleTable] = _empty()
+    single_patterns: tuple[str, ...] = ()
+    default_data_source: str | None = None
+    runtime: RuntimeSettings = RuntimeSettings()
+    algorithms: Mapping[str, AlgorithmSpec] = _empty()
+    key_generators: Mapping[str, KeyGeneratorSpec] = _empty()
+    name: str | None = None
+    props: Mapping[str, Any] = _empty()
+    origin: ConfigOrigin | None = field(default=None, compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    _tables_lc: Mapping[str, ShardedTable] = field(init=False, compare=False, repr=False)
+    _binding_lc: Mapping[str, BindingGroup] = field(init=False, compare=False, repr=False)
+    _broadcast_lc: frozenset[str] = field(init=False, compare=False, repr=False)
+    _single_lc: Mapping[str, SingleTable] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "_tables_lc", MappingProxyType({k.lower(): v for k, v in self.tables.items()}))
+        setattr_(
+            self,
+            "_binding_lc",
+            MappingProxyType({t.lower(): g for g in self.binding_groups for t in g.tables}),
+        )
+        setattr_(self, "_broadcast_lc", frozenset(t.lower() for t in self.broadcast_tables))
+        setattr_(self, "_single_lc", MappingProxyType({k.lower(): v for k, v in self.single_tables.items()}))
+
+    # -- lookups (case-insensitive, like MySQL identifiers on most setups) --------
+
+    def table(self, name: str) -> ShardedTable | None:
+        """The sharded table called ``name``, or ``None``."""
+        return self._tables_lc.get(name.lower())
+
+    def binding_group_of(self, name: str) -> BindingGroup | None:
+        """The binding group ``name`` belongs to, or ``None``."""
+        return self._binding_lc.get(name.lower())
+
+    def is_broadcast(self, name: str) -> bool:
+        return name.lower() in self._broadcast_lc
+
+    def single_table(self, name: str) -> SingleTable | None:
+        """An explicitly placed single table, or ``None``."""
+        return self._single_lc.get(name.lower())
+
+    def kind_of(self, name: str) -> TableKind | None:
+        """Sharded, broadcast, single (explicit) or ``None`` (unknown to the config)."""
+        lc = name.lower()
+        if lc in self._tables_lc:
+            return TableKind.SHARDED
+        if lc in self._broadcast_lc:
+            return TableKind.BROADCAST
+        if lc in self._single_lc:
+            return TableKind.SINGLE
+        return None
+
+    def data_source(self, name: str) -> DataSource:
+        """The data source called ``name``.
+
+        Raises:
+            KeyError: no such data source.
+        """
+        return self.data_sources[name]
