@@ -57,24 +57,28 @@ Measure = Callable[..., Any]
 
 @pytest.fixture
 def measure(benchmark: Any) -> Measure:
-    """``measure(fn, group=, items=, unit=, rounds=, warmup_rounds=)`` times ``fn()`` per round.
+    """``measure(fn, case=, group=, items=, unit=, rounds=, ...)`` times ``fn()`` per round.
 
     ``fn`` must do ``items`` units of work per call (for per-call figures: a
     Python loop of that many calls, so the loop's own cost is *included* in
     the figure; the ``call floor`` group measures that cost separately).
+    ``case`` (and ``impl``, ``k`` where they apply) name the figure for
+    ``report.py``; they are stored in the JSON's ``extra_info``.
     """
 
     def run(
         fn: Callable[[], Any],
         *,
+        case: str,
         group: str,
         items: int,
         unit: str,
         rounds: int,
         warmup_rounds: int = 1,
+        **info: Any,
     ) -> Any:
         benchmark.group = group
-        benchmark.extra_info.update(items=items, unit=unit)
+        benchmark.extra_info.update(case=case, items=items, unit=unit, **info)
         return benchmark.pedantic(fn, rounds=rounds, warmup_rounds=warmup_rounds, iterations=1)
 
     return run

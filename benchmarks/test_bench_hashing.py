@@ -14,10 +14,26 @@ def test_slot_of(impl: Implementation, measure, int_keys: list[int]) -> None:
         for k in int_keys:
             slot_of(k)
 
-    measure(calls, group="slot_of(int)", items=len(int_keys), unit="call", rounds=500, warmup_rounds=20)
+    measure(
+        calls,
+        case="slot_of",
+        impl=impl.name,
+        group="slot_of(int), 1000 calls",
+        items=len(int_keys),
+        unit="call",
+        rounds=500,
+        warmup_rounds=20,
+    )
 
 
 def test_slots_of(impl: Implementation, measure, int64_array: np.ndarray) -> None:
     slots_of = impl.hashing.slots_of
-    rounds = 30 if impl.name == "cython" else 3
-    measure(lambda: slots_of(int64_array), group="slots_of(1M int64)", items=int64_array.size, unit="key", rounds=rounds)
+    measure(
+        lambda: slots_of(int64_array),
+        case="slots_of",
+        impl=impl.name,
+        group="slots_of(1M int64)",
+        items=int64_array.size,
+        unit="key",
+        rounds=30 if impl.name == "cython" else 3,
+    )

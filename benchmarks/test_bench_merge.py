@@ -49,10 +49,13 @@ def test_heap_merge(impl: Implementation, sources, measure) -> None:
     k = len(sources)
     measure(
         lambda: collections.deque(heap_merge(sources, KEYS), maxlen=0),
-        group=f"merge k={k}",
+        case="heap_merge",
+        impl=impl.name,
+        k=k,
+        group=f"merge 1M rows, k={k}",
         items=N_ROWS,
         unit="row",
-        rounds=7 if impl.name == "cython" else 3,  # the twin takes seconds per round
+        rounds=9 if impl.name == "cython" else 3,  # the twin takes seconds per round
     )
 
 
@@ -61,8 +64,10 @@ def test_heapq_merge(sources, measure) -> None:
     k = len(sources)
     measure(
         lambda: collections.deque(heapq.merge(*sources, key=key), maxlen=0),
-        group=f"merge k={k}",
+        case="heapq_merge",
+        k=k,
+        group=f"merge 1M rows, k={k}",
         items=N_ROWS,
         unit="row",
-        rounds=7,
+        rounds=9,
     )

@@ -2,7 +2,7 @@
 
 The ``call floor`` group measures what every per-call figure includes: the
 1000-iteration Python ``for`` loop alone, and the same loop calling a builtin
-that does nothing useful (``id(k)``, a METH_O C function like ``route``).
+that does no work (``id(k)``, a one-argument C function like ``route``).
 """
 
 from __future__ import annotations
@@ -26,21 +26,31 @@ def test_route(impl: Implementation, slot_map, measure, int_keys: list[int]) -> 
         for k in int_keys:
             route(k)
 
-    measure(calls, group="SlotMap.route(int)", items=len(int_keys), unit="call", rounds=500, warmup_rounds=20)
-
-
-def test_route_many(impl: Implementation, slot_map, measure, int64_array: np.ndarray) -> None:
-    rounds = 30 if impl.name == "cython" else 3
     measure(
-        lambda: slot_map.route_many(int64_array),
-        group="SlotMap.route_many(1M int64)",
-        items=int64_array.size,
-        unit="key",
-        rounds=rounds,
+        calls,
+        case="route",
+        impl=impl.name,
+        group="SlotMap.route(int), 1000 calls",
+        items=len(int_keys),
+        unit="call",
+        rounds=500,
+        warmup_rounds=20,
     )
 
 
-@pytest.mark.parametrize("what", ["loop", "id()"])
+def test_route_many(impl: Implementation, slot_map, measure, int64_array: np.ndarray) -> None:
+    measure(
+        lambda: slot_map.route_many(int64_array),
+        case="route_many",
+        impl=impl.name,
+        group="SlotMap.route_many(1M int64)",
+        items=int64_array.size,
+        unit="key",
+        rounds=30 if impl.name == "cython" else 3,
+    )
+
+
+@pytest.mark.parametrize("what", ["loop", "id"])
 def test_call_floor(what: str, measure, int_keys: list[int]) -> None:
     if what == "loop":
 
@@ -54,4 +64,12 @@ def test_call_floor(what: str, measure, int_keys: list[int]) -> None:
             for k in int_keys:
                 id(k)
 
-    measure(calls, group="call floor (1000-iteration loop)", items=len(int_keys), unit="call", rounds=500, warmup_rounds=20)
+    measure(
+        calls,
+        case=f"floor_{what}",
+        group="call floor, 1000 iterations",
+        items=len(int_keys),
+        unit="call",
+        rounds=500,
+        warmup_rounds=20,
+    )

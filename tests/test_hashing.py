@@ -318,6 +318,20 @@ def test_slots_of_rejects(impl: Implementation, values: Any, named: str) -> None
     assert named in str(info.value)
 
 
+def test_slots_of_survives_a_key_that_mutates_the_batch(impl: Implementation) -> None:
+    # Encoding a key may run user code; the compiled loop reads items unchecked,
+    # so the batch must be a snapshot (this crashed the interpreter before).
+    batch: list[Any] = []
+
+    class Shrinker:
+        def __index__(self) -> int:
+            batch.clear()
+            return 1
+
+    batch.extend([Shrinker(), 2, 3])
+    _check_batch(impl, batch, 10, [oracle_slot(1), oracle_slot(2), oracle_slot(3)])
+
+
 array_dtypes = st.sampled_from([np.int64, np.uint64, np.int32])
 
 

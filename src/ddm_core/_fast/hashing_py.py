@@ -113,8 +113,11 @@ def slot_of(value: Any, slot_bits: int = 10) -> int:
 def key_sequence(values: Any) -> Any:
     """The keys of a batch, shared by both twins' ``slots_of`` and ``route_many``.
 
-    Returns a 1-D numpy integer array unchanged (the compiled fast path), the
-    ``tolist()`` of any other 1-D array, and a list or tuple otherwise.
+    Returns a 1-D numpy integer array unchanged (the compiled fast path), and
+    otherwise a tuple: the ``tolist()`` of any other 1-D array, or a snapshot of
+    the iterable. The snapshot matters: encoding a key can run user code
+    (``__index__``) that mutates a list being hashed, and the compiled loop
+    reads its items without bounds checks.
 
     Raises:
         ShardValueError: an array that is not 1-D, or a single str/bytes key.
@@ -125,14 +128,14 @@ def key_sequence(values: Any) -> Any:
                 f"a batch of shard values must be a 1-D array, got shape {values.shape}",
                 value=values.shape,
             )
-        return values if values.dtype.kind in "iu" else values.tolist()
+        return values if values.dtype.kind in "iu" else tuple(values.tolist())
     if isinstance(values, (str, bytes, bytearray, memoryview)):
         raise ShardValueError(
             f"a batch of shard values must be a sequence of keys, not one "
             f"{type(values).__name__} ({values!r:.40}); use slot_of for a single key",
             value=values,
         )
-    return values if isinstance(values, (list, tuple)) else list(values)
+    return values if type(values) is tuple else tuple(values)
 
 
 def slots_of(values: Any, slot_bits: int = 10) -> np.ndarray:

@@ -15,9 +15,10 @@ Every id is a positive signed 64-bit integer (bit 63 is always 0)::
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import operator
+from typing import Any, Callable, NamedTuple
 
-from ddm_core.errors import WorkerIdError
+from ddm_core.errors import IdGenerationError, WorkerIdError
 
 __all__ = [
     "TIME_BITS",
@@ -28,12 +29,18 @@ __all__ = [
     "make_layout",
     "check_gene_bits",
     "gene_of",
+    "read_clock",
+    "clock_range_error",
+    "check_count",
 ]
 
 TIME_BITS = 41
 LOW_BITS = 63 - TIME_BITS  # worker + sequence + gene
 #: 2020-01-01T00:00:00Z; ids stay positive until 2089-09-06.
 DEFAULT_EPOCH_MS = 1_577_836_800_000
+#: An injected clock's readings must lie in ``[0, CLOCK_END)`` (epochs are at most
+#: ``2**62`` too), so the generators' int64 arithmetic on them cannot overflow.
+CLOCK_END = 1 << 62
 
 
 class IdParts(NamedTuple):
@@ -70,8 +77,7 @@ class IdLayout(NamedTuple):
 
     def decode(self, id: int) -> IdParts:
         """Split an id of this layout into its fields."""
-        if not 0 <= id < 1 << 63:
-            raise WorkerIdError(f"id {id} is not a positive 63-bit id", value=id)
+        id = _check_id(id)
         return IdParts(
             timestamp_ms=(id >> self.time_shift) + self.epoch_ms,
             worker_id=(id >> self.worker_shift) & ((1 << self.worker_bits) - 1),
@@ -109,6 +115,40 @@ def check_gene_bits(gene_bits: int) -> int:
     return _int_field("gene_bits", gene_bits, 1, 16)
 
 
+def _check_id(id: Any) -> int:
+    # operator.index, not int(): a float id has lost its low bits, a str is no id.
+    try:
+        value = operator.index(id)
+    except TypeError:
+        raise WorkerIdError(f"id {id!r} is not an int", value=id) from None
+    if not 0 <= value < 1 << 63:
+        raise WorkerIdError(f"id {id} is not a positive 63-bit id", value=id)
+    return value
+
+
 def gene_of(id: int, gene_bits: int) -> int:
     """The gene (the shard key's slot) carried in the low ``gene_bits`` bits of ``id``."""
-    return int(id) & ((1 << check_gene_bits(gene_bits)) - 1)
+    return _check_id(id) & ((1 << check_gene_bits(gene_bits)) - 1)
+
+
+def clock_range_error(now: int, epoch_ms: int) -> IdGenerationError:
+    """The error for a clock reading no id of this epoch can hold."""
+    return IdGenerationError(
+        f"clock {now} ms is outside the {TIME_BITS}-bit range of epoch {epoch_ms}", now_ms=now
+    )
+
+
+def read_clock(clock: Callable[[], Any], epoch_ms: int) -> int:
+    """One reading of an injected clock, as an int in ``[0, CLOCK_END)``."""
+    now = int(clock())
+    if not 0 <= now < CLOCK_END:
+        raise clock_range_error(now, epoch_ms)
+    return now
+
+
+def check_count(n: Any) -> int:
+    """``n`` for ``next_ids(n)``: an int ``>= 0``."""
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"cannot generate {n} ids; n must be >= 0")
+    return n

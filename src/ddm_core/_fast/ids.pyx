@@ -6,7 +6,7 @@ from libc.stdint cimport int64_t, uint64_t
 
 import numpy as np
 
-from ddm_core.errors import ClockMovedBackwardsError, IdGenerationError
+from ddm_core.errors import ClockMovedBackwardsError
 from ddm_core._fast._hash cimport hash_object
 from ddm_core._fast.hashing import slots_of  # the compiled sibling
 from ddm_core._fast.id_layout import (
@@ -14,9 +14,12 @@ from ddm_core._fast.id_layout import (
     TIME_BITS,
     IdLayout,
     IdParts,
+    check_count,
     check_gene_bits,
+    clock_range_error,
     gene_of,
     make_layout,
+    read_clock,
 )
 
 __all__ = ["Snowflake", "GeneIdGenerator", "IdParts", "IdLayout", "gene_of", "DEFAULT_EPOCH_MS"]
@@ -74,7 +77,9 @@ cdef class _Sequencer:
     cdef int64_t _now(self) except? -1:
         if self._clock is None:
             return ddm_now_ms()
-        return self._clock()
+        # Checked in Python: a reading beyond int64 (or negative) is an
+        # IdGenerationError, as in the twin, and int64 arithmetic stays exact.
+        return read_clock(self._clock, self._epoch)
 
     cdef int64_t _wait_until(self, int64_t target) except? -1:
         cdef int64_t now
@@ -109,10 +114,7 @@ cdef class _Sequencer:
         self._last = now
         elapsed = now - self._epoch
         if elapsed < 0 or elapsed >= self._time_end:
-            raise IdGenerationError(
-                f"clock {now} ms is outside the {TIME_BITS}-bit range of epoch {self._epoch}",
-                now_ms=now,
-            )
+            raise clock_range_error(now, self._epoch)
         return (elapsed << self._time_shift) | self._worker_part | (self._seq << self._gene_bits)
 
     cdef object _next_bases(self, Py_ssize_t n):
@@ -140,8 +142,8 @@ cdef class Snowflake(_Sequencer):
             id = self._next_base()
         return id
 
-    def next_ids(self, Py_ssize_t n):
-        return self._next_bases(n)
+    def next_ids(self, n):
+        return self._next_bases(check_count(n))
 
 
 cdef class GeneIdGenerator(_Sequencer):

@@ -16,16 +16,19 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ddm_core.errors import ClockMovedBackwardsError, IdGenerationError
+from ddm_core.errors import ClockMovedBackwardsError
 from ddm_core._fast.hashing_py import slot_of, slots_of
 from ddm_core._fast.id_layout import (
     DEFAULT_EPOCH_MS,
     TIME_BITS,
     IdLayout,
     IdParts,
+    check_count,
     check_gene_bits,
+    clock_range_error,
     gene_of,
     make_layout,
+    read_clock,
 )
 
 __all__ = ["Snowflake", "GeneIdGenerator", "IdParts", "IdLayout", "gene_of", "DEFAULT_EPOCH_MS"]
@@ -63,7 +66,7 @@ class _Sequencer:
         return self._layout.decode(id)
 
     def _now(self) -> int:
-        return _system_ms() if self._clock is None else int(self._clock())
+        return _system_ms() if self._clock is None else read_clock(self._clock, self._layout.epoch_ms)
 
     def _wait_until(self, target: int) -> int:
         now = self._now()
@@ -91,10 +94,7 @@ class _Sequencer:
         self._last = now
         elapsed = now - layout.epoch_ms
         if not 0 <= elapsed < 1 << TIME_BITS:
-            raise IdGenerationError(
-                f"clock {now} ms is outside the {TIME_BITS}-bit range of epoch {layout.epoch_ms}",
-                now_ms=now,
-            )
+            raise clock_range_error(now, layout.epoch_ms)
         return (elapsed << layout.time_shift) | self._worker_part | (self._seq << layout.gene_bits)
 
 
@@ -121,6 +121,7 @@ class Snowflake(_Sequencer):
             return self._next_base()
 
     def next_ids(self, n: int) -> np.ndarray:
+        n = check_count(n)
         with self._lock:
             return np.array([self._next_base() for _ in range(n)], dtype=np.int64)
 

@@ -12,11 +12,12 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport Py_DECREF
 
 from ddm_core.errors import MergeError
-from ddm_core._fast.merge_py import check_merge_args
+from ddm_core._fast.merge_py import _key_value, check_merge_args
 
 __all__ = ["heap_merge", "HeapMerge", "check_merge_args"]
 
 cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
     bint PyLong_CheckExact(PyObject* o)
     bint PyFloat_CheckExact(PyObject* o)
     bint PyUnicode_CheckExact(PyObject* o)
@@ -93,13 +94,15 @@ cdef class HeapMerge:
         PyMem_Free(self._vals)
         PyMem_Free(self._heap)
 
-    cdef int _init(self, list iters, tuple cols, tuple descs, Py_ssize_t offset, object limit) except -1:
+    cdef int _init(self, list iters, tuple cols, tuple descs, object offset, object limit) except -1:
         cdef Py_ssize_t j
         self._iters = iters
         self._k = len(iters)
         self._nkeys = len(cols)
-        self._offset = offset
-        self._limit = -1 if limit is None else limit
+        # Python ints of any size are valid (see check_merge_args); no stream yields
+        # more than PY_SSIZE_T_MAX rows, so clamping changes no result.
+        self._offset = min(offset, PY_SSIZE_T_MAX)
+        self._limit = -1 if limit is None or limit > PY_SSIZE_T_MAX else limit
         self._rows = [None] * self._k
         self._owners = [None] * self._k
         self._cols = <Py_ssize_t*>PyMem_Malloc((self._nkeys + 1) * sizeof(Py_ssize_t))
@@ -156,12 +159,9 @@ cdef class HeapMerge:
                     )
         else:
             # Other sequences: take the key values out once, into a tuple we own.
-            try:
-                owner = tuple([row[self._cols[j]] for j in range(self._nkeys)])
-            except IndexError:
-                raise MergeError(
-                    f"a sort key column is outside a row of {len(row)} columns"
-                ) from None
+            # Through the twin's checked getter: this module is compiled with
+            # boundscheck=False, and an unchecked list index reads past the row.
+            owner = tuple([_key_value(row, self._cols[j]) for j in range(self._nkeys)])
         self._rows[s] = row
         self._owners[s] = owner
         for j in range(self._nkeys):

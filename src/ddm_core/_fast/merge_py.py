@@ -11,6 +11,7 @@ iterator that has a ``close()`` is closed (generators run their ``finally``).
 from __future__ import annotations
 
 import heapq
+import operator
 from typing import Any, Iterable, Iterator, Sequence
 
 from ddm_core.errors import MergeError
@@ -21,12 +22,25 @@ Row = Sequence[Any]
 _DONE: Any = object()
 
 
+def _key_pair(key: Any) -> tuple[int, bool]:
+    # Strict on purpose: int(0.9) or bool("no") would silently sort by the wrong
+    # column or in the wrong direction.
+    col, desc = key
+    if isinstance(col, bool) or desc not in (True, False):
+        raise ValueError(key)
+    return operator.index(col), bool(desc)
+
+
 def check_merge_args(
     keys: Sequence[tuple[int, bool]], offset: int, limit: int | None
 ) -> tuple[tuple[int, ...], tuple[bool, ...]]:
-    """Validate the arguments shared by both twins; return columns and directions."""
+    """Validate the arguments shared by both twins; return columns and directions.
+
+    ``keys`` are ``(column, descending)`` pairs: the column an int (anything
+    with ``__index__``, not a bool) ``>= 0``, the direction a bool (or 0/1).
+    """
     try:
-        pairs = [(int(col), bool(desc)) for col, desc in keys]
+        pairs = [_key_pair(key) for key in keys]
     except (TypeError, ValueError):
         raise MergeError(f"keys must be (column_index, descending) pairs, not {keys!r}", value=keys) from None
     if any(col < 0 for col, _ in pairs):
@@ -58,12 +72,15 @@ def _compare(a: Any, b: Any, col: int) -> int:
 
 
 def _key_value(row: Row, col: int) -> Any:
+    """``row[col]``, or a MergeError naming the column (shared by both twins)."""
     try:
         return row[col]
-    except IndexError:
-        raise MergeError(
-            f"sort key column {col} is outside a row of {len(row)} columns", column=col
-        ) from None
+    except (LookupError, TypeError):
+        try:
+            problem = f"is outside a row of {len(row)} columns"
+        except TypeError:
+            problem = f"cannot be read from a row of type {type(row).__name__}"
+        raise MergeError(f"sort key column {col} {problem}", column=col) from None
 
 
 class _Head:

@@ -53,7 +53,7 @@ def validate(nodes: Any, n_nodes: int | None) -> tuple[np.ndarray, int, int]:
         raise ShardValueError(f"a slot map needs a 1-D array of node indices: {exc}", value=nodes) from None
     n_slots = arr.shape[0] if arr.ndim == 1 else 0
     slot_bits = n_slots.bit_length() - 1
-    if arr.ndim != 1 or n_slots != 1 << slot_bits or not 1 <= slot_bits <= MAX_SLOT_BITS:
+    if arr.ndim != 1 or not 1 <= slot_bits <= MAX_SLOT_BITS or n_slots != 1 << slot_bits:
         raise ShardValueError(
             f"a slot map needs a 1-D array of 2**k node indices (k = 1..{MAX_SLOT_BITS}), "
             f"got shape {arr.shape}",

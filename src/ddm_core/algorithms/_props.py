@@ -86,7 +86,7 @@ class Props:
             )
         return default
 
-    def int(
+    def integer(
         self, prop: str, default: Any = MISSING, *, min: int | None = None, max: int | None = None
     ) -> int:
         """An integer (``16`` or ``"16"``) within ``[min, max]``."""
@@ -103,7 +103,7 @@ class Props:
             self.fail(prop, value, f"must be at most {max}")
         return result
 
-    def bool(self, prop: str, default: bool) -> bool:
+    def boolean(self, prop: str, default: bool) -> bool:
         """``true``/``false`` (bool or case-insensitive string)."""
         value = self.raw(prop, default)
         if type(value) is bool:
@@ -112,7 +112,7 @@ class Props:
             return value.strip().lower() == "true"
         self.fail(prop, value, "must be true or false")
 
-    def str(self, prop: str, default: Any = MISSING, *, choices: tuple[str, ...] = ()) -> str:
+    def text(self, prop: str, default: Any = MISSING, *, choices: tuple[str, ...] = ()) -> str:
         """A non-empty string; with ``choices``, one of them (case-insensitive, returned lower-case)."""
         value = self.raw(prop, default)
         if not isinstance(value, str) or not value.strip():

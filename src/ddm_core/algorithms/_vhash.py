@@ -21,12 +21,12 @@ _M64 = (1 << 64) - 1
 # XXH3_len_4to8_64b with seed 0: bitflip = readLE64(kSecret+8) ^ readLE64(kSecret+16).
 _BITFLIP = np.uint64(0xC73AB174C5ECD5A2)
 _PRIME_MX2 = np.uint64(0x9FB21C651E98DF25)
-_U = {k: np.uint64(k) for k in (1, 24, 28, 32, 35, 40, 49, 63)}
+_U = {k: np.uint64(k) for k in (1, 15, 24, 28, 32, 35, 40, 49, 63)}
 _LEN8 = np.uint64(8)
 
 
 def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << _U[r]) | (x >> _U[64 - r] if (64 - r) in _U else x >> np.uint64(64 - r))
+    return (x << _U[r]) | (x >> _U[64 - r])
 
 
 def hash64_array(values: np.ndarray) -> np.ndarray:
@@ -49,7 +49,7 @@ def hash64_array(values: np.ndarray) -> np.ndarray:
 
 def hash64_u64(x: int) -> int:
     """``hash64`` of an unsigned 64-bit int (its 8 little-endian bytes)."""
-    return hash64(x)
+    return int(hash64(x))
 
 
 def hash_keys(keys: np.ndarray) -> np.ndarray:
@@ -65,7 +65,7 @@ def combine(acc: int, h: int) -> int:
     ``hash64(acc XOR rotl(h, 1))`` — order-sensitive, so ``(1, 2)`` and
     ``(2, 1)`` differ.
     """
-    return hash64(acc ^ (((h << 1) | (h >> 63)) & _M64))
+    return int(hash64(acc ^ (((h << 1) | (h >> 63)) & _M64)))
 
 
 def combine_array(acc: np.ndarray, h: np.ndarray) -> np.ndarray:

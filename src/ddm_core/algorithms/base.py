@@ -209,6 +209,10 @@ class ShardingAlgorithm(ABC):
         try:
             return values[column]
         except KeyError:
+            folded = column.lower()
+            for key, value in values.items():  # SQL column names are case-insensitive
+                if key.lower() == folded:
+                    return value
             raise ShardKeyNotFoundError(
                 f"{self.label} needs sharding column {column!r}; got {sorted(values)}",
                 algorithm=self.name,
@@ -218,6 +222,14 @@ class ShardingAlgorithm(ABC):
     def __repr__(self) -> str:
         name = f" {self.name!r}" if self.name else ""
         return f"<{type(self).__name__}{name} {self.describe()}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its props (worker processes of a migration get the same algorithm).
+        return (_rebuild, (type(self), dict(self.props), self.name))
+
+
+def _rebuild(cls: type[ShardingAlgorithm], props: dict[str, Any], name: str) -> ShardingAlgorithm:
+    return cls(props, name=name)
 
 
 def _batch_length(alg: ShardingAlgorithm, arrays: list[np.ndarray], names: list[str]) -> int:

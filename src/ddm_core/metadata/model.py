@@ -302,6 +302,10 @@ class ShardedTable:
     sharding_columns: tuple[str, ...] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "data_nodes", tuple(self.data_nodes))
+        if not isinstance(self.columns, MappingProxyType):
+            setattr_(self, "columns", freeze(self.columns))
         by_source: dict[str, list[str]] = {}
         counts: dict[str, int] = {}
         for node in self.data_nodes:
@@ -311,7 +315,6 @@ class ShardedTable:
         for col in (*self.database_strategy.columns, *self.table_strategy.columns):
             if col not in cols:
                 cols.append(col)
-        setattr_ = object.__setattr__
         setattr_(self, "data_sources", tuple(by_source))
         setattr_(self, "tables_by_source", MappingProxyType({k: tuple(v) for k, v in by_source.items()}))
         setattr_(self, "all_tables", tuple(n.table for n in self.data_nodes))
@@ -438,6 +441,15 @@ class ShardingConfig:
 
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
+        # Callers may pass plain dicts and lists; the stored model is read-only.
+        for name in ("data_sources", "tables", "single_tables", "algorithms", "key_generators"):
+            value = getattr(self, name)
+            if not isinstance(value, MappingProxyType):
+                setattr_(self, name, MappingProxyType(dict(value)))
+        if not isinstance(self.props, MappingProxyType):
+            setattr_(self, "props", freeze(self.props))
+        for name in ("binding_groups", "broadcast_tables", "single_patterns", "warnings"):
+            setattr_(self, name, tuple(getattr(self, name)))
         setattr_(self, "_tables_lc", MappingProxyType({k.lower(): v for k, v in self.tables.items()}))
         setattr_(
             self,

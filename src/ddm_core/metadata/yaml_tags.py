@@ -9,10 +9,17 @@ name unknown rule types in its own error. Nothing is ever instantiated from a ta
 PyYAML silently keeps the last of two equal mapping keys; a second ``t_order:``
 would drop the first table without a word. :func:`parse_yaml` walks the node
 tree first and reports every duplicate key with its field path.
+
+Published ShardingSphere samples redact passwords as ``password: ***`` (seed
+004), which is not YAML (``*`` starts an alias, and an alias name cannot be
+made of asterisks). A value made only of asterisks is therefore read as that
+string: the change can only turn an unparsable document into a parsable one.
+The data-source readers warn about such a password.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,9 +61,11 @@ def _construct_tagged(loader: TaggedLoader, suffix: str, node: yaml.Node, *, pre
         value = loader.construct_mapping(node, deep=True)
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
-    else:
-        raw = loader.construct_scalar(node)  # type: ignore[arg-type]
+    elif isinstance(node, yaml.ScalarNode):
+        raw = loader.construct_scalar(node)
         value = None if raw == "" else raw
+    else:  # pragma: no cover - composer yields only the three node kinds
+        value = None
     return Tagged(prefix + suffix, value, node.start_mark.line + 1)
 
 
@@ -97,12 +106,16 @@ def _find_duplicates(node: yaml.Node, path: str, problems: Problems, seen_nodes:
             _find_duplicates(item, join_path(path, i), problems, seen_nodes)
 
 
+_REDACTED = re.compile(r"^(\s*[^\s#][^#\n]*?:[ \t]+)(\*+)([ \t]*(?:#.*)?)$", re.MULTILINE)
+
+
 def parse_yaml(text: str, problems: Problems) -> Any:
     """Parse one YAML document; syntax errors and duplicate keys go to ``problems``.
 
     Returns:
         The document (``None`` for an empty one, or when it cannot be parsed).
     """
+    text = _REDACTED.sub(lambda m: f"{m.group(1)}'{m.group(2)}'{m.group(3)}", text)
     loader = TaggedLoader(text)
     try:
         node = loader.get_single_node()

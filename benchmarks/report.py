@@ -1,0 +1,228 @@
+"""Run the benchmarks once and print the key figures as a markdown table.
+
+Usage (from the repository root, with the extensions built in place)::
+
+    PYTHONPATH=src python benchmarks/report.py [--json PATH] [--quiet] [-- PYTEST_ARGS...]
+
+pytest-benchmark's own tables (one per group, ratios to the fastest entry in
+parentheses) are printed first unless ``--quiet``; the markdown summary last.
+Figures come from the **median** round of each benchmark (wall clock,
+``time.perf_counter``); the merge ratio is also given from the best rounds.
+Nothing here asserts a speed: the targets are read, not enforced, and the
+exit status is pytest's.
+
+Other processes on the machine slow some rounds: the load average before and
+after the run is printed with the table, so a noisy run can be recognised and
+repeated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+#: (case, label) of the compiled-vs-twin rows, in table order.
+UNIT_ROWS = [
+    ("slot_of", "`slot_of(int)`"),
+    ("slots_of", "`slots_of` (1 M int64 array)"),
+    ("route", "`SlotMap.route(int)`"),
+    ("route_many", "`SlotMap.route_many` (1 M int64 array)"),
+    ("next_id", "`Snowflake.next_id()`"),
+    ("next_ids", "`Snowflake.next_ids(200 000)`"),
+]
+MERGE_KS = (4, 16, 64)
+
+
+class Fig:
+    """One benchmark's median and best round, per item."""
+
+    def __init__(self, bench: dict[str, Any]) -> None:
+        info = bench["extra_info"]
+        self.case: str = info["case"]
+        self.impl: str | None = info.get("impl")
+        self.k: int | None = info.get("k")
+        self.items: int = info["items"]
+        self.unit: str = info["unit"]
+        self.median: float = bench["stats"]["median"]
+        self.min: float = bench["stats"]["min"]
+        self.rounds: int = bench["stats"]["rounds"]
+
+    def ns_per_item(self, stat: str = "median") -> float:
+        return getattr(self, stat) * 1e9 / self.items
+
+    def per_second(self, stat: str = "median") -> float:
+        return self.items / getattr(self, stat)
+
+    def fmt(self) -> str:
+        """ns per call for per-call figures, else M items per second."""
+        if self.unit == "call":
+            return f"{self.ns_per_item():.1f} ns/call"
+        return f"{self.per_second() / 1e6:.2f} M {self.unit}s/s"
+
+
+def run_pytest(json_path: Path, quiet: bool, extra: list[str]) -> int:
+    env = dict(os.environ)
+    if importlib.util.find_spec("ddm_core") is None:  # not installed: use the in-place build
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(HERE),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--benchmark-json={json_path}",
+        "--benchmark-columns=min,median,mean,stddev,rounds",
+        *extra,
+    ]
+    out = subprocess.DEVNULL if quiet else None
+    return subprocess.run(cmd, cwd=ROOT, env=env, stdout=out).returncode
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.1f}×" if b else "–"
+
+
+def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tuple[float, ...]) -> str:
+    figs = [Fig(b) for b in data["benchmarks"] if "case" in b.get("extra_info", {})]
+
+    def get(case: str, impl: str | None = None, k: int | None = None) -> Fig | None:
+        for f in figs:
+            if f.case == case and (impl is None or f.impl == impl) and (k is None or f.k == k):
+                return f
+        return None
+
+    mi = data["machine_info"]
+    lines = [
+        f"### ddm-core benchmarks, {data['datetime'][:19]}Z",
+        "",
+        f"Python {mi['python_version']} ({mi['python_implementation']}), {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, {mi.get('cpu', {}).get('brand_raw', 'cpu ?')}; "
+        f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f}. "
+        "Medians of wall-clock rounds.",
+        "",
+        "| unit | compiled (c) | pure twin (py) | c vs py |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for case, label in UNIT_ROWS:
+        c, py = get(case, "cython"), get(case, "python")
+        if c is None and py is None:
+            continue
+        speedup = _ratio(py.median, c.median) if c and py else "–"
+        lines.append(f"| {label} | {c.fmt() if c else '–'} | {py.fmt() if py else '–'} | {speedup} |")
+    for k in MERGE_KS:
+        c, py = get("heap_merge", "cython", k), get("heap_merge", "python", k)
+        if c is None and py is None:
+            continue
+        speedup = _ratio(py.median, c.median) if c and py else "–"
+        lines.append(
+            f"| `heap_merge` k={k} (1 M rows) | {c.fmt() if c else '–'} | {py.fmt() if py else '–'} | {speedup} |"
+        )
+
+    merge_rows = []
+    for k in MERGE_KS:
+        hm, hq = get("heap_merge", "cython", k), get("heapq_merge", None, k)
+        if hm and hq:
+            merge_rows.append((k, hm, hq))
+    if merge_rows:
+        lines += [
+            "",
+            "| 1 M rows `(int, int, str)`, key column 0 | `heap_merge` (c) | `heapq.merge(key=itemgetter(0))` "
+            "| ratio (medians) | ratio (best rounds) |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for k, hm, hq in merge_rows:
+            lines.append(
+                f"| k={k} | {hm.per_second() / 1e6:.2f} M rows/s | {hq.per_second() / 1e6:.2f} M rows/s "
+                f"| {_ratio(hq.median, hm.median)} | {_ratio(hq.min, hm.min)} |"
+            )
+
+    loop, idc = get("floor_loop"), get("floor_id")
+    if loop and idc:
+        lines += [
+            "",
+            f"Per-call figures are (median time of a 1000-call `for` loop) / 1000, loop included; "
+            f"in the same run the loop alone costs {loop.ns_per_item():.1f} ns/iteration and the loop "
+            f"calling the builtin `id(k)` {idc.ns_per_item():.1f} ns/call.",
+        ]
+
+    lines += ["", "| target (read, not asserted) | measured | met |", "| --- | ---: | :---: |"]
+
+    def target(label: str, fig_text: str, ok: bool | None) -> None:
+        lines.append(f"| {label} | {fig_text} | {'–' if ok is None else ('yes' if ok else '**no**')} |")
+
+    m16 = next(((hm, hq) for k, hm, hq in merge_rows if k == 16), None)
+    if m16:
+        hm, hq = m16
+        r = hq.median / hm.median
+        target("`heap_merge` ≥ 5× `heapq.merge`, k=16, int key", f"{r:.1f}× (best rounds {hq.min / hm.min:.1f}×)", r >= 5)
+    route = get("route", "cython")
+    if route:
+        target("`SlotMap.route` ≤ 60 ns/call", f"{route.ns_per_item():.1f} ns", route.ns_per_item() <= 60)
+    many = get("route_many", "cython")
+    if many:
+        target("`route_many` ≥ 100 M keys/s", f"{many.per_second() / 1e6:.0f} M keys/s", many.per_second() >= 100e6)
+    nid = get("next_id", "cython")
+    if nid:
+        target(
+            "`next_id()` ≥ 3.9 M ids/s (layout cap 4.096 M)",
+            f"{nid.per_second() / 1e6:.2f} M ids/s",
+            nid.per_second() >= 3.9e6,
+        )
+
+    if merge_rows:
+        lines.append("")
+        for k, hm, hq in merge_rows:
+            lines.append(
+                f"- heap_merge k={k}: {hm.per_second() / 1e6:.2f} M rows/s, heapq.merge "
+                f"{hq.per_second() / 1e6:.2f} M rows/s, ratio {hq.median / hm.median:.1f}×"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--json", type=Path, default=ROOT / ".benchmarks" / "report-latest.json", help="where pytest-benchmark writes"
+    )
+    parser.add_argument("--quiet", action="store_true", help="print only the markdown summary")
+    parser.add_argument("--from-json", action="store_true", help="re-render an existing --json file, run nothing")
+    args = parser.parse_args(argv)
+
+    load_before = os.getloadavg()
+    code = 0
+    if not args.from_json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        code = run_pytest(args.json, args.quiet, extra)
+    load_after = os.getloadavg()
+    if not args.json.exists():
+        print(f"no results at {args.json}", file=sys.stderr)
+        return code or 1
+    data = json.loads(args.json.read_text())
+    if args.from_json:
+        load_before = load_after = (float("nan"),) * 3
+    print()
+    print(render(data, load_before, load_after))
+    print(f"\n(raw results: {args.json}; {_dt.datetime.now():%Y-%m-%d %H:%M})", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Any :class:`ShardingConfig` written back in ddm-core's own format.
+
+:func:`to_native` spells every table out (``dataNodes``, ``databaseStrategy``,
+``tableStrategy`` naming entries of ``algorithms``), so the result loads back
+into an equal configuration — for a ShardingSphere file too, which makes it
+the converter from ShardingSphere YAML to ddm-core's format. Literal passwords
+are left out unless ``secrets="keep"``; environment references are always kept.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from ddm_core.metadata.model import (
+    DataNode,
+    DataSource,
+    Endpoint,
+    PoolSettings,
+    RuntimeSettings,
+    ShardedTable,
+    ShardingConfig,
+    Strategy,
+    StrategyKind,
+    thaw,
+)
+
+__all__ = ["to_native", "dump_native"]
+
+
+def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any]:
+    """The configuration as a plain dict in ddm-core's own format.
+
+    Args:
+        config: Any loaded configuration.
+        secrets: ``"omit"`` leaves literal passwords out; ``"keep"`` writes them.
+            ``passwordEnv`` references are written either way.
+    """
+    if secrets not in ("omit", "keep"):
+        raise ValueError(f"secrets must be 'omit' or 'keep', not {secrets!r}")
+    out: dict[str, Any] = {"format": "ddm-core"}
+    if config.name is not None:
+        out["name"] = config.name
+    out["dataSources"] = {name: _data_source(ds, secrets) for name, ds in config.data_sources.items()}
+    if config.algorithms:
+        out["algorithms"] = {
+            name: {"type": spec.type, **({"props": thaw(spec.props)} if spec.props else {})}
+            for name, spec in config.algorithms.items()
+        }
+    if config.key_generators:
+        out["keyGenerators"] = {
+            name: {"type": spec.type, **({"props": thaw(spec.props)} if spec.props else {})}
+            for name, spec in config.key_generators.items()
+        }
+    if config.tables:
+        out["tables"] = [_table(t) for t in config.tables.values()]
+    if config.binding_groups:
+        out["bindingTables"] = [list(g.tables) for g in config.binding_groups]
+    if config.broadcast_tables:
+        out["broadcastTables"] = list(config.broadcast_tables)
+    singles = [f"{s.data_source}.{s.name}" for s in config.single_tables.values()] + list(config.single_patterns)
+    if singles:
+        out["singleTables"] = singles
+    if config.default_data_source is not None:
+        out["defaultDataSource"] = config.default_data_source
+    runtime = _runtime(config.runtime)
+    if runtime:
+        out["runtime"] = runtime
+    if config.props:
+        out["props"] = thaw(config.props)
+    return out
+
+
+def dump_native(config: ShardingConfig, *, secrets: str = "omit") -> str:
+    """:func:`to_native` as YAML text."""
+    text: str = yaml.safe_dump(to_native(config, secrets=secrets), sort_keys=False, allow_unicode=True)
+    return text
+
+
+def _endpoint(ep: Endpoint, secrets: str, *, with_name: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if with_name:
+        out["name"] = ep.name
+    out["url"] = ep.url
+    if ep.username is not None:
+        out["username"] = ep.username
+    if ep.password is not None:
+        if ep.password.env is not None:
+            out["passwordEnv"] = ep.password.env
+        elif secrets == "keep":
+            out["password"] = ep.password.literal
+    if ep.weight != 1:
+        out["weight"] = ep.weight
+    if ep.props:
+        out["props"] = thaw(ep.props)
+    return out
+
+
+def _data_source(ds: DataSource, secrets: str) -> dict[str, Any]:
+    out = _endpoint(ds.primary, secrets, with_name=False)
+    if ds.primary.name != ds.name:
+        out["primaryName"] = ds.primary.name
+    if ds.replicas:
+        out["replicas"] = [_endpoint(r, secrets, with_name=True) for r in ds.replicas]
+    pool = _changed(ds.pool, PoolSettings(), {
+        "max_size": "maxSize", "min_idle": "minIdle", "acquire_timeout_ms": "acquireTimeoutMs",
+        "idle_timeout_ms": "idleTimeoutMs", "max_lifetime_ms": "maxLifetimeMs",
+    })  # fmt: skip
+    if pool:
+        out["pool"] = pool
+    if ds.load_balancer != "weight":
+        out["loadBalancer"] = ds.load_balancer
+    if ds.transactional_reads != "primary":
+        out["transactionalReads"] = ds.transactional_reads
+    return out
+
+
+def _strategy(strategy: Strategy) -> dict[str, Any] | None:
+    if strategy.kind is StrategyKind.NONE:
+        return None
+    out: dict[str, Any] = {"kind": strategy.kind.value}
+    if strategy.columns:
+        out["columns"] = list(strategy.columns)
+    if strategy.algorithm is not None:
+        out["algorithm"] = strategy.algorithm.name
+    return out
+
+
+def _table(table: ShardedTable) -> dict[str, Any]:
+    out: dict[str, Any] = {"logicTable": table.name, "dataNodes": _compact(table.data_nodes)}
+    for key, strategy in (("databaseStrategy", table.database_strategy), ("tableStrategy", table.table_strategy)):
+        spelled = _strategy(strategy)
+        if spelled is not None:
+            out[key] = spelled
+    if table.key_generation is not None:
+        out["keyGenerator"] = {"column": table.key_generation.column, "generator": table.key_generation.generator.name}
+    if table.auto:
+        out["auto"] = True
+    if table.columns:
+        out["columns"] = thaw(table.columns)
+    return out
+
+
+_NUMBERED = re.compile(r"^(.*?)(0|[1-9][0-9]*)$")
+
+
+def _compact(nodes: tuple[DataNode, ...]) -> list[str]:
+    """Runs like ds0.t_0, ds0.t_1, ... ds0.t_15 → ``ds0.t_${0..15}`` (same order on expansion)."""
+    out: list[str] = []
+    run: list[Any] = []  # [data_source, prefix, first, last]
+
+    def flush() -> None:
+        if run:
+            ds, prefix, first, last = run
+            out.append(f"{ds}.{prefix}{first}" if first == last else f"{ds}.{prefix}${{{first}..{last}}}")
+            run.clear()
+
+    for node in nodes:
+        m = _NUMBERED.match(node.table)
+        if m is None or "$" in node.table or "$" in node.data_source or "," in node.table:
+            flush()
+            out.append(str(node))
+            continue
+        prefix, number = m.group(1), int(m.group(2))
+        if run and run[0] == node.data_source and run[1] == prefix and number == run[3] + 1:
+            run[3] = number
+        else:
+            flush()
+            run.extend([node.data_source, prefix, number, number])
+    flush()
+    return out
+
+
+def _runtime(rt: RuntimeSettings) -> dict[str, Any]:
+    return _changed(rt, RuntimeSettings(), {
+        "allow_full_route": "allowFullRoute", "full_route_threshold": "fullRouteThreshold",
+        "max_offset": "maxOffset", "slow_sql_ms": "slowSqlMs", "sql_comment": "sqlComment", "app_name": "appName",
+    })  # fmt: skip
+
+
+def _changed(obj: Any, default: Any, names: dict[str, str]) -> dict[str, Any]:
+    return {key: getattr(obj, f) for f, key in names.items() if getattr(obj, f) != getattr(default, f)}

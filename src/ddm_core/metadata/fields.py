@@ -1,0 +1,178 @@
+"""Typed reading of one YAML mapping, recording problems instead of raising.
+
+A :class:`Section` wraps a mapping and its field path. Getters check the type
+of each field and report a :class:`~ddm_core.metadata.problems.Problem`
+naming the path and the value; :meth:`Section.finish` reports every field
+nobody asked for, with a "did you mean" hint — a misspelt ``tablePerShard``
+must fail the load, not silently fall back to a default.
+
+With ``loose=True`` (ddm-core's own format) field names match regardless of
+case, ``_`` and ``-``: ``tablePerShard``, ``table_per_shard`` and
+``table-per-shard`` are one field. ShardingSphere sections match exactly.
+"""
+
+from __future__ import annotations
+
+import builtins
+import difflib
+from typing import Any, Mapping
+
+from ddm_core.metadata.problems import Problems, join_path
+
+__all__ = ["Section", "canon", "MISSING"]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: Any = _Missing()
+
+
+def canon(key: str) -> str:
+    """The loose form of a field name: lower case without ``_`` and ``-``."""
+    return key.replace("_", "").replace("-", "").lower()
+
+
+class Section:
+    """One mapping being read.
+
+    Args:
+        data: The mapping (anything else is reported and read as empty).
+        path: Its field path.
+        problems: Where problems go.
+        loose: Match field names loosely (see the module docstring).
+    """
+
+    def __init__(self, data: Any, path: builtins.str, problems: Problems, *, loose: bool = False) -> None:
+        self.path = path
+        self.problems = problems
+        self.loose = loose
+        self.ok = isinstance(data, Mapping) or data is None
+        if not self.ok:
+            problems.add(path or "<root>", f"must be a mapping, not {data!r}", data)
+        self.data: Mapping[Any, Any] = data if isinstance(data, Mapping) else {}
+        self._index: dict[str, Any] = {}
+        for key in self.data:
+            k = canon(str(key)) if loose else str(key)
+            if k in self._index and loose:
+                problems.add(
+                    join_path(path, str(key)),
+                    f"field {key!r} is given twice (also as {self._index[k]!r})",
+                    key,
+                )
+            self._index.setdefault(k, key)
+        self._known: dict[str, str] = {}  # key as matched → the name a getter used
+
+    # -- lookup -------------------------------------------------------------
+
+    def _key(self, name: builtins.str) -> Any:
+        k = canon(name) if self.loose else name
+        self._known.setdefault(k, name)
+        return self._index.get(k, MISSING)
+
+    def has(self, *names: builtins.str) -> bool:
+        return any(self._key(n) is not MISSING for n in names)
+
+    def field_path(self, *names: builtins.str) -> str:
+        """Path of the first of ``names`` present (else of the first name)."""
+        for n in names:
+            key = self._key(n)
+            if key is not MISSING:
+                return join_path(self.path, str(key))
+        return join_path(self.path, names[0])
+
+    def get(self, *names: builtins.str, default: Any = None) -> Any:
+        """The value of the first of ``names`` present (aliases), else ``default``."""
+        for n in names:
+            key = self._key(n)
+            if key is not MISSING:
+                return self.data[key]
+        return default
+
+    def mark(self, *names: builtins.str) -> None:
+        """Declare fields as known without reading them."""
+        for n in names:
+            self._key(n)
+
+    # -- typed getters ------------------------------------------------------------
+
+    def _bad(self, names: tuple[builtins.str, ...], value: Any, what: builtins.str) -> None:
+        self.problems.add(self.field_path(*names), f"must be {what}, not {value!r}", value)
+
+    def str(self, *names: builtins.str, default: Any = None, required: bool = False) -> Any:
+        value = self.get(*names, default=MISSING)
+        if value is MISSING or value is None:
+            if required:
+                self.problems.add(self.field_path(*names), "is required", None)
+            return default
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)  # YAML reads `name: 0` as an int
+        if not isinstance(value, str) or not value.strip():
+            self._bad(names, value, "a non-empty string")
+            return default
+        return value.strip()
+
+    def int(self, *names: builtins.str, default: Any = None, min: builtins.int | None = None, required: bool = False) -> Any:
+        value = self.get(*names, default=MISSING)
+        if value is MISSING or value is None:
+            if required:
+                self.problems.add(self.field_path(*names), "is required", None)
+            return default
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            value = int(value.strip())
+        if type(value) is not int:
+            self._bad(names, value, "an integer")
+            return default
+        if min is not None and value < min:
+            self.problems.add(self.field_path(*names), f"must be at least {min}, not {value}", value)
+            return default
+        return value
+
+    def bool(self, *names: builtins.str, default: Any = None) -> Any:
+        value = self.get(*names, default=MISSING)
+        if value is MISSING or value is None:
+            return default
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "on", "off", "yes", "no"):
+            value = value.strip().lower() in ("true", "on", "yes")
+        if type(value) is not bool:
+            self._bad(names, value, "true or false")
+            return default
+        return value
+
+    def mapping(self, *names: builtins.str) -> Mapping[Any, Any]:
+        value = self.get(*names, default=None)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self._bad(names, value, "a mapping")
+            return {}
+        return value
+
+    def list(self, *names: builtins.str, split: builtins.bool = False) -> builtins.list[Any]:
+        """A list; with ``split``, a comma-separated string is accepted too."""
+        value = self.get(*names, default=None)
+        if value is None:
+            return []
+        if split and isinstance(value, str):
+            return [p.strip() for p in value.split(",") if p.strip()]
+        if not isinstance(value, (list, tuple)):
+            self._bad(names, value, "a list")
+            return []
+        return builtins.list(value)
+
+    def section(self, *names: builtins.str) -> "Section":
+        """A nested mapping as a Section (empty when absent)."""
+        return Section(self.get(*names, default=None), self.field_path(*names), self.problems, loose=self.loose)
+
+    # -- end ----------------------------------------------------------------------
+
+    def finish(self, what: builtins.str = "field") -> None:
+        """Report every field that no getter asked for."""
+        for k, key in self._index.items():
+            if k in self._known:
+                continue
+            close = difflib.get_close_matches(k, sorted(self._known), n=1, cutoff=0.75)
+            hint = f"; did you mean {self._known[close[0]]!r}?" if close else ""
+            self.problems.add(join_path(self.path, str(key)), f"unknown {what} {str(key)!r}{hint}", key)

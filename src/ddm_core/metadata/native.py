@@ -1,0 +1,589 @@
+"""ddm-core's own YAML format (seed 000 §2.2, §4.1, §4.2) → :class:`ShardingConfig`.
+
+The short form of a logic table is seed 000's::
+
+    tables:
+      - logicTable: t_order
+        shardKey: user_id          # database shard column
+        algorithm: slots           # database algorithm (default SLOTS, 1024 slots)
+        shardCount: 4              # database shards = len(databases)
+        tablePerShard: 4           # tables in each database
+        databases: [ds_0, ds_1, ds_2, ds_3]   # or "ds_${0..3}"
+
+giving physical tables ``t_order_${dbIndex}_${tableIndex}`` (``t_order_2_1``;
+just ``t_order`` when ``tablePerShard`` is 1), the database chosen by SLOTS
+over ``hash(user_id)`` (``slots: {ds_0: "0-255", ...}`` maps slots explicitly,
+else they are spread evenly) and the table within it by ``hash(tableKey) %
+tablePerShard`` (HASH_MOD; ``tableKey`` defaults to ``shardKey``).
+
+Every part can be spelled out instead: ``dataNodes`` (inline expressions),
+``databaseStrategy`` / ``tableStrategy`` (``kind``, ``columns``,
+``algorithm``, ``props``), named ``algorithms`` and ``keyGenerators`` — which
+is how :func:`ddm_core.metadata.dump.to_native` writes any configuration, a
+converted ShardingSphere one included. Field names match loosely
+(``tablePerShard`` = ``table_per_shard`` = ``table-per-shard``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ddm_core.metadata.build import Context, pool_settings
+from ddm_core.metadata.fields import Section, canon
+from ddm_core.metadata.model import (
+    NO_SHARDING,
+    AlgorithmSpec,
+    BindingGroup,
+    DataNode,
+    DataSource,
+    Endpoint,
+    KeyGeneration,
+    PoolSettings,
+    RuntimeSettings,
+    ShardedTable,
+    SingleTable,
+    Strategy,
+    StrategyKind,
+    freeze,
+)
+from ddm_core.metadata.nodes import expand_names, expand_nodes
+from ddm_core.metadata.problems import join_path
+
+__all__ = ["read_native", "DEFAULT_SLOT_COUNT"]
+
+DEFAULT_SLOT_COUNT = 1024
+_MOD_FAMILY = frozenset({"MOD", "HASH_MOD", "SALTED_MOD"})
+_BIND_INHERITS = (
+    "shardKey", "algorithm", "algorithmProps", "shardCount", "tablePerShard", "databases",
+    "slotCount", "slots", "tableKey", "tableAlgorithm", "tableAlgorithmProps", "databaseStrategy",
+    "tableStrategy",
+)  # fmt: skip
+
+
+def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
+    """Read a native document; returns the keyword arguments of :class:`ShardingConfig`.
+
+    Problems go to ``ctx.problems``; the result may be partial when there are some.
+    """
+    top = Section(doc, "", ctx.problems, loose=True)
+    top.mark("format", "version")
+    name = top.str("name", "appName")
+    default_pool = _pool(top.section("pool"), PoolSettings())
+    data_sources = _data_sources(top.section("dataSources"), default_pool, ctx)
+
+    for alg_name, spec in top.mapping("algorithms").items():
+        path = join_path(top.field_path("algorithms"), str(alg_name))
+        sec = Section(spec, path, ctx.problems, loose=True)
+        ctx.algorithm(str(alg_name), sec.get("type"), sec.get("props"), path)
+        sec.finish()
+    for gen_name, spec in top.mapping("keyGenerators").items():
+        path = join_path(top.field_path("keyGenerators"), str(gen_name))
+        sec = Section(spec, path, ctx.problems, loose=True)
+        ctx.key_generator(str(gen_name), sec.get("type"), sec.get("props"), path)
+        sec.finish()
+
+    # explicit binding groups first; `bindTo:` then joins or starts groups
+    groups: list[list[str]] = []
+    bpath = top.field_path("bindingTables", "bindingGroups")
+    for i, item in enumerate(top.list("bindingTables", "bindingGroups")):
+        groups.append(_name_list(item, join_path(bpath, i), ctx))
+        ctx.paths.binding_groups.append(join_path(bpath, i))
+    tables = _tables(top, ctx, groups)
+
+    broadcast = _name_list(top.get("broadcastTables"), top.field_path("broadcastTables"), ctx)
+    for t in broadcast:
+        ctx.paths.broadcast[t] = top.field_path("broadcastTables")
+    singles, patterns = _singles(top, ctx)
+
+    runtime = _runtime(top.section("runtime", "route"))
+    default_ds = top.str("defaultDataSource")
+    ctx.paths.default_data_source = top.field_path("defaultDataSource")
+    props = freeze(dict(top.mapping("props")))
+    top.finish()
+    return dict(
+        data_sources=data_sources,
+        tables=tables,
+        binding_groups=tuple(BindingGroup(tuple(g)) for g in groups),
+        broadcast_tables=tuple(broadcast),
+        single_tables=singles,
+        single_patterns=tuple(patterns),
+        default_data_source=default_ds,
+        runtime=runtime,
+        name=name,
+        props=props,
+    )
+
+
+# -- data sources ------------------------------------------------------------------------
+
+
+def _pool(sec: Section, base: PoolSettings) -> PoolSettings:
+    values = {}
+    for field_name, aliases in (
+        ("max_size", ("maxSize", "maximumPoolSize")),
+        ("min_idle", ("minIdle", "minimumIdle")),
+        ("acquire_timeout_ms", ("acquireTimeoutMs", "connectionTimeoutMs", "connectionTimeout")),
+        ("idle_timeout_ms", ("idleTimeoutMs", "idleTimeout")),
+        ("max_lifetime_ms", ("maxLifetimeMs", "maxLifetime")),
+    ):
+        value = sec.int(*aliases, min=0)
+        if value is not None:
+            values[field_name] = value
+    sec.finish()
+    pool = pool_settings(values, base)
+    if pool.min_idle > pool.max_size:
+        sec.problems.add(sec.path, f"minIdle {pool.min_idle} exceeds maxSize {pool.max_size}", pool.min_idle)
+    return pool
+
+
+def _data_sources(sec: Section, default_pool: PoolSettings, ctx: Context) -> dict[str, DataSource]:
+    out: dict[str, DataSource] = {}
+    if not sec.data:
+        ctx.problems.add(sec.path, "at least one data source is required", None)
+    for ds_name, spec in sec.data.items():
+        name = str(ds_name)
+        path = join_path(sec.path, name)
+        ctx.paths.data_sources[name] = path
+        sec.mark(name)
+        if isinstance(spec, str):
+            spec = {"url": spec}
+        ds = Section(spec, path, ctx.problems, loose=True)
+        primary = _endpoint(ds, ds.str("primaryName", default=name), ctx, weight_default=1)
+        replicas: list[Endpoint] = []
+        rpath = ds.field_path("replicas")
+        for i, rspec in enumerate(ds.list("replicas")):
+            if isinstance(rspec, str):
+                rspec = {"url": rspec}
+            rsec = Section(rspec, join_path(rpath, i), ctx.problems, loose=True)
+            rname = rsec.str("name") or f"{name}.replica[{i}]"
+            rep = _endpoint(rsec, rname, ctx, weight_default=1, inherit=primary)
+            rsec.finish()
+            if rep is not None:
+                replicas.append(rep)
+        pool = _pool(ds.section("pool"), default_pool)
+        balancer = (ds.str("loadBalancer") or "weight").lower().replace("-", "_")
+        if balancer not in ("weight", "round_robin", "random"):
+            ctx.problems.add(ds.field_path("loadBalancer"), f"must be weight, round_robin or random, not {balancer!r}", balancer)
+        tx_reads = (ds.str("transactionalReads") or "primary").lower()
+        if tx_reads not in ("primary", "fixed", "dynamic"):
+            ctx.problems.add(ds.field_path("transactionalReads"), f"must be primary, fixed or dynamic, not {tx_reads!r}", tx_reads)
+        ds.finish()
+        if primary is not None:
+            out[name] = DataSource(name, primary, tuple(replicas), pool, balancer, tx_reads)
+        else:
+            ctx.failed_data_sources.add(name)
+    return out
+
+
+def _endpoint(
+    sec: Section, name: str, ctx: Context, *, weight_default: int, inherit: Endpoint | None = None
+) -> Endpoint | None:
+    username = ctx.text(sec.get("username", "user"), sec.field_path("username", "user"))
+    password = ctx.secret(
+        sec.get("password"), sec.get("passwordEnv"), sec.field_path("password"), sec.field_path("passwordEnv")
+    )
+    if inherit is not None:  # a replica without its own credentials uses the primary's
+        username = username if username is not None else inherit.username
+        password = password if password is not None else inherit.password
+    weight = sec.int("weight", default=weight_default, min=0)
+    props = sec.mapping("props")
+    return ctx.endpoint(
+        name,
+        sec.get("url", "jdbcUrl"),
+        sec.field_path("url", "jdbcUrl"),
+        username=username,
+        password=password,
+        weight=weight,
+        props=props,
+    )
+
+
+# -- tables ----------------------------------------------------------------------------------
+
+
+def _tables(top: Section, ctx: Context, groups: list[list[str]]) -> dict[str, ShardedTable]:
+    raw = top.get("tables")
+    tpath = top.field_path("tables")
+    entries: list[tuple[str, Any]] = []
+    if raw is None:
+        pass
+    elif isinstance(raw, list):
+        entries = [(join_path(tpath, i), item) for i, item in enumerate(raw)]
+    elif isinstance(raw, Mapping):  # mapping form: {t_order: {...}}
+        for key, item in raw.items():
+            item = dict(item) if isinstance(item, Mapping) else item
+            if isinstance(item, dict):
+                item.setdefault("logicTable", key)
+            entries.append((join_path(tpath, str(key)), item))
+    else:
+        ctx.problems.add(tpath, f"must be a list of tables, not {raw!r}", raw)
+
+    by_name: dict[str, tuple[str, Any]] = {}
+    for path, item in entries:
+        if isinstance(item, Mapping):
+            logic = next((v for k, v in item.items() if canon(str(k)) in ("logictable", "name")), None)
+            if isinstance(logic, str):
+                by_name.setdefault(logic.lower(), (path, item))
+
+    tables: dict[str, ShardedTable] = {}
+    for path, item in entries:
+        item = _with_binding(item, path, by_name, ctx, groups)
+        table = _table(Section(item, path, ctx.problems, loose=True), ctx)
+        if table is None:
+            continue
+        if table.name.lower() in {t.lower() for t in tables}:
+            ctx.problems.add(path, f"duplicate logic table {table.name!r}", table.name)
+            continue
+        tables[table.name] = table
+        ctx.paths.tables[table.name] = path
+    return tables
+
+
+def _with_binding(
+    item: Any, path: str, by_name: dict[str, tuple[str, Any]], ctx: Context, groups: list[list[str]]
+) -> Any:
+    """Apply ``bindTo: other``: copy the other table's sharding fields not given here."""
+    if not isinstance(item, Mapping):
+        return item
+    keys = {canon(str(k)): k for k in item}
+    if "bindto" not in keys:
+        return item
+    target = item[keys["bindto"]]
+    logic = next((item[keys[k]] for k in ("logictable", "name") if k in keys), None)
+    bpath = join_path(path, str(keys["bindto"]))
+    found = by_name.get(target.lower()) if isinstance(target, str) else None
+    if found is None or target.lower() == str(logic).lower():
+        ctx.problems.add(bpath, f"bindTo names {target!r}, which is not another logic table here", target)
+        return {k: v for k, v in item.items() if k != keys["bindto"]}
+    merged = {k: v for k, v in item.items() if k != keys["bindto"]}
+    own = set(keys)
+    for key, value in found[1].items():
+        if canon(str(key)) in {canon(n) for n in _BIND_INHERITS} and canon(str(key)) not in own:
+            merged[key] = value
+    for group in groups:
+        if target.lower() in (g.lower() for g in group):
+            if str(logic).lower() not in (g.lower() for g in group):
+                group.append(str(logic))
+            break
+    else:
+        groups.append([target, str(logic)])
+        ctx.paths.binding_groups.append(bpath)
+    return merged
+
+
+def _table(sec: Section, ctx: Context) -> ShardedTable | None:
+    logic = sec.str("logicTable", "name", required=True)
+    if logic is None:
+        sec.finish()
+        return None
+    explicit = sec.has("databaseStrategy", "tableStrategy", "dataNodes")
+    simple = sec.has("shardKey", "databases", "shardCount", "tablePerShard", "algorithm")
+    if explicit and not sec.has("databases") and not sec.has("shardKey"):
+        table = _explicit_table(sec, logic, ctx)
+    elif simple or explicit:
+        table = _simple_table(sec, logic, ctx)
+    else:
+        ctx.problems.add(sec.path, f"table {logic!r} needs shardKey + databases, or dataNodes + strategies", logic)
+        table = None
+    sec.finish()
+    return table
+
+
+def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None:
+    dpath = sec.field_path("databases")
+    databases = expand_names(sec.get("databases"), ctx.problems, dpath) if sec.has("databases") else []
+    if not databases:
+        ctx.problems.add(dpath, f"table {logic!r} must list the data sources it is sharded over", None)
+        return None
+    if len(set(databases)) != len(databases):
+        dup = sorted({d for d in databases if databases.count(d) > 1})
+        ctx.problems.add(dpath, f"lists data source(s) {dup} more than once", dup)
+    shard_count = sec.int("shardCount", default=len(databases), min=1)
+    if shard_count != len(databases):
+        ctx.problems.add(
+            sec.field_path("shardCount"),
+            f"shardCount is {shard_count} but databases lists {len(databases)} data source(s) "
+            f"({', '.join(databases)}); each database shard needs its own data source",
+            shard_count,
+        )
+    per_shard = sec.int("tablePerShard", default=1, min=1)
+    shard_key = sec.str("shardKey", "shardColumn")
+    slot_count = sec.int("slotCount", default=None, min=2)
+    slots = sec.get("slots")
+    slots_path = sec.field_path("slots")
+    if isinstance(slots, int) and not isinstance(slots, bool):  # `slots: 1024` is a count
+        slot_count, slots = (slots if slot_count is None else slot_count), None
+    slot_count = slot_count or DEFAULT_SLOT_COUNT
+
+    # database strategy
+    if sec.has("databaseStrategy"):
+        db_strategy = _strategy(sec.section("databaseStrategy"), f"{logic}.database", ctx)
+    elif shard_count == 1 and not sec.has("algorithm"):
+        db_strategy = NO_SHARDING
+    else:
+        if shard_key is None:
+            ctx.problems.add(sec.field_path("shardKey"), f"table {logic!r} shards databases but names no shardKey", None)
+        alg_type = sec.str("algorithm", default="SLOTS")
+        user, user_paths = _user_props(sec, "algorithmProps")
+        defaults: dict[str, Any] = {}
+        default_paths: dict[str, str] = {}
+        kind = _type_of(alg_type, ctx)
+        if kind == "SLOTS":
+            bits = slot_count.bit_length() - 1
+            if slot_count != 1 << bits or not 1 <= bits <= 16:
+                ctx.problems.add(
+                    sec.field_path("slotCount", "slots"),
+                    f"slot count must be a power of two from 2 to 65536, not {slot_count}",
+                    slot_count,
+                )
+            defaults["slot-bits"] = bits
+            default_paths["slot-bits"] = sec.field_path("slotCount", "slots")
+            if slots is not None:
+                user["slots"] = slots
+                user_paths["slots"] = slots_path
+        elif slots is not None or sec.has("slotCount"):
+            ctx.problems.add(
+                sec.field_path("slots", "slotCount"), f"slots only apply to algorithm SLOTS, not {alg_type!r}", slots
+            )
+        if sec.has("ranges"):
+            user["ranges"] = sec.get("ranges")
+            user_paths["ranges"] = sec.field_path("ranges")
+        if kind in _MOD_FAMILY:  # a wrong shardCount is reported once, above, not again here
+            defaults["sharding-count"] = len(databases)
+            default_paths["sharding-count"] = sec.field_path("shardCount", "databases")
+        spec = _algorithm_ref(
+            alg_type, user, user_paths, defaults, default_paths, f"{logic}.database", sec.field_path("algorithm"), ctx
+        )
+        db_strategy = Strategy(StrategyKind.STANDARD, (shard_key,) if shard_key else (), spec)
+
+    # table strategy
+    if sec.has("tableStrategy"):
+        tb_strategy = _strategy(sec.section("tableStrategy"), f"{logic}.table", ctx)
+    elif per_shard == 1 and not sec.has("tableAlgorithm"):
+        tb_strategy = NO_SHARDING
+    else:
+        table_key = sec.str("tableKey", "tableShardKey", default=shard_key)
+        alg_type = sec.str("tableAlgorithm", default="HASH_MOD")
+        user, user_paths = _user_props(sec, "tableAlgorithmProps")
+        defaults, default_paths = {}, {}
+        if _type_of(alg_type, ctx) in _MOD_FAMILY:
+            defaults["sharding-count"] = per_shard
+            default_paths["sharding-count"] = sec.field_path("tablePerShard")
+        spec = _algorithm_ref(
+            alg_type, user, user_paths, defaults, default_paths, f"{logic}.table", sec.field_path("tableAlgorithm"), ctx
+        )
+        tb_strategy = Strategy(StrategyKind.STANDARD, (table_key,) if table_key else (), spec)
+
+    # data nodes
+    if sec.has("dataNodes"):
+        npath = sec.field_path("dataNodes")
+        nodes = expand_nodes(sec.get("dataNodes"), ctx.problems, npath)
+        expected = shard_count * per_shard
+        if nodes and len(nodes) != expected:
+            ctx.problems.add(
+                npath,
+                f"lists {len(nodes)} physical tables but shardCount × tablePerShard = "
+                f"{shard_count} × {per_shard} = {expected}",
+                len(nodes),
+            )
+    else:
+        pattern = sec.str("tablePattern", default="{logic}_{db}_{table}" if per_shard > 1 else "{logic}")
+        nodes = []
+        try:
+            for d, ds in enumerate(databases):
+                for t in range(per_shard):
+                    nodes.append(DataNode(ds, pattern.format(logic=logic, db=d, table=t)))
+        except (KeyError, IndexError, ValueError) as exc:
+            ctx.problems.add(sec.field_path("tablePattern"), f"bad pattern {pattern!r} ({exc}); use {{logic}}, {{db}}, {{table}}", pattern)
+            return None
+    ctx.paths.data_nodes[logic] = sec.field_path("dataNodes", "databases")
+    ctx.paths.database_strategy[logic] = sec.field_path("databaseStrategy", "algorithm", "shardKey")
+    ctx.paths.table_strategy[logic] = sec.field_path("tableStrategy", "tableAlgorithm", "tableKey", "tablePerShard")
+    return ShardedTable(
+        name=logic,
+        data_nodes=tuple(nodes),
+        database_strategy=db_strategy,
+        table_strategy=tb_strategy,
+        key_generation=_key_generation(sec, logic, ctx, slot_count if db_strategy.algorithm and db_strategy.algorithm.type == "SLOTS" else None),
+        auto=bool(sec.bool("auto", default=False)),
+        columns=freeze(dict(sec.mapping("columns"))),
+    )
+
+
+def _explicit_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None:
+    npath = sec.field_path("dataNodes")
+    if not sec.has("dataNodes"):
+        ctx.problems.add(npath, f"table {logic!r} needs dataNodes (or shardKey + databases)", None)
+        return None
+    nodes = expand_nodes(sec.get("dataNodes"), ctx.problems, npath)
+    db_strategy = _strategy(sec.section("databaseStrategy"), f"{logic}.database", ctx) if sec.has("databaseStrategy") else NO_SHARDING
+    tb_strategy = _strategy(sec.section("tableStrategy"), f"{logic}.table", ctx) if sec.has("tableStrategy") else NO_SHARDING
+    ctx.paths.data_nodes[logic] = npath
+    ctx.paths.database_strategy[logic] = sec.field_path("databaseStrategy")
+    ctx.paths.table_strategy[logic] = sec.field_path("tableStrategy")
+    return ShardedTable(
+        name=logic,
+        data_nodes=tuple(nodes),
+        database_strategy=db_strategy,
+        table_strategy=tb_strategy,
+        key_generation=_key_generation(sec, logic, ctx, None),
+        auto=bool(sec.bool("auto", default=False)),
+        columns=freeze(dict(sec.mapping("columns"))),
+    )
+
+
+def _user_props(sec: Section, field_name: str) -> tuple[dict[str, Any], dict[str, str]]:
+    props = dict(sec.mapping(field_name))
+    return props, {str(k): join_path(sec.field_path(field_name), str(k)) for k in props}
+
+
+def _type_of(ref: str, ctx: Context) -> str:
+    """The algorithm type ``ref`` stands for (a configured algorithm's type, or ``ref`` itself)."""
+    spec = ctx.algorithms.get(ref)
+    return spec.type if spec is not None else ref.strip().upper()
+
+
+def _algorithm_ref(
+    ref: str,
+    user: dict[str, Any],
+    user_paths: dict[str, str],
+    defaults: dict[str, Any],
+    default_paths: dict[str, str],
+    new_name: str,
+    path: str,
+    ctx: Context,
+) -> AlgorithmSpec | None:
+    """A configured algorithm (``algorithms:`` name) or a new one of type ``ref``.
+
+    ``user`` props were written on the table; ``defaults`` are derived from
+    its shape (``sharding-count`` from ``tablePerShard``...) and yield to them.
+    """
+    if ref in ctx.algorithms:
+        if user:
+            ctx.problems.add(
+                path,
+                f"{ref!r} names a configured algorithm; give its props under algorithms.{ref}, "
+                f"not here ({', '.join(sorted(user))})",
+                sorted(user),
+            )
+        return ctx.algorithms[ref]
+    props = {**defaults, **user}
+    return ctx.algorithm(new_name, ref, props, path, prop_paths={**default_paths, **user_paths}, type_path=path)
+
+
+def _strategy(sec: Section, default_name: str, ctx: Context) -> Strategy:
+    kind_text = (sec.str("kind", "type", default="standard") or "standard").lower()
+    try:
+        kind = StrategyKind(kind_text)
+    except ValueError:
+        ctx.problems.add(sec.field_path("kind", "type"), f"must be standard, complex, hint or none, not {kind_text!r}", kind_text)
+        sec.finish()
+        return NO_SHARDING
+    columns = tuple(str(c) for c in sec.list("columns", "column", split=True))
+    if kind is StrategyKind.NONE:
+        sec.mark("algorithm", "props")
+        sec.finish()
+        return NO_SHARDING
+    ref = sec.str("algorithm", required=True)
+    user, user_paths = _user_props(sec, "props")
+    spec = _algorithm_ref(ref, user, user_paths, {}, {}, default_name, sec.field_path("algorithm"), ctx) if ref else None
+    want = {StrategyKind.STANDARD: "exactly one column", StrategyKind.COMPLEX: "at least one column", StrategyKind.HINT: "no columns"}
+    bad = (
+        (kind is StrategyKind.STANDARD and len(columns) != 1)
+        or (kind is StrategyKind.COMPLEX and not columns)
+        or (kind is StrategyKind.HINT and columns)
+    )
+    if bad:
+        ctx.problems.add(sec.field_path("columns", "column"), f"a {kind.value} strategy takes {want[kind]}, not {list(columns)}", list(columns))
+    sec.finish()
+    return Strategy(kind, columns, spec)
+
+
+def _key_generation(sec: Section, logic: str, ctx: Context, slot_count: int | None) -> KeyGeneration | None:
+    if not sec.has("keyGenerator"):
+        return None
+    raw = sec.get("keyGenerator")
+    path = sec.field_path("keyGenerator")
+    kg = Section(raw, path, ctx.problems, loose=True)
+    column = kg.str("column", required=True)
+    ref = kg.str("generator", "name")
+    if ref is not None:
+        spec = ctx.key_generators.get(ref)
+        if spec is None:
+            ctx.problems.add(kg.field_path("generator", "name"), f"unknown key generator {ref!r} (configured: {sorted(ctx.key_generators)})", ref)
+        kg.finish()
+        ctx.paths.key_generation[logic] = path
+        return KeyGeneration(column, spec) if column and spec else None
+    gen_type = kg.str("type", default="SNOWFLAKE")
+    props: dict[str, Any] = dict(kg.mapping("props"))
+    for field_name, prop in (("workerId", "worker-id"), ("geneBits", "gene-bits"), ("shardColumn", "shard-column"), ("workerBits", "worker-bits")):
+        value = kg.get(field_name)
+        if value is not None:
+            props[prop] = value
+    if gen_type.upper() == "GENE" and "gene-bits" not in props and slot_count:
+        props["gene-bits"] = slot_count.bit_length() - 1  # default: the table's slot bits
+    kg.finish()
+    spec = ctx.key_generator(f"{logic}.{column or 'key'}", gen_type, props, path)
+    ctx.paths.key_generation[logic] = path
+    return KeyGeneration(column, spec) if column and spec else None
+
+
+# -- other tables, runtime ----------------------------------------------------------------------
+
+
+def _name_list(value: Any, path: str, ctx: Context) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [p.strip() for p in value.split(",") if p.strip()]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        out: list[str] = []
+        for v in value:
+            out.extend(p.strip() for p in v.split(",") if p.strip())
+        return out
+    ctx.problems.add(path, f"must be a list of table names, not {value!r}", value)
+    return []
+
+
+def _singles(top: Section, ctx: Context) -> tuple[dict[str, SingleTable], list[str]]:
+    raw = top.get("singleTables")
+    path = top.field_path("singleTables")
+    singles: dict[str, SingleTable] = {}
+    patterns: list[str] = []
+    items: list[tuple[str, str, Any]] = []
+    if isinstance(raw, Mapping):
+        items = [(join_path(path, str(k)), str(k), v) for k, v in raw.items()]
+    elif isinstance(raw, list):
+        for i, entry in enumerate(raw):
+            if isinstance(entry, str) and "." in entry:
+                ds, _, table = entry.partition(".")
+                items.append((join_path(path, i), table, ds))
+            else:
+                ctx.problems.add(join_path(path, i), f"must be data_source.table, not {entry!r}", entry)
+    elif raw is not None:
+        ctx.problems.add(path, f"must map table → data source, not {raw!r}", raw)
+    for ipath, table, ds in items:
+        if not isinstance(ds, str) or not ds:
+            ctx.problems.add(ipath, f"must name a data source, not {ds!r}", ds)
+        elif "*" in table or "*" in ds:
+            patterns.append(f"{ds}.{table}")
+        elif table.lower() in {t.lower() for t in singles}:
+            ctx.problems.add(ipath, f"duplicate single table {table!r}", table)
+        else:
+            singles[table] = SingleTable(table, ds)
+            ctx.paths.single[table] = ipath
+    return singles, patterns
+
+
+def _runtime(sec: Section) -> RuntimeSettings:
+    d = RuntimeSettings()
+    settings = RuntimeSettings(
+        allow_full_route=sec.bool("allowFullRoute", default=d.allow_full_route),
+        full_route_threshold=sec.int("fullRouteThreshold", default=d.full_route_threshold, min=0),
+        max_offset=sec.int("maxOffset", default=d.max_offset, min=0),
+        slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, min=0),
+        sql_comment=sec.bool("sqlComment", default=d.sql_comment),
+        app_name=sec.str("appName"),
+    )
+    sec.finish()
+    return settings

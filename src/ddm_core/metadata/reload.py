@@ -1,0 +1,445 @@
+"""Hot reload: versions swapped atomically, bad versions refused, a local snapshot (seed 000 §2.2).
+
+A :class:`ConfigHolder` keeps the current :class:`ConfigVersion` in one
+attribute. A reload fetches the source, validates the new text completely
+and only then replaces that attribute — one reference assignment, atomic in
+CPython — so a reader that takes ``holder.current`` once sees one whole
+version, never a mix; readers take no lock. A version that fails validation is
+refused: the old one keeps serving and :attr:`ConfigHolder.last_error` (and the
+:class:`ReloadResult`) say why. Versions are numbered; each good one is
+written to a local snapshot file, and when the source is unreachable at start
+the holder starts from that snapshot instead of refusing to start (seed 000:
+"配置中心挂了就用快照启动").
+
+A source is any object with :meth:`ConfigSource.fetch` and
+:meth:`ConfigSource.changed` (:class:`FileSource` here; a config-center client
+fits the same protocol) — fetch raises :class:`SourceUnavailableError` when it
+cannot reach its backend.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping, Protocol, runtime_checkable
+
+from ddm_core.errors import ConfigError
+from ddm_core.metadata.load import digest_of, parse_config
+from ddm_core.metadata.model import ShardingConfig
+
+__all__ = [
+    "SourceUnavailableError",
+    "Fetched",
+    "ConfigSource",
+    "FileSource",
+    "StaticSource",
+    "ConfigVersion",
+    "ReloadResult",
+    "ConfigHolder",
+    "SNAPSHOT_FORMAT",
+]
+
+log = logging.getLogger("ddm_core.metadata")
+
+SNAPSHOT_FORMAT = 1
+
+
+class SourceUnavailableError(ConfigError, ConnectionError):
+    """The configuration source cannot be reached (file missing, config center down)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What a source returned.
+
+    Attributes:
+        content: YAML/JSON text, or an already parsed mapping.
+        revision: A cheap change token (file mtime + size, a config-center
+            version); compared by :meth:`ConfigSource.changed`.
+        origin: Names the source in messages (path, URL).
+        base_dir: Directory relative SQLite paths resolve against.
+    """
+
+    content: str | Mapping[str, Any]
+    revision: str
+    origin: str
+    base_dir: Path | None = None
+
+
+@runtime_checkable
+class ConfigSource(Protocol):
+    """Where configuration text comes from."""
+
+    def fetch(self) -> Fetched:
+        """The current content.
+
+        Raises:
+            SourceUnavailableError: the source cannot be reached or read.
+        """
+        ...
+
+    def changed(self, revision: str | None) -> bool:
+        """Cheaply: may the content differ from ``revision``? (``True`` when unsure.)"""
+        ...
+
+
+class FileSource:
+    """A configuration file; changes are detected by modification time and size.
+
+    Args:
+        path: The file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def _revision(self) -> str:
+        st = self.path.stat()
+        return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+    def fetch(self) -> Fetched:
+        try:
+            revision = self._revision()
+            text = self.path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SourceUnavailableError(
+                f"configuration file {str(self.path)!r} cannot be read: {exc.strerror or exc}",
+                path=str(self.path),
+            ) from exc
+        return Fetched(text, revision, str(self.path), self.path.resolve().parent)
+
+    def changed(self, revision: str | None) -> bool:
+        try:
+            return revision is None or self._revision() != revision
+        except OSError:
+            return True  # let fetch() report it
+
+    def __repr__(self) -> str:
+        return f"FileSource({str(self.path)!r})"
+
+
+class StaticSource:
+    """In-memory content (tests, programmatic configuration); :meth:`set` replaces it.
+
+    Args:
+        content: YAML text or a mapping.
+        name: Names it in messages.
+    """
+
+    def __init__(self, content: str | Mapping[str, Any], name: str = "<static>") -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._content = content
+        self._revision = 0
+        self.available = True
+
+    def set(self, content: str | Mapping[str, Any]) -> None:
+        with self._lock:
+            self._content = content
+            self._revision += 1
+
+    def fetch(self) -> Fetched:
+        with self._lock:
+            if not self.available:
+                raise SourceUnavailableError(f"configuration source {self.name} is unavailable", source=self.name)
+            return Fetched(self._content, str(self._revision), self.name)
+
+    def changed(self, revision: str | None) -> bool:
+        return revision != str(self._revision)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigVersion:
+    """One numbered, validated configuration.
+
+    Attributes:
+        number: 1, 2, 3... (continues the snapshot's numbering across restarts).
+        config: The configuration itself.
+        digest: SHA-256 of the source content.
+        loaded_at: ``time.time()`` when it became current.
+        origin: Where it came from.
+        from_snapshot: Loaded from the local snapshot (the source was unreachable).
+    """
+
+    number: int
+    config: ShardingConfig
+    digest: str
+    loaded_at: float
+    origin: str
+    from_snapshot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    """What one :meth:`ConfigHolder.reload` did.
+
+    Attributes:
+        status: ``"updated"``, ``"unchanged"``, ``"rejected"`` (invalid; the old
+            version keeps serving) or ``"unreachable"``.
+        version: The version serving after the call.
+        error: Why it was rejected / unreachable.
+    """
+
+    status: Literal["updated", "unchanged", "rejected", "unreachable"]
+    version: ConfigVersion
+    error: ConfigError | None = None
+
+    @property
+    def updated(self) -> bool:
+        return self.status == "updated"
+
+
+Listener = Callable[[ConfigVersion, ConfigVersion], None]
+
+
+class ConfigHolder:
+    """Holds the current configuration version; reloads it safely.
+
+    Reading is lock-free: ``v = holder.current`` then use ``v.config`` (take it
+    once per unit of work so one statement sees one version throughout).
+
+    Args:
+        source: A :class:`ConfigSource` (or a path, wrapped in :class:`FileSource`).
+        snapshot: File for the local snapshot of the last good version
+            (``None``: no snapshot).
+        format: Force ``"native"`` or ``"shardingsphere"`` (else detected).
+        check_env: Check environment-variable credentials at load.
+
+    Raises:
+        ConfigValidationError: the source is reachable but its configuration
+            is invalid (fail fast at start), or the snapshot used is invalid.
+        SourceUnavailableError: the source is unreachable and there is no
+            usable snapshot.
+    """
+
+    def __init__(
+        self,
+        source: ConfigSource | str | os.PathLike[str],
+        *,
+        snapshot: str | os.PathLike[str] | None = None,
+        format: str | None = None,
+        check_env: bool = True,
+    ) -> None:
+        self.source: ConfigSource = FileSource(source) if isinstance(source, (str, os.PathLike)) else source
+        self.snapshot_path = Path(snapshot) if snapshot is not None else None
+        self.format = format
+        self.check_env = check_env
+        self.last_error: ConfigError | None = None
+        self.snapshot_error: OSError | None = None
+        self._lock = threading.RLock()  # serializes reloads; readers never take it
+        self._listeners: list[Listener] = []
+        self._revision: str | None = None
+        self._rejected_digest: str | None = None
+        self._watch_stop: threading.Event | None = None
+        self._watcher: threading.Thread | None = None
+        self._current = self._start()
+
+    # -- reading ---------------------------------------------------------------------
+
+    @property
+    def current(self) -> ConfigVersion:
+        """The serving version (one atomic read)."""
+        return self._current
+
+    @property
+    def config(self) -> ShardingConfig:
+        """Shortcut for ``current.config``."""
+        return self._current.config
+
+    @property
+    def version(self) -> int:
+        return self._current.number
+
+    # -- start -------------------------------------------------------------------------
+
+    def _start(self) -> ConfigVersion:
+        snap = self._read_snapshot()
+        try:
+            fetched = self.source.fetch()
+        except SourceUnavailableError as exc:
+            if snap is None:
+                raise SourceUnavailableError(
+                    f"{exc.message}; and no usable snapshot"
+                    + (f" at {str(self.snapshot_path)!r}" if self.snapshot_path else " is configured"),
+                    **exc.context,
+                ) from exc
+            self.last_error = exc
+            log.warning("configuration source unreachable (%s); starting from snapshot %s version %s",
+                        exc.message, self.snapshot_path, snap["version"])
+            config = parse_config(
+                snap["content"],
+                origin=f"snapshot {self.snapshot_path} of {snap['origin']}",
+                format=snap.get("format") or self.format,
+                base_dir=Path(snap["base_dir"]) if snap.get("base_dir") else None,
+                check_env=self.check_env,
+            )
+            return ConfigVersion(int(snap["version"]), config, snap["digest"], time.time(), snap["origin"], True)
+        config = self._parse(fetched)
+        digest = digest_of(fetched.content)
+        number = 1 if snap is None else int(snap["version"]) + (0 if snap["digest"] == digest else 1)
+        version = ConfigVersion(number, config, digest, time.time(), fetched.origin)
+        self._revision = fetched.revision
+        self._write_snapshot(version, fetched)
+        return version
+
+    def _parse(self, fetched: Fetched) -> ShardingConfig:
+        return parse_config(
+            fetched.content, origin=fetched.origin, format=self.format, base_dir=fetched.base_dir, check_env=self.check_env
+        )
+
+    # -- reload ----------------------------------------------------------------------------
+
+    def reload(self, *, force: bool = False) -> ReloadResult:
+        """Fetch the source; if it changed and is valid, make it the current version.
+
+        Args:
+            force: Fetch even when the source reports no change.
+
+        Returns:
+            What happened; an invalid or unreachable source leaves the current
+            version serving and is reported in the result and :attr:`last_error`.
+        """
+        with self._lock:
+            current = self._current
+            if not force and not current.from_snapshot and not self.source.changed(self._revision):
+                if self._rejected_digest is not None and self.last_error is not None:
+                    return ReloadResult("rejected", current, self.last_error)  # the source still holds it
+                return ReloadResult("unchanged", current)
+            try:
+                fetched = self.source.fetch()
+            except SourceUnavailableError as exc:
+                self.last_error = exc
+                return ReloadResult("unreachable", current, exc)
+            digest = digest_of(fetched.content)
+            if digest == current.digest:
+                self._revision = fetched.revision
+                self._rejected_digest = None
+                if current.from_snapshot:  # the source is back with the same content
+                    self._current = ConfigVersion(current.number, current.config, digest, current.loaded_at, fetched.origin)
+                    self.last_error = None
+                return ReloadResult("unchanged", self._current)
+            if digest == self._rejected_digest and not force and self.last_error is not None:
+                self._revision = fetched.revision
+                return ReloadResult("rejected", current, self.last_error)
+            try:
+                config = self._parse(fetched)
+            except ConfigError as exc:
+                self._revision = fetched.revision
+                self._rejected_digest = digest
+                self.last_error = exc
+                log.error("configuration %s rejected; version %d keeps serving:\n%s", fetched.origin, current.number, exc.message)
+                return ReloadResult("rejected", current, exc)
+            new = ConfigVersion(current.number + 1, config, digest, time.time(), fetched.origin)
+            self._current = new  # the swap: one reference assignment
+            self._revision = fetched.revision
+            self._rejected_digest = None
+            self.last_error = None
+            log.info("configuration version %d loaded from %s", new.number, fetched.origin)
+            self._write_snapshot(new, fetched)
+            for listener in list(self._listeners):
+                try:
+                    listener(new, current)
+                except Exception:  # a listener must not undo a good reload
+                    log.exception("configuration listener %r failed", listener)
+            return ReloadResult("updated", new)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(new, old)`` after each update; returns an unsubscribe function."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # -- watching ------------------------------------------------------------------------------
+
+    def watch(self, interval: float = 1.0) -> None:
+        """Poll the source every ``interval`` seconds in a daemon thread (until :meth:`stop`)."""
+        with self._lock:
+            if self._watcher is not None:
+                return
+            stop = threading.Event()
+            self._watch_stop = stop
+
+            def loop() -> None:
+                while not stop.wait(interval):
+                    try:
+                        self.reload()
+                    except Exception:  # keep watching whatever one poll did
+                        log.exception("configuration reload failed")
+
+            self._watcher = threading.Thread(target=loop, name="ddm-config-watch", daemon=True)
+            self._watcher.start()
+
+    def stop(self) -> None:
+        """Stop watching (no-op when not watching)."""
+        with self._lock:
+            stop, watcher = self._watch_stop, self._watcher
+            self._watch_stop = self._watcher = None
+        if stop is not None:
+            stop.set()
+        if watcher is not None:
+            watcher.join()
+
+    def __enter__(self) -> "ConfigHolder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- snapshot ------------------------------------------------------------------------------
+
+    def _read_snapshot(self) -> dict[str, Any] | None:
+        path = self.snapshot_path
+        if path is None or not path.exists():
+            return None
+        try:
+            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or data.get("ddm_snapshot") != SNAPSHOT_FORMAT or not isinstance(data.get("version"), int):
+                raise ValueError("not a ddm-core snapshot")
+            for key in ("digest", "origin", "content"):
+                if key not in data:
+                    raise ValueError(f"missing {key!r}")
+            return data
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable configuration snapshot %s: %s", path, exc)
+            return None
+
+    def _write_snapshot(self, version: ConfigVersion, fetched: Fetched) -> None:
+        path = self.snapshot_path
+        if path is None:
+            return
+        data = {
+            "ddm_snapshot": SNAPSHOT_FORMAT,
+            "version": version.number,
+            "digest": version.digest,
+            "origin": version.origin,
+            "format": version.config.origin.format if version.config.origin else None,
+            "base_dir": str(fetched.base_dir) if fetched.base_dir else None,
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "content": fetched.content if isinstance(fetched.content, str) else dict(fetched.content),
+        }
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:  # mkstemp: mode 0600, credentials stay private
+                    json.dump(data, fh, ensure_ascii=False, indent=1, default=str)
+                os.replace(tmp, path)  # atomic: a crash leaves the old snapshot or the new one
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            self.snapshot_error = None
+        except OSError as exc:
+            self.snapshot_error = exc
+            log.warning("could not write configuration snapshot %s: %s", path, exc)

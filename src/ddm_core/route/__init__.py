@@ -1,0 +1,29 @@
+"""The route layer: ``Router.route(sql, params)`` → :class:`RoutePlan` (sqlglot-based).
+
+Modules by pipeline stage: :mod:`placeholders` (paramstyles → parsable SQL),
+:mod:`compile` (parse + dispatch), :mod:`analyze` (tables, scopes),
+:mod:`conditions` (shard conditions → DNF), :mod:`targets` (conditions →
+data nodes), :mod:`template` / :mod:`edits` (token-level rewrite),
+:mod:`query`, :mod:`insert`, :mod:`ddl` (compiled statements),
+:mod:`select_rewrite` (multi-shard SELECT + merge spec), :mod:`hints`
+(hint context and ``@shard_database``), :mod:`router` (the cache).
+"""
+
+from ddm_core.route.hints import Hint, current_hint, hint, shard_database
+from ddm_core.route.plan import Aggregate, MergeSpec, RouteKind, RoutePlan, RouteUnit, TableRoute
+from ddm_core.route.router import CacheInfo, Router
+
+__all__ = [
+    "Router",
+    "RoutePlan",
+    "RouteUnit",
+    "RouteKind",
+    "TableRoute",
+    "MergeSpec",
+    "Aggregate",
+    "CacheInfo",
+    "Hint",
+    "hint",
+    "current_hint",
+    "shard_database",
+]

@@ -1,0 +1,212 @@
+"""Statement analysis: which logic tables a statement uses, and where its shard conditions are.
+
+A statement is cut into *scopes*, one per SELECT (and one for the UPDATE /
+DELETE itself): each scope knows the tables of its own FROM / JOIN, its
+aliases, and the predicates (WHERE and JOIN ... ON) that restrict them.
+Columns are resolved through the scope's aliases first, then the enclosing
+scopes' (correlated subqueries). Sharded tables must all be in one binding
+group (or be one table): a join across unrelated sharded tables cannot be
+routed correctly and is refused by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from sqlglot import exp
+
+from ddm_core.errors import UnsupportedSQLError
+from ddm_core.metadata.model import ShardedTable, ShardingConfig, TableKind
+from ddm_core.route.conditions import Conjunction, conjoin, extract, to_dnf
+
+__all__ = ["TableUse", "Scope", "Analysis", "analyze"]
+
+
+@dataclass(slots=True)
+class TableUse:
+    """One occurrence of a table in the statement."""
+
+    node: exp.Table
+    name: str  # as written
+    key: str  # lower case
+    alias: str | None
+    kind: TableKind | None
+    slot: int  # template slot; one per distinct logic table
+
+
+@dataclass(slots=True)
+class Scope:
+    """One SELECT (or the UPDATE / DELETE): its tables and shard conditions."""
+
+    node: exp.Expression
+    parent: "Scope | None"
+    uses: list[TableUse] = field(default_factory=list)
+    predicates: list[exp.Expression] = field(default_factory=list)
+    dnf: list[Conjunction] | None = None
+    is_subquery: bool = False
+
+    def aliases(self) -> dict[str, TableUse]:
+        out: dict[str, TableUse] = {}
+        for use in self.uses:
+            out[(use.alias or use.name).lower()] = use
+        return out
+
+
+@dataclass(slots=True)
+class Analysis:
+    """Everything routing needs to know about a statement's tables."""
+
+    uses: list[TableUse]
+    slots: list[str]  # logic table key per template slot
+    scopes: list[Scope]
+    primary: ShardedTable | None  # the table whose strategies route the sharded group
+    sharded: list[str]  # distinct sharded logic table keys, first-seen order
+    broadcast: list[str]
+    single: list[str]
+    unknown: list[str]
+
+    @property
+    def sharded_scopes(self) -> list[Scope]:
+        return [s for s in self.scopes if any(u.kind is TableKind.SHARDED for u in s.uses)]
+
+
+def _tables_of(node: exp.Expression) -> list[exp.Table]:
+    """Tables directly in this SELECT's FROM / JOINs (not inside nested queries)."""
+    out = []
+    for source in [node.args.get("from_"), node.args.get("from"), *(node.args.get("joins") or [])]:
+        if source is None:
+            continue
+        target = source.this if isinstance(source, (exp.From, exp.Join)) else source
+        if isinstance(target, exp.Table) and target.name:
+            out.append(target)
+    return out
+
+
+def analyze(tree: exp.Expression, config: ShardingConfig, params: Mapping[str, int]) -> Analysis:
+    """Find tables, scopes and shard conditions of a parsed statement.
+
+    Args:
+        tree: The parsed statement (placeholders are ``:pN``).
+        config: The sharding configuration.
+        params: Placeholder name → bound-parameter index.
+
+    Raises:
+        UnsupportedSQLError: sharded tables that are not bound to each other.
+    """
+    slots: list[str] = []
+    uses: list[TableUse] = []
+    scopes: list[Scope] = []
+    by_node: dict[int, Scope] = {}
+
+    def scope_of(node: exp.Expression) -> Scope | None:
+        parent = node.parent
+        while parent is not None:
+            if id(parent) in by_node:
+                return by_node[id(parent)]
+            parent = parent.parent
+        return None
+
+    containers = [tree] if isinstance(tree, (exp.Update, exp.Delete)) else []
+    containers += [s for s in tree.find_all(exp.Select)]
+    # Parents before children, so a subquery finds its enclosing scope.
+    containers.sort(key=lambda n: _depth(n))
+    for node in containers:
+        parent = scope_of(node)
+        scope = Scope(node, parent, is_subquery=parent is not None)
+        by_node[id(node)] = scope
+        scopes.append(scope)
+
+    for table in tree.find_all(exp.Table):
+        if not table.name or isinstance(table.parent, (exp.Column,)):
+            continue
+        key = table.name.lower()
+        if key not in slots:
+            slots.append(key)
+        use = TableUse(table, table.name, key, table.alias or None, config.kind_of(table.name), slots.index(key))
+        uses.append(use)
+        owner = scope_of(table)
+        if owner is not None:
+            owner.uses.append(use)
+
+    for scope in scopes:
+        node = scope.node
+        where = node.args.get("where")
+        if where is not None:
+            scope.predicates.append(where.this)
+        for join in node.args.get("joins") or []:
+            on = join.args.get("on")
+            if on is not None:
+                scope.predicates.append(on)
+
+    sharded = list(dict.fromkeys(u.key for u in uses if u.kind is TableKind.SHARDED))
+    primary = _primary(sharded, config)
+    if primary is not None:
+        columns = {c.lower() for c in primary.sharding_columns}
+        for scope in scopes:
+            if any(u.kind is TableKind.SHARDED for u in scope.uses):
+                scope.dnf = _scope_dnf(scope, columns, params)
+    return Analysis(
+        uses=uses,
+        slots=slots,
+        scopes=scopes,
+        primary=primary,
+        sharded=sharded,
+        broadcast=list(dict.fromkeys(u.key for u in uses if u.kind is TableKind.BROADCAST)),
+        single=list(dict.fromkeys(u.key for u in uses if u.kind is TableKind.SINGLE)),
+        unknown=list(dict.fromkeys(u.key for u in uses if u.kind is None)),
+    )
+
+
+def _depth(node: exp.Expression) -> int:
+    depth = 0
+    while node.parent is not None:
+        node = node.parent
+        depth += 1
+    return depth
+
+
+def _primary(sharded: list[str], config: ShardingConfig) -> ShardedTable | None:
+    """The table whose strategies route all sharded tables of the statement."""
+    if not sharded:
+        return None
+    first = config.table(sharded[0])
+    if len(sharded) == 1:
+        return first
+    group = config.binding_group_of(sharded[0])
+    strays = [t for t in sharded[1:] if group is None or t not in group]
+    if strays:
+        raise UnsupportedSQLError(
+            f"tables {sharded[0]!r} and {strays[0]!r} are both sharded but not bound to each other; "
+            "a join between them cannot be routed correctly (configure them as binding tables, "
+            "or make one of them a broadcast table)",
+            tables=tuple(sharded),
+        )
+    # The group's first configured table routes; the others follow by node index.
+    return config.table(group.tables[0]) or first  # type: ignore[union-attr]
+
+
+def _scope_dnf(scope: Scope, columns: set[str], params: Mapping[str, int]) -> Any:
+    aliases: list[dict[str, TableUse]] = []
+    s: Scope | None = scope
+    while s is not None:
+        aliases.append(s.aliases())
+        s = s.parent
+    own_sharded = [u for u in scope.uses if u.kind is TableKind.SHARDED]
+
+    def column_of(col: exp.Column) -> str | None:
+        name = col.name.lower()
+        if name not in columns:
+            return None
+        qualifier = col.table.lower() if col.table else ""
+        if not qualifier:
+            return name if own_sharded else None
+        for level in aliases:
+            use = level.get(qualifier)
+            if use is not None:
+                return name if use.kind is TableKind.SHARDED else None
+        return None
+
+    if not scope.predicates:
+        return None
+    return to_dnf(conjoin([extract(p, column_of, params) for p in scope.predicates]))

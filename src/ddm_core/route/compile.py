@@ -1,0 +1,115 @@
+"""First sight of a SQL text: parse it and compile the statement that routes it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from ddm_core.errors import UnsupportedSQLError
+from ddm_core.route.analyze import Analysis, analyze
+from ddm_core.route.conditions import value_source
+from ddm_core.route.context import RouteContext
+from ddm_core.route.ddl import compile_other
+from ddm_core.route.edits import param_edits, table_edits
+from ddm_core.route.insert import compile_insert
+from ddm_core.route.placeholders import Translated
+from ddm_core.route.query import QueryStatement, ShardKeySet
+from ddm_core.route.select_rewrite import multi_factory
+from ddm_core.route.template import from_edits
+
+__all__ = ["compile_statement", "parse", "sample"]
+
+_REPLACE = re.compile(r"\A(\s*(?:/\*.*?\*/\s*)*)REPLACE\b", re.I | re.S)
+
+
+def sample(sql: str, limit: int = 120) -> str:
+    """A statement shortened for messages."""
+    flat = " ".join(sql.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def parse(text: str, original: str) -> exp.Expression:
+    """Parse one MySQL statement, mapping sqlglot's errors to ours."""
+    try:
+        trees = sqlglot.parse(text, read="mysql")
+    except (ParseError, TokenError) as err:
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UnsupportedSQLError(
+            f"cannot parse statement {sample(original)!r}: {detail}", sql=original
+        ) from err
+    trees = [t for t in trees if t is not None]
+    if len(trees) != 1:
+        raise UnsupportedSQLError(
+            f"expected exactly one statement, got {len(trees)}: {sample(original)!r}", sql=original
+        )
+    return trees[0]
+
+
+def compile_statement(ctx: RouteContext, translated: Translated) -> Any:
+    """Compile one statement for ``ctx``'s configuration."""
+    original = translated.sql
+    numbered = translated.numbered()
+    found = _REPLACE.match(numbered)
+    replace_span = (found.end(1), found.end(1) + len("INSERT")) if found else None
+    # sqlglot reads REPLACE INTO as an opaque command: parse it as INSERT, write REPLACE back.
+    text = numbered[: found.end(1)] + "INSERT" + numbered[found.end() :] if found else numbered
+    tree = parse(text, original)
+    params = {f"p{i}": i for i in range(len(translated.names))}
+    style = "qmark" if translated.style == "qmark" else "format"
+    if isinstance(tree, exp.Insert):
+        return compile_insert(ctx, tree, text, params, style, replace=found is not None, replace_span=replace_span)
+    if isinstance(tree, (exp.Select, exp.SetOperation, exp.Update, exp.Delete)):
+        return _compile_query(ctx, tree, text, params, style)
+    return compile_other(ctx, tree, text, params, style)
+
+
+def _compile_query(ctx: RouteContext, tree: exp.Expression, text: str, params: dict[str, int], style: str) -> QueryStatement:
+    analysis = analyze(tree, ctx.config, params)
+    template = from_edits(text, table_edits(analysis) + param_edits(text), style)
+    if isinstance(tree, (exp.Update, exp.Delete)):
+        statement = "update" if isinstance(tree, exp.Update) else "delete"
+        sets = _shard_key_sets(tree, analysis, params) if isinstance(tree, exp.Update) else []
+        # ORDER BY ... LIMIT picks rows across the whole table: only one shard can honour it.
+        single_only = bool(tree.args.get("limit") or tree.args.get("order"))
+        return QueryStatement(
+            ctx, analysis, template, statement, shard_key_sets=sets, reason=_reason(analysis), single_only=single_only
+        )
+    multi = None
+    if analysis.primary is not None:
+        multi = multi_factory(ctx, tree, analysis, params, style)
+    return QueryStatement(ctx, analysis, template, "select", multi=multi, reason=_reason(analysis))
+
+
+def _reason(analysis: Analysis) -> str:
+    primary = analysis.primary
+    if primary is None:
+        return ""
+    parts = []
+    for level, strategy in (("database", primary.database_strategy), ("table", primary.table_strategy)):
+        if strategy.is_sharded and strategy.algorithm is not None:
+            cols = ", ".join(strategy.columns) or "hint"
+            parts.append(f"{level} by {cols} via {strategy.algorithm.type} {strategy.algorithm.name!r}")
+    return "; ".join(parts) or "not sharded by any column"
+
+
+def _shard_key_sets(tree: exp.Update, analysis: Analysis, params: dict[str, int]) -> list[ShardKeySet]:
+    primary = analysis.primary
+    if primary is None:
+        return []
+    columns = {c.lower() for c in primary.sharding_columns}
+    out = []
+    for assignment in tree.expressions:
+        if not isinstance(assignment, exp.EQ) or not isinstance(assignment.left, exp.Column):
+            continue
+        name = assignment.left.name.lower()
+        if name not in columns:
+            continue
+        right = assignment.right
+        same = isinstance(right, exp.Column) and right.name.lower() == name
+        out.append(ShardKeySet(name, value_source(right, params), same))
+    return out
+

@@ -1,0 +1,88 @@
+"""Routing state shared by every compiled statement of one configuration version."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ddm_core.errors import FullRouteError, RoutingError
+from ddm_core.metadata.model import ShardedTable, ShardingConfig
+from ddm_core.route.hints import Hint
+from ddm_core.route.targets import TableRouter
+
+__all__ = ["RouteContext", "physical_name"]
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
+
+
+def physical_name(name: str) -> str:
+    """A table name as it goes into SQL text (backticked unless a plain identifier)."""
+    return name if _PLAIN.match(name) else "`" + name.replace("`", "``") + "`"
+
+
+@dataclass(slots=True)
+class RouteContext:
+    """One configuration version plus what routing derives from it (built lazily)."""
+
+    config: ShardingConfig
+    style: str = "format"  # overridden per statement by the caller's paramstyle
+    _routers: dict[str, TableRouter] = field(default_factory=dict)
+
+    def router_of(self, table: ShardedTable) -> TableRouter:
+        key = table.name.lower()
+        router = self._routers.get(key)
+        if router is None:
+            router = self._routers[key] = TableRouter(table)
+        return router
+
+    def hinted_sources(self, table: ShardedTable, hint: Hint | None) -> Sequence[str] | None:
+        """Data sources chosen by a ``@shard_database`` strategy hint, else ``None``."""
+        if hint is None or hint.strategy is None:
+            return None
+        spec = self.config.algorithms.get(hint.strategy)
+        if spec is None or spec.algorithm is None:
+            raise RoutingError(
+                f"hint strategy {hint.strategy!r} is not a configured sharding algorithm "
+                f"(known: {', '.join(sorted(self.config.algorithms)) or 'none'})",
+                strategy=hint.strategy,
+            )
+        router = self.router_of(table)
+        return spec.algorithm.precise(router.sources, {"value": hint.strategy_value})
+
+    def check_full_route(self, table: ShardedTable, nodes: int, is_write: bool) -> None:
+        """Refuse an all-shard route the runtime switches forbid (seed 000 §4.1, §5.1)."""
+        runtime = self.config.runtime
+        columns = ", ".join(table.sharding_columns) or "(none configured)"
+        if is_write and not getattr(runtime, "allow_dml_full_route", False):
+            raise FullRouteError(
+                f"UPDATE/DELETE on {table.name!r} has no condition on its shard column(s) "
+                f"{columns} and would change all {nodes} shards; add the shard key "
+                "(or set allow_dml_full_route: true)",
+                table=table.name,
+                columns=table.sharding_columns,
+            )
+        if not runtime.allow_full_route and table.shard_count > runtime.full_route_threshold:
+            raise FullRouteError(
+                f"statement on {table.name!r} has no condition on its shard column(s) {columns} "
+                f"and would hit all {table.shard_count} shards (allow_full_route is false, "
+                f"threshold {runtime.full_route_threshold})",
+                table=table.name,
+                columns=table.sharding_columns,
+            )
+
+    def default_source(self, what: str) -> str:
+        """The default data source, or a RoutingError naming ``what`` needed it."""
+        ds = self.config.default_data_source
+        if ds is None:
+            raise RoutingError(
+                f"{what} is not in the sharding configuration and no default data source is set",
+                what=what,
+            )
+        return ds
+
+    def first_source(self) -> str:
+        return self.config.default_data_source or next(iter(self.config.data_sources))
+
+    def sources(self) -> list[str]:
+        return list(self.config.data_sources)

@@ -1,0 +1,61 @@
+"""DDL, SHOW / DESCRIBE and other statements that are not routed by conditions.
+
+* DDL on a logic table (CREATE / ALTER / DROP / TRUNCATE TABLE, CREATE / DROP
+  INDEX) → every physical table; on a broadcast table → every data source.
+* SHOW / DESCRIBE on a logic table → its first node (the physical tables are
+  alike).
+* Anything else without a configured table (SET, SHOW TABLES, unknown
+  tables) → the default data source, or an error when none is configured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from ddm_core.errors import UnsupportedSQLError
+from ddm_core.route.analyze import analyze
+from ddm_core.route.context import RouteContext
+from ddm_core.route.edits import param_edits, table_edits
+from ddm_core.route.query import QueryStatement
+from ddm_core.route.template import from_edits
+
+__all__ = ["compile_other", "DDL_TYPES"]
+
+DDL_TYPES = (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable)
+
+
+def compile_other(ctx: RouteContext, tree: exp.Expression, text: str, params: dict[str, int], style: str) -> Any:
+    """Compile a statement that is neither a query nor an INSERT."""
+    if isinstance(tree, exp.Command):
+        # sqlglot could not structure it (e.g. some SHOW forms): run it where unrouted SQL goes.
+        return _passthrough(ctx, tree, text, params, style)
+    analysis = analyze(tree, ctx.config, params)
+    template = from_edits(text, table_edits(analysis) + param_edits(text), style)
+    if isinstance(tree, DDL_TYPES):
+        return QueryStatement(ctx, analysis, template, "ddl", mode="every", reason="DDL on every physical table")
+    if isinstance(tree, (exp.Describe, exp.Show)):
+        return QueryStatement(ctx, analysis, template, "show", mode="first", reason="first node (tables are alike)")
+    return QueryStatement(ctx, analysis, template, "other", mode="first", reason="")
+
+
+def _passthrough(ctx: RouteContext, tree: exp.Command, text: str, params: dict[str, int], style: str) -> Any:
+    words = text.split()
+    keyword = (tree.name or (words[0] if words else "")).upper()
+    for name in _mentioned_tables(ctx, text):
+        raise UnsupportedSQLError(
+            f"{keyword} statement mentions configured table {name!r} but could not be parsed into a "
+            "routable form; use a form sqlglot understands",
+            construct=keyword,
+            table=name,
+        )
+    analysis = analyze(exp.Select(), ctx.config, params)
+    template = from_edits(text, param_edits(text), style)
+    return QueryStatement(ctx, analysis, template, "other", mode="first", reason=f"{keyword}: no configured table")
+
+
+def _mentioned_tables(ctx: RouteContext, text: str) -> list[str]:
+    words = {w.strip("`;,()").lower() for w in text.split()}
+    config = ctx.config
+    return [t for t in (*config.tables, *config.broadcast_tables, *config.single_tables) if t.lower() in words]

@@ -1,0 +1,307 @@
+"""SELECT, UPDATE and DELETE: routed by the shard conditions of their scopes.
+
+Compiled once per SQL text into a :class:`QueryStatement`; :meth:`route` then
+only resolves parameters, asks the table router for node indexes and fills
+templates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from sqlglot import exp
+
+from ddm_core.errors import DdmError, RoutingError, ShardKeyUpdateError, UnsupportedSQLError
+from ddm_core.metadata.model import ShardedTable, TableKind
+from ddm_core.route.analyze import Analysis, Scope
+from ddm_core.route.conditions import Eq, Literal, Param, Source
+from ddm_core.route.context import RouteContext, physical_name
+from ddm_core.route.hints import Hint
+from ddm_core.route.plan import MergeSpec, NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
+from ddm_core.route.fast import PointRoute, point_route
+from ddm_core.route.targets import Picked
+from ddm_core.route.template import Template
+
+__all__ = ["QueryStatement", "MultiRewrite"]
+
+
+@dataclass(frozen=True, slots=True)
+class MultiRewrite:
+    """How a SELECT runs when it reaches several nodes (built by ``select_rewrite``)."""
+
+    template: Template
+    #: The merge spec for one call's params (offset/limit/HAVING values; the max_offset guard).
+    spec_for: Callable[[Sequence[Any]], MergeSpec]
+    #: Param index → function giving the value each unit gets instead (LIMIT m+n).
+    param_overrides: tuple[tuple[int, Callable[[Sequence[Any]], Any]], ...] = ()
+
+
+@dataclass(slots=True)
+class ShardKeySet:
+    """``SET shard_col = value`` in an UPDATE: allowed only if it routes where the row is."""
+
+    column: str
+    source: Source | None  # None: not a plain value (an expression) → refused
+    same_column: bool  # SET k = k
+
+
+class QueryStatement:
+    """A compiled SELECT / UPDATE / DELETE."""
+
+    def __init__(
+        self,
+        ctx: RouteContext,
+        analysis: Analysis,
+        template: Template,
+        statement: str,
+        *,
+        multi: Callable[[], MultiRewrite] | None = None,
+        shard_key_sets: Sequence[ShardKeySet] = (),
+        reason: str = "",
+        single_only: bool = False,
+        mode: str = "conditions",
+    ) -> None:
+        self.ctx = ctx
+        self.analysis = analysis
+        self.template = template
+        self.statement = statement
+        self.is_write = statement in ("update", "delete")
+        self._multi_factory = multi
+        self._multi: MultiRewrite | None = None
+        self.shard_key_sets = tuple(shard_key_sets)
+        self.reason = reason
+        self.single_only = single_only
+        # "conditions": routed by shard conditions; "every": every node (DDL);
+        # "first": the first node only (SHOW / DESCRIBE on a logic table).
+        self.mode = mode
+        if statement == "ddl":
+            self.is_write = True
+        a = analysis
+        self.primary = a.primary
+        self.scopes = a.sharded_scopes
+        self.tables = [ctx.config.table(k) for k in a.slots]
+        if self.primary is not None:
+            self._check_bindings()
+        # The point fast path is decided on first use (None: not yet; False: not eligible).
+        self._point: PointRoute | None | bool = None
+        self._nodes: dict[int, tuple[str, list[str], tuple[tuple[str, str], ...], str]] = {}
+
+    # -- compile-time checks ------------------------------------------------------
+
+    def _check_bindings(self) -> None:
+        primary = self.primary
+        assert primary is not None
+        for table in self.tables:
+            if table is None or table is primary:
+                continue
+            ours = [n.data_source for n in table.data_nodes]
+            theirs = [n.data_source for n in primary.data_nodes]
+            if ours != theirs:
+                raise UnsupportedSQLError(
+                    f"binding tables {primary.name!r} and {table.name!r} do not have matching data "
+                    "nodes (same count, same data source at each position), so a join between "
+                    "them cannot be routed node by node",
+                    tables=(primary.name, table.name),
+                )
+
+    # -- routing ---------------------------------------------------------------------
+
+    def route(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan:
+        if hint is None and self._point is not False:
+            point = self._point if self._point is not None else self._init_point()
+            if point:
+                try:
+                    node = point.node(bound)  # type: ignore[union-attr]
+                except DdmError:
+                    pass  # the general path raises the same error, with its full context
+                else:
+                    return self._single_plan(node, bound)
+        if self.primary is None:
+            return self._route_unsharded(bound, hint)
+        if self.mode == "conditions":
+            picked = self._pick(bound, hint)
+        else:
+            every = self.ctx.router_of(self.primary).every
+            picked = Picked(every if self.mode == "every" else every[:1], False, "")
+        nodes = picked.nodes
+        primary = self.primary
+        if not nodes:
+            # Nothing can match; one node still answers with the right columns.
+            nodes = (0,)
+        if picked.full:
+            self.ctx.check_full_route(primary, len(nodes), self.is_write)
+
+        if self.single_only and len(nodes) > 1:
+            raise UnsupportedSQLError(
+                f"{self.statement.upper()} with ORDER BY / LIMIT on {primary.name!r} reaches "
+                f"{len(nodes)} shards; which rows it changes would depend on the shard. Add the "
+                "shard key so it stays on one shard",
+                table=primary.name,
+                construct="ORDER BY/LIMIT",
+            )
+        if self.shard_key_sets:
+            self._check_shard_key_update(bound, hint, nodes)
+        if len(nodes) == 1:
+            kind = RouteKind.SINGLE
+        elif self.mode == "every":
+            kind = RouteKind.BROADCAST
+        else:
+            kind = RouteKind.FULL if picked.full else RouteKind.MULTI
+        template, merge, bound_for_units = self.template, NO_MERGE, bound
+        if len(nodes) > 1 and self._multi_factory is not None:
+            multi = self._multi or self._build_multi()
+            template, merge = multi.template, multi.spec_for(bound)
+            if multi.param_overrides:
+                values = list(bound)
+                for index, fn in multi.param_overrides:
+                    values[index] = fn(bound)
+                bound_for_units = values
+        units = []
+        data_nodes = primary.data_nodes
+        for i in nodes:
+            physical = self._physical(i)
+            sql, params = template.fill(physical, bound_for_units)
+            units.append(RouteUnit(data_nodes[i].data_source, sql, params, self._unit_tables(physical)))
+        reason = self.reason + (f"; {picked.note}" if picked.note else "")
+        route = TableRoute(primary.name, tuple(str(data_nodes[i]) for i in nodes), reason)
+        return RoutePlan(
+            tuple(units),
+            kind,
+            (route,),
+            merge,
+            self.statement,
+            self.is_write,
+            force_primary=bool(hint and hint.force_primary),
+        )
+
+    def _init_point(self) -> PointRoute | bool:
+        eligible = (
+            self.primary is not None
+            and self.mode == "conditions"
+            and not self.shard_key_sets
+            and len(self.scopes) == 1
+            and not self.scopes[0].is_subquery
+        )
+        point = point_route(self.ctx.router_of(self.primary), self.scopes[0].dnf) if eligible else None  # type: ignore[arg-type]
+        self._point = point if point is not None else False
+        return self._point
+
+    def _node_parts(self, i: int) -> tuple[str, list[str], tuple[tuple[str, str], ...], str]:
+        parts = self._nodes.get(i)
+        if parts is None:
+            node = self.primary.data_nodes[i]  # type: ignore[union-attr]
+            physical = self._physical(i)
+            parts = self._nodes[i] = (node.data_source, physical, self._unit_tables(physical), str(node))
+        return parts
+
+    def _single_plan(self, i: int, bound: Sequence[Any]) -> RoutePlan:
+        data_source, physical, tables, name = self._node_parts(i)
+        sql, params = self.template.fill(physical, bound)
+        route = TableRoute(self.primary.name, (name,), self.reason)  # type: ignore[union-attr]
+        return RoutePlan((RouteUnit(data_source, sql, params, tables),), RouteKind.SINGLE, (route,),
+                         NO_MERGE, self.statement, self.is_write)
+
+    def _build_multi(self) -> MultiRewrite:
+        assert self._multi_factory is not None
+        self._multi = self._multi_factory()
+        return self._multi
+
+    def _pick(self, bound: Sequence[Any], hint: Hint | None) -> Picked:
+        primary = self.primary
+        assert primary is not None
+        router = self.ctx.router_of(primary)
+        sources = self.ctx.hinted_sources(primary, hint)
+        top = [s for s in self.scopes if not s.is_subquery]
+        subs = [s for s in self.scopes if s.is_subquery]
+        picks = [router.route(s.dnf, bound, hint, sources) for s in top]
+        if not picks:  # sharded tables only inside subqueries / derived tables
+            picks = [router.route(subs[0].dnf, bound, hint, sources)]
+        nodes = sorted(set().union(*(p.nodes for p in picks)))
+        picked = Picked(tuple(nodes), any(p.full for p in picks), "; ".join(p.note for p in picks if p.note))
+        for scope in subs:
+            inner = router.route(scope.dnf, bound, hint, sources)
+            if len(picked.nodes) != 1 or inner.nodes != picked.nodes:
+                raise UnsupportedSQLError(
+                    f"subquery on sharded table(s) {_names(scope)} is not constrained to the same "
+                    f"single shard as the statement (it reaches {len(inner.nodes)} node(s), the "
+                    f"statement {len(picked.nodes)}); add the shard key to both, or use a "
+                    "broadcast table",
+                    construct="subquery",
+                    tables=tuple(u.name for u in scope.uses),
+                )
+        return picked
+
+    def _physical(self, i: int) -> list[str]:
+        out = []
+        for key, table in zip(self.analysis.slots, self.tables):
+            out.append(physical_name(table.data_nodes[i].table) if table is not None else physical_name(key))
+        return out
+
+    def _unit_tables(self, physical: list[str]) -> tuple[tuple[str, str], ...]:
+        return tuple(
+            (t.name, p) for t, p in zip(self.tables, physical) if t is not None
+        )
+
+    def _check_shard_key_update(self, bound: Sequence[Any], hint: Hint | None, nodes: Sequence[int]) -> None:
+        primary = self.primary
+        assert primary is not None
+        router = self.ctx.router_of(primary)
+        for item in self.shard_key_sets:
+            if item.same_column:
+                continue
+            if item.source is not None and len(nodes) == 1:
+                value = bound[item.source.index] if isinstance(item.source, Param) else item.source.value
+                moved = router.route([{item.column: (Eq(item.column, Literal(value)),)}], bound, hint)
+                if moved.nodes == tuple(nodes) and _only_column(primary, item.column):
+                    continue
+            raise ShardKeyUpdateError(
+                f"UPDATE sets shard column {item.column!r} of {primary.name!r}; that moves the row "
+                "to another shard. Delete and re-insert it instead (only SET k = k, or a value "
+                "that provably routes to the same shard, is allowed)",
+                table=primary.name,
+                column=item.column,
+            )
+
+    # -- statements without sharded tables --------------------------------------
+
+    def _route_unsharded(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan:
+        a = self.analysis
+        ctx = self.ctx
+        physical = [physical_name(k) for k in a.slots]
+        if a.unknown:
+            sources = [ctx.default_source(f"table {a.unknown[0]!r}")]
+            why = f"unknown table {a.unknown[0]!r} → default data source"
+        elif a.single:
+            places = {ctx.config.single_table(k).data_source for k in a.single}  # type: ignore[union-attr]
+            if len(places) > 1:
+                raise UnsupportedSQLError(
+                    f"single tables {a.single} live in different data sources {sorted(places)}; "
+                    "a statement cannot join across data sources",
+                    tables=tuple(a.single),
+                )
+            sources = list(places)
+            why = f"single table(s) {', '.join(a.single)}"
+        elif a.broadcast:
+            sources = ctx.sources() if self.is_write else [ctx.first_source()]
+            why = "broadcast table(s) " + ", ".join(a.broadcast) + (" → every data source" if self.is_write else "")
+        else:
+            sources = [ctx.first_source()]
+            why = "no table"
+        if hint is not None and hint.database is not None and not self.is_write:
+            sources = [hint.database]
+        units = tuple(RouteUnit(ds, *self.template.fill(physical, bound)) for ds in sources)
+        kind = RouteKind.BROADCAST if len(units) > 1 else RouteKind.SINGLE
+        tables = tuple(TableRoute(k, tuple(f"{ds}.{k}" for ds in sources), why) for k in a.slots)
+        return RoutePlan(units, kind, tables, NO_MERGE, self.statement, self.is_write,
+                         force_primary=bool(hint and hint.force_primary))
+
+
+def _names(scope: Scope) -> str:
+    return ", ".join(u.name for u in scope.uses if u.kind is TableKind.SHARDED)
+
+
+def _only_column(table: ShardedTable, column: str) -> bool:
+    """True when ``column`` alone decides both strategies (so one value fixes the node)."""
+    cols = {c.lower() for c in table.sharding_columns}
+    return cols == {column}

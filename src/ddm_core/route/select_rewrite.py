@@ -1,0 +1,421 @@
+"""Rewriting a SELECT that reaches several shards, and the merge spec that finishes it.
+
+What each unit runs and why (ShardingSphere's rewrite rules, seed 000 §4.3):
+
+* ``LIMIT n OFFSET m`` → ``LIMIT m+n`` from 0 on every unit; the merger skips
+  ``m`` rows and keeps ``n``. Deeper than ``max_offset`` is refused (use a
+  cursor: ``WHERE create_time < ? ORDER BY create_time DESC LIMIT n``).
+* ``ORDER BY`` / ``GROUP BY`` items missing from the select list are appended
+  as derived columns (``__ddm_o0``...) and dropped by the merger.
+* ``AVG(x)`` runs as ``SUM(x)`` plus a derived ``COUNT(x)``;
+  ``COUNT(DISTINCT x)`` / ``SUM(DISTINCT x)`` run as ``x`` added to the GROUP BY,
+  so the merger sees every distinct value.
+* ``HAVING`` moves to the merger (a group may span shards); ``GROUP BY``
+  without ``ORDER BY`` gets ``ORDER BY`` the group keys, so groups arrive sorted.
+* Aggregated statements run without LIMIT on the units (a group's parts must
+  all arrive); the merger applies offset / limit after re-aggregating.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from sqlglot import exp
+
+from ddm_core.errors import RoutingError, UnsupportedSQLError
+from ddm_core.metadata.model import TableKind
+from ddm_core.route.analyze import Analysis
+from ddm_core.route.conditions import Param, Source, value_source
+from ddm_core.route.context import RouteContext
+from ddm_core.route.plan import Aggregate, MergeSpec
+from ddm_core.route.query import MultiRewrite
+from ddm_core.route.template import from_tree, table_marker
+
+__all__ = ["multi_factory", "DeepPaginationError"]
+
+_AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG"}
+
+
+class DeepPaginationError(RoutingError):
+    """An OFFSET deeper than ``max_offset`` across shards (seed 001 §5.3)."""
+
+
+def multi_factory(
+    ctx: RouteContext, tree: exp.Expression, analysis: Analysis, params: dict[str, int], style: str
+) -> Callable[[], MultiRewrite]:
+    """A builder for the multi-shard form, run the first time a route is multi-shard."""
+
+    def build() -> MultiRewrite:
+        return _Rewriter(ctx, tree.copy(), analysis, params, style).build()
+
+    return build
+
+
+@dataclass(slots=True)
+class _Rewriter:
+    ctx: RouteContext
+    tree: exp.Expression
+    analysis: Analysis
+    params: dict[str, int]
+    style: str
+    derived: list[exp.Expression] = field(default_factory=list)
+    aggregates: list[Aggregate] = field(default_factory=list)
+    names: list[str | None] = field(default_factory=list)
+
+    # -- entry -----------------------------------------------------------------
+
+    def build(self) -> MultiRewrite:
+        tree = self.tree
+        self._rename_tables()
+        if isinstance(tree, exp.SetOperation):
+            return self._union(tree)
+        assert isinstance(tree, exp.Select)
+        items = [e.copy() for e in tree.expressions]  # as written, before any rewrite
+        star = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)) for e in items)
+        group = [g for g in (tree.args.get("group").expressions if tree.args.get("group") else [])]
+        self.names = [None] * len(items)
+        has_aggregates = self._rewrite_aggregates(items, star)
+        grouped = bool(group) or has_aggregates
+        group_keys = [self._position(g, items, star, "g") for g in group]
+        distinct_args = [a.args[0] for a in self.aggregates if a.distinct]
+        if distinct_args:
+            # Units group by the DISTINCT arguments too, so every distinct value reaches the merger.
+            new_group = [*group, *(tree.expressions[i].this if isinstance(tree.expressions[i], exp.Alias) else tree.expressions[i] for i in distinct_args)]
+            tree.set("group", exp.Group(expressions=[g.copy() for g in new_group]))
+        order = tree.args.get("order")
+        order_keys: list[tuple[int, bool]] = []
+        if order is not None:
+            for ordered in order.expressions:
+                order_keys.append((self._position(ordered.this, items, star, "o"), bool(ordered.args.get("desc"))))
+        elif grouped and (group or distinct_args):
+            # Groups arrive sorted by their keys and leave in that order (as MySQL 5.7 did).
+            unit_order = [*group, *(self._item_expr(i) for i in distinct_args)]
+            tree.set("order", exp.Order(expressions=[exp.Ordered(this=g.copy()) for g in unit_order]))
+            order_keys = [(k, False) for k in group_keys]
+        having = self._having(tree, items, star) if grouped else None
+        offset_src, limit_src = self._pagination(tree, grouped)
+        tree.set("expressions", [*tree.expressions, *self.derived])
+        visible = None if star else len(items)
+        fix = self._from_end if star else (lambda i: i)
+        spec = MergeSpec(
+            order_by=tuple((fix(i), d) for i, d in order_keys),
+            group_by=tuple(fix(i) for i in group_keys),
+            aggregates=tuple(self.aggregates),
+            distinct=bool(tree.args.get("distinct")) and not grouped,
+            visible=visible,
+            derived=len(self.derived),
+            column_names=tuple(self.names) if not star else (),
+        )
+        return self._finish(spec, having, offset_src, limit_src)
+
+    # -- pieces --------------------------------------------------------------------
+
+    def _rename_tables(self) -> None:
+        sharded = {u.key: u.slot for u in self.analysis.uses if u.kind is TableKind.SHARDED}
+        unaliased = {u.key for u in self.analysis.uses if u.kind is TableKind.SHARDED and not u.alias}
+        for table in self.tree.find_all(exp.Table):
+            slot = sharded.get(table.name.lower())
+            if slot is not None:
+                table.set("this", exp.to_identifier(table_marker(slot)))
+                table.set("db", None)
+        for col in self.tree.find_all(exp.Column):
+            qualifier = col.args.get("table")
+            if isinstance(qualifier, exp.Identifier) and qualifier.name.lower() in unaliased:
+                col.set("table", exp.to_identifier(table_marker(sharded[qualifier.name.lower()])))
+
+    def _union(self, tree: exp.SetOperation) -> MultiRewrite:
+        if tree.args.get("order") or tree.args.get("limit") or tree.args.get("offset"):
+            raise UnsupportedSQLError(
+                "ORDER BY / LIMIT on a UNION that reaches several shards is not supported; "
+                "route it to one shard (shard key in every branch) or sort in the application",
+                construct="UNION ORDER BY/LIMIT",
+            )
+        spec = MergeSpec(distinct=bool(tree.args.get("distinct")))
+        return MultiRewrite(from_tree(tree, self.style), lambda bound: spec)
+
+    def _item_expr(self, index: int) -> exp.Expression:
+        item = self.tree.expressions[index]
+        return item.this if isinstance(item, exp.Alias) else item
+
+    def _rewrite_aggregates(self, items: list[exp.Expression], star: bool) -> bool:
+        found = False
+        for i, item in enumerate(items):
+            inner = item.this if isinstance(item, exp.Alias) else item
+            func = _AGGREGATES.get(type(inner))
+            if func is None:
+                if any(isinstance(n, tuple(_AGGREGATES)) for n in inner.find_all(*_AGGREGATES)):
+                    raise UnsupportedSQLError(
+                        f"select item {item.sql(dialect='mysql')!r} computes with an aggregate; across "
+                        "shards only plain COUNT/SUM/MIN/MAX/AVG items can be merged (select them "
+                        "separately and compute in the application)",
+                        construct=item.sql(dialect="mysql"),
+                    )
+                continue
+            if star:
+                raise UnsupportedSQLError(
+                    "SELECT * together with aggregates across shards is not supported; list the columns",
+                    construct="SELECT * with aggregates",
+                )
+            found = True
+            arg = inner.this
+            distinct = isinstance(arg, exp.Distinct)
+            self.names[i] = item.alias or inner.sql(dialect="mysql")
+            if distinct:
+                if func not in ("COUNT", "SUM") or len(arg.expressions) != 1:
+                    raise UnsupportedSQLError(
+                        f"{inner.sql(dialect='mysql')!r} across shards: only COUNT(DISTINCT x) and "
+                        "SUM(DISTINCT x) of one expression can be merged",
+                        construct=inner.sql(dialect="mysql"),
+                    )
+                value = arg.expressions[0].copy()
+                self._replace_item(i, value)
+                self.aggregates.append(Aggregate(func, i, (i,), distinct=True))
+            elif func == "AVG":
+                self._replace_item(i, exp.Sum(this=arg.copy()))
+                count_at = self._derive(exp.Count(this=arg.copy()), "avg")
+                self.aggregates.append(Aggregate("AVG", i, (i, count_at)))
+            else:
+                self.aggregates.append(Aggregate(func, i, (i,)))
+        return found
+
+    def _replace_item(self, index: int, value: exp.Expression) -> None:
+        item = self.tree.expressions[index]
+        if isinstance(item, exp.Alias):
+            item.set("this", value)
+        else:
+            item.replace(value)
+
+    def _derive(self, expression: exp.Expression, tag: str) -> int:
+        """Append a derived column; its index among unit columns (see :meth:`_from_end`)."""
+        name = f"__ddm_{tag}{len(self.derived)}"
+        self.derived.append(exp.alias_(expression.copy(), name))
+        return len(self.tree.expressions) + len(self.derived) - 1
+
+    def _from_end(self, index: int) -> int:
+        """After a ``*`` the column count is known only at run time: count derived ones from the end."""
+        return index - len(self.tree.expressions)
+
+    def _position(self, target: exp.Expression, items: list[exp.Expression], star: bool, tag: str) -> int:
+        """The unit-row column holding ``target`` (an ORDER BY / GROUP BY item)."""
+        if isinstance(target, exp.Literal) and target.is_int:
+            pos = int(target.this) - 1
+            if not 0 <= pos < len(items) or star:
+                raise UnsupportedSQLError(
+                    f"position {target.this} in ORDER/GROUP BY is out of range", construct=target.sql()
+                )
+            return pos
+        if not star:
+            found = _find_item(target, items)
+            if found is not None:
+                return found
+        if isinstance(target, tuple(_AGGREGATES)):
+            return _aggregate_column(target, self)
+        return self._derive(target, tag)
+
+    def _having(self, tree: exp.Select, items: list[exp.Expression], star: bool) -> Callable[[Sequence[Any]], Any] | None:
+        having = tree.args.get("having")
+        if having is None:
+            return None
+        tree.set("having", None)
+        return _compile_having(having.this, self, items, star)
+
+    def _pagination(self, tree: exp.Select, grouped: bool) -> tuple[Source | None, Source | None]:
+        limit = tree.args.get("limit")
+        offset = tree.args.get("offset")
+        limit_src = value_source(limit.expression, self.params) if limit is not None else None
+        offset_src = value_source(offset.expression, self.params) if offset is not None else None
+        if limit is not None and limit_src is None or offset is not None and offset_src is None:
+            raise UnsupportedSQLError("LIMIT / OFFSET must be numbers or parameters", construct="LIMIT")
+        if grouped:
+            tree.set("limit", None)
+            tree.set("offset", None)
+        elif limit is not None:
+            tree.set("offset", None)
+            if isinstance(limit_src, Param) or isinstance(offset_src, Param):
+                # The limit placeholder stays; its value becomes offset + limit per route.
+                if not isinstance(limit_src, Param):
+                    raise UnsupportedSQLError(
+                        "a literal LIMIT with a parameter OFFSET across shards is not supported; "
+                        "make both parameters or both literals",
+                        construct="LIMIT",
+                    )
+            else:
+                total = int(limit_src.value) + (int(offset_src.value) if offset_src else 0)  # type: ignore[union-attr]
+                limit.set("expression", exp.Literal.number(total))
+        return offset_src, limit_src
+
+    def _finish(
+        self,
+        spec: MergeSpec,
+        having: Callable[[Sequence[Any]], Any] | None,
+        offset_src: Source | None,
+        limit_src: Source | None,
+    ) -> MultiRewrite:
+        template = from_tree(self.tree, self.style)
+        max_offset = self.ctx.config.runtime.max_offset
+        static_spec = spec
+
+        def value(src: Source | None, bound: Sequence[Any]) -> int | None:
+            if src is None:
+                return None
+            raw = bound[src.index] if isinstance(src, Param) else src.value
+            try:
+                return int(raw)
+            except (TypeError, ValueError):
+                raise RoutingError(f"LIMIT / OFFSET value {raw!r} is not an integer", value=raw) from None
+
+        def spec_for(bound: Sequence[Any]) -> MergeSpec:
+            offset = value(offset_src, bound) or 0
+            if offset > max_offset:
+                raise DeepPaginationError(
+                    f"OFFSET {offset} across shards is deeper than max_offset {max_offset}: every shard "
+                    f"would return {offset} extra rows. Page with a cursor instead "
+                    "(WHERE sort_key < last_seen ORDER BY sort_key DESC LIMIT n)",
+                    offset=offset,
+                    max_offset=max_offset,
+                )
+            return dataclasses.replace(
+                static_spec,
+                having=None if having is None else _bind_having(having, bound),
+                offset=offset,
+                limit=value(limit_src, bound),
+            )
+
+        overrides: tuple[tuple[int, Callable[[Sequence[Any]], Any]], ...] = ()
+        if isinstance(limit_src, Param) and not static_spec.aggregates and not static_spec.group_by:
+            index = limit_src.index
+            overrides = ((index, lambda b: (value(limit_src, b) or 0) + (value(offset_src, b) or 0)),)
+        return MultiRewrite(template, spec_for, overrides)
+
+
+# -- HAVING -------------------------------------------------------------------------
+
+_COMPARE = {
+    exp.EQ: operator.eq,
+    exp.NEQ: operator.ne,
+    exp.GT: operator.gt,
+    exp.GTE: operator.ge,
+    exp.LT: operator.lt,
+    exp.LTE: operator.le,
+}
+_ARITH = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul}
+
+Evaluator = Callable[[Sequence[Any], Sequence[Any]], Any]  # (row, bound) -> value
+
+
+def _bind_having(having: Evaluator, bound: Sequence[Any]) -> Callable[[Sequence[Any]], bool]:
+    return lambda row: bool(having(row, bound))
+
+
+def _compile_having(node: exp.Expression, rw: _Rewriter, items: list[exp.Expression], star: bool) -> Evaluator:
+    """HAVING as a function of a merged row (SQL three-valued logic: NULL is not true)."""
+    if isinstance(node, exp.Paren):
+        return _compile_having(node.this, rw, items, star)
+    if isinstance(node, (exp.And, exp.Or)):
+        left = _compile_having(node.left, rw, items, star)
+        right = _compile_having(node.right, rw, items, star)
+        if isinstance(node, exp.And):
+            return lambda row, b: _and(left(row, b), right(row, b))
+        return lambda row, b: _or(left(row, b), right(row, b))
+    if isinstance(node, exp.Not):
+        inner = _compile_having(node.this, rw, items, star)
+        return lambda row, b: None if (v := inner(row, b)) is None else not v
+    for cls, op in _COMPARE.items():
+        if isinstance(node, cls):
+            return _binary(op, node, rw, items, star)
+    for cls, op in _ARITH.items():
+        if isinstance(node, cls):
+            return _binary(op, node, rw, items, star)
+    if isinstance(node, exp.Div):
+        return _binary(_sql_div, node, rw, items, star)
+    source = value_source(node, rw.params)
+    if source is not None:
+        if isinstance(source, Param):
+            index = source.index
+            return lambda row, b: b[index]
+        constant = source.value
+        return lambda row, b: constant
+    if isinstance(node, tuple(_AGGREGATES)) or isinstance(node, exp.Column):
+        column = _having_column(node, rw, items, star)
+        return lambda row, b: row[column]
+    raise UnsupportedSQLError(
+        f"HAVING across shards supports comparisons, AND/OR/NOT, + - * / and aggregates; "
+        f"not {node.sql(dialect='mysql')!r}",
+        construct=node.sql(dialect="mysql"),
+    )
+
+
+def _find_item(target: exp.Expression, items: list[exp.Expression]) -> int | None:
+    """The select item (as written) that ``target`` names: by alias or by equal expression."""
+    for i, item in enumerate(items):
+        if isinstance(target, exp.Column) and not target.table and item.alias and target.name == item.alias:
+            return i
+        if (item.this if isinstance(item, exp.Alias) else item) == target:
+            return i
+    return None
+
+
+def _having_column(node: exp.Expression, rw: _Rewriter, items: list[exp.Expression], star: bool) -> int:
+    found = None if star else _find_item(node, items)
+    if found is not None:
+        return found
+    return _aggregate_column(node, rw)
+
+
+def _aggregate_column(node: exp.Expression, rw: _Rewriter) -> int:
+    """A derived column holding aggregate ``node``, registered for re-aggregation."""
+    func = _AGGREGATES.get(type(node))
+    if func is None:
+        raise UnsupportedSQLError(
+            f"HAVING refers to {node.sql(dialect='mysql')!r}, which is neither a select item nor an aggregate",
+            construct=node.sql(dialect="mysql"),
+        )
+    if isinstance(node.this, exp.Distinct):
+        raise UnsupportedSQLError(
+            f"HAVING {node.sql(dialect='mysql')!r} across shards: select the DISTINCT aggregate as an item first",
+            construct=node.sql(dialect="mysql"),
+        )
+    if func == "AVG":
+        sum_at = rw._derive(exp.Sum(this=node.this.copy()), "h")
+        count_at = rw._derive(exp.Count(this=node.this.copy()), "h")
+        rw.aggregates.append(Aggregate("AVG", sum_at, (sum_at, count_at)))
+        return sum_at
+    at = rw._derive(node, "h")
+    rw.aggregates.append(Aggregate(func, at, (at,)))
+    return at
+
+
+def _binary(op: Callable[[Any, Any], Any], node: exp.Expression, rw: _Rewriter, items: list[exp.Expression], star: bool) -> Evaluator:
+    left = _compile_having(node.left, rw, items, star)
+    right = _compile_having(node.right, rw, items, star)
+
+    def run(row: Sequence[Any], b: Sequence[Any]) -> Any:
+        x, y = left(row, b), right(row, b)
+        if x is None or y is None:
+            return None
+        return op(x, y)
+
+    return run
+
+
+def _sql_div(x: Any, y: Any) -> Any:
+    return None if y == 0 else x / y
+
+
+def _and(x: Any, y: Any) -> Any:
+    if x is False or y is False or x == 0 or y == 0:
+        return False if (x is not None and not x) or (y is not None and not y) else None
+    if x is None or y is None:
+        return None
+    return True
+
+
+def _or(x: Any, y: Any) -> Any:
+    if (x is not None and x) or (y is not None and y):
+        return True
+    if x is None or y is None:
+        return None
+    return False
