@@ -140,15 +140,13 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_even_slots_default_names_and_one_table_per_shard() -> None:
-    c = load_config(
-        """
+    c = load_config("""
 dataSources: {ds_0: "sqlite:///a.db", ds_1: "sqlite:///b.db"}
 tables:
   - logicTable: t_user
     shardKey: user_id
     databases: "ds_${0..1}"
-"""
-    )
+""")
     t = c.table("t_user")
     assert t.data_nodes == (DataNode("ds_0", "t_user"), DataNode("ds_1", "t_user"))
     assert t.table_strategy.kind is StrategyKind.NONE
@@ -160,8 +158,7 @@ tables:
 
 def test_table_key_differs_from_shard_key() -> None:
     # seed 000 §2.3: hash(user_id) picks the database, order_no the table inside it
-    c = load_config(
-        """
+    c = load_config("""
 dataSources: {ds_0: "sqlite:///a.db", ds_1: "sqlite:///b.db"}
 tables:
   - logicTable: t_order
@@ -170,8 +167,7 @@ tables:
     tablePerShard: 4
     tableKey: order_no
     tableAlgorithm: mod
-"""
-    )
+""")
     t = c.table("t_order")
     assert t.database_strategy.columns == ("user_id",)
     assert t.table_strategy.columns == ("order_no",) and t.table_strategy.algorithm.type == "MOD"
@@ -180,8 +176,7 @@ tables:
 
 
 def test_other_database_algorithms_and_props() -> None:
-    c = load_config(
-        """
+    c = load_config("""
 dataSources: {ds_0: "sqlite:///a.db", ds_1: "sqlite:///b.db"}
 tables:
   - logicTable: t_mod
@@ -193,8 +188,7 @@ tables:
     algorithm: SALTED_MOD
     algorithmProps: {salt: 1000000007}
     databases: [ds_0, ds_1]
-"""
-    )
+""")
     assert c.table("t_mod").database_strategy.algorithm.props["sharding-count"] == 2
     assert c.table("t_mod").database_strategy.sharder.precise(("ds_0", "ds_1"), {"id": 5}) == ["ds_1"]
     salted = c.table("t_salted").database_strategy.algorithm
@@ -202,8 +196,7 @@ tables:
 
 
 def test_explicit_form_named_algorithms_and_mapping_tables() -> None:
-    c = load_config(
-        """
+    c = load_config("""
 dataSources: {ds_0: "sqlite:///a.db", ds_1: "sqlite:///b.db"}
 algorithms:
   by-user: {type: INLINE, props: {algorithm-expression: "ds_${user_id % 2}"}}
@@ -215,8 +208,7 @@ tables:
     databaseStrategy: {kind: standard, column: user_id, algorithm: by-user}
     tableStrategy: {kind: standard, columns: [log_id], algorithm: MOD, props: {sharding-count: 2}}
     keyGenerator: {column: log_id, generator: snow}
-"""
-    )
+""")
     t = c.table("t_log")
     assert t.database_strategy.algorithm is c.algorithms["by-user"]
     assert t.table_strategy.algorithm.name == "t_log.table"
@@ -234,8 +226,7 @@ def test_loose_field_names() -> None:
 def test_database_urls(tmp_path: Path) -> None:
     cfg = tmp_path / "conf" / "c.yaml"
     cfg.parent.mkdir()
-    cfg.write_text(
-        """
+    cfg.write_text("""
 dataSources:
   lite: sqlite:///data/ds0.db
   abs: sqlite:////var/lib/ds1.db
@@ -243,8 +234,7 @@ dataSources:
   maria: jdbc:mariadb://db.local/shop?useSSL=false
   pg: postgresql://app@pg.local:6432/shop
   my: mysql+pymysql://u:pw@my.local/shop
-"""
-    )
+""")
     c = load_config(cfg)
     lite = c.data_sources["lite"].primary
     assert lite.dialect == "sqlite" and lite.database == str(cfg.parent / "data" / "ds0.db")
@@ -254,7 +244,13 @@ dataSources:
     maria = c.data_sources["maria"].primary
     assert (maria.dialect, maria.port, maria.options["useSSL"]) == ("mariadb", 3306, "false")
     pg = c.data_sources["pg"].primary
-    assert (pg.dialect, pg.host, pg.port, pg.database, pg.username) == ("postgresql", "pg.local", 6432, "shop", "app")
+    assert (pg.dialect, pg.host, pg.port, pg.database, pg.username) == (
+        "postgresql",
+        "pg.local",
+        6432,
+        "shop",
+        "app",
+    )
     my = c.data_sources["my"].primary
     assert (my.username, my.password.reveal(), my.url) == ("u", "pw", "mysql://my.local:3306/shop")
 
@@ -295,7 +291,10 @@ def test_round_trip_readme_example(orders: ShardingConfig) -> None:
     text = dump_native(orders)
     again = load_config(text)
     assert again == orders
-    assert again.table("t_order").database_strategy.algorithm.props == orders.table("t_order").database_strategy.algorithm.props
+    assert (
+        again.table("t_order").database_strategy.algorithm.props
+        == orders.table("t_order").database_strategy.algorithm.props
+    )
     assert load_config(to_native(orders)) == orders  # the dict form too
 
 
@@ -309,3 +308,36 @@ def test_dump_never_writes_literal_passwords_unless_asked() -> None:
 def test_dump_compacts_data_nodes(orders: ShardingConfig) -> None:
     native = to_native(orders)
     assert native["tables"][0]["dataNodes"] == [f"ds_{d}.t_order_{d}_${{0..3}}" for d in range(4)]
+
+
+def test_seed_000_application_block() -> None:
+    c = load_config(CONFIGS / "native_seed000_ddm_block.yaml")
+    assert c.runtime.app_name == "order-service"
+    assert (c.runtime.allow_full_route, c.runtime.full_route_threshold, c.runtime.slow_sql_ms) == (
+        False,
+        8,
+        200,
+    )
+    assert c.metadata.server == "config-center:8848" and c.metadata.namespace == "ddm-prod"
+    assert c.metadata.failover_snapshot == "/data/ddm/snapshot.json"
+    pool = c.data_sources["ds_2"].pool
+    assert (pool.max_size, pool.min_idle, pool.acquire_timeout_ms, pool.idle_timeout_ms) == (
+        20,
+        5,
+        3000,
+        600000,
+    )
+    t = c.table("t_order")
+    assert (
+        t.database_strategy.algorithm.type == "HASH_MOD"
+        and t.database_strategy.algorithm.props["sharding-count"] == 4
+    )
+    assert t.columns["amount"]["precision"] == 18
+    assert load_config(dump_native(c)) == c
+
+
+def test_application_settings_given_twice() -> None:
+    with pytest.raises(ConfigValidationError) as info:
+        load_config("ddm: {app-name: a, route: {slow-sql-ms: 1}}\nappName: b\nruntime: {maxOffset: 5}\n"
+                    "dataSources: {ds: 'sqlite:///a.db'}\n")  # fmt: skip
+    assert {p.path for p in info.value.problems} == {"appName", "runtime"}

@@ -100,7 +100,9 @@ def test_doc_sharding_sample() -> None:
     assert c.binding_groups[0].tables == ("t_order", "t_order_item")
     assert c.broadcast_tables == ("t_address",)  # !BROADCAST
     assert c.props["sql-show"] is False
-    assert c.data_sources["ds_1"].primary.url.startswith("mysql://localhost:3306/demo_ds_1?serverTimezone=UTC")
+    assert c.data_sources["ds_1"].primary.url.startswith(
+        "mysql://localhost:3306/demo_ds_1?serverTimezone=UTC"
+    )
     assert c.data_sources["ds_0"].primary.password is None  # `password:` left empty
     assert any("auditStrategy is loaded but not enforced" in w for w in c.warnings)
     _round_trip(c)
@@ -124,7 +126,12 @@ def test_sharding_50_spelling_complex_hint_defaults() -> None:
     assert c.table("t_order").key_generation.generator.worker_id == 123
     assert c.broadcast_tables == ("t_address",)  # broadcastTables inside !SHARDING
     pool = c.data_sources["ds_0"].pool
-    assert (pool.max_size, pool.min_idle, pool.acquire_timeout_ms, pool.idle_timeout_ms) == (50, 1, 30000, 60000)
+    assert (pool.max_size, pool.min_idle, pool.acquire_timeout_ms, pool.idle_timeout_ms) == (
+        50,
+        1,
+        30000,
+        60000,
+    )
     assert c.data_sources["ds_0"].primary.password.env == "DDM_TEST_DB_PASSWORD"  # ${ENV:...}
     assert c.data_sources["ds_1"].primary.password.reveal() == "pw"  # passwordEnv
     _round_trip(c)
@@ -168,8 +175,7 @@ def test_readwrite_51_static_strategy_weights_and_sharding_on_top() -> None:
 
 
 def test_readwrite_51_type_static_props() -> None:
-    c = load_config(
-        """
+    c = load_config("""
 dataSources:
   w: {jdbcUrl: "jdbc:mysql://w/x"}
   r: {jdbcUrl: "jdbc:mysql://r/x"}
@@ -181,8 +187,7 @@ rules:
       props:
         write-data-source-name: w
         read-data-source-names: r
-"""
-    )
+""")
     assert c.data_sources["pr_ds"].replicas[0].name == "r"
 
 
@@ -209,8 +214,7 @@ def test_doc_mixed_sample_names_the_unsupported_encrypt_rule() -> None:
 
 
 def test_spring_placeholder_syntax_and_comma_lists() -> None:
-    c = load_config(
-        """
+    c = load_config("""
 dataSources:
   ds0: {url: "jdbc:mysql://a/x"}
   ds1: {url: "jdbc:mysql://b/x"}
@@ -219,8 +223,7 @@ rules:
   tables:
     t_a:
       actualDataNodes: ds0.t_a_$->{0..1},ds1.t_a_$->{2..3}
-"""
-    )
+""")
     assert [str(n) for n in c.table("t_a").data_nodes] == ["ds0.t_a_0", "ds0.t_a_1", "ds1.t_a_2", "ds1.t_a_3"]
 
 
@@ -235,14 +238,12 @@ def test_dict_source_with_rule_keys() -> None:
 
 
 def test_java_class_tags_of_data_sources_are_read() -> None:
-    c = load_config(
-        """
+    c = load_config("""
 dataSources:
   ds: !!com.zaxxer.hikari.HikariDataSource
     jdbcUrl: jdbc:mysql://h/x
 rules: []
-"""
-    )
+""")
     assert c.data_sources["ds"].primary.props["dataSourceClassName"] == "com.zaxxer.hikari.HikariDataSource"
 
 
@@ -313,8 +314,7 @@ def test_slots_gene_and_time_ranges_in_shardingsphere_yaml() -> None:
 def test_seed_000_example_is_refused_for_its_shard_count() -> None:
     # seed 000 §2.2 verbatim (plus data sources): 16 shards × 4 tables over 4 databases cannot hold.
     with pytest.raises(ConfigValidationError) as info:
-        load_config(
-            """
+        load_config("""
 dataSources: {ds_0: "sqlite:///0.db", ds_1: "sqlite:///1.db", ds_2: "sqlite:///2.db", ds_3: "sqlite:///3.db"}
 tables:
   - logicTable: t_order
@@ -327,6 +327,19 @@ tables:
       order_no: { type: varchar, length: 32 }
       user_id: { type: bigint }
       amount: { type: decimal, precision: 18, scale: 2 }
-"""
-        )
+""")
     assert [p.path for p in info.value.problems] == ["tables[0].shardCount"]
+
+
+def test_cluster_mode_registry_is_the_metadata_center() -> None:
+    c = load_config("""
+mode:
+  type: Cluster
+  repository:
+    type: ZooKeeper
+    props: {namespace: governance_ds, server-lists: "localhost:2181"}
+dataSources: {ds: {jdbcUrl: "jdbc:mysql://h/x"}}
+rules: []
+""")
+    assert (c.metadata.server, c.metadata.namespace) == ("localhost:2181", "governance_ds")
+    assert c.props["mode"]["repository"]["type"] == "ZooKeeper"

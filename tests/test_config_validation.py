@@ -54,7 +54,8 @@ def test_unknown_algorithm_type_native() -> None:
 
 def test_unknown_algorithm_type_shardingsphere() -> None:
     _expect(
-        SS_DS + "rules:\n- !SHARDING\n  shardingAlgorithms:\n    x: {type: CLASS_BASED, props: {strategy: STANDARD}}\n",
+        SS_DS
+        + "rules:\n- !SHARDING\n  shardingAlgorithms:\n    x: {type: CLASS_BASED, props: {strategy: STANDARD}}\n",
         "rules[0].shardingAlgorithms.x.type",
         "'CLASS_BASED'",
     )
@@ -90,7 +91,8 @@ def test_unknown_algorithm_name_reference() -> None:
 
 def test_unknown_load_balancer_type() -> None:
     _expect(
-        SS_DS + "rules:\n- !READWRITE_SPLITTING\n  dataSourceGroups: {}\n  loadBalancers:\n    lb: {type: LEAST_CONN}\n",
+        SS_DS
+        + "rules:\n- !READWRITE_SPLITTING\n  dataSourceGroups: {}\n  loadBalancers:\n    lb: {type: LEAST_CONN}\n",
         "rules[0].loadBalancers.lb.type",
         "'LEAST_CONN'",
     )
@@ -140,7 +142,8 @@ def test_data_node_in_a_readwrite_member_names_the_group() -> None:
 def test_shard_count_differs_from_database_list() -> None:
     # seed 000 §2.2's example itself: shardCount 16 but 4 databases
     _expect(
-        NATIVE_DS + "tables:\n  - {logicTable: t_order, shardKey: user_id, shardCount: 16, tablePerShard: 4, databases: [ds_0, ds_1]}\n",
+        NATIVE_DS
+        + "tables:\n  - {logicTable: t_order, shardKey: user_id, shardCount: 16, tablePerShard: 4, databases: [ds_0, ds_1]}\n",
         "tables[0].shardCount",
         "shardCount is 16",
         "2 data source(s)",
@@ -214,8 +217,10 @@ def test_gapped_time_ranges() -> None:
 
 
 def test_every_overlap_and_gap_is_listed() -> None:
-    text = SS_DS + _TIME_RANGES % ("2024-03-01", "2024-07-01") + (
-        '          - {start: "2024-09-01", end: "2024-10-01", target: ds_0}\n'
+    text = (
+        SS_DS
+        + _TIME_RANGES % ("2024-03-01", "2024-07-01")
+        + ('          - {start: "2024-09-01", end: "2024-10-01", target: ds_0}\n')
     )
     err = _problems(text)
     messages = [p.message for p in err.problems]
@@ -331,7 +336,9 @@ _GENE = NATIVE_DS + """tables:
 
 
 def test_gene_without_shard_column() -> None:
-    _expect(_GENE % "column: order_id, type: gene", "tables[0].keyGenerator.props.shard-column", "shard column")
+    _expect(
+        _GENE % "column: order_id, type: gene", "tables[0].keyGenerator.props.shard-column", "shard column"
+    )
 
 
 def test_gene_shard_column_differs_from_table_shard_column() -> None:
@@ -371,7 +378,8 @@ def test_duplicate_logic_table_native() -> None:
 
 def test_duplicate_yaml_key() -> None:
     _expect(
-        SS_DS + "rules:\n- !SHARDING\n  tables:\n    t_order: {actualDataNodes: ds_0.t_order}\n    t_order: {actualDataNodes: ds_1.t_order}\n",
+        SS_DS
+        + "rules:\n- !SHARDING\n  tables:\n    t_order: {actualDataNodes: ds_0.t_order}\n    t_order: {actualDataNodes: ds_1.t_order}\n",
         "rules[0].tables.t_order",
         "duplicate key 't_order'",
         "line",
@@ -380,7 +388,8 @@ def test_duplicate_yaml_key() -> None:
 
 def test_data_node_claimed_by_two_tables() -> None:
     _expect(
-        SS_DS + "rules:\n- !SHARDING\n  tables:\n    t_a: {actualDataNodes: ds_0.t_x}\n    t_b: {actualDataNodes: 'ds_0.t_x, ds_1.t_x'}\n",
+        SS_DS
+        + "rules:\n- !SHARDING\n  tables:\n    t_a: {actualDataNodes: ds_0.t_x}\n    t_b: {actualDataNodes: 'ds_0.t_x, ds_1.t_x'}\n",
         "rules[0].tables.t_b.actualDataNodes",
         "ds_0.t_x already belongs to logic table 't_a'",
     )
@@ -448,7 +457,8 @@ def test_strategy_kind_does_not_fit_the_algorithm() -> None:
 
 def test_standard_strategy_without_column() -> None:
     _expect(
-        SS_DS + "rules:\n- !SHARDING\n  tables:\n    t: {actualDataNodes: ds_0.t, tableStrategy: {standard: {shardingAlgorithmName: x}}}\n  shardingAlgorithms: {x: {type: MOD, props: {sharding-count: 1}}}\n",
+        SS_DS
+        + "rules:\n- !SHARDING\n  tables:\n    t: {actualDataNodes: ds_0.t, tableStrategy: {standard: {shardingAlgorithmName: x}}}\n  shardingAlgorithms: {x: {type: MOD, props: {sharding-count: 1}}}\n",
         "rules[0].tables.t.tableStrategy.standard.shardingColumn",
         "defaultShardingColumn",
     )
@@ -480,7 +490,9 @@ def test_missing_url() -> None:
 
 
 def test_runtime_switch_types() -> None:
-    _expect(NATIVE_DS + "runtime: {allowFullRoute: maybe, maxOffset: -1}\n", "runtime.allowFullRoute", "'maybe'")
+    _expect(
+        NATIVE_DS + "runtime: {allowFullRoute: maybe, maxOffset: -1}\n", "runtime.allowFullRoute", "'maybe'"
+    )
     _expect(NATIVE_DS + "runtime: {maxOffset: -1}\n", "runtime.maxOffset", "-1")
 
 
@@ -503,9 +515,7 @@ def test_empty_document() -> None:
 
 def test_all_problems_of_a_file_are_reported_with_the_file_name(tmp_path: Path) -> None:
     path = tmp_path / "broken.yaml"
-    path.write_text(
-        SS_DS
-        + """rules:
+    path.write_text(SS_DS + """rules:
 - !SHARDING
   tables:
     t_a: {actualDataNodes: "ds_${0..3}.t_a"}
@@ -514,8 +524,7 @@ def test_all_problems_of_a_file_are_reported_with_the_file_name(tmp_path: Path) 
   keyGenerators:
     k: {type: NO_SUCH_GENERATOR}
 - !ENCRYPT {}
-"""
-    )
+""")
     with pytest.raises(ConfigValidationError) as info:
         load_config(path)
     err = info.value
@@ -554,3 +563,18 @@ def test_mod_count_leaving_data_sources_unused() -> None:
         "sharding-count 1",
         "2 data source(s)",
     )
+
+
+def test_short_form_field_in_explicit_table() -> None:
+    _expect(NATIVE_DS + "tables:\n  - {logicTable: t, dataNodes: 'ds_0.t_${0..1}', tablePerShard: 2}\n",
+            "tables[0].tablePerShard", "short form")  # fmt: skip
+
+
+def test_table_sharding_without_any_key() -> None:
+    _expect(NATIVE_DS + "tables:\n  - {logicTable: t, databases: [ds_0], tablePerShard: 2}\n",
+            "tables[0].tableKey", "no tableKey or shardKey")  # fmt: skip
+
+
+def test_broadcast_table_listed_twice() -> None:
+    _expect(NATIVE_DS + "broadcastTables: [t_dict, T_DICT]\n", "broadcastTables", "'T_DICT' is listed twice")
+    _expect(SS_DS + "rules:\n- !BROADCAST\n  tables: [t_dict, t_dict]\n", "rules[0].tables[1]", "listed twice")

@@ -289,3 +289,14 @@ def test_concurrent_readers_never_see_torn_or_bad_versions() -> None:
     assert sum(r.updated for r in results) == 30 and holder.version == 31
     assert not any(g % 4 == 0 and g > 0 for g in seen_gens)  # bad generations were never served
     assert len(seen_gens) > 1
+
+
+def test_failover_snapshot_named_by_the_configuration(tmp_path: Path) -> None:
+    snap = tmp_path / "from-config.json"
+    source = StaticSource(config_text(1) + f"metadata: {{failoverSnapshot: '{snap}'}}\n")
+    holder = ConfigHolder(source)
+    assert json.loads(snap.read_text())["version"] == 1
+    source.available = False
+    restarted = ConfigHolder(source, snapshot=snap)
+    assert restarted.current.from_snapshot and check_consistent(restarted.current) == 1
+    assert holder.version == 1

@@ -19,7 +19,9 @@ __all__ = [
     # routing
     "RoutingError",
     "ShardValueError",
+    "ParameterError",
     "UnsupportedSQLError",
+    "DeepPaginationError",
     "FullRouteError",
     "ShardKeyNotFoundError",
     "ShardKeyUpdateError",
@@ -100,8 +102,22 @@ class ShardValueError(RoutingError, ValueError):
     """
 
 
+class ParameterError(RoutingError, TypeError):
+    """Placeholders and parameters do not fit together.
+
+    Raised for a malformed or mixed placeholder style in the SQL text, and for
+    params of the wrong container type, count or keys. The message names the
+    style(s), the fragment and its 0-based ``position`` in the SQL, or the
+    expected and given parameter counts / missing keys.
+    """
+
+
 class UnsupportedSQLError(RoutingError):
     """The statement uses a construct ddm-core cannot route correctly."""
+
+
+class DeepPaginationError(RoutingError):
+    """An OFFSET deeper than ``max_offset`` across shards: page with a cursor instead (seed 001 §5.3)."""
 
 
 class FullRouteError(RoutingError):

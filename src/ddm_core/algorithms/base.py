@@ -33,7 +33,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -153,6 +153,22 @@ class ShardingAlgorithm(ABC):
                 )
             out[i] = position[got[0]]
         return out
+
+    def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
+        """A one-value function ``value → index into targets`` for the router's point fast path.
+
+        Built once per target list. The default wraps :meth:`precise`; hashing
+        algorithms return a closure over their compiled lookup. A scalar may
+        raise on any value it does not handle directly; the router then takes
+        the general path, which raises the full error.
+        """
+        ts = target_set(targets)
+        position = ts.position
+
+        def via_precise(value: Any) -> int:
+            return position[self.precise(ts, {"": value})[0]]
+
+        return via_precise
 
     def describe(self) -> str:
         """Short text for route plans, e.g. ``HASH_MOD(count=4)``."""

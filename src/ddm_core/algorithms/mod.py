@@ -44,7 +44,7 @@ SALTED_MOD
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -127,6 +127,17 @@ class ModAlgorithm(NumberedAlgorithm):
             raise number_error(self.label, self.name, value, number, ts, i)
         return [ts.names[i]]
 
+    def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
+        if self._cut:
+            return super().scalar(targets)
+        numbers, count, slow = target_set(targets).numbers, self.count, super().scalar(targets)
+
+        def index(value: Any) -> int:
+            i = numbers.get(value % count, NONE) if type(value) is int else NONE
+            return i if i >= 0 else slow(value)
+
+        return index
+
     def range(self, targets: Sequence[str], ranges: Mapping[str, ValueRange]) -> list[str]:
         column, r = self._single(ranges)
         if self._cut:
@@ -189,6 +200,17 @@ class HashModAlgorithm(NumberedAlgorithm):
         if i < 0:
             raise number_error(self.label, self.name, value, number, ts, i)
         return [ts.names[i]]
+
+    def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
+        if self.key_type != "auto":
+            return super().scalar(targets)
+        numbers, count, slow = target_set(targets).numbers, self.count, super().scalar(targets)
+
+        def index(value: Any) -> int:
+            i = numbers.get(hash64(value) % count, NONE)
+            return i if i >= 0 else slow(value)
+
+        return index
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         column, arr = self._single_array(columns)

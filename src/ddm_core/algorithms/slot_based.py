@@ -36,7 +36,7 @@ GENE
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -287,6 +287,18 @@ class SlotsAlgorithm(ShardingAlgorithm):
         if trans is None:
             return [ts.names[node]]
         return [self.layout.target_of_node(ts, trans, node, value, self.label, self.name)]
+
+    def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
+        ts = target_set(targets)
+        smap, trans, _ = self.layout.resolve(ts, self.label, self.name)
+        if self.key_type == "auto":
+            route = smap.route  # compiled hash + lookup
+            if trans is None:
+                return route  # node i is target i
+            if min(trans) >= 0:
+                lut = trans
+                return lambda value: lut[route(value)]
+        return super().scalar(targets)
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         column, arr = self._single_array(columns)

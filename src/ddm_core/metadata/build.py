@@ -34,9 +34,17 @@ __all__ = ["Paths", "Context", "KEY_GENERATOR_TYPES", "LOAD_BALANCERS", "pool_se
 #: Key generator types and the props each accepts.
 KEY_GENERATOR_TYPES: Mapping[str, frozenset[str]] = {
     "SNOWFLAKE": frozenset(
-        {"worker-id", "max-vibration-offset", "max-tolerate-time-difference-milliseconds", "max-backward-ms", "epoch-ms"}
+        {
+            "worker-id",
+            "max-vibration-offset",
+            "max-tolerate-time-difference-milliseconds",
+            "max-backward-ms",
+            "epoch-ms",
+        }
     ),
-    "GENE": frozenset({"gene-bits", "shard-column", "worker-id", "worker-bits", "max-backward-ms", "epoch-ms"}),
+    "GENE": frozenset(
+        {"gene-bits", "shard-column", "worker-id", "worker-bits", "max-backward-ms", "epoch-ms"}
+    ),
     "UUID": frozenset(),
 }
 
@@ -143,7 +151,9 @@ class Context:
             obj = create(type_key, thaw(props), name=name)
         except ConfigError as exc:
             prop = getattr(exc, "prop", None)
-            self.problems.add(where(prop) if isinstance(prop, str) else path, exc.message, getattr(exc, "value", None))
+            self.problems.add(
+                where(prop) if isinstance(prop, str) else path, exc.message, getattr(exc, "value", None)
+            )
             return None
         spec = AlgorithmSpec(name=name, type=type_key, props=freeze(dict(props)), algorithm=obj)
         self.algorithms[name] = spec
@@ -193,7 +203,9 @@ class Context:
                     None,
                 )
             elif not isinstance(column, str) or not column.strip():
-                self.problems.add(join_path(ppath, "shard-column"), f"must be a column name, not {column!r}", column)
+                self.problems.add(
+                    join_path(ppath, "shard-column"), f"must be a column name, not {column!r}", column
+                )
             else:
                 shard_column = column.strip()
         spec = KeyGeneratorSpec(
@@ -215,7 +227,9 @@ class Context:
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value.strip())
         if type(value) is not int or not low <= value <= high:
-            self.problems.add(join_path(path, key), f"must be an integer from {low} to {high}, not {value!r}", value)
+            self.problems.add(
+                join_path(path, key), f"must be an integer from {low} to {high}, not {value!r}", value
+            )
             return None
         return value
 
@@ -232,7 +246,9 @@ class Context:
             return None
         result, missing = substitute_env(value)
         for name in missing:
-            self.problems.add(path, f"environment variable {name} is not set (referenced as ${{ENV:{name}}})", name)
+            self.problems.add(
+                path, f"environment variable {name} is not set (referenced as ${{ENV:{name}}})", name
+            )
         return result if not missing else None
 
     def secret(self, value: Any, env_name: Any, path: str, env_path: str) -> Secret | None:
@@ -242,7 +258,9 @@ class Context:
                 self.problems.add(env_path, f"must name an environment variable, not {env_name!r}", env_name)
                 return None
             if value is not None:
-                self.problems.add(path, "give either a password or a password environment variable, not both", None)
+                self.problems.add(
+                    path, "give either a password or a password environment variable, not both", None
+                )
             return self._env_secret(env_name.strip(), env_path)
         if value is None:
             return None
@@ -258,7 +276,9 @@ class Context:
             resolved = self.text(value, path)
             return Secret(literal=resolved) if resolved is not None else None
         if value and set(value) == {"*"}:
-            self.warn(path, f"password {value!r} looks redacted; set the real one with passwordEnv or ${{ENV:NAME}}")
+            self.warn(
+                path, f"password {value!r} looks redacted; set the real one with passwordEnv or ${{ENV:NAME}}"
+            )
         return Secret(literal=value)
 
     def _env_secret(self, name: str, path: str) -> Secret:
@@ -328,7 +348,11 @@ def precheck_props(type_key: str, props: Mapping[str, Any], where: Any, problems
             bits = int(bits)
         if type(bits) is int and 1 <= bits <= 16:
             check_slot_map(props["slots"], 1 << bits, None, problems, where("slots"))
-    elif type_key == "TIME_RANGE" and isinstance(props.get("ranges"), (list, tuple)) and "datetime-pattern" not in props:
+    elif (
+        type_key == "TIME_RANGE"
+        and isinstance(props.get("ranges"), (list, tuple))
+        and "datetime-pattern" not in props
+    ):
         entries = []
         for item in props["ranges"]:
             if isinstance(item, Mapping) and {"start", "end", "target"} <= set(item):
@@ -346,6 +370,9 @@ def precheck_props(type_key: str, props: Mapping[str, Any], where: Any, problems
 def pool_settings(values: Mapping[str, int], base: PoolSettings | None = None) -> PoolSettings:
     """``base`` (or the defaults) with the given fields replaced."""
     base = base or PoolSettings()
-    current = {f: getattr(base, f) for f in ("max_size", "min_idle", "acquire_timeout_ms", "idle_timeout_ms", "max_lifetime_ms")}
+    current = {
+        f: getattr(base, f)
+        for f in ("max_size", "min_idle", "acquire_timeout_ms", "idle_timeout_ms", "max_lifetime_ms")
+    }
     current.update(values)
     return PoolSettings(**current)

@@ -18,6 +18,7 @@ from ddm_core.metadata.model import (
     DataNode,
     DataSource,
     Endpoint,
+    MetadataCenter,
     PoolSettings,
     RuntimeSettings,
     ShardedTable,
@@ -60,7 +61,9 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
         out["bindingTables"] = [list(g.tables) for g in config.binding_groups]
     if config.broadcast_tables:
         out["broadcastTables"] = list(config.broadcast_tables)
-    singles = [f"{s.data_source}.{s.name}" for s in config.single_tables.values()] + list(config.single_patterns)
+    singles = [f"{s.data_source}.{s.name}" for s in config.single_tables.values()] + list(
+        config.single_patterns
+    )
     if singles:
         out["singleTables"] = singles
     if config.default_data_source is not None:
@@ -68,6 +71,11 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
     runtime = _runtime(config.runtime)
     if runtime:
         out["runtime"] = runtime
+    metadata = _changed(config.metadata, MetadataCenter(), {
+        "server": "server", "namespace": "namespace", "failover_snapshot": "failoverSnapshot",
+    })  # fmt: skip
+    if metadata:
+        out["metadata"] = metadata
     if config.props:
         out["props"] = thaw(config.props)
     return out
@@ -130,12 +138,18 @@ def _strategy(strategy: Strategy) -> dict[str, Any] | None:
 
 def _table(table: ShardedTable) -> dict[str, Any]:
     out: dict[str, Any] = {"logicTable": table.name, "dataNodes": _compact(table.data_nodes)}
-    for key, strategy in (("databaseStrategy", table.database_strategy), ("tableStrategy", table.table_strategy)):
+    for key, strategy in (
+        ("databaseStrategy", table.database_strategy),
+        ("tableStrategy", table.table_strategy),
+    ):
         spelled = _strategy(strategy)
         if spelled is not None:
             out[key] = spelled
     if table.key_generation is not None:
-        out["keyGenerator"] = {"column": table.key_generation.column, "generator": table.key_generation.generator.name}
+        out["keyGenerator"] = {
+            "column": table.key_generation.column,
+            "generator": table.key_generation.generator.name,
+        }
     if table.auto:
         out["auto"] = True
     if table.columns:

@@ -114,7 +114,13 @@ class Section:
             return default
         return value.strip()
 
-    def int(self, *names: builtins.str, default: Any = None, min: builtins.int | None = None, required: bool = False) -> Any:
+    def int(
+        self,
+        *names: builtins.str,
+        default: Any = None,
+        min: builtins.int | None = None,
+        required: bool = False,
+    ) -> Any:
         value = self.get(*names, default=MISSING)
         if value is MISSING or value is None:
             if required:
@@ -164,7 +170,9 @@ class Section:
 
     def section(self, *names: builtins.str) -> "Section":
         """A nested mapping as a Section (empty when absent)."""
-        return Section(self.get(*names, default=None), self.field_path(*names), self.problems, loose=self.loose)
+        return Section(
+            self.get(*names, default=None), self.field_path(*names), self.problems, loose=self.loose
+        )
 
     # -- end ----------------------------------------------------------------------
 

@@ -75,8 +75,12 @@ def load_config(
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"cannot read configuration file {str(path)!r}: {exc.strerror or exc}", path=str(path)) from exc
-        return parse_config(text, origin=str(path), format=format, base_dir=path.resolve().parent, check_env=check_env)
+            raise ConfigError(
+                f"cannot read configuration file {str(path)!r}: {exc.strerror or exc}", path=str(path)
+            ) from exc
+        return parse_config(
+            text, origin=str(path), format=format, base_dir=path.resolve().parent, check_env=check_env
+        )
     if isinstance(source, str):
         return parse_config(source, origin="<string>", format=format, check_env=check_env)
     raise ConfigError(
@@ -152,7 +156,9 @@ def parse_config(
         ctx.problems.raise_if_any()
     fmt = _resolve_format(format, doc, ctx)
     if not isinstance(doc, Mapping):
-        ctx.problems.add("<document>", f"the configuration must be a mapping at the top, not {type(doc).__name__}", None)
+        ctx.problems.add(
+            "<document>", f"the configuration must be a mapping at the top, not {type(doc).__name__}", None
+        )
         ctx.problems.raise_if_any()
     _refuse_foreign(doc, ctx)
     kwargs = read_shardingsphere(doc, ctx) if fmt == "shardingsphere" else read_native(doc, ctx)
@@ -174,7 +180,9 @@ def _resolve_format(format: str | None, doc: Any, ctx: Context) -> str:
         return detect_format(doc)
     fmt = _FORMAT_ALIASES.get(format.strip().lower()) if isinstance(format, str) else None
     if fmt is None:
-        raise ConfigError(f"unknown configuration format {format!r} (use native or shardingsphere)", value=format)
+        raise ConfigError(
+            f"unknown configuration format {format!r} (use native or shardingsphere)", value=format
+        )
     return fmt
 
 

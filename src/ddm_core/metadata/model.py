@@ -45,6 +45,7 @@ __all__ = [
     "BindingGroup",
     "SingleTable",
     "RuntimeSettings",
+    "MetadataCenter",
     "TableKind",
     "ConfigOrigin",
     "ShardingConfig",
@@ -363,8 +364,8 @@ class RuntimeSettings:
             when ``allow_full_route`` is false.
         max_offset: Deepest OFFSET accepted across shards (use a cursor beyond).
         slow_sql_ms: Statements slower than this are logged as slow.
-        sql_comment: Prefix rewritten SQL with ``/* app=...,shard=... */``.
-        app_name: Used in the SQL comment and in metrics.
+        sql_comment: Prefix rewritten SQL with ``/* app=...,shard=... */`` (seed 000 §5.5).
+        app_name: The application in that comment and in metrics (``appName``).
     """
 
     allow_full_route: bool = True
@@ -373,6 +374,24 @@ class RuntimeSettings:
     slow_sql_ms: int = 200
     sql_comment: bool = False
     app_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataCenter:
+    """Where the configuration is published and snapshotted (seed 000 §2.2, §4.1).
+
+    Attributes:
+        server: Config-center address (``config-center:8848``; ShardingSphere
+            cluster mode's ``server-lists``).
+        namespace: Namespace / environment in the config center.
+        failover_snapshot: Local snapshot file a
+            :class:`~ddm_core.metadata.reload.ConfigHolder` writes when it was
+            given none.
+    """
+
+    server: str | None = None
+    namespace: str | None = None
+    failover_snapshot: str | None = None
 
 
 class TableKind(str, Enum):
@@ -412,6 +431,7 @@ class ShardingConfig:
             ``*.*``): tables found in those data sources at run time are single.
         default_data_source: Where new single tables go (``None`` = none chosen).
         runtime: Runtime switches.
+        metadata: Config-center location and snapshot file, when configured.
         algorithms: Every named sharding algorithm.
         key_generators: Every named key generator.
         name: Logical database name (``databaseName``/``schemaName``/``name``).
@@ -428,6 +448,7 @@ class ShardingConfig:
     single_patterns: tuple[str, ...] = ()
     default_data_source: str | None = None
     runtime: RuntimeSettings = RuntimeSettings()
+    metadata: MetadataCenter = MetadataCenter()
     algorithms: Mapping[str, AlgorithmSpec] = _empty()
     key_generators: Mapping[str, KeyGeneratorSpec] = _empty()
     name: str | None = None

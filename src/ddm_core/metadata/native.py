@@ -38,6 +38,7 @@ from ddm_core.metadata.model import (
     DataSource,
     Endpoint,
     KeyGeneration,
+    MetadataCenter,
     PoolSettings,
     RuntimeSettings,
     ShardedTable,
@@ -67,9 +68,31 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
     """
     top = Section(doc, "", ctx.problems, loose=True)
     top.mark("format", "version")
-    name = top.str("name", "appName")
-    default_pool = _pool(top.section("pool"), PoolSettings())
-    data_sources = _data_sources(top.section("dataSources"), default_pool, ctx)
+    name = top.str("name")
+    # seed 000 §4.1 wraps the application settings in `ddm:`; they may also sit at the top
+    ddm = top.section("ddm")
+    app_name = _one_of(ddm, top, "appName", ctx).str("appName")
+    metadata = _metadata(_one_of(ddm, top, "metadata", ctx).section("metadata"))
+    pool_sec = ddm.section("datasource").section("pool") if ddm.has("datasource") else top.section("pool")
+    if ddm.has("datasource") and top.has("pool"):
+        ctx.problems.add(top.field_path("pool"), "pool is also given under ddm.datasource.pool", None)
+    default_pool = _pool(pool_sec, PoolSettings())
+    route_owner = top
+    if ddm.has("route"):
+        route_owner = ddm
+        if top.has("runtime", "route"):
+            ctx.problems.add(
+                top.field_path("runtime", "route"), "runtime settings are also given under ddm.route", None
+            )
+    runtime = _runtime(route_owner.section("runtime", "route"), app_name)
+    if ddm.has("datasource"):
+        ds_wrapper = ddm.section("datasource")
+        ds_wrapper.mark("pool")
+        ds_wrapper.finish()
+    ddm.finish()
+    # data source names are the user's keys: matched exactly, unlike field names
+    ds_section = Section(top.get("dataSources"), top.field_path("dataSources"), ctx.problems)
+    data_sources = _data_sources(ds_section, default_pool, ctx)
 
     for alg_name, spec in top.mapping("algorithms").items():
         path = join_path(top.field_path("algorithms"), str(alg_name))
@@ -90,12 +113,15 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
         ctx.paths.binding_groups.append(join_path(bpath, i))
     tables = _tables(top, ctx, groups)
 
-    broadcast = _name_list(top.get("broadcastTables"), top.field_path("broadcastTables"), ctx)
-    for t in broadcast:
+    broadcast: list[str] = []
+    for t in _name_list(top.get("broadcastTables"), top.field_path("broadcastTables"), ctx):
+        if t.lower() in (b.lower() for b in broadcast):
+            ctx.problems.add(top.field_path("broadcastTables"), f"broadcast table {t!r} is listed twice", t)
+            continue
+        broadcast.append(t)
         ctx.paths.broadcast[t] = top.field_path("broadcastTables")
     singles, patterns = _singles(top, ctx)
 
-    runtime = _runtime(top.section("runtime", "route"))
     default_ds = top.str("defaultDataSource")
     ctx.paths.default_data_source = top.field_path("defaultDataSource")
     props = freeze(dict(top.mapping("props")))
@@ -109,6 +135,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
         single_patterns=tuple(patterns),
         default_data_source=default_ds,
         runtime=runtime,
+        metadata=metadata,
         name=name,
         props=props,
     )
@@ -163,10 +190,18 @@ def _data_sources(sec: Section, default_pool: PoolSettings, ctx: Context) -> dic
         pool = _pool(ds.section("pool"), default_pool)
         balancer = (ds.str("loadBalancer") or "weight").lower().replace("-", "_")
         if balancer not in ("weight", "round_robin", "random"):
-            ctx.problems.add(ds.field_path("loadBalancer"), f"must be weight, round_robin or random, not {balancer!r}", balancer)
+            ctx.problems.add(
+                ds.field_path("loadBalancer"),
+                f"must be weight, round_robin or random, not {balancer!r}",
+                balancer,
+            )
         tx_reads = (ds.str("transactionalReads") or "primary").lower()
         if tx_reads not in ("primary", "fixed", "dynamic"):
-            ctx.problems.add(ds.field_path("transactionalReads"), f"must be primary, fixed or dynamic, not {tx_reads!r}", tx_reads)
+            ctx.problems.add(
+                ds.field_path("transactionalReads"),
+                f"must be primary, fixed or dynamic, not {tx_reads!r}",
+                tx_reads,
+            )
         ds.finish()
         if primary is not None:
             out[name] = DataSource(name, primary, tuple(replicas), pool, balancer, tx_reads)
@@ -283,7 +318,9 @@ def _table(sec: Section, ctx: Context) -> ShardedTable | None:
     elif simple or explicit:
         table = _simple_table(sec, logic, ctx)
     else:
-        ctx.problems.add(sec.path, f"table {logic!r} needs shardKey + databases, or dataNodes + strategies", logic)
+        ctx.problems.add(
+            sec.path, f"table {logic!r} needs shardKey + databases, or dataNodes + strategies", logic
+        )
         table = None
     sec.finish()
     return table
@@ -322,7 +359,9 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
         db_strategy = NO_SHARDING
     else:
         if shard_key is None:
-            ctx.problems.add(sec.field_path("shardKey"), f"table {logic!r} shards databases but names no shardKey", None)
+            ctx.problems.add(
+                sec.field_path("shardKey"), f"table {logic!r} shards databases but names no shardKey", None
+            )
         alg_type = sec.str("algorithm", default="SLOTS")
         user, user_paths = _user_props(sec, "algorithmProps")
         defaults: dict[str, Any] = {}
@@ -343,7 +382,9 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
                 user_paths["slots"] = slots_path
         elif slots is not None or sec.has("slotCount"):
             ctx.problems.add(
-                sec.field_path("slots", "slotCount"), f"slots only apply to algorithm SLOTS, not {alg_type!r}", slots
+                sec.field_path("slots", "slotCount"),
+                f"slots only apply to algorithm SLOTS, not {alg_type!r}",
+                slots,
             )
         if sec.has("ranges"):
             user["ranges"] = sec.get("ranges")
@@ -352,7 +393,14 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
             defaults["sharding-count"] = len(databases)
             default_paths["sharding-count"] = sec.field_path("shardCount", "databases")
         spec = _algorithm_ref(
-            alg_type, user, user_paths, defaults, default_paths, f"{logic}.database", sec.field_path("algorithm"), ctx
+            alg_type,
+            user,
+            user_paths,
+            defaults,
+            default_paths,
+            f"{logic}.database",
+            sec.field_path("algorithm"),
+            ctx,
         )
         db_strategy = Strategy(StrategyKind.STANDARD, (shard_key,) if shard_key else (), spec)
 
@@ -363,6 +411,12 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
         tb_strategy = NO_SHARDING
     else:
         table_key = sec.str("tableKey", "tableShardKey", default=shard_key)
+        if table_key is None:
+            ctx.problems.add(
+                sec.field_path("tableKey"),
+                f"table {logic!r} shards tables but names no tableKey or shardKey",
+                None,
+            )
         alg_type = sec.str("tableAlgorithm", default="HASH_MOD")
         user, user_paths = _user_props(sec, "tableAlgorithmProps")
         defaults, default_paths = {}, {}
@@ -370,13 +424,26 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
             defaults["sharding-count"] = per_shard
             default_paths["sharding-count"] = sec.field_path("tablePerShard")
         spec = _algorithm_ref(
-            alg_type, user, user_paths, defaults, default_paths, f"{logic}.table", sec.field_path("tableAlgorithm"), ctx
+            alg_type,
+            user,
+            user_paths,
+            defaults,
+            default_paths,
+            f"{logic}.table",
+            sec.field_path("tableAlgorithm"),
+            ctx,
         )
         tb_strategy = Strategy(StrategyKind.STANDARD, (table_key,) if table_key else (), spec)
 
     # data nodes
     if sec.has("dataNodes"):
         npath = sec.field_path("dataNodes")
+        if sec.get("tablePattern") is not None:
+            ctx.problems.add(
+                sec.field_path("tablePattern"),
+                "give tablePattern or dataNodes, not both",
+                sec.get("tablePattern"),
+            )
         nodes = expand_nodes(sec.get("dataNodes"), ctx.problems, npath)
         expected = shard_count * per_shard
         if nodes and len(nodes) != expected:
@@ -394,30 +461,58 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
                 for t in range(per_shard):
                     nodes.append(DataNode(ds, pattern.format(logic=logic, db=d, table=t)))
         except (KeyError, IndexError, ValueError) as exc:
-            ctx.problems.add(sec.field_path("tablePattern"), f"bad pattern {pattern!r} ({exc}); use {{logic}}, {{db}}, {{table}}", pattern)
+            ctx.problems.add(
+                sec.field_path("tablePattern"),
+                f"bad pattern {pattern!r} ({exc}); use {{logic}}, {{db}}, {{table}}",
+                pattern,
+            )
             return None
     ctx.paths.data_nodes[logic] = sec.field_path("dataNodes", "databases")
     ctx.paths.database_strategy[logic] = sec.field_path("databaseStrategy", "algorithm", "shardKey")
-    ctx.paths.table_strategy[logic] = sec.field_path("tableStrategy", "tableAlgorithm", "tableKey", "tablePerShard")
+    ctx.paths.table_strategy[logic] = sec.field_path(
+        "tableStrategy", "tableAlgorithm", "tableKey", "tablePerShard"
+    )
     return ShardedTable(
         name=logic,
         data_nodes=tuple(nodes),
         database_strategy=db_strategy,
         table_strategy=tb_strategy,
-        key_generation=_key_generation(sec, logic, ctx, slot_count if db_strategy.algorithm and db_strategy.algorithm.type == "SLOTS" else None),
+        key_generation=_key_generation(sec, logic, ctx, _slot_bits(db_strategy, tb_strategy)),
         auto=bool(sec.bool("auto", default=False)),
         columns=freeze(dict(sec.mapping("columns"))),
     )
 
 
+_SHORT_FORM_ONLY = (
+    "shardCount", "tablePerShard", "algorithm", "algorithmProps", "slotCount", "slots", "ranges",
+    "tableKey", "tableAlgorithm", "tableAlgorithmProps", "tablePattern",
+)  # fmt: skip
+
+
 def _explicit_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None:
+    for name in _SHORT_FORM_ONLY:
+        if sec.get(name) is not None:
+            ctx.problems.add(
+                sec.field_path(name),
+                f"{name} belongs to the short form (with shardKey + databases); "
+                "with dataNodes alone, spell the strategies out",
+                sec.get(name),
+            )
     npath = sec.field_path("dataNodes")
     if not sec.has("dataNodes"):
         ctx.problems.add(npath, f"table {logic!r} needs dataNodes (or shardKey + databases)", None)
         return None
     nodes = expand_nodes(sec.get("dataNodes"), ctx.problems, npath)
-    db_strategy = _strategy(sec.section("databaseStrategy"), f"{logic}.database", ctx) if sec.has("databaseStrategy") else NO_SHARDING
-    tb_strategy = _strategy(sec.section("tableStrategy"), f"{logic}.table", ctx) if sec.has("tableStrategy") else NO_SHARDING
+    db_strategy = (
+        _strategy(sec.section("databaseStrategy"), f"{logic}.database", ctx)
+        if sec.has("databaseStrategy")
+        else NO_SHARDING
+    )
+    tb_strategy = (
+        _strategy(sec.section("tableStrategy"), f"{logic}.table", ctx)
+        if sec.has("tableStrategy")
+        else NO_SHARDING
+    )
     ctx.paths.data_nodes[logic] = npath
     ctx.paths.database_strategy[logic] = sec.field_path("databaseStrategy")
     ctx.paths.table_strategy[logic] = sec.field_path("tableStrategy")
@@ -426,7 +521,7 @@ def _explicit_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | No
         data_nodes=tuple(nodes),
         database_strategy=db_strategy,
         table_strategy=tb_strategy,
-        key_generation=_key_generation(sec, logic, ctx, None),
+        key_generation=_key_generation(sec, logic, ctx, _slot_bits(db_strategy, tb_strategy)),
         auto=bool(sec.bool("auto", default=False)),
         columns=freeze(dict(sec.mapping("columns"))),
     )
@@ -468,7 +563,9 @@ def _algorithm_ref(
             )
         return ctx.algorithms[ref]
     props = {**defaults, **user}
-    return ctx.algorithm(new_name, ref, props, path, prop_paths={**default_paths, **user_paths}, type_path=path)
+    return ctx.algorithm(
+        new_name, ref, props, path, prop_paths={**default_paths, **user_paths}, type_path=path
+    )
 
 
 def _strategy(sec: Section, default_name: str, ctx: Context) -> Strategy:
@@ -476,7 +573,11 @@ def _strategy(sec: Section, default_name: str, ctx: Context) -> Strategy:
     try:
         kind = StrategyKind(kind_text)
     except ValueError:
-        ctx.problems.add(sec.field_path("kind", "type"), f"must be standard, complex, hint or none, not {kind_text!r}", kind_text)
+        ctx.problems.add(
+            sec.field_path("kind", "type"),
+            f"must be standard, complex, hint or none, not {kind_text!r}",
+            kind_text,
+        )
         sec.finish()
         return NO_SHARDING
     columns = tuple(str(c) for c in sec.list("columns", "column", split=True))
@@ -486,20 +587,41 @@ def _strategy(sec: Section, default_name: str, ctx: Context) -> Strategy:
         return NO_SHARDING
     ref = sec.str("algorithm", required=True)
     user, user_paths = _user_props(sec, "props")
-    spec = _algorithm_ref(ref, user, user_paths, {}, {}, default_name, sec.field_path("algorithm"), ctx) if ref else None
-    want = {StrategyKind.STANDARD: "exactly one column", StrategyKind.COMPLEX: "at least one column", StrategyKind.HINT: "no columns"}
+    spec = (
+        _algorithm_ref(ref, user, user_paths, {}, {}, default_name, sec.field_path("algorithm"), ctx)
+        if ref
+        else None
+    )
+    want = {
+        StrategyKind.STANDARD: "exactly one column",
+        StrategyKind.COMPLEX: "at least one column",
+        StrategyKind.HINT: "no columns",
+    }
     bad = (
         (kind is StrategyKind.STANDARD and len(columns) != 1)
         or (kind is StrategyKind.COMPLEX and not columns)
         or (kind is StrategyKind.HINT and columns)
     )
     if bad:
-        ctx.problems.add(sec.field_path("columns", "column"), f"a {kind.value} strategy takes {want[kind]}, not {list(columns)}", list(columns))
+        ctx.problems.add(
+            sec.field_path("columns", "column"),
+            f"a {kind.value} strategy takes {want[kind]}, not {list(columns)}",
+            list(columns),
+        )
     sec.finish()
     return Strategy(kind, columns, spec)
 
 
-def _key_generation(sec: Section, logic: str, ctx: Context, slot_count: int | None) -> KeyGeneration | None:
+def _slot_bits(*strategies: Strategy) -> int | None:
+    """Slot bits of the first SLOTS / GENE strategy (a GENE key generator's default gene bits)."""
+    for strategy in strategies:
+        bits = getattr(strategy.sharder, "slot_bits", None) or getattr(strategy.sharder, "gene_bits", None)
+        if isinstance(bits, int):
+            return bits
+    return None
+
+
+def _key_generation(sec: Section, logic: str, ctx: Context, slot_bits: int | None) -> KeyGeneration | None:
     if not sec.has("keyGenerator"):
         return None
     raw = sec.get("keyGenerator")
@@ -510,18 +632,27 @@ def _key_generation(sec: Section, logic: str, ctx: Context, slot_count: int | No
     if ref is not None:
         spec = ctx.key_generators.get(ref)
         if spec is None:
-            ctx.problems.add(kg.field_path("generator", "name"), f"unknown key generator {ref!r} (configured: {sorted(ctx.key_generators)})", ref)
+            ctx.problems.add(
+                kg.field_path("generator", "name"),
+                f"unknown key generator {ref!r} (configured: {sorted(ctx.key_generators)})",
+                ref,
+            )
         kg.finish()
         ctx.paths.key_generation[logic] = path
         return KeyGeneration(column, spec) if column and spec else None
     gen_type = kg.str("type", default="SNOWFLAKE")
     props: dict[str, Any] = dict(kg.mapping("props"))
-    for field_name, prop in (("workerId", "worker-id"), ("geneBits", "gene-bits"), ("shardColumn", "shard-column"), ("workerBits", "worker-bits")):
+    for field_name, prop in (
+        ("workerId", "worker-id"),
+        ("geneBits", "gene-bits"),
+        ("shardColumn", "shard-column"),
+        ("workerBits", "worker-bits"),
+    ):
         value = kg.get(field_name)
         if value is not None:
             props[prop] = value
-    if gen_type.upper() == "GENE" and "gene-bits" not in props and slot_count:
-        props["gene-bits"] = slot_count.bit_length() - 1  # default: the table's slot bits
+    if gen_type.upper() == "GENE" and "gene-bits" not in props and slot_bits:
+        props["gene-bits"] = slot_bits  # default: the table's slot bits
     kg.finish()
     spec = ctx.key_generator(f"{logic}.{column or 'key'}", gen_type, props, path)
     ctx.paths.key_generation[logic] = path
@@ -575,7 +706,26 @@ def _singles(top: Section, ctx: Context) -> tuple[dict[str, SingleTable], list[s
     return singles, patterns
 
 
-def _runtime(sec: Section) -> RuntimeSettings:
+def _one_of(ddm: Section, top: Section, field_name: str, ctx: Context) -> Section:
+    """The section holding ``field_name``: ``ddm:`` or the top level (both is a problem)."""
+    if ddm.has(field_name):
+        if top.has(field_name):
+            ctx.problems.add(top.field_path(field_name), f"{field_name} is also given under ddm", None)
+        return ddm
+    return top
+
+
+def _metadata(sec: Section) -> MetadataCenter:
+    center = MetadataCenter(
+        server=sec.str("server"),
+        namespace=sec.str("namespace"),
+        failover_snapshot=sec.str("failoverSnapshot"),
+    )
+    sec.finish()
+    return center
+
+
+def _runtime(sec: Section, app_name: str | None) -> RuntimeSettings:
     d = RuntimeSettings()
     settings = RuntimeSettings(
         allow_full_route=sec.bool("allowFullRoute", default=d.allow_full_route),
@@ -583,7 +733,7 @@ def _runtime(sec: Section) -> RuntimeSettings:
         max_offset=sec.int("maxOffset", default=d.max_offset, min=0),
         slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, min=0),
         sql_comment=sec.bool("sqlComment", default=d.sql_comment),
-        app_name=sec.str("appName"),
+        app_name=sec.str("appName", default=app_name),
     )
     sec.finish()
     return settings

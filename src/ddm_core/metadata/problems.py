@@ -88,7 +88,9 @@ class ConfigValidationError(ConfigError):
     """
 
     @classmethod
-    def from_problems(cls, origin: str, problems: list[Problem] | tuple[Problem, ...]) -> "ConfigValidationError":
+    def from_problems(
+        cls, origin: str, problems: list[Problem] | tuple[Problem, ...]
+    ) -> "ConfigValidationError":
         items = tuple(problems)
         noun = "problem" if len(items) == 1 else "problems"
         lines = [f"invalid configuration {origin}: {len(items)} {noun}"]

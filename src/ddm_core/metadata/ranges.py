@@ -27,7 +27,7 @@ def parse_slot_spec(spec: Any, n_slots: int) -> list[int]:
     elif isinstance(spec, (int, str)) and not isinstance(spec, bool):
         items = [spec]
     else:
-        raise ValueError(f"{spec!r} is not a slot list (write \"0-255,300\")")
+        raise ValueError(f'{spec!r} is not a slot list (write "0-255,300")')
     out: list[int] = []
     for item in items:
         parts: list[Any] | None = [item] if isinstance(item, int) and not isinstance(item, bool) else None
@@ -80,7 +80,7 @@ def check_slot_map(
     to two targets, slots given to none.
     """
     if not isinstance(mapping, Mapping):
-        problems.add(path, f"must map each target to its slots ({{ds_0: \"0-255\"}}), not {mapping!r}", mapping)
+        problems.add(path, f'must map each target to its slots ({{ds_0: "0-255"}}), not {mapping!r}', mapping)
         return
     owner: dict[int, str] = {}
     twice: dict[tuple[str, str], list[int]] = {}

@@ -147,7 +147,9 @@ class StaticSource:
     def fetch(self) -> Fetched:
         with self._lock:
             if not self.available:
-                raise SourceUnavailableError(f"configuration source {self.name} is unavailable", source=self.name)
+                raise SourceUnavailableError(
+                    f"configuration source {self.name} is unavailable", source=self.name
+                )
             return Fetched(self._content, str(self._revision), self.name)
 
     def changed(self, revision: str | None) -> bool:
@@ -207,7 +209,9 @@ class ConfigHolder:
     Args:
         source: A :class:`ConfigSource` (or a path, wrapped in :class:`FileSource`).
         snapshot: File for the local snapshot of the last good version
-            (``None``: no snapshot).
+            (``None``: the configuration's ``metadata.failoverSnapshot`` if it
+            names one, else no snapshot). Only an explicit path can be read
+            back at start: before the first load nothing names the file.
         format: Force ``"native"`` or ``"shardingsphere"`` (else detected).
         check_env: Check environment-variable credentials at load.
 
@@ -270,8 +274,12 @@ class ConfigHolder:
                     **exc.context,
                 ) from exc
             self.last_error = exc
-            log.warning("configuration source unreachable (%s); starting from snapshot %s version %s",
-                        exc.message, self.snapshot_path, snap["version"])
+            log.warning(
+                "configuration source unreachable (%s); starting from snapshot %s version %s",
+                exc.message,
+                self.snapshot_path,
+                snap["version"],
+            )
             config = parse_config(
                 snap["content"],
                 origin=f"snapshot {self.snapshot_path} of {snap['origin']}",
@@ -279,7 +287,9 @@ class ConfigHolder:
                 base_dir=Path(snap["base_dir"]) if snap.get("base_dir") else None,
                 check_env=self.check_env,
             )
-            return ConfigVersion(int(snap["version"]), config, snap["digest"], time.time(), snap["origin"], True)
+            return ConfigVersion(
+                int(snap["version"]), config, snap["digest"], time.time(), snap["origin"], True
+            )
         config = self._parse(fetched)
         digest = digest_of(fetched.content)
         number = 1 if snap is None else int(snap["version"]) + (0 if snap["digest"] == digest else 1)
@@ -290,7 +300,11 @@ class ConfigHolder:
 
     def _parse(self, fetched: Fetched) -> ShardingConfig:
         return parse_config(
-            fetched.content, origin=fetched.origin, format=self.format, base_dir=fetched.base_dir, check_env=self.check_env
+            fetched.content,
+            origin=fetched.origin,
+            format=self.format,
+            base_dir=fetched.base_dir,
+            check_env=self.check_env,
         )
 
     # -- reload ----------------------------------------------------------------------------
@@ -321,7 +335,9 @@ class ConfigHolder:
                 self._revision = fetched.revision
                 self._rejected_digest = None
                 if current.from_snapshot:  # the source is back with the same content
-                    self._current = ConfigVersion(current.number, current.config, digest, current.loaded_at, fetched.origin)
+                    self._current = ConfigVersion(
+                        current.number, current.config, digest, current.loaded_at, fetched.origin
+                    )
                     self.last_error = None
                 return ReloadResult("unchanged", self._current)
             if digest == self._rejected_digest and not force and self.last_error is not None:
@@ -333,7 +349,12 @@ class ConfigHolder:
                 self._revision = fetched.revision
                 self._rejected_digest = digest
                 self.last_error = exc
-                log.error("configuration %s rejected; version %d keeps serving:\n%s", fetched.origin, current.number, exc.message)
+                log.error(
+                    "configuration %s rejected; version %d keeps serving:\n%s",
+                    fetched.origin,
+                    current.number,
+                    exc.message,
+                )
                 return ReloadResult("rejected", current, exc)
             new = ConfigVersion(current.number + 1, config, digest, time.time(), fetched.origin)
             self._current = new  # the swap: one reference assignment
@@ -405,7 +426,11 @@ class ConfigHolder:
             return None
         try:
             data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or data.get("ddm_snapshot") != SNAPSHOT_FORMAT or not isinstance(data.get("version"), int):
+            if (
+                not isinstance(data, dict)
+                or data.get("ddm_snapshot") != SNAPSHOT_FORMAT
+                or not isinstance(data.get("version"), int)
+            ):
                 raise ValueError("not a ddm-core snapshot")
             for key in ("digest", "origin", "content"):
                 if key not in data:
@@ -417,6 +442,8 @@ class ConfigHolder:
 
     def _write_snapshot(self, version: ConfigVersion, fetched: Fetched) -> None:
         path = self.snapshot_path
+        if path is None and version.config.metadata.failover_snapshot:
+            path = Path(version.config.metadata.failover_snapshot)  # seed 000 §4.1 failover-snapshot
         if path is None:
             return
         data = {
@@ -433,7 +460,9 @@ class ConfigHolder:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:  # mkstemp: mode 0600, credentials stay private
+                with os.fdopen(
+                    fd, "w", encoding="utf-8"
+                ) as fh:  # mkstemp: mode 0600, credentials stay private
                     json.dump(data, fh, ensure_ascii=False, indent=1, default=str)
                 os.replace(tmp, path)  # atomic: a crash leaves the old snapshot or the new one
             except BaseException:

@@ -36,6 +36,7 @@ from ddm_core.metadata.model import (
     DataSource,
     Endpoint,
     KeyGeneration,
+    MetadataCenter,
     PoolSettings,
     ShardedTable,
     SingleTable,
@@ -67,13 +68,15 @@ def read_shardingsphere(doc: Any, ctx: Context) -> dict[str, Any]:
     top.mark("format")
     name = top.str("databaseName", "schemaName")
     props = dict(top.mapping("props"))
+    metadata = MetadataCenter()
     if top.has("mode"):
         props["mode"] = top.get("mode")
+        metadata = _mode(top.get("mode"))
     data_sources = _data_sources(top.section("dataSources"), ctx)
 
     rules = _rules(top, ctx)
     out: dict[str, Any] = dict(
-        data_sources=data_sources, name=name, props=freeze(props), tables={}, binding_groups=(),
+        data_sources=data_sources, name=name, props=freeze(props), metadata=metadata, tables={}, binding_groups=(),
         broadcast_tables=(), single_tables={}, single_patterns=(), default_data_source=None,
     )  # fmt: skip
     if "READWRITE_SPLITTING" in rules:
@@ -103,6 +106,21 @@ def read_shardingsphere(doc: Any, ctx: Context) -> dict[str, Any]:
         out["default_data_source"] = next(iter(data_sources))
     top.finish()
     return out
+
+
+def _mode(mode: Any) -> MetadataCenter:
+    """Cluster mode's registry (``repository.props.server-lists`` / ``namespace``) as the config center."""
+    if not isinstance(mode, Mapping) or str(mode.get("type", "")).lower() != "cluster":
+        return MetadataCenter()
+    repo = mode.get("repository")
+    props = repo.get("props") if isinstance(repo, Mapping) else None
+    if not isinstance(props, Mapping):
+        return MetadataCenter()
+    server, namespace = props.get("server-lists"), props.get("namespace")
+    return MetadataCenter(
+        server=str(server) if server is not None else None,
+        namespace=str(namespace) if namespace is not None else None,
+    )
 
 
 # -- data sources ------------------------------------------------------------------------------
@@ -162,7 +180,9 @@ def _endpoint(
             if isinstance(v, str) and v.strip().isdigit():
                 v = int(v)
             if type(v) is not int or v < 0:
-                ctx.problems.add(paths.get(k, join_path(path, k)), f"must be a non-negative integer, not {v!r}", v)
+                ctx.problems.add(
+                    paths.get(k, join_path(path, k)), f"must be a non-negative integer, not {v!r}", v
+                )
             else:
                 pool[_POOL_KEYS[k]] = v
         elif k not in (*_URL_KEYS, "username", "user", "password", "passwordEnv"):
@@ -243,33 +263,56 @@ def _readwrite(value: Any, path: str, data_sources: dict[str, DataSource], ctx: 
                 "list writeDataSourceName and readDataSourceNames",
                 None,
             )
-            g.mark("dynamicStrategy", "autoAwareDataSourceName", "loadBalancerName", "transactionalReadQueryStrategy")
+            g.mark(
+                "dynamicStrategy",
+                "autoAwareDataSourceName",
+                "loadBalancerName",
+                "transactionalReadQueryStrategy",
+            )
             g.finish()
             continue
         elif g.has("type"):  # 5.1.0: type: Static + props
             kind = g.str("type")
             if (kind or "").lower() != "static":
-                ctx.problems.add(g.field_path("type"), f"only Static read/write splitting is supported, not {kind!r}", kind)
+                ctx.problems.add(
+                    g.field_path("type"), f"only Static read/write splitting is supported, not {kind!r}", kind
+                )
             inner = g.section("props")
-        write = inner.str("writeDataSourceName", "write-data-source-name", "write_data_source_name", required=True)
-        reads = inner.list("readDataSourceNames", "read-data-source-names", "read_data_source_names", split=True)
+        write = inner.str(
+            "writeDataSourceName", "write-data-source-name", "write_data_source_name", required=True
+        )
+        reads = inner.list(
+            "readDataSourceNames", "read-data-source-names", "read_data_source_names", split=True
+        )
         if inner is not g:
             inner.finish()
         lb_name = g.str("loadBalancerName")
         tx = (g.str("transactionalReadQueryStrategy") or "PRIMARY").lower()
         if tx not in ("primary", "fixed", "dynamic"):
-            ctx.problems.add(g.field_path("transactionalReadQueryStrategy"), f"must be PRIMARY, FIXED or DYNAMIC, not {tx!r}", tx)
+            ctx.problems.add(
+                g.field_path("transactionalReadQueryStrategy"),
+                f"must be PRIMARY, FIXED or DYNAMIC, not {tx!r}",
+                tx,
+            )
         g.finish()
         if group in data_sources:
             ctx.problems.add(path_g, f"read/write group {group!r} has the name of a data source", group)
             continue
         lb_type, lb_props = balancers.get(lb_name, ("ROUND_ROBIN", {})) if lb_name else ("ROUND_ROBIN", {})
         if lb_name and lb_name not in balancers:
-            ctx.problems.add(join_path(path_g, "loadBalancerName"), f"unknown load balancer {lb_name!r} (configured: {sorted(balancers)})", lb_name)
+            ctx.problems.add(
+                join_path(path_g, "loadBalancerName"),
+                f"unknown load balancer {lb_name!r} (configured: {sorted(balancers)})",
+                lb_name,
+            )
         missing = [n for n in [write, *reads] if n is not None and n not in data_sources]
         failed = [n for n in missing if n in ctx.failed_data_sources]
         if missing != failed:
-            ctx.problems.add(path_g, f"names data source(s) {[m for m in missing if m not in failed]} that are not in dataSources", missing)
+            ctx.problems.add(
+                path_g,
+                f"names data source(s) {[m for m in missing if m not in failed]} that are not in dataSources",
+                missing,
+            )
         if missing or write is None:
             ctx.failed_data_sources.add(group)
             continue
@@ -279,13 +322,35 @@ def _readwrite(value: Any, path: str, data_sources: dict[str, DataSource], ctx: 
             try:
                 weight = int(weight)
             except (TypeError, ValueError):
-                ctx.problems.add(join_path(lpath, f"{lb_name}.props.{r}"), f"weight must be an integer, not {weight!r}", weight)
+                ctx.problems.add(
+                    join_path(lpath, f"{lb_name}.props.{r}"),
+                    f"weight must be an integer, not {weight!r}",
+                    weight,
+                )
                 weight = 1
             ep = data_sources[r].primary
-            replicas.append(Endpoint(ep.name, ep.dialect, ep.host, ep.port, ep.database, ep.username, ep.password, ep.options, weight, ep.props))
+            replicas.append(
+                Endpoint(
+                    ep.name,
+                    ep.dialect,
+                    ep.host,
+                    ep.port,
+                    ep.database,
+                    ep.username,
+                    ep.password,
+                    ep.options,
+                    weight,
+                    ep.props,
+                )
+            )
         primary = data_sources[write]
         data_sources[group] = DataSource(
-            group, primary.primary, tuple(replicas), primary.pool, LOAD_BALANCERS.get(lb_type, "round_robin"), tx
+            group,
+            primary.primary,
+            tuple(replicas),
+            primary.pool,
+            LOAD_BALANCERS.get(lb_type, "round_robin"),
+            tx,
         )
         ctx.paths.data_sources[group] = path_g
         members.update([write, *reads])
@@ -303,7 +368,9 @@ def _single(value: Any, path: str, ctx: Context) -> tuple[dict[str, SingleTable]
         ipath = join_path(tpath, i)
         parts = entry.split(".") if isinstance(entry, str) else []
         if len(parts) not in (2, 3) or not all(parts):
-            ctx.problems.add(ipath, f"must be data_source.table (or data_source.schema.table), not {entry!r}", entry)
+            ctx.problems.add(
+                ipath, f"must be data_source.table (or data_source.schema.table), not {entry!r}", entry
+            )
             continue
         ds, table = parts[0], parts[-1]
         if "*" in ds or "*" in table:
@@ -341,18 +408,33 @@ def _sharding(
         a = Section(spec, join_path(apath2, str(aud_name)), ctx.problems)
         aud_type = a.str("type", required=True)
         if aud_type is not None and aud_type.upper() != "DML_SHARDING_CONDITIONS":
-            ctx.problems.add(a.field_path("type"), f"unknown sharding auditor type {aud_type!r} (known: DML_SHARDING_CONDITIONS)", aud_type)
+            ctx.problems.add(
+                a.field_path("type"),
+                f"unknown sharding auditor type {aud_type!r} (known: DML_SHARDING_CONDITIONS)",
+                aud_type,
+            )
         a.mark("props")
         a.finish()
-        ctx.warn(a.path, "sharding auditors are loaded but not enforced; use runtime.allowFullRoute to refuse unsharded statements")
+        ctx.warn(
+            a.path,
+            "sharding auditors are loaded but not enforced; use runtime.allowFullRoute to refuse unsharded statements",
+        )
     for unsupported in ("shardingCache", "defaultAuditStrategy"):
         if sec.has(unsupported):
-            ctx.warn(sec.field_path(unsupported), f"{unsupported} is not supported by ddm-core and has no effect")
+            ctx.warn(
+                sec.field_path(unsupported), f"{unsupported} is not supported by ddm-core and has no effect"
+            )
 
     default_column = sec.str("defaultShardingColumn")
-    default_db = _strategy(sec.get("defaultDatabaseStrategy"), sec.field_path("defaultDatabaseStrategy"), default_column, ctx)
-    default_tb = _strategy(sec.get("defaultTableStrategy"), sec.field_path("defaultTableStrategy"), default_column, ctx)
-    default_key = _key_strategy(sec.get("defaultKeyGenerateStrategy"), sec.field_path("defaultKeyGenerateStrategy"), ctx)
+    default_db = _strategy(
+        sec.get("defaultDatabaseStrategy"), sec.field_path("defaultDatabaseStrategy"), default_column, ctx
+    )
+    default_tb = _strategy(
+        sec.get("defaultTableStrategy"), sec.field_path("defaultTableStrategy"), default_column, ctx
+    )
+    default_key = _key_strategy(
+        sec.get("defaultKeyGenerateStrategy"), sec.field_path("defaultKeyGenerateStrategy"), ctx
+    )
     key_by_table = _key_strategies(sec, ctx)
 
     tables: dict[str, ShardedTable] = {}
@@ -365,30 +447,73 @@ def _sharding(
             nodes = expand_nodes(t.get("actualDataNodes"), ctx.problems, t.field_path("actualDataNodes"))
         else:  # database sharding only: the logic table's name in every data source
             nodes = [DataNode(ds, name) for ds in data_sources]
-        db = _strategy(t.get("databaseStrategy"), t.field_path("databaseStrategy"), default_column, ctx) if t.has("databaseStrategy") else default_db
-        tb = _strategy(t.get("tableStrategy"), t.field_path("tableStrategy"), default_column, ctx) if t.has("tableStrategy") else default_tb
-        key = _key_strategy(t.get("keyGenerateStrategy"), t.field_path("keyGenerateStrategy"), ctx) if t.has("keyGenerateStrategy") else None
+        db = (
+            _strategy(t.get("databaseStrategy"), t.field_path("databaseStrategy"), default_column, ctx)
+            if t.has("databaseStrategy")
+            else default_db
+        )
+        tb = (
+            _strategy(t.get("tableStrategy"), t.field_path("tableStrategy"), default_column, ctx)
+            if t.has("tableStrategy")
+            else default_tb
+        )
+        key = (
+            _key_strategy(t.get("keyGenerateStrategy"), t.field_path("keyGenerateStrategy"), ctx)
+            if t.has("keyGenerateStrategy")
+            else None
+        )
         _audit(t, ctx)
         t.finish()
-        _add_table(tables, ShardedTable(name, tuple(nodes), db, tb, _chosen_key(key, key_by_table, default_key, name)), path_t, ctx)
+        _add_table(
+            tables,
+            ShardedTable(name, tuple(nodes), db, tb, _chosen_key(key, key_by_table, default_key, name)),
+            path_t,
+            ctx,
+        )
         ctx.paths.data_nodes[name] = t.field_path("actualDataNodes")
-        ctx.paths.database_strategy[name] = t.field_path("databaseStrategy") if t.has("databaseStrategy") else sec.field_path("defaultDatabaseStrategy")
-        ctx.paths.table_strategy[name] = t.field_path("tableStrategy") if t.has("tableStrategy") else sec.field_path("defaultTableStrategy")
-        _key_path(key, key_by_table, default_key, name, t.field_path("keyGenerateStrategy"), sec.field_path("defaultKeyGenerateStrategy"), ctx)
+        ctx.paths.database_strategy[name] = (
+            t.field_path("databaseStrategy")
+            if t.has("databaseStrategy")
+            else sec.field_path("defaultDatabaseStrategy")
+        )
+        ctx.paths.table_strategy[name] = (
+            t.field_path("tableStrategy")
+            if t.has("tableStrategy")
+            else sec.field_path("defaultTableStrategy")
+        )
+        _key_path(
+            key,
+            key_by_table,
+            default_key,
+            name,
+            t.field_path("keyGenerateStrategy"),
+            sec.field_path("defaultKeyGenerateStrategy"),
+            ctx,
+        )
 
     atpath = sec.field_path("autoTables")
     for logic, spec in sec.mapping("autoTables").items():
         name = str(logic)
         path_t = join_path(atpath, name)
         t = Section(spec, path_t, ctx.problems)
-        ds_names = expand_names(t.get("actualDataSources"), ctx.problems, t.field_path("actualDataSources")) if t.has("actualDataSources") else list(data_sources)
+        ds_names = (
+            expand_names(t.get("actualDataSources"), ctx.problems, t.field_path("actualDataSources"))
+            if t.has("actualDataSources")
+            else list(data_sources)
+        )
         strategy = _strategy(t.get("shardingStrategy"), t.field_path("shardingStrategy"), default_column, ctx)
-        key = _key_strategy(t.get("keyGenerateStrategy"), t.field_path("keyGenerateStrategy"), ctx) if t.has("keyGenerateStrategy") else None
+        key = (
+            _key_strategy(t.get("keyGenerateStrategy"), t.field_path("keyGenerateStrategy"), ctx)
+            if t.has("keyGenerateStrategy")
+            else None
+        )
         _audit(t, ctx)
         t.finish()
         amount = getattr(strategy.sharder, "result_count", None) if strategy.algorithm else None
         if not t.has("shardingStrategy"):
-            ctx.problems.add(t.field_path("shardingStrategy"), f"auto table {name!r} needs a shardingStrategy", None)
+            ctx.problems.add(
+                t.field_path("shardingStrategy"), f"auto table {name!r} needs a shardingStrategy", None
+            )
             continue
         if strategy.algorithm is not None and not isinstance(amount, int):
             ctx.problems.add(
@@ -403,14 +528,29 @@ def _sharding(
         nodes = [DataNode(ds_names[i % len(ds_names)], f"{name}_{i}") for i in range(amount)]
         _add_table(
             tables,
-            ShardedTable(name, tuple(nodes), NO_SHARDING, strategy, _chosen_key(key, key_by_table, default_key, name), auto=True),
+            ShardedTable(
+                name,
+                tuple(nodes),
+                NO_SHARDING,
+                strategy,
+                _chosen_key(key, key_by_table, default_key, name),
+                auto=True,
+            ),
             path_t,
             ctx,
         )
         ctx.paths.data_nodes[name] = t.field_path("actualDataSources")
         ctx.paths.table_strategy[name] = t.field_path("shardingStrategy")
         ctx.paths.database_strategy[name] = t.field_path("shardingStrategy")
-        _key_path(key, key_by_table, default_key, name, t.field_path("keyGenerateStrategy"), sec.field_path("defaultKeyGenerateStrategy"), ctx)
+        _key_path(
+            key,
+            key_by_table,
+            default_key,
+            name,
+            t.field_path("keyGenerateStrategy"),
+            sec.field_path("defaultKeyGenerateStrategy"),
+            ctx,
+        )
 
     groups: list[list[str]] = []
     bpath = sec.field_path("bindingTables")
@@ -471,7 +611,9 @@ def _split_items(items: list[Any], path: str, ctx: Context) -> list[tuple[int, s
 
 def _add_table(tables: dict[str, ShardedTable], table: ShardedTable, path: str, ctx: Context) -> None:
     if table.name.lower() in (t.lower() for t in tables):
-        ctx.problems.add(path, f"logic table {table.name!r} is configured twice (tables and autoTables)", table.name)
+        ctx.problems.add(
+            path, f"logic table {table.name!r} is configured twice (tables and autoTables)", table.name
+        )
         return
     tables[table.name] = table
     ctx.paths.tables[table.name] = path
@@ -487,14 +629,18 @@ def _strategy(value: Any, path: str, default_column: str | None, ctx: Context) -
     if value is None:
         return NO_SHARDING
     if not isinstance(value, Mapping) or len(value) != 1:
-        ctx.problems.add(path, f"must hold exactly one of standard, complex, hint or none, not {value!r}", value)
+        ctx.problems.add(
+            path, f"must hold exactly one of standard, complex, hint or none, not {value!r}", value
+        )
         return NO_SHARDING
     kind_name, body = next(iter(value.items()))
     kpath = join_path(path, str(kind_name))
     try:
         kind = StrategyKind(str(kind_name))
     except ValueError:
-        ctx.problems.add(kpath, f"unknown strategy kind {kind_name!r} (standard, complex, hint or none)", kind_name)
+        ctx.problems.add(
+            kpath, f"unknown strategy kind {kind_name!r} (standard, complex, hint or none)", kind_name
+        )
         return NO_SHARDING
     if kind is StrategyKind.NONE:
         return NO_SHARDING
@@ -502,7 +648,9 @@ def _strategy(value: Any, path: str, default_column: str | None, ctx: Context) -
     if kind is StrategyKind.STANDARD:
         column = s.str("shardingColumn", default=default_column)
         if column is None:
-            ctx.problems.add(s.field_path("shardingColumn"), "is required (no defaultShardingColumn either)", None)
+            ctx.problems.add(
+                s.field_path("shardingColumn"), "is required (no defaultShardingColumn either)", None
+            )
         columns: tuple[str, ...] = (column,) if column else ()
     elif kind is StrategyKind.COMPLEX:
         columns = tuple(str(c) for c in s.list("shardingColumns", split=True))
@@ -555,7 +703,11 @@ def _key_strategies(sec: Section, ctx: Context) -> dict[str, KeyGeneration]:
         s = Section(spec, join_path(kpath, str(sname)), ctx.problems)
         kind = (s.str("keyGenerateType", default="column") or "column").lower()
         if kind != "column":
-            ctx.problems.add(s.field_path("keyGenerateType"), f"only keyGenerateType column is supported, not {kind!r}", kind)
+            ctx.problems.add(
+                s.field_path("keyGenerateType"),
+                f"only keyGenerateType column is supported, not {kind!r}",
+                kind,
+            )
             s.mark("keyGeneratorName", "logicTable", "keyGenerateColumn", "keyGenerateSequence")
             s.finish()
             continue

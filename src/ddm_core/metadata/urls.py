@@ -33,7 +33,13 @@ __all__ = ["Secret", "ParsedUrl", "parse_url", "ENV_REF", "env_names", "substitu
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", re.IGNORECASE)
 
 DIALECTS = ("mysql", "mariadb", "postgresql", "sqlite")
-_SCHEMES = {"mysql": "mysql", "mariadb": "mariadb", "postgresql": "postgresql", "postgres": "postgresql", "sqlite": "sqlite"}
+_SCHEMES = {
+    "mysql": "mysql",
+    "mariadb": "mariadb",
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "sqlite": "sqlite",
+}
 _DEFAULT_PORT = {"mysql": 3306, "mariadb": 3306, "postgresql": 5432}
 
 
@@ -138,7 +144,9 @@ def parse_url(text: str, *, base_dir: Path | None = None) -> ParsedUrl:
     parts = urlsplit(f"{dialect}:{rest}")
     netloc = parts.netloc
     if not rest.startswith("//") or not netloc:
-        raise ConfigError(f"database URL {text!r} has no host (expected {dialect}://host:port/db)", value=text)
+        raise ConfigError(
+            f"database URL {text!r} has no host (expected {dialect}://host:port/db)", value=text
+        )
     if "," in netloc:
         raise ConfigError(
             f"database URL {text!r} lists several hosts; configure replicas as separate "

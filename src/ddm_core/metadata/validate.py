@@ -78,7 +78,11 @@ def _data_nodes(config: ShardingConfig, ctx: Context) -> None:
         unknown: dict[str, list[str]] = {}
         seen: set[tuple[str, str]] = set()
         for node in table.data_nodes:
-            if config.data_sources and node.data_source not in config.data_sources and node.data_source not in ctx.failed_data_sources:
+            if (
+                config.data_sources
+                and node.data_source not in config.data_sources
+                and node.data_source not in ctx.failed_data_sources
+            ):
                 unknown.setdefault(node.data_source, []).append(str(node))
             key = (node.data_source.lower(), node.table.lower())
             if key in seen:
@@ -87,7 +91,9 @@ def _data_nodes(config: ShardingConfig, ctx: Context) -> None:
             seen.add(key)
             first = owner.setdefault(key, table.name)
             if first != table.name:
-                ctx.problems.add(path, f"data node {node} already belongs to logic table {first!r}", str(node))
+                ctx.problems.add(
+                    path, f"data node {node} already belongs to logic table {first!r}", str(node)
+                )
         for ds, nodes in unknown.items():
             shown = ", ".join(nodes[:3]) + (f" (+{len(nodes) - 3} more)" if len(nodes) > 3 else "")
             ctx.problems.add(
@@ -154,7 +160,9 @@ def _kinds(type_key: str) -> tuple[str, ...]:
     return ("standard",)
 
 
-def _kind_fits(table: ShardedTable, level: str, strategy: Strategy, spec: AlgorithmSpec, path: str, ctx: Context) -> None:
+def _kind_fits(
+    table: ShardedTable, level: str, strategy: Strategy, spec: AlgorithmSpec, path: str, ctx: Context
+) -> None:
     kinds = _kinds(spec.type)
     wants = " or ".join(kinds)
     if strategy.kind.value not in kinds:
@@ -178,7 +186,9 @@ def _expression(spec: AlgorithmSpec) -> Any:
         return None  # the algorithm factory already reported it
 
 
-def _inline_columns(table: ShardedTable, level: str, strategy: Strategy, spec: AlgorithmSpec, ctx: Context) -> None:
+def _inline_columns(
+    table: ShardedTable, level: str, strategy: Strategy, spec: AlgorithmSpec, ctx: Context
+) -> None:
     expr = _expression(spec)
     if expr is None or strategy.kind is StrategyKind.HINT:
         return
@@ -186,7 +196,9 @@ def _inline_columns(table: ShardedTable, level: str, strategy: Strategy, spec: A
     stray = sorted(c for c in expr.columns if c.lower() not in allowed)
     if stray:
         ctx.problems.add(
-            join_path(join_path(ctx.paths.algorithms.get(spec.name, spec.name), "props"), "algorithm-expression"),
+            join_path(
+                join_path(ctx.paths.algorithms.get(spec.name, spec.name), "props"), "algorithm-expression"
+            ),
             f"{expr.text!r} uses column(s) {stray}, but the {level} strategy of {table.name} "
             f"shards by {list(strategy.columns)}",
             expr.text,
@@ -214,7 +226,9 @@ def _mod_count(table: ShardedTable, level: str, spec: AlgorithmSpec, path: str, 
         )
 
 
-def _probe_inline(table: ShardedTable, level: str, strategy: Strategy, spec: AlgorithmSpec, path: str, ctx: Context) -> None:
+def _probe_inline(
+    table: ShardedTable, level: str, strategy: Strategy, spec: AlgorithmSpec, path: str, ctx: Context
+) -> None:
     """Warn when an INLINE expression yields names outside its targets for small integer keys."""
     expr = _expression(spec)
     if expr is None or strategy.kind is not StrategyKind.STANDARD or len(expr.columns) != 1:
@@ -263,7 +277,9 @@ def _key_generation(table: ShardedTable, ctx: Context) -> None:
     gen = kg.generator
     path = ctx.paths.key_generation.get(table.name) or ctx.paths.key_generators.get(gen.name, table.name)
     found = _slot_strategy(table.database_strategy) or _slot_strategy(table.table_strategy)
-    broken = any(s.is_sharded and s.algorithm is None for s in (table.database_strategy, table.table_strategy))
+    broken = any(
+        s.is_sharded and s.algorithm is None for s in (table.database_strategy, table.table_strategy)
+    )
     if found is None:
         if not broken:  # a failed algorithm is reported already; its slot bits are unknown
             ctx.problems.add(
@@ -300,7 +316,9 @@ def _binding_groups(config: ShardingConfig, ctx: Context) -> None:
     for i, group in enumerate(config.binding_groups):
         path = ctx.paths.binding_groups[i] if i < len(ctx.paths.binding_groups) else f"bindingTables[{i}]"
         if len(group.tables) < 2:
-            ctx.problems.add(path, f"binding group {list(group.tables)} needs at least two tables", list(group.tables))
+            ctx.problems.add(
+                path, f"binding group {list(group.tables)} needs at least two tables", list(group.tables)
+            )
         tables: list[ShardedTable] = []
         for name in group.tables:
             table = config.table(name)
@@ -316,7 +334,11 @@ def _binding_groups(config: ShardingConfig, ctx: Context) -> None:
             tables.append(table)
         for other in tables[1:]:
             for why in _binding_differences(tables[0], other):
-                ctx.problems.add(path, f"binding tables {tables[0].name!r} and {other.name!r} are sharded differently: {why}", other.name)
+                ctx.problems.add(
+                    path,
+                    f"binding tables {tables[0].name!r} and {other.name!r} are sharded differently: {why}",
+                    other.name,
+                )
 
 
 def _suffixes(table: ShardedTable, tables: Iterable[str]) -> list[str]:
@@ -324,7 +346,7 @@ def _suffixes(table: ShardedTable, tables: Iterable[str]) -> list[str]:
     prefix = table.name.lower()
     if not all(n.lower().startswith(prefix) for n in names):
         prefix = _common_prefix([n.lower() for n in names])
-    return sorted(n[len(prefix):] for n in names)
+    return sorted(n[len(prefix) :] for n in names)
 
 
 def _common_prefix(names: list[str]) -> str:
@@ -354,7 +376,9 @@ def _binding_differences(a: ShardedTable, b: ShardedTable) -> list[str]:
         sa: Strategy = getattr(a, f"{level}_strategy")
         sb: Strategy = getattr(b, f"{level}_strategy")
         if sa.kind is not sb.kind or len(sa.columns) != len(sb.columns):
-            out.append(f"{level} strategy {sa.kind.value}{list(sa.columns)} vs {sb.kind.value}{list(sb.columns)}")
+            out.append(
+                f"{level} strategy {sa.kind.value}{list(sa.columns)} vs {sb.kind.value}{list(sb.columns)}"
+            )
         elif sa.algorithm is None or sb.algorithm is None or sa.algorithm.name == sb.algorithm.name:
             continue  # one failed to build (reported already), or literally the same algorithm
         elif _structure(sa, a) != _structure(sb, b):
@@ -373,11 +397,13 @@ def _structure(strategy: Strategy, table: ShardedTable) -> Any:
     expr = props.get("algorithm-expression")
     if spec.type in _INLINE_TYPES and isinstance(expr, str):
         text = expr.replace("$->{", "${")
-        prefix = _common_prefix([n.lower() for n in table.all_tables]) if table.all_tables else table.name.lower()
+        prefix = (
+            _common_prefix([n.lower() for n in table.all_tables]) if table.all_tables else table.name.lower()
+        )
         if text.lower().startswith(prefix):
-            text = text[len(prefix):]
+            text = text[len(prefix) :]
         elif text.lower().startswith(table.name.lower()):
-            text = text[len(table.name):]
+            text = text[len(table.name) :]
         for i, col in enumerate(strategy.columns):
             text = text.replace(col, f"\x00{i}")
         props["algorithm-expression"] = text
@@ -398,7 +424,10 @@ def _names(config: ShardingConfig, ctx: Context) -> None:
         if config.table(name) is not None or config.is_broadcast(name):
             kind = "sharded" if config.table(name) is not None else "broadcast"
             ctx.problems.add(path, f"table {name!r} is both single and {kind}", name)
-        if single.data_source not in config.data_sources and single.data_source not in ctx.failed_data_sources:
+        if (
+            single.data_source not in config.data_sources
+            and single.data_source not in ctx.failed_data_sources
+        ):
             ctx.problems.add(
                 path,
                 f"single table {name!r} is in unknown data source {single.data_source!r} "

@@ -100,7 +100,9 @@ def _find_duplicates(node: yaml.Node, path: str, problems: Problems, seen_nodes:
                         key,
                     )
                 keys.setdefault(key, line)
-            _find_duplicates(value_node, join_path(path, key if key is not None else "?"), problems, seen_nodes)
+            _find_duplicates(
+                value_node, join_path(path, key if key is not None else "?"), problems, seen_nodes
+            )
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _find_duplicates(item, join_path(path, i), problems, seen_nodes)

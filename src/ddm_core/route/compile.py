@@ -10,6 +10,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from ddm_core.errors import UnsupportedSQLError
+from ddm_core.metadata.model import TableKind
 from ddm_core.route.analyze import Analysis, analyze
 from ddm_core.route.conditions import value_source
 from ddm_core.route.context import RouteContext
@@ -49,6 +50,21 @@ def parse(text: str, original: str) -> exp.Expression:
     return trees[0]
 
 
+def _check_placeholders(tree: exp.Expression, numbered: str, params: dict[str, int], original: str) -> None:
+    """Refuse ``:name`` placeholders the caller wrote: they would collide with the ``:pN`` ones."""
+    names = [p.name for p in tree.find_all(exp.Placeholder)]
+    stray = [n for n in names if n not in params] or [n for n in names if names.count(n) > 1]
+    if not stray and len(param_edits(numbered)) == len(params):
+        return
+    fragment = ":" + stray[0] if stray else ":p"
+    raise UnsupportedSQLError(
+        f"placeholder {fragment!r} in {sample(original)!r} is not a supported parameter style "
+        "(use %s, %(name)s or ?)",
+        sql=original,
+        construct=fragment,
+    )
+
+
 def compile_statement(ctx: RouteContext, translated: Translated) -> Any:
     """Compile one statement for ``ctx``'s configuration."""
     original = translated.sql
@@ -59,6 +75,7 @@ def compile_statement(ctx: RouteContext, translated: Translated) -> Any:
     text = numbered[: found.end(1)] + "INSERT" + numbered[found.end() :] if found else numbered
     tree = parse(text, original)
     params = {f"p{i}": i for i in range(len(translated.names))}
+    _check_placeholders(tree, numbered, params, original)
     style = "qmark" if translated.style == "qmark" else "format"
     if isinstance(tree, exp.Insert):
         return compile_insert(ctx, tree, text, params, style, replace=found is not None, replace_span=replace_span)
@@ -72,6 +89,8 @@ def _compile_query(ctx: RouteContext, tree: exp.Expression, text: str, params: d
     template = from_edits(text, table_edits(analysis) + param_edits(text), style)
     if isinstance(tree, (exp.Update, exp.Delete)):
         statement = "update" if isinstance(tree, exp.Update) else "delete"
+        if analysis.primary is not None:
+            _check_written_tables(tree, analysis)
         sets = _shard_key_sets(tree, analysis, params) if isinstance(tree, exp.Update) else []
         # ORDER BY ... LIMIT picks rows across the whole table: only one shard can honour it.
         single_only = bool(tree.args.get("limit") or tree.args.get("order"))
@@ -82,6 +101,34 @@ def _compile_query(ctx: RouteContext, tree: exp.Expression, text: str, params: d
     if analysis.primary is not None:
         multi = multi_factory(ctx, tree, analysis, params, style)
     return QueryStatement(ctx, analysis, template, "select", multi=multi, reason=_reason(analysis))
+
+
+def _check_written_tables(tree: exp.Update | exp.Delete, analysis: Analysis) -> None:
+    """A multi-table UPDATE / DELETE must not change a broadcast table on a shard's node only."""
+    by_alias = {(u.alias or u.name).lower(): u for u in analysis.uses}
+    written = []
+    if isinstance(tree, exp.Delete):
+        for ref in tree.args.get("tables") or [tree.this]:
+            use = by_alias.get(ref.name.lower()) if isinstance(ref, exp.Table) else None
+            if use is not None:
+                written.append(use)
+    else:
+        first = tree.this
+        for assignment in tree.expressions:
+            col = assignment.left if isinstance(assignment, exp.EQ) else None
+            if isinstance(col, exp.Column):
+                use = by_alias.get(col.table.lower()) if col.table else by_alias.get(
+                    ((first.alias or first.name) if isinstance(first, exp.Table) else "").lower())
+                if use is not None:
+                    written.append(use)
+    for use in written:
+        if use.kind is TableKind.BROADCAST:
+            raise UnsupportedSQLError(
+                f"{type(tree).__name__.upper()} changes broadcast table {use.name!r} together with sharded "
+                f"table {analysis.primary.name!r}; it would run only where the shard is, leaving "  # type: ignore[union-attr]
+                f"{use.name!r} different elsewhere. Change {use.name!r} in a statement of its own",
+                tables=(use.name, analysis.primary.name),  # type: ignore[union-attr]
+            )
 
 
 def _reason(analysis: Analysis) -> str:

@@ -48,7 +48,10 @@ class RouteContext:
                 strategy=hint.strategy,
             )
         router = self.router_of(table)
-        return spec.algorithm.precise(router.sources, {"value": hint.strategy_value})
+        # An INLINE algorithm evaluates its expression over a named column (ds${user_id % 2}).
+        variables = getattr(spec.algorithm, "variables", ())
+        column = variables[0] if len(variables) == 1 else "value"
+        return spec.algorithm.precise(router.sources, {column: hint.strategy_value})
 
     def check_full_route(self, table: ShardedTable, nodes: int, is_write: bool) -> None:
         """Refuse an all-shard route the runtime switches forbid (seed 000 §4.1, §5.1)."""

@@ -31,8 +31,17 @@ def compile_other(ctx: RouteContext, tree: exp.Expression, text: str, params: di
     if isinstance(tree, exp.Command):
         # sqlglot could not structure it (e.g. some SHOW forms): run it where unrouted SQL goes.
         return _passthrough(ctx, tree, text, params, style)
+    if isinstance(tree, exp.Show):
+        target = tree.args.get("target")
+        if isinstance(target, exp.Identifier) and ctx.config.kind_of(target.name) is not None:
+            # SHOW CREATE TABLE t / SHOW COLUMNS FROM t: sqlglot keeps t as a bare identifier;
+            # make it a table so it is rewritten to the physical table like DESCRIBE t.
+            tree.set("target", exp.Table(this=target))
     analysis = analyze(tree, ctx.config, params)
     template = from_edits(text, table_edits(analysis) + param_edits(text), style)
+    if isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Query):
+        # EXPLAIN <statement>: the plan of the node(s) the statement itself would run on.
+        return QueryStatement(ctx, analysis, template, "show", reason="EXPLAIN on the statement's own nodes")
     if isinstance(tree, DDL_TYPES):
         return QueryStatement(ctx, analysis, template, "ddl", mode="every", reason="DDL on every physical table")
     if isinstance(tree, (exp.Describe, exp.Show)):

@@ -41,6 +41,9 @@ def table_edits(analysis: Analysis) -> list[Edit]:
                 qualifier = col.args.get("table")
                 if isinstance(qualifier, exp.Identifier) and qualifier.name.lower() in unaliased:
                     start, end = span(qualifier)
+                    db = col.args.get("db")
+                    if isinstance(db, exp.Identifier) and db.meta.get("start") is not None:
+                        start = db.meta["start"]  # schema.t.col: the schema goes, as it does in FROM
                     edits.append(Edit(start, end, table=sharded[qualifier.name.lower()]))
             break
     return edits

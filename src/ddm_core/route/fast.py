@@ -59,14 +59,12 @@ class PointRoute:
 
     def node(self, bound: Sequence[Any]) -> int:
         """The node index; raises like the general path on a bad value (callers fall back)."""
-        ds = 0 if self.db_fn is None else self.db_fn(_value(self.db_source, bound))
+        src = self.db_source
+        ds = 0 if src is None else self.db_fn(bound[src.index] if type(src) is Param else src.value)  # type: ignore[misc, union-attr]
+        src = self.tb_source
         tb_fn = self.tb_fns[ds]
-        tb = 0 if tb_fn is None else tb_fn(_value(self.tb_source, bound))
+        tb = 0 if src is None else tb_fn(bound[src.index] if type(src) is Param else src.value)  # type: ignore[misc, union-attr]
         return self.lut[ds][tb]
-
-
-def _value(source: Source | None, bound: Sequence[Any]) -> Any:
-    return bound[source.index] if type(source) is Param else source.value  # type: ignore[union-attr]
 
 
 def _eq_source(strategy: Strategy, conj: Conjunction, targets: int) -> tuple[bool, Source | None]:

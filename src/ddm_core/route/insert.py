@@ -33,7 +33,7 @@ from ddm_core.route.template import Edit, Template, from_edits
 __all__ = ["compile_insert", "InsertStatement", "generator_for"]
 
 _SCAN = re.compile(
-    r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`|/\*.*?\*/|--[^\n]*|#[^\n]*"
+    r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`|/\*.*?\*/|--(?=[\s\x00-\x1f]|\Z)[^\n]*|#[^\n]*"
     r"|(?P<open>\()|(?P<close>\))|(?P<values>\bVALUES?\b)",
     re.I | re.S,
 )
@@ -211,6 +211,16 @@ def compile_insert(
     if kind is not TableKind.SHARDED or not isinstance(source, exp.Values):
         # Broadcast / single / unknown targets, and INSERT ... SELECT: routed like a query
         # (INSERT ... SELECT into a sharded table must stay on one shard).
+        if kind is TableKind.BROADCAST and analysis.primary is not None:
+            raise UnsupportedSQLError(
+                f"INSERT into broadcast table {target.name!r} reads sharded table "
+                f"{analysis.primary.name!r}; it would run only where the shard is, leaving the copies "
+                "of the broadcast table different",
+                tables=(target.name, analysis.primary.name),
+            )
+        if kind is TableKind.SHARDED:
+            _check_insert_select(tree, target, analysis)
+            _check_on_duplicate(tree, ctx.config.table(target.name))  # type: ignore[arg-type]
         template = from_edits(text, keyword + table_edits(analysis) + param_edits(text), style)
         single_only = kind is TableKind.SHARDED
         return QueryStatement(ctx, analysis, template, "insert", single_only=single_only,
@@ -263,6 +273,41 @@ def compile_insert(
                            generator, style, literal_only)
 
 
+def _check_insert_select(tree: exp.Insert, target: exp.Table, analysis: Any) -> None:
+    """INSERT ... SELECT into a sharded table: rows must be read from, and keep, their shard."""
+    name = target.name
+    readers = [u for u in analysis.uses if u.kind is TableKind.SHARDED and u.node is not target]
+    if not readers:
+        raise UnsupportedSQLError(
+            f"INSERT ... SELECT into sharded table {name!r} reads no sharded table, so the shard of "
+            "each row is unknown; insert with VALUES (the router splits rows by shard key)",
+            table=name,
+            construct="INSERT ... SELECT",
+        )
+    schema = tree.this if isinstance(tree.this, exp.Schema) else None
+    select = tree.expression
+    if schema is None or not isinstance(select, exp.Select) or not analysis.primary:
+        return
+    columns = [c.name.lower() for c in schema.expressions]
+    items = select.expressions
+    if any(isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star)) for i in items):
+        return
+    for column in analysis.primary.sharding_columns:
+        if column.lower() not in columns or columns.index(column.lower()) >= len(items):
+            continue
+        item = items[columns.index(column.lower())]
+        value = item.this if isinstance(item, exp.Alias) else item
+        if not (isinstance(value, exp.Column) and value.name.lower() == column.lower()):
+            raise UnsupportedSQLError(
+                f"INSERT ... SELECT into sharded table {name!r} sets shard column {column!r} from "
+                f"{value.sql(dialect='mysql')!r}; only the selected rows' own {column!r} keeps each "
+                "row on the shard it is read from",
+                table=name,
+                column=column,
+                construct="INSERT ... SELECT",
+            )
+
+
 def _row_spans(text: str, after: int, expected: int, table: str) -> list[tuple[int, int]]:
     """Spans of the top-level ``(...)`` row groups after VALUES."""
     spans: list[tuple[int, int]] = []
@@ -305,7 +350,8 @@ def _check_on_duplicate(tree: exp.Insert, table: ShardedTable) -> None:
         same = (isinstance(right, exp.Column) and right.name.lower() == name) or (
             isinstance(right, exp.Values) and isinstance(right.this, exp.Column) and right.this.name.lower() == name
         ) or (isinstance(right, exp.Anonymous) and right.name.upper() == "VALUES" and right.expressions
-              and isinstance(right.expressions[0], exp.Column) and right.expressions[0].name.lower() == name)
+              and isinstance(right.expressions[0], (exp.Column, exp.Identifier))  # sqlglot: VALUES(Identifier)
+              and right.expressions[0].name.lower() == name)
         if not same:
             raise ShardKeyUpdateError(
                 f"ON DUPLICATE KEY UPDATE sets shard column {name!r} of {table.name!r}; that would "

@@ -27,9 +27,14 @@ here are exactly the placeholders sqlglot finds):
   statement, where ``%`` cannot be a placeholder and stays the modulo operator.
 * One statement uses one style; mixing them is refused.
 
-Everything is one compiled regex split plus C-level ``map``/``join``; there is
-no per-character Python loop. A 10 000-row ``INSERT ... VALUES (%s,%s,%s),...``
-translates about 40× faster than sqlglot parses the result.
+Everything is one compiled regex split plus C-level ``map``/``join``/``str``
+methods; there is no per-character or per-placeholder Python loop. A 10 000-row
+``INSERT ... VALUES (%s,%s,%s),...`` translates in ~1.6 ms (~4 ms with a quoted
+literal per row) where sqlglot (compiled) needs ~300 ms to parse the result.
+
+:meth:`Translated.numbered` gives the same text with ``:p0``, ``:p1``... —
+prefer it for anything sqlglot will *regenerate*: sqlglot writes ``LIMIT ?, ?``
+back as ``LIMIT ? OFFSET ?`` (count first), so bare ``?``s can change order.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Any
 
-from ddm_core.errors import ConfigError, RoutingError, UnsupportedSQLError
+from ddm_core.errors import ConfigError, ParameterError, UnsupportedSQLError
 
 __all__ = [
     "ParameterError",
@@ -53,16 +58,6 @@ __all__ = [
 
 #: The styles :func:`to_paramstyle` can produce.
 OUTPUT_PARAMSTYLES = ("format", "qmark")
-
-
-class ParameterError(RoutingError, TypeError):
-    """Placeholders and parameters do not fit together.
-
-    Raised for a malformed or mixed placeholder style in the SQL text, and for
-    params of the wrong container type, count or keys. The message names the
-    style(s), the fragment and its 0-based ``position`` in the SQL, or the
-    expected and given parameter counts / missing keys.
-    """
 
 
 # -- the scanner -----------------------------------------------------------------

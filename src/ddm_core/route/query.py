@@ -66,7 +66,8 @@ class QueryStatement:
         self.analysis = analysis
         self.template = template
         self.statement = statement
-        self.is_write = statement in ("update", "delete")
+        # INSERT reaches here for broadcast / single / unknown targets and INSERT ... SELECT.
+        self.is_write = statement in ("update", "delete", "insert")
         self._multi_factory = multi
         self._multi: MultiRewrite | None = None
         self.shard_key_sets = tuple(shard_key_sets)
@@ -85,7 +86,7 @@ class QueryStatement:
             self._check_bindings()
         # The point fast path is decided on first use (None: not yet; False: not eligible).
         self._point: PointRoute | None | bool = None
-        self._nodes: dict[int, tuple[str, list[str], tuple[tuple[str, str], ...], str]] = {}
+        self._nodes: dict[int, tuple[str, str, tuple[tuple[str, str], ...], tuple[TableRoute, ...]]] = {}
 
     # -- compile-time checks ------------------------------------------------------
 
@@ -129,17 +130,18 @@ class QueryStatement:
         if not nodes:
             # Nothing can match; one node still answers with the right columns.
             nodes = (0,)
+        self._check_pinned(nodes)
+        if self.single_only and len(nodes) > 1:
+            construct = "INSERT ... SELECT" if self.statement == "insert" else "ORDER BY/LIMIT"
+            what = construct if self.statement == "insert" else f"{self.statement.upper()} with ORDER BY / LIMIT"
+            raise UnsupportedSQLError(
+                f"{what} on {primary.name!r} reaches {len(nodes)} shards; which rows it changes "
+                "would depend on the shard. Add the shard key so it stays on one shard",
+                table=primary.name,
+                construct=construct,
+            )
         if picked.full:
             self.ctx.check_full_route(primary, len(nodes), self.is_write)
-
-        if self.single_only and len(nodes) > 1:
-            raise UnsupportedSQLError(
-                f"{self.statement.upper()} with ORDER BY / LIMIT on {primary.name!r} reaches "
-                f"{len(nodes)} shards; which rows it changes would depend on the shard. Add the "
-                "shard key so it stays on one shard",
-                table=primary.name,
-                construct="ORDER BY/LIMIT",
-            )
         if self.shard_key_sets:
             self._check_shard_key_update(bound, hint, nodes)
         if len(nodes) == 1:
@@ -187,20 +189,28 @@ class QueryStatement:
         self._point = point if point is not None else False
         return self._point
 
-    def _node_parts(self, i: int) -> tuple[str, list[str], tuple[tuple[str, str], ...], str]:
+    def _node_parts(self, i: int) -> tuple[str, str, tuple[tuple[str, str], ...], tuple[TableRoute, ...]]:
+        """Per node, what a single-node plan reuses on every call (its SQL text included)."""
         parts = self._nodes.get(i)
         if parts is None:
-            node = self.primary.data_nodes[i]  # type: ignore[union-attr]
+            self._check_pinned((i,))
+            primary = self.primary
+            assert primary is not None
+            node = primary.data_nodes[i]
             physical = self._physical(i)
-            parts = self._nodes[i] = (node.data_source, physical, self._unit_tables(physical), str(node))
+            why = (TableRoute(primary.name, (str(node),), self.reason),)
+            sql = self.template.fmt.format(*physical)
+            parts = self._nodes[i] = (node.data_source, sql, self._unit_tables(physical), why)
         return parts
 
     def _single_plan(self, i: int, bound: Sequence[Any]) -> RoutePlan:
-        data_source, physical, tables, name = self._node_parts(i)
-        sql, params = self.template.fill(physical, bound)
-        route = TableRoute(self.primary.name, (name,), self.reason)  # type: ignore[union-attr]
-        return RoutePlan((RouteUnit(data_source, sql, params, tables),), RouteKind.SINGLE, (route,),
-                         NO_MERGE, self.statement, self.is_write)
+        data_source, sql, tables, why = self._node_parts(i)
+        params = self.template.params_of(bound)
+        # _make skips the NamedTuple's Python-level __new__: this runs on every point route.
+        return RoutePlan._make(
+            ((RouteUnit._make((data_source, sql, params, tables)),), RouteKind.SINGLE, why, NO_MERGE,
+             self.statement, self.is_write, (), False)
+        )
 
     def _build_multi(self) -> MultiRewrite:
         assert self._multi_factory is not None
@@ -263,22 +273,49 @@ class QueryStatement:
                 column=item.column,
             )
 
+    def _check_pinned(self, nodes: Sequence[int]) -> None:
+        """Single and unknown tables live in one data source: every node must be in it."""
+        a = self.analysis
+        if not (a.single or a.unknown):
+            return
+        ctx = self.ctx
+        places: dict[str, str] = {}
+        for k in a.single:
+            places.setdefault(ctx.config.single_table(k).data_source, k)  # type: ignore[union-attr]
+        for k in a.unknown:
+            places.setdefault(ctx.default_source(f"table {k!r}"), k)
+        primary = self.primary
+        assert primary is not None
+        for i in nodes:
+            node = primary.data_nodes[i]
+            for ds, k in places.items():
+                if ds != node.data_source:
+                    raise UnsupportedSQLError(
+                        f"table {k!r} lives only in data source {ds!r}, but sharded table "
+                        f"{primary.name!r} is routed to {node}; a statement cannot join across data "
+                        f"sources (keep the shard key on {ds!r}, or make {k!r} a broadcast table)",
+                        tables=(primary.name, k),
+                        data_source=ds,
+                    )
+
     # -- statements without sharded tables --------------------------------------
 
     def _route_unsharded(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan:
         a = self.analysis
         ctx = self.ctx
         physical = [physical_name(k) for k in a.slots]
-        if a.unknown:
+        if a.unknown and not a.single:
             sources = [ctx.default_source(f"table {a.unknown[0]!r}")]
             why = f"unknown table {a.unknown[0]!r} → default data source"
         elif a.single:
             places = {ctx.config.single_table(k).data_source for k in a.single}  # type: ignore[union-attr]
+            # Unknown tables live in the default data source: joined with single tables, both must agree.
+            places.update(ctx.default_source(f"table {k!r}") for k in a.unknown)
             if len(places) > 1:
                 raise UnsupportedSQLError(
-                    f"single tables {a.single} live in different data sources {sorted(places)}; "
+                    f"single tables {a.single + a.unknown} live in different data sources {sorted(places)}; "
                     "a statement cannot join across data sources",
-                    tables=tuple(a.single),
+                    tables=tuple(a.single + a.unknown),
                 )
             sources = list(places)
             why = f"single table(s) {', '.join(a.single)}"

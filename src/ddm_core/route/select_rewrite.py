@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from sqlglot import exp
 
-from ddm_core.errors import RoutingError, UnsupportedSQLError
+from ddm_core.errors import DeepPaginationError, RoutingError, UnsupportedSQLError
 from ddm_core.metadata.model import TableKind
 from ddm_core.route.analyze import Analysis
 from ddm_core.route.conditions import Param, Source, value_source
@@ -34,13 +34,9 @@ from ddm_core.route.plan import Aggregate, MergeSpec
 from ddm_core.route.query import MultiRewrite
 from ddm_core.route.template import from_tree, table_marker
 
-__all__ = ["multi_factory", "DeepPaginationError"]
+__all__ = ["multi_factory"]
 
 _AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG"}
-
-
-class DeepPaginationError(RoutingError):
-    """An OFFSET deeper than ``max_offset`` across shards (seed 001 §5.3)."""
 
 
 def multi_factory(
@@ -93,7 +89,9 @@ class _Rewriter:
         elif grouped and (group or distinct_args):
             # Groups arrive sorted by their keys and leave in that order (as MySQL 5.7 did).
             unit_order = [*group, *(self._item_expr(i) for i in distinct_args)]
-            tree.set("order", exp.Order(expressions=[exp.Ordered(this=g.copy()) for g in unit_order]))
+            # nulls_first=True is MySQL's own ascending order (NULL first), which the merger
+            # assumes; without it sqlglot emulates NULLS LAST with a CASE expression.
+            tree.set("order", exp.Order(expressions=[exp.Ordered(this=g.copy(), nulls_first=True) for g in unit_order]))
             order_keys = [(k, False) for k in group_keys]
         having = self._having(tree, items, star) if grouped else None
         offset_src, limit_src = self._pagination(tree, grouped)
@@ -125,6 +123,7 @@ class _Rewriter:
             qualifier = col.args.get("table")
             if isinstance(qualifier, exp.Identifier) and qualifier.name.lower() in unaliased:
                 col.set("table", exp.to_identifier(table_marker(sharded[qualifier.name.lower()])))
+                col.set("db", None)
 
     def _union(self, tree: exp.SetOperation) -> MultiRewrite:
         if tree.args.get("order") or tree.args.get("limit") or tree.args.get("offset"):

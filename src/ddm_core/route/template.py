@@ -32,7 +32,7 @@ QUOTED_OR_PARAM = re.compile(
     r"'(?:[^'\\]|\\.|'')*'"
     r'|"(?:[^"\\]|\\.|"")*"'
     r"|`(?:[^`]|``)*`"
-    r"|--[^\n]*|#[^\n]*|/\*.*?\*/"
+    r"|--(?=[\s\x00-\x1f]|\Z)[^\n]*|#[^\n]*|/\*.*?\*/"
     r"|:p(?P<param>\d+)\b"
     r"|__ddm_t(?P<table>\d+)__",
     re.S,
@@ -74,9 +74,13 @@ class Template:
 
     def fill(self, physical: Sequence[str], bound: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
         """The unit's SQL and params for these physical table names."""
+        return self.fmt.format(*physical), self.params_of(bound)
+
+    def params_of(self, bound: Sequence[Any]) -> tuple[Any, ...]:
+        """The unit's params (the same for every node)."""
         if self._identity and len(bound) == len(self.params):
-            return self.fmt.format(*physical), tuple(bound)
-        return self.fmt.format(*physical), tuple([bound[i] for i in self.params])
+            return tuple(bound)
+        return tuple([bound[i] for i in self.params])
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Template) and (self.fmt, self.params) == (other.fmt, other.params)
