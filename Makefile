@@ -9,7 +9,7 @@ FAST := $(wildcard src/ddm_core/_fast/*.pyx src/ddm_core/_fast/*.pxd)
 $(VENV)/.installed: pyproject.toml setup.py $(FAST)
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	DDM_REQUIRE_EXTENSIONS=1 $(PY) -m pip install -q -e ".[test]"
+	DDM_REQUIRE_EXTENSIONS=1 $(PY) -m pip install -q -e ".[test,fast]"
 	$(PY) -c "import ddm_core; assert ddm_core.implementation() == 'cython', 'compiled modules did not load'"
 	touch $@
 

@@ -5,13 +5,20 @@ compiled with Cython; each compiled unit has a pure-Python twin selected with
 ``DDM_NO_EXTENSIONS=1``. :func:`implementation` says which one is running.
 """
 
+import logging as _logging
+
 from ddm_core._fast import IMPLEMENTATION as _IMPLEMENTATION
 from ddm_core.errors import *  # noqa: F403 - the errors are part of the top-level API
 from ddm_core.errors import __all__ as _error_names
 from ddm_core.hashing import slot_of, slots_of
 from ddm_core.ids import GeneIdGenerator, Snowflake
 from ddm_core.merge import heap_merge
+from ddm_core.metadata import ConfigHolder, ShardingConfig, load_config
+from ddm_core.route import RoutePlan, Router, hint, shard_database
 from ddm_core.slots import SlotMap
+
+# A library logs, the application decides where it goes (load warnings, slow SQL).
+_logging.getLogger("ddm_core").addHandler(_logging.NullHandler())
 
 __version__ = "0.1.0"
 
@@ -24,6 +31,13 @@ __all__ = [
     "Snowflake",
     "GeneIdGenerator",
     "heap_merge",
+    "load_config",
+    "ShardingConfig",
+    "ConfigHolder",
+    "Router",
+    "RoutePlan",
+    "hint",
+    "shard_database",
     *_error_names,
 ]
 

@@ -16,6 +16,8 @@ __all__ = [
     # config
     "ConfigError",
     "InlineExpressionError",
+    "ConfigValidationError",
+    "SourceUnavailableError",
     # routing
     "RoutingError",
     "ShardValueError",
@@ -85,6 +87,38 @@ class InlineExpressionError(ConfigError):
         expression: The whole expression text.
         position: 0-based offset of the offending fragment in ``expression``.
     """
+
+
+class ConfigValidationError(ConfigError):
+    """A configuration failed validation; :attr:`problems` lists every problem found.
+
+    The message names the origin (file path, ``<string>`` or ``<dict>``) and, one
+    per line, each field path with what is wrong with its value.
+
+    Attributes:
+        origin: Where the configuration came from.
+        problems: Every ``Problem`` (``.path`` + message), in document order.
+        field: The field path of the first problem (for callers that show one).
+    """
+
+    @classmethod
+    def from_problems(
+        cls, origin: str, problems: "list[Any] | tuple[Any, ...]"
+    ) -> "ConfigValidationError":
+        items = tuple(problems)
+        noun = "problem" if len(items) == 1 else "problems"
+        lines = [f"invalid configuration {origin}: {len(items)} {noun}"]
+        lines += [f"  - {origin}: {p}" for p in items]
+        return cls(
+            "\n".join(lines),
+            origin=origin,
+            problems=items,
+            field=items[0].path if items else None,
+        )
+
+
+class SourceUnavailableError(ConfigError, ConnectionError):
+    """The configuration source cannot be reached (file missing, config center down)."""
 
 
 # -- routing -----------------------------------------------------------------

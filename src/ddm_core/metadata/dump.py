@@ -189,7 +189,8 @@ def _compact(nodes: tuple[DataNode, ...]) -> list[str]:
 
 def _runtime(rt: RuntimeSettings) -> dict[str, Any]:
     return _changed(rt, RuntimeSettings(), {
-        "allow_full_route": "allowFullRoute", "full_route_threshold": "fullRouteThreshold",
+        "allow_full_route": "allowFullRoute", "allow_dml_full_route": "allowDmlFullRoute",
+        "full_route_threshold": "fullRouteThreshold",
         "max_offset": "maxOffset", "slow_sql_ms": "slowSqlMs", "sql_comment": "sqlComment", "app_name": "appName",
     })  # fmt: skip
 

@@ -360,6 +360,8 @@ class RuntimeSettings:
 
     Attributes:
         allow_full_route: May a statement without a shard key go to every shard?
+        allow_dml_full_route: May an UPDATE / DELETE without a shard key change
+            every shard? Off by default: such a statement is usually a bug.
         full_route_threshold: A table with more shards than this needs a shard key
             when ``allow_full_route`` is false.
         max_offset: Deepest OFFSET accepted across shards (use a cursor beyond).
@@ -369,6 +371,7 @@ class RuntimeSettings:
     """
 
     allow_full_route: bool = True
+    allow_dml_full_route: bool = False
     full_route_threshold: int = 8
     max_offset: int = 10_000
     slow_sql_ms: int = 200

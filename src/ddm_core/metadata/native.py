@@ -729,6 +729,7 @@ def _runtime(sec: Section, app_name: str | None) -> RuntimeSettings:
     d = RuntimeSettings()
     settings = RuntimeSettings(
         allow_full_route=sec.bool("allowFullRoute", default=d.allow_full_route),
+        allow_dml_full_route=sec.bool("allowDmlFullRoute", default=d.allow_dml_full_route),
         full_route_threshold=sec.int("fullRouteThreshold", default=d.full_route_threshold, min=0),
         max_offset=sec.int("maxOffset", default=d.max_offset, min=0),
         slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, min=0),

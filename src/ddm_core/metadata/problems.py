@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from ddm_core.errors import ConfigError
+from ddm_core.errors import ConfigError, ConfigValidationError
 
 __all__ = ["Problem", "Problems", "ConfigValidationError", "join_path"]
 
@@ -75,29 +75,3 @@ class Problems:
             raise ConfigValidationError.from_problems(self.origin, self._items)
 
 
-class ConfigValidationError(ConfigError):
-    """A configuration failed validation; :attr:`problems` lists every problem found.
-
-    The message names the origin (file path, ``<string>`` or ``<dict>``) and, one
-    per line, each field path with what is wrong with its value.
-
-    Attributes:
-        origin: Where the configuration came from.
-        problems: Every :class:`Problem`, in document order.
-        field: The field path of the first problem (for callers that show one).
-    """
-
-    @classmethod
-    def from_problems(
-        cls, origin: str, problems: list[Problem] | tuple[Problem, ...]
-    ) -> "ConfigValidationError":
-        items = tuple(problems)
-        noun = "problem" if len(items) == 1 else "problems"
-        lines = [f"invalid configuration {origin}: {len(items)} {noun}"]
-        lines += [f"  - {origin}: {p}" for p in items]
-        return cls(
-            "\n".join(lines),
-            origin=origin,
-            problems=items,
-            field=items[0].path if items else None,
-        )

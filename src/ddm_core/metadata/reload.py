@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Protocol, runtime_checkable
 
-from ddm_core.errors import ConfigError
+from ddm_core.errors import ConfigError, SourceUnavailableError
 from ddm_core.metadata.load import digest_of, parse_config
 from ddm_core.metadata.model import ShardingConfig
 
@@ -48,10 +48,6 @@ __all__ = [
 log = logging.getLogger("ddm_core.metadata")
 
 SNAPSHOT_FORMAT = 1
-
-
-class SourceUnavailableError(ConfigError, ConnectionError):
-    """The configuration source cannot be reached (file missing, config center down)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,12 +176,15 @@ def _depth(node: exp.Expression) -> int:
 
 
 def _primary(sharded: list[str], config: ShardingConfig) -> ShardedTable | None:
-    """The table whose strategies route all sharded tables of the statement."""
+    """The table whose strategies route all sharded tables of the statement.
+
+    Tables of a binding group always route through the group's first table and
+    follow it by node index (ShardingSphere's primary-table rule), also when a
+    statement names only one of them.
+    """
     if not sharded:
         return None
     first = config.table(sharded[0])
-    if len(sharded) == 1:
-        return first
     group = config.binding_group_of(sharded[0])
     strays = [t for t in sharded[1:] if group is None or t not in group]
     if strays:
@@ -191,8 +194,9 @@ def _primary(sharded: list[str], config: ShardingConfig) -> ShardedTable | None:
             "or make one of them a broadcast table)",
             tables=tuple(sharded),
         )
-    # The group's first configured table routes; the others follow by node index.
-    return config.table(group.tables[0]) or first  # type: ignore[union-attr]
+    if group is None:
+        return first
+    return config.table(group.tables[0]) or first
 
 
 def _scope_dnf(scope: Scope, columns: set[str], params: Mapping[str, int]) -> Any:

@@ -57,11 +57,11 @@ class RouteContext:
         """Refuse an all-shard route the runtime switches forbid (seed 000 §4.1, §5.1)."""
         runtime = self.config.runtime
         columns = ", ".join(table.sharding_columns) or "(none configured)"
-        if is_write and not getattr(runtime, "allow_dml_full_route", False):
+        if is_write and not runtime.allow_dml_full_route:
             raise FullRouteError(
                 f"UPDATE/DELETE on {table.name!r} has no condition on its shard column(s) "
                 f"{columns} and would change all {nodes} shards; add the shard key "
-                "(or set allow_dml_full_route: true)",
+                "(or set runtime.allowDmlFullRoute: true)",
                 table=table.name,
                 columns=table.sharding_columns,
             )

@@ -262,7 +262,10 @@ class QueryStatement:
                 continue
             if item.source is not None and len(nodes) == 1:
                 value = bound[item.source.index] if isinstance(item.source, Param) else item.source.value
-                moved = router.route([{item.column: (Eq(item.column, Literal(value)),)}], bound, hint)
+                # Where the new value lives by the table's own strategies: a hint that forces a
+                # data source / table says where the statement runs, not where the value belongs.
+                probe = hint if hint is None or (hint.database is None and hint.table is None) else None
+                moved = router.route([{item.column: (Eq(item.column, Literal(value)),)}], bound, probe)
                 if moved.nodes == tuple(nodes) and _only_column(primary, item.column):
                     continue
             raise ShardKeyUpdateError(
