@@ -12,8 +12,10 @@ Nothing here asserts a speed: the targets are read, not enforced, and the
 exit status is pytest's.
 
 Other processes on the machine slow some rounds: the load average before and
-after the run is printed with the table, so a noisy run can be recognised and
-repeated.
+after the run is printed with the table (with a warning when it nears the core
+count), so a noisy run can be recognised and repeated. ``-- --benchmark-timer=
+time.thread_time`` counts CPU time only (wrong for ``next_id``, whose waits for
+the next millisecond partly sleep).
 """
 
 from __future__ import annotations
@@ -113,6 +115,16 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
         f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f}. "
         "Medians of wall-clock rounds.",
         "",
+    ]
+    busy = max(load_before[0], load_after[0])
+    if busy == busy and busy > (os.cpu_count() or 1) - 0.5:  # (nan-safe)
+        lines += [
+            f"**Warning: the load average ({busy:.1f}) was near or above the core count: other processes "
+            "took CPU time from these rounds and the figures are low. Repeat on a quiet machine, or add "
+            "`-- --benchmark-timer=time.thread_time` to count CPU time only.**",
+            "",
+        ]
+    lines += [
         "| unit | compiled (c) | pure twin (py) | c vs py |",
         "| --- | ---: | ---: | ---: |",
     ]
@@ -217,7 +229,12 @@ def main(argv: list[str] | None = None) -> int:
         return code or 1
     data = json.loads(args.json.read_text())
     if args.from_json:
-        load_before = load_after = (float("nan"),) * 3
+        saved = data.get("load_average", {})
+        load_before = tuple(saved.get("before", [float("nan")]))
+        load_after = tuple(saved.get("after", [float("nan")]))
+    else:  # keep the load beside the figures it explains
+        data["load_average"] = {"before": list(load_before), "after": list(load_after)}
+        args.json.write_text(json.dumps(data, indent=2))
     print()
     print(render(data, load_before, load_after))
     print(f"\n(raw results: {args.json}; {_dt.datetime.now():%Y-%m-%d %H:%M})", file=sys.stderr)

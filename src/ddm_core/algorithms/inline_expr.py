@@ -70,6 +70,7 @@ Other differences, all on the side of refusing rather than guessing:
   ``[0, 1]``) and a placeholder yielding no value (``${[]}``, ``${0..<0}``,
   which ShardingSphere silently drops) are refused; duplicate values of one
   placeholder are kept once, as ShardingSphere does;
+* an empty comma-separated item (``a,,b``, ``a,``) is refused;
 * :meth:`InlineExpression.evaluate` needs exactly one result: a range, a list
   of several values or a top-level comma is an error there (Groovy would print
   the list);
@@ -79,13 +80,14 @@ Other differences, all on the side of refusing rather than guessing:
   operators and ternaries nest at most 32 deep, and the expression tree is at
   most 64 operations deep (recursion stays bounded for any input).
 
-Refused syntax (closures ``{ it -> }`` — write zero-padded data nodes as
-``t_0${0..9},t_${10..20}`` instead of ``.collect{}`` —, assignments, ``hashCode()``, unknown
-methods or functions, property access, indexing, bitwise operators, comments,
-an unterminated ``${``, stray characters) raises
-:class:`~ddm_core.errors.InlineExpressionError`. Every error this module raises
-is that class; its message quotes the whole expression and the 0-based position
-of the offending fragment, also available as ``.expression`` and ``.position``.
+Refused syntax raises :class:`~ddm_core.errors.InlineExpressionError`: closures
+(``{ it -> }``; write zero-padded data nodes as ``t_0${0..9},t_${10..20}``
+instead of ``.collect{}``), assignments, ``hashCode()``, unknown methods or
+functions, property access, indexing, bitwise operators, comments, ``null``,
+``new`` and other Groovy keywords, an unterminated ``${``, stray characters.
+Every error this module raises is that class (a ``ConfigError``); its message
+quotes the whole expression and the 0-based position of the offending fragment,
+also available as ``.expression`` and ``.position``.
 """
 
 from __future__ import annotations
@@ -454,7 +456,7 @@ _OPERATORS = sorted(
 class _Node:
     """One compiled sub-expression: either a constant or a closure over the variables."""
 
-    __slots__ = ("fn", "is_const", "value", "depth", "pos")
+    __slots__ = ("fn", "is_const", "value", "depth", "pos", "var_name")
 
     def __init__(self, fn: Fn | None, value: Value, depth: int, pos: int) -> None:
         self.fn: Fn = fn if fn is not None else (lambda _v: value)
@@ -462,6 +464,7 @@ class _Node:
         self.value = value
         self.depth = depth
         self.pos = pos
+        self.var_name: str | None = None  # set when the node is a bare variable
 
 
 class _Static:
@@ -539,7 +542,7 @@ class _Parser:
         begin = start
         for i in range(start, len(text) + 1):
             if i == len(text) or text[i] == ",":
-                items.append(self.finish_item([(begin, i)] if begin < i else [], i))
+                items.append(self.finish_item([(begin, i)] if begin < i else []))
                 if i < len(text):
                     commas.append(i)
                 begin = i + 1
@@ -580,7 +583,7 @@ class _Parser:
             if ch == ",":
                 if lit < i:
                     parts.append((lit, i))
-                items.append(self.finish_item(parts, i))
+                items.append(self.finish_item(parts))
                 commas.append(i)
                 parts = []
                 lit = i = i + 1
@@ -590,11 +593,11 @@ class _Parser:
             i += 1
         if lit < n:
             parts.append((lit, n))
-        items.append(self.finish_item(parts, n))
+        items.append(self.finish_item(parts))
         self.check_items(items, commas)
         return items, commas
 
-    def finish_item(self, parts: list[tuple[int, int] | _Placeholder], end: int) -> tuple[_Part, ...]:
+    def finish_item(self, parts: list[tuple[int, int] | _Placeholder]) -> tuple[_Part, ...]:
         text = self.text
         # String.trim() at both ends of the item (only literal text can be trimmed).
         if parts and isinstance(parts[0], tuple):
@@ -870,7 +873,9 @@ class _Parser:
                 return x
             return _coerce(x, name, text, pos)
 
-        return _Node(var, None, 1, pos)
+        node = _Node(var, None, 1, pos)
+        node.var_name = name
+        return node
 
     def make_apply(self, impl: Callable[..., Value], args: list[_Node], pos: int) -> _Node:
         depth = self.depth_of(args, pos)
@@ -936,6 +941,24 @@ class _Parser:
             except _OpError as e:
                 raise _error(text, e.msg, pos) from None
             raise AssertionError("unreachable")  # pragma: no cover
+
+        name = left.var_name
+        if op == "%" and name is not None:
+            # `column % n`, the most common rule: look the variable up here, saving a call;
+            # anything unusual (missing, bool, numpy, wrong type) goes through the variable's closure.
+
+            def var_rem(v: Variables) -> Value:
+                try:
+                    a = v[name]
+                except Exception:
+                    a = f(v)  # raises the variable's own error
+                if type(a) is not int:
+                    a = f(v)
+                    if type(a) is not int:
+                        fallback(a)
+                return a % ac if a >= 0 else -(-a % ac)
+
+            return _Node(var_rem, None, depth, pos)
 
         if op == "%":
 

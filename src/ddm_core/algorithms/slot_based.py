@@ -288,6 +288,12 @@ class SlotsAlgorithm(ShardingAlgorithm):
             return [ts.names[node]]
         return [self.layout.target_of_node(ts, trans, node, value, self.label, self.name)]
 
+    def target_of_slot(self, targets: Sequence[str], slot: int) -> list[str]:
+        """The target owning ``slot`` (the router's gene-id path: an id's gene is a slot)."""
+        ts = target_set(targets)
+        smap, trans, _ = self.layout.resolve(ts, self.label, self.name)
+        return [self.layout.target_of_node(ts, trans, smap.node_of(slot), slot, self.label, self.name)]
+
     def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
         ts = target_set(targets)
         smap, trans, _ = self.layout.resolve(ts, self.label, self.name)

@@ -19,6 +19,7 @@ from sqlglot import exp
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig, TableKind
 from ddm_core.route.conditions import Conjunction, conjoin, extract, to_dnf
+from ddm_core.route.targets import gene_route
 
 __all__ = ["TableUse", "Scope", "Analysis", "analyze"]
 
@@ -151,7 +152,8 @@ def analyze(tree: exp.Expression, config: ShardingConfig, params: Mapping[str, i
     sharded = list(dict.fromkeys(u.key for u in uses if u.kind is TableKind.SHARDED))
     primary = _primary(sharded, config)
     if primary is not None:
-        columns = {c.lower() for c in primary.sharding_columns}
+        gene = gene_route(primary)
+        columns = {c.lower() for c in primary.sharding_columns} | ({gene[0]} if gene else set())
         for scope in scopes:
             if any(u.kind is TableKind.SHARDED for u in scope.uses):
                 scope.dnf = _scope_dnf(scope, columns, params)

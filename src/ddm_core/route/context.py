@@ -28,6 +28,22 @@ class RouteContext:
     config: ShardingConfig
     style: str = "format"  # overridden per statement by the caller's paramstyle
     _routers: dict[str, TableRouter] = field(default_factory=dict)
+    _comments: dict[str, str] = field(default_factory=dict)
+
+    def comment(self, data_source: str) -> str:
+        """``/* app=...,shard=ds_2 */ `` to prefix unit SQL with (seed 000 §5.5), or ``""`` when off."""
+        text = self._comments.get(data_source)
+        if text is None:
+            runtime = self.config.runtime
+            if not runtime.sql_comment:
+                text = ""
+            else:
+                app = runtime.app_name or self.config.name or "ddm"
+                # Nothing from the config may end the comment early or look like a placeholder.
+                safe = re.sub(r"[^A-Za-z0-9_.:=,-]", "_", f"app={app},shard={data_source}")
+                text = f"/* {safe} */ "
+            self._comments[data_source] = text
+        return text
 
     def router_of(self, table: ShardedTable) -> TableRouter:
         key = table.name.lower()

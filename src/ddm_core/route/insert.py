@@ -129,7 +129,9 @@ class InsertStatement:
             tail, tail_params = self.suffix.fill(slot, bound)
             texts.append(tail)
             params.extend(tail_params)
-            units.append(RouteUnit(data_node.data_source, "".join(texts), tuple(params), ((table.name, data_node.table),)))
+            ds = data_node.data_source
+            sql = self.ctx.comment(ds) + "".join(texts)
+            units.append(RouteUnit(ds, sql, tuple(params), ((table.name, data_node.table),)))
         kind = RouteKind.SINGLE if len(units) == 1 else RouteKind.MULTI
         reason = f"{n} row(s) routed by {', '.join(self.needed)}"
         route = TableRoute(table.name, tuple(str(table.data_nodes[i]) for i in sorted(by_node)), reason)

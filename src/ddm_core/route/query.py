@@ -164,7 +164,8 @@ class QueryStatement:
         for i in nodes:
             physical = self._physical(i)
             sql, params = template.fill(physical, bound_for_units)
-            units.append(RouteUnit(data_nodes[i].data_source, sql, params, self._unit_tables(physical)))
+            ds = data_nodes[i].data_source
+            units.append(RouteUnit(ds, self.ctx.comment(ds) + sql, params, self._unit_tables(physical)))
         reason = self.reason + (f"; {picked.note}" if picked.note else "")
         route = TableRoute(primary.name, tuple(str(data_nodes[i]) for i in nodes), reason)
         return RoutePlan(
@@ -199,7 +200,7 @@ class QueryStatement:
             node = primary.data_nodes[i]
             physical = self._physical(i)
             why = (TableRoute(primary.name, (str(node),), self.reason),)
-            sql = self.template.fmt.format(*physical)
+            sql = self.ctx.comment(node.data_source) + self.template.fmt.format(*physical)
             parts = self._nodes[i] = (node.data_source, sql, self._unit_tables(physical), why)
         return parts
 
@@ -330,7 +331,8 @@ class QueryStatement:
             why = "no table"
         if hint is not None and hint.database is not None and not self.is_write:
             sources = [hint.database]
-        units = tuple(RouteUnit(ds, *self.template.fill(physical, bound)) for ds in sources)
+        sql, params = self.template.fill(physical, bound)
+        units = tuple(RouteUnit(ds, self.ctx.comment(ds) + sql, params) for ds in sources)
         kind = RouteKind.BROADCAST if len(units) > 1 else RouteKind.SINGLE
         tables = tuple(TableRoute(k, tuple(f"{ds}.{k}" for ds in sources), why) for k in a.slots)
         return RoutePlan(units, kind, tables, NO_MERGE, self.statement, self.is_write,

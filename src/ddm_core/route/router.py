@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 from ddm_core.errors import UnsupportedSQLError
+from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.compile import compile_statement
 from ddm_core.route.context import RouteContext
@@ -51,8 +52,8 @@ class Router:
 
     Args:
         config: A validated :class:`~ddm_core.metadata.model.ShardingConfig`
-            (from :func:`ddm_core.load_config`), or a holder with a
-            ``current`` attribute / method returning one (hot reload: a new
+            (from :func:`ddm_core.load_config`), or a
+            :class:`~ddm_core.metadata.ConfigHolder` (hot reload: each new
             version clears the plan cache).
         cache_size: Most SQL texts whose compiled plans are kept.
     """
@@ -74,11 +75,9 @@ class Router:
     def _current_config(source: Any) -> ShardingConfig:
         if isinstance(source, ShardingConfig):
             return source
-        current = getattr(source, "current", None)
-        value = current() if callable(current) else current
-        if not isinstance(value, ShardingConfig):
-            raise TypeError(f"Router needs a ShardingConfig or a holder of one, got {type(source).__name__}")
-        return value
+        if isinstance(source, ConfigHolder):
+            return source.config  # one atomic read of the current version
+        raise TypeError(f"Router needs a ShardingConfig or a ConfigHolder, got {type(source).__name__}")
 
     @property
     def config(self) -> ShardingConfig:

@@ -18,11 +18,12 @@ import numpy as np
 
 from ddm_core.algorithms import TargetSet, ValueRange
 from ddm_core.errors import RoutingError, ShardKeyNotFoundError
+from ddm_core.ids import gene_of
 from ddm_core.metadata.model import ShardedTable, Strategy, StrategyKind
 from ddm_core.route.conditions import ColumnValues, Conjunction, resolve
 from ddm_core.route.hints import Hint
 
-__all__ = ["TableRouter", "Picked", "route_rows"]
+__all__ = ["TableRouter", "Picked", "route_rows", "gene_route"]
 
 #: More exact-value combinations than this are routed level by level instead.
 MAX_COMBINATIONS = 4096
@@ -53,7 +54,9 @@ class TableRouter:
         self.index = {(n.data_source, n.table): i for i, n in enumerate(table.data_nodes)}
         self.auto_index = {n.table: i for i, n in enumerate(table.data_nodes)} if table.auto else {}
         self.every = tuple(range(len(table.data_nodes)))
-        self.columns = frozenset(c.lower() for c in (*self.db.columns, *self.tb.columns))
+        self.gene = gene_route(table)
+        extra = (self.gene[0],) if self.gene else ()
+        self.columns = frozenset(c.lower() for c in (*self.db.columns, *self.tb.columns, *extra))
 
     # -- public ------------------------------------------------------------------
 
@@ -183,6 +186,10 @@ class TableRouter:
         columns = [c.lower() for c in strategy.columns]
         if all(c in values for c in columns):
             return algorithm.precise(targets, {c: values[c] for c in columns})
+        gene = self.gene
+        if gene is not None and level == "database" and gene[0] in values:
+            # A gene id carries its user's slot: the database follows without the user id.
+            return algorithm.target_of_slot(targets, gene_of(values[gene[0]], gene[1]))
         column_ranges = {c: _intersect(ranges[c]) for c in columns if c in ranges}
         # A complex strategy narrows only when every column is constrained;
         # its exact values join the ranges as one-point ranges.
@@ -192,6 +199,26 @@ class TableRouter:
                 notes.append(f"{algorithm.label} cannot narrow a range: every {level} target")
             return algorithm.range(targets, column_ranges)
         return None
+
+
+def gene_route(table: ShardedTable) -> tuple[str, int] | None:
+    """(id column, gene bits) when ids of ``table`` carry the slot its database is chosen by.
+
+    That holds for a GENE key generator whose shard column is the column of a
+    SLOTS database strategy with as many slot bits as the ids have gene bits.
+    """
+    key = table.key_generation
+    db = table.database_strategy
+    if key is None or key.generator.type.upper() != "GENE" or db.kind is not StrategyKind.STANDARD:
+        return None
+    algorithm = db.sharder
+    bits = key.generator.gene_bits
+    column = (key.generator.shard_column or "").lower()
+    if not hasattr(algorithm, "target_of_slot") or getattr(algorithm, "slot_bits", None) != bits:
+        return None
+    if db.column is None or db.column.lower() != column or bits is None:
+        return None
+    return key.column.lower(), bits
 
 
 def _product(exact: Mapping[str, Sequence[Any] | None]) -> list[dict[str, Any]]:
