@@ -119,6 +119,15 @@ SHARDED = {
 # -- comparing ------------------------------------------------------------------------------
 
 
+def comment(name: str, ds: str) -> str:
+    """The SQL comment prefix of a unit (seed 000 §5.5): ``/* app=<app>,shard=<ds> */ `` when
+    ``sqlComment`` is on (native_orders.yaml: on, app = the config's name), else nothing."""
+    runtime = config(name).runtime
+    if not runtime.sql_comment:
+        return ""
+    return f"/* app={runtime.app_name or config(name).name or 'ddm'},shard={ds} */ "
+
+
 def norm(sql: str) -> str:
     """Collapse whitespace (the only normalisation the suite allows)."""
     return " ".join(sql.split())
@@ -159,8 +168,9 @@ class Case:
         sql, params: What the caller passes.
         nodes: Expected sharded nodes, in order (``None``: no sharded table).
         sources: Expected data sources when no sharded table decides (broadcast, single...).
-        unit_sql: Expected unit SQL (``{t_order}`` fields for physical names); default:
-            ``sql`` with the sharded tables renamed.
+        unit_sql: Expected unit SQL (``{t_order}`` fields for physical names), or a function
+            of the node giving it; default: ``sql`` with the sharded tables renamed. The
+            config's SQL comment prefix is added.
         unit_params: Expected params of every unit; default ``tuple(params)``. A callable
             gets the node (``None`` for unsharded units) and returns them.
         kind, statement, is_write: Checked when given.
@@ -203,7 +213,8 @@ class Case:
             else:
                 assert not isinstance(self.params, dict), f"{self.id}: give unit_params for %(name)s params"
                 params = tuple(self.params)
-            out.append((ds, norm(physical_sql(text, self.config, node)), params))
+            sql = physical_sql(text(node) if callable(text) else text, self.config, node)
+            out.append((ds, norm(comment(self.config, ds) + sql), params))
         return out
 
 

@@ -438,14 +438,19 @@ def test_epoch_after_the_clock_is_refused(impl: Implementation) -> None:
 
 
 @pytest.mark.parametrize("bad", [-1, 1 << 63, 1.5, "5", None])
-def test_decode_and_gene_of_reject_non_ids(impl: Implementation, bad: Any) -> None:
-    gen = impl.ids.GeneIdGenerator(1)
+def test_decode_rejects_non_ids(impl: Implementation, bad: Any) -> None:
     with pytest.raises(WorkerIdError):
-        gen.decode(bad)
+        impl.ids.GeneIdGenerator(1).decode(bad)
     with pytest.raises(WorkerIdError):
-        gen.gene_of(bad)
-    with pytest.raises(WorkerIdError):
-        impl.ids.gene_of(bad, 10)
+        impl.ids.Snowflake(1).decode(bad)
+
+
+def test_decode_accepts_numpy_ints(impl: Implementation) -> None:
+    gen = impl.ids.Snowflake(4, clock=ScriptedClock([T0]))
+    oid = gen.next_ids(1)[0]
+    parts = gen.decode(oid)
+    assert parts == (T0, 4, 0, 0)
+    assert all(type(v) is int for v in parts)
 
 
 @pytest.mark.parametrize("bits", [0, 17, 1.0, None])

@@ -12,7 +12,7 @@ import pytest
 from ddm_core.errors import FullRouteError, RoutingError, UnsupportedSQLError
 from ddm_core.route import RouteKind
 
-from router_cases import Case, all_nodes, check, ids, n_node, nodes, r_account_node, r_log_node, s_node
+from router_cases import Case, all_nodes, check, comment, ids, n_node, nodes, r_account_node, r_log_node, s_node
 
 SINGLE, MULTI, FULL = RouteKind.SINGLE, RouteKind.MULTI, RouteKind.FULL
 
@@ -320,7 +320,7 @@ def test_literal_percent_is_doubled_for_format_units() -> None:
     plan = check(N("literal-percent", sql, users=[4],
                    unit_sql="SELECT * FROM {t_order} WHERE user_id = 4 AND note LIKE 'a%%' AND pct = '100%%%%'"))
     (unit,) = plan.units
-    assert unit.sql % unit.params == sql.replace("t_order", n_node(4).table("t_order"))
+    assert unit.sql % unit.params == comment("N", "ds_3") + sql.replace("t_order", n_node(4).table("t_order"))
     with_param = check(N("param-percent", "SELECT * FROM t_order WHERE user_id = %s AND note LIKE 'a%%'", [4], users=[4]))
     (unit,) = with_param.units
-    assert unit.sql == "SELECT * FROM " + n_node(4).table("t_order") + " WHERE user_id = %s AND note LIKE 'a%%'"
+    assert unit.sql == comment("N", "ds_3") + "SELECT * FROM " + n_node(4).table("t_order") + " WHERE user_id = %s AND note LIKE 'a%%'"

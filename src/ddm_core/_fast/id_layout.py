@@ -128,7 +128,8 @@ def _check_id(id: Any) -> int:
 
 def gene_of(id: int, gene_bits: int) -> int:
     """The gene (the shard key's slot) carried in the low ``gene_bits`` bits of ``id``."""
-    return _check_id(id) & ((1 << check_gene_bits(gene_bits)) - 1)
+    # Lenient like int() on purpose: the router passes raw SQL values here.
+    return int(id) & ((1 << check_gene_bits(gene_bits)) - 1)
 
 
 def clock_range_error(now: int, epoch_ms: int) -> IdGenerationError:

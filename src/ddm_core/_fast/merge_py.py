@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import operator
+import sys
 from typing import Any, Iterable, Iterator, Sequence
 
 from ddm_core.errors import MergeError
@@ -43,8 +44,8 @@ def check_merge_args(
         pairs = [_key_pair(key) for key in keys]
     except (TypeError, ValueError):
         raise MergeError(f"keys must be (column_index, descending) pairs, not {keys!r}", value=keys) from None
-    if any(col < 0 for col, _ in pairs):
-        raise MergeError(f"sort key columns must be >= 0, not {keys!r}", value=keys)
+    if any(not 0 <= col <= sys.maxsize for col, _ in pairs):
+        raise MergeError(f"sort key columns must be from 0 to {sys.maxsize}, not {keys!r}", value=keys)
     if type(offset) is not int or offset < 0:
         raise MergeError(f"offset must be an int >= 0, not {offset!r}", value=offset)
     if limit is not None and (type(limit) is not int or limit < 0):

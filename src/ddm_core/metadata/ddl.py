@@ -27,6 +27,8 @@ generator fills the key instead. :func:`physical_ddl` is that script:
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import re
 import sqlite3
 from pathlib import Path
@@ -143,6 +145,10 @@ def physical_ddl(config: ShardingConfig, template_sql: str, *, dialect: str | No
     statements = split_statements(template_sql)
     if not statements:
         raise UnsupportedSQLError("the DDL template holds no statement", construct="template")
+    if config.runtime.sql_comment:
+        # The /* app=...,shard=... */ prefix marks traffic in slow-query logs (seed 000 §5.5); schema
+        # scripts are not traffic, and a prefix would only clutter them.
+        config = dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, sql_comment=False))
     router = Router(config, cache_size=max(16, len(statements)))
     out: list[DdlStatement] = []
     for number, stmt in enumerate(statements, 1):
@@ -389,8 +395,17 @@ def _sqlite_column(col: exp.ColumnDef) -> None:
 def _index_columns(expressions: Iterable[exp.Expression]) -> str:
     cols = []
     for e in expressions:
-        if isinstance(e, exp.ColumnPrefix):  # name(10): SQLite indexes whole values
-            e = exp.column(e.this.copy())
+        # name(10), a prefix (ColumnPrefix in a table, Anonymous in CREATE INDEX): SQLite indexes whole values
+        inner = e.this if isinstance(e, exp.Ordered) else e
+        if isinstance(inner, exp.ColumnPrefix) or (
+            isinstance(inner, exp.Anonymous) and len(inner.expressions) == 1 and inner.expressions[0].is_int
+        ):
+            column = exp.column(inner.this.copy() if isinstance(inner, exp.ColumnPrefix) else inner.name)
+            if isinstance(e, exp.Ordered):
+                e = e.copy()
+                e.set("this", column)
+            else:
+                e = column
         cols.append(e.sql("sqlite"))
     return ", ".join(cols)
 
@@ -429,7 +444,7 @@ def _sqlite_create_table(tree: exp.Create) -> list[str]:
             indexes.append(index)
             node.pop()
     tree.set("properties", None)
-    return [tree.sql("sqlite"), *indexes]
+    return [tree.sql("sqlite", pretty=True), *indexes]
 
 
 def _sqlite_create_index(tree: exp.Create) -> str:
@@ -526,8 +541,9 @@ def execute_ddl(
                     conn.commit()
             except Exception as exc:  # driver errors have no common base
                 raise ExecutionError(
-                    f"data source {ds!r} ({config.data_sources[ds].primary.url}): statement failed after "
-                    f"{done} succeeded: {exc}\n  statement: {_sample(sql, 200)}",
+                    f"data source {ds!r} ({config.data_sources[ds].primary.url}): {exc}\n"
+                    f"  statement: {_sample(sql, 200)}\n"
+                    f"  {done} earlier statement{'s' if done != 1 else ''} succeeded; nothing after this one ran",
                     data_source=ds,
                     statement=sql,
                 ) from exc
@@ -558,7 +574,7 @@ def _connect(config: ShardingConfig, data_source: str, timeout: float) -> Any:
             ) from exc
     if ep.dialect in _MYSQL_FAMILY:
         try:
-            import pymysql
+            pymysql = importlib.import_module("pymysql")  # optional: only executing on MySQL needs it
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise DataSourceUnavailableError(
                 f"data source {data_source!r} is {ep.dialect}: executing DDL there needs PyMySQL "

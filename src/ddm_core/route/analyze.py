@@ -126,6 +126,8 @@ def analyze(tree: exp.Expression, config: ShardingConfig, params: Mapping[str, i
     for table in tree.find_all(exp.Table):
         if not table.name or isinstance(table.parent, (exp.Column,)):
             continue
+        if isinstance(table.parent, exp.Drop) and str(table.parent.args.get("kind") or "").upper() == "INDEX":
+            continue  # DROP INDEX idx ON t: sqlglot reads the index name as a table
         if (ctes or delete_refs) and not table.args.get("db") and (
             table.name.lower() in ctes or (id(table) in delete_refs and table.name.lower() in aliases)
         ):

@@ -65,9 +65,12 @@ def _check_placeholders(tree: exp.Expression, numbered: str, params: dict[str, i
     )
 
 
-def compile_statement(ctx: RouteContext, translated: Translated) -> Any:
-    """Compile one statement for ``ctx``'s configuration."""
-    original = translated.sql
+def compile_statement(ctx: RouteContext, translated: Translated, source: str | None = None) -> Any:
+    """Compile one statement for ``ctx``'s configuration.
+
+    ``source``: the caller's own text, quoted in error messages (default: the translated text).
+    """
+    original = translated.sql if source is None else source
     numbered = translated.numbered()
     found = _REPLACE.match(numbered)
     replace_span = (found.end(1), found.end(1) + len("INSERT")) if found else None
@@ -76,6 +79,9 @@ def compile_statement(ctx: RouteContext, translated: Translated) -> Any:
     tree = parse(text, original)
     params = {f"p{i}": i for i in range(len(translated.names))}
     _check_placeholders(tree, numbered, params, original)
+    if isinstance(tree, (exp.Condition, exp.Alias, exp.Identifier, exp.Tuple, exp.Star)):
+        # sqlglot accepts a bare expression ("SELEC * FORM t" reads as an alias): not a statement.
+        raise UnsupportedSQLError(f"not a SQL statement: {sample(original)!r}", sql=original)
     style = "qmark" if translated.style == "qmark" else "format"
     if isinstance(tree, exp.Insert):
         return compile_insert(ctx, tree, text, params, style, replace=found is not None, replace_span=replace_span)

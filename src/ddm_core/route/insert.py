@@ -187,10 +187,9 @@ class InsertStatement:
         return gen.next_ids(len(self.rows)).tolist()
 
     def _with_key(self, text: str, params: tuple[Any, ...], key: Any) -> tuple[str, tuple[Any, ...]]:
-        """Append the generated key to one row's text (as a param, or a literal in literal SQL)."""
-        if self.literal_only:
-            literal = str(key) if isinstance(key, int) else "'" + str(key).replace("'", "''") + "'"
-            return text[:-1] + ", " + literal + ")", params
+        """Append the generated key to one row's text, always as a parameter (never spliced
+        into the SQL, even in a statement written with literals only: its unit is a
+        ``format`` template whose literal ``%`` are already doubled)."""
         return text[:-1] + (", %s)" if self.style == "format" else ", ?)"), (*params, key)
 
 

@@ -226,6 +226,12 @@ class QueryStatement:
         top = [s for s in self.scopes if not s.is_subquery]
         subs = [s for s in self.scopes if s.is_subquery]
         picks = [router.route(s.dnf, bound, hint, sources) for s in top]
+        if not picks and not subs:
+            raise UnsupportedSQLError(
+                f"sharded table {primary.name!r} appears where no shard condition can reach it "
+                f"(not in a FROM / JOIN of the {self.statement.upper()})",
+                table=primary.name,
+            )
         if not picks:  # sharded tables only inside subqueries / derived tables
             picks = [router.route(subs[0].dnf, bound, hint, sources)]
         nodes = sorted(set().union(*(p.nodes for p in picks)))

@@ -135,7 +135,7 @@ class Router:
         if not isinstance(sql, str):
             raise UnsupportedSQLError(f"SQL must be a str, got {type(sql).__name__}", sql=sql)
         translated = translate(sql)
-        statement = compile_statement(self._ctx, translated)
+        statement = compile_statement(self._ctx, translated, sql)
         entry = _Entry(translated, statement)
         with self._lock:
             self._misses += 1

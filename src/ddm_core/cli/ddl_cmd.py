@@ -1,0 +1,66 @@
+"""``ddm ddl``: the physical DDL of a template written against logic tables, printed or executed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ddm_core.cli.app import cli, config_option, load
+from ddm_core.cli.describe import one_line
+from ddm_core.errors import ConfigError
+from ddm_core.metadata.ddl import DIALECTS, DdlStatement, execute_ddl, physical_ddl
+from ddm_core.metadata.model import ShardingConfig
+
+__all__ = ["ddl", "by_data_source"]
+
+
+def by_data_source(config: ShardingConfig, statements: list[DdlStatement]) -> list[DdlStatement]:
+    """Statements grouped by data source (configuration order), template order kept inside each."""
+    order = {name: i for i, name in enumerate(config.data_sources)}
+    return sorted(statements, key=lambda s: order.get(s.data_source, len(order)))  # sorted() is stable
+
+
+@cli.command()
+@config_option()
+@click.argument("template", type=click.Path(exists=True, dir_okay=False))
+@click.option("--execute", is_flag=True,
+              help="Run the statements on each data source's primary (SQLite files are created).")
+@click.option("--dialect", type=click.Choice(DIALECTS),
+              help="Write every statement in this dialect (default: each data source's own).")
+def ddl(config_path: str, template: str, execute: bool, dialect: str | None) -> None:
+    """Print (or run) the DDL of every physical table of the logic tables in TEMPLATE.
+
+    TEMPLATE is ordinary MySQL DDL against logic tables (CREATE TABLE, CREATE INDEX,
+    ALTER / DROP / TRUNCATE), one or more statements. A sharded table gets one statement per
+    physical table, a broadcast table one per data source. AUTO_INCREMENT on a sharded table
+    and tables the configuration does not know are refused.
+    """
+    config = load(config_path)
+    if execute and dialect is not None:
+        raise click.UsageError("--dialect is for printing; --execute writes each data source's own dialect")
+    try:
+        text = Path(template).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read DDL template {template!r}: {exc}") from exc
+    statements = by_data_source(config, physical_ddl(config, text, dialect=dialect))
+    sources = list(dict.fromkeys(s.data_source for s in statements))
+    summary = f"{len(statements)} statement{'s' if len(statements) != 1 else ''} on {len(sources)} data source" + (
+        "s" if len(sources) != 1 else ""
+    )
+    if not execute:
+        click.echo(f"-- {template}: {summary}")
+        current = None
+        for ds, sql in statements:
+            if ds != current:
+                current = ds
+                click.echo(f"\n-- {ds} ({config.data_sources[ds].primary.url})")
+            click.echo(f"{sql};")
+        return
+
+    def echo(ds: str, sql: str) -> None:
+        flat = one_line(sql)
+        click.echo(f"{ds}: ok  {flat if len(flat) <= 100 else flat[:97] + '...'}")
+
+    done = execute_ddl(config, statements, echo=echo)
+    click.echo(f"executed {done} of {summary}")
