@@ -161,6 +161,16 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
                 f"| {_ratio(hq.median, hm.median)} | {_ratio(hq.min, hm.min)} |"
             )
 
+    hmi, hqi = get("heap_merge_iter", "cython", 16), get("heapq_merge_iter", None, 16)
+    if hmi and hqi:
+        if not merge_rows:
+            lines += ["", "| 1 M rows, key column 0 | `heap_merge` (c) | `heapq.merge` | ratio (medians) | ratio (best rounds) |",
+                      "| --- | ---: | ---: | ---: | ---: |"]
+        lines.append(
+            f"| k=16, sources behind `iter()` | {hmi.per_second() / 1e6:.2f} M rows/s | {hqi.per_second() / 1e6:.2f} M rows/s "
+            f"| {_ratio(hqi.median, hmi.median)} | {_ratio(hqi.min, hmi.min)} |"
+        )
+
     loop, idc = get("floor_loop"), get("floor_id")
     if loop and idc:
         lines += [
@@ -224,10 +234,11 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         code = run_pytest(args.json, args.quiet, extra)
     load_after = os.getloadavg()
-    if not args.json.exists():
+    try:
+        data = json.loads(args.json.read_text())
+    except (OSError, ValueError):  # missing, or empty when no benchmark ran
         print(f"no results at {args.json}", file=sys.stderr)
         return code or 1
-    data = json.loads(args.json.read_text())
     if args.from_json:
         saved = data.get("load_average", {})
         load_before = tuple(saved.get("before", [float("nan")]))

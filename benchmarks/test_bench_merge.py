@@ -4,6 +4,10 @@
 each sorted by ``create_time``; every merge orders by column 0 only and is
 consumed by ``collections.deque(it, maxlen=0)``.
 
+The ``merge ... iterator sources`` group repeats k=16 with each list behind
+``iter()``: an iterator (a streaming cursor) cannot be read ahead by index,
+so ``heap_merge`` takes its general path (no prefetch).
+
 Each list's rows are built in its own sorted order, as a cursor would build
 them while fetching: memory order matches read order within a source. (Rows
 built first and sorted afterwards are scattered in memory; every merge is
@@ -70,4 +74,38 @@ def test_heapq_merge(sources, measure) -> None:
         items=N_ROWS,
         unit="row",
         rounds=9,
+    )
+
+
+
+@pytest.fixture(scope="module")
+def sources16() -> list[list[tuple[int, int, str]]]:
+    return make_sources(16)
+
+
+@pytest.mark.parametrize("merge", ["heap_merge", "heapq_merge"])
+def test_merge_iterators(merge: str, impl: Implementation, sources16, measure) -> None:
+    if merge == "heapq_merge" and impl.name != "cython":
+        pytest.skip("heapq.merge does not depend on the implementation: measured once")
+    key = itemgetter(0)
+    if merge == "heap_merge":
+        heap_merge = impl.merge.heap_merge
+
+        def run() -> None:
+            collections.deque(heap_merge([iter(s) for s in sources16], KEYS), maxlen=0)
+
+    else:
+
+        def run() -> None:
+            collections.deque(heapq.merge(*[iter(s) for s in sources16], key=key), maxlen=0)
+
+    measure(
+        run,
+        case=f"{merge}_iter",
+        impl=impl.name if merge == "heap_merge" else None,
+        k=16,
+        group="merge 1M rows, k=16, iterator sources",
+        items=N_ROWS,
+        unit="row",
+        rounds=9 if impl.name == "cython" else 3,
     )

@@ -169,6 +169,8 @@ def test_route_usage_errors() -> None:
     assert missing.exit_code == 2 and "does not exist" in missing.stderr
     both = run("route", "-c", ORDERS, "SELECT 1", "--explain-key", "t_order", "1")
     assert both.exit_code == 2 and "--explain-key takes no SQL" in both.stderr
+    as_json = run("route", "-c", ORDERS, "--explain-key", "t_order", "1", "--json")
+    assert as_json.exit_code == 2 and "--explain-key takes no SQL, --params or --json" in as_json.stderr
     stray = run("route", "-c", ORDERS, "SELECT 1", "--str")
     assert stray.exit_code == 2 and "--column and --str go with --explain-key" in stray.stderr
 
@@ -246,9 +248,22 @@ def test_explain_key_of_a_gene_id_decides_the_database_only() -> None:
 def test_explain_key_on_shardingsphere_inline_config() -> None:
     result = run("route", "-c", SS, "--explain-key", "t_order_item", "882341")
     assert result.exit_code == 0, result.output
-    assert "INLINE 'db-inline'" in result.stdout and "INLINE 'tbl-item-inline'" in result.stdout
+    # bound to t_order: routed by t_order's algorithms, as the router does
+    assert "INLINE 'db-inline'" in result.stdout and "INLINE 'tbl-inline'" in result.stdout
     assert "  node      ds0.t_order_item_5" in result.stdout  # 882341 % 32 = 5 → ds0; % 16 = 5
     assert "slot" not in result.stdout  # no slots in INLINE sharding
+
+
+@pytest.mark.parametrize("config", [ORDERS, str(ROOT / "tests" / "configs" / "seed004_shardingsphere.yaml")])
+def test_explain_key_of_a_bound_table_follows_the_router(config: str) -> None:
+    # seed 004's t_order_item reuses t_order's table algorithm (a slip): it still routes, through t_order
+    result = run("route", "-c", config, "--explain-key", "t_order_item", "882341")
+    assert result.exit_code == 0, result.output
+    (unit,) = Router(load_config(config, check_env=False)).route(
+        "SELECT * FROM t_order_item WHERE user_id = 882341").units
+    node = f"{unit.data_source}.{dict(unit.tables)['t_order_item']}"
+    assert "  bound to  t_order: routed by t_order's strategies" in result.stdout
+    assert f"  node      {node}" in result.stdout
 
 
 def test_explain_key_on_an_auto_table() -> None:

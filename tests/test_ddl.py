@@ -17,7 +17,7 @@ import pytest
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError, ExecutionError, UnsupportedSQLError
 from ddm_core.metadata import load_config
-from ddm_core.metadata.ddl import (
+from ddm_core.ddl import (
     DdlStatement,
     execute_ddl,
     physical_ddl,
@@ -120,14 +120,13 @@ def test_every_statement_of_a_template_is_routed_in_order() -> None:
     kinds = [re.match(r"(\w+ \w+)", sql).group(1) for _, sql in out]  # type: ignore[union-attr]
     assert kinds == (
         ["DROP TABLE"] * 64 + ["CREATE TABLE"] * 64 + ["CREATE INDEX"] * 64 + ["CREATE TABLE"] * 16
-        + ["CREATE TABLE"] + ["ALTER TABLE"] * 64 + ["ALTER TABLE"] * 64 + ["TRUNCATE TABLE"] * 64
+        + ["CREATE TABLE"] + ["ALTER TABLE"] * 64 + ["DROP INDEX"] * 64 + ["TRUNCATE TABLE"] * 64
     )
     broadcast = out[192:208]
     assert [ds for ds, _ in broadcast] == [f"ds_{i}" for i in range(16)]
     assert all("t_dict_region" in sql for _, sql in broadcast)
     assert out[208] == ("ds_0", "CREATE TABLE t_config (k VARCHAR(64) PRIMARY KEY, v TEXT)")
-    # DROP INDEX ... ON is routed as the equivalent ALTER TABLE ... DROP INDEX
-    assert out[273] == ("ds_0", "ALTER TABLE t_order_0_0 DROP INDEX idx_status")
+    assert out[273] == ("ds_0", "DROP INDEX idx_status ON t_order_0_0")
     assert out[-1] == ("ds_15", "TRUNCATE TABLE t_order_15_3")
 
 
@@ -280,6 +279,7 @@ def test_sqlite_translation_of_mysql_column_details() -> None:
         ("DROP TABLE IF EXISTS t_1", ["DROP TABLE IF EXISTS t_1"]),
         ("TRUNCATE TABLE t_1", ["DELETE FROM t_1"]),
         ("ALTER TABLE t_1 DROP INDEX idx", ["DROP INDEX t_1_idx"]),
+        ("DROP INDEX IF EXISTS idx ON t_1", ["DROP INDEX IF EXISTS t_1_idx"]),
         (
             "ALTER TABLE t_1 ADD COLUMN c INT NOT NULL DEFAULT 0 COMMENT 'x' AFTER b, ADD INDEX idx_c (c), DROP COLUMN d",
             [
@@ -502,3 +502,18 @@ def test_mariadb_password_variable_must_be_set_to_execute(monkeypatch: pytest.Mo
     )
     with pytest.raises(DdmError, match="DDM_TEST_UNSET_PASSWORD"):
         execute_ddl(config, physical_ddl(config, "CREATE TABLE t_b (a INT)"))
+
+
+def test_index_lifecycle_on_sqlite(tmp_path: Path) -> None:
+    config = _sqlite_config(tmp_path, n=1)
+    template = (
+        "CREATE TABLE t_order (id BIGINT PRIMARY KEY, user_id BIGINT, status TINYINT);\n"
+        "CREATE INDEX idx_status ON t_order (status);\n"
+        "ALTER TABLE t_order ADD COLUMN remark VARCHAR(64) NULL COMMENT 'x', ADD KEY idx_remark (remark(8));\n"
+        "DROP INDEX idx_status ON t_order;\n"
+    )
+    execute_ddl(config, physical_ddl(config, template))
+    schema = _schema(tmp_path / "nested" / "dir" / "ds_0.db")
+    assert schema["index"] == {f"t_order_0_{t}_idx_remark" for t in range(4)}
+    execute_ddl(config, physical_ddl(config, "DROP TABLE t_order"))
+    assert _schema(tmp_path / "nested" / "dir" / "ds_0.db") == {"table": set(), "index": set()}

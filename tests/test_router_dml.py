@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import pytest
 
 from ddm_core.errors import DdmError, FullRouteError, RoutingError, ShardKeyUpdateError, UnsupportedSQLError
+from ddm_core.errors import ShardValueError
 from ddm_core.hashing import slot_of
 from ddm_core.ids import gene_of
 from ddm_core.route import RouteKind
@@ -70,28 +71,33 @@ def insert_case(
                 unit_params=unit_params, statement="insert", is_write=True, **kw)
 
 
+def gid(seq: int, user_id: int) -> int:
+    """An order id that carries its user's slot, as native_orders' GENE generator makes them."""
+    return (seq << 10) | slot_of(user_id, 10)
+
+
 INSERTS = [
-    insert_case("insert-one", "N", "INSERT INTO {t} (order_id, user_id, amount) VALUES ", [(100, 5, 9.5)], 1, n_node,
+    insert_case("insert-one", "N", "INSERT INTO {t} (order_id, user_id, amount) VALUES ", [(gid(100, 5), 5, 9.5)], 1, n_node,
                 "(%s, %s, %s)", kind=SINGLE),
     insert_case("insert-split", "N", "INSERT INTO {t} (order_id, user_id, amount) VALUES ",
-                [(11, 1, 10), (12, 2, 20), (13, 1, 30), (14, 3, 40), (15, 9, 50)], 1, n_node, "(%s, %s, %s)", kind=MULTI),
+                [(gid(11, 1), 1, 10), (gid(12, 2), 2, 20), (gid(13, 1), 1, 30), (gid(14, 3), 3, 40), (gid(15, 9), 9, 50)], 1, n_node, "(%s, %s, %s)", kind=MULTI),
     insert_case("insert-split-literals", "N", "INSERT INTO {t} (order_id, user_id, note) VALUES ",
-                [(21, 6, "'a'"), (22, 7, "'b, (c)'"), (23, 6, "'d'")], 1, n_node, "({0}, {1}, {2})", literal=True),
-    insert_case("insert-qmark", "N", "INSERT INTO {t} (order_id, user_id) VALUES ", [(1, 4), (2, 10), (3, 4)], 1,
+                [(gid(21, 6), 6, "'a'"), (gid(22, 7), 7, "'b, (c)'"), (gid(23, 6), 6, "'d'")], 1, n_node, "({0}, {1}, {2})", literal=True),
+    insert_case("insert-qmark", "N", "INSERT INTO {t} (order_id, user_id) VALUES ", [(gid(1, 4), 4), (gid(2, 10), 10), (gid(3, 4), 4)], 1,
                 n_node, "(?, ?)"),
     insert_case("insert-expression-column", "N", "INSERT INTO {t} (order_id, user_id, created) VALUES ",
-                [(31, 8), (32, 5)], 1, n_node, "(%s, %s, NOW())"),
+                [(gid(31, 8), 8), (gid(32, 5), 5)], 1, n_node, "(%s, %s, NOW())"),
     insert_case("insert-on-duplicate", "N", "INSERT INTO {t} (order_id, user_id, amount) VALUES ",
-                [(41, 1, 5), (42, 3, 6)], 1, n_node, "(%s, %s, %s)",
+                [(gid(41, 1), 1, 5), (gid(42, 3), 3, 6)], 1, n_node, "(%s, %s, %s)",
                 tail=" ON DUPLICATE KEY UPDATE amount = amount + %s", tail_params=[7]),
     insert_case("insert-on-duplicate-values-shard-key", "N", "INSERT INTO {t} (order_id, user_id) VALUES ",
-                [(43, 2)], 1, n_node, "(%s, %s)", tail=" ON DUPLICATE KEY UPDATE user_id = VALUES(user_id)"),
+                [(gid(43, 2), 2)], 1, n_node, "(%s, %s)", tail=" ON DUPLICATE KEY UPDATE user_id = VALUES(user_id)"),
     insert_case("insert-on-duplicate-same-column", "N", "INSERT INTO {t} (order_id, user_id) VALUES ",
-                [(44, 2)], 1, n_node, "(%s, %s)", tail=" ON DUPLICATE KEY UPDATE user_id = user_id, amount = 0"),
-    insert_case("replace-one", "N", "REPLACE INTO {t} (order_id, user_id) VALUES ", [(51, 10086)], 1, n_node, "(%s, %s)"),
-    insert_case("replace-split", "N", "REPLACE INTO {t} (order_id, user_id) VALUES ", [(52, 1), (53, 10086), (54, 1)], 1,
+                [(gid(44, 2), 2)], 1, n_node, "(%s, %s)", tail=" ON DUPLICATE KEY UPDATE user_id = user_id, amount = 0"),
+    insert_case("replace-one", "N", "REPLACE INTO {t} (order_id, user_id) VALUES ", [(gid(51, 10086), 10086)], 1, n_node, "(%s, %s)"),
+    insert_case("replace-split", "N", "REPLACE INTO {t} (order_id, user_id) VALUES ", [(gid(52, 1), 1), (gid(53, 10086), 10086), (gid(54, 1), 1)], 1,
                 n_node, "(%s, %s)"),
-    insert_case("insert-ignore", "N", "INSERT IGNORE INTO {t} (order_id, user_id) VALUES ", [(55, 5)], 1, n_node, "(%s, %s)"),
+    insert_case("insert-ignore", "N", "INSERT IGNORE INTO {t} (order_id, user_id) VALUES ", [(gid(55, 5), 5)], 1, n_node, "(%s, %s)"),
     insert_case("s-insert-split", "S", "INSERT INTO {t} (order_id, user_id) VALUES ",
                 [(1, 882341), (2, 5), (3, 21), (4, 37), (5, 16)], 1, s_node, "(%s, %s)"),
     insert_case("s-insert-literal-one", "S", "INSERT INTO {t} (order_id, user_id) VALUES ", [(6, 31)], 1, s_node,
@@ -299,23 +305,15 @@ def test_generated_gene_key_routes_back_to_its_row() -> None:
         assert where <= {(u.data_source, t) for u in found.units for _, t in u.tables}
 
 
-@pytest.mark.xfail(strict=True, reason="router bug: gene-id routing (WHERE order_id = ?) trusts every order_id to "
-                   "carry its user's slot, but INSERT accepts an explicit order_id that does not; the row is then "
-                   "invisible to SELECT ... WHERE order_id = ?")
-def test_explicit_order_id_not_carrying_gene_is_found_or_refused() -> None:
-    from dataclasses import replace
-
-    from ddm_core.route import Router
-
-    cfg = config("N")
-    r = Router(replace(cfg, runtime=replace(cfg.runtime, allow_full_route=True)))
-    try:
-        plan = r.route("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", [13, 3])
-    except DdmError:
-        return  # refusing the insert would be a correct fix as well
-    where = {(u.data_source, t) for u in plan.units for _, t in u.tables}
-    found = r.route("SELECT * FROM t_order WHERE order_id = %s", [13])
-    assert where <= {(u.data_source, t) for u in found.units for _, t in u.tables}
+def test_explicit_order_id_not_carrying_gene_is_refused() -> None:
+    """An explicit id without its user's gene would be invisible to WHERE order_id = ?: refused, named."""
+    r = router("N")
+    with pytest.raises(ShardValueError, match="order_id=13.*slot of its shard key 3"):
+        r.route("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", [13, 3])
+    good = gid(13, 3)
+    plan = r.route("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", [good, 3])
+    found = r.route("SELECT * FROM t_order WHERE order_id = %s", [good])
+    assert {u.data_source for u in plan.units} <= {u.data_source for u in found.units}
 
 
 def test_hint_forced_node_does_not_license_shard_key_update() -> None:

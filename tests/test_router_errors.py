@@ -64,6 +64,12 @@ CASES = [
          error=(UnsupportedSQLError, ("'t_log'", "'t_account'"))),
     Case("not-sql-str", "N", b"SELECT 1", error=(UnsupportedSQLError, ("bytes",))),  # type: ignore[arg-type]
     Case("unparsable-form", "N", "SHOW INDEXES IN t_order", error=(UnsupportedSQLError, ("'t_order'",))),
+    Case("bare-expression", "S", "SELEC * FORM t_order", error=(UnsupportedSQLError, ("not a SQL statement", "SELEC * FORM t_order"))),
+    Case("placeholder-as-table", "N", "SELECT * FROM %s WHERE user_id = 1", ["t_order"],
+         error=(UnsupportedSQLError, ("table name", "SELECT * FROM %s"))),
+    Case("message-quotes-caller-text", "N", "%s", [1], error=(UnsupportedSQLError, ("'%s'",))),
+    Case("sharded-table-outside-from", "N", "INSERT DESCRIBE t_order (order_id, user_id) VALUES (%s, %s)", [1, 2],
+         error=(UnsupportedSQLError, ("'t_order'",))),
 ]
 
 

@@ -89,3 +89,24 @@ def test_hint_forced_route_is_not_a_full_route() -> None:
     with hint(database="ds_1"):
         plan = native().route("SELECT * FROM t_order")
     assert {u.data_source for u in plan.units} == {"ds_1"} and len(plan.units) == 4
+
+
+def _users_on_every_node() -> list[int]:
+    first: dict = {}
+    for user in range(1, 1000):
+        first.setdefault(n_node(user), user)
+    assert len(first) == 16
+    return sorted(first.values())
+
+
+def test_values_that_cover_every_node_are_not_a_full_route() -> None:
+    """FULL means no usable shard condition; an IN list reaching all 16 nodes is a MULTI route."""
+    users = _users_on_every_node()
+    in_list = ", ".join(map(str, users))
+    plan = native().route(f"SELECT * FROM t_order WHERE user_id IN ({in_list})")
+    assert len(plan.units) == 16 and plan.kind is RouteKind.MULTI
+    deleted = native().route(f"DELETE FROM t_order WHERE user_id IN ({in_list})")
+    assert len(deleted.units) == 16 and deleted.kind is RouteKind.MULTI
+    # ... but an OR branch without the key still makes it a full route
+    with pytest.raises(FullRouteError):
+        native().route(f"SELECT * FROM t_order WHERE user_id IN ({in_list}) OR status = 1")

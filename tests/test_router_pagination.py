@@ -72,6 +72,17 @@ CASES = [
     S("params-before-limit", f"SELECT id FROM t_order {WP} AND status = %s ORDER BY id LIMIT %s OFFSET %s",
       [1, 17, 2, 10, 20], unit_sql=f"SELECT id FROM {{t_order}} {WP} AND status = %s ORDER BY id LIMIT %s",
       unit_params=(1, 17, 2, 30), merge={"offset": 20, "limit": 10}),
+    S("params-subquery-and-limit", f"SELECT id FROM t_order {WP} AND region IN (SELECT id FROM t_dict_region "
+      "WHERE code = %s) ORDER BY id LIMIT %s OFFSET %s", [1, 17, "x", 5, 3],
+      unit_sql=f"SELECT id FROM {{t_order}} {WP} AND region IN (SELECT id FROM t_dict_region WHERE code = %s) "
+               "ORDER BY id LIMIT %s", unit_params=(1, 17, "x", 8), merge={"offset": 3, "limit": 5}),
+    S("param-in-select-list", f"SELECT id, %s AS tag FROM t_order {W} ORDER BY id DESC LIMIT %s, %s", ["t", 2, 3],
+      unit_sql=f"SELECT id, %s AS tag FROM {{t_order}} {W} ORDER BY id DESC LIMIT %s", unit_params=("t", 5),
+      merge={"order_by": ((0, True),), "offset": 2, "limit": 3}),
+    S("pyformat-repeated", "SELECT id FROM t_order WHERE user_id IN (%(a)s, %(b)s) AND amount > %(a)s ORDER BY id "
+      "LIMIT %(a)s OFFSET %(a)s", {"a": 1, "b": 17},
+      unit_sql="SELECT id FROM {t_order} WHERE user_id IN (%s, %s) AND amount > %s ORDER BY id LIMIT %s",
+      unit_params=(1, 17, 1, 2), merge={"offset": 1, "limit": 1}),
     S("params-string-limit", f"SELECT id FROM t_order {W} LIMIT %s OFFSET %s", ["5", "3"],
       unit_sql=f"SELECT id FROM {{t_order}} {W} LIMIT %s", unit_params=(8,), merge={"offset": 3, "limit": 5}),
     # one target: untouched, whatever the depth

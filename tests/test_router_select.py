@@ -85,6 +85,10 @@ CONDITIONS = [
       unit_sql="SELECT * FROM {t_order} WHERE USER_ID = 9"),
     N("schema-qualified", "SELECT * FROM order_db.t_order WHERE order_db.t_order.user_id = 1", users=[1],
       unit_sql="SELECT * FROM {t_order} WHERE {t_order}.user_id = 1"),
+    S("s-schema-qualified-multi", "SELECT order_db.t_order.a FROM order_db.t_order WHERE order_db.t_order.user_id "
+      "IN (1, 2) ORDER BY order_db.t_order.b", users=[1, 2],
+      unit_sql="SELECT {t_order}.a, {t_order}.b AS __ddm_o0 FROM {t_order} WHERE {t_order}.user_id IN (1, 2) "
+               "ORDER BY {t_order}.b"),
     N("string-mentions-table", "SELECT 't_order' AS t, user_id FROM t_order WHERE user_id = 1 AND note = 'FROM t_order'",
       users=[1]),
     N("comment-kept", "SELECT * FROM t_order /* t_order */ WHERE user_id = 2 -- user_id = 3\n", users=[2],

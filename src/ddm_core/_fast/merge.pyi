@@ -1,13 +1,12 @@
 # Stub for the compiled ``merge`` unit; ``merge_py`` is its pure-Python twin.
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence, final
 
-from typing_extensions import disjoint_base
 
 __all__ = ["heap_merge", "HeapMerge", "check_merge_args"]
 
 _Row = Sequence[Any]
 
-@disjoint_base  # a cdef class
+@final  # a final cdef class
 class HeapMerge(Iterator[_Row]):
     """Made by :func:`heap_merge` only (the twins' constructors differ)."""
 

@@ -9,7 +9,7 @@ import click
 from ddm_core.cli.app import cli, config_option, load
 from ddm_core.cli.describe import one_line
 from ddm_core.errors import ConfigError
-from ddm_core.metadata.ddl import DIALECTS, DdlStatement, execute_ddl, physical_ddl
+from ddm_core.ddl import DIALECTS, DdlStatement, execute_ddl, physical_ddl
 from ddm_core.metadata.model import ShardingConfig
 
 __all__ = ["ddl", "by_data_source"]

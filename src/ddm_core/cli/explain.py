@@ -59,6 +59,7 @@ class KeyExplanation:
     levels: list[LevelResult] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
     gene: str = ""
+    via: str = ""  # the binding group's first table, when routing went through it
 
 
 def explain_key(config: ShardingConfig, table_name: str, value: Any, column: str | None = None) -> KeyExplanation:
@@ -106,6 +107,9 @@ def explain_key(config: ShardingConfig, table_name: str, value: Any, column: str
             table=table.name,
             column=column,
         )
+    bound = _bound_explanation(config, table, value, column)
+    if bound is not None:
+        return bound
     try:
         hashed: int | None = int(hash64(value))
         hash_error = ""
@@ -132,6 +136,22 @@ def explain_key(config: ShardingConfig, table_name: str, value: Any, column: str
             nodes.extend(f"{ds}.{t}" for t in level.targets)
         out.levels.append(_merge_table_levels(table_levels))
         out.nodes = nodes
+    out.gene = _gene_note(table, column, value)
+    return out
+
+
+def _bound_explanation(config: ShardingConfig, table: ShardedTable, value: Any, column: str) -> KeyExplanation | None:
+    """A bound table routes through its group's first table and takes the node with the same index (as the router does)."""
+    group = config.binding_group_of(table.name)
+    primary = config.table(group.tables[0]) if group is not None else None
+    if primary is None or primary.name.lower() == table.name.lower():
+        return None
+    if column.lower() not in (c.lower() for c in _key_columns(primary)) or primary.shard_count != table.shard_count:
+        return None
+    out = explain_key(config, primary.name, value, column)
+    index = {str(node): i for i, node in enumerate(primary.data_nodes)}
+    out.nodes = [str(table.data_nodes[index[n]]) for n in out.nodes]
+    out.table, out.via = table.name, primary.name
     out.gene = _gene_note(table, column, value)
     return out
 
@@ -232,6 +252,10 @@ def _gene_note(table: ShardedTable, column: str, value: Any) -> str:
 def explanation_lines(ex: KeyExplanation) -> list[str]:
     """The explanation as text."""
     lines = [f"{ex.table}: {ex.column} = {ex.value!r}"]
+    if ex.via:
+        lines.append(
+            f"  bound to  {ex.via}: routed by {ex.via}'s strategies below, then the node with the same index is taken"
+        )
     if ex.hash is not None:
         lines.append(f"  hash64    {ex.hash} (0x{ex.hash:016x}; xxh3_64 of the canonical {_encoding(ex.value)})")
     else:

@@ -61,8 +61,8 @@ def route(
     offset/limit). Nothing is executed.
     """
     if explain:
-        if sql is not None or params is not None:
-            raise click.UsageError("--explain-key takes no SQL and no --params")
+        if sql is not None or params is not None or as_json:
+            raise click.UsageError("--explain-key takes no SQL, --params or --json")
         config = load(config_path)
         table, raw = explain
         ex = explain_key(config, table, parse_value(raw, force_str), column)

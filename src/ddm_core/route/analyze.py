@@ -121,8 +121,8 @@ def analyze(tree: exp.Expression, config: ShardingConfig, params: Mapping[str, i
     # Names of common table expressions: ``FROM x`` after ``WITH x AS (...)`` is no table.
     ctes = {c.alias.lower() for c in tree.find_all(exp.CTE) if c.alias}
     # ``DELETE o FROM t_order o ...``: the ``o`` after DELETE names an alias, not a table.
-    aliases = {t.alias.lower() for t in tree.find_all(exp.Table) if t.alias}
     delete_refs = {id(t) for t in tree.args.get("tables") or []} if isinstance(tree, exp.Delete) else set()
+    aliases = {t.alias.lower() for t in tree.find_all(exp.Table) if t.alias and id(t) not in delete_refs}
     for table in tree.find_all(exp.Table):
         if not table.name or isinstance(table.parent, (exp.Column,)):
             continue

@@ -82,6 +82,13 @@ def compile_statement(ctx: RouteContext, translated: Translated, source: str | N
     if isinstance(tree, (exp.Condition, exp.Alias, exp.Identifier, exp.Tuple, exp.Star)):
         # sqlglot accepts a bare expression ("SELEC * FORM t" reads as an alias): not a statement.
         raise UnsupportedSQLError(f"not a SQL statement: {sample(original)!r}", sql=original)
+    if any(isinstance(t.this, exp.Placeholder) for t in tree.find_all(exp.Table)):
+        raise UnsupportedSQLError(
+            f"a parameter placeholder cannot stand for a table name in {sample(original)!r}; "
+            "table names are part of the SQL text",
+            sql=original,
+            construct="placeholder as table",
+        )
     style = "qmark" if translated.style == "qmark" else "format"
     if isinstance(tree, exp.Insert):
         return compile_insert(ctx, tree, text, params, style, replace=found is not None, replace_span=replace_span)

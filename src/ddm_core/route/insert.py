@@ -18,7 +18,8 @@ from typing import Any, Sequence
 from sqlglot import exp
 
 from ddm_core.errors import ShardKeyUpdateError, ShardValueError, UnsupportedSQLError
-from ddm_core.ids import GeneIdGenerator, Snowflake
+from ddm_core.hashing import slot_of
+from ddm_core.ids import GeneIdGenerator, Snowflake, gene_of
 from ddm_core.metadata.model import KeyGeneratorSpec, ShardedTable, TableKind
 from ddm_core.route.analyze import analyze
 from ddm_core.route.conditions import Param, Source, value_source
@@ -108,6 +109,8 @@ class InsertStatement:
         router = self.ctx.router_of(table)
         sources = self.ctx.hinted_sources(table, hint)
         nodes = route_rows(router, values, n, hint, sources)
+        if router.gene is not None and generated is None and router.gene[0] in self.columns:
+            self._check_genes(router.gene, bound, values)
         by_node: dict[int, list[int]] = {}
         for row, node in enumerate(nodes.tolist()):
             by_node.setdefault(node, []).append(row)
@@ -165,6 +168,22 @@ class InsertStatement:
                 )
             out.append(bound[src.index] if type(src) is Param else src.value)
         return out
+
+    def _check_genes(self, gene: tuple[str, int], bound: Sequence[Any], values: dict[str, list[Any]]) -> None:
+        """Explicit ids must carry their row's slot, or ``WHERE id = ?`` could not find the row."""
+        column, bits = gene
+        ids = self._column_values(column, bound, None)
+        keys = values[(self.table.key_generation.generator.shard_column or "").lower()]  # type: ignore[union-attr]
+        for r, (id_, key) in enumerate(zip(ids, keys)):
+            if gene_of(id_, bits) != slot_of(key, bits):
+                raise ShardValueError(
+                    f"row {r + 1} of the INSERT into {self.table.name!r} sets {column}={id_!r}, which does "
+                    f"not carry the slot of its shard key {key!r} in its low {bits} bits; rows are found "
+                    f"by {column} through that gene. Leave {column} out and let the key generator fill it",
+                    table=self.table.name,
+                    column=column,
+                    row=r,
+                )
 
     def _generate(self, bound: Sequence[Any]) -> list[Any] | None:
         spec = self.generator

@@ -166,12 +166,17 @@ class QueryStatement:
             sql, params = template.fill(physical, bound_for_units)
             ds = data_nodes[i].data_source
             units.append(RouteUnit(ds, self.ctx.comment(ds) + sql, params, self._unit_tables(physical)))
-        reason = self.reason + (f"; {picked.note}" if picked.note else "")
-        route = TableRoute(primary.name, tuple(str(data_nodes[i]) for i in nodes), reason)
+        if picked.full:
+            columns = ", ".join(primary.sharding_columns) or "no column"
+            reason = f"no condition on {columns} narrows the route: every node"
+        else:
+            reason = self.reason
+        if picked.note:
+            reason += f"; {picked.note}"
         return RoutePlan(
             tuple(units),
             kind,
-            (route,),
+            self._table_routes(nodes, reason),
             merge,
             self.statement,
             self.is_write,
@@ -199,7 +204,7 @@ class QueryStatement:
             assert primary is not None
             node = primary.data_nodes[i]
             physical = self._physical(i)
-            why = (TableRoute(primary.name, (str(node),), self.reason),)
+            why = self._table_routes((i,), self.reason)
             sql = self.ctx.comment(node.data_source) + self.template.fmt.format(*physical)
             parts = self._nodes[i] = (node.data_source, sql, self._unit_tables(physical), why)
         return parts
@@ -248,6 +253,14 @@ class QueryStatement:
                     tables=tuple(u.name for u in scope.uses),
                 )
         return picked
+
+    def _table_routes(self, nodes: Sequence[int], reason: str) -> tuple[TableRoute, ...]:
+        """One entry per sharded table of the statement, with its own physical nodes."""
+        seen = {}
+        for table in self.tables:
+            if table is not None and table.name not in seen:
+                seen[table.name] = TableRoute(table.name, tuple(str(table.data_nodes[i]) for i in nodes), reason)
+        return tuple(seen.values())
 
     def _physical(self, i: int) -> list[str]:
         out = []

@@ -89,7 +89,12 @@ class TableRouter:
             if len(found) == len(self.every):
                 break
         nodes = tuple(sorted(found))
-        return Picked(nodes, len(nodes) == len(self.every) and len(nodes) > 1, "; ".join(dict.fromkeys(notes)))
+        # "Full" means no usable shard condition (RouteKind.FULL): some OR branch restricts no
+        # shard column, or a condition could not narrow (a range on a hash...). Values that
+        # merely happen to cover every node (a long IN list) are a MULTI route.
+        every = len(nodes) == len(self.every) and len(nodes) > 1
+        unrestricted = every and (bool(notes) or any(not any(c in self.columns for c in conj) for conj in dnf))
+        return Picked(nodes, unrestricted, "; ".join(dict.fromkeys(notes)))
 
     # -- internals -----------------------------------------------------------------
 

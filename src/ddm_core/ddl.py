@@ -45,6 +45,7 @@ from ddm_core.errors import (
     UnsupportedSQLError,
 )
 from ddm_core.metadata.model import Endpoint, ShardingConfig, TableKind
+from ddm_core.route.router import Router
 
 __all__ = [
     "DdlStatement",
@@ -137,8 +138,6 @@ def physical_ddl(config: ShardingConfig, template_sql: str, *, dialect: str | No
             sharded table, cannot be parsed or routed, or cannot be written
             for a data source's dialect; the message names the statement.
     """
-    from ddm_core.route.router import Router  # the router sits above metadata; import on use
-
     if dialect is not None and dialect not in DIALECTS:
         raise UnsupportedSQLError(f"unknown DDL dialect {dialect!r} (use one of {', '.join(DIALECTS)})",
                                   construct=dialect)
@@ -155,9 +154,8 @@ def physical_ddl(config: ShardingConfig, template_sql: str, *, dialect: str | No
         where = f"statement {number} (line {stmt.line})"
         tree = _parse(stmt.sql, where)
         _check_statement(config, tree, where)
-        text = _routable_text(tree, stmt.sql)
         try:
-            plan = router.route(text)
+            plan = router.route(stmt.sql)
         except UnsupportedSQLError as exc:
             raise UnsupportedSQLError(f"{where}: {exc.message}", **exc.context) from exc
         for unit in plan.units:
@@ -303,20 +301,6 @@ def _known_tables(config: ShardingConfig) -> str:
     return "; ".join(parts) or "it configures no tables"
 
 
-def _routable_text(tree: exp.Expression, sql: str) -> str:
-    """The text to route: ``DROP INDEX i ON t`` becomes the equivalent ``ALTER TABLE t DROP INDEX i``.
-
-    The router reads ``DROP INDEX``'s index name as a table; the ALTER form
-    names only the table, so it routes like any other ALTER.
-    """
-    if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "INDEX":
-        on = tree.args.get("cluster")
-        indexes = tree.args.get("tables") or []
-        if isinstance(on, exp.OnProperty) and isinstance(on.this, exp.Table) and len(indexes) == 1:
-            return f"ALTER TABLE {on.this.sql('mysql')} DROP INDEX {indexes[0].sql('mysql')}"
-    return sql
-
-
 # -- SQLite ---------------------------------------------------------------------------
 
 
@@ -364,6 +348,13 @@ def to_sqlite(sql: str) -> list[str]:
         kind = (tree.args.get("kind") or "").upper()
         if kind == "TABLE":
             return [tree.sql("sqlite")]
+        on = tree.args.get("cluster")  # DROP INDEX i ON t
+        if kind == "INDEX" and isinstance(on, exp.OnProperty) and isinstance(on.this, exp.Table):
+            exists = "IF EXISTS " if tree.args.get("exists") else ""
+            return [
+                f"DROP INDEX {exists}{exp.to_identifier(sqlite_index_name(on.this.name, i.name)).sql('sqlite')}"
+                for i in tree.args.get("tables") or []
+            ]
     elif isinstance(tree, exp.TruncateTable):
         return [f"DELETE FROM {t.sql('sqlite')}" for t in tree.expressions]
     elif isinstance(tree, exp.Alter) and isinstance(tree.this, exp.Table):
