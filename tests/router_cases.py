@@ -92,6 +92,12 @@ def r_account_node(account_id: int) -> Node:
     return Node((d,), f"ds_{d}", "")
 
 
+def gene_id(seq: int, user_id: Any) -> int:
+    """An order id carrying its user's slot in the low 10 bits, as native_orders' GENE ids do
+    (explicit ids must carry it: ``WHERE order_id = ?`` finds rows through it)."""
+    return (seq << 10) | slot_of(user_id, 10)
+
+
 def nodes(fn: Callable[[Any], Node], *keys: Any) -> list[Node]:
     """The distinct nodes of ``keys``, in configuration order."""
     return sorted(set(fn(k) for k in keys))

@@ -193,6 +193,16 @@ UPDATES = [
     Case("s-update-set-key", "S", "UPDATE t_order SET user_id = 6 WHERE user_id = 5", error=(ShardKeyUpdateError, ("'user_id'",))),
     Case("s-update-set-key-same-table", "S", "UPDATE t_order SET user_id = 37 WHERE user_id = 5",
          nodes=nodes(s_node, 5)),  # 37 % 32 = 5: the same node, so allowed
+    # native_orders' order_id is a gene id that routes the database too: it is guarded like the shard key
+    Case("update-set-gene-id", "N", "UPDATE t_order SET order_id = 5 WHERE user_id = 1",
+         error=(ShardKeyUpdateError, ("'order_id'", "'t_order'"))),
+    Case("update-set-gene-id-to-itself", "N", "UPDATE t_order SET order_id = order_id, amount = 1 WHERE user_id = 1",
+         nodes=nodes(n_node, 1)),
+    Case("s-update-order-id-not-routing", "S", "UPDATE t_order SET order_id = 5 WHERE user_id = 1", nodes=nodes(s_node, 1)),
+    Case("on-duplicate-gene-id", "N", "INSERT INTO t_order (user_id) VALUES (2) ON DUPLICATE KEY UPDATE order_id = 7",
+         error=(ShardKeyUpdateError, ("'order_id'",))),
+    Case("insert-select-gene-id-literal", "N", "INSERT INTO t_order (order_id, user_id) SELECT 5, user_id FROM t_order_item "
+         "WHERE user_id = 1", error=(UnsupportedSQLError, ("'order_id'", "'5'"))),
     Case("update-order-limit-multi", "N", "UPDATE t_order SET a = 1 WHERE user_id IN (1, 3) ORDER BY id LIMIT 1",
          error=(UnsupportedSQLError, ("ORDER BY", "'t_order'"))),
     Case("update-no-key-refused", "N", "UPDATE t_order SET a = 1 WHERE status = 1",

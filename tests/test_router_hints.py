@@ -10,7 +10,7 @@ from ddm_core.errors import DdmError, RoutingError, ShardKeyNotFoundError
 from ddm_core.hashing import hash64
 from ddm_core.route import RouteKind, hint, shard_database
 
-from router_cases import Case, Node, all_nodes, check, ids, n_node, nodes, router, s_node
+from router_cases import Case, Node, all_nodes, check, gene_id, ids, n_node, nodes, router, s_node
 
 N_ALL, S_ALL = all_nodes("N"), all_nodes("S")
 
@@ -28,9 +28,9 @@ CASES = [
          hint={"database": "ds_1", "table": "t_order_1_3"}, nodes=[Node((1, 3), "ds_1", "_1_3")]),
     Case("force-update-without-key", "N", "UPDATE t_order SET a = 1 WHERE status = 2", hint={"database": "ds_3"},
          nodes=in_source(N_ALL, "ds_3"), is_write=True),
-    Case("force-insert-node", "N", "INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", [1, 5],
+    Case("force-insert-node", "N", "INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", [gene_id(1, 5), 5],
          hint={"database": "ds_2", "table": "t_order_2_1"}, nodes=[Node((2, 1), "ds_2", "_2_1")]),
-    Case("force-insert-needs-one-node", "N", "INSERT INTO t_order (order_id, user_id) VALUES (1, 5)",
+    Case("force-insert-needs-one-node", "N", f"INSERT INTO t_order (order_id, user_id) VALUES ({gene_id(1, 5)}, 5)",
          hint={"database": "ds_2"}, error=(RoutingError, ("4 nodes", "'t_order'"))),
     Case("force-unknown-source", "N", "SELECT * FROM t_order WHERE status = 1", hint={"database": "ds_9"},
          error=(RoutingError, ("'ds_9'", "'t_order'"))),
@@ -45,7 +45,7 @@ CASES = [
          hint={"strategy": "t_order.database", "strategy_value": 10086}, nodes=in_source(N_ALL, n_node(10086).ds)),
     Case("strategy-with-key", "N", "SELECT * FROM t_order WHERE user_id = 10086",
          hint={"strategy": "t_order.database", "strategy_value": 10086}, nodes=nodes(n_node, 10086)),
-    Case("strategy-insert", "N", "INSERT INTO t_order (order_id, user_id) VALUES (1, 10086)",
+    Case("strategy-insert", "N", f"INSERT INTO t_order (order_id, user_id) VALUES ({gene_id(1, 10086)}, 10086)",
          hint={"strategy": "t_order.database", "strategy_value": 10086}, nodes=nodes(n_node, 10086)),
     Case("s-strategy-inline", "S", "SELECT * FROM t_order WHERE status = 1",
          hint={"strategy": "db-inline", "strategy_value": 20}, nodes=in_source(S_ALL, "ds1")),

@@ -31,7 +31,7 @@ from ddm_core.hashing import hash64, slot_of
 from ddm_core.metadata import load_config
 from ddm_core.route import Router, hint
 
-from router_cases import n_node, router, s_node
+from router_cases import gene_id, n_node, router, s_node
 
 DOMAIN = range(-10, 41)  # row values of a and b in the brute-force universe
 OTHER = (0, 1)  # values of the non-shard column c
@@ -305,12 +305,13 @@ def test_insert_batch_agrees_with_point_routes(users: list[int]) -> None:
     for name, node_of in (("N", n_node), ("S", s_node)):
         r = router(name)
         sql = "INSERT INTO t_order (order_id, user_id) VALUES " + ", ".join(["(%s, %s)"] * len(users))
-        plan = r.route(sql, [v for i, u in enumerate(users) for v in (i, u)])
+        ids = [gene_id(i, u) if name == "N" else i for i, u in enumerate(users)]  # N: ids carry their gene
+        plan = r.route(sql, [v for i, u in zip(ids, users) for v in (i, u)])
         placed = {}
         for unit in plan.units:
             (_, table), = unit.tables
             for i in unit.params[0::2]:
-                placed[i] = (unit.data_source, table)
+                placed[ids.index(i)] = (unit.data_source, table)
         for i, u in enumerate(users):
             point = r.route("SELECT * FROM t_order WHERE user_id = %s", [u]).units[0]
             assert placed[i] == (point.data_source, point.tables[0][1]) == (node_of(u).ds, node_of(u).table("t_order"))

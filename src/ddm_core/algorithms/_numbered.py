@@ -7,7 +7,7 @@ whose trailing digit run equals ``k`` (see :mod:`ddm_core.algorithms._targets`).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -67,6 +67,20 @@ class NumberedAlgorithm(ShardingAlgorithm):
             elif i != NONE:  # ambiguous: every candidate
                 wanted.update(ts.position[name] for name in ts.names_of_number(n))
         return [ts.names[i] for i in sorted(wanted)]
+
+    def _targets_of_partitions(
+        self, targets: Sequence[str], lo: Any, hi: Any, partition: Callable[[Any], int]
+    ) -> list[str]:
+        """Targets of the partitions ``partition(lo)..partition(hi)`` (range algorithms).
+
+        ``lo`` and ``hi`` are inclusive bounds; ``None`` is unbounded (the
+        first / last partition). ``lo > hi`` matches nothing.
+        """
+        if lo is not None and hi is not None and lo > hi:
+            return []
+        first = 0 if lo is None else partition(lo)
+        last = self.result_count - 1 if hi is None else partition(hi)
+        return self._targets_of_numbers(target_set(targets), range(first, last + 1))
 
     def check_targets(self, targets: Sequence[str]) -> None:
         check_numbers(self.label, self.name, target_set(targets), range(self.result_count))

@@ -197,6 +197,19 @@ def number_error(
     )
 
 
+def missing_targets_error(label: str, name: str, named_by: str, missing: list[str], ts: TargetSet) -> ConfigError:
+    """The ConfigError for target names an algorithm's props give but ``ts`` lacks.
+
+    Args:
+        named_by: What names them, with its verb: ``"weights name"``.
+    """
+    return ConfigError(
+        f"sharding algorithm {label}: {named_by} target(s) {missing} missing from {show_targets(ts.names)}",
+        algorithm=name,
+        missing=missing,
+    )
+
+
 def check_numbers(label: str, name: str, ts: TargetSet, numbers: Iterable[int]) -> None:
     """ConfigError unless every number has exactly one target."""
     missing, ambiguous = [], []

@@ -18,7 +18,9 @@ under which ``123`` and ``"123"`` differ. Their ``key-type`` prop says what the
 column holds: ``auto`` (default: hash what arrives), ``int`` (numeric strings
 become ints first — set it for BIGINT columns whose values may come as SQL
 string literals) or ``str`` (ints become their decimal text — for VARCHAR
-columns whose values may come as numbers).
+columns whose values may come as numbers). :func:`key_hash` and
+:func:`key_hashes` give the ``hash64`` of such keys, and :func:`relabel` names
+the sharding column in an error the hashing core raised.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from ddm_core.errors import ShardValueError
+from ddm_core.hashing import hash64
 from ddm_core.algorithms._props import parse_int_text
+from ddm_core.algorithms._vhash import hash_keys
 
 __all__ = [
     "KEY_TYPES",
@@ -38,8 +42,11 @@ __all__ = [
     "as_key",
     "int_array",
     "key_array",
+    "key_hash",
+    "key_hashes",
     "null_error",
     "range_int_bounds",
+    "relabel",
 ]
 
 KEY_TYPES = ("auto", "int", "str")
@@ -55,6 +62,18 @@ def null_error(label: str, name: str, column: str) -> ShardValueError:
         algorithm=name,
         column=column,
         value=None,
+    )
+
+
+def relabel(exc: ShardValueError, label: str, name: str, column: str, **context: Any) -> ShardValueError:
+    """``exc`` (raised by the hashing core) again, naming the algorithm and the sharding column.
+
+    Args:
+        context: Further facts for the new error (``value=...``); nothing of
+            ``exc.context`` is carried over unless given here.
+    """
+    return ShardValueError(
+        f"{label}: sharding column {column!r}: {exc.message}", algorithm=name, column=column, **context
     )
 
 
@@ -156,6 +175,24 @@ def key_array(arr: np.ndarray, key_type: str, label: str, name: str, column: str
     out = np.empty(len(keys), dtype=object)
     out[:] = keys
     return out
+
+
+def key_hash(value: Any, key_type: str, label: str, name: str, column: str) -> int:
+    """``hash64`` of a value's :func:`as_key`; a value the hash refuses raises naming the column."""
+    key = as_key(value, key_type, label, name, column)
+    try:
+        return int(hash64(key))
+    except ShardValueError as exc:
+        raise relabel(exc, label, name, column, value=value) from None
+
+
+def key_hashes(arr: np.ndarray, key_type: str, label: str, name: str, column: str) -> np.ndarray:
+    """``hash64`` of every key of a 1-D column (:func:`key_array`), as ``uint64``; errors name the column."""
+    keys = key_array(arr, key_type, label, name, column)
+    try:
+        return hash_keys(keys)
+    except ShardValueError as exc:
+        raise relabel(exc, label, name, column) from None
 
 
 def range_int_bounds(

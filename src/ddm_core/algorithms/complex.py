@@ -33,13 +33,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ddm_core.errors import RoutingError, ShardValueError
-from ddm_core.hashing import hash64
+from ddm_core.errors import RoutingError
 from ddm_core.algorithms._numbered import NumberedAlgorithm
 from ddm_core.algorithms._props import Props
 from ddm_core.algorithms._targets import target_set
-from ddm_core.algorithms._values import KEY_TYPES, as_key, key_array
-from ddm_core.algorithms._vhash import combine, combine_array, hash_keys
+from ddm_core.algorithms._values import KEY_TYPES, key_hash, key_hashes
+from ddm_core.algorithms._vhash import combine, combine_array
 from ddm_core.algorithms.registry import register
 
 __all__ = ["ComplexHashModAlgorithm"]
@@ -62,22 +61,10 @@ class ComplexHashModAlgorithm(NumberedAlgorithm):
         self.key_type = props.text("key-type", "auto", choices=KEY_TYPES)
         self.result_count = self.count
 
-    def _hash(self, column: str, value: Any) -> int:
-        key = as_key(value, self.key_type, self.label, self.name, column)
-        try:
-            return int(hash64(key))
-        except ShardValueError as exc:
-            raise ShardValueError(
-                f"{self.label}: sharding column {column!r}: {exc.message}",
-                algorithm=self.name,
-                column=column,
-                value=value,
-            ) from None
-
     def precise(self, targets: Sequence[str], values: Mapping[str, Any]) -> list[str]:
         acc = -1
         for column in self.columns:
-            h = self._hash(column, self._column(values, column))
+            h = key_hash(self._column(values, column), self.key_type, self.label, self.name, column)
             acc = h if acc < 0 else combine(acc, h)
         number = acc % self.count
         return [self._target(target_set(targets), number, {c: self._column(values, c) for c in self.columns})]
@@ -87,15 +74,7 @@ class ComplexHashModAlgorithm(NumberedAlgorithm):
         first: np.ndarray | None = None
         for column in self.columns:
             arr = np.asarray(self._column(columns, column))
-            keys = key_array(arr, self.key_type, self.label, self.name, column)
-            try:
-                h = hash_keys(keys)
-            except ShardValueError as exc:
-                raise ShardValueError(
-                    f"{self.label}: sharding column {column!r}: {exc.message}",
-                    algorithm=self.name,
-                    column=column,
-                ) from None
+            h = key_hashes(arr, self.key_type, self.label, self.name, column)
             if acc is None:
                 acc, first = h, arr
             else:

@@ -24,12 +24,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ddm_core.errors import ConfigError, ShardValueError
+from ddm_core.errors import ConfigError
 from ddm_core.hashing import hash64
 from ddm_core.algorithms._props import Props
-from ddm_core.algorithms._targets import TargetSet, show_targets, target_set
-from ddm_core.algorithms._values import KEY_TYPES, as_key, key_array
-from ddm_core.algorithms._vhash import hash_keys
+from ddm_core.algorithms._targets import TargetSet, missing_targets_error, target_set
+from ddm_core.algorithms._values import KEY_TYPES, key_hash, key_hashes
 from ddm_core.algorithms.base import ShardingAlgorithm
 from ddm_core.algorithms.registry import register
 
@@ -82,12 +81,7 @@ class ConsistentHashAlgorithm(ShardingAlgorithm):
             return ring
         unknown = sorted(set(self.weights) - set(ts.names))
         if unknown:
-            raise ConfigError(
-                f"sharding algorithm {self.label}: weights name target(s) {unknown} "
-                f"missing from {show_targets(ts.names)}",
-                algorithm=self.name,
-                missing=unknown,
-            )
+            raise missing_targets_error(self.label, self.name, "weights name", unknown, ts)
         total = sum(self.weights.get(n, 1) for n in ts.names) * self.virtual_nodes
         if total == 0:
             raise ConfigError(
@@ -111,16 +105,7 @@ class ConsistentHashAlgorithm(ShardingAlgorithm):
 
     def precise(self, targets: Sequence[str], values: Mapping[str, Any]) -> list[str]:
         column, value = self._single(values)
-        key = as_key(value, self.key_type, self.label, self.name, column)
-        try:
-            h = hash64(key)
-        except ShardValueError as exc:
-            raise ShardValueError(
-                f"{self.label}: sharding column {column!r}: {exc.message}",
-                algorithm=self.name,
-                column=column,
-                value=value,
-            ) from None
+        h = key_hash(value, self.key_type, self.label, self.name, column)
         ts = target_set(targets)
         ring = self._ring(ts)
         k = bisect.bisect_left(ring.points, h)
@@ -128,15 +113,7 @@ class ConsistentHashAlgorithm(ShardingAlgorithm):
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         column, arr = self._single_array(columns)
-        keys = key_array(arr, self.key_type, self.label, self.name, column)
-        try:
-            hashes = hash_keys(keys)
-        except ShardValueError as exc:
-            raise ShardValueError(
-                f"{self.label}: sharding column {column!r}: {exc.message}",
-                algorithm=self.name,
-                column=column,
-            ) from None
+        hashes = key_hashes(arr, self.key_type, self.label, self.name, column)
         ring = self._ring(target_set(targets))
         k = np.searchsorted(ring.points_array, hashes, side="left")
         k[k == len(ring.points)] = 0

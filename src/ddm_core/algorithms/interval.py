@@ -56,7 +56,14 @@ import numpy as np
 from ddm_core.errors import ConfigError, RoutingError
 from ddm_core.algorithms._numbered import NumberedAlgorithm
 from ddm_core.algorithms._props import Props
-from ddm_core.algorithms._targets import AMBIGUOUS, NONE, TargetSet, show_targets, target_set
+from ddm_core.algorithms._targets import (
+    AMBIGUOUS,
+    NONE,
+    TargetSet,
+    missing_targets_error,
+    show_targets,
+    target_set,
+)
 from ddm_core.algorithms.base import ShardingAlgorithm, ValueRange
 from ddm_core.algorithms.registry import register
 from ddm_core.algorithms.temporal import UNITS, JavaPattern, PatternError, TimeCoercer, add_units
@@ -280,11 +287,7 @@ class AutoIntervalAlgorithm(NumberedAlgorithm, _TimeAlgorithm):
     def range(self, targets: Sequence[str], ranges: Mapping[str, ValueRange]) -> list[str]:
         column, r = self._single(ranges)
         lo, hi = self._bounds(column, r)
-        if lo is not None and hi is not None and lo > hi:
-            return []
-        first = 0 if lo is None else self.partition(lo)
-        last = self.result_count - 1 if hi is None else self.partition(hi)
-        return self._targets_of_numbers(target_set(targets), range(first, last + 1))
+        return self._targets_of_partitions(targets, lo, hi, self.partition)
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         column, arr = self._single_array(columns)
@@ -414,12 +417,7 @@ class TimeRangeAlgorithm(_TimeAlgorithm):
         ts = target_set(targets)
         missing = sorted({t for t in self.range_targets if t not in ts.position})
         if missing:
-            raise ConfigError(
-                f"sharding algorithm {self.label}: time ranges name target(s) {missing} "
-                f"missing from {show_targets(ts.names)}",
-                algorithm=self.name,
-                missing=missing,
-            )
+            raise missing_targets_error(self.label, self.name, "time ranges name", missing, ts)
 
     def describe(self) -> str:
         return (

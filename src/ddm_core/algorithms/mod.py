@@ -52,7 +52,7 @@ from ddm_core.errors import ShardValueError
 from ddm_core.hashing import hash64
 from ddm_core.algorithms._numbered import NumberedAlgorithm
 from ddm_core.algorithms._props import Props, parse_int_text
-from ddm_core.algorithms._targets import NONE, number_error, target_set
+from ddm_core.algorithms._targets import NONE, target_set
 from ddm_core.algorithms._values import (
     KEY_TYPES,
     as_int,
@@ -121,11 +121,7 @@ class ModAlgorithm(NumberedAlgorithm):
     def precise(self, targets: Sequence[str], values: Mapping[str, Any]) -> list[str]:
         column, value = self._single(values)
         number = self._number(value, column)
-        ts = target_set(targets)
-        i = ts.numbers.get(number, NONE)
-        if i < 0:
-            raise number_error(self.label, self.name, value, number, ts, i)
-        return [ts.names[i]]
+        return [self._target(target_set(targets), number, value)]
 
     def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
         if self._cut:
@@ -195,11 +191,7 @@ class HashModAlgorithm(NumberedAlgorithm):
         column, value = self._single(values)
         key = as_key(value, self.key_type, self.label, self.name, column)
         number = hash64(key) % self.count
-        ts = target_set(targets)
-        i = ts.numbers.get(number, NONE)
-        if i < 0:
-            raise number_error(self.label, self.name, value, number, ts, i)
-        return [ts.names[i]]
+        return [self._target(target_set(targets), number, value)]
 
     def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
         if self.key_type != "auto":

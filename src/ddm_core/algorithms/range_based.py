@@ -72,11 +72,7 @@ class _PartitionedRange(NumberedAlgorithm):
         lo, hi = range_int_bounds(
             r.lower, r.upper, r.lower_closed, r.upper_closed, self.label, self.name, column
         )
-        if lo is not None and hi is not None and lo > hi:
-            return []
-        first = 0 if lo is None else self.partition(lo)
-        last = self.result_count - 1 if hi is None else self.partition(hi)
-        return self._targets_of_numbers(target_set(targets), range(first, last + 1))
+        return self._targets_of_partitions(targets, lo, hi, self.partition)
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         column, arr = self._single_array(columns)

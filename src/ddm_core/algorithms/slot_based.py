@@ -44,8 +44,8 @@ from ddm_core.errors import ConfigError, RoutingError, ShardValueError
 from ddm_core.hashing import slot_of, slots_of
 from ddm_core.slots import SlotMap
 from ddm_core.algorithms._props import Props
-from ddm_core.algorithms._targets import TargetSet, show_targets, target_set
-from ddm_core.algorithms._values import KEY_TYPES, as_int, as_key, int_array, key_array, null_error
+from ddm_core.algorithms._targets import TargetSet, missing_targets_error, show_targets, target_set
+from ddm_core.algorithms._values import KEY_TYPES, as_int, as_key, int_array, key_array, null_error, relabel
 from ddm_core.algorithms.base import ShardingAlgorithm
 from ddm_core.algorithms.registry import register
 
@@ -197,12 +197,7 @@ class _SlotLayout:
         if self.explicit is not None:
             missing = [n for n in self.names if n not in ts.position]
             if missing:
-                raise ConfigError(
-                    f"sharding algorithm {label}: the slot layout names target(s) {missing} "
-                    f"missing from {show_targets(ts.names)}",
-                    algorithm=name,
-                    missing=missing,
-                )
+                raise missing_targets_error(label, name, "the slot layout names", missing, ts)
         else:
             self.resolve(ts, label, name)
 
@@ -245,8 +240,16 @@ class _SlotLayout:
 
 
 def _relabel(exc: ShardValueError, label: str, name: str, column: str) -> ShardValueError:
-    return ShardValueError(f"{label}: sharding column {column!r}: {exc.message}", algorithm=name, column=column,
-                           value=exc.context.get("value"))
+    return relabel(exc, label, name, column, value=exc.context.get("value"))
+
+
+def _key_slot(value: Any, key_type: str, slot_bits: int, label: str, name: str, column: str) -> int:
+    """The hash slot of a key value (SLOTS, and GENE's key columns)."""
+    key = as_key(value, key_type, label, name, column)
+    try:
+        return int(slot_of(key, slot_bits))
+    except ShardValueError as exc:
+        raise _relabel(exc, label, name, column) from None
 
 
 @register
@@ -267,11 +270,7 @@ class SlotsAlgorithm(ShardingAlgorithm):
 
     def slot(self, value: Any, column: str = "?") -> int:
         """The slot of a key value."""
-        key = as_key(value, self.key_type, self.label, self.name, column)
-        try:
-            return int(slot_of(key, self.slot_bits))
-        except ShardValueError as exc:
-            raise _relabel(exc, self.label, self.name, column) from None
+        return _key_slot(value, self.key_type, self.slot_bits, self.label, self.name, column)
 
     def precise(self, targets: Sequence[str], values: Mapping[str, Any]) -> list[str]:
         column, value = self._single(values)
@@ -363,11 +362,7 @@ class GeneAlgorithm(ShardingAlgorithm):
     def slot(self, column: str, value: Any) -> int:
         """The slot a column's value points at: its gene, or a key column's hash slot."""
         if column.lower() in self.key_columns:
-            key = as_key(value, self.key_type, self.label, self.name, column)
-            try:
-                return int(slot_of(key, self.gene_bits))
-            except ShardValueError as exc:
-                raise _relabel(exc, self.label, self.name, column) from None
+            return _key_slot(value, self.key_type, self.gene_bits, self.label, self.name, column)
         return self._id(value, column) & self.mask
 
     def precise(self, targets: Sequence[str], values: Mapping[str, Any]) -> list[str]:

@@ -20,6 +20,7 @@ from ddm_core.route.insert import compile_insert
 from ddm_core.route.placeholders import Translated
 from ddm_core.route.query import QueryStatement, ShardKeySet
 from ddm_core.route.select_rewrite import multi_factory
+from ddm_core.route.targets import gene_route
 from ddm_core.route.template import from_edits
 
 __all__ = ["compile_statement", "parse", "sample"]
@@ -161,6 +162,9 @@ def _shard_key_sets(tree: exp.Update, analysis: Analysis, params: dict[str, int]
     if primary is None:
         return []
     columns = {c.lower() for c in primary.sharding_columns}
+    gene = gene_route(primary)
+    if gene is not None:  # gene ids route the database too: changing one moves the row as well
+        columns.add(gene[0])
     out = []
     for assignment in tree.expressions:
         if not isinstance(assignment, exp.EQ) or not isinstance(assignment.left, exp.Column):

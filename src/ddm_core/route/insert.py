@@ -28,7 +28,7 @@ from ddm_core.route.edits import param_edits, span, table_edits
 from ddm_core.route.hints import Hint
 from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
 from ddm_core.route.query import QueryStatement
-from ddm_core.route.targets import route_rows
+from ddm_core.route.targets import gene_route, route_rows
 from ddm_core.route.template import Edit, Template, from_edits
 
 __all__ = ["compile_insert", "InsertStatement", "generator_for"]
@@ -312,7 +312,8 @@ def _check_insert_select(tree: exp.Insert, target: exp.Table, analysis: Any) -> 
     items = select.expressions
     if any(isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star)) for i in items):
         return
-    for column in analysis.primary.sharding_columns:
+    gene = gene_route(analysis.primary)
+    for column in (*analysis.primary.sharding_columns, *((gene[0],) if gene else ())):
         if column.lower() not in columns or columns.index(column.lower()) >= len(items):
             continue
         item = items[columns.index(column.lower())]
@@ -360,6 +361,9 @@ def _check_on_duplicate(tree: exp.Insert, table: ShardedTable) -> None:
     if conflict is None:
         return
     columns = {c.lower() for c in table.sharding_columns}
+    gene = gene_route(table)
+    if gene is not None:  # a gene id routes the database too
+        columns.add(gene[0])
     for assignment in conflict.expressions or []:
         if not isinstance(assignment, exp.EQ) or not isinstance(assignment.left, exp.Column):
             continue
