@@ -66,10 +66,15 @@ class Fig:
     def per_second(self, stat: str = "median") -> float:
         return self.items / getattr(self, stat)
 
-    def fmt(self) -> str:
-        """ns per call for per-call figures, else M items per second."""
-        if self.unit == "call":
-            return f"{self.ns_per_item():.1f} ns/call"
+    def fmt(self, like: Fig | None = None) -> str:
+        """Time per call (or per slow item), else M items per second; ``like``: same form as that figure."""
+        ns = self.ns_per_item()
+        timed = (like or self).unit == "call" or (like or self).ns_per_item() >= 1000
+        if timed:
+            for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+                if ns >= scale:
+                    return f"{ns / scale:.2f} {name}/{self.unit}"
+            return f"{ns:.1f} ns/{self.unit}"
         return f"{self.per_second() / 1e6:.2f} M {self.unit}s/s"
 
 
@@ -107,13 +112,15 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
         return None
 
     mi = data["machine_info"]
+    timers = sorted({str(b.get("options", {}).get("timer", "?")) for b in data["benchmarks"]})
+    clock = "wall clock" if timers == ["perf_counter"] else "timer " + ", ".join(timers)
     lines = [
         f"### ddm-core benchmarks, {data['datetime'][:19]}Z",
         "",
         f"Python {mi['python_version']} ({mi['python_implementation']}), {platform.machine()}, "
         f"{os.cpu_count()} CPUs, {mi.get('cpu', {}).get('brand_raw', 'cpu ?')}; "
         f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f}. "
-        "Medians of wall-clock rounds.",
+        f"Medians of rounds ({clock}).",
         "",
     ]
     busy = max(load_before[0], load_after[0])
@@ -133,14 +140,14 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
         if c is None and py is None:
             continue
         speedup = _ratio(py.median, c.median) if c and py else "–"
-        lines.append(f"| {label} | {c.fmt() if c else '–'} | {py.fmt() if py else '–'} | {speedup} |")
+        lines.append(f"| {label} | {c.fmt() if c else '–'} | {py.fmt(c) if py else '–'} | {speedup} |")
     for k in MERGE_KS:
         c, py = get("heap_merge", "cython", k), get("heap_merge", "python", k)
         if c is None and py is None:
             continue
         speedup = _ratio(py.median, c.median) if c and py else "–"
         lines.append(
-            f"| `heap_merge` k={k} (1 M rows) | {c.fmt() if c else '–'} | {py.fmt() if py else '–'} | {speedup} |"
+            f"| `heap_merge` k={k} (1 M rows) | {c.fmt() if c else '–'} | {py.fmt(c) if py else '–'} | {speedup} |"
         )
 
     merge_rows = []
@@ -179,6 +186,16 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
             f"in the same run the loop alone costs {loop.ns_per_item():.1f} ns/iteration and the loop "
             f"calling the builtin `id(k)` {idc.ns_per_item():.1f} ns/call.",
         ]
+
+    known = {case for case, _ in UNIT_ROWS} | {
+        "heap_merge", "heapq_merge", "heap_merge_iter", "heapq_merge_iter", "floor_loop", "floor_id"
+    }
+    others = [f for f in figs if f.case not in known]
+    if others:
+        lines += ["", "| other benchmarks in this run | figure |", "| --- | ---: |"]
+        for f in others:
+            impl = f" [{f.impl}]" if f.impl else ""
+            lines.append(f"| {f.case}{impl} | {f.fmt()} |")
 
     lines += ["", "| target (read, not asserted) | measured | met |", "| --- | ---: | :---: |"]
 

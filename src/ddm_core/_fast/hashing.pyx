@@ -18,7 +18,11 @@ def hash64(value):
 
 def slot_of(value, slot_bits=10):
     """The slot of ``value``: the high ``slot_bits`` bits of :func:`hash64`."""
-    cdef int bits = check_slot_bits(slot_bits)
+    cdef int bits
+    if type(slot_bits) is int and 1 <= slot_bits <= 16:
+        bits = slot_bits  # the common case without a Python-level check (~35 ns)
+    else:
+        bits = check_slot_bits(slot_bits)
     return <int>(hash_object(value) >> (64 - bits))
 
 

@@ -87,6 +87,12 @@ def _span(
     return range(first, last + 1)
 
 
+def _interval_of(starts: list[datetime], ends: list[datetime], t: datetime) -> int:
+    """Index of the ``[start, end)`` interval (sorted, disjoint) holding ``t``, else -1."""
+    k = bisect.bisect_right(starts, t) - 1
+    return k if k >= 0 and t < ends[k] else -1
+
+
 class _TimeAlgorithm(ShardingAlgorithm):
     """Shared value handling of the time algorithms."""
 
@@ -162,10 +168,6 @@ class IntervalAlgorithm(_TimeAlgorithm):
         self.ends = starts[1:] + [cursor if cursor > starts[-1] else datetime.max]
         self.suffixes = [self.suffix_pattern.format(s) for s in starts]
 
-    def _interval(self, t: datetime) -> int:
-        k = bisect.bisect_right(self.starts, t) - 1
-        return k if k >= 0 and t < self.ends[k] else -1
-
     def _target_index(self, ts: TargetSet, k: int, value: Any, row: int | None = None) -> int:
         i = ts.index_of_suffix(self.suffixes[k])
         if i < 0:
@@ -195,7 +197,7 @@ class IntervalAlgorithm(_TimeAlgorithm):
     def precise(self, targets: Sequence[str], values: Mapping[str, Any]) -> list[str]:
         column, value = self._single(values)
         t = self._time(value, column)
-        k = self._interval(t)
+        k = _interval_of(self.starts, self.ends, t)
         if k < 0:
             raise self._outside(value, t)
         ts = target_set(targets)
@@ -222,7 +224,7 @@ class IntervalAlgorithm(_TimeAlgorithm):
         out = np.empty(len(values), dtype=np.intp)
         for row, value in enumerate(values):
             t = self._time(value, column)
-            k = self._interval(t)
+            k = _interval_of(self.starts, self.ends, t)
             if k < 0:
                 raise self._outside(value, t, row)
             out[row] = self._target_index(ts, k, value, row)
@@ -365,13 +367,9 @@ class TimeRangeAlgorithm(_TimeAlgorithm):
         self.ends = [x[1] for x in entries]
         self.range_targets = [x[2] for x in entries]
 
-    def _interval(self, t: datetime) -> int:
-        k = bisect.bisect_right(self.starts, t) - 1
-        return k if k >= 0 and t < self.ends[k] else -1
-
     def _pick(self, ts: TargetSet, value: Any, column: str, row: int | None = None) -> int:
         t = self._time(value, column)
-        k = self._interval(t)
+        k = _interval_of(self.starts, self.ends, t)
         where = f"row {row}: " if row is not None else ""
         if k < 0:
             raise RoutingError(

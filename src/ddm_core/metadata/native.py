@@ -389,20 +389,13 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
         if sec.has("ranges"):
             user["ranges"] = sec.get("ranges")
             user_paths["ranges"] = sec.field_path("ranges")
-        if kind in _MOD_FAMILY:  # a wrong shardCount is reported once, above, not again here
-            defaults["sharding-count"] = len(databases)
-            default_paths["sharding-count"] = sec.field_path("shardCount", "databases")
-        spec = _algorithm_ref(
-            alg_type,
-            user,
-            user_paths,
-            defaults,
-            default_paths,
-            f"{logic}.database",
-            sec.field_path("algorithm"),
-            ctx,
-        )
-        db_strategy = Strategy(StrategyKind.STANDARD, (shard_key,) if shard_key else (), spec)
+        db_strategy = _short_strategy(
+            sec, "algorithm", alg_type, shard_key, f"{logic}.database", ctx,
+            user=(user, user_paths),
+            defaults=(defaults, default_paths),
+            # len(databases), not shardCount: a wrong shardCount is reported once, above, not again here
+            shards=(len(databases), sec.field_path("shardCount", "databases")),
+        )  # fmt: skip
 
     # table strategy
     if sec.has("tableStrategy"):
@@ -418,22 +411,11 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
                 None,
             )
         alg_type = sec.str("tableAlgorithm", default="HASH_MOD")
-        user, user_paths = _user_props(sec, "tableAlgorithmProps")
-        defaults, default_paths = {}, {}
-        if _type_of(alg_type, ctx) in _MOD_FAMILY:
-            defaults["sharding-count"] = per_shard
-            default_paths["sharding-count"] = sec.field_path("tablePerShard")
-        spec = _algorithm_ref(
-            alg_type,
-            user,
-            user_paths,
-            defaults,
-            default_paths,
-            f"{logic}.table",
-            sec.field_path("tableAlgorithm"),
-            ctx,
-        )
-        tb_strategy = Strategy(StrategyKind.STANDARD, (table_key,) if table_key else (), spec)
+        tb_strategy = _short_strategy(
+            sec, "tableAlgorithm", alg_type, table_key, f"{logic}.table", ctx,
+            user=_user_props(sec, "tableAlgorithmProps"),
+            shards=(per_shard, sec.field_path("tablePerShard")),
+        )  # fmt: skip
 
     # data nodes
     if sec.has("dataNodes"):
@@ -472,15 +454,7 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
     ctx.paths.table_strategy[logic] = sec.field_path(
         "tableStrategy", "tableAlgorithm", "tableKey", "tablePerShard"
     )
-    return ShardedTable(
-        name=logic,
-        data_nodes=tuple(nodes),
-        database_strategy=db_strategy,
-        table_strategy=tb_strategy,
-        key_generation=_key_generation(sec, logic, ctx, _slot_bits(db_strategy, tb_strategy)),
-        auto=bool(sec.bool("auto", default=False)),
-        columns=freeze(dict(sec.mapping("columns"))),
-    )
+    return _sharded_table(sec, logic, nodes, db_strategy, tb_strategy, ctx)
 
 
 _SHORT_FORM_ONLY = (
@@ -516,6 +490,13 @@ def _explicit_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | No
     ctx.paths.data_nodes[logic] = npath
     ctx.paths.database_strategy[logic] = sec.field_path("databaseStrategy")
     ctx.paths.table_strategy[logic] = sec.field_path("tableStrategy")
+    return _sharded_table(sec, logic, nodes, db_strategy, tb_strategy, ctx)
+
+
+def _sharded_table(
+    sec: Section, logic: str, nodes: list[DataNode], db_strategy: Strategy, tb_strategy: Strategy, ctx: Context
+) -> ShardedTable:
+    """The table either form describes, with the fields both forms share (keyGenerator, auto, columns)."""
     return ShardedTable(
         name=logic,
         data_nodes=tuple(nodes),
@@ -566,6 +547,34 @@ def _algorithm_ref(
     return ctx.algorithm(
         new_name, ref, props, path, prop_paths={**default_paths, **user_paths}, type_path=path
     )
+
+
+def _short_strategy(
+    sec: Section,
+    alg_field: str,
+    alg_type: str,
+    column: str | None,
+    new_name: str,
+    ctx: Context,
+    *,
+    user: tuple[dict[str, Any], dict[str, str]],
+    shards: tuple[int, str],
+    defaults: tuple[dict[str, Any], dict[str, str]] | None = None,
+) -> Strategy:
+    """The short form's STANDARD strategy on ``column``: algorithm ``alg_type``, named in ``alg_field``.
+
+    Args:
+        user: The props written on the table, and their paths.
+        shards: The number of shards at this level and its path: the MOD
+            family's ``sharding-count`` default.
+        defaults: Further props derived from the table's shape, and their
+            paths; like ``shards`` they yield to ``user``.
+    """
+    props, prop_paths = defaults or ({}, {})
+    if _type_of(alg_type, ctx) in _MOD_FAMILY:
+        props["sharding-count"], prop_paths["sharding-count"] = shards
+    spec = _algorithm_ref(alg_type, *user, props, prop_paths, new_name, sec.field_path(alg_field), ctx)
+    return Strategy(StrategyKind.STANDARD, (column,) if column else (), spec)
 
 
 def _strategy(sec: Section, default_name: str, ctx: Context) -> Strategy:

@@ -90,13 +90,7 @@ def read_shardingsphere(doc: Any, ctx: Context) -> dict[str, Any]:
     if "BROADCAST" in rules:
         value, path = rules["BROADCAST"]
         sec = Section(value, path, ctx.problems)
-        tpath = sec.field_path("tables")
-        for i, t in _split_items(sec.list("tables", split=True), tpath, ctx):
-            if t.lower() in (b.lower() for b in broadcast):
-                ctx.problems.add(join_path(tpath, i), f"broadcast table {t!r} is listed twice", t)
-            else:
-                broadcast.append(t)
-                ctx.paths.broadcast[t] = join_path(tpath, i)
+        _add_broadcast(broadcast, sec, "tables", ctx)
         sec.finish()
     out["broadcast_tables"] = tuple(broadcast)
     if "SINGLE" in rules:
@@ -457,11 +451,7 @@ def _sharding(
             if t.has("tableStrategy")
             else default_tb
         )
-        key = (
-            _key_strategy(t.get("keyGenerateStrategy"), t.field_path("keyGenerateStrategy"), ctx)
-            if t.has("keyGenerateStrategy")
-            else None
-        )
+        key = _own_key(t, ctx)
         _audit(t, ctx)
         t.finish()
         _add_table(
@@ -481,15 +471,7 @@ def _sharding(
             if t.has("tableStrategy")
             else sec.field_path("defaultTableStrategy")
         )
-        _key_path(
-            key,
-            key_by_table,
-            default_key,
-            name,
-            t.field_path("keyGenerateStrategy"),
-            sec.field_path("defaultKeyGenerateStrategy"),
-            ctx,
-        )
+        _key_path(key, key_by_table, default_key, name, t, sec, ctx)
 
     atpath = sec.field_path("autoTables")
     for logic, spec in sec.mapping("autoTables").items():
@@ -502,11 +484,7 @@ def _sharding(
             else list(data_sources)
         )
         strategy = _strategy(t.get("shardingStrategy"), t.field_path("shardingStrategy"), default_column, ctx)
-        key = (
-            _key_strategy(t.get("keyGenerateStrategy"), t.field_path("keyGenerateStrategy"), ctx)
-            if t.has("keyGenerateStrategy")
-            else None
-        )
+        key = _own_key(t, ctx)
         _audit(t, ctx)
         t.finish()
         amount = getattr(strategy.sharder, "result_count", None) if strategy.algorithm else None
@@ -542,15 +520,7 @@ def _sharding(
         ctx.paths.data_nodes[name] = t.field_path("actualDataSources")
         ctx.paths.table_strategy[name] = t.field_path("shardingStrategy")
         ctx.paths.database_strategy[name] = t.field_path("shardingStrategy")
-        _key_path(
-            key,
-            key_by_table,
-            default_key,
-            name,
-            t.field_path("keyGenerateStrategy"),
-            sec.field_path("defaultKeyGenerateStrategy"),
-            ctx,
-        )
+        _key_path(key, key_by_table, default_key, name, t, sec, ctx)
 
     groups: list[list[str]] = []
     bpath = sec.field_path("bindingTables")
@@ -566,13 +536,7 @@ def _sharding(
             continue
         ctx.paths.binding_groups.append(ipath)
     broadcast: list[str] = []
-    brpath = sec.field_path("broadcastTables")
-    for i, item in _split_items(sec.list("broadcastTables", split=True), brpath, ctx):
-        if item.lower() in (b.lower() for b in broadcast):
-            ctx.problems.add(join_path(brpath, i), f"broadcast table {item!r} is listed twice", item)
-        else:
-            broadcast.append(item)
-            ctx.paths.broadcast[item] = join_path(brpath, i)
+    _add_broadcast(broadcast, sec, "broadcastTables", ctx)
     sec.finish()
     return tables, groups, broadcast
 
@@ -588,14 +552,36 @@ def _key_path(
     by_table: dict[str, KeyGeneration],
     default: KeyGeneration | None,
     name: str,
-    own_path: str,
-    default_path: str,
+    table: Section,
+    rule: Section,
     ctx: Context,
 ) -> None:
+    """Record where table ``name``'s key generation comes from: its own strategy or the rule's default.
+
+    (A ``keyGenerateStrategies`` entry recorded its own path when it was read.)
+    """
     if own is not None:
-        ctx.paths.key_generation[name] = own_path
+        ctx.paths.key_generation[name] = table.field_path("keyGenerateStrategy")
     elif name.lower() not in by_table and default is not None:
-        ctx.paths.key_generation[name] = default_path
+        ctx.paths.key_generation[name] = rule.field_path("defaultKeyGenerateStrategy")
+
+
+def _own_key(table: Section, ctx: Context) -> KeyGeneration | None:
+    """A table's own ``keyGenerateStrategy`` (``None`` when it gives none)."""
+    if not table.has("keyGenerateStrategy"):
+        return None
+    return _key_strategy(table.get("keyGenerateStrategy"), table.field_path("keyGenerateStrategy"), ctx)
+
+
+def _add_broadcast(broadcast: list[str], sec: Section, field_name: str, ctx: Context) -> None:
+    """Append the broadcast tables listed in ``field_name``; a table already in ``broadcast`` is a problem."""
+    path = sec.field_path(field_name)
+    for i, table in _split_items(sec.list(field_name, split=True), path, ctx):
+        if table.lower() in (b.lower() for b in broadcast):
+            ctx.problems.add(join_path(path, i), f"broadcast table {table!r} is listed twice", table)
+        else:
+            broadcast.append(table)
+            ctx.paths.broadcast[table] = join_path(path, i)
 
 
 def _split_items(items: list[Any], path: str, ctx: Context) -> list[tuple[int, str]]:

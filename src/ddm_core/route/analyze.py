@@ -84,7 +84,7 @@ def _tables_of(node: exp.Expression) -> list[exp.Table]:
     return out
 
 
-def analyze(tree: exp.Expression, config: ShardingConfig, params: Mapping[str, int]) -> Analysis:
+def analyze(tree: exp.Expr, config: ShardingConfig, params: Mapping[str, int]) -> Analysis:
     """Find tables, scopes and shard conditions of a parsed statement.
 
     Args:
@@ -108,7 +108,7 @@ def analyze(tree: exp.Expression, config: ShardingConfig, params: Mapping[str, i
             parent = parent.parent
         return None
 
-    containers = [tree] if isinstance(tree, (exp.Update, exp.Delete)) else []
+    containers: list[exp.Expression] = [tree] if isinstance(tree, (exp.Update, exp.Delete)) else []
     containers += [s for s in tree.find_all(exp.Select)]
     # Parents before children, so a subquery finds its enclosing scope.
     containers.sort(key=lambda n: _depth(n))
@@ -171,7 +171,7 @@ def analyze(tree: exp.Expression, config: ShardingConfig, params: Mapping[str, i
     )
 
 
-def _depth(node: exp.Expression) -> int:
+def _depth(node: exp.Expr) -> int:
     depth = 0
     while node.parent is not None:
         node = node.parent

@@ -34,7 +34,7 @@ def sample(sql: str, limit: int = 120) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def parse(text: str, original: str) -> exp.Expression:
+def parse(text: str, original: str) -> exp.Expr:
     """Parse one MySQL statement, mapping sqlglot's errors to ours."""
     try:
         trees = sqlglot.parse(text, read="mysql")
@@ -43,15 +43,15 @@ def parse(text: str, original: str) -> exp.Expression:
         raise UnsupportedSQLError(
             f"cannot parse statement {sample(original)!r}: {detail}", sql=original
         ) from err
-    trees = [t for t in trees if t is not None]
-    if len(trees) != 1:
+    statements = [t for t in trees if t is not None]
+    if len(statements) != 1:
         raise UnsupportedSQLError(
-            f"expected exactly one statement, got {len(trees)}: {sample(original)!r}", sql=original
+            f"expected exactly one statement, got {len(statements)}: {sample(original)!r}", sql=original
         )
-    return trees[0]
+    return statements[0]
 
 
-def _check_placeholders(tree: exp.Expression, numbered: str, params: dict[str, int], original: str) -> None:
+def _check_placeholders(tree: exp.Expr, numbered: str, params: dict[str, int], original: str) -> None:
     """Refuse ``:name`` placeholders the caller wrote: they would collide with the ``:pN`` ones."""
     names = [p.name for p in tree.find_all(exp.Placeholder)]
     stray = [n for n in names if n not in params] or [n for n in names if names.count(n) > 1]

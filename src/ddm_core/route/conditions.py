@@ -15,7 +15,7 @@ against the call's params (:func:`resolve`), which is all the hot path does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence, Union, final
 
 from sqlglot import exp
 
@@ -44,6 +44,7 @@ __all__ = [
 MAX_CONJUNCTIONS = 64
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Param:
     """The value of bound parameter number ``index`` (0-based, text order)."""
@@ -51,6 +52,7 @@ class Param:
     index: int
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Literal:
     """A value written in the SQL text."""
@@ -61,18 +63,21 @@ class Literal:
 Source = Union[Param, Literal]
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Eq:
     column: str  # lower-cased column name
     source: Source
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class In:
     column: str
     sources: tuple[Source, ...]
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Range:
     column: str
@@ -113,7 +118,7 @@ Conjunction = Mapping[str, tuple[Atom, ...]]
 NONE_MATCH: list[Conjunction] = []
 
 
-def value_source(node: exp.Expression, params: Mapping[str, int]) -> Source | None:
+def value_source(node: exp.Expr, params: Mapping[str, int]) -> Source | None:
     """The source of a value expression, or ``None`` when it is not a plain value.
 
     Args:
@@ -149,7 +154,7 @@ def value_source(node: exp.Expression, params: Mapping[str, int]) -> Source | No
 ColumnResolver = Callable[[exp.Column], "str | None"]
 
 
-def extract(predicate: exp.Expression | None, column_of: ColumnResolver, params: Mapping[str, int]) -> Any:
+def extract(predicate: exp.Expr | None, column_of: ColumnResolver, params: Mapping[str, int]) -> Any:
     """The condition tree of ``predicate``.
 
     Args:
@@ -164,7 +169,7 @@ def extract(predicate: exp.Expression | None, column_of: ColumnResolver, params:
 
 
 def _column_and_value(
-    left: exp.Expression, right: exp.Expression, column_of: ColumnResolver, params: Mapping[str, int]
+    left: exp.Expr, right: exp.Expr, column_of: ColumnResolver, params: Mapping[str, int]
 ) -> tuple[str, Source, bool] | None:
     """(column, value, flipped) when one side is a sharding column and the other a value."""
     for col_side, val_side, flipped in ((left, right, False), (right, left, True)):
@@ -177,10 +182,10 @@ def _column_and_value(
     return None
 
 
-_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+_FLIP: dict[type[exp.Expr], type[exp.Expr]] = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
 
 
-def _extract(node: exp.Expression, column_of: ColumnResolver, params: Mapping[str, int]) -> Any:
+def _extract(node: exp.Expr, column_of: ColumnResolver, params: Mapping[str, int]) -> Any:
     if isinstance(node, exp.Paren):
         return _extract(node.this, column_of, params)
     if isinstance(node, exp.And):
@@ -198,24 +203,24 @@ def _extract(node: exp.Expression, column_of: ColumnResolver, params: Mapping[st
     if isinstance(node, exp.In):
         if not isinstance(node.this, exp.Column) or node.args.get("query") or node.args.get("unnest"):
             return ANY
-        column = column_of(node.this)
-        if column is None:
+        in_column = column_of(node.this)
+        if in_column is None:
             return ANY
         sources = [value_source(v, params) for v in node.expressions]
         if not sources or any(s is None for s in sources):
             return ANY
-        return In(column, tuple(s for s in sources if s is not None))
+        return In(in_column, tuple(s for s in sources if s is not None))
     if isinstance(node, exp.Between):
         if not isinstance(node.this, exp.Column):
             return ANY
-        column = column_of(node.this)
+        between_column = column_of(node.this)
         low = value_source(node.args["low"], params)
         high = value_source(node.args["high"], params)
-        if column is None or low is None or high is None:
+        if between_column is None or low is None or high is None:
             return ANY
-        return Range(column, low, high)
+        return Range(between_column, low, high)
     cls = type(node)
-    if cls in _FLIP:
+    if cls in _FLIP and isinstance(node, exp.Binary):
         found = _column_and_value(node.left, node.right, column_of, params)
         if found is None:
             return ANY

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ddm_core.algorithms import ShardingAlgorithm
 from ddm_core.errors import FullRouteError, RoutingError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig
 from ddm_core.route.hints import Hint
@@ -65,9 +66,10 @@ class RouteContext:
             )
         router = self.router_of(table)
         # An INLINE algorithm evaluates its expression over a named column (ds${user_id % 2}).
-        variables = getattr(spec.algorithm, "variables", ())
+        algorithm: ShardingAlgorithm = spec.algorithm
+        variables: Sequence[str] = getattr(algorithm, "variables", ())
         column = variables[0] if len(variables) == 1 else "value"
-        return spec.algorithm.precise(router.sources, {column: hint.strategy_value})
+        return algorithm.precise(router.sources, {column: hint.strategy_value})
 
     def check_full_route(self, table: ShardedTable, nodes: int, is_write: bool) -> None:
         """Refuse an all-shard route the runtime switches forbid (seed 000 §4.1, §5.1)."""

@@ -26,7 +26,7 @@ __all__ = ["compile_other", "DDL_TYPES"]
 DDL_TYPES = (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable)
 
 
-def compile_other(ctx: RouteContext, tree: exp.Expression, text: str, params: dict[str, int], style: str) -> Any:
+def compile_other(ctx: RouteContext, tree: exp.Expr, text: str, params: dict[str, int], style: str) -> Any:
     """Compile a statement that is neither a query nor an INSERT."""
     if isinstance(tree, exp.Command):
         # sqlglot could not structure it (e.g. some SHOW forms): run it where unrouted SQL goes.

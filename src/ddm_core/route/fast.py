@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from ddm_core.algorithms import ShardingAlgorithm, TargetSet
 from ddm_core.metadata.model import Strategy, StrategyKind
 from ddm_core.route.conditions import Conjunction, Eq, Param, Source
 from ddm_core.route.targets import TableRouter
@@ -22,9 +23,9 @@ __all__ = ["PointRoute", "point_route", "scalar_index"]
 Scalar = Callable[[Any], int]
 
 
-def scalar_index(algorithm: Any, targets: Any, column: str) -> Scalar:
+def scalar_index(algorithm: ShardingAlgorithm, targets: TargetSet, column: str) -> Scalar:
     """value → index into ``targets`` for a single-column algorithm."""
-    fast = getattr(algorithm, "scalar", None)
+    fast: Callable[[TargetSet], Scalar] | None = getattr(algorithm, "scalar", None)
     if fast is not None:
         return fast(targets)
     position = targets.position
@@ -59,11 +60,13 @@ class PointRoute:
 
     def node(self, bound: Sequence[Any]) -> int:
         """The node index; raises like the general path on a bad value (callers fall back)."""
+        # A level's function is None exactly when its source is (see __init__).
         src = self.db_source
-        ds = 0 if src is None else self.db_fn(bound[src.index] if type(src) is Param else src.value)  # type: ignore[misc, union-attr]
+        db_fn = self.db_fn
+        ds = 0 if src is None or db_fn is None else db_fn(bound[src.index] if type(src) is Param else src.value)
         src = self.tb_source
         tb_fn = self.tb_fns[ds]
-        tb = 0 if src is None else tb_fn(bound[src.index] if type(src) is Param else src.value)  # type: ignore[misc, union-attr]
+        tb = 0 if src is None or tb_fn is None else tb_fn(bound[src.index] if type(src) is Param else src.value)
         return self.lut[ds][tb]
 
 

@@ -123,8 +123,7 @@ class InsertStatement:
             texts = [head]
             params = list(head_params)
             for i, r in enumerate(by_node[node]):
-                row = self.rows[r]
-                text, row_params = row.template.fill(slot, bound)
+                text, row_params = self.rows[r].template.fill(slot, bound)
                 if generated is not None:
                     text, row_params = self._with_key(text, row_params, generated[r])
                 texts.append(text if i == 0 else ", " + text)
@@ -202,8 +201,10 @@ class InsertStatement:
                     column=column,
                 )
             keys = self._column_values(column, bound, None)
-            return gen.next_ids(keys).tolist()
-        return gen.next_ids(len(self.rows)).tolist()
+            gene_ids: list[Any] = gen.next_ids(keys).tolist()
+            return gene_ids
+        ids: list[Any] = gen.next_ids(len(self.rows)).tolist()
+        return ids
 
     def _with_key(self, text: str, params: tuple[Any, ...], key: Any) -> tuple[str, tuple[Any, ...]]:
         """Append the generated key to one row's text, always as a parameter (never spliced

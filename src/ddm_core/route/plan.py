@@ -102,8 +102,9 @@ class MergeSpec:
             (``SELECT *``): then ``derived`` columns are counted from the end.
         derived: Number of trailing derived columns.
         column_names: Names of the visible columns as the caller wrote them
-            (``AVG(amount)`` even though the units ran ``SUM``), ``()`` when
-            unknown (``SELECT *``).
+            (``AVG(amount)`` even though the units ran ``SUM``), ``None`` for a
+            column whose unit name is already right (only aggregates are
+            named), ``()`` when unknown (``SELECT *``).
     """
 
     order_by: tuple[tuple[int, bool], ...] = ()
@@ -115,7 +116,7 @@ class MergeSpec:
     limit: int | None = None
     visible: int | None = None
     derived: int = 0
-    column_names: tuple[str, ...] = ()
+    column_names: tuple[str | None, ...] = ()
 
     @property
     def is_trivial(self) -> bool:

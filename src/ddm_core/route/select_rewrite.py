@@ -36,7 +36,7 @@ from ddm_core.route.template import from_tree, table_marker
 
 __all__ = ["multi_factory"]
 
-_AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG"}
+_AGGREGATES: dict[type[exp.Expr], str] = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG"}
 
 
 def multi_factory(
@@ -57,7 +57,7 @@ class _Rewriter:
     analysis: Analysis
     params: dict[str, int]
     style: str
-    derived: list[exp.Expression] = field(default_factory=list)
+    derived: list[exp.Expr] = field(default_factory=list)
     aggregates: list[Aggregate] = field(default_factory=list)
     names: list[str | None] = field(default_factory=list)
 
@@ -71,7 +71,8 @@ class _Rewriter:
         assert isinstance(tree, exp.Select)
         items = [e.copy() for e in tree.expressions]  # as written, before any rewrite
         star = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)) for e in items)
-        group = [g for g in (tree.args.get("group").expressions if tree.args.get("group") else [])]
+        group_node = tree.args.get("group")
+        group: list[exp.Expression] = [g for g in (group_node.expressions if group_node else [])]
         self.names = [None] * len(items)
         has_aggregates = self._rewrite_aggregates(items, star)
         grouped = bool(group) or has_aggregates
@@ -137,7 +138,8 @@ class _Rewriter:
 
     def _item_expr(self, index: int) -> exp.Expression:
         item = self.tree.expressions[index]
-        return item.this if isinstance(item, exp.Alias) else item
+        inner: exp.Expression = item.this if isinstance(item, exp.Alias) else item
+        return inner
 
     def _rewrite_aggregates(self, items: list[exp.Expression], star: bool) -> bool:
         found = False
@@ -187,7 +189,7 @@ class _Rewriter:
         else:
             item.replace(value)
 
-    def _derive(self, expression: exp.Expression, tag: str) -> int:
+    def _derive(self, expression: exp.Expr, tag: str) -> int:
         """Append a derived column; its index among unit columns (see :meth:`_from_end`)."""
         name = f"__ddm_{tag}{len(self.derived)}"
         self.derived.append(exp.alias_(expression.copy(), name))
@@ -214,7 +216,7 @@ class _Rewriter:
             return _aggregate_column(target, self)
         return self._derive(target, tag)
 
-    def _having(self, tree: exp.Select, items: list[exp.Expression], star: bool) -> Callable[[Sequence[Any]], Any] | None:
+    def _having(self, tree: exp.Select, items: list[exp.Expression], star: bool) -> Evaluator | None:
         having = tree.args.get("having")
         if having is None:
             return None
@@ -249,7 +251,7 @@ class _Rewriter:
     def _finish(
         self,
         spec: MergeSpec,
-        having: Callable[[Sequence[Any]], Any] | None,
+        having: Evaluator | None,
         offset_src: Source | None,
         limit_src: Source | None,
     ) -> MultiRewrite:
@@ -292,7 +294,7 @@ class _Rewriter:
 
 # -- HAVING -------------------------------------------------------------------------
 
-_COMPARE = {
+_COMPARE: dict[type[exp.Binary], Callable[[Any, Any], Any]] = {
     exp.EQ: operator.eq,
     exp.NEQ: operator.ne,
     exp.GT: operator.gt,
@@ -300,7 +302,7 @@ _COMPARE = {
     exp.LT: operator.lt,
     exp.LTE: operator.le,
 }
-_ARITH = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul}
+_ARITH: dict[type[exp.Binary], Callable[[Any, Any], Any]] = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul}
 
 Evaluator = Callable[[Sequence[Any], Sequence[Any]], Any]  # (row, bound) -> value
 
@@ -309,7 +311,7 @@ def _bind_having(having: Evaluator, bound: Sequence[Any]) -> Callable[[Sequence[
     return lambda row: bool(having(row, bound))
 
 
-def _compile_having(node: exp.Expression, rw: _Rewriter, items: list[exp.Expression], star: bool) -> Evaluator:
+def _compile_having(node: exp.Expr, rw: _Rewriter, items: list[exp.Expression], star: bool) -> Evaluator:
     """HAVING as a function of a merged row (SQL three-valued logic: NULL is not true)."""
     if isinstance(node, exp.Paren):
         return _compile_having(node.this, rw, items, star)
@@ -347,7 +349,7 @@ def _compile_having(node: exp.Expression, rw: _Rewriter, items: list[exp.Express
     )
 
 
-def _find_item(target: exp.Expression, items: list[exp.Expression]) -> int | None:
+def _find_item(target: exp.Expr, items: list[exp.Expression]) -> int | None:
     """The select item (as written) that ``target`` names: by alias or by equal expression."""
     for i, item in enumerate(items):
         if isinstance(target, exp.Column) and not target.table and item.alias and target.name == item.alias:
@@ -357,14 +359,14 @@ def _find_item(target: exp.Expression, items: list[exp.Expression]) -> int | Non
     return None
 
 
-def _having_column(node: exp.Expression, rw: _Rewriter, items: list[exp.Expression], star: bool) -> int:
+def _having_column(node: exp.Expr, rw: _Rewriter, items: list[exp.Expression], star: bool) -> int:
     found = None if star else _find_item(node, items)
     if found is not None:
         return found
     return _aggregate_column(node, rw)
 
 
-def _aggregate_column(node: exp.Expression, rw: _Rewriter) -> int:
+def _aggregate_column(node: exp.Expr, rw: _Rewriter) -> int:
     """A derived column holding aggregate ``node``, registered for re-aggregation."""
     func = _AGGREGATES.get(type(node))
     if func is None:
@@ -387,7 +389,7 @@ def _aggregate_column(node: exp.Expression, rw: _Rewriter) -> int:
     return at
 
 
-def _binary(op: Callable[[Any, Any], Any], node: exp.Expression, rw: _Rewriter, items: list[exp.Expression], star: bool) -> Evaluator:
+def _binary(op: Callable[[Any, Any], Any], node: exp.Binary, rw: _Rewriter, items: list[exp.Expression], star: bool) -> Evaluator:
     left = _compile_having(node.left, rw, items, star)
     right = _compile_having(node.right, rw, items, star)
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from ddm_core.algorithms import TargetSet, ValueRange
+from ddm_core.algorithms import ShardingAlgorithm, TargetSet, ValueRange
 from ddm_core.errors import RoutingError, ShardKeyNotFoundError
 from ddm_core.ids import gene_of
 from ddm_core.metadata.model import ShardedTable, Strategy, StrategyKind
@@ -27,6 +27,12 @@ __all__ = ["TableRouter", "Picked", "route_rows", "gene_route"]
 
 #: More exact-value combinations than this are routed level by level instead.
 MAX_COMBINATIONS = 4096
+
+
+class _SlotTargets(Protocol):
+    """An algorithm that can name the target of a slot (SLOTS): what :func:`gene_route` requires."""
+
+    def target_of_slot(self, targets: Sequence[str], slot: int) -> list[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +163,7 @@ class TableRouter:
             picked = self._pick(self.tb, self.tables_of[""], values, ranges, hint, "table", notes)
             names = self.tables_of[""] if picked is None else picked
             return [self.auto_index[t] for t in names]
-        out = []
+        out: list[int] = []
         if sources is None:
             sources = self._pick(self.db, self.sources, values, ranges, hint, "database", notes)
         for ds in self.sources if sources is None else sources:
@@ -181,7 +187,7 @@ class TableRouter:
         kind = strategy.kind
         if kind is StrategyKind.NONE:
             return None
-        algorithm = strategy.sharder
+        algorithm: ShardingAlgorithm = strategy.sharder
         if kind is StrategyKind.HINT:
             value = None if hint is None else (hint.database_value if level == "database" else hint.table_value)
             if value is None:
@@ -194,7 +200,9 @@ class TableRouter:
         gene = self.gene
         if gene is not None and level == "database" and gene[0] in values:
             # A gene id carries its user's slot: the database follows without the user id.
-            return algorithm.target_of_slot(targets, gene_of(values[gene[0]], gene[1]))
+            # (gene_route() admits only a database algorithm that has target_of_slot.)
+            slotted: _SlotTargets = strategy.sharder
+            return slotted.target_of_slot(targets, gene_of(values[gene[0]], gene[1]))
         column_ranges = {c: _intersect(ranges[c]) for c in columns if c in ranges}
         # A complex strategy narrows only when every column is constrained;
         # its exact values join the ranges as one-point ranges.
@@ -279,7 +287,8 @@ def route_rows(
         targets = router.tables_of[""]
         picked = _level(router.tb, targets, columns, n_rows, hint, "table", table.name)
         lut = np.array([router.auto_index[t] for t in targets], dtype=np.intp)
-        return lut[picked]
+        nodes: np.ndarray = lut[picked]
+        return nodes
     if sources is not None:
         if len(sources) != 1:
             raise RoutingError(

@@ -1,0 +1,307 @@
+"""What a statement returns: :class:`Result`, and the per-unit pieces it is built from.
+
+A :class:`UnitResult` is one unit's outcome, in the shape the merge engine
+reads (``description`` + lazily read ``rows``). Its rows are either a list
+(buffered: the connection went back to its pool before the unit returned) or a
+:class:`StreamRows` that still holds the unit's connection and reads the
+server-side / unbuffered cursor as rows are pulled; it returns the connection
+when the rows run out, when it is closed, or — last resort — when it is
+garbage-collected half-read.
+
+A :class:`Result` is what the caller iterates: one unit's rows directly, or
+the merge engine's :class:`~ddm_core.merge.Merged` over all units. Closing it
+(or reading it to the end, or leaving a ``with`` block) closes every unit and
+so returns every connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator, Sequence
+
+from ddm_core.errors import DdmError, ExecutionError
+from ddm_core.execute.driver_errors import map_driver_error
+from ddm_core.execute.pools import Borrowed
+
+__all__ = ["Result", "UnitResult", "StreamRows"]
+
+log = logging.getLogger("ddm_core.execute")
+
+Row = tuple[Any, ...]
+_EMPTY: tuple[Row, ...] = ()
+
+
+class StreamRows:
+    """The rows of a streaming cursor; holds the unit's connection until closed or exhausted.
+
+    Args:
+        cursor: An executed cursor with rows left to read.
+        borrowed: The connection the cursor runs on.
+        first: Rows already fetched (the first batch, read within the deadline).
+        batch: Rows fetched per round trip afterwards.
+        drain_limit: On an early close, read at most this many leftover rows to
+            keep the connection; past that it is discarded instead.
+        sql: The statement, for error messages.
+    """
+
+    __slots__ = ("_cursor", "_borrowed", "_buffer", "_pos", "_batch", "_drain_limit", "_sql", "__weakref__")
+
+    def __init__(
+        self, cursor: Any, borrowed: Borrowed, first: Sequence[Row], batch: int, drain_limit: int, sql: str
+    ) -> None:
+        self._cursor = cursor
+        self._borrowed: Borrowed | None = borrowed
+        self._buffer = first
+        self._pos = 0
+        self._batch = batch
+        self._drain_limit = drain_limit
+        self._sql = sql
+
+    def __iter__(self) -> StreamRows:
+        return self
+
+    def __next__(self) -> Row:
+        buf = self._buffer
+        if self._pos < len(buf):
+            row = buf[self._pos]
+            self._pos += 1
+            return tuple(row)
+        if self._borrowed is None:
+            raise StopIteration
+        try:
+            buf = self._cursor.fetchmany(self._batch)
+        except BaseException as exc:
+            self._fail(exc)
+        if not buf:
+            self._finish(exhausted=True)
+            raise StopIteration
+        self._buffer = buf
+        self._pos = 1
+        return tuple(buf[0])
+
+    def _fail(self, exc: BaseException) -> Any:
+        borrowed = self._borrowed
+        self._borrowed = None
+        self._buffer = _EMPTY
+        self._close_cursor()
+        if borrowed is None:
+            raise exc
+        borrowed.release(discard=True)
+        if isinstance(exc, Exception):
+            pool = borrowed.pool
+            raise map_driver_error(exc, data_source=pool.data_source, endpoint=pool.endpoint.name, sql=self._sql) from exc
+        raise exc
+
+    def _close_cursor(self) -> bool:
+        try:
+            self._cursor.close()
+            return True
+        except Exception:
+            return False
+
+    def _finish(self, exhausted: bool) -> None:
+        borrowed = self._borrowed
+        if borrowed is None:
+            return
+        self._borrowed = None
+        self._buffer = _EMPTY
+        if exhausted:
+            reusable = self._close_cursor()
+        else:
+            reusable = borrowed.pool.driver.close_stream(self._cursor, self._drain_limit)
+            if not reusable:
+                self._close_cursor()
+        borrowed.release(discard=not reusable)
+
+    def close(self) -> None:
+        """Stop reading: return the connection (drained, or discarded when too much is left)."""
+        self._finish(exhausted=False)
+
+    @property
+    def closed(self) -> bool:
+        return self._borrowed is None
+
+    def __del__(self) -> None:
+        if getattr(self, "_borrowed", None) is not None:
+            try:
+                self._finish(exhausted=False)
+            except Exception:  # noqa: S110 - nothing to report to from a finalizer
+                pass
+
+
+class UnitResult:
+    """One unit's outcome (the merge engine's ``UnitResult`` protocol plus DML facts).
+
+    Attributes:
+        data_source: Where the unit ran.
+        description: DB-API 7-tuples, ``None`` for statements without rows.
+        rows: A list (buffered) or a :class:`StreamRows`.
+        rowcount: Rows affected (DML) or returned (buffered SELECT); -1 when unknown.
+        lastrowid: The driver's ``lastrowid`` after an INSERT, else ``None``.
+    """
+
+    __slots__ = ("data_source", "description", "rows", "rowcount", "lastrowid")
+
+    def __init__(
+        self,
+        data_source: str,
+        description: Any,
+        rows: Any,
+        rowcount: int,
+        lastrowid: Any = None,
+    ) -> None:
+        self.data_source = data_source
+        self.description = description
+        self.rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+
+    def close(self) -> None:
+        close = getattr(self.rows, "close", None)
+        if close is not None:
+            close()
+
+
+class Result:
+    """The rows (or the row count) of one statement — a DB-API-like cursor over merged rows.
+
+    Rows stream: nothing beyond what the units already buffered is read until
+    it is fetched. Exhausting the rows, :meth:`close`, or leaving a ``with``
+    block closes every unit and returns every connection still held.
+
+    Attributes:
+        description: DB-API 7-tuples of the columns (``None`` for DML).
+        rowcount: Affected rows summed over units (DML); for a SELECT the number
+            of rows, when known (a buffered single unit, or once read to the end),
+            else -1.
+        lastrowid: The driver's ``lastrowid`` of a single-unit INSERT, else ``None``
+            (sharded tables take their keys from :attr:`generated_keys`).
+        generated_keys: Keys the router generated for INSERT rows, in row order.
+        complete: ``False`` when units timed out and the caller accepted a
+            partial result (``allow_partial``): the rows are those of the units
+            that finished in time.
+        statement: ``select``, ``insert``, ``update``, ... (from the route plan).
+        units: How many units the statement ran as.
+        arraysize: Default :meth:`fetchmany` size.
+    """
+
+    def __init__(
+        self,
+        *,
+        description: Any,
+        rows: Iterator[Row] | None,
+        units: Sequence[UnitResult] = (),
+        rowcount: int = -1,
+        lastrowid: Any = None,
+        generated_keys: tuple[Any, ...] = (),
+        complete: bool = True,
+        statement: str = "select",
+        closers: Sequence[Any] = (),
+    ) -> None:
+        self.description = description
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+        self.generated_keys = generated_keys
+        self.complete = complete
+        self.statement = statement
+        self.units = len(units)
+        self.arraysize = 1
+        self._rows: Iterator[Row] | None = rows
+        self._closers = [*closers, *units]
+        self._count = 0
+
+    # -- reading ------------------------------------------------------------------
+
+    def __iter__(self) -> Result:
+        return self
+
+    def __next__(self) -> Row:
+        rows = self._rows
+        if rows is None:
+            raise StopIteration
+        try:
+            row = next(rows)
+        except StopIteration:
+            self._done()
+            raise
+        except DdmError:
+            self.close(quiet=True)
+            raise
+        except Exception as exc:  # a bug below us must still return the connections
+            self.close(quiet=True)
+            raise ExecutionError(f"reading the result failed: {exc}") from exc
+        except BaseException:
+            self.close(quiet=True)
+            raise
+        self._count += 1
+        return row if type(row) is tuple else tuple(row)
+
+    def fetchone(self) -> Row | None:
+        """The next row, or ``None`` when there are no more."""
+        try:
+            return next(self)
+        except StopIteration:
+            return None
+
+    def fetchmany(self, size: int | None = None) -> list[Row]:
+        """Up to ``size`` (default :attr:`arraysize`) more rows."""
+        n = self.arraysize if size is None else size
+        out: list[Row] = []
+        for row in self:
+            out.append(row)
+            if len(out) >= n:
+                break
+        return out
+
+    def fetchall(self) -> list[Row]:
+        """Every remaining row."""
+        return list(self)
+
+    def _done(self) -> None:
+        if self.rowcount < 0 and self.description is not None:
+            self.rowcount = self._count
+        self.close()
+
+    # -- closing ------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._rows is None
+
+    def close(self, quiet: bool = False) -> None:
+        """Close every unit (returning its connection); later fetches return nothing."""
+        rows, self._rows = self._rows, None
+        closers = [rows, *self._closers] if rows is not None else self._closers
+        self._closers = []
+        first: BaseException | None = None
+        for obj in closers:
+            close = getattr(obj, "close", None)
+            if close is None:
+                continue
+            try:
+                close()
+            except Exception as exc:
+                log.warning("closing a unit result failed: %s", exc)
+                if first is None and not isinstance(exc, DdmError):
+                    first = exc
+        if first is not None and not quiet:
+            raise ExecutionError(f"closing the result failed: {first}") from first
+
+    def __enter__(self) -> Result:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(quiet=exc[0] is not None)
+
+    def __del__(self) -> None:
+        if getattr(self, "_rows", None) is not None or getattr(self, "_closers", None):
+            try:
+                self.close(quiet=True)
+            except Exception:  # noqa: S110
+                pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._rows is None else "open"
+        extra = "" if self.complete else " incomplete"
+        return f"<Result {self.statement} rowcount={self.rowcount} units={self.units} {state}{extra}>"
+

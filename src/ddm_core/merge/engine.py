@@ -1,0 +1,483 @@
+"""The merge engine: the units' rows → the rows one unsharded table would give.
+
+Driven by the router's :class:`~ddm_core.route.plan.MergeSpec` alone (no SQL is
+parsed here). What it does, cheapest first (seed 000 §4.3):
+
+* nothing to merge → the units' rows one after another (derived columns dropped);
+* ``ORDER BY`` → a streaming k-way :func:`heap_merge` of the units (each sorted
+  server-side), ``OFFSET`` skipped and ``LIMIT`` cut inside the merge: memory
+  O(units × (offset + limit)) rows whatever the units return;
+* ``GROUP BY`` / aggregates → re-aggregation (:mod:`.aggregate`). When the
+  units arrive sorted by the group keys (``order_by`` starts with them) groups
+  are merged as a stream, one group in memory; otherwise every group is hashed,
+  then sorted by ``order_by``;
+* then ``HAVING`` (on the merged row, derived columns included), ``DISTINCT``,
+  ``OFFSET`` / ``LIMIT``, and the derived columns are dropped.
+
+Order follows MySQL: NULL first ascending, last descending; ties keep unit order.
+
+Known differences from one MySQL table: group keys and DISTINCT compare values
+with Python equality, so strings are case- and trailing-space-sensitive
+(MySQL's default collations are neither). If a case-insensitive collation made
+a unit return group keys out of Python's order, the streamed group merge
+raises :class:`~ddm_core.errors.MergeError` rather than split a group in two.
+"""
+
+from __future__ import annotations
+
+from itertools import chain, islice
+from operator import index, itemgetter
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Protocol, Sequence
+
+from ddm_core._fast import SELECTED as _impl
+from ddm_core.errors import MergeError
+from ddm_core.merge.aggregate import DIALECTS, Reaggregator
+
+if TYPE_CHECKING:  # the spec types live in route/plan.py; merge reads them by attribute only
+    from ddm_core.route.plan import Aggregate, MergeSpec
+
+__all__ = ["UnitResult", "UnitRows", "Merged", "merge_results"]
+
+Row = Sequence[Any]
+Keys = tuple[tuple[int, bool], ...]
+
+# The heap merge in use (compiled or twin); tests swap it to run both.
+_heap_merge: Callable[..., Iterator[Row]] = _impl.merge.heap_merge
+
+
+class UnitResult(Protocol):
+    """What the executor hands over per unit."""
+
+    @property
+    def description(self) -> Sequence[Sequence[Any]] | None:
+        """DB-API 7-tuples (name first), as the unit's cursor reported them."""
+
+    @property
+    def rows(self) -> Iterable[Row]:
+        """The unit's rows in its server-side order: a list, iterator, generator or cursor."""
+
+
+class UnitRows(NamedTuple):
+    """A plain :class:`UnitResult`."""
+
+    description: Sequence[Sequence[Any]] | None
+    rows: Iterable[Row]
+
+
+class Merged:
+    """The merged rows: an iterator of tuples plus the caller's ``description``.
+
+    Rows are produced lazily: nothing is read from the units before the first
+    ``next()``. When the rows run out, an error escapes, or :meth:`close` is
+    called, every unit's rows are closed (generators run their ``finally``,
+    cursors are closed). Also a context manager.
+
+    Attributes:
+        description: DB-API 7-tuples of the visible columns only; names as the
+            caller wrote them (``AVG(amount)``) where the router knew them.
+    """
+
+    __slots__ = ("description", "_rows", "_closers", "_remaining", "_closed")
+
+    def __init__(
+        self,
+        description: tuple[tuple[Any, ...], ...],
+        rows: Iterator[Row],
+        closers: Sequence[Any] = (),
+        limit: int | None = None,
+    ) -> None:
+        self.description = description
+        self._rows = rows
+        self._closers = list(closers)
+        self._remaining = limit  # close the units as soon as the last row is out
+        self._closed = False
+
+    def __iter__(self) -> Merged:
+        return self
+
+    def __next__(self) -> Row:
+        try:
+            row = next(self._rows)
+        except StopIteration:
+            self.close()
+            raise
+        except BaseException:
+            self._close(quiet=True)
+            raise
+        if self._remaining is not None:
+            self._remaining -= 1
+            if self._remaining <= 0:
+                self.close()
+        return row
+
+    @property
+    def closed(self) -> bool:
+        """The units' rows were closed (exhausted, failed or closed early)."""
+        return self._closed
+
+    def close(self) -> None:
+        """Stop early: close every unit's rows; later ``next()`` calls raise StopIteration.
+
+        Raises:
+            Exception: the first error a unit's ``close()`` raised (all are tried).
+        """
+        self._close(quiet=False)
+
+    def _close(self, quiet: bool) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        rows, self._rows = self._rows, iter(())
+        closers, self._closers = [rows, *self._closers], []
+        first: BaseException | None = None
+        for obj in closers:
+            close = getattr(obj, "close", None)
+            if close is None:
+                continue
+            try:
+                close()
+            except Exception as err:  # keep closing the others
+                if first is None:
+                    first = err
+        if first is not None and not quiet:
+            raise first
+
+    def __enter__(self) -> Merged:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close(quiet=exc[0] is not None)
+
+    def __repr__(self) -> str:
+        names = [d[0] for d in self.description]
+        return f"<Merged {names!r}{' closed' if self._closed else ''}>"
+
+
+# -- the entry point -----------------------------------------------------------------
+
+
+def merge_results(spec: MergeSpec, units: Sequence[UnitResult], *, dialect: str = "mysql") -> Merged:
+    """Merge the units' results as ``spec`` says.
+
+    Args:
+        spec: The plan's :class:`~ddm_core.route.plan.MergeSpec` (offset, limit
+            and HAVING already bound to the statement's parameters).
+        units: One result per route unit, in plan order (ties in ``ORDER BY``
+            keep this order).
+        dialect: ``"mysql"`` (also ``"mariadb"``) or ``"sqlite"``: only changes the
+            type of ``AVG`` (see :mod:`ddm_core.merge.aggregate`).
+
+    Returns:
+        A lazy :class:`Merged` iterator; close it (or exhaust it) to release the units.
+
+    Raises:
+        MergeError: the spec does not fit the units' rows (a column outside
+            them, units with different column counts, a bad offset / limit).
+            The units' rows are closed before it is raised.
+    """
+    units = list(units)
+    sources = [u.rows for u in units]
+    try:
+        return _build(spec, units, sources, dialect)
+    except BaseException:
+        _close_all(sources)
+        raise
+
+
+def _close_all(sources: Iterable[Any]) -> None:
+    for src in sources:
+        close = getattr(src, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: S110 - best effort while another error propagates
+                pass
+
+
+class _Layout(NamedTuple):
+    """The spec's indexes resolved against the units' column count."""
+
+    width: int | None  # columns per unit row (None: no unit reported a description)
+    visible: int | None  # None: unknown width, keep all but the last ``derived`` columns
+    derived: int
+    order_by: Keys
+    group_by: tuple[int, ...]
+    aggregates: tuple[Aggregate, ...]
+
+
+def _build(spec: MergeSpec, units: list[UnitResult], sources: list[Iterable[Row]], dialect: str) -> Merged:
+    if dialect not in DIALECTS:
+        raise MergeError(f"dialect must be one of {DIALECTS}, not {dialect!r}", value=dialect)
+    offset, limit = _check_window(spec.offset, spec.limit)
+    described = [tuple(tuple(d) for d in u.description) for u in units if u.description]
+    if any(len(d) != len(described[0]) for d in described):
+        counts = sorted({len(d) for d in described})
+        raise MergeError(
+            f"units returned different column counts {counts}: do the shards' tables differ? "
+            "(SELECT * across shards needs the same columns on every shard)",
+            value=counts,
+        )
+    first = described[0] if described else ()
+    layout = _resolve(spec, len(first) if first else None)
+    description = _description(first, layout.visible or 0, spec.column_names)
+    if not units:
+        grouped_empty = bool(layout.aggregates) and not layout.group_by
+        if not grouped_empty:
+            return Merged(description, iter(()))
+
+    closers: list[Any] = []
+    rows = _pipeline(spec, layout, sources, closers, offset, limit, dialect)
+    # Close every unit's rows too: heap_merge closes only what it iterated, and a
+    # cursor's iterator is not the cursor.
+    closers.extend(src for src in sources if not isinstance(src, (list, tuple)))
+    return Merged(description, rows, closers, limit)
+
+
+def _check_window(offset: Any, limit: Any) -> tuple[int, int | None]:
+    if type(offset) is not int or offset < 0:
+        raise MergeError(f"offset must be an int >= 0, not {offset!r}", value=offset)
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise MergeError(f"limit must be None or an int >= 0, not {limit!r}", value=limit)
+    return offset, limit
+
+
+def _resolve(spec: MergeSpec, width: int | None) -> _Layout:
+    """Negative indexes count from the end of a unit row (``SELECT *``: width known at run time)."""
+    derived = _int(spec.derived, "derived")
+    visible: int | None = None
+    if spec.visible is not None:
+        visible = _int(spec.visible, "visible")
+        if width is None:
+            width = visible + derived  # no unit described its columns (no units at all)
+        elif visible > width:
+            raise MergeError(f"visible = {visible} is more than the {width} columns of a unit row", value=visible)
+    elif width is not None:
+        visible = width - derived
+        if visible < 0:
+            raise MergeError(f"derived = {derived} is more than the {width} columns of a unit row", value=derived)
+    # else: SELECT * and no description: the derived columns are dropped per row
+
+    def fix(i: Any, what: str) -> int:
+        try:
+            col = index(i)
+        except TypeError:
+            raise MergeError(f"{what} column must be an int, not {i!r}", value=i) from None
+        if col < 0:
+            if width is None:
+                raise MergeError(
+                    f"{what} column {col} counts from the end, but no unit reported a description", column=col
+                )
+            col += width
+        if col < 0 or (width is not None and col >= width):
+            raise MergeError(f"{what} column {i} is outside a unit row of {width} columns", column=i)
+        return col
+
+    order_by = tuple((fix(col, "ORDER BY"), bool(desc)) for col, desc in spec.order_by)
+    group_by = tuple(fix(col, "GROUP BY") for col in spec.group_by)
+    aggregates = tuple(
+        type(a)(a.func, fix(a.column, a.func), tuple(fix(c, a.func) for c in a.args), a.distinct)
+        for a in spec.aggregates
+    )
+    return _Layout(width, visible, derived, order_by, group_by, aggregates)
+
+
+def _int(value: Any, what: str) -> int:
+    try:
+        n = index(value)
+    except TypeError:
+        n = -1
+    if isinstance(value, bool) or n < 0:
+        raise MergeError(f"{what} must be an int >= 0, not {value!r}", value=value)
+    return n
+
+
+def _description(first: tuple[tuple[Any, ...], ...], visible: int, names: Sequence[str | None]) -> tuple[tuple[Any, ...], ...]:
+    out = []
+    for i in range(visible):
+        d = first[i] if i < len(first) else (None,) * 7
+        name = names[i] if i < len(names) and names[i] is not None else d[0]
+        out.append((name, *d[1:]))
+    return tuple(out)
+
+
+# -- the pipeline --------------------------------------------------------------------
+
+
+def _pipeline(
+    spec: MergeSpec,
+    layout: _Layout,
+    sources: list[Iterable[Row]],
+    closers: list[Any],
+    offset: int,
+    limit: int | None,
+    dialect: str,
+) -> Iterator[Row]:
+    width, visible, derived = layout.width, layout.visible, layout.derived
+    having = spec.having
+    grouped = bool(layout.group_by or layout.aggregates)
+    windowed = False  # offset / limit already applied
+    rows: Iterator[Row]
+    if grouped:
+        agg = Reaggregator(layout.aggregates, dialect)
+        if not layout.group_by:
+            rows = _fold_all(chain.from_iterable(sources), agg, width or 0)
+        else:
+            keys = _stream_keys(layout.order_by, layout.group_by)
+            if keys is not None:
+                merged = _heap_merge(sources, keys)
+                closers.append(merged)
+                rows = _stream_groups(merged, layout.group_by, keys, agg)
+            else:
+                rows = _hash_groups(chain.from_iterable(sources), layout.group_by, agg, layout.order_by, having)
+                having = None  # applied before sorting: fewer rows to sort
+    elif layout.order_by:
+        if having is None and not spec.distinct:
+            rows = _heap_merge(sources, layout.order_by, offset=offset, limit=limit)
+            windowed = True
+        else:
+            rows = _heap_merge(sources, layout.order_by)
+        closers.append(rows)
+    else:
+        rows = chain.from_iterable(sources)
+    if having is not None:
+        rows = filter(having, rows)
+    if spec.distinct:
+        rows = _distinct(rows, visible, derived)
+    if not windowed and (offset or limit is not None):
+        rows = islice(rows, offset, None if limit is None else offset + limit)
+    if visible is None:
+        if derived:
+            rows = map(itemgetter(slice(0, -derived)), rows)
+    elif width is None or visible < width:
+        rows = map(itemgetter(slice(0, visible)), rows)
+    return rows
+
+
+def _stream_keys(order_by: Keys, group_by: tuple[int, ...]) -> Keys | None:
+    """The prefix of ``order_by`` made of exactly the group columns, if there is one.
+
+    Units sorted by it hold each group's rows together, so a heap merge on it
+    brings every partial row of a group next to the others (in any direction,
+    any column order). The groups come out in ``order_by`` order: the rest of
+    the keys cannot reorder rows that differ on the group keys.
+    """
+    wanted = set(group_by)
+    covered: set[int] = set()
+    for n, (col, _) in enumerate(order_by, 1):
+        if col not in wanted:
+            return None
+        covered.add(col)
+        if covered == wanted:
+            return order_by[:n]
+    return None
+
+
+def _key_getter(columns: Sequence[int]) -> Callable[[Row], Any]:
+    return itemgetter(*columns) if columns else (lambda row: ())
+
+
+def _fold_all(rows: Iterator[Row], agg: Reaggregator, width: int) -> Iterator[Row]:
+    """Aggregates without GROUP BY: exactly one row, even over no rows."""
+    state = None
+    for row in rows:
+        if state is None:
+            state = agg.start(row)
+        else:
+            agg.add(state, row)
+    yield agg.empty(width) if state is None else agg.result(state)
+
+
+def _stream_groups(rows: Iterator[Row], group_by: tuple[int, ...], keys: Keys, agg: Reaggregator) -> Iterator[Row]:
+    """Groups from rows sorted by ``keys``: one group in memory at a time."""
+    group_key = _key_getter(group_by)
+    sort_key = _key_getter([c for c, _ in keys])
+    descs = [d for _, d in keys]
+    state: list[Any] | None = None
+    current: Any = None
+    for row in rows:
+        k = group_key(row)
+        if state is not None:
+            if k == current:
+                agg.add(state, row)
+                continue
+            _check_forward(sort_key(state[0]), sort_key(row), descs, keys)
+            yield agg.result(state)
+        state = agg.start(row)
+        current = k
+    if state is not None:
+        yield agg.result(state)
+
+
+def _check_forward(before: Any, after: Any, descs: list[bool], keys: Keys) -> None:
+    """A new group must sort after the last one, or a group could be split in two."""
+    if len(descs) == 1:
+        before, after = (before,), (after,)
+    for a, b, desc, (col, _) in zip(before, after, descs, keys):
+        if a is None or b is None:
+            c = 0 if a is b else (-1 if a is None else 1)
+        else:
+            try:
+                c = -1 if a < b else (1 if b < a else 0)
+            except TypeError:
+                raise MergeError(f"group key column {col} holds values that cannot be compared", column=col) from None
+        if c:
+            if (c > 0) != desc:
+                raise MergeError(
+                    f"group key column {col} arrived out of order ({a!r} before {b!r}): the units sort "
+                    "these values differently from Python (a case-insensitive collation?). Group "
+                    "across shards on a binary collation, or ORDER BY an aggregate to merge by hashing",
+                    column=col,
+                )
+            return
+
+
+def _hash_groups(
+    rows: Iterator[Row],
+    group_by: tuple[int, ...],
+    agg: Reaggregator,
+    order_by: Keys,
+    having: Callable[[Sequence[Any]], bool] | None,
+) -> Iterator[Row]:
+    """Every group in a dict (first-seen order), then HAVING, then sorted by ``order_by``."""
+    group_key = _key_getter(group_by)
+    groups: dict[Any, list[Any]] = {}
+    for row in rows:
+        k = group_key(row)
+        try:
+            state = groups.get(k)
+        except TypeError:
+            raise MergeError(f"GROUP BY columns {group_by} hold an unhashable value: {k!r}", column=group_by) from None
+        if state is None:
+            groups[k] = agg.start(row)
+        else:
+            agg.add(state, row)
+    out: list[Row] = [agg.result(state) for state in groups.values()]
+    del groups
+    if having is not None:
+        out = [row for row in out if having(row)]
+    _sort_rows(out, order_by)
+    yield from out
+
+
+def _sort_rows(rows: list[Row], keys: Keys) -> None:
+    """Sort in place like MySQL: NULL first ascending, last descending; stable."""
+    for col, desc in reversed(keys):
+        try:
+            rows.sort(key=lambda r: (False,) if r[col] is None else (True, r[col]), reverse=desc)
+        except TypeError:
+            raise MergeError(f"sort key column {col} holds values that cannot be compared", column=col) from None
+
+
+def _distinct(rows: Iterator[Row], visible: int | None, derived: int) -> Iterator[Row]:
+    """First occurrence of each distinct visible tuple; remembers only the distinct ones seen."""
+    seen: set[tuple[Any, ...]] = set()
+    cut = slice(0, visible) if visible is not None else slice(0, -derived if derived else None)
+    for row in rows:
+        key = tuple(row[cut])
+        try:
+            if key in seen:
+                continue
+            seen.add(key)
+        except TypeError:
+            raise MergeError(f"DISTINCT over an unhashable value in {key!r}", value=key) from None
+        yield row
