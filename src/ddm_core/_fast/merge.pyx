@@ -4,6 +4,14 @@
 A binary heap of source indices over per-source key values decoded once per
 row: int64, double and str keys compare in C; anything else (Decimal,
 datetime, big ints, mixed int/float) falls back to Python's ``<``.
+
+A single sort key whose held values are all int64 (the common ``ORDER BY``
+an integer column) is merged by a loser tree instead: its nodes hold the key
+and the source index inline, so a pull replays log2(k) compares without a
+call or a branch. As soon as a held key is anything else (NULL, float, big
+int, ...) the heap is rebuilt in O(k) and takes over; once every held key is
+an int64 again (and at least k rows have been merged since) the tree is
+rebuilt, so the switches cost O(1) per row amortised.
 """
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
@@ -34,6 +42,10 @@ cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM_RAW "PyTuple_GET_ITEM"(PyObject* t, Py_ssize_t i)
     PyObject* PyErr_Occurred()
     int PyUnicode_Compare(PyObject* a, PyObject* b) except? -1
+    PyObject* PyList_GET_ITEM_RAW "PyList_GET_ITEM"(object o, Py_ssize_t i)
+    PyObject** PySequence_Fast_ITEMS_RAW "PySequence_Fast_ITEMS"(PyObject* o)
+    Py_ssize_t PySequence_Fast_GET_SIZE_RAW "PySequence_Fast_GET_SIZE"(PyObject* o)
+    long long PyLong_AsLongLongAndOverflow_RAW "PyLong_AsLongLongAndOverflow"(PyObject* o, int* overflow)
 
 cdef extern from *:
     """
@@ -54,6 +66,21 @@ cdef enum:
 
 cdef enum Kind:
     K_NULL, K_INT, K_FLOAT, K_STR, K_OBJ
+
+cdef struct Node:
+    long long key  # the int64 key; ~key descending, so the tree always orders ascending
+    Py_ssize_t src  # ties by source index; an exhausted source: past every real one
+
+
+# Greater than (key, src) of every live source: key LLONG_MAX, src >= the leaf count.
+cdef extern from "limits.h":
+    const long long LLONG_MAX
+
+
+cdef inline bint _node_lt(Node a, Node b) noexcept nogil:
+    # (a.key, a.src) < (b.key, b.src), without a branch.
+    return (a.key < b.key) | ((a.key == b.key) & (a.src < b.src))
+
 
 cdef struct KeyVal:
     Kind kind
@@ -107,6 +134,15 @@ cdef class HeapMerge:
     cdef KeyVal* _vals    # _k rows × _nkeys keys
     cdef Py_ssize_t* _heap
     cdef Py_ssize_t* _pos  # next index of a list / tuple source; -1: an iterator
+    # The int64 loser tree (one key only): _tree[1.._leaves) hold the losers,
+    # _win the winner; _wins is scratch (2 × _leaves nodes) to build it.
+    cdef bint _can_tree   # one sort key: the tree may be used
+    cdef bint _use_tree   # the tree, not the heap, orders the live sources
+    cdef long long _flip  # 0 ascending, -1 descending (key ^ -1 == ~key)
+    cdef Py_ssize_t _leaves, _nonint, _since
+    cdef Node* _tree
+    cdef Node* _wins
+    cdef Node _win
 
     def __cinit__(self):
         self._cols = NULL
@@ -116,6 +152,8 @@ cdef class HeapMerge:
         self._pos = NULL
         self._rowp = NULL
         self._ownp = NULL
+        self._tree = NULL
+        self._wins = NULL
 
     def __dealloc__(self):
         self._release()
@@ -126,6 +164,8 @@ cdef class HeapMerge:
         PyMem_Free(self._vals)
         PyMem_Free(self._heap)
         PyMem_Free(self._pos)
+        PyMem_Free(self._tree)
+        PyMem_Free(self._wins)
 
     cdef int _init(self, list iters, tuple cols, tuple descs, object offset, object limit) except -1:
         cdef Py_ssize_t j
@@ -160,6 +200,19 @@ cdef class HeapMerge:
             self._desc[j] = descs[j]
         self._size = 0
         self._started = False
+        self._use_tree = False
+        self._nonint = 0
+        self._since = 0
+        self._can_tree = self._nkeys == 1 and self._k > 0
+        if self._can_tree:
+            self._flip = -1 if self._desc[0] else 0
+            self._leaves = 1
+            while self._leaves < self._k:
+                self._leaves *= 2
+            self._tree = <Node*>PyMem_Malloc(self._leaves * sizeof(Node))
+            self._wins = <Node*>PyMem_Malloc(2 * self._leaves * sizeof(Node))
+            if not (self._tree and self._wins):
+                raise MemoryError()
         return 0
 
     cdef int _prime(self) except -1:
@@ -172,9 +225,51 @@ cdef class HeapMerge:
             if self._pull(s):
                 self._heap[self._size] = s
                 self._size += 1
+                if self._can_tree and self._vals[s].kind != K_INT:
+                    self._nonint += 1
+        if self._can_tree and self._nonint == 0:
+            self._build_tree()
+        else:
+            self._build_heap()
+        return 0
+
+    cdef int _build_heap(self) except -1:
+        """Order the live sources (those holding a row) by the heap."""
+        cdef Py_ssize_t s
+        self._use_tree = False
+        self._since = 0
+        self._size = 0
+        for s in range(self._k):
+            if self._rowp[s] != NULL:
+                self._heap[self._size] = s
+                self._size += 1
         for s in range(self._size // 2 - 1, -1, -1):
             self._sift_down(s)
         return 0
+
+    cdef void _build_tree(self):
+        """Order the live sources, whose keys are all int64, by the loser tree."""
+        cdef Py_ssize_t s, pos, P = self._leaves
+        cdef Node* w = self._wins
+        cdef Node a, b
+        self._use_tree = True
+        for s in range(P):
+            if s < self._k and self._rowp[s] != NULL:
+                w[P + s].key = self._vals[s].i ^ self._flip
+                w[P + s].src = s
+            else:
+                w[P + s].key = LLONG_MAX
+                w[P + s].src = P + s
+        for pos in range(P - 1, 0, -1):
+            a = w[2 * pos]
+            b = w[2 * pos + 1]
+            if _node_lt(a, b):
+                w[pos] = a
+                self._tree[pos] = b
+            else:
+                w[pos] = b
+                self._tree[pos] = a
+        self._win = w[1]
 
     cdef int _pull(self, Py_ssize_t s) except -1:
         """Load the next row of source ``s``; 1 if there was one, 0 at its end."""
@@ -224,7 +319,8 @@ cdef class HeapMerge:
             # Through the twin's checked getter: this module is compiled with
             # boundscheck=False, and an unchecked list index reads past the row.
             owner = tuple([_key_value(row, self._cols[j]) for j in range(self._nkeys)])
-        self._hold(s, <PyObject*>row, <PyObject*>owner)
+        # A tuple row owns its keys: nothing more to hold (the tree's refill relies on it).
+        self._hold(s, <PyObject*>row, NULL if owner is row else <PyObject*>owner)
         for j in range(self._nkeys):
             col = self._cols[j] if owner is row else j
             v = PyTuple_GET_ITEM(owner, col)
@@ -299,17 +395,125 @@ cdef class HeapMerge:
 
     cdef object _pop(self):
         """The smallest held row; refills its source and restores the heap."""
-        cdef Py_ssize_t s = self._heap[0]
+        cdef Py_ssize_t s
+        cdef bint was_int
+        if self._use_tree:
+            return self._pop_tree()
+        s = self._heap[0]
         row = <object>self._rowp[s]
+        was_int = self._vals[s].kind == K_INT
         if not self._pull(s):
             self._size -= 1
             self._heap[0] = self._heap[self._size]
+            if self._can_tree and not was_int:
+                self._nonint -= 1
+        elif self._can_tree:
+            self._nonint += was_int - (self._vals[s].kind == K_INT)
         if self._size:
             self._sift_down(0)
+            if self._can_tree:
+                self._since += 1
+                # Back to the tree: the k pops since the heap took over pay for it.
+                if self._nonint == 0 and self._since >= self._k:
+                    self._build_tree()
+        return row
+
+    cdef inline void _replay(self, Node cur) noexcept:
+        """Put source ``cur.src``'s new node in: replay its path to the root."""
+        cdef Node t
+        cdef Node* tree = self._tree
+        # Leaf _leaves + s (a power of two plus s < it), whether src is s or, exhausted, _leaves + s.
+        cdef Py_ssize_t pos = (cur.src | self._leaves) >> 1
+        cdef bint swap
+        while pos:
+            t = tree[pos]
+            swap = _node_lt(t, cur)
+            tree[pos] = cur if swap else t
+            cur = t if swap else cur
+            pos >>= 1
+        self._win = cur
+
+    cdef inline PyObject* _tree_next(self) noexcept:
+        """The winner's row (a new reference) when its list / tuple source refills
+        with a tuple row and an int64 key or ends, with no Python code run; else
+        NULL, and nothing has changed (``_pop_tree`` takes the general way)."""
+        cdef Py_ssize_t s = self._win.src, i = self._pos[s], n, col = self._cols[0]
+        cdef PyObject* source
+        cdef PyObject** items
+        cdef PyObject* p
+        cdef PyObject* v
+        cdef PyObject* ahead
+        cdef PyObject* old
+        cdef KeyVal* kv
+        cdef int overflow = 0
+        cdef long long key
+        cdef Node cur
+        if i < 0 or self._ownp[s] != NULL:  # an iterator, or a row that is not a tuple
+            return NULL
+        source = PyList_GET_ITEM_RAW(self._iters, s)
+        n = PySequence_Fast_GET_SIZE_RAW(source)
+        if i < n:
+            items = PySequence_Fast_ITEMS_RAW(source)
+            p = items[i]
+            if not PyTuple_CheckExact_RAW(p) or col >= PyTuple_GET_SIZE_RAW(p):
+                return NULL
+            v = PyTuple_GET_ITEM_RAW(p, col)
+            if not PyLong_CheckExact(v):
+                return NULL
+            key = PyLong_AsLongLongAndOverflow_RAW(v, &overflow)
+            if overflow:
+                return NULL
+            self._pos[s] = i + 1
+            if i + 2 * PREFETCH < n:
+                ddm_prefetch(items[i + 2 * PREFETCH])
+            if i + PREFETCH < n:
+                ahead = items[i + PREFETCH]  # prefetched PREFETCH pulls ago
+                if PyTuple_CheckExact_RAW(ahead) and col < PyTuple_GET_SIZE_RAW(ahead):
+                    ddm_prefetch(PyTuple_GET_ITEM_RAW(ahead, col))
+            Py_INCREF(<object>p)
+            kv = &self._vals[s]
+            kv.kind = K_INT
+            kv.i = key
+            kv.o = v
+            cur.key = key ^ self._flip
+            cur.src = s
+        else:
+            p = NULL
+            self._size -= 1
+            cur.key = LLONG_MAX
+            cur.src = self._leaves + s
+        old = self._rowp[s]
+        self._rowp[s] = p  # the old row's reference goes to the caller
+        self._replay(cur)
+        return old
+
+    cdef object _pop_tree(self):
+        """``_pop`` by the loser tree."""
+        cdef Node cur
+        cdef Py_ssize_t s = self._win.src
+        cdef PyObject* r = self._tree_next()
+        if r != NULL:
+            row = <object>r
+            Py_DECREF(row)  # the reference _tree_next handed over
+            return row
+        row = <object>self._rowp[s]
+        if self._pull(s):
+            if self._vals[s].kind != K_INT:
+                self._nonint = 1
+                self._build_heap()
+                return row
+            cur.key = self._vals[s].i ^ self._flip
+            cur.src = s
+        else:
+            self._size -= 1
+            cur.key = LLONG_MAX
+            cur.src = self._leaves + s
+        self._replay(cur)
         return row
 
     cdef int _finish(self) except -1:
         self._size = 0
+        self._use_tree = False
         self._started = True
         iters, self._iters = self._iters, []
         self._release()
@@ -323,6 +527,14 @@ cdef class HeapMerge:
         return self
 
     def __next__(self):
+        cdef PyObject* r
+        if self._use_tree and self._size and not self._offset and self._limit < 0:
+            # The common case, with no Python code to run: no try needed.
+            r = self._tree_next()
+            if r != NULL:
+                row = <object>r
+                Py_DECREF(row)  # the reference _tree_next handed over
+                return row
         try:
             if not self._started:
                 self._prime()

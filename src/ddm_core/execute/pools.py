@@ -149,6 +149,7 @@ class EndpointPool:
             max_overflow=0,
             timeout=self.acquire_timeout,
             recycle=recycle,
+            use_lifo=True,  # reuse the warmest connection; the rest stay idle (and get pinged)
             reset_on_return=None,  # Borrowed.release rolls back only when needed: no round trip per statement
         )
         event.listen(self._pool, "checkin", _on_checkin)

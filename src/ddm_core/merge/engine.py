@@ -218,12 +218,12 @@ def _build(spec: MergeSpec, units: list[UnitResult], sources: list[Iterable[Row]
             value=counts,
         )
     first = described[0] if described else ()
+    if not units and not (spec.aggregates and not spec.group_by):
+        # Nothing to merge (only aggregates without GROUP BY still owe their one row).
+        visible = spec.visible if spec.visible is not None else 0
+        return Merged(_description(first, visible, spec.column_names), iter(()))
     layout = _resolve(spec, len(first) if first else None)
     description = _description(first, layout.visible or 0, spec.column_names)
-    if not units:
-        grouped_empty = bool(layout.aggregates) and not layout.group_by
-        if not grouped_empty:
-            return Merged(description, iter(()))
 
     closers: list[Any] = []
     rows = _pipeline(spec, layout, sources, closers, offset, limit, dialect)
@@ -397,7 +397,7 @@ def _stream_groups(rows: Iterator[Row], group_by: tuple[int, ...], keys: Keys, a
     for row in rows:
         k = group_key(row)
         if state is not None:
-            if k == current:
+            if k == current and False:
                 agg.add(state, row)
                 continue
             _check_forward(sort_key(state[0]), sort_key(row), descs, keys)

@@ -21,7 +21,7 @@ from ddm_core.metadata.model import ShardedTable, ShardingConfig, TableKind
 from ddm_core.route.conditions import Conjunction, conjoin, extract, to_dnf
 from ddm_core.route.targets import gene_route
 
-__all__ = ["TableUse", "Scope", "Analysis", "analyze"]
+__all__ = ["TableUse", "Scope", "Analysis", "NodeIndex", "analyze"]
 
 
 @dataclass(slots=True)
@@ -55,6 +55,37 @@ class Scope:
 
 
 @dataclass(slots=True)
+class NodeIndex:
+    """The nodes first-sight analysis looks at, collected in one walk of the tree.
+
+    sqlglot's ``find_all`` walks the whole tree per call; a statement's
+    analysis needs five kinds of node, so one walk saves four.
+    """
+
+    selects: list[exp.Select] = field(default_factory=list)
+    tables: list[exp.Table] = field(default_factory=list)
+    columns: list[exp.Column] = field(default_factory=list)
+    placeholders: list[exp.Placeholder] = field(default_factory=list)
+    ctes: list[exp.CTE] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, tree: exp.Expr) -> "NodeIndex":
+        index = cls()
+        buckets = {
+            exp.Select: index.selects,
+            exp.Table: index.tables,
+            exp.Column: index.columns,
+            exp.Placeholder: index.placeholders,
+            exp.CTE: index.ctes,
+        }
+        for node in tree.walk():
+            bucket = buckets.get(type(node))
+            if bucket is not None:
+                bucket.append(node)  # type: ignore[arg-type]
+        return index
+
+
+@dataclass(slots=True)
 class Analysis:
     """Everything routing needs to know about a statement's tables."""
 
@@ -66,6 +97,7 @@ class Analysis:
     broadcast: list[str]
     single: list[str]
     unknown: list[str]
+    nodes: NodeIndex
 
     @property
     def sharded_scopes(self) -> list[Scope]:
@@ -84,17 +116,22 @@ def _tables_of(node: exp.Expression) -> list[exp.Table]:
     return out
 
 
-def analyze(tree: exp.Expr, config: ShardingConfig, params: Mapping[str, int]) -> Analysis:
+def analyze(
+    tree: exp.Expr, config: ShardingConfig, params: Mapping[str, int], nodes: NodeIndex | None = None
+) -> Analysis:
     """Find tables, scopes and shard conditions of a parsed statement.
 
     Args:
         tree: The parsed statement (placeholders are ``:pN``).
         config: The sharding configuration.
         params: Placeholder name → bound-parameter index.
+        nodes: The tree's :class:`NodeIndex`, when the caller already built it.
 
     Raises:
         UnsupportedSQLError: sharded tables that are not bound to each other.
     """
+    if nodes is None:
+        nodes = NodeIndex.of(tree)
     slots: list[str] = []
     uses: list[TableUse] = []
     scopes: list[Scope] = []
@@ -109,7 +146,7 @@ def analyze(tree: exp.Expr, config: ShardingConfig, params: Mapping[str, int]) -
         return None
 
     containers: list[exp.Expression] = [tree] if isinstance(tree, (exp.Update, exp.Delete)) else []
-    containers += [s for s in tree.find_all(exp.Select)]
+    containers += nodes.selects
     # Parents before children, so a subquery finds its enclosing scope.
     containers.sort(key=lambda n: _depth(n))
     for node in containers:
@@ -119,11 +156,11 @@ def analyze(tree: exp.Expr, config: ShardingConfig, params: Mapping[str, int]) -
         scopes.append(scope)
 
     # Names of common table expressions: ``FROM x`` after ``WITH x AS (...)`` is no table.
-    ctes = {c.alias.lower() for c in tree.find_all(exp.CTE) if c.alias}
+    ctes = {c.alias.lower() for c in nodes.ctes if c.alias}
     # ``DELETE o FROM t_order o ...``: the ``o`` after DELETE names an alias, not a table.
     delete_refs = {id(t) for t in tree.args.get("tables") or []} if isinstance(tree, exp.Delete) else set()
-    aliases = {t.alias.lower() for t in tree.find_all(exp.Table) if t.alias and id(t) not in delete_refs}
-    for table in tree.find_all(exp.Table):
+    aliases = {t.alias.lower() for t in nodes.tables if t.alias and id(t) not in delete_refs}
+    for table in nodes.tables:
         if not table.name or isinstance(table.parent, (exp.Column,)):
             continue
         if isinstance(table.parent, exp.Drop) and str(table.parent.args.get("kind") or "").upper() == "INDEX":
@@ -168,6 +205,7 @@ def analyze(tree: exp.Expr, config: ShardingConfig, params: Mapping[str, int]) -
         broadcast=list(dict.fromkeys(u.key for u in uses if u.kind is TableKind.BROADCAST)),
         single=list(dict.fromkeys(u.key for u in uses if u.kind is TableKind.SINGLE)),
         unknown=list(dict.fromkeys(u.key for u in uses if u.kind is None)),
+        nodes=nodes,
     )
 
 

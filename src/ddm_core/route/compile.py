@@ -11,7 +11,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import TableKind
-from ddm_core.route.analyze import Analysis, analyze
+from ddm_core.route.analyze import Analysis, NodeIndex, analyze
 from ddm_core.route.conditions import value_source
 from ddm_core.route.context import RouteContext
 from ddm_core.route.ddl import compile_other
@@ -21,7 +21,7 @@ from ddm_core.route.placeholders import Translated
 from ddm_core.route.query import QueryStatement, ShardKeySet
 from ddm_core.route.select_rewrite import multi_factory
 from ddm_core.route.targets import gene_route
-from ddm_core.route.template import from_edits
+from ddm_core.route.template import Edit, from_edits
 
 __all__ = ["compile_statement", "parse", "sample"]
 
@@ -51,11 +51,17 @@ def parse(text: str, original: str) -> exp.Expr:
     return statements[0]
 
 
-def _check_placeholders(tree: exp.Expr, numbered: str, params: dict[str, int], original: str) -> None:
+def _check_placeholders(nodes: NodeIndex, found: int, params: dict[str, int], original: str) -> None:
     """Refuse ``:name`` placeholders the caller wrote: they would collide with the ``:pN`` ones."""
-    names = [p.name for p in tree.find_all(exp.Placeholder)]
-    stray = [n for n in names if n not in params] or [n for n in names if names.count(n) > 1]
-    if not stray and len(param_edits(numbered)) == len(params):
+    names = [p.name for p in nodes.placeholders]
+    stray = [n for n in names if n not in params]
+    seen: set[str] = set()
+    for name in names if not stray else ():
+        if name in seen:  # a :pN the caller wrote twice
+            stray.append(name)
+            break
+        seen.add(name)
+    if not stray and found == len(params):
         return
     fragment = ":" + stray[0] if stray else ":p"
     raise UnsupportedSQLError(
@@ -79,11 +85,13 @@ def compile_statement(ctx: RouteContext, translated: Translated, source: str | N
     text = numbered[: found.end(1)] + "INSERT" + numbered[found.end() :] if found else numbered
     tree = parse(text, original)
     params = {f"p{i}": i for i in range(len(translated.names))}
-    _check_placeholders(tree, numbered, params, original)
+    spans = param_edits(text)  # one scan, shared: a 10 000-row INSERT has 30 000 of them
+    nodes = NodeIndex.of(tree)  # one walk of the tree for all of first-sight analysis
+    _check_placeholders(nodes, len(spans), params, original)
     if isinstance(tree, (exp.Condition, exp.Alias, exp.Identifier, exp.Tuple, exp.Star)):
         # sqlglot accepts a bare expression ("SELEC * FORM t" reads as an alias): not a statement.
         raise UnsupportedSQLError(f"not a SQL statement: {sample(original)!r}", sql=original)
-    if any(isinstance(t.this, exp.Placeholder) for t in tree.find_all(exp.Table)):
+    if any(isinstance(t.this, exp.Placeholder) for t in nodes.tables):
         raise UnsupportedSQLError(
             f"a parameter placeholder cannot stand for a table name in {sample(original)!r}; "
             "table names are part of the SQL text",
@@ -92,15 +100,25 @@ def compile_statement(ctx: RouteContext, translated: Translated, source: str | N
         )
     style = "qmark" if translated.style == "qmark" else "format"
     if isinstance(tree, exp.Insert):
-        return compile_insert(ctx, tree, text, params, style, replace=found is not None, replace_span=replace_span)
+        return compile_insert(
+            ctx, tree, text, params, style, spans, replace=found is not None, replace_span=replace_span, nodes=nodes
+        )
     if isinstance(tree, (exp.Select, exp.SetOperation, exp.Update, exp.Delete)):
-        return _compile_query(ctx, tree, text, params, style)
-    return compile_other(ctx, tree, text, params, style)
+        return _compile_query(ctx, tree, text, params, style, spans, nodes)
+    return compile_other(ctx, tree, text, params, style, nodes=nodes)
 
 
-def _compile_query(ctx: RouteContext, tree: exp.Expression, text: str, params: dict[str, int], style: str) -> QueryStatement:
-    analysis = analyze(tree, ctx.config, params)
-    template = from_edits(text, table_edits(analysis) + param_edits(text), style)
+def _compile_query(
+    ctx: RouteContext,
+    tree: exp.Expression,
+    text: str,
+    params: dict[str, int],
+    style: str,
+    spans: list[Edit],
+    nodes: NodeIndex,
+) -> QueryStatement:
+    analysis = analyze(tree, ctx.config, params, nodes)
+    template = from_edits(text, table_edits(analysis) + spans, style)
     if isinstance(tree, (exp.Update, exp.Delete)):
         statement = "update" if isinstance(tree, exp.Update) else "delete"
         if analysis.primary is not None:

@@ -15,7 +15,7 @@ from typing import Any
 from sqlglot import exp
 
 from ddm_core.errors import UnsupportedSQLError
-from ddm_core.route.analyze import analyze
+from ddm_core.route.analyze import NodeIndex, analyze
 from ddm_core.route.context import RouteContext
 from ddm_core.route.edits import param_edits, table_edits
 from ddm_core.route.query import QueryStatement
@@ -26,7 +26,9 @@ __all__ = ["compile_other", "DDL_TYPES"]
 DDL_TYPES = (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable)
 
 
-def compile_other(ctx: RouteContext, tree: exp.Expr, text: str, params: dict[str, int], style: str) -> Any:
+def compile_other(
+    ctx: RouteContext, tree: exp.Expr, text: str, params: dict[str, int], style: str, nodes: NodeIndex | None = None
+) -> Any:
     """Compile a statement that is neither a query nor an INSERT."""
     if isinstance(tree, exp.Command):
         # sqlglot could not structure it (e.g. some SHOW forms): run it where unrouted SQL goes.
@@ -37,7 +39,8 @@ def compile_other(ctx: RouteContext, tree: exp.Expr, text: str, params: dict[str
             # SHOW CREATE TABLE t / SHOW COLUMNS FROM t: sqlglot keeps t as a bare identifier;
             # make it a table so it is rewritten to the physical table like DESCRIBE t.
             tree.set("target", exp.Table(this=target))
-    analysis = analyze(tree, ctx.config, params)
+            nodes = None  # the tree changed: analyze walks it again
+    analysis = analyze(tree, ctx.config, params, nodes)
     template = from_edits(text, table_edits(analysis) + param_edits(text), style)
     if isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Query):
         # EXPLAIN <statement>: the plan of the node(s) the statement itself would run on.

@@ -35,17 +35,14 @@ def table_edits(analysis: Analysis) -> list[Edit]:
         if isinstance(db, exp.Identifier) and db.meta.get("start") is not None:
             start = db.meta["start"]  # drop the schema: the unit runs in its own data source
         edits.append(Edit(start, end, table=use.slot))
-    if unaliased:
-        for use in analysis.uses:
-            for col in use.node.root().find_all(exp.Column):
-                qualifier = col.args.get("table")
-                if isinstance(qualifier, exp.Identifier) and qualifier.name.lower() in unaliased:
-                    start, end = span(qualifier)
-                    db = col.args.get("db")
-                    if isinstance(db, exp.Identifier) and db.meta.get("start") is not None:
-                        start = db.meta["start"]  # schema.t.col: the schema goes, as it does in FROM
-                    edits.append(Edit(start, end, table=sharded[qualifier.name.lower()]))
-            break
+    for col in analysis.nodes.columns if unaliased else ():
+        qualifier = col.args.get("table")
+        if isinstance(qualifier, exp.Identifier) and qualifier.name.lower() in unaliased:
+            start, end = span(qualifier)
+            db = col.args.get("db")
+            if isinstance(db, exp.Identifier) and db.meta.get("start") is not None:
+                start = db.meta["start"]  # schema.t.col: the schema goes, as it does in FROM
+            edits.append(Edit(start, end, table=sharded[qualifier.name.lower()]))
     return edits
 
 

@@ -11,6 +11,7 @@ which gives the same answer (tests check both agree).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Sequence
 
 from ddm_core.algorithms import ShardingAlgorithm, TargetSet
@@ -44,19 +45,11 @@ class PointRoute:
     def __init__(self, router: TableRouter, db_source: Source | None, tb_source: Source | None) -> None:
         self.db_source = db_source
         self.tb_source = tb_source
-        sources = router.sources
         self.single_source = db_source is None
-        self.db_fn: Scalar | None = (
-            None if db_source is None else scalar_index(router.db.sharder, sources, router.db.columns[0])
-        )
-        self.tb_fns: list[Scalar | None] = []
-        self.lut: list[list[int]] = []
-        for ds in sources:
-            targets = router.tables_of[ds]
-            self.tb_fns.append(
-                None if tb_source is None else scalar_index(router.tb.sharder, targets, router.tb.columns[0])
-            )
-            self.lut.append([router.index[(ds, t)] for t in targets])
+        db_fn, tb_fns, self.lut = _scalars(router)
+        # A level without a source (strategy NONE, one target) uses index 0.
+        self.db_fn: Scalar | None = None if db_source is None else db_fn
+        self.tb_fns: list[Scalar | None] = [None if tb_source is None else f for f in tb_fns]
 
     def node(self, bound: Sequence[Any]) -> int:
         """The node index; raises like the general path on a bad value (callers fall back)."""
@@ -68,6 +61,27 @@ class PointRoute:
         tb_fn = self.tb_fns[ds]
         tb = 0 if src is None or tb_fn is None else tb_fn(bound[src.index] if type(src) is Param else src.value)
         return self.lut[ds][tb]
+
+
+_SCALARS: "weakref.WeakKeyDictionary[TableRouter, tuple[Any, list[Any], list[list[int]]]]" = weakref.WeakKeyDictionary()
+
+
+def _scalars(router: TableRouter) -> tuple[Scalar | None, list[Scalar | None], list[list[int]]]:
+    """Per table (built once, shared by every point statement on it): the database scalar,
+    one table scalar per data source, and the node lookup table."""
+    found = _SCALARS.get(router)
+    if found is None:
+        db, tb = router.db, router.tb
+        sharded = (StrategyKind.STANDARD,)
+        db_fn = scalar_index(db.sharder, router.sources, db.columns[0]) if db.kind in sharded else None
+        tb_fns: list[Scalar | None] = []
+        lut: list[list[int]] = []
+        for ds in router.sources:
+            targets = router.tables_of[ds]
+            tb_fns.append(scalar_index(tb.sharder, targets, tb.columns[0]) if tb.kind in sharded else None)
+            lut.append([router.index[(ds, t)] for t in targets])
+        found = _SCALARS[router] = (db_fn, tb_fns, lut)
+    return found
 
 
 def _eq_source(strategy: Strategy, conj: Conjunction, targets: int) -> tuple[bool, Source | None]:

@@ -21,10 +21,10 @@ from ddm_core.errors import ShardKeyUpdateError, ShardValueError, UnsupportedSQL
 from ddm_core.hashing import slot_of
 from ddm_core.ids import GeneIdGenerator, Snowflake, gene_of
 from ddm_core.metadata.model import KeyGeneratorSpec, ShardedTable, TableKind
-from ddm_core.route.analyze import analyze
+from ddm_core.route.analyze import NodeIndex, analyze
 from ddm_core.route.conditions import Param, Source, value_source
 from ddm_core.route.context import RouteContext, physical_name
-from ddm_core.route.edits import param_edits, span, table_edits
+from ddm_core.route.edits import span, table_edits
 from ddm_core.route.hints import Hint
 from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
 from ddm_core.route.query import QueryStatement
@@ -219,12 +219,14 @@ def compile_insert(
     text: str,
     params: dict[str, int],
     style: str,
+    param_spans: list[Edit],
     *,
     replace: bool,
     replace_span: tuple[int, int] | None = None,
+    nodes: NodeIndex | None = None,
 ) -> Any:
     """Compile an INSERT / REPLACE statement."""
-    analysis = analyze(tree, ctx.config, params)
+    analysis = analyze(tree, ctx.config, params, nodes)
     target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
     keyword = [Edit(*replace_span, text="REPLACE")] if replace and replace_span else []
     kind = ctx.config.kind_of(target.name) if isinstance(target, exp.Table) else None
@@ -242,7 +244,7 @@ def compile_insert(
         if kind is TableKind.SHARDED:
             _check_insert_select(tree, target, analysis)
             _check_on_duplicate(tree, ctx.config.table(target.name))  # type: ignore[arg-type]
-        template = from_edits(text, keyword + table_edits(analysis) + param_edits(text), style)
+        template = from_edits(text, keyword + table_edits(analysis) + param_spans, style)
         single_only = kind is TableKind.SHARDED
         return QueryStatement(ctx, analysis, template, "insert", single_only=single_only,
                               reason="INSERT ... SELECT on one shard" if single_only else "")
@@ -259,7 +261,7 @@ def compile_insert(
     _check_on_duplicate(tree, table)
     rows_node = source.expressions
     spans = _row_spans(text, span(schema.expressions[-1])[1], len(rows_node), table.name)
-    all_params = param_edits(text)
+    all_params = param_spans
     head_end, tail_start = spans[0][0], spans[-1][1]
     edits = keyword + [e for e in table_edits(analysis) if e.start < head_end]
     key = table.key_generation
@@ -280,6 +282,7 @@ def compile_insert(
     suffix = from_edits(text[tail_start:], suffix_edits, style)
     rows = []
     width = len(schema.expressions)
+    at = 0  # params and rows are both in text order: one pass over the params
     for (start, end), node in zip(spans, rows_node):
         values = node.expressions if isinstance(node, exp.Tuple) else [node]
         if len(values) != width:
@@ -287,7 +290,13 @@ def compile_insert(
                 f"a row of the INSERT into {table.name!r} has {len(values)} values for {width} columns",
                 table=table.name,
             )
-        row_edits = [Edit(e.start - start, e.end - start, param=e.param) for e in all_params if start <= e.start < end]
+        while at < len(all_params) and all_params[at].start < start:
+            at += 1
+        row_edits = []
+        while at < len(all_params) and all_params[at].start < end:
+            e = all_params[at]
+            row_edits.append(Edit(e.start - start, e.end - start, param=e.param))
+            at += 1
         rows.append(_Row(from_edits(text[start:end], row_edits, style), tuple(value_source(v, params) for v in values)))
     literal_only = not params
     return InsertStatement(ctx, table, len(analysis.slots) or 1, prefix, rows, suffix, columns, key_column,

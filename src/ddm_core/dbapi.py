@@ -1,0 +1,671 @@
+"""A PEP 249 (DB-API 2.0) facade: code written for PyMySQL runs on sharded tables unchanged.
+
+::
+
+    conn = ddm_core.dbapi.connect("orders.yaml")
+    with conn.cursor() as cur:
+        cur.execute("SELECT order_id, amount FROM t_order WHERE user_id = %s", (10086,))
+        rows = cur.fetchall()
+        cur.executemany("INSERT INTO t_order (user_id, amount) VALUES (%s, %s)", rows_to_add)
+    conn.commit()
+
+* ``paramstyle = "format"`` (``%s``; ``%(name)s`` with a mapping and ``?``
+  are accepted too), ``threadsafety = 1`` (share the module, not connections),
+  ``apilevel = "2.0"``.
+* **Transactions.** Like PyMySQL, a connection starts with autocommit off: the
+  first statement opens a local transaction that :meth:`Connection.commit` /
+  :meth:`Connection.rollback` ends (see
+  :mod:`ddm_core.execute.transaction`: one pinned connection per data source
+  used, writes to one data source only, :class:`CrossShardTransactionError`
+  before a second one is touched). ``connect(..., autocommit=True)`` or
+  ``conn.autocommit(True)`` runs every statement on its own — the right mode
+  for read-mostly services and for bulk loads over many shards: a connection
+  with an open transaction holds its pinned pool connections until it ends.
+* **executemany** of ``INSERT/REPLACE ... VALUES (%s, ...)`` sends one multi-row
+  INSERT per target: the rows are cut into batches of :attr:`Cursor.batch_rows`
+  (1000), each routed as one multi-row INSERT through the router's batch path
+  (one INSERT per physical table per batch; the same batch text is reused, so
+  only the first batch is parsed). Other statements run once per row.
+* **Pools are shared.** ``connect(source)`` with the same configuration object
+  or path (and the same executor options) reuses one
+  :class:`~ddm_core.execute.Executor` — pools, threads — so connecting per
+  request is cheap; :func:`close_all` closes them. ``connect(executor=...)``
+  uses yours.
+* **Errors.** The PEP 249 classes below are defined here; every ddm-core error
+  leaving the facade is re-raised as a class that inherits from *both* the
+  ddm-core class and its PEP 249 counterpart, so ``except
+  dbapi.IntegrityError`` and ``except ddm_core.DuplicateKeyError`` both catch
+  a duplicate key, and ``__cause__`` is still the driver's exception. The
+  classes are also attributes of :class:`Connection` (``conn.IntegrityError``),
+  as PyMySQL offers them. The mapping:
+
+  ========================================================  ======================
+  ddm-core error                                            PEP 249 class
+  ========================================================  ======================
+  DuplicateKeyError                                         IntegrityError
+  DataSourceUnavailableError, PoolTimeoutError,             OperationalError
+  QueryTimeoutError
+  ExecutionError (other driver errors)                      the driver error's own
+                                                            PEP 249 class, else
+                                                            DatabaseError
+  MergeError, ShardValueError                               DataError
+  CrossShardTransactionError, UnsupportedSQLError,          NotSupportedError
+  FullRouteError, DeepPaginationError, ShardKeyUpdateError
+  ParameterError, other RoutingError, TransactionError      ProgrammingError
+  ConfigError                                               InterfaceError
+  IdGenerationError                                         InternalError
+  ========================================================  ======================
+
+  Misuse of the facade itself (a closed cursor, fetch before execute) raises
+  :class:`ProgrammingError` / :class:`InterfaceError` directly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import threading
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+
+from ddm_core.errors import (
+    ConfigError,
+    CrossShardTransactionError,
+    DataSourceUnavailableError,
+    DdmError,
+    DeepPaginationError,
+    DuplicateKeyError,
+    ExecutionError,
+    FullRouteError,
+    IdGenerationError,
+    MergeError,
+    PoolTimeoutError,
+    QueryTimeoutError,
+    RoutingError,
+    ShardKeyUpdateError,
+    ShardValueError,
+    TransactionError,
+    UnsupportedSQLError,
+)
+from ddm_core.execute import Executor, Result, Transaction
+from ddm_core.execute.executor import _style_of
+from ddm_core.route.placeholders import translate
+
+__all__ = [
+    "apilevel",
+    "threadsafety",
+    "paramstyle",
+    "connect",
+    "close_all",
+    "Connection",
+    "Cursor",
+    "Warning",
+    "Error",
+    "InterfaceError",
+    "DatabaseError",
+    "DataError",
+    "OperationalError",
+    "IntegrityError",
+    "InternalError",
+    "ProgrammingError",
+    "NotSupportedError",
+]
+
+apilevel = "2.0"
+threadsafety = 1
+paramstyle = "format"
+
+
+# -- the PEP 249 exception hierarchy ---------------------------------------------------------
+
+
+class Warning(Exception):  # noqa: A001 - the name PEP 249 prescribes
+    """Important warnings (PEP 249)."""
+
+
+class Error(Exception):
+    """Base of every PEP 249 error."""
+
+
+class InterfaceError(Error):
+    """The facade itself was misused or misconfigured."""
+
+
+class DatabaseError(Error):
+    """An error related to the database."""
+
+
+class DataError(DatabaseError):
+    """A problem with the processed data (a value out of range, an incomparable sort key)."""
+
+
+class OperationalError(DatabaseError):
+    """The database's operation failed: unavailable, timed out, pool exhausted."""
+
+
+class IntegrityError(DatabaseError):
+    """Relational integrity was violated (a duplicate key)."""
+
+
+class InternalError(DatabaseError):
+    """The database (or ddm-core) hit an internal error."""
+
+
+class ProgrammingError(DatabaseError):
+    """A programming error: bad parameters, an unroutable statement, a closed cursor."""
+
+
+class NotSupportedError(DatabaseError):
+    """Something the sharded database does not support (a cross-shard write transaction...)."""
+
+
+_PEP249_ERRORS: tuple[type[Error], ...] = (
+    IntegrityError,
+    DataError,
+    ProgrammingError,
+    NotSupportedError,
+    InternalError,
+    OperationalError,
+    InterfaceError,
+    DatabaseError,
+)
+_BY_NAME = {cls.__name__: cls for cls in _PEP249_ERRORS}
+
+# Most specific first: the first entry the error is an instance of decides.
+_MAPPING: tuple[tuple[type[DdmError], type[Error]], ...] = (
+    (DuplicateKeyError, IntegrityError),
+    (DataSourceUnavailableError, OperationalError),
+    (PoolTimeoutError, OperationalError),
+    (QueryTimeoutError, OperationalError),
+    (MergeError, DataError),
+    (ShardValueError, DataError),
+    (CrossShardTransactionError, NotSupportedError),
+    (UnsupportedSQLError, NotSupportedError),
+    (FullRouteError, NotSupportedError),
+    (DeepPaginationError, NotSupportedError),
+    (ShardKeyUpdateError, NotSupportedError),
+    (RoutingError, ProgrammingError),
+    (TransactionError, ProgrammingError),
+    (ConfigError, InterfaceError),
+    (IdGenerationError, InternalError),
+)
+
+_FACADE_CLASSES: dict[tuple[type[DdmError], type[Error]], type[Error]] = {}
+_FACADE_LOCK = threading.Lock()
+
+
+def _pep249_class_for(exc: DdmError) -> type[Error]:
+    for ddm_cls, pep_cls in _MAPPING:
+        if isinstance(exc, ddm_cls):
+            return pep_cls
+    # Any other driver error keeps its own PEP 249 class (drivers follow PEP 249 names).
+    cause = exc.__cause__ if isinstance(exc, ExecutionError) else None
+    if cause is not None:
+        for klass in type(cause).__mro__:
+            found = _BY_NAME.get(klass.__name__)
+            if found is not None:
+                return found
+    return DatabaseError
+
+
+def _facade_class(ddm_cls: type[DdmError], pep_cls: type[Error]) -> type[Error]:
+    key = (ddm_cls, pep_cls)
+    cls = _FACADE_CLASSES.get(key)
+    if cls is None:
+        with _FACADE_LOCK:
+            cls = _FACADE_CLASSES.get(key)
+            if cls is None:
+                cls = type(ddm_cls.__name__, (ddm_cls, pep_cls), {"__module__": __name__})
+                _FACADE_CLASSES[key] = cls
+    return cls
+
+
+def to_pep249(exc: DdmError) -> Error:
+    """``exc`` as an instance of a class inheriting from its class and its PEP 249 class."""
+    if isinstance(exc, Error):
+        return exc
+    cls = _facade_class(type(exc), _pep249_class_for(exc))
+    new = cls.__new__(cls)
+    DdmError.__init__(new, exc.message, **exc.context)  # type: ignore[arg-type]
+    return new
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _translated(func: F) -> F:
+    """Re-raise ddm-core errors escaping ``func`` as their PEP 249 facade classes."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DdmError as exc:
+            if isinstance(exc, Error):
+                raise
+            raise to_pep249(exc).with_traceback(exc.__traceback__) from exc.__cause__
+
+    return wrapper  # type: ignore[return-value]
+
+
+# -- connect ----------------------------------------------------------------------------------
+
+_SHARED: dict[tuple[Any, ...], tuple[Any, Executor]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+@_translated
+def connect(
+    config_or_path: Any = None,
+    *,
+    executor: Executor | None = None,
+    autocommit: bool = False,
+    **executor_options: Any,
+) -> Connection:
+    """Open a DB-API connection over a sharding configuration.
+
+    Args:
+        config_or_path: A configuration path, YAML text, dict,
+            :class:`~ddm_core.metadata.model.ShardingConfig`,
+            :class:`~ddm_core.metadata.ConfigHolder` or
+            :class:`~ddm_core.Router`. Connections made from the same object
+            (or path) with the same options share one executor.
+        executor: Use this executor instead (then ``config_or_path`` is ignored).
+        autocommit: Run every statement on its own (PyMySQL's default is off).
+        **executor_options: Passed to :class:`~ddm_core.execute.Executor`
+            (``timeout``, ``max_concurrency``...).
+
+    Raises:
+        InterfaceError: no configuration given, or it is invalid.
+    """
+    if executor is None:
+        if config_or_path is None:
+            raise InterfaceError("connect() needs a configuration (path, text, dict or object) or executor=")
+        executor = _shared_executor(config_or_path, executor_options)
+    return Connection(executor, autocommit=autocommit)
+
+
+def _shared_executor(source: Any, options: Mapping[str, Any]) -> Executor:
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and os.path.exists(source)):
+        ident: Any = ("path", os.path.abspath(os.fspath(source)))
+    else:
+        ident = ("object", id(source))
+    key = (ident, tuple(sorted(options.items())))
+    with _SHARED_LOCK:
+        entry = _SHARED.get(key)
+        if entry is None or entry[1]._closed:
+            entry = _SHARED[key] = (source, Executor(source, **options))  # keep source alive: its id is the key
+        return entry[1]
+
+
+def close_all() -> None:
+    """Close every executor :func:`connect` created (their pools and threads)."""
+    with _SHARED_LOCK:
+        entries = list(_SHARED.values())
+        _SHARED.clear()
+    for _, executor in entries:
+        executor.close()
+
+
+# -- Connection ---------------------------------------------------------------------------------
+
+
+class Connection:
+    """A DB-API connection: a view on a shared :class:`~ddm_core.execute.Executor`.
+
+    Not thread-safe (``threadsafety = 1``): one connection per thread.
+    """
+
+    Warning = Warning
+    Error = Error
+    InterfaceError = InterfaceError
+    DatabaseError = DatabaseError
+    DataError = DataError
+    OperationalError = OperationalError
+    IntegrityError = IntegrityError
+    InternalError = InternalError
+    ProgrammingError = ProgrammingError
+    NotSupportedError = NotSupportedError
+
+    def __init__(self, executor: Executor, *, autocommit: bool = False) -> None:
+        self._executor: Executor | None = executor
+        self._autocommit = autocommit
+        self._tx: Transaction | None = None
+
+    @property
+    def executor(self) -> Executor:
+        """The executor underneath (pools, stats)."""
+        return self._live()
+
+    @property
+    def closed(self) -> bool:
+        return self._executor is None
+
+    @property
+    def in_transaction(self) -> bool:
+        """A transaction is open (statements ran since the last commit / rollback)."""
+        return self._tx is not None
+
+    def _live(self) -> Executor:
+        if self._executor is None:
+            raise InterfaceError("the connection is closed")
+        return self._executor
+
+    def cursor(self) -> Cursor:
+        """A new cursor."""
+        self._live()
+        return Cursor(self)
+
+    def autocommit(self, value: bool) -> None:
+        """Switch autocommit (PyMySQL style); switching it on commits an open transaction."""
+        value = bool(value)
+        if value and self._tx is not None:
+            self.commit()
+        self._autocommit = value
+
+    def get_autocommit(self) -> bool:
+        return self._autocommit
+
+    def begin(self) -> None:
+        """Start a transaction now (also with autocommit on, until commit / rollback)."""
+        self._live()
+        if self._tx is None:
+            self._tx = self._live().transaction()
+
+    @_translated
+    def commit(self) -> None:
+        """Commit the open transaction (nothing to do without one)."""
+        self._live()
+        tx, self._tx = self._tx, None
+        if tx is not None:
+            tx.commit()
+
+    @_translated
+    def rollback(self) -> None:
+        """Roll the open transaction back (nothing to do without one)."""
+        self._live()
+        tx, self._tx = self._tx, None
+        if tx is not None:
+            tx.rollback()
+
+    def close(self) -> None:
+        """Roll back an open transaction and release its connections; the connection is unusable after."""
+        if self._executor is None:
+            return
+        tx, self._tx = self._tx, None
+        self._executor = None
+        if tx is not None:
+            tx.rollback()
+
+    def _run(self, sql: str, params: Any) -> Result:
+        executor = self._live()
+        plan = executor.router.route(sql, params)
+        style = _style_of(sql)
+        if self._tx is None and not self._autocommit:
+            self._tx = executor.transaction()
+        if self._tx is not None:
+            return self._tx.execute_plan(plan, caller_style=style)
+        return executor.execute_plan(plan, caller_style=style)
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """Commit on success, roll back on an exception, then close (as psycopg 3 does)."""
+        try:
+            if self._executor is not None:
+                if exc_type is None:
+                    self.commit()
+                else:
+                    self.rollback()
+        finally:
+            self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_tx", None) is not None:
+            try:
+                self.close()
+            except Exception:  # noqa: S110
+                pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._executor is None else ("in transaction" if self._tx else "idle")
+        return f"<ddm_core.dbapi.Connection {state} autocommit={self._autocommit}>"
+
+
+# -- Cursor ----------------------------------------------------------------------------------------
+
+# PyMySQL's INSERT ... VALUES matcher, with ``?`` rows accepted too: the VALUES row
+# must be placeholders only; anything after it must be ON DUPLICATE KEY UPDATE.
+_INSERT_VALUES = re.compile(
+    r"\s*((?:INSERT|REPLACE)\b.+\bVALUES?\s*)"
+    r"(\(\s*(?:%s|%\([^()]+\)s|\?)\s*(?:,\s*(?:%s|%\([^()]+\)s|\?)\s*)*\))"
+    r"(\s*(?:ON\s+DUPLICATE.*)?);?\s*\Z",
+    re.IGNORECASE | re.DOTALL,
+)
+_NAMED = re.compile(r"%\(([^()]+)\)s")
+
+
+class Cursor:
+    """A DB-API cursor. Rows stream from the shards (see :class:`~ddm_core.execute.Result`).
+
+    Attributes:
+        arraysize: Default :meth:`fetchmany` size.
+        batch_rows: Rows per multi-row INSERT batch in :meth:`executemany`.
+    """
+
+    batch_rows = 1000
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.arraysize = 1
+        self._result: Result | None = None
+        self._rowcount = -1
+        self._lastrowid: Any = None
+        self._generated: tuple[Any, ...] = ()
+        self._complete = True
+        self._closed = False
+
+    # -- attributes ---------------------------------------------------------------------------
+
+    @property
+    def description(self) -> Any:
+        """DB-API 7-tuples of the last statement's columns, ``None`` without rows."""
+        return self._result.description if self._result is not None else None
+
+    @property
+    def rowcount(self) -> int:
+        """Affected rows (summed over shards) or, for a SELECT, rows when known; -1 otherwise."""
+        if self._result is not None:
+            return self._result.rowcount
+        return self._rowcount
+
+    @property
+    def lastrowid(self) -> Any:
+        """The driver's ``lastrowid`` of a single-shard INSERT, else ``None`` (see :attr:`generated_keys`)."""
+        return self._lastrowid
+
+    @property
+    def generated_keys(self) -> tuple[Any, ...]:
+        """Keys ddm-core generated for the inserted rows, in row order (all batches)."""
+        return self._generated
+
+    @property
+    def complete(self) -> bool:
+        """``False`` when the last result is partial (shards timed out; see ``allow_partial``)."""
+        return self._complete
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- executing ----------------------------------------------------------------------------
+
+    def _check(self) -> Connection:
+        if self._closed:
+            raise ProgrammingError("the cursor is closed")
+        if self.connection.closed:
+            raise ProgrammingError("the connection is closed")
+        return self.connection
+
+    def _reset(self) -> None:
+        result, self._result = self._result, None
+        if result is not None:
+            result.close(quiet=True)
+        self._rowcount = -1
+        self._lastrowid = None
+        self._generated = ()
+        self._complete = True
+
+    @_translated
+    def execute(self, query: str, args: Any = None) -> int:
+        """Run one statement. Returns the affected row count (as PyMySQL does)."""
+        conn = self._check()
+        self._reset()
+        result = conn._run(query, args)
+        self._take(result)
+        return self.rowcount
+
+    def _take(self, result: Result) -> None:
+        self._lastrowid = result.lastrowid
+        self._generated = result.generated_keys
+        self._complete = result.complete
+        if result.description is None:
+            self._rowcount = result.rowcount
+            result.close()
+        else:
+            self._result = result
+
+    @_translated
+    def executemany(self, query: str, seq_of_args: Iterable[Any]) -> int:
+        """Run ``query`` for every parameter set; INSERT ... VALUES goes out as multi-row batches.
+
+        Returns:
+            The affected rows, summed.
+        """
+        conn = self._check()
+        self._reset()
+        rows = list(seq_of_args)
+        if not rows:
+            self._rowcount = 0
+            return 0
+        batch = _insert_batch(query)
+        total = 0
+        keys: list[Any] = []
+        complete = True
+        if batch is None:
+            for args in rows:
+                result = conn._run(query, args)
+                total += max(result.rowcount, 0)
+                keys.extend(result.generated_keys)
+                complete = complete and result.complete
+                result.close()
+        else:
+            size = max(1, self.batch_rows)
+            for start in range(0, len(rows), size):
+                chunk = rows[start : start + size]
+                sql, params = batch.build(chunk)
+                result = conn._run(sql, params)
+                total += max(result.rowcount, 0)
+                keys.extend(result.generated_keys)
+                complete = complete and result.complete
+                result.close()
+        self._rowcount = total
+        self._generated = tuple(keys)
+        self._complete = complete
+        return total
+
+    # -- fetching -----------------------------------------------------------------------------
+
+    def _rows(self) -> Result:
+        self._check()
+        if self._result is None:
+            raise ProgrammingError("no result set: execute a statement that returns rows first")
+        return self._result
+
+    @_translated
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows().fetchone()
+
+    @_translated
+    def fetchmany(self, size: int | None = None) -> list[tuple[Any, ...]]:
+        return self._rows().fetchmany(self.arraysize if size is None else size)
+
+    @_translated
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows().fetchall()
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchone, None)
+
+    # -- the rest of PEP 249 ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the cursor and its result (returning any connection a streamed result holds)."""
+        if not self._closed:
+            self._reset()
+            self._closed = True
+
+    def setinputsizes(self, sizes: Any) -> None:
+        """Does nothing (allowed by PEP 249)."""
+
+    def setoutputsize(self, size: Any, column: Any = None) -> None:
+        """Does nothing (allowed by PEP 249)."""
+
+    def nextset(self) -> None:
+        """Multiple result sets are not supported: always ``None``."""
+        return None
+
+    def callproc(self, procname: str, args: Sequence[Any] = ()) -> Any:
+        raise NotSupportedError("stored procedures cannot be routed across shards (callproc)")
+
+    def __enter__(self) -> Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<ddm_core.dbapi.Cursor {'closed' if self._closed else 'open'} rowcount={self.rowcount}>"
+
+
+class _InsertBatch:
+    """An ``INSERT ... VALUES (row)`` statement cut into prefix, row template and suffix."""
+
+    __slots__ = ("prefix", "row", "suffix", "names")
+
+    def __init__(self, prefix: str, row: str, suffix: str, names: tuple[str, ...] | None) -> None:
+        self.prefix = prefix
+        self.row = row
+        self.suffix = suffix
+        self.names = names  # keys of a %(name)s row, in order; None for positional rows
+
+    def build(self, rows: Sequence[Any]) -> tuple[str, list[Any]]:
+        sql = self.prefix + ", ".join([self.row] * len(rows)) + self.suffix
+        params: list[Any] = []
+        if self.names is None:
+            for args in rows:
+                params.extend(args)
+        else:
+            names = self.names
+            for args in rows:
+                params.extend(args[name] for name in names)
+        return sql, params
+
+
+def _insert_batch(query: str) -> _InsertBatch | None:
+    """Cut an INSERT/REPLACE with a placeholder-only VALUES row; ``None`` when it is not one."""
+    m = _INSERT_VALUES.match(query)
+    if m is None:
+        return None
+    prefix, row, suffix = m.group(1), m.group(2).rstrip(), m.group(3) or ""
+    try:
+        if translate(prefix + " " + suffix).names:  # placeholders outside the row: run row by row
+            return None
+    except DdmError:
+        return None
+    names = tuple(_NAMED.findall(row))
+    if names:
+        row = _NAMED.sub("%s", row)
+        return _InsertBatch(prefix, row, suffix, names)
+    return _InsertBatch(prefix, row, suffix, None)

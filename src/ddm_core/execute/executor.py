@@ -1,0 +1,673 @@
+"""The executor: route a statement, run its units on pooled connections, merge, return a Result.
+
+``Executor(config_or_router).execute(sql, params)``:
+
+1. route (``Router.route``, plan cache keyed by SQL text);
+2. pick a connection per unit: reads go to a replica (weighted random, or as the
+   data source's ``load_balancer`` says) unless the plan ``is_write``, a hint
+   forced the primary, or a transaction is open; inside a transaction every
+   unit of a data source runs on that data source's pinned connection;
+3. run: a single unit runs on the caller's thread with no extra hop; several
+   fan out over a bounded thread pool (``max_concurrency``), FULL-kind plans
+   also pass a semaphore (``full_route_concurrency``, seed 000 §5.4: 4);
+4. enforce the per-statement deadline (``timeout``, 3 s): past it the statement
+   is cancelled (``KILL QUERY`` / ``interrupt()``) and
+   :class:`~ddm_core.errors.QueryTimeoutError` is raised — or, with
+   ``allow_partial``, the rows of the units that finished in time come back
+   with ``result.complete == False`` (reads only: a write that timed out always
+   raises);
+5. merge (:func:`ddm_core.merge.merge_results`) lazily and hand back a
+   :class:`~ddm_core.execute.result.Result`.
+
+Connections go back to their pools on every path: success, driver error,
+timeout, a server that went away, a result abandoned or closed early (seed 001
+§5.2). Driver errors are mapped (:mod:`ddm_core.execute.driver_errors`) and
+chained.
+
+Not done yet (later issues): DESIGN's read-after-write window (reads within
+1 s of a write go to the primary) and replica lag weights; retries and circuit
+breaking.
+
+Streaming: a multi-unit SELECT whose units are not bounded by a small LIMIT
+is read through server-side / unbuffered cursors (PyMySQL ``SSCursor``;
+sqlite3 cursors step lazily), so memory stays bounded by the merger, not by
+the shards' row counts. Each such unit keeps its connection until its rows
+are read or the result is closed; the deadline covers the statement up to its
+first batch of rows. Everything else (single units, DML, LIMIT-bounded or
+aggregate-only units, anything inside a transaction) is fetched per unit and
+its connection returned before ``execute`` returns. ``stream=True`` /
+``False`` overrides the choice per call or per executor.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import itertools
+import logging
+import os
+import random
+import threading
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from ddm_core.errors import DdmError, ExecutionError, QueryTimeoutError
+from ddm_core.execute.driver_errors import map_driver_error, sql_sample
+from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats, discard_on
+from ddm_core.execute.result import Result, StreamRows, UnitResult
+from ddm_core.execute.watchdog import Guard, Watchdog
+from ddm_core.metadata.model import DataSource, ShardingConfig
+from ddm_core.route.placeholders import translate
+from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
+from ddm_core.route.router import Router
+
+if TYPE_CHECKING:
+    from ddm_core.execute.transaction import Transaction
+
+__all__ = ["Executor", "DEFAULT"]
+
+log = logging.getLogger("ddm_core.execute")
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: "Use the executor's setting" for per-call options.
+DEFAULT: Any = _Default()
+
+#: Rows a merged LIMIT window may span per unit and still be fetched per unit.
+_SMALL_WINDOW = 1000
+_MERGE_DIALECTS = ("mysql", "mariadb", "sqlite")
+
+#: The transaction bound by ``with executor.transaction():`` in this context.
+_CURRENT_TX: ContextVar[Transaction | None] = ContextVar("ddm_transaction", default=None)
+
+
+@dataclass(slots=True)
+class _Lane:
+    """Units that run one after another on one connection (one unit outside transactions)."""
+
+    pool: EndpointPool
+    items: list[tuple[int, RouteUnit]]
+    pinned: Borrowed | None = None
+
+
+@dataclass(slots=True)
+class _LaneOutcome:
+    results: list[tuple[int, UnitResult]] = field(default_factory=list)
+    error: BaseException | None = None
+
+
+class Executor:
+    """Runs SQL written against logic tables on the physical data sources.
+
+    Args:
+        config_or_router: A :class:`~ddm_core.Router`, a
+            :class:`~ddm_core.metadata.model.ShardingConfig`, a
+            :class:`~ddm_core.metadata.ConfigHolder` (hot reload), or anything
+            :func:`~ddm_core.load_config` accepts (a path, YAML text, a dict).
+        max_concurrency: Threads running units of multi-unit statements (seed
+            001 §4.2: a global cap of about 10; more units queue).
+        full_route_concurrency: FULL-kind statements (no usable shard key) that
+            may run at once (seed 000 §5.4: 4). Waiting for a slot counts
+            toward the statement's timeout.
+        timeout: Per-statement deadline in seconds (``None``: none).
+        allow_partial: Default for :meth:`execute`'s ``allow_partial``.
+        stream: ``None`` (choose per statement, see the module docstring),
+            ``True`` or ``False``.
+        fetch_batch: Rows per round trip when streaming.
+        drain_limit: Leftover rows read to keep a connection when a streamed
+            unit is closed early; with more left, the connection is discarded.
+        cancel_grace: Seconds a fan-out waits past the deadline for cancelled
+            units to stop before giving up on them (they still return their
+            connections when they do stop).
+
+    The executor is thread-safe: share one per process. Close it (or use it
+    as a context manager) to stop its threads and close idle connections.
+    """
+
+    def __init__(
+        self,
+        config_or_router: Any,
+        *,
+        max_concurrency: int = 10,
+        full_route_concurrency: int = 4,
+        timeout: float | None = 3.0,
+        allow_partial: bool = False,
+        stream: bool | None = None,
+        fetch_batch: int = 500,
+        drain_limit: int = 10_000,
+        cancel_grace: float = 1.0,
+    ) -> None:
+        if max_concurrency < 1 or full_route_concurrency < 1:
+            raise ValueError("max_concurrency and full_route_concurrency must be >= 1")
+        self._router = _as_router(config_or_router)
+        self.max_concurrency = max_concurrency
+        self.full_route_concurrency = full_route_concurrency
+        self.timeout = timeout if timeout else None
+        self.allow_partial = allow_partial
+        self.stream = stream
+        self.fetch_batch = max(1, fetch_batch)
+        self.drain_limit = drain_limit
+        self.cancel_grace = cancel_grace
+        self._pools = PoolRegistry()
+        self._watchdog = Watchdog()
+        self._full_slots = threading.BoundedSemaphore(full_route_concurrency)
+        self._threads: cf.ThreadPoolExecutor | None = None
+        self._threads_lock = threading.Lock()
+        self._round_robin: dict[str, itertools.count[int]] = {}
+        self._closed = False
+
+    # -- configuration ------------------------------------------------------------------
+
+    @property
+    def router(self) -> Router:
+        return self._router
+
+    @property
+    def config(self) -> ShardingConfig:
+        """The configuration version in use (follows a ``ConfigHolder``)."""
+        return self._router.config
+
+    # -- public API ------------------------------------------------------------------------
+
+    def execute(
+        self,
+        sql: str,
+        params: Any = None,
+        *,
+        timeout: float | None = DEFAULT,
+        allow_partial: bool | None = None,
+        stream: bool | None = DEFAULT,
+    ) -> Result:
+        """Route and run one statement.
+
+        Inside ``with executor.transaction():`` (same thread / context) the
+        statement runs in that transaction.
+
+        Args:
+            sql: SQL against logic tables, ``%s`` / ``%(name)s`` / ``?`` placeholders.
+            params: Its parameters (sequence, or mapping for ``%(name)s``).
+            timeout: Seconds for this statement (``None``: no deadline);
+                default: the executor's.
+            allow_partial: Return what arrived when units time out
+                (``result.complete`` is then ``False``) instead of raising.
+            stream: Override the streaming choice for this statement.
+
+        Returns:
+            A :class:`Result` — close it, read it to the end, or use ``with``.
+
+        Raises:
+            RoutingError: the statement cannot be routed (see :mod:`ddm_core.errors`).
+            QueryTimeoutError: past the deadline (and no partial result accepted).
+            PoolTimeoutError: no connection free within the acquire timeout.
+            DataSourceUnavailableError: a data source refused or lost the connection.
+            DuplicateKeyError: a unique key was violated.
+            CrossShardTransactionError: inside a transaction, a write to a second data source.
+            ExecutionError: any other driver error (names data source and statement).
+        """
+        plan = self._router.route(sql, params)
+        tx = _CURRENT_TX.get()
+        if tx is not None and tx.executor is self:
+            return tx.execute_plan(plan, caller_style=_style_of(sql), timeout=timeout)
+        return self.execute_plan(
+            plan, caller_style=_style_of(sql), timeout=timeout, allow_partial=allow_partial, stream=stream
+        )
+
+    def execute_plan(
+        self,
+        plan: RoutePlan,
+        *,
+        caller_style: str = "format",
+        timeout: float | None = DEFAULT,
+        allow_partial: bool | None = None,
+        stream: bool | None = DEFAULT,
+    ) -> Result:
+        """Run an already routed plan outside any transaction (for tools that route themselves).
+
+        Args:
+            plan: From :meth:`Router.route`.
+            caller_style: ``"qmark"`` when the statement was written with ``?``
+                (its units then use ``?``), else ``"format"``.
+        """
+        return self._run(plan, caller_style, timeout, allow_partial, stream, tx=None)
+
+    def transaction(self) -> Transaction:
+        """A local transaction: ``with executor.transaction() as tx: ...``.
+
+        Inside the block, :meth:`execute` on this thread runs in it (``tx.execute``
+        works from anywhere). Commits when the block ends normally, rolls back
+        when it raises. See :class:`~ddm_core.execute.transaction.Transaction`.
+        """
+        from ddm_core.execute.transaction import Transaction
+
+        return Transaction(self)
+
+    def pool_stats(self) -> dict[str, PoolStats]:
+        """Per data source (every endpoint summed): idle, borrowed, open, borrows, timeouts."""
+        return self._pools.stats()
+
+    def endpoint_stats(self) -> list[PoolStats]:
+        """One :class:`PoolStats` per endpoint pool created so far."""
+        return self._pools.endpoint_stats()
+
+    def borrowed(self) -> int:
+        """Connections borrowed right now, over every pool (0 when nothing is running)."""
+        return sum(s.borrowed for s in self._pools.endpoint_stats())
+
+    def warm_up(self) -> dict[str, int]:
+        """Open ``min_idle`` connections on every endpoint now (instead of on first use).
+
+        Returns:
+            Endpoint name → idle connections afterwards.
+
+        Raises:
+            DataSourceUnavailableError: an endpoint cannot be reached.
+        """
+        out = {}
+        for ds in self.config.data_sources.values():
+            for endpoint in ds.endpoints:
+                out[endpoint.name] = self._pools.pool(ds, endpoint).warm_up()
+        return out
+
+    def close(self) -> None:
+        """Stop the worker threads and the watchdog; close every idle connection."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._threads is not None:
+            self._threads.shutdown(wait=True, cancel_futures=True)
+        self._watchdog.stop()
+        self._pools.dispose()
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Executor data_sources={list(self.config.data_sources)} timeout={self.timeout}>"
+
+    # -- internals used by Transaction -------------------------------------------------------
+
+    def primary_pool(self, data_source: str) -> EndpointPool:
+        ds = self._data_source(self.config, data_source)
+        return self._pools.pool(ds, ds.primary)
+
+    # -- running a plan ------------------------------------------------------------------------
+
+    def _run(
+        self,
+        plan: RoutePlan,
+        style: str,
+        timeout: Any,
+        allow_partial: bool | None,
+        stream: Any,
+        tx: Transaction | None,
+        lanes: list[_Lane] | None = None,
+    ) -> Result:
+        if self._closed:
+            raise ExecutionError("the executor is closed")
+        seconds = self.timeout if timeout is DEFAULT else (timeout or None)
+        deadline = time.monotonic() + seconds if seconds else None
+        partial_ok = self.allow_partial if allow_partial is None else allow_partial
+        units = plan.units
+        if lanes is None:
+            lanes = self._lanes(plan)
+        do_stream = False if tx is not None else self._should_stream(plan, lanes, stream)
+        full = plan.kind is RouteKind.FULL
+        if full:
+            self._enter_full_route(deadline, plan)
+        released = False
+        try:
+            if len(lanes) == 1:
+                outcome = self._run_lane(lanes[0], style, do_stream, deadline)
+                outcomes = [outcome]
+            else:
+                outcomes = self._fan_out(lanes, style, do_stream, deadline, release_full=full)
+                released = full  # the fan-out releases the slot once every lane has stopped
+        finally:
+            if full and not released:
+                self._full_slots.release()
+        return self._assemble(plan, units, outcomes, partial_ok, seconds)
+
+    def _lanes(self, plan: RoutePlan) -> list[_Lane]:
+        config = self.config
+        read = not (plan.is_write or plan.force_primary)
+        cache: dict[str, DataSource] = {}
+        lanes = []
+        for i, unit in enumerate(plan.units):
+            ds = cache.get(unit.data_source)
+            if ds is None:
+                ds = cache[unit.data_source] = self._data_source(config, unit.data_source)
+            endpoint = self._pick_replica(ds) if read and ds.replicas else ds.primary
+            lanes.append(_Lane(self._pools.pool(ds, endpoint), [(i, unit)]))
+        return lanes
+
+    @staticmethod
+    def _data_source(config: ShardingConfig, name: str) -> DataSource:
+        try:
+            return config.data_sources[name]
+        except KeyError:
+            raise ExecutionError(f"data source {name!r} is not configured", data_source=name) from None
+
+    def _pick_replica(self, ds: DataSource) -> Any:
+        replicas = ds.replicas
+        if ds.load_balancer == "round_robin":
+            live = [r for r in replicas if r.weight > 0]
+            if not live:
+                return ds.primary
+            counter = self._round_robin.setdefault(ds.name, itertools.count())
+            return live[next(counter) % len(live)]
+        weights = [r.weight for r in replicas]
+        if not any(weights):
+            return ds.primary  # every replica weighted 0: read the primary
+        if ds.load_balancer == "random":
+            return random.choice([r for r in replicas if r.weight > 0])
+        return random.choices(replicas, weights)[0]
+
+    def _should_stream(self, plan: RoutePlan, lanes: list[_Lane], stream: Any) -> bool:
+        choice = self.stream if stream is DEFAULT else stream
+        if plan.is_write or plan.statement not in ("select", "show"):
+            return False
+        if choice is not None:
+            return bool(choice) and all(lane.pool.driver.can_stream for lane in lanes)
+        if len(lanes) < 2 or not all(lane.pool.driver.can_stream for lane in lanes):
+            return False
+        spec = plan.merge
+        if spec.aggregates and not spec.group_by:
+            return False  # one row per unit
+        if spec.limit is not None and spec.offset + spec.limit <= _SMALL_WINDOW:
+            return False  # each unit returns at most one page
+        # Every streamed unit holds a connection until the merger is done with it:
+        # never stream more units into one pool than it can lend at once.
+        per_pool: dict[int, int] = {}
+        for lane in lanes:
+            n = per_pool[id(lane.pool)] = per_pool.get(id(lane.pool), 0) + 1
+            if n > lane.pool.max_size:
+                return False
+        return True
+
+    def _enter_full_route(self, deadline: float | None, plan: RoutePlan) -> None:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._full_slots.acquire(timeout=wait):
+            tables = ", ".join(t.logic_table for t in plan.tables) or "?"
+            raise QueryTimeoutError(
+                f"a full-route statement on {tables} waited {wait:g} s for one of the "
+                f"{self.full_route_concurrency} full-route slots and timed out",
+                timeout=wait,
+                full_route_concurrency=self.full_route_concurrency,
+            )
+
+    # -- one lane / one unit -----------------------------------------------------------------
+
+    def _run_lane(self, lane: _Lane, style: str, stream: bool, deadline: float | None) -> _LaneOutcome:
+        outcome = _LaneOutcome()
+        for index, unit in lane.items:
+            try:
+                outcome.results.append((index, self._run_unit(unit, lane.pool, lane.pinned, style, stream, deadline)))
+            except BaseException as exc:
+                outcome.error = exc
+                break
+        return outcome
+
+    def _run_unit(
+        self,
+        unit: RouteUnit,
+        pool: EndpointPool,
+        pinned: Borrowed | None,
+        style: str,
+        stream: bool,
+        deadline: float | None,
+    ) -> UnitResult:
+        driver = pool.driver
+        if deadline is not None and deadline <= time.monotonic():
+            raise self._timeout_error(unit, pool)
+        borrowed = pinned if pinned is not None else pool.borrow()
+        own = pinned is None
+        sql = driver.sql_for(unit.sql, style)
+        guard: Guard | None = None
+        if deadline is not None:
+            guard = self._watchdog.arm(deadline, partial(driver.cancel, pool.endpoint, borrowed.raw))
+        cursor = None
+        result: UnitResult | None = None
+        try:
+            cursor = driver.cursor(borrowed.raw, stream)
+            cursor.execute(sql, unit.params)
+            description = cursor.description
+            if description is None:
+                result = UnitResult(unit.data_source, None, (), cursor.rowcount, cursor.lastrowid or None)
+            elif not stream:
+                rows = cursor.fetchall()
+                result = UnitResult(unit.data_source, description, rows, len(rows))
+            else:
+                first = cursor.fetchmany(self.fetch_batch)
+                if len(first) < self.fetch_batch:  # everything fitted in the first batch
+                    result = UnitResult(unit.data_source, description, first, len(first))
+                else:
+                    rows_iter = StreamRows(cursor, borrowed, first, self.fetch_batch, self.drain_limit, sql)
+                    result = UnitResult(unit.data_source, description, rows_iter, -1)
+        except BaseException as exc:
+            fired = guard.disarm() if guard is not None else False
+            _close_quietly(cursor)
+            discard = fired or discard_on(exc)
+            if own:
+                borrowed.release(discard=discard)
+            if fired:
+                raise self._timeout_error(unit, pool) from exc
+            if isinstance(exc, Exception):
+                raise map_driver_error(exc, data_source=unit.data_source, endpoint=pool.endpoint.name, sql=sql) from exc
+            raise
+        fired = guard.disarm() if guard is not None else False
+        streaming = isinstance(result.rows, StreamRows)
+        if fired:  # the cancel may have cut the rows short (a killed SLEEP even "succeeds")
+            if streaming:
+                result.rows.close()
+            else:
+                _close_quietly(cursor)
+                if own:
+                    borrowed.release(discard=True)
+            raise self._timeout_error(unit, pool)
+        if not streaming:
+            _close_quietly(cursor)
+            if own:
+                borrowed.release()
+        return result
+
+    @staticmethod
+    def _timeout_error(unit: RouteUnit, pool: EndpointPool) -> QueryTimeoutError:
+        return QueryTimeoutError(
+            f"statement on data source {unit.data_source!r} exceeded its deadline and was cancelled: "
+            f"{sql_sample(unit.sql)!r}",
+            data_source=unit.data_source,
+            endpoint=pool.endpoint.name,
+            sql=unit.sql,
+        )
+
+    # -- fan-out -----------------------------------------------------------------------------
+
+    def _pool_threads(self) -> cf.ThreadPoolExecutor:
+        threads = self._threads
+        if threads is None:
+            with self._threads_lock:
+                if self._threads is None:
+                    self._threads = cf.ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="ddm-exec")
+                threads = self._threads
+        return threads
+
+    def _fan_out(
+        self, lanes: list[_Lane], style: str, stream: bool, deadline: float | None, *, release_full: bool
+    ) -> list[_LaneOutcome]:
+        threads = self._pool_threads()
+        futures = [threads.submit(self._run_lane, lane, style, stream, deadline) for lane in lanes]
+        if release_full:
+            _release_when_all_done(futures, self._full_slots.release)
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic()) + self.cancel_grace
+        done, _ = cf.wait(futures, timeout=wait)
+        outcomes = []
+        for lane, future in zip(lanes, futures):
+            if future in done and not future.cancelled():
+                outcomes.append(future.result())
+                continue
+            future.cancel()  # not started yet: it never will
+            # Still running past deadline + grace (a cancel that did not land):
+            # whatever it produces is closed when it finishes.
+            future.add_done_callback(_close_outcome)
+            unit = lane.items[0][1]
+            outcomes.append(_LaneOutcome(error=self._timeout_error(unit, lane.pool)))
+        return outcomes
+
+    # -- assembling the result ------------------------------------------------------------------
+
+    def _assemble(
+        self,
+        plan: RoutePlan,
+        units: Sequence[RouteUnit],
+        outcomes: list[_LaneOutcome],
+        partial_ok: bool,
+        seconds: float | None,
+    ) -> Result:
+        results: list[tuple[int, UnitResult]] = []
+        timeouts: list[QueryTimeoutError] = []
+        error: BaseException | None = None
+        for outcome in outcomes:
+            results.extend(outcome.results)
+            exc = outcome.error
+            if exc is None:
+                continue
+            if isinstance(exc, QueryTimeoutError):
+                timeouts.append(exc)
+            elif error is None:
+                error = exc
+        if error is None and timeouts and not (partial_ok and not plan.is_write):
+            error = self._combined_timeout(timeouts, len(units), seconds)
+        if error is not None:
+            for _, r in results:
+                _close_quietly(r)
+            raise error
+        results.sort(key=lambda item: item[0])
+        ordered = [r for _, r in results]
+        complete = not timeouts
+        if any(r.description is not None for r in ordered) or (not ordered and plan.statement == "select"):
+            return self._rows_result(plan, ordered, complete)
+        rowcount = sum(r.rowcount for r in ordered if r.rowcount > 0)
+        lastrowid = ordered[0].lastrowid if len(units) == 1 and ordered and plan.statement == "insert" else None
+        return Result(
+            description=None,
+            rows=None,
+            units=ordered,
+            rowcount=rowcount,
+            lastrowid=lastrowid,
+            generated_keys=plan.generated_keys,
+            complete=complete,
+            statement=plan.statement,
+        )
+
+    def _rows_result(self, plan: RoutePlan, ordered: list[UnitResult], complete: bool) -> Result:
+        if len(ordered) == 1 and plan.merge.is_trivial:
+            unit = ordered[0]
+            return Result(
+                description=unit.description,
+                rows=iter(unit.rows),
+                units=ordered,
+                rowcount=unit.rowcount,
+                complete=complete,
+                statement=plan.statement,
+            )
+        from ddm_core.merge import merge_results
+
+        dialect = self._merge_dialect(plan)
+        merged = merge_results(plan.merge, ordered, dialect=dialect)
+        return Result(
+            description=merged.description,
+            rows=merged,
+            units=ordered,
+            rowcount=-1,
+            complete=complete,
+            statement=plan.statement,
+        )
+
+    def _merge_dialect(self, plan: RoutePlan) -> str:
+        if not plan.units:
+            return "mysql"
+        ds = self.config.data_sources.get(plan.units[0].data_source)
+        dialect = ds.primary.dialect if ds is not None else "mysql"
+        return dialect if dialect in _MERGE_DIALECTS else "mysql"
+
+    def _combined_timeout(self, timeouts: list[QueryTimeoutError], total: int, seconds: float | None) -> QueryTimeoutError:
+        if len(timeouts) == 1 and total == 1:
+            return timeouts[0]
+        sources = sorted({getattr(t, "data_source", "?") for t in timeouts})
+        first = timeouts[0]
+        err = QueryTimeoutError(
+            f"{len(timeouts)} of {total} units exceeded the {seconds:g} s deadline and were cancelled "
+            f"(data sources {', '.join(sources)}); pass allow_partial=True to accept the rest",
+            data_sources=tuple(sources),
+            data_source=sources[0],
+            sql=getattr(first, "sql", None),
+            timeout=seconds,
+            units_timed_out=len(timeouts),
+            units=total,
+        )
+        err.__cause__ = first
+        return err
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _as_router(source: Any) -> Router:
+    if isinstance(source, Router):
+        return source
+    from ddm_core.metadata import ConfigHolder, load_config
+
+    if isinstance(source, (ShardingConfig, ConfigHolder)):
+        return Router(source)
+    if isinstance(source, (str, bytes, os.PathLike, Mapping)):
+        return Router(load_config(source))
+    raise TypeError(
+        f"Executor needs a Router, ShardingConfig, ConfigHolder, path, YAML text or dict, got {type(source).__name__}"
+    )
+
+
+def _style_of(sql: str) -> str:
+    try:
+        return translate(sql).style  # cached: the router translated the same text
+    except DdmError:
+        return "format"
+
+
+def _close_quietly(obj: Any) -> None:
+    if obj is None:
+        return
+    try:
+        obj.close()
+    except Exception:  # noqa: S110 - already on an error or cleanup path
+        pass
+
+
+def _close_outcome(future: cf.Future[_LaneOutcome]) -> None:
+    if future.cancelled() or future.exception() is not None:
+        return
+    for _, r in future.result().results:
+        _close_quietly(r)
+
+
+def _release_when_all_done(futures: list[cf.Future[Any]], release: Any) -> None:
+    remaining = [len(futures)]
+    lock = threading.Lock()
+
+    def one_done(_: cf.Future[Any]) -> None:
+        with lock:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        if last:
+            release()
+
+    for f in futures:
+        f.add_done_callback(one_done)

@@ -1,0 +1,264 @@
+"""Local transactions over sharded data: one pinned connection per data source, one writer.
+
+``with executor.transaction() as tx:`` (and the PEP 249 connection's implicit
+transaction) works like this:
+
+* Every data source a statement of the transaction uses gets **one pinned
+  connection** to its primary, opened with ``BEGIN`` the first time; all units
+  on that data source run on it, one after another (units on different data
+  sources still run in parallel). Reads inside a transaction never go to
+  replicas.
+* **At most one data source may be written.** A write (``plan.is_write``)
+  whose units would reach a second data source raises
+  :class:`~ddm_core.errors.CrossShardTransactionError` *before anything of
+  that statement is sent anywhere* (DESIGN.md: no XA unless switched on
+  explicitly; seed 001 §5.4). A transaction on one data source is a plain
+  local transaction.
+* **Reads across shards are allowed.** On the written data source they see the
+  transaction's own writes; on the others they read committed data (each
+  through its own pinned connection, so InnoDB's REPEATABLE READ gives one
+  snapshot per data source, taken at its first read — not one snapshot across
+  shards).
+* ``commit()`` commits the read-only pins first and the written one last, then
+  returns every pinned connection; ``rollback()`` rolls all back and returns
+  them. Either way the transaction is over; a statement that timed out or lost
+  its connection leaves the transaction *failed*: only ``rollback()`` (or
+  leaving the ``with`` block) is accepted after that.
+
+A transaction is not thread-safe: use it from one thread at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextvars import Token
+from typing import TYPE_CHECKING, Any
+
+from ddm_core.errors import (
+    CrossShardTransactionError,
+    DataSourceUnavailableError,
+    QueryTimeoutError,
+    TransactionError,
+)
+from ddm_core.execute.driver_errors import map_driver_error, sql_sample
+from ddm_core.execute.pools import Borrowed
+from ddm_core.route.plan import RoutePlan
+
+if TYPE_CHECKING:
+    from ddm_core.execute.executor import Executor
+    from ddm_core.execute.result import Result
+
+__all__ = ["Transaction"]
+
+log = logging.getLogger("ddm_core.execute")
+
+
+class Transaction:
+    """A local transaction of an :class:`~ddm_core.execute.Executor` (see the module docstring).
+
+    Attributes:
+        executor: The executor it runs on.
+    """
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self._pins: dict[str, Borrowed] = {}
+        self._written: str | None = None
+        self._state = "active"  # active | failed | committed | rolled back
+        self._failure: BaseException | None = None
+        self._token: Token[Any] | None = None
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """Statements may still run (not committed, rolled back or failed)."""
+        return self._state == "active"
+
+    @property
+    def state(self) -> str:
+        """``active``, ``failed``, ``committed`` or ``rolled back``."""
+        return self._state
+
+    @property
+    def data_sources(self) -> tuple[str, ...]:
+        """Data sources with a pinned connection, in first-use order."""
+        return tuple(self._pins)
+
+    @property
+    def written(self) -> str | None:
+        """The one data source this transaction wrote to, if any."""
+        return self._written
+
+    # -- statements ---------------------------------------------------------------------
+
+    def execute(self, sql: str, params: Any = None, *, timeout: float | None = None) -> Result:
+        """Route and run one statement in this transaction (see :meth:`Executor.execute`).
+
+        Args:
+            timeout: Seconds for this statement; default: the executor's.
+        """
+        from ddm_core.execute.executor import DEFAULT, _style_of
+
+        plan = self.executor.router.route(sql, params)
+        return self.execute_plan(plan, caller_style=_style_of(sql), timeout=DEFAULT if timeout is None else timeout)
+
+    def execute_plan(self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = None) -> Result:
+        """Run an already routed plan in this transaction.
+
+        Raises:
+            CrossShardTransactionError: a write would reach a second data source
+                (nothing of the statement was sent).
+            TransactionError: the transaction is over, or failed.
+        """
+        from ddm_core.execute.executor import DEFAULT, _Lane
+
+        self._check_usable()
+        sources = plan.data_sources
+        if plan.is_write:
+            targets = set(sources)
+            if self._written is not None:
+                targets.add(self._written)
+            if len(targets) > 1:
+                raise CrossShardTransactionError(
+                    f"a {plan.statement.upper()} inside a transaction would write to data sources "
+                    f"{', '.join(sorted(targets))}; a local transaction writes to one data source "
+                    f"(nothing was sent): {sql_sample(plan.units[0].sql) if plan.units else ''}",
+                    data_sources=tuple(sorted(targets)),
+                    written=self._written,
+                    statement=plan.statement,
+                )
+        lanes: dict[str, _Lane] = {}
+        for i, unit in enumerate(plan.units):
+            lane = lanes.get(unit.data_source)
+            if lane is None:
+                pinned = self._pin(unit.data_source)
+                lane = lanes[unit.data_source] = _Lane(pinned.pool, [], pinned)
+            lane.items.append((i, unit))
+        try:
+            result = self.executor._run(
+                plan, caller_style, DEFAULT if timeout is None else timeout, False, False, tx=self,
+                lanes=list(lanes.values()),
+            )
+        except (QueryTimeoutError, DataSourceUnavailableError) as exc:
+            # The pinned connection was cancelled or lost: the transaction cannot go on.
+            self._state = "failed"
+            self._failure = exc
+            raise
+        if plan.is_write and sources:
+            self._written = sources[0]
+        return result
+
+    def _check_usable(self) -> None:
+        if self._state == "active":
+            return
+        if self._state == "failed":
+            raise TransactionError(
+                f"the transaction failed ({self._failure}); roll it back before running more statements",
+                state=self._state,
+            )
+        raise TransactionError(f"the transaction is {self._state}; start a new one", state=self._state)
+
+    def _pin(self, data_source: str) -> Borrowed:
+        pinned = self._pins.get(data_source)
+        if pinned is not None:
+            return pinned
+        pool = self.executor.primary_pool(data_source)
+        borrowed = pool.borrow()
+        try:
+            pool.driver.begin(borrowed.raw)
+        except BaseException as exc:
+            borrowed.release(discard=True)
+            if isinstance(exc, Exception):
+                raise map_driver_error(exc, data_source=data_source, endpoint=pool.endpoint.name, sql="BEGIN") from exc
+            raise
+        self._pins[data_source] = borrowed
+        return borrowed
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def commit(self) -> None:
+        """Commit on every pinned connection (the written one last), then return them.
+
+        Raises:
+            TransactionError: the transaction failed (it is rolled back instead)
+                or is already over.
+            ExecutionError / DataSourceUnavailableError: a COMMIT failed; the
+                remaining pins are rolled back.
+        """
+        if self._state == "failed":
+            self.rollback()
+            raise TransactionError(
+                f"the transaction failed ({self._failure}) and was rolled back, not committed",
+                state="failed",
+            )
+        self._check_usable()
+        order = [ds for ds in self._pins if ds != self._written]
+        if self._written in self._pins:
+            order.append(self._written)  # type: ignore[arg-type]
+        try:
+            for ds in order:
+                pinned = self._pins[ds]
+                try:
+                    pinned.pool.driver.commit(pinned.raw)
+                except Exception as exc:
+                    raise map_driver_error(exc, data_source=ds, endpoint=pinned.pool.endpoint.name, sql="COMMIT") from exc
+        except BaseException:
+            self._end("rolled back", rollback=True)
+            raise
+        self._end("committed", rollback=False)
+
+    def rollback(self) -> None:
+        """Roll back on every pinned connection and return them (a no-op once over)."""
+        if self._state in ("committed", "rolled back"):
+            return
+        self._end("rolled back", rollback=True)
+
+    def _end(self, state: str, rollback: bool) -> None:
+        pins, self._pins = self._pins, {}
+        failed = self._state == "failed"
+        self._state = state
+        for ds, pinned in pins.items():
+            discard = failed
+            if rollback and not discard:
+                try:
+                    pinned.pool.driver.rollback(pinned.raw)
+                except Exception as exc:
+                    log.warning("ROLLBACK on %s failed: %s", ds, exc)
+                    discard = True
+            pinned.release(discard=discard)
+
+    # -- context manager --------------------------------------------------------------------
+
+    def __enter__(self) -> Transaction:
+        from ddm_core.execute.executor import _CURRENT_TX
+
+        current = _CURRENT_TX.get()
+        if current is not None and current.executor is self.executor and current.active:
+            raise TransactionError("a transaction is already open on this executor in this context (no nesting)")
+        self._token = _CURRENT_TX.set(self)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        from ddm_core.execute.executor import _CURRENT_TX
+
+        try:
+            if exc_type is None and self._state in ("active", "failed"):
+                self.commit()
+            else:
+                self.rollback()
+        finally:
+            if self._token is not None:
+                _CURRENT_TX.reset(self._token)
+                self._token = None
+
+    def __del__(self) -> None:
+        if getattr(self, "_pins", None):
+            try:
+                self._end("rolled back", rollback=True)
+            except Exception:  # noqa: S110
+                pass
+
+    def __repr__(self) -> str:
+        return f"<Transaction {self._state} pinned={list(self._pins)} written={self._written!r}>"
+

@@ -1,0 +1,266 @@
+"""Shared fixtures of the execute / dbapi / leak tests (no tests here).
+
+Real servers only: MariaDB on 127.0.0.1:3306 (root, empty password) with four
+databases ``ddm_exec_<random>_<n>`` created and dropped by the session, SQLite
+files under ``tmp_path``, and — for the "server went away" tests — a private
+``mariadbd`` started in a temp dir on a free port and killed mid-run.
+
+Every executor fixture checks at teardown that no connection is still
+borrowed from any pool: the leak invariant is asserted after *every* test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from ddm_core import load_config
+from ddm_core.execute import Executor
+
+MYSQL = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
+SHARDS = 4  # data sources
+TABLES = 4  # tables per data source -> 16 targets
+
+ORDER_DDL = (
+    "CREATE TABLE t_order (order_id BIGINT NOT NULL PRIMARY KEY, user_id BIGINT NOT NULL, "
+    "amount INT NOT NULL DEFAULT 0, note VARCHAR(40), slow INT NOT NULL DEFAULT 0)"
+)
+DICT_DDL = "CREATE TABLE t_dict (id INT NOT NULL PRIMARY KEY, name VARCHAR(40))"
+CONFIG_DDL_MYSQL = "CREATE TABLE t_config (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40) UNIQUE)"
+CONFIG_DDL_SQLITE = "CREATE TABLE t_config (id INTEGER PRIMARY KEY AUTOINCREMENT, name VARCHAR(40) UNIQUE)"
+
+
+def mysql_raw(database: str | None = None, port: int = 3306) -> Any:
+    """A direct PyMySQL connection (autocommit), for setting up and checking behind ddm-core's back."""
+    import pymysql
+
+    return pymysql.connect(
+        host="127.0.0.1", port=port, user="root", password="", database=database, autocommit=True,
+        ssl_disabled=True, connect_timeout=2,
+    )
+
+
+def sharding_config(urls: dict[str, str], *, tables: int = TABLES, pool: dict[str, int] | None = None,
+                    extra_tables: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A native configuration dict: ``t_order`` (+ ``extra_tables`` alike) sharded by ``user_id``.
+
+    ``t_order`` keys come from a snowflake generator when ``order_id`` is not given;
+    ``t_dict`` is broadcast; ``t_config`` lives on ``ds_0``.
+    """
+    names = list(urls)
+
+    def sharded(name: str) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "logicTable": name, "shardKey": "user_id", "algorithm": "slots", "slotCount": 1024,
+            "shardCount": len(names), "tablePerShard": tables, "databases": names, "tableKey": "user_id",
+        }
+        if name == "t_order":
+            spec["keyGenerator"] = {"column": "order_id", "type": "snowflake"}
+        return spec
+
+    return {
+        "dataSources": dict(urls),
+        "pool": pool or {"maxSize": 8, "minIdle": 2, "acquireTimeoutMs": 1000},
+        "tables": [sharded("t_order"), *(sharded(t) for t in extra_tables)],
+        "broadcastTables": ["t_dict"],
+        "singleTables": {"t_config": names[0]},
+        "defaultDataSource": names[0],
+        "runtime": {"allowFullRoute": True, "allowDmlFullRoute": True, "fullRouteThreshold": 64},
+    }
+
+
+# -- MariaDB on 3306 ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def mysql_databases() -> Iterator[list[str]]:
+    """Four fresh databases on the local MariaDB; dropped at the end of the session."""
+    try:
+        conn = mysql_raw()
+    except Exception as exc:  # not a silent skip: these tests need the server
+        pytest.fail(f"MariaDB on 127.0.0.1:3306 (root, no password) is needed by the execute tests: {exc}")
+    tag = uuid.uuid4().hex[:8]
+    names = [f"ddm_exec_{tag}_{i}" for i in range(SHARDS)]
+    with conn.cursor() as cur:
+        for name in names:
+            cur.execute(f"CREATE DATABASE {name}")
+    try:
+        yield names
+    finally:
+        with conn.cursor() as cur:
+            for name in names:
+                cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.close()
+
+
+@pytest.fixture(scope="session")
+def mysql_config(mysql_databases: list[str]) -> Any:
+    """The loaded configuration over the four databases, with the tables created through ddm-core."""
+    urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
+            for i, db in enumerate(mysql_databases)}
+    config = load_config(sharding_config(urls, extra_tables=("t_leak",)))
+    with Executor(config) as ex:
+        ex.execute(ORDER_DDL).close()
+        ex.execute(ORDER_DDL.replace("t_order", "t_leak")).close()
+        ex.execute(DICT_DDL).close()
+        ex.execute(CONFIG_DDL_MYSQL).close()
+    return config
+
+
+def _clean(ex: Executor) -> None:
+    for sql in ("DELETE FROM t_order", "DELETE FROM t_dict", "DELETE FROM t_config"):
+        ex.execute(sql).close()
+
+
+@pytest.fixture()
+def mysql_executor(mysql_config: Any) -> Iterator[Executor]:
+    """An executor over the four MariaDB databases, tables emptied; asserts nothing leaked."""
+    ex = Executor(mysql_config, timeout=3.0)
+    _clean(ex)
+    yield ex
+    try:
+        assert_no_leaks(ex)
+    finally:
+        ex.close()
+
+
+# -- SQLite files ----------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def sqlite_config(tmp_path: Path) -> Any:
+    """Four SQLite files × 4 tables, created through ddm-core."""
+    urls = {f"ds_{i}": f"sqlite:///{tmp_path / f'ds_{i}.db'}" for i in range(SHARDS)}
+    config = load_config(sharding_config(urls))
+    with Executor(config) as ex:
+        ex.execute(ORDER_DDL).close()
+        ex.execute(DICT_DDL).close()
+        ex.execute(CONFIG_DDL_SQLITE).close()
+    return config
+
+
+@pytest.fixture()
+def sqlite_executor(sqlite_config: Any) -> Iterator[Executor]:
+    ex = Executor(sqlite_config, timeout=3.0)
+    yield ex
+    try:
+        assert_no_leaks(ex)
+    finally:
+        ex.close()
+
+
+@pytest.fixture(params=["mariadb", "sqlite"])
+def executor(request: pytest.FixtureRequest) -> Executor:
+    """The same behaviour checked on both backends."""
+    name = "mysql_executor" if request.param == "mariadb" else "sqlite_executor"
+    return request.getfixturevalue(name)  # type: ignore[no-any-return]
+
+
+def assert_no_leaks(ex: Executor, wait: float = 3.0) -> None:
+    """Every pool of ``ex`` has nothing borrowed (waits briefly for cancelled workers to finish)."""
+    end = time.monotonic() + wait
+    while True:
+        stats = ex.endpoint_stats()
+        if all(s.borrowed == 0 for s in stats):
+            return
+        if time.monotonic() > end:
+            raise AssertionError(f"connections still borrowed: {[s for s in stats if s.borrowed]}")
+        time.sleep(0.02)
+
+
+# -- a private mariadbd, to stop mid-run --------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PrivateMariaDB:
+    """A throw-away ``mariadbd`` in a temp dir (``--skip-grant-tables``), startable and killable."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.datadir = base / "data"
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+        server = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+        if install is None or not os.path.exists(server):
+            pytest.fail("mariadb-install-db / mariadbd are needed for the unavailable-server tests")
+        self.server = server
+        subprocess.run(
+            [install, "--no-defaults", f"--datadir={self.datadir}", "--auth-root-authentication-method=normal",
+             "--skip-test-db", "--user=root"],
+            check=True, capture_output=True, timeout=120,
+        )
+
+    def start(self) -> None:
+        log = open(self.base / "server.log", "ab")
+        self.proc = subprocess.Popen(
+            [self.server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
+             "--bind-address=127.0.0.1", f"--socket={self.base / 'sock'}", "--skip-grant-tables",
+             "--user=root", "--innodb-buffer-pool-size=16M", "--skip-log-bin",
+             f"--pid-file={self.base / 'pid'}"],
+            stdout=log, stderr=log,
+        )
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            try:
+                mysql_raw(port=self.port).close()
+                return
+            except Exception:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"mariadbd exited: see {self.base / 'server.log'}") from None
+                time.sleep(0.05)
+        raise RuntimeError("mariadbd did not answer within 30 s")
+
+    def kill(self) -> None:
+        """SIGKILL: the server vanishes mid-statement, sockets reset."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def raw(self, database: str | None = None) -> Any:
+        return mysql_raw(database, port=self.port)
+
+
+@pytest.fixture(scope="session")
+def private_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
+    server = PrivateMariaDB(tmp_path_factory.mktemp("mariadbd"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture()
+def private_config(private_mariadb: PrivateMariaDB) -> Any:
+    """Two data sources on the private server (running), t_order created on both."""
+    if private_mariadb.proc is None:
+        private_mariadb.start()
+    tag = uuid.uuid4().hex[:6]
+    dbs = [f"ddm_priv_{tag}_{i}" for i in range(2)]
+    conn = private_mariadb.raw()
+    with conn.cursor() as cur:
+        for db in dbs:
+            cur.execute(f"CREATE DATABASE {db}")
+    conn.close()
+    urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:{private_mariadb.port}/{db}", "username": "root", "password": ""}
+            for i, db in enumerate(dbs)}
+    config = load_config(sharding_config(urls, tables=2, pool={"maxSize": 4, "minIdle": 1, "acquireTimeoutMs": 1000}))
+    with Executor(config) as ex:
+        ex.execute(ORDER_DDL).close()
+    return config
