@@ -263,4 +263,5 @@ def private_config(private_mariadb: PrivateMariaDB) -> Any:
     config = load_config(sharding_config(urls, tables=2, pool={"maxSize": 4, "minIdle": 1, "acquireTimeoutMs": 1000}))
     with Executor(config) as ex:
         ex.execute(ORDER_DDL).close()
+        ex.execute(CONFIG_DDL_MYSQL).close()
     return config

@@ -580,3 +580,107 @@ def test_twins_reject_the_same_arguments(both: tuple[Implementation, Implementat
             impl.merge.heap_merge([[(1,)]], keys, **args)
         messages.append(str(info.value))
     assert messages[0] == messages[1]
+
+
+# -- one int64 key: the compiled loser tree and its switches to the heap and back ---------------------
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT64_EDGES = [INT64_MIN, INT64_MIN + 1, -1, 0, 1, INT64_MAX - 1, INT64_MAX]
+
+#: Values that are not int64: each one sends the compiled merge from its tree to its heap.
+NOT_INT64: list[Any] = [None, 2.5, -0.5, 2**63, -(2**63) - 1, 2**70, True, Decimal("1.5")]
+
+
+@st.composite
+def int_key_cases(draw: st.DrawFn) -> Case:
+    """Long int64 runs with a few other values (NULL, float, big int, bool, Decimal) anywhere."""
+    desc = draw(st.booleans())
+    keys = [(0, desc)]
+    k = draw(st.sampled_from([0, 1, 2, 3, 7, 16, 33, 64]))
+    ints = st.integers(-3, 3) | st.sampled_from(INT64_EDGES) | st.integers(INT64_MIN, INT64_MAX)
+    odd = draw(st.sampled_from([0.0, 0.02, 0.1, 0.5]))  # how often a value is not int64
+    sources: list[list[Row]] = []
+    hows: list[str] = []
+    for s in range(k):
+        n = draw(st.integers(0, 40))
+        values = [
+            draw(st.sampled_from(NOT_INT64)) if draw(st.floats(0, 1)) < odd else draw(ints) for _ in range(n)
+        ]
+        rows: list[Row] = [(v, s, i) for i, v in enumerate(values)]
+        if draw(st.booleans()):
+            rows = [list(r) if i % 5 == 3 else r for i, r in enumerate(rows)]
+        sources.append(oracle_sort(rows, keys))
+        hows.append(draw(st.sampled_from(["list", "list", "tuple", "iter", "gen"])))
+    total = sum(map(len, sources))
+    offset = draw(st.sampled_from([0, 0, 1]) | st.integers(0, total + 1))
+    limit = draw(st.none() | st.none() | st.integers(0, total + 1))
+    return Case(sources, hows, keys, offset, limit)
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=int_key_cases())
+def test_int64_key_with_other_values_mid_stream(impl: Implementation, case: Case) -> None:
+    got = list(impl.merge.heap_merge(case.fresh_sources(), case.keys, offset=case.offset, limit=case.limit))
+    assert same_rows(got, case.expected())
+
+
+@pytest.mark.parametrize("desc", [False, True])
+@pytest.mark.parametrize("k", [0, 1, 2, 5, 16, 64, 65])
+def test_int64_keys_at_the_edges(impl: Implementation, k: int, desc: bool) -> None:
+    # INT64_MAX ascending (INT64_MIN descending) ties the tree's mark of an exhausted source.
+    sources = [oracle_sort([(v, s, i) for i, v in enumerate(INT64_EDGES[s % 3 :])], [(0, desc)]) for s in range(k)]
+    got = list(impl.merge.heap_merge(sources, [(0, desc)]))
+    assert same_rows(got, oracle(sources, [(0, desc)]))
+
+
+@pytest.mark.parametrize("how", ["list", "tuple", "iter", "gen"])
+@pytest.mark.parametrize("k", [1, 3, 64])
+def test_ties_across_many_sources(impl: Implementation, k: int, how: str) -> None:
+    sources = [[(v, s, i) for i, v in enumerate([1, 1, 2, 2, 2, 3])] for s in range(k)]
+    for desc in (False, True):
+        ordered = [list(reversed(rows)) if desc else rows for rows in sources]
+        ordered = [oracle_sort(rows, [(0, desc)]) for rows in ordered]
+        got = list(impl.merge.heap_merge([_as_source(r, how) for r in ordered], [(0, desc)]))
+        assert same_rows(got, oracle(ordered, [(0, desc)]))
+
+
+@pytest.mark.parametrize("desc", [False, True])
+@pytest.mark.parametrize("odd", NOT_INT64)
+def test_switch_to_the_heap_and_back(impl: Implementation, odd: Any, desc: bool) -> None:
+    # One source meets a non-int64 value after 50 ints, then ints again (where that keeps it sorted).
+    k = 8
+    sources = []
+    for s in range(k):
+        values: list[Any] = list(range(s, 400, 3))
+        if s == 3:
+            values.insert(50, odd)
+        if s == 5:
+            values = [odd] + values  # at the very first row too
+        rows = [(v, s, i) for i, v in enumerate(values)]
+        sources.append(oracle_sort(rows, [(0, desc)]))
+    for offset, limit in [(0, None), (7, 100), (120, None)]:
+        got = list(impl.merge.heap_merge(sources, [(0, desc)], offset=offset, limit=limit))
+        assert same_rows(got, oracle(sources, [(0, desc)], offset, limit))
+
+
+@pytest.mark.parametrize("row_kind", [tuple, list])
+def test_incomparable_value_mid_stream_of_int_keys(impl: Implementation, row_kind: type) -> None:
+    tracked = Tracked([row_kind((i, "t")) for i in range(0, 100, 2)] + [row_kind(("x", "bad"))])
+    others = [Tracked([(i, s) for i in range(1, 300, 2)]) for s in range(5)]
+    merger = impl.merge.heap_merge([o.gen for o in others[:2]] + [tracked.gen] + [o.gen for o in others[2:]], [(0, False)])
+    with pytest.raises(MergeError) as info:
+        list(merger)
+    assert info.value.column == 0
+    assert "int" in str(info.value) and "str" in str(info.value)
+    assert tracked.finished and all(o.finished for o in others)
+
+
+def test_list_source_changed_while_merged(impl: Implementation) -> None:
+    # List sources are read by index, live: rows appended during the merge are merged too.
+    a = [(1, "a"), (4, "a")]
+    b = [(2, "b"), (3, "b")]
+    merger = impl.merge.heap_merge([a, b], [(0, False)])
+    assert next(merger) == (1, "a")
+    a.append((5, "a"))
+    b.append((None, "b"))  # not sorted, but merged as it comes: after (3, "b")
+    assert [r[0] for r in merger] == [2, 3, None, 4, 5]

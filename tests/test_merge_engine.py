@@ -239,7 +239,10 @@ def build(q: Query) -> Built:
         fn = _OPS[op]
         having = lambda row, col=col, fn=fn, const=const: row[col] is not None and fn(row[col], const)  # noqa: E731
     width = n + len(extra_unit)
-    fix = (lambda i: i - width) if star else (lambda i: i)
+
+    def fix(i: int) -> int:
+        return i - width if star else i
+
     spec = MergeSpec(
         order_by=tuple((fix(i), d) for i, d in order),
         group_by=tuple(fix(i) for i in group_pos),
@@ -312,7 +315,10 @@ def check(q: Query, table: list[Row], assign: list[int], k: int) -> None:
     want = want_all[q.offset : None if q.limit is None else q.offset + q.limit]
     assert len(full) == len(want), (full, want)
     if b.order:
-        key = lambda r: tuple(r[c] for c, _ in b.order)  # noqa: E731
+
+        def key(r: Sequence[Any]) -> tuple[Any, ...]:
+            return tuple(r[c] for c, _ in b.order)
+
         assert [key(r) for r in full] == [key(r) for r in want], (full, want)
     # Every row is an oracle row, no more often than there: ties may differ, nothing else.
     assert not Counter(full) - Counter(want_all), (full, want_all)
@@ -547,6 +553,11 @@ def test_trivial_spec_concatenates_in_unit_order() -> None:
     derived = MergeSpec(visible=1, derived=1)
     assert list(merge_results(derived, [UnitRows(desc(["a", "o"]), [(1, 9), (2, 8)])])) == [(1,), (2,)]
     assert list(merge_results(MergeSpec(limit=2, offset=1), [UnitRows(d, [(1,), (2,)]), UnitRows(d, [(3,)])])) == [(2,), (3,)]
+    everything = MergeSpec(offset=1, limit=18446744073709551615)  # MySQL's "all rows after the offset"
+    assert list(merge_results(everything, [UnitRows(d, [(1,), (2,)]), UnitRows(d, [(3,)])])) == [(2,), (3,)]
+    ordered = dataclasses.replace(everything, order_by=((0, True),))
+    assert list(merge_results(ordered, [UnitRows(d, [(2,), (1,)]), UnitRows(d, [(3,)])])) == [(2,), (1,)]
+    assert list(merge_results(MergeSpec(offset=2**64), [UnitRows(d, [(1,)])])) == []
 
 
 def test_group_stream_follows_descending_keys() -> None:
@@ -586,6 +597,26 @@ def test_string_keys_compare_case_sensitively() -> None:
     assert got == [("B", 3), ("b", 1)]
     distinct = MergeSpec(distinct=True, visible=1)
     assert list(merge_results(distinct, [UnitRows(desc(["s"]), [("x",), ("X",)]), UnitRows(desc(["s"]), [("x",)])])) == [("x",), ("X",)]
+
+
+def test_distinct_compares_visible_columns_only(impl: Implementation) -> None:
+    # SELECT DISTINCT g ... ORDER BY h (MariaDB allows it): h is derived, rows differ only there.
+    spec = MergeSpec(order_by=((1, False),), distinct=True, visible=1, derived=1, offset=1, limit=2)
+    d = desc(["g", "__ddm_o0"])
+    u0 = [("a", 1), ("b", 2), ("a", 3), ("c", 4)]
+    u1 = [("b", 1), ("d", 5)]
+    with heap(impl):
+        assert list(merge_results(spec, [UnitRows(d, u0), UnitRows(d, u1)])) == [("b",), ("c",)]
+
+
+def test_sqlite_dialect_gives_float_avg() -> None:
+    spec = MergeSpec(aggregates=(Aggregate("AVG", 0, (0, 1)),), visible=1, derived=1)
+    d = desc(["AVG(x)", "__ddm_avg0"])
+    units = [UnitRows(d, [(1, 1)]), UnitRows(d, [(4, 2)])]
+    assert list(merge_results(spec, units, dialect="sqlite")) == [(5 / 3,)]
+    units = [UnitRows(d, [(1, 1)]), UnitRows(d, [(4, 2)])]
+    (row,) = merge_results(spec, units)
+    assert str(row[0]) == "1.6667"
 
 
 # -- errors and closing ---------------------------------------------------------------------
@@ -717,7 +748,7 @@ def test_ordered_limit_streams_in_bounded_memory(impl: Implementation) -> None:
             pulled[u] += 1
             yield (i * UNITS + u, f"order-{u}-{i}", Decimal(i) / 100)
 
-    def run() -> list[Row]:
+    def run() -> list[Sequence[Any]]:
         with heap(impl):
             units = [UnitRows(desc(["id", "no", "__ddm_o0"]), unit(u)) for u in range(UNITS)]
             return list(merge_results(spec, units))
@@ -749,7 +780,7 @@ def test_grouped_stream_keeps_one_group(impl: Implementation) -> None:
         for k in range(groups):
             yield (k, 2, k + u, k + u, 2)
 
-    def consume(s: MergeSpec) -> tuple[int, Row | None]:
+    def consume(s: MergeSpec) -> tuple[int, Sequence[Any] | None]:
         n, last = 0, None
         with heap(impl):
             for row in merge_results(s, [UnitRows(d, unit(u)) for u in range(units)]):
@@ -766,6 +797,11 @@ def test_grouped_stream_keeps_one_group(impl: Implementation) -> None:
     assert n == groups and hash_peak > BOUND and hash_peak > 100 * stream_peak
 
 
-def test_merged_is_an_iterator_with_repr() -> None:
+def test_merged_is_an_iterator_with_fetch_methods() -> None:
     m = merge_results(MergeSpec(), [UnitRows(desc(["a"]), [(1,)])])
     assert isinstance(m, Merged) and iter(m) is m and "a" in repr(m)
+    units = [Tracked([(i,) for i in range(0, 10, 2)]), Tracked([(i,) for i in range(1, 10, 2)])]
+    m = merge_results(MergeSpec(order_by=((0, False),)), [UnitRows(desc(["a"]), t.gen) for t in units])
+    assert m.fetchone() == (0,) and m.fetchmany(3) == [(1,), (2,), (3,)]
+    assert m.fetchall() == [(i,) for i in range(4, 10)] and m.closed and all(t.closed for t in units)
+    assert m.fetchone() is None and m.fetchmany(2) == [] and m.fetchall() == []

@@ -152,3 +152,18 @@ def test_having_param_is_bound_per_call() -> None:
 def test_having_null_is_not_true() -> None:
     having = check(_case("having-moved")).merge.having
     assert having(("s", None)) is False
+
+
+def test_a_group_key_derived_twice_is_one_column() -> None:
+    """GROUP BY x ORDER BY x with x unselected: one derived column, so groups can stream."""
+    plan = router("S").route("SELECT COUNT(*) FROM t_order GROUP BY status ORDER BY status")
+    assert plan.merge.derived == 1
+    assert plan.merge.group_by == (1,) and plan.merge.order_by == ((1, False),)
+    assert all(u.sql.count("__ddm_") == 1 for u in plan.units)
+
+
+def test_distinct_with_a_hidden_sort_column_is_limited_by_the_merger() -> None:
+    """Units of SELECT DISTINCT g ... ORDER BY h LIMIT n could spend their n rows on repeats of g."""
+    plan = router("S").route("SELECT DISTINCT status FROM t_order ORDER BY create_time LIMIT 5")
+    assert plan.merge.distinct and plan.merge.limit == 5 and plan.merge.derived == 1
+    assert all("LIMIT" not in u.sql.upper() for u in plan.units)

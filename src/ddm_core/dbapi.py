@@ -23,9 +23,10 @@
   with an open transaction holds its pinned pool connections until it ends.
 * **executemany** of ``INSERT/REPLACE ... VALUES (%s, ...)`` sends one multi-row
   INSERT per target: the rows are cut into batches of :attr:`Cursor.batch_rows`
-  (1000), each routed as one multi-row INSERT through the router's batch path
-  (one INSERT per physical table per batch; the same batch text is reused, so
-  only the first batch is parsed). Other statements run once per row.
+  (1000; ``None`` for the whole sequence at once), each routed as one multi-row
+  INSERT through the router's batch path — one INSERT per physical table per
+  batch; the same batch text is reused, so only the first batch is parsed.
+  Other statements run once per parameter set.
 * **Pools are shared.** ``connect(source)`` with the same configuration object
   or path (and the same executor options) reuses one
   :class:`~ddm_core.execute.Executor` — pools, threads — so connecting per
@@ -451,10 +452,15 @@ class Cursor:
 
     Attributes:
         arraysize: Default :meth:`fetchmany` size.
-        batch_rows: Rows per multi-row INSERT batch in :meth:`executemany`.
+        batch_rows: Rows per multi-row INSERT batch in :meth:`executemany`
+            (``None``: the whole sequence as one INSERT). 1000 keeps each
+            batch's SQL text the same from call to call, so the router parses
+            it once (a new row count is a new text to parse), and keeps
+            statements well inside ``max_allowed_packet`` and SQLite's
+            variable limit.
     """
 
-    batch_rows = 1000
+    batch_rows: int | None = 1000
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -561,7 +567,7 @@ class Cursor:
                 complete = complete and result.complete
                 result.close()
         else:
-            size = max(1, self.batch_rows)
+            size = len(rows) if self.batch_rows is None else max(1, self.batch_rows)
             for start in range(0, len(rows), size):
                 chunk = rows[start : start + size]
                 sql, params = batch.build(chunk)

@@ -39,17 +39,14 @@ def sql_sample(sql: str) -> str:
 
 
 def _code(exc: BaseException) -> Any:
-    """The driver's error code: MySQL number, SQLSTATE, or SQLite error name."""
-    sqlstate = getattr(exc, "sqlstate", None)  # psycopg
-    if sqlstate:
-        return sqlstate
+    """The driver's error code: MySQL number, SQLSTATE (PostgreSQL), or SQLite error name."""
+    args = getattr(exc, "args", ())
+    if args and isinstance(args[0], int):  # PyMySQL: (errno, message); it also sets .sqlstate
+        return args[0]
     name = getattr(exc, "sqlite_errorname", None)  # sqlite3 (Python >= 3.11)
     if name:
         return name
-    args = getattr(exc, "args", ())
-    if args and isinstance(args[0], int):  # PyMySQL: (code, message)
-        return args[0]
-    return None
+    return getattr(exc, "sqlstate", None)  # psycopg
 
 
 def _module(exc: BaseException) -> str:
@@ -68,13 +65,13 @@ def is_disconnect(exc: BaseException) -> bool:
     if module == "pymysql":
         if name == "InterfaceError":  # "(0, '')": the connection was already closed
             return True
-        return name == "OperationalError" and code in MYSQL_DISCONNECT
+        return bool(name == "OperationalError" and code in MYSQL_DISCONNECT)
     if module in ("sqlite3", "_sqlite3"):
         if code in SQLITE_CANTOPEN:
             return True
-        return code is None and "unable to open database file" in str(exc)
+        return bool(code is None and "unable to open database file" in str(exc))
     if module == "psycopg":
-        return name in ("OperationalError", "InterfaceError") and code in (None, "08000", "08003", "08006", "57P01")
+        return bool(name in ("OperationalError", "InterfaceError") and code in (None, "08000", "08003", "08006", "57P01"))
     return False
 
 
@@ -82,13 +79,13 @@ def _is_duplicate(exc: BaseException) -> bool:
     code = _code(exc)
     module = _module(exc)
     if module == "pymysql":
-        return code == MYSQL_DUPLICATE
+        return bool(code == MYSQL_DUPLICATE)
     if module == "psycopg":
-        return code == PG_UNIQUE_VIOLATION
+        return bool(code == PG_UNIQUE_VIOLATION)
     if module in ("sqlite3", "_sqlite3"):
         if code in SQLITE_UNIQUE:
             return True
-        return code is None and "UNIQUE constraint failed" in str(exc)
+        return bool(code is None and "UNIQUE constraint failed" in str(exc))
     return False
 
 

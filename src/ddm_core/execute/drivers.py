@@ -30,6 +30,8 @@ or ``?`` when the caller wrote ``?``. :func:`format_to_qmark` and
 
 from __future__ import annotations
 
+import importlib
+from abc import ABC, abstractmethod
 import logging
 import re
 import socket
@@ -63,7 +65,7 @@ def format_to_qmark(sql: str) -> str:
     return _FORMAT_TOKEN.sub(lambda m: "?" if m.group() == "%s" else "%", sql)
 
 
-class Driver:
+class Driver(ABC):
     """What the executor needs from one DB-API driver (see the module table)."""
 
     #: The paramstyle family of the SQL :meth:`sql_for` returns.
@@ -74,8 +76,9 @@ class Driver:
     #: SQLite ``:memory:``: the pool then holds exactly one connection).
     shareable = True
 
+    @abstractmethod
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
-        raise NotImplementedError
+        """A new DB-API connection to ``endpoint``, in autocommit mode."""
 
     def sql_for(self, sql: str, caller_style: str) -> str:
         """The unit's SQL in this driver's paramstyle (``caller_style``: ``qmark`` or other)."""
@@ -113,16 +116,24 @@ class Driver:
             return False
         return True
 
+    def forget_stream(self, cursor: Any) -> None:
+        """A streaming cursor's connection is being discarded: stop it from reading on."""
+
 
 class MySQLDriver(Driver):
     """PyMySQL for ``mysql`` and ``mariadb`` endpoints."""
 
     def __init__(self) -> None:
-        import pymysql
-        import pymysql.cursors
-
-        self._pymysql = pymysql
-        self._sscursor = pymysql.cursors.SSCursor
+        # Drivers are optional and untyped: imported as modules, used as Any.
+        try:
+            self._pymysql = importlib.import_module("pymysql")
+        except ImportError as exc:
+            raise ExecutionError(
+                "mysql / mariadb data sources need PyMySQL (pip install 'ddm-core[mysql]'), which is not installed",
+                dialect="mysql",
+            ) from exc
+        self._sscursor = importlib.import_module("pymysql.cursors").SSCursor
+        self._in_trans = importlib.import_module("pymysql.constants.SERVER_STATUS").SERVER_STATUS_IN_TRANS
 
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
         password = endpoint.password.reveal() if endpoint.password is not None else ""
@@ -145,9 +156,7 @@ class MySQLDriver(Driver):
         raw.begin()
 
     def in_transaction(self, raw: Any) -> bool:
-        from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
-
-        return bool(raw.server_status & SERVER_STATUS_IN_TRANS)
+        return bool(raw.server_status & self._in_trans)
 
     def ping(self, raw: Any) -> None:
         raw.ping(reconnect=False)
@@ -188,6 +197,13 @@ class MySQLDriver(Driver):
             return False
         return False
 
+    def forget_stream(self, cursor: Any) -> None:
+        # PyMySQL's MySQLResult.__del__ would otherwise try to read the rest of an
+        # unbuffered result from the closed socket (an "exception ignored" at GC).
+        for result in (getattr(cursor, "_result", None), getattr(getattr(cursor, "connection", None), "_result", None)):
+            if result is not None:
+                result.unbuffered_active = False
+
 
 class SQLiteDriver(Driver):
     """sqlite3 for ``sqlite:///path`` endpoints."""
@@ -197,7 +213,7 @@ class SQLiteDriver(Driver):
     def __init__(self, busy_timeout: float = 5.0) -> None:
         import sqlite3
 
-        self._sqlite3 = sqlite3
+        self._sqlite3: Any = sqlite3
         self._busy_timeout = busy_timeout
 
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
@@ -231,7 +247,7 @@ class PostgresDriver(Driver):
 
     def __init__(self) -> None:
         try:
-            import psycopg
+            psycopg = importlib.import_module("psycopg")
         except ImportError as exc:
             raise ExecutionError(
                 "postgresql data sources need psycopg 3 (pip install 'psycopg[binary]'), which is not installed",
@@ -267,7 +283,8 @@ class PostgresDriver(Driver):
         raw.execute("SELECT 1")
 
     def cancel(self, endpoint: Endpoint, raw: Any) -> None:
-        raw.cancel()
+        cancel = getattr(raw, "cancel_safe", None) or raw.cancel  # cancel_safe: psycopg >= 3.2
+        cancel()
 
 
 _FACTORIES: dict[str, Callable[[], Driver]] = {

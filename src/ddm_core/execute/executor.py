@@ -373,17 +373,16 @@ class Executor:
 
     def _should_stream(self, plan: RoutePlan, lanes: list[_Lane], stream: Any) -> bool:
         choice = self.stream if stream is DEFAULT else stream
-        if plan.is_write or plan.statement not in ("select", "show"):
+        if choice is False or plan.is_write or plan.statement not in ("select", "show"):
             return False
-        if choice is not None:
-            return bool(choice) and all(lane.pool.driver.can_stream for lane in lanes)
-        if len(lanes) < 2 or not all(lane.pool.driver.can_stream for lane in lanes):
+        if not all(lane.pool.driver.can_stream for lane in lanes):
             return False
-        spec = plan.merge
-        if spec.aggregates and not spec.group_by:
-            return False  # one row per unit
-        if spec.limit is not None and spec.offset + spec.limit <= _SMALL_WINDOW:
-            return False  # each unit returns at most one page
+        if choice is None:  # decide: stream only where it saves memory
+            spec = plan.merge
+            if len(lanes) < 2 or (spec.aggregates and not spec.group_by):
+                return False  # one unit (no merge to feed), or one row per unit
+            if spec.limit is not None and spec.offset + spec.limit <= _SMALL_WINDOW:
+                return False  # each unit returns at most one page
         # Every streamed unit holds a connection until the merger is done with it:
         # never stream more units into one pool than it can lend at once.
         per_pool: dict[int, int] = {}
@@ -441,7 +440,7 @@ class Executor:
             cursor.execute(sql, unit.params)
             description = cursor.description
             if description is None:
-                result = UnitResult(unit.data_source, None, (), cursor.rowcount, cursor.lastrowid or None)
+                result = UnitResult(unit.data_source, None, (), cursor.rowcount, getattr(cursor, "lastrowid", None) or None)
             elif not stream:
                 rows = cursor.fetchall()
                 result = UnitResult(unit.data_source, description, rows, len(rows))

@@ -62,6 +62,8 @@ class PoolStats:
         max_size: Most connections the pool may hold.
         borrows: Checkouts since the pool was created.
         timeouts: Acquire timeouts since the pool was created.
+        discards: Connections closed instead of reused (unknown state after a
+            timeout, a lost server, a stream abandoned with much left to read).
     """
 
     data_source: str
@@ -72,6 +74,7 @@ class PoolStats:
     max_size: int
     borrows: int
     timeouts: int
+    discards: int
 
 
 class Borrowed:
@@ -110,6 +113,7 @@ class Borrowed:
             discard = True
         try:
             if discard:
+                self.pool._discards += 1
                 fairy.invalidate()  # closes the DB-API connection and checks the record in
             else:
                 fairy.close()
@@ -140,6 +144,7 @@ class EndpointPool:
         self.acquire_timeout = settings.acquire_timeout_ms / 1000.0
         self._borrows = 0
         self._timeouts = 0
+        self._discards = 0
         self._warm = False
         self._warm_lock = threading.Lock()
         recycle = settings.max_lifetime_ms // 1000 if settings.max_lifetime_ms and max_size > 1 else -1
@@ -251,6 +256,7 @@ class EndpointPool:
             max_size=self.max_size,
             borrows=self._borrows,
             timeouts=self._timeouts,
+            discards=self._discards,
         )
 
     def dispose(self) -> None:
@@ -295,13 +301,9 @@ class PoolRegistry:
             s = p.stats()
             t = out.get(s.data_source)
             if t is None:
-                out[s.data_source] = PoolStats(s.data_source, "*", s.idle, s.borrowed, s.open, s.max_size,
-                                               s.borrows, s.timeouts)
+                out[s.data_source] = PoolStats(s.data_source, "*", *_counts(s))
             else:
-                out[s.data_source] = PoolStats(
-                    s.data_source, "*", t.idle + s.idle, t.borrowed + s.borrowed, t.open + s.open,
-                    t.max_size + s.max_size, t.borrows + s.borrows, t.timeouts + s.timeouts,
-                )
+                out[s.data_source] = PoolStats(s.data_source, "*", *(a + b for a, b in zip(_counts(t), _counts(s))))
         return out
 
     def endpoint_stats(self) -> list[PoolStats]:
@@ -310,6 +312,10 @@ class PoolRegistry:
     def dispose(self) -> None:
         for p in self.pools():
             p.dispose()
+
+
+def _counts(s: PoolStats) -> tuple[int, ...]:
+    return (s.idle, s.borrowed, s.open, s.max_size, s.borrows, s.timeouts, s.discards)
 
 
 def discard_on(exc: BaseException) -> bool:

@@ -83,9 +83,10 @@ class StreamRows:
         borrowed = self._borrowed
         self._borrowed = None
         self._buffer = _EMPTY
-        self._close_cursor()
         if borrowed is None:
             raise exc
+        borrowed.pool.driver.forget_stream(self._cursor)
+        self._close_cursor()
         borrowed.release(discard=True)
         if isinstance(exc, Exception):
             pool = borrowed.pool
@@ -108,8 +109,10 @@ class StreamRows:
         if exhausted:
             reusable = self._close_cursor()
         else:
-            reusable = borrowed.pool.driver.close_stream(self._cursor, self._drain_limit)
+            driver = borrowed.pool.driver
+            reusable = driver.close_stream(self._cursor, self._drain_limit)
             if not reusable:
+                driver.forget_stream(self._cursor)
                 self._close_cursor()
         borrowed.release(discard=not reusable)
 
@@ -189,7 +192,7 @@ class Result:
         self,
         *,
         description: Any,
-        rows: Iterator[Row] | None,
+        rows: Iterator[Sequence[Any]] | None,
         units: Sequence[UnitResult] = (),
         rowcount: int = -1,
         lastrowid: Any = None,
@@ -206,7 +209,7 @@ class Result:
         self.statement = statement
         self.units = len(units)
         self.arraysize = 1
-        self._rows: Iterator[Row] | None = rows
+        self._rows: Iterator[Sequence[Any]] | None = rows
         self._closers = [*closers, *units]
         self._count = 0
 

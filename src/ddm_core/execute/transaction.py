@@ -195,7 +195,7 @@ class Transaction:
         self._check_usable()
         order = [ds for ds in self._pins if ds != self._written]
         if self._written in self._pins:
-            order.append(self._written)  # type: ignore[arg-type]
+            order.append(self._written)
         try:
             for ds in order:
                 pinned = self._pins[ds]

@@ -33,6 +33,10 @@ log = logging.getLogger("ddm_core.execute")
 TICK = 0.02
 
 
+def _nothing() -> None:
+    return None
+
+
 class Guard:
     """One armed deadline."""
 
@@ -60,6 +64,7 @@ class Guard:
         """Retire the deadline; ``True`` when it had already fired (the statement was cancelled)."""
         with self._lock:
             self._active = False
+            self._cancel = _nothing  # drop the connection it referenced; the heap keeps the guard a while
             return self.fired
 
 

@@ -1,7 +1,7 @@
 """The merge layer: combine the rows of several shards into what one table gives.
 
 :func:`merge_results` is the engine the executor calls with a plan's
-:class:`~ddm_core.route.plan.MergeSpec` and one :class:`UnitResult` per unit;
+:class:`~ddm_core.merge.spec.MergeSpec` and one :class:`UnitResult` per unit;
 :func:`heap_merge` is its compiled k-way ordered merge, usable on its own.
 """
 

@@ -30,12 +30,11 @@ Numbers (MySQL semantics, ``dialect="mysql"``):
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Context, Decimal
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from ddm_core.errors import MergeError
 
-if TYPE_CHECKING:  # the spec types live in route/plan.py; merge reads them by attribute only
-    from ddm_core.route.plan import Aggregate
+from ddm_core.merge.spec import Aggregate
 
 __all__ = ["Reaggregator", "DIALECTS", "avg_value"]
 

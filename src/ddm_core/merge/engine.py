@@ -1,6 +1,6 @@
 """The merge engine: the units' rows → the rows one unsharded table would give.
 
-Driven by the router's :class:`~ddm_core.route.plan.MergeSpec` alone (no SQL is
+Driven by the router's :class:`~ddm_core.merge.spec.MergeSpec` alone (no SQL is
 parsed here). What it does, cheapest first (seed 000 §4.3):
 
 * nothing to merge → the units' rows one after another (derived columns dropped);
@@ -25,16 +25,16 @@ raises :class:`~ddm_core.errors.MergeError` rather than split a group in two.
 
 from __future__ import annotations
 
+import sys
 from itertools import chain, islice
 from operator import index, itemgetter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, Sequence
 
 from ddm_core._fast import SELECTED as _impl
 from ddm_core.errors import MergeError
 from ddm_core.merge.aggregate import DIALECTS, Reaggregator
 
-if TYPE_CHECKING:  # the spec types live in route/plan.py; merge reads them by attribute only
-    from ddm_core.route.plan import Aggregate, MergeSpec
+from ddm_core.merge.spec import Aggregate, MergeSpec
 
 __all__ = ["UnitResult", "UnitRows", "Merged", "merge_results"]
 
@@ -110,6 +110,26 @@ class Merged:
                 self.close()
         return row
 
+    def fetchone(self) -> Row | None:
+        """The next row, or None at the end (DB-API style)."""
+        return next(self, None)
+
+    def fetchmany(self, size: int) -> list[Row]:
+        """Up to ``size`` more rows."""
+        return list(islice(self, size))
+
+    def fetchall(self) -> list[Row]:
+        """Every remaining row, then the units are closed (faster than ``list(merged)``)."""
+        if self._closed:
+            return []
+        try:
+            rows = list(self._rows)
+        except BaseException:
+            self._close(quiet=True)
+            raise
+        self.close()
+        return rows
+
     @property
     def closed(self) -> bool:
         """The units' rows were closed (exhausted, failed or closed early)."""
@@ -160,7 +180,7 @@ def merge_results(spec: MergeSpec, units: Sequence[UnitResult], *, dialect: str 
     """Merge the units' results as ``spec`` says.
 
     Args:
-        spec: The plan's :class:`~ddm_core.route.plan.MergeSpec` (offset, limit
+        spec: The plan's :class:`~ddm_core.merge.spec.MergeSpec` (offset, limit
             and HAVING already bound to the statement's parameters).
         units: One result per route unit, in plan order (ties in ``ORDER BY``
             keep this order).
@@ -320,7 +340,7 @@ def _pipeline(
     if grouped:
         agg = Reaggregator(layout.aggregates, dialect)
         if not layout.group_by:
-            rows = _fold_all(chain.from_iterable(sources), agg, width or 0)
+            rows = _fold_all(chain.from_iterable(sources), agg, _min_width(layout))
         else:
             keys = _stream_keys(layout.order_by, layout.group_by)
             if keys is not None:
@@ -344,13 +364,29 @@ def _pipeline(
     if spec.distinct:
         rows = _distinct(rows, visible, derived)
     if not windowed and (offset or limit is not None):
-        rows = islice(rows, offset, None if limit is None else offset + limit)
+        rows = _window(rows, offset, limit)
     if visible is None:
         if derived:
             rows = map(itemgetter(slice(0, -derived)), rows)
     elif width is None or visible < width:
         rows = map(itemgetter(slice(0, visible)), rows)
     return rows
+
+
+def _window(rows: Iterator[Row], offset: int, limit: int | None) -> Iterator[Row]:
+    """``OFFSET`` / ``LIMIT`` after merging; MySQL's "LIMIT 5, 18446744073709551615" idiom included."""
+    if offset > sys.maxsize:
+        return iter(())
+    stop = None if limit is None or offset + limit > sys.maxsize else offset + limit
+    return islice(rows, offset, stop)
+
+
+def _min_width(layout: _Layout) -> int:
+    """Columns of the one row an aggregate without GROUP BY gives over no rows."""
+    if layout.width is not None:
+        return layout.width
+    used = [a.column for a in layout.aggregates] + [c for a in layout.aggregates for c in a.args]
+    return max([(layout.visible or 0) + layout.derived, *(c + 1 for c in used)])
 
 
 def _stream_keys(order_by: Keys, group_by: tuple[int, ...]) -> Keys | None:
@@ -397,7 +433,7 @@ def _stream_groups(rows: Iterator[Row], group_by: tuple[int, ...], keys: Keys, a
     for row in rows:
         k = group_key(row)
         if state is not None:
-            if k == current and False:
+            if k == current:
                 agg.add(state, row)
                 continue
             _check_forward(sort_key(state[0]), sort_key(row), descs, keys)

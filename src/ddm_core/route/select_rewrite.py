@@ -95,7 +95,10 @@ class _Rewriter:
             tree.set("order", exp.Order(expressions=[exp.Ordered(this=g.copy(), nulls_first=True) for g in unit_order]))
             order_keys = [(k, False) for k in group_keys]
         having = self._having(tree, items, star) if grouped else None
-        offset_src, limit_src = self._pagination(tree, grouped)
+        # DISTINCT over rows that carry a hidden sort column: one unit's first n rows may
+        # repeat a visible row, so n rows per unit can be too few. The merger limits instead.
+        hidden_distinct = bool(tree.args.get("distinct")) and bool(self.derived)
+        offset_src, limit_src = self._pagination(tree, grouped or hidden_distinct)
         tree.set("expressions", [*tree.expressions, *self.derived])
         visible = None if star else len(items)
         fix = self._from_end if star else (lambda i: i)
@@ -190,7 +193,16 @@ class _Rewriter:
             item.replace(value)
 
     def _derive(self, expression: exp.Expr, tag: str) -> int:
-        """Append a derived column; its index among unit columns (see :meth:`_from_end`)."""
+        """Append a derived column; its index among unit columns (see :meth:`_from_end`).
+
+        A plain expression derived twice (``GROUP BY x ORDER BY x``) gets one column, so
+        the merger can see that the groups arrive in order. Aggregates always get their
+        own column: each is re-aggregated once.
+        """
+        if expression.find(*_AGGREGATES) is None:
+            for k, existing in enumerate(self.derived):
+                if existing.this == expression:
+                    return len(self.tree.expressions) + k
         name = f"__ddm_{tag}{len(self.derived)}"
         self.derived.append(exp.alias_(expression.copy(), name))
         return len(self.tree.expressions) + len(self.derived) - 1
@@ -223,14 +235,15 @@ class _Rewriter:
         tree.set("having", None)
         return _compile_having(having.this, self, items, star)
 
-    def _pagination(self, tree: exp.Select, grouped: bool) -> tuple[Source | None, Source | None]:
+    def _pagination(self, tree: exp.Select, keep_all: bool) -> tuple[Source | None, Source | None]:
+        """Move LIMIT / OFFSET to the merger; units keep ``LIMIT offset+limit`` unless ``keep_all``."""
         limit = tree.args.get("limit")
         offset = tree.args.get("offset")
         limit_src = value_source(limit.expression, self.params) if limit is not None else None
         offset_src = value_source(offset.expression, self.params) if offset is not None else None
         if limit is not None and limit_src is None or offset is not None and offset_src is None:
             raise UnsupportedSQLError("LIMIT / OFFSET must be numbers or parameters", construct="LIMIT")
-        if grouped:
+        if keep_all:
             tree.set("limit", None)
             tree.set("offset", None)
         elif limit is not None:

@@ -1,0 +1,297 @@
+"""Every borrowed connection goes back, on every path (seed 001 §5.2, the "parole" incident).
+
+Failures are injected for real: a physical table that is missing on one shard
+(the unit raises), a server SIGKILLed mid-stream, deadlines that fire, results
+abandoned half-read, generators closed early, merged results closed early, a
+pool drained to exhaustion. After each, every pool must show 0 borrowed.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import threading
+import time
+from typing import Any, Iterator
+
+import pytest
+
+from ddm_core.errors import (
+    DataSourceUnavailableError,
+    DdmError,
+    ExecutionError,
+    PoolTimeoutError,
+    QueryTimeoutError,
+    TransactionError,
+)
+from ddm_core.execute import Executor
+from test_execute_support import (  # noqa: F401 - fixtures
+    ORDER_DDL,
+    PrivateMariaDB,
+    assert_no_leaks,
+    mysql_config,
+    mysql_databases,
+    mysql_executor,
+    mysql_raw,
+    private_config,
+    private_mariadb,
+)
+
+
+def fill(ex: Executor, n: int, table: str = "t_order") -> None:
+    for start in range(1, n + 1, 1000):
+        users = range(start, min(n, start + 999) + 1)
+        values = ", ".join(["(%s, %s, %s)"] * len(users))
+        params = [v for u in users for v in (u, u, u % 7)]
+        ex.execute(f"INSERT INTO {table} (order_id, user_id, amount) VALUES {values}", params).close()
+
+
+@pytest.fixture()
+def broken_shard(mysql_executor: Executor, mysql_databases: list[str]) -> Iterator[tuple[str, str]]:
+    """``t_leak`` filled, then one of its 16 physical tables dropped behind ddm-core's back."""
+    mysql_executor.execute("DELETE FROM t_leak").close()
+    fill(mysql_executor, 400, "t_leak")
+    conn = mysql_raw(mysql_databases[2])
+    with conn.cursor() as cur:
+        cur.execute("DROP TABLE t_leak_2_1")
+    try:
+        yield "ds_2", "t_leak_2_1"
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(ORDER_DDL.replace("t_order", "t_leak_2_1"))
+        conn.close()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["buffered", "streamed"])
+def test_a_unit_that_raises(mysql_executor: Executor, broken_shard: tuple[str, str], stream: bool) -> None:
+    ds, table = broken_shard
+    for sql in ("SELECT user_id FROM t_leak", "SELECT user_id FROM t_leak ORDER BY user_id",
+                "SELECT COUNT(*) FROM t_leak", "UPDATE t_leak SET amount = amount + 1"):
+        with pytest.raises(ExecutionError) as info:
+            mysql_executor.execute(sql, stream=stream)
+        assert info.value.data_source == ds and table in str(info.value)
+        assert_no_leaks(mysql_executor, wait=0)
+    with pytest.raises(ExecutionError):
+        with mysql_executor.transaction():
+            mysql_executor.execute("SELECT user_id FROM t_leak")
+    assert_no_leaks(mysql_executor, wait=0)
+
+
+def test_a_server_stopped_mid_stream(private_mariadb: PrivateMariaDB, private_config: Any) -> None:
+    ex = Executor(private_config, fetch_batch=5, timeout=5)
+    try:
+        fill(ex, 400)
+        # ~100 rows/s per unit, 2 kB each: the server flushes its 16 kB net buffer as it goes,
+        # so most rows are still to come when it dies.
+        r = ex.execute("SELECT user_id, REPEAT('x', 2000), SLEEP(0.01) FROM t_order", stream=True)
+        assert [r.fetchone() for _ in range(3)]
+        assert ex.borrowed() == 4  # 2 data sources x 2 tables, all streaming
+        private_mariadb.kill()
+        with pytest.raises(DataSourceUnavailableError) as info:
+            r.fetchall()
+        assert info.value.data_source in ("ds_0", "ds_1")
+        assert r.closed
+        assert_no_leaks(ex, wait=0)
+    finally:
+        ex.close()
+        private_mariadb.start()
+
+
+def test_timeouts(mysql_executor: Executor) -> None:
+    fill(mysql_executor, 100)
+    mysql_executor.execute("UPDATE t_order SET slow = 3 WHERE user_id = %s", (42,)).close()
+    for _ in range(3):
+        with pytest.raises(QueryTimeoutError):
+            mysql_executor.execute("SELECT SLEEP(3)", timeout=0.2)
+        with pytest.raises(QueryTimeoutError):
+            mysql_executor.execute("SELECT user_id, SLEEP(slow) FROM t_order", timeout=0.2, stream=True)
+        mysql_executor.execute("SELECT user_id, SLEEP(slow) FROM t_order", timeout=0.2, allow_partial=True).close()
+        assert_no_leaks(mysql_executor)
+    with pytest.raises(TransactionError):
+        with mysql_executor.transaction() as tx:
+            with pytest.raises(QueryTimeoutError):
+                mysql_executor.execute("SELECT user_id, SLEEP(slow) FROM t_order", timeout=0.2)
+            assert tx.state == "failed"
+            with pytest.raises(TransactionError):
+                mysql_executor.execute("SELECT 1 FROM t_order WHERE user_id = %s", (1,))
+    assert_no_leaks(mysql_executor)
+
+
+def streamed(ex: Executor, sql: str = "SELECT user_id FROM t_order ORDER BY user_id") -> Any:
+    r = ex.execute(sql, stream=True)
+    assert ex.borrowed() > 0, "the statement should stream"
+    return r
+
+
+def test_an_abandoned_iterator(mysql_executor: Executor) -> None:
+    fill(mysql_executor, 3000)
+    ex = Executor(mysql_executor.config, fetch_batch=20)
+    try:
+        r = streamed(ex)
+        assert r.fetchmany(10) == [(u,) for u in range(1, 11)]
+        del r  # dropped half-read: the units close when the result is collected
+        gc.collect()
+        assert_no_leaks(ex, wait=0)
+        it = iter(streamed(ex, "SELECT user_id FROM t_order"))
+        next(it)
+        del it
+        gc.collect()
+        assert_no_leaks(ex, wait=0)
+    finally:
+        ex.close()
+
+
+def test_a_generator_closed_early(mysql_executor: Executor) -> None:
+    fill(mysql_executor, 3000)
+    ex = Executor(mysql_executor.config, fetch_batch=20)
+
+    def users() -> Iterator[int]:
+        with ex.execute("SELECT user_id FROM t_order ORDER BY user_id", stream=True) as r:
+            for (user,) in r:
+                yield user
+
+    try:
+        gen = users()
+        assert [next(gen) for _ in range(5)] == [1, 2, 3, 4, 5]
+        assert ex.borrowed() > 0
+        gen.close()
+        assert_no_leaks(ex, wait=0)
+
+        gen = users()
+        next(gen)
+        with pytest.raises(ZeroDivisionError):
+            gen.throw(ZeroDivisionError)
+        assert_no_leaks(ex, wait=0)
+
+        def consumer_fails() -> None:
+            with ex.execute("SELECT user_id FROM t_order", stream=True) as r:
+                for row in r:
+                    raise KeyError(row)
+
+        with pytest.raises(KeyError):
+            consumer_fails()
+        assert_no_leaks(ex, wait=0)
+    finally:
+        ex.close()
+
+
+def test_a_merged_result_closed_early(mysql_executor: Executor) -> None:
+    fill(mysql_executor, 3000)
+    # Small leftovers are drained and the connections reused...
+    ex = Executor(mysql_executor.config, fetch_batch=20, drain_limit=10_000)
+    try:
+        r = streamed(ex)
+        assert r.fetchmany(3) == [(1,), (2,), (3,)]
+        r.close()
+        assert_no_leaks(ex, wait=0)
+        assert sum(s.discards for s in ex.endpoint_stats()) == 0
+    finally:
+        ex.close()
+    # ...large ones are cheaper to drop: the connections are discarded, the pool refills.
+    ex = Executor(mysql_executor.config, fetch_batch=20, drain_limit=10)
+    try:
+        r = streamed(ex)
+        r.fetchmany(3)
+        r.close()
+        assert_no_leaks(ex, wait=0)
+        assert sum(s.discards for s in ex.endpoint_stats()) > 0
+        with ex.execute("SELECT COUNT(*) FROM t_order") as c:
+            assert c.fetchone() == (3000,)
+        # A LIMIT cut inside the merger closes the units as soon as the last row is out.
+        with ex.execute("SELECT user_id FROM t_order ORDER BY user_id LIMIT 2000", stream=True) as r2:
+            assert len(r2.fetchall()) == 2000
+            assert_no_leaks(ex, wait=0)
+    finally:
+        ex.close()
+
+
+def test_pool_exhaustion_names_the_data_source(mysql_executor: Executor) -> None:
+    fill(mysql_executor, 2000)
+    ex = Executor(mysql_executor.config, fetch_batch=10, max_concurrency=16)
+    try:
+        held = [streamed(ex) for _ in range(2)]  # 4 units per data source each: 8 = maxSize
+        assert all(s.borrowed == 8 for s in ex.pool_stats().values())
+        start = time.monotonic()
+        with pytest.raises(PoolTimeoutError) as info:
+            ex.execute("SELECT 1 FROM t_order WHERE user_id = %s", (1,))
+        assert 0.9 < time.monotonic() - start < 2.0  # acquireTimeoutMs 1000
+        assert info.value.data_source in str(info.value)
+        assert ex.pool_stats()[info.value.data_source].timeouts == 1
+        for r in held:
+            r.close()
+        assert_no_leaks(ex, wait=0)
+    finally:
+        ex.close()
+
+
+def test_transactions_return_their_pins(mysql_executor: Executor) -> None:
+    with pytest.raises(RuntimeError):
+        with mysql_executor.transaction():
+            mysql_executor.execute("INSERT INTO t_order (order_id, user_id) VALUES (1, 1)").close()
+            mysql_executor.execute("SELECT COUNT(*) FROM t_order").close()
+            assert mysql_executor.borrowed() == 4
+            raise RuntimeError
+    assert_no_leaks(mysql_executor, wait=0)
+
+    def abandon() -> None:
+        tx = mysql_executor.transaction()
+        tx.execute("INSERT INTO t_order (order_id, user_id) VALUES (2, 2)").close()
+        assert mysql_executor.borrowed() == 1
+
+    abandon()  # never committed nor rolled back: collected, rolled back
+    gc.collect()
+    assert_no_leaks(mysql_executor, wait=0)
+    with mysql_executor.execute("SELECT COUNT(*) FROM t_order") as r:
+        assert r.fetchone() == (0,)
+
+
+def test_soak_with_mixed_failures(mysql_executor: Executor, broken_shard: tuple[str, str]) -> None:
+    fill(mysql_executor, 1000)
+    mysql_executor.execute("UPDATE t_order SET slow = 1 WHERE user_id = %s", (77,)).close()
+    ex = Executor(mysql_executor.config, fetch_batch=10, timeout=2.0)
+    rng = random.Random(5)
+    statements = [
+        ("SELECT user_id FROM t_order WHERE user_id = %s", lambda: (rng.randint(1, 1000),)),
+        ("SELECT user_id FROM t_order ORDER BY user_id", lambda: None),
+        ("SELECT user_id FROM t_leak", lambda: None),  # fails on one unit
+        ("SELECT user_id, SLEEP(slow) FROM t_order WHERE user_id IN (%s, 77)", lambda: (rng.randint(1, 1000),)),
+        ("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", lambda: (rng.randint(1, 1500),) * 2),  # dup or not
+        ("UPDATE t_order SET amount = amount + 1 WHERE user_id = %s", lambda: (rng.randint(1, 1000),)),
+    ]
+    errors: list[str] = []
+
+    def worker(seed: int) -> None:
+        local = random.Random(seed)
+        for _ in range(25):
+            sql, params = local.choice(statements)
+            try:
+                r = ex.execute(sql, params(), timeout=local.choice([0.2, 2.0]), stream=local.choice([None, True]))
+                how = local.randint(0, 3)
+                if how == 0:
+                    r.fetchall()
+                elif how == 1:
+                    r.fetchone()
+                    r.close()
+                elif how == 2:
+                    r.fetchmany(5)
+                    del r  # abandoned
+                else:
+                    r.close()
+            except DdmError:
+                pass
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(repr(exc))
+
+    try:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        gc.collect()
+        assert not errors
+        assert_no_leaks(ex)
+        for s in ex.endpoint_stats():
+            assert s.open <= s.max_size
+    finally:
+        ex.close()
