@@ -15,6 +15,8 @@ from ddm_core.ids import GeneIdGenerator, Snowflake
 from ddm_core.merge import heap_merge
 from ddm_core.metadata import ConfigHolder, ShardingConfig, load_config
 from ddm_core.route import RoutePlan, Router, hint, shard_database
+from ddm_core.execute import Executor, PoolStats, Result, Transaction
+from ddm_core.dbapi import connect
 from ddm_core.slots import SlotMap
 
 # A library logs, the application decides where it goes (load warnings, slow SQL).
@@ -36,6 +38,11 @@ __all__ = [
     "ConfigHolder",
     "Router",
     "RoutePlan",
+    "Executor",
+    "Result",
+    "Transaction",
+    "PoolStats",
+    "connect",
     "hint",
     "shard_database",
     *_error_names,

@@ -67,19 +67,49 @@ cdef enum:
 cdef enum Kind:
     K_NULL, K_INT, K_FLOAT, K_STR, K_OBJ
 
-cdef struct Node:
-    long long key  # the int64 key; ~key descending, so the tree always orders ascending
-    Py_ssize_t src  # ties by source index; an exhausted source: past every real one
+# The loser tree's nodes, and its replay in C: written so that the compiler
+# emits no branch (the outcome of each compare is a coin toss; mispredicted
+# branches cost more than the rest of the replay).
+cdef extern from *:
+    """
+    #include <limits.h>
+    typedef struct { long long key; Py_ssize_t src; } ddm_node;
 
+    static inline int ddm_node_lt(ddm_node a, ddm_node b) {
+    #if defined(__SIZEOF_INT128__)
+        /* src is >= 0: (key, src) orders as the 128-bit integer key * 2**64 + src */
+        __int128 x = ((__int128)a.key << 64) | (unsigned long long)a.src;
+        __int128 y = ((__int128)b.key << 64) | (unsigned long long)b.src;
+        return x < y;
+    #else
+        return (a.key < b.key) | ((a.key == b.key) & (a.src < b.src));
+    #endif
+    }
 
-# Greater than (key, src) of every live source: key LLONG_MAX, src >= the leaf count.
-cdef extern from "limits.h":
+    /* Replay cur's path from tree[pos] to the root: each node keeps the loser, the
+       winner goes up. Returns the overall winner. */
+    static inline ddm_node ddm_replay(ddm_node *tree, Py_ssize_t pos, ddm_node cur) {
+        while (pos) {
+            ddm_node t = tree[pos];
+            long long m = -(long long)ddm_node_lt(t, cur);  /* all ones: t wins */
+            long long xk = (t.key ^ cur.key) & m;
+            Py_ssize_t xs = (t.src ^ cur.src) & (Py_ssize_t)m;
+            tree[pos].key = t.key ^ xk;  /* t, or cur when t wins */
+            tree[pos].src = t.src ^ xs;
+            cur.key ^= xk;
+            cur.src ^= xs;
+            pos >>= 1;
+        }
+        return cur;
+    }
+    """
+    ctypedef struct Node "ddm_node":
+        long long key  # the int64 key; ~key descending, so the tree always orders ascending
+        Py_ssize_t src  # ties by source index; an exhausted source: past every real one
+    # Greater than (key, src) of every live source: key LLONG_MAX, src >= the leaf count.
     const long long LLONG_MAX
-
-
-cdef inline bint _node_lt(Node a, Node b) noexcept nogil:
-    # (a.key, a.src) < (b.key, b.src), without a branch.
-    return (a.key < b.key) | ((a.key == b.key) & (a.src < b.src))
+    bint _node_lt "ddm_node_lt"(Node a, Node b) noexcept nogil
+    Node _replay_path "ddm_replay"(Node* tree, Py_ssize_t pos, Node cur) noexcept nogil
 
 
 cdef struct KeyVal:
@@ -420,18 +450,8 @@ cdef class HeapMerge:
 
     cdef inline void _replay(self, Node cur) noexcept:
         """Put source ``cur.src``'s new node in: replay its path to the root."""
-        cdef Node t
-        cdef Node* tree = self._tree
         # Leaf _leaves + s (a power of two plus s < it), whether src is s or, exhausted, _leaves + s.
-        cdef Py_ssize_t pos = (cur.src | self._leaves) >> 1
-        cdef bint swap
-        while pos:
-            t = tree[pos]
-            swap = _node_lt(t, cur)
-            tree[pos] = cur if swap else t
-            cur = t if swap else cur
-            pos >>= 1
-        self._win = cur
+        self._win = _replay_path(self._tree, (cur.src | self._leaves) >> 1, cur)
 
     cdef inline PyObject* _tree_next(self) noexcept:
         """The winner's row (a new reference) when its list / tuple source refills
