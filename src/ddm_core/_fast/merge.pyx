@@ -63,6 +63,7 @@ cdef extern from *:
 # their first key can be prefetched while the heap works.
 cdef enum:
     PREFETCH = 4
+    ITEMS_AHEAD = 32  # items (8 bytes each) four cache lines past the next read
 
 cdef enum Kind:
     K_NULL, K_INT, K_FLOAT, K_STR, K_OBJ
@@ -75,31 +76,51 @@ cdef extern from *:
     #include <limits.h>
     typedef struct { long long key; Py_ssize_t src; } ddm_node;
 
-    static inline int ddm_node_lt(ddm_node a, ddm_node b) {
+    /* (ak, as) < (bk, bs), without a branch. */
+    static inline int ddm_pair_lt(long long ak, Py_ssize_t as, long long bk, Py_ssize_t bs) {
     #if defined(__SIZEOF_INT128__)
-        /* src is >= 0: (key, src) orders as the 128-bit integer key * 2**64 + src */
-        __int128 x = ((__int128)a.key << 64) | (unsigned long long)a.src;
-        __int128 y = ((__int128)b.key << 64) | (unsigned long long)b.src;
+        /* src is >= 0: (key, src) orders as the 128-bit integer key * 2**64 + src
+           (shifted unsigned: a negative key shifted signed is undefined in C) */
+        __int128 x = (__int128)(((unsigned __int128)(unsigned long long)ak << 64) | (unsigned long long)as);
+        __int128 y = (__int128)(((unsigned __int128)(unsigned long long)bk << 64) | (unsigned long long)bs);
         return x < y;
     #else
-        return (a.key < b.key) | ((a.key == b.key) & (a.src < b.src));
+        return (ak < bk) | ((ak == bk) & (as < bs));
     #endif
+    }
+
+    static inline int ddm_node_lt(ddm_node a, ddm_node b) {
+        return ddm_pair_lt(a.key, a.src, b.key, b.src);
     }
 
     /* Replay cur's path from tree[pos] to the root: each node keeps the loser, the
        winner goes up. Returns the overall winner. */
     static inline ddm_node ddm_replay(ddm_node *tree, Py_ssize_t pos, ddm_node cur) {
+        /* Scalars, not the struct: the loop-carried chain stays in general registers
+           (compare, then masks). */
+        long long ck = cur.key;
+        Py_ssize_t cs = cur.src;
         while (pos) {
-            ddm_node t = tree[pos];
-            long long m = -(long long)ddm_node_lt(t, cur);  /* all ones: t wins */
-            long long xk = (t.key ^ cur.key) & m;
-            Py_ssize_t xs = (t.src ^ cur.src) & (Py_ssize_t)m;
-            tree[pos].key = t.key ^ xk;  /* t, or cur when t wins */
-            tree[pos].src = t.src ^ xs;
-            cur.key ^= xk;
-            cur.src ^= xs;
+            long long tk = tree[pos].key;
+            Py_ssize_t ts = tree[pos].src;
+    #if defined(__GNUC__)
+            /* Keep the pairs out of vector registers (gcc's SLP would move them there
+               and back at every level: a longer chain). Emits no instruction. */
+            __asm__("" : "+r"(ck), "+r"(cs), "+r"(tk), "+r"(ts));
+    #endif
+            int w = ddm_pair_lt(tk, ts, ck, cs);
+            /* t wins (m all ones): it goes up, cur stays here as the loser */
+            long long m = -(long long)w;
+            long long xk = (tk ^ ck) & m;
+            Py_ssize_t xs = (ts ^ cs) & (Py_ssize_t)m;
+            tree[pos].key = tk ^ xk;
+            tree[pos].src = ts ^ xs;
+            ck ^= xk;
+            cs ^= xs;
             pos >>= 1;
         }
+        cur.key = ck;
+        cur.src = cs;
         return cur;
     }
     """
@@ -125,7 +146,7 @@ cdef int _generic(PyObject* a, PyObject* b, Py_ssize_t col) except -2:
             return -1
         if PyObject_RichCompareBool(<object>b, <object>a, Py_LT):
             return 1
-    except TypeError:
+    except (TypeError, ArithmeticError):  # ArithmeticError: NaN against a Decimal
         raise MergeError(
             f"sort key column {col} holds values that cannot be compared: "
             f"{type(<object>a).__name__} and {type(<object>b).__name__}",
@@ -320,6 +341,8 @@ cdef class HeapMerge:
                 p = items[i]
                 Py_INCREF(<object>p)
                 self._pos[s] = i + 1
+                if i + ITEMS_AHEAD < n:
+                    ddm_prefetch(&items[i + ITEMS_AHEAD])
                 if i + 2 * PREFETCH < n:
                     ddm_prefetch(items[i + 2 * PREFETCH])
                 if i + PREFETCH < n and self._nkeys:
@@ -484,6 +507,8 @@ cdef class HeapMerge:
             if overflow:
                 return NULL
             self._pos[s] = i + 1
+            if i + ITEMS_AHEAD < n:
+                ddm_prefetch(&items[i + ITEMS_AHEAD])  # the source's item array, a few lines on
             if i + 2 * PREFETCH < n:
                 ddm_prefetch(items[i + 2 * PREFETCH])
             if i + PREFETCH < n:

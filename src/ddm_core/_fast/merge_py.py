@@ -63,7 +63,7 @@ def _compare(a: Any, b: Any, col: int) -> int:
             return -1
         if b < a:
             return 1
-    except TypeError:
+    except (TypeError, ArithmeticError):  # ArithmeticError: NaN against a Decimal
         raise MergeError(
             f"sort key column {col} holds values that cannot be compared: "
             f"{type(a).__name__} and {type(b).__name__}",
