@@ -12,44 +12,15 @@ Figures are read from the medians; nothing here asserts a speed.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 import numpy as np
 import pytest
 
-from ddm_core._fast import Implementation, load
-
-_REQUIRE = os.environ.get("DDM_REQUIRE_EXTENSIONS", "") not in ("", "0") or bool(os.environ.get("CI"))
+from ddm_core._fast.testing import impl  # the same c/py parametrization as tests/
 
 #: One seed for every data set, so that runs compare like with like.
 SEED = 20240601
-
-
-def _compiled() -> Implementation | None:
-    try:
-        return load("cython")
-    except ImportError:
-        if _REQUIRE:
-            raise  # a benchmark run without the compiled units measures nothing of interest
-        return None
-
-
-_C = _compiled()
-_PY = load("python")
-
-
-@pytest.fixture(
-    scope="session",
-    params=[pytest.param("cython", id="c", marks=pytest.mark.compiled), pytest.param("python", id="py")],
-)
-def impl(request: pytest.FixtureRequest) -> Implementation:
-    """Each benchmark of a ``_fast`` unit runs on the compiled unit ("c") and on its twin ("py")."""
-    if request.param == "cython":
-        if _C is None:
-            pytest.skip("compiled extensions not built (set DDM_REQUIRE_EXTENSIONS=1 to make this fatal)")
-        return _C
-    return _PY
 
 
 Measure = Callable[..., Any]
