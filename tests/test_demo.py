@@ -156,7 +156,7 @@ def test_demo_on_mariadb() -> None:
         result = run("demo", "--mysql", url, "--prefix", prefix, "--orders", str(ORDERS), "--keep")
         assert result.exit_code == 0, result.output
         check_walkthrough(result.stdout)
-        assert f"drop them with: ddm demo --mysql {url} --drop --prefix {prefix}" in result.stdout
+        assert f"drop them with: ddm demo --mysql mysql://root@127.0.0.1:3306 --drop --prefix {prefix}" in result.stdout
         names = [f"{prefix}_{i}" for i in range(4)]
         assert _databases(prefix) == names
         conn = mysql_raw()

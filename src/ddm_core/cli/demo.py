@@ -21,6 +21,7 @@ The configuration is built in code (:func:`demo_config`); with ``--dir`` or
 
 from __future__ import annotations
 
+import importlib
 import random
 import re
 import shutil
@@ -176,8 +177,12 @@ class MySQLServer:
         return f"mysql://{self.host}:{self.port}/{database}"
 
     def connect(self) -> Any:
-        import pymysql
-
+        try:
+            pymysql: Any = importlib.import_module("pymysql")  # optional: only --mysql needs it
+        except ImportError as exc:
+            raise DataSourceUnavailableError(
+                "--mysql needs PyMySQL (pip install 'ddm-core[mysql]')", data_source="--mysql"
+            ) from exc
         try:
             return pymysql.connect(
                 host=self.host, port=self.port, user=self.user, password=self.password,
@@ -452,7 +457,7 @@ def demo(
             names = mysql_database_names(prefix, shards)
             _create_databases(server, names)
             if not keep:
-                cleanup.append(lambda: _drop_databases(server, names))
+                cleanup.append(lambda: None if _drop_databases(server, names) else None)
             sources: dict[str, Any] = {
                 f"ds_{i}": {"url": server.url(db), "username": server.user, "password": server.password}
                 for i, db in enumerate(names)
@@ -472,7 +477,8 @@ def demo(
             yaml_dir = base if (directory is not None or keep) else None
         _run(sources, where, yaml_dir, order_count, users, seed, repeat, not no_progress)
         if server is not None and keep:
-            click.echo(f"\nkept the databases; drop them with: ddm demo --mysql {mysql_url} --drop"
+            shown = f"mysql://{server.user}{':***' if server.password else ''}@{server.host}:{server.port}"
+            click.echo(f"\nkept the databases; drop them with: ddm demo --mysql {shown} --drop"
                        + (f" --prefix {prefix}" if prefix != "ddm_demo" else "")
                        + (f" --shards {shards}" if shards != 4 else ""))
     finally:

@@ -10,7 +10,8 @@ value one unsharded table would have given:
 * ``AVG`` — ``sum(partial sums) / sum(partial counts)``; NULL when the count is 0.
 * ``COUNT(DISTINCT x)`` / ``SUM(DISTINCT x)`` — the units grouped by ``x`` too,
   so the column holds raw ``x`` values: count / sum the distinct non-NULL ones
-  (``0`` / NULL when there are none).
+  (``0`` / NULL when there are none). The units sent raw values, so a MySQL
+  ``SUM(DISTINCT int_column)`` is turned into the ``Decimal`` MySQL returns.
 
 Numbers (MySQL semantics, ``dialect="mysql"``):
 
@@ -191,6 +192,8 @@ class Reaggregator:
                 total: Any = None
                 for v in acc:
                     total = v if total is None else _add(total, v)
+                if type(total) is int and self._dialect != "sqlite":
+                    total = Decimal(total)  # MySQL: SUM of an integer column is a DECIMAL
                 out[column] = total
             else:
                 out[column] = acc

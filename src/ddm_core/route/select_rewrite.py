@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Callable, Sequence
 
 from sqlglot import exp
@@ -215,7 +216,13 @@ class _Rewriter:
         """The unit-row column holding ``target`` (an ORDER BY / GROUP BY item)."""
         if isinstance(target, exp.Literal) and target.is_int:
             pos = int(target.this) - 1
-            if not 0 <= pos < len(items) or star:
+            if star:
+                raise UnsupportedSQLError(
+                    f"position {target.this} in ORDER/GROUP BY with SELECT * across shards: the column "
+                    "count is only known at run time; name the column instead",
+                    construct=target.sql(),
+                )
+            if not 0 <= pos < len(items):
                 raise UnsupportedSQLError(
                     f"position {target.this} in ORDER/GROUP BY is out of range", construct=target.sql()
                 )
@@ -350,7 +357,7 @@ def _compile_having(node: exp.Expr, rw: _Rewriter, items: list[exp.Expression], 
         if isinstance(source, Param):
             index = source.index
             return lambda row, b: b[index]
-        constant = source.value
+        constant = _exact(node, source.value)
         return lambda row, b: constant
     if isinstance(node, tuple(_AGGREGATES)) or isinstance(node, exp.Column):
         column = _having_column(node, rw, items, star)
@@ -410,9 +417,30 @@ def _binary(op: Callable[[Any, Any], Any], node: exp.Binary, rw: _Rewriter, item
         x, y = left(row, b), right(row, b)
         if x is None or y is None:
             return None
+        if type(x) is not type(y) and (type(x) is float or type(y) is float):
+            # MySQL compares / computes DECIMAL with DOUBLE as DOUBLE; Python's exact
+            # Decimal-vs-float comparison would disagree (123.45 < float 123.45 is True)
+            # and Decimal-with-float arithmetic raises.
+            if type(x) is Decimal or type(y) is Decimal:
+                x, y = float(x), float(y)
         return op(x, y)
 
     return run
+
+
+def _exact(node: exp.Expr, value: Any) -> Any:
+    """A HAVING number literal as MySQL reads it: ``123.45`` is an exact DECIMAL, not a float.
+
+    (``1.5e3`` stays a float: MySQL reads exponent notation as DOUBLE.)
+    """
+    if type(value) is float:
+        literal = node
+        while isinstance(literal, (exp.Paren, exp.Neg)):
+            literal = literal.this
+        if isinstance(literal, exp.Literal) and "e" not in literal.this.lower():
+            exact = Decimal(literal.this)
+            return -exact if value < 0 else exact
+    return value
 
 
 def _sql_div(x: Any, y: Any) -> Any:
