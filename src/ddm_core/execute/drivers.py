@@ -211,10 +211,17 @@ class SQLiteDriver(Driver):
     paramstyle = "qmark"
 
     def __init__(self, busy_timeout: float = 5.0) -> None:
+        import datetime
+        import decimal
         import sqlite3
 
         self._sqlite3: Any = sqlite3
         self._busy_timeout = busy_timeout
+        # What PyMySQL accepts as parameters, SQLite stores as text (as MySQL prints them):
+        # code written for pymysql passes Decimal and datetime values unchanged.
+        sqlite3.register_adapter(decimal.Decimal, str)
+        sqlite3.register_adapter(datetime.datetime, lambda v: v.isoformat(" "))
+        sqlite3.register_adapter(datetime.date, lambda v: v.isoformat())
 
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
         path = endpoint.database or ":memory:"

@@ -23,7 +23,8 @@ from ddm_core.route.template import from_edits
 
 __all__ = ["compile_other", "DDL_TYPES"]
 
-DDL_TYPES = (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable)
+# ANALYZE TABLE maintains each physical table's statistics: it goes everywhere, like DDL.
+DDL_TYPES = (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable, exp.Analyze)
 
 
 def compile_other(
