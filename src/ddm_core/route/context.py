@@ -27,7 +27,6 @@ class RouteContext:
     """One configuration version plus what routing derives from it (built lazily)."""
 
     config: ShardingConfig
-    style: str = "format"  # overridden per statement by the caller's paramstyle
     _routers: dict[str, TableRouter] = field(default_factory=dict)
     _comments: dict[str, str] = field(default_factory=dict)
 

@@ -40,12 +40,11 @@ def scalar_index(algorithm: ShardingAlgorithm, targets: TargetSet, column: str) 
 class PointRoute:
     """Node index of a point statement from its bound params."""
 
-    __slots__ = ("db_source", "tb_source", "db_fn", "tb_fns", "lut", "single_source")
+    __slots__ = ("db_source", "tb_source", "db_fn", "tb_fns", "lut")
 
     def __init__(self, router: TableRouter, db_source: Source | None, tb_source: Source | None) -> None:
         self.db_source = db_source
         self.tb_source = tb_source
-        self.single_source = db_source is None
         db_fn, tb_fns, self.lut = _scalars(router)
         # A level without a source (strategy NONE, one target) uses index 0.
         self.db_fn: Scalar | None = None if db_source is None else db_fn
