@@ -22,6 +22,7 @@ from typing import Any, Iterator, Sequence
 from ddm_core.errors import DdmError, ExecutionError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
+from ddm_core.merge.engine import close_each
 
 __all__ = ["Result", "UnitResult", "StreamRows"]
 
@@ -276,17 +277,10 @@ class Result:
         rows, self._rows = self._rows, None
         closers = [rows, *self._closers] if rows is not None else self._closers
         self._closers = []
-        first: BaseException | None = None
-        for obj in closers:
-            close = getattr(obj, "close", None)
-            if close is None:
-                continue
-            try:
-                close()
-            except Exception as exc:
-                log.warning("closing a unit result failed: %s", exc)
-                if first is None and not isinstance(exc, DdmError):
-                    first = exc
+        errors = close_each(closers)
+        for exc in errors:
+            log.warning("closing a unit result failed: %s", exc)
+        first = next((e for e in errors if not isinstance(e, DdmError)), None)
         if first is not None and not quiet:
             raise ExecutionError(f"closing the result failed: {first}") from first
 

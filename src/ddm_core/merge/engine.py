@@ -36,7 +36,7 @@ from ddm_core.merge.aggregate import DIALECTS, Reaggregator
 
 from ddm_core.merge.spec import Aggregate, MergeSpec
 
-__all__ = ["UnitResult", "UnitRows", "Merged", "merge_results"]
+__all__ = ["UnitResult", "UnitRows", "Merged", "merge_results", "close_each"]
 
 Row = Sequence[Any]
 Keys = tuple[tuple[int, bool], ...]
@@ -62,6 +62,24 @@ class UnitRows(NamedTuple):
 
     description: Sequence[Sequence[Any]] | None
     rows: Iterable[Row]
+
+
+def close_each(objects: Iterable[Any]) -> list[Exception]:
+    """Call ``close()`` on every object that has one, all of them even when some fail.
+
+    Returns:
+        The errors raised, in order (shared by the merged result and the executor's).
+    """
+    errors: list[Exception] = []
+    for obj in objects:
+        close = getattr(obj, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception as err:  # keep closing the others
+            errors.append(err)
+    return errors
 
 
 class Merged:
@@ -149,18 +167,9 @@ class Merged:
         self._closed = True
         rows, self._rows = self._rows, iter(())
         closers, self._closers = [rows, *self._closers], []
-        first: BaseException | None = None
-        for obj in closers:
-            close = getattr(obj, "close", None)
-            if close is None:
-                continue
-            try:
-                close()
-            except Exception as err:  # keep closing the others
-                if first is None:
-                    first = err
-        if first is not None and not quiet:
-            raise first
+        errors = close_each(closers)
+        if errors and not quiet:
+            raise errors[0]
 
     def __enter__(self) -> Merged:
         return self
@@ -200,18 +209,8 @@ def merge_results(spec: MergeSpec, units: Sequence[UnitResult], *, dialect: str 
     try:
         return _build(spec, units, sources, dialect)
     except BaseException:
-        _close_all(sources)
+        close_each(sources)  # best effort while another error propagates
         raise
-
-
-def _close_all(sources: Iterable[Any]) -> None:
-    for src in sources:
-        close = getattr(src, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:  # noqa: S110 - best effort while another error propagates
-                pass
 
 
 class _Layout(NamedTuple):
