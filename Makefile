@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 FAST := $(wildcard src/ddm_core/_fast/*.pyx src/ddm_core/_fast/*.pxd)
 
-.PHONY: install compile test test-c test-py bench wheels clean
+.PHONY: install compile typecheck test test-c test-py bench wheels clean
 
 # A venv with ddm-core installed editable; the extensions must build (no silent fallback).
 $(VENV)/.installed: pyproject.toml setup.py $(FAST)
@@ -18,14 +18,19 @@ install: $(VENV)/.installed
 # The editable install compiles in place; it reruns when a .pyx/.pxd changes.
 compile: install
 
-# The whole suite twice: compiled units selected, then the pure-Python twins selected.
-test: test-c test-py
+# mypy --strict (configured in pyproject.toml) over the whole package; any error fails.
+typecheck: compile
+	$(PY) -m mypy
+
+# Type check first, then the whole suite twice: compiled units selected, then the
+# pure-Python twins selected.
+test: typecheck test-c test-py
 
 test-c: compile
-	DDM_REQUIRE_EXTENSIONS=1 $(PY) -m pytest -q
+	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q
 
 test-py: compile
-	DDM_REQUIRE_EXTENSIONS=1 DDM_NO_EXTENSIONS=1 $(PY) -m pytest -q
+	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 DDM_NO_EXTENSIONS=1 $(PY) -m pytest -q
 
 bench: compile
 	$(PY) benchmarks/report.py

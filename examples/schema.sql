@@ -3,7 +3,7 @@
 -- table (t_order_0_0 .. t_order_3_3, t_order_item_0_0 .. t_order_item_3_3) and every data
 -- source (t_dict_region), and t_config once in ds_0; `--execute` creates them
 -- (IF NOT EXISTS: running it again is harmless).
--- No AUTO_INCREMENT (seed 000 §4.2): 16 tables counting on their own would repeat ids.
+-- No AUTO_INCREMENT: 16 tables counting on their own would repeat ids.
 -- order_id is a gene id (it carries the user's slot), item_id a snowflake id.
 
 CREATE TABLE IF NOT EXISTS t_order (

@@ -6,8 +6,9 @@ the router (or its algorithms) where a value goes:
 * ``native_orders.yaml`` (own format, 4 databases × 4 tables, 1024 slots):
   database ``ds_{slot_of(user_id, 10) // 256}`` (explicit layout ``ds_0: 0-255``...),
   table ``t_order_{db}_{hash64(user_id) % 4}`` (HASH_MOD over xxh3_64).
-* ``seed004_shardingsphere.yaml`` (ShardingSphere YAML, INLINE): database
-  ``ds{user_id % 32 / 16}`` with integer division (FINDINGS: not Groovy's decimal),
+* ``ss_order_db_2x16.yaml`` (ShardingSphere YAML, INLINE): database
+  ``ds{user_id % 32 / 16}`` with integer division (not Groovy's decimal:
+  docs/notes.md#integer-division-in-inline-expressions),
   table ``t_order_{user_id % 16}`` — 2 × 16 = 32 nodes.
 * ``router_ranges.yaml`` (written for this suite): ``t_log`` database ``user_id % 4``,
   table ``BOUNDARY_RANGE`` at 1000 (``t_log_{db}_0`` below, ``_1`` from 1000 up);
@@ -40,7 +41,7 @@ os.environ.setdefault("DDM_ORDER_PASSWORD", "router-suite")
 
 @lru_cache(maxsize=None)
 def config(name: str) -> Any:
-    files = {"N": "native_orders.yaml", "S": "seed004_shardingsphere.yaml", "R": "router_ranges.yaml"}
+    files = {"N": "native_orders.yaml", "S": "ss_order_db_2x16.yaml", "R": "router_ranges.yaml"}
     return load_config(CONFIGS / files[name])
 
 
@@ -72,7 +73,7 @@ def n_node(user_id: Any) -> Node:
 
 
 def s_node(user_id: int) -> Node:
-    """seed 004: ds${user_id % 32 / 16} (integer division), t_order_${user_id % 16}."""
+    """ss_order_db_2x16.yaml: ds${user_id % 32 / 16} (integer division), t_order_${user_id % 16}."""
     assert user_id >= 0
     d = (user_id % 32) // 16
     t = user_id % 16
@@ -126,7 +127,7 @@ SHARDED = {
 
 
 def comment(name: str, ds: str) -> str:
-    """The SQL comment prefix of a unit (seed 000 §5.5): ``/* app=<app>,shard=<ds> */ `` when
+    """The SQL comment prefix of a unit (docs/operations.md#sql-comments): ``/* app=<app>,shard=<ds> */ `` when
     ``sqlComment`` is on (native_orders.yaml: on, app = the config's name), else nothing."""
     runtime = config(name).runtime
     if not runtime.sql_comment:

@@ -257,7 +257,7 @@ def test_register_a_custom_type(monkeypatch: pytest.MonkeyPatch) -> None:
         register(Clash)
 
 
-# -- strategy ids (seed 002 §2.2) ---------------------------------------------------------
+# -- strategy ids (docs/architecture.md#strategy-ids-not-classes) --------------------------
 
 
 def test_strategy_registry() -> None:
@@ -284,7 +284,7 @@ def test_strategy_registry() -> None:
     assert info.value.algorithm == "s" and info.value.prop == "sharding-count"
 
 
-# -- seed 000 §2.3: database and table strategies are independent -------------------------
+# -- database and table strategies are independent -----------------------------------------
 
 
 def test_database_by_user_table_by_order_no() -> None:

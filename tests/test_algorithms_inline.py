@@ -21,15 +21,15 @@ DS2 = ["ds0", "ds1"]
 T16 = [f"t_order_{i}" for i in range(16)]
 
 
-def seed_004() -> tuple[object, object]:
+def order_db_2x16() -> tuple[object, object]:
     db = create("INLINE", {"algorithm-expression": "ds${user_id % 32 / 16}"}, name="db-inline")
     tbl = create("INLINE", {"algorithm-expression": "t_order_${user_id % 16}"}, name="tbl-inline")
     return db, tbl
 
 
-def test_seed_004_user_882341() -> None:
-    # The seed says 882341 % 32 = 21; it is 5 (FINDINGS), so the user lives in ds0.t_order_5.
-    db, tbl = seed_004()
+def test_order_db_user_882341() -> None:
+    # 882341 % 32 = 5 (computed: docs/notes.md#compute-expected-routes), so the user lives in ds0.t_order_5.
+    db, tbl = order_db_2x16()
     assert 882341 % 32 == 5 and 882341 % 16 == 5
     assert db.precise(DS2, {"user_id": 882341}) == ["ds0"]
     assert tbl.precise(T16, {"user_id": 882341}) == ["t_order_5"]
@@ -37,15 +37,15 @@ def test_seed_004_user_882341() -> None:
 
 @pytest.mark.parametrize(("user_id", "ds", "table"), [(0, 0, 0), (15, 0, 15), (16, 1, 0), (31, 1, 15), (32, 0, 0),
                                                        (2**31 + 16, 1, 0), (2**63 + 17, 1, 1), (2**80 + 31, 1, 15)])
-def test_seed_004_layout(user_id: int, ds: int, table: int) -> None:
+def test_order_db_layout(user_id: int, ds: int, table: int) -> None:
     # ds${user_id % 32 / 16} is integer division: user_id % 32 >= 16 ? 1 : 0
-    db, tbl = seed_004()
+    db, tbl = order_db_2x16()
     assert db.precise(DS2, {"user_id": user_id}) == [f"ds{ds}"]
     assert tbl.precise(T16, {"user_id": user_id}) == [f"t_order_{table}"]
 
 
 def test_inline_values_and_errors() -> None:
-    db, tbl = seed_004()
+    db, tbl = order_db_2x16()
     with pytest.raises(ShardValueError, match="NULL"):
         tbl.precise(T16, {"user_id": None})
     with pytest.raises(ShardValueError, match="cannot evaluate"):
@@ -65,7 +65,7 @@ def test_inline_values_and_errors() -> None:
 
 
 def test_inline_range_flag() -> None:
-    _, tbl = seed_004()
+    _, tbl = order_db_2x16()
     assert not tbl.supports_range
     with pytest.raises(UnsupportedSQLError, match="allow-range-query-with-inline-sharding"):
         tbl.range(T16, {"user_id": ValueRange(1, 5)})
@@ -149,7 +149,7 @@ def test_inline_batch_negative_and_unsigned() -> None:
     floor = create("INLINE", {"algorithm-expression": "t_order_${Math.floorMod(user_id, 16)}"})
     arr = np.array([-1, -16, -17, 5], dtype=np.int64)
     assert floor.batch(T16, {"user_id": arr}).tolist() == [15, 0, 15, 5]
-    _, tbl = seed_004()
+    _, tbl = order_db_2x16()
     with pytest.raises(RoutingError, match="row 0"):
         tbl.batch(T16, {"user_id": np.array([-7, 1])})
     big = np.array([2**64 - 1, 2**63], dtype=np.uint64)

@@ -24,8 +24,7 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 # -- MOD ----------------------------------------------------------------------
 
 
-def test_mod_seed_001_self_check() -> None:
-    # Seed 001 §4.1: user 5, 128, 3 with 16 shards -> shards 5, 0, 3.
+def test_mod_16_sends_users_5_128_3_to_shards_5_0_3() -> None:
     mod = create("MOD", {"sharding-count": 16}, name="order_t")
     assert [mod.precise(T16, {"user_id": u}) for u in (5, 128, 3)] == [["t_order_5"], ["t_order_0"], ["t_order_3"]]
 
@@ -187,7 +186,8 @@ def test_vectorised_hash_matches_hash64(values: list[int]) -> None:
 
 
 def java_reference(user_id: int, salt: int = 1_000_000_007, count: int = 16) -> int:
-    """Seed 002 §4.1 in Java semantics, computed independently of the implementation."""
+    """The salted modulo ``Math.abs((int)(((id ^ salt) * salt) % count))`` in Java semantics, computed
+    independently of the implementation."""
     x = ctypes.c_int64(user_id ^ salt).value  # long ^ long
     salted = ctypes.c_int64(x * salt).value  # long * long wraps
     rem = int(Decimal(salted) % Decimal(count))  # Java %: sign of the dividend (Decimal does the same)
@@ -195,7 +195,7 @@ def java_reference(user_id: int, salt: int = 1_000_000_007, count: int = 16) -> 
     return as_int if as_int == -(2**31) else abs(as_int)  # Math.abs
 
 
-# Produced by running the seed's Java (JDK 17) on these ids, for counts 16, 7 and 1000.
+# Produced by running that Java expression (JDK 17) on these ids, for counts 16, 7 and 1000.
 JAVA_GOLDEN = {
     0: (1, 1, 49),
     1: (10, 2, 42),

@@ -161,7 +161,7 @@ def test_interval_ranges() -> None:
     assert alg.range(MONTHS, {"t": ValueRange(lower="2024-06-01", lower_closed=False)}) == MONTHS[5:]
     assert alg.range(MONTHS, {"t": ValueRange("2030-01-01", "2031-01-01")}) == []
     assert alg.range(MONTHS, {"t": ValueRange()}) == MONTHS
-    # Seed 002 §4.2's point: "the last three months" touch three shards.
+    # the point of time sharding: "the last three months" touch three shards.
     assert len(alg.range(MONTHS, {"t": ValueRange("2024-04-01", "2024-06-30 23:59:59")})) == 3
 
 
@@ -301,7 +301,7 @@ def test_auto_interval_range_and_errors() -> None:
     assert info.value.prop == "sharding-seconds"
 
 
-# -- TIME_RANGE (seed 002 §4.2 / §4.3) --------------------------------------------------
+# -- TIME_RANGE ---------------------------------------------------------------------------
 
 QUARTERS = [
     {"start": "2024-01-01", "end": "2024-04-01", "target": "ds_q1_2024"},
@@ -311,7 +311,7 @@ QUARTERS = [
 QDS = ["ds_q1_2024", "ds_q2_2024", "ds_q3_2024"]
 
 
-def test_time_range_seed_quarters() -> None:
+def test_time_range_quarters() -> None:
     alg = create("TIME_RANGE", {"ranges": QUARTERS}, name="orders-by-quarter")
     assert alg.precise(QDS, {"order_time": "2024-03-31 23:59:59"}) == ["ds_q1_2024"]
     assert alg.precise(QDS, {"order_time": date(2024, 4, 1)}) == ["ds_q2_2024"]
@@ -321,7 +321,7 @@ def test_time_range_seed_quarters() -> None:
             alg.precise(QDS, {"order_time": outside})
     with pytest.raises(RoutingError, match="not among the available targets"):
         alg.precise(QDS[:1], {"order_time": "2024-05-01"})
-    # "the last three months" (seed 002 §4.2) from mid-May
+    # "the last three months" from mid-May
     assert alg.range(QDS, {"t": ValueRange("2024-05-15", "2024-08-15")}) == QDS[1:]
     assert alg.range(QDS, {"t": ValueRange("2024-01-01", "2024-04-01", upper_closed=False)}) == QDS[:1]
     assert alg.range(QDS, {"t": ValueRange(lower="2024-06-30")}) == QDS[1:]

@@ -194,11 +194,11 @@ def test_route_invalid_config_lists_every_problem(tmp_path: Path) -> None:
 
 
 def test_route_prints_config_warnings_on_stderr() -> None:
-    result = run("route", "-c", str(ROOT / "tests" / "configs" / "seed004_shardingsphere.yaml"),
+    result = run("route", "-c", str(ROOT / "tests" / "configs" / "ss_order_db_2x16.yaml"),
                  "SELECT * FROM t_order WHERE user_id = 882341")
     assert result.exit_code == 0, result.output
     assert "warning: " in result.stderr and "looks redacted" in result.stderr
-    # seed 004's arithmetic, computed: 882341 % 32 = 5 < 16 → ds0; 882341 % 16 = 5
+    # computed: 882341 % 32 = 5 < 16 → ds0; 882341 % 16 = 5
     assert "ds0.t_order_5" in result.stdout
 
 
@@ -254,9 +254,9 @@ def test_explain_key_on_shardingsphere_inline_config() -> None:
     assert "slot" not in result.stdout  # no slots in INLINE sharding
 
 
-@pytest.mark.parametrize("config", [ORDERS, str(ROOT / "tests" / "configs" / "seed004_shardingsphere.yaml")])
+@pytest.mark.parametrize("config", [ORDERS, str(ROOT / "tests" / "configs" / "ss_order_db_2x16.yaml")])
 def test_explain_key_of_a_bound_table_follows_the_router(config: str) -> None:
-    # seed 004's t_order_item reuses t_order's table algorithm (a slip): it still routes, through t_order
+    # ss_order_db_2x16.yaml's t_order_item reuses t_order's table algorithm: it still routes, through t_order
     result = run("route", "-c", config, "--explain-key", "t_order_item", "882341")
     assert result.exit_code == 0, result.output
     (unit,) = Router(load_config(config, check_env=False)).route(
@@ -364,7 +364,7 @@ def test_config_check_env_makes_unset_variables_problems(monkeypatch: pytest.Mon
 
 
 def test_config_check_shows_load_warnings_in_the_summary() -> None:
-    result = run("config", "check", str(ROOT / "tests" / "configs" / "seed004_shardingsphere.yaml"))
+    result = run("config", "check", str(ROOT / "tests" / "configs" / "ss_order_db_2x16.yaml"))
     assert result.exit_code == 0, result.output
     assert "warnings (3):" in result.stdout and "looks redacted" in result.stdout
     assert result.stderr == ""

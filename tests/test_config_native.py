@@ -1,4 +1,4 @@
-"""ddm-core's own YAML format (seed 000 §2.2, §4.1, §4.2): loading, the model it gives, round trips."""
+"""ddm-core's own YAML format (docs/configuration.md#own-format): loading, the model it gives, round trips."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_readme_example_shape(orders: ShardingConfig) -> None:
     assert list(orders.data_sources) == ["ds_0", "ds_1", "ds_2", "ds_3"]
     t = orders.table("t_order")
     assert t is not None
-    # seed 000 §4.2: t_order_${dbIndex}_${tableIndex}, 4 databases x 4 tables
+    # t_order_${dbIndex}_${tableIndex}, 4 databases x 4 tables
     assert t.shard_count == 16
     assert t.data_sources == ("ds_0", "ds_1", "ds_2", "ds_3")
     assert t.tables_by_source["ds_2"] == ("t_order_2_0", "t_order_2_1", "t_order_2_2", "t_order_2_3")
@@ -157,7 +157,7 @@ tables:
 
 
 def test_table_key_differs_from_shard_key() -> None:
-    # seed 000 §2.3: hash(user_id) picks the database, order_no the table inside it
+    # independent strategies: hash(user_id) picks the database, order_no the table inside it
     c = load_config("""
 dataSources: {ds_0: "sqlite:///a.db", ds_1: "sqlite:///b.db"}
 tables:
@@ -310,8 +310,8 @@ def test_dump_compacts_data_nodes(orders: ShardingConfig) -> None:
     assert native["tables"][0]["dataNodes"] == [f"ds_{d}.t_order_{d}_${{0..3}}" for d in range(4)]
 
 
-def test_seed_000_application_block() -> None:
-    c = load_config(CONFIGS / "native_seed000_ddm_block.yaml")
+def test_ddm_application_block() -> None:
+    c = load_config(CONFIGS / "native_app_block.yaml")
     assert c.runtime.app_name == "order-service"
     assert (c.runtime.allow_full_route, c.runtime.full_route_threshold, c.runtime.slow_sql_ms) == (
         False,

@@ -1,10 +1,11 @@
-"""ShardingSphere-JDBC 5.x YAML, loaded unchanged: seed 004 and the documentation sample of each rule kind."""
+"""ShardingSphere-JDBC 5.x YAML, loaded unchanged: a 2 × 16 order layout and the documentation sample of each rule kind."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ddm_core.errors import ConfigError
 from ddm_core.metadata import (
@@ -18,8 +19,8 @@ from ddm_core.metadata import (
 )
 
 CONFIGS = Path(__file__).parent / "configs"
-SEED_004 = CONFIGS / "seed004_shardingsphere.yaml"
-SEED_004_SOURCE = Path("/work/shared/seeds/004_9fd8181bf846abe1.txt")
+#: A ShardingSphere 5.0 file kept as such files circulate, quirks included (docs/notes.md#the-2--16-shardingsphere-fixture).
+ORDER_DB = CONFIGS / "ss_order_db_2x16.yaml"
 
 
 @pytest.fixture(autouse=True)
@@ -33,17 +34,25 @@ def _round_trip(config: ShardingConfig) -> None:
     assert again.origin.format == "native"
 
 
-# -- seed 004 -----------------------------------------------------------------------------------
+# -- the 2 × 16 order layout ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not SEED_004_SOURCE.exists(), reason="seed articles not present")
-def test_seed_004_fixture_is_the_seed_text_unchanged() -> None:
-    seed = SEED_004_SOURCE.read_text(encoding="utf-8")
-    assert SEED_004.read_text(encoding="utf-8").strip() in seed
+def test_order_db_fixture_keeps_its_circulated_form() -> None:
+    # The tests below rely on these quirks; a "tidied" fixture would stop testing them.
+    text = ORDER_DB.read_text(encoding="utf-8")
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(text)  # `password: ***` is not YAML
+    assert text.count("password: ***") == 2
+    assert "      - t_order, t_order_item\n" in text  # one comma-separated item, not a list
+    assert "      - t_dict_region, t_dict_status\n" in text
+    assert "algorithm-expression: ds${user_id % 32 / 16}\n" in text  # Groovy would divide to a decimal
+    # t_order_item reuses the t_order table algorithm, which names t_order_* tables
+    assert text.count("shardingAlgorithmName: tbl-inline") == 2
+    assert "algorithm-expression: t_order_item" not in text
 
 
-def test_seed_004_loads_as_is() -> None:
-    c = load_config(SEED_004)
+def test_order_db_loads_as_is() -> None:
+    c = load_config(ORDER_DB)
     assert c.origin.format == "shardingsphere"
     assert c.name == "order_db"  # schemaName
     ds0 = c.data_sources["ds0"].primary
@@ -61,25 +70,25 @@ def test_seed_004_loads_as_is() -> None:
     assert c.kind_of("t_dict_status") is TableKind.BROADCAST
 
 
-def test_seed_004_routes_user_882341_to_ds0_t_order_5() -> None:
-    # FINDINGS: the seed's "882341 % 32 = 21" is a slip; it is 5, so ds0.t_order_5.
-    t = load_config(SEED_004).table("t_order")
+def test_order_db_routes_user_882341_to_ds0_t_order_5() -> None:
+    # computed, not copied (docs/notes.md#compute-expected-routes): 882341 % 32 = 5 < 16, 882341 % 16 = 5
+    t = load_config(ORDER_DB).table("t_order")
     assert t.database_strategy.sharder.precise(t.data_sources, {"user_id": 882341}) == ["ds0"]
     assert t.table_strategy.sharder.precise(t.tables_by_source["ds0"], {"user_id": 882341}) == ["t_order_5"]
     # `user_id % 32 / 16` is integer division: 16..31 go to ds1
     assert t.database_strategy.sharder.precise(t.data_sources, {"user_id": 21}) == ["ds1"]
 
 
-def test_seed_004_warnings() -> None:
-    c = load_config(SEED_004)
+def test_order_db_warnings() -> None:
+    c = load_config(ORDER_DB)
     text = "\n".join(c.warnings)
     assert "password '***' looks redacted" in text  # `password: ***` is read as the string
     # tbl-inline is shared by t_order_item but names t_order_* tables
     assert "rules[0].tables.t_order_item.tableStrategy" in text and "t_order_0" in text
 
 
-def test_seed_004_round_trip() -> None:
-    _round_trip(load_config(SEED_004))
+def test_order_db_round_trip() -> None:
+    _round_trip(load_config(ORDER_DB))
 
 
 # -- documentation samples, one per rule kind -------------------------------------------------------
@@ -305,14 +314,14 @@ def test_slots_gene_and_time_ranges_in_shardingsphere_yaml() -> None:
         order_id = ids.next_id(user_id)
         by_user = user.database_strategy.sharder.precise(user.data_sources, {"user_id": user_id})
         by_order = order.database_strategy.sharder.precise(order.data_sources, {"order_id": order_id})
-        assert by_order == by_user  # seed 004's gene method: the id routes like its user
+        assert by_order == by_user  # the gene method: the id routes like its user
     event = c.table("t_event")
     assert event.database_strategy.algorithm.type == "TIME_RANGE"
     _round_trip(c)
 
 
-def test_seed_000_example_is_refused_for_its_shard_count() -> None:
-    # seed 000 §2.2 verbatim (plus data sources): 16 shards × 4 tables over 4 databases cannot hold.
+def test_16_shards_over_4_databases_is_refused_for_its_shard_count() -> None:
+    # a common short-form slip: 16 shards × 4 tables over 4 databases cannot hold.
     with pytest.raises(ConfigValidationError) as info:
         load_config("""
 dataSources: {ds_0: "sqlite:///0.db", ds_1: "sqlite:///1.db", ds_2: "sqlite:///2.db", ds_3: "sqlite:///3.db"}

@@ -1,4 +1,4 @@
-"""Fail-fast validation (seed 000 §2.2, 002 §4.3): every error names the file, the field path and the value.
+"""Fail-fast validation (docs/configuration.md#checks-at-load): every error names the file, the field path and the value.
 
 Each case loads a small broken configuration and checks that one of the
 reported problems sits at the expected field path and quotes the offending
@@ -140,7 +140,7 @@ def test_data_node_in_a_readwrite_member_names_the_group() -> None:
 
 
 def test_shard_count_differs_from_database_list() -> None:
-    # seed 000 §2.2's example itself: shardCount 16 but 4 databases
+    # a common slip: shardCount 16 but fewer databases listed
     _expect(
         NATIVE_DS
         + "tables:\n  - {logicTable: t_order, shardKey: user_id, shardCount: 16, tablePerShard: 4, databases: [ds_0, ds_1]}\n",
@@ -190,7 +190,7 @@ def test_data_node_without_a_dot() -> None:
             "rules[0].tables.t.actualDataNodes", "'t_order'", "data_source.table")  # fmt: skip
 
 
-# -- ranges and slot maps (seed 002 §4.3, seed 000 §2.4) ---------------------------------------------------
+# -- ranges and slot maps ---------------------------------------------------------------------------------
 
 _TIME_RANGES = """rules:
 - !SHARDING

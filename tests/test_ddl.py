@@ -1,4 +1,4 @@
-"""Physical DDL from a logic-table template (seed 000 §4.2), printed and executed.
+"""Physical DDL from a logic-table template (docs/architecture.md#keys-come-from-the-id-generator), printed and executed.
 
 Executed against SQLite files in tmp_path and against the real MariaDB on
 127.0.0.1:3306 (databases ddm_test_<random>_N, dropped afterwards).
@@ -6,7 +6,6 @@ Executed against SQLite files in tmp_path and against the real MariaDB on
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 import uuid
@@ -26,11 +25,12 @@ from ddm_core.ddl import (
     to_sqlite,
 )
 from ddm_core.metadata.model import ShardingConfig
+from services import require_module, require_service
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Seed 000 §4.2's template, as printed there (16 shards x 4 tables = 64 physical tables).
-SEED_TEMPLATE = """CREATE TABLE t_order (
+# An order-table template with non-ASCII column comments (16 shards x 4 tables = 64 physical tables).
+ORDER_TEMPLATE = """CREATE TABLE t_order (
   id BIGINT NOT NULL COMMENT '全局ID',
   order_no VARCHAR(32) NOT NULL COMMENT '业务单号',
   user_id BIGINT NOT NULL COMMENT '分片键',
@@ -44,8 +44,8 @@ SEED_TEMPLATE = """CREATE TABLE t_order (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
 
 
-def seed_config(urls: dict[str, str] | None = None, *, key_generator: bool = True) -> ShardingConfig:
-    """Seed 000 §4.2: 16 database shards x 4 tables; plus a broadcast and a single table."""
+def order_config(urls: dict[str, str] | None = None, *, key_generator: bool = True) -> ShardingConfig:
+    """16 database shards x 4 tables; plus a broadcast and a single table."""
     sources = urls or {f"ds_{i}": f"mysql://10.0.1.{10 + i}:3306/order_{i}" for i in range(16)}
     table: dict[str, Any] = {
         "logicTable": "t_order",
@@ -90,25 +90,25 @@ def test_split_of_only_comments_is_empty() -> None:
 # -- generation (MySQL) -------------------------------------------------------------------
 
 
-def test_seed_template_gives_64_tables_identical_but_for_the_name() -> None:
-    config = seed_config()
-    out = physical_ddl(config, SEED_TEMPLATE + ";")
+def test_order_template_gives_64_tables_identical_but_for_the_name() -> None:
+    config = order_config()
+    out = physical_ddl(config, ORDER_TEMPLATE + ";")
     assert len(out) == 64
     expected = [(f"ds_{db}", f"t_order_{db}_{t}") for db in range(16) for t in range(4)]
     for (ds, sql), (want_ds, physical) in zip(out, expected):
         assert ds == want_ds
         assert sql.startswith(f"CREATE TABLE {physical} (")
-        # byte for byte the template apart from the table name (comments, Chinese text, options)
-        assert sql.replace(physical, "t_order", 1) == SEED_TEMPLATE
+        # byte for byte the template apart from the table name (comments, non-ASCII text, options)
+        assert sql.replace(physical, "t_order", 1) == ORDER_TEMPLATE
     assert all(isinstance(s, DdlStatement) for s in out)
     assert out[0] == ("ds_0", out[0].sql)  # unpacks as (data_source, sql)
 
 
 def test_every_statement_of_a_template_is_routed_in_order() -> None:
-    config = seed_config()
+    config = order_config()
     template = (
         "DROP TABLE IF EXISTS t_order;\n"
-        + SEED_TEMPLATE
+        + ORDER_TEMPLATE
         + ";\nCREATE INDEX idx_status ON t_order (status);\n"
         "CREATE TABLE t_dict_region (code VARCHAR(12) PRIMARY KEY, name VARCHAR(64));\n"
         "CREATE TABLE t_config (k VARCHAR(64) PRIMARY KEY, v TEXT);\n"
@@ -131,7 +131,7 @@ def test_every_statement_of_a_template_is_routed_in_order() -> None:
 
 
 def test_foreign_key_to_a_bound_table_follows_the_same_node() -> None:
-    config = seed_config()
+    config = order_config()
     template = (
         "CREATE TABLE t_order_item (item_id BIGINT PRIMARY KEY, order_id BIGINT, "
         "FOREIGN KEY (order_id) REFERENCES t_order (id))"
@@ -161,7 +161,7 @@ def test_sql_comment_prefix_is_not_put_on_ddl() -> None:
 def test_auto_increment_on_a_sharded_table_names_the_key_generator() -> None:
     template = "CREATE TABLE t_order (id BIGINT NOT NULL AUTO_INCREMENT, user_id BIGINT, PRIMARY KEY (id))"
     with pytest.raises(UnsupportedSQLError) as info:
-        physical_ddl(seed_config(), template)
+        physical_ddl(order_config(), template)
     msg = info.value.message
     assert "statement 1 (line 1)" in msg
     assert "column 'id'" in msg and "AUTO_INCREMENT" in msg and "64 physical tables" in msg
@@ -172,7 +172,7 @@ def test_auto_increment_on_a_sharded_table_names_the_key_generator() -> None:
 def test_auto_increment_without_key_generator_says_how_to_configure_one() -> None:
     template = "\n\nCREATE TABLE t_order (order_id BIGINT AUTO_INCREMENT PRIMARY KEY, user_id BIGINT)"
     with pytest.raises(UnsupportedSQLError, match=r"line 3") as info:
-        physical_ddl(seed_config(key_generator=False), template)
+        physical_ddl(order_config(key_generator=False), template)
     assert "no key generator is configured for 't_order'" in info.value.message
     assert "keyGenerator: {column: order_id, type: snowflake}" in info.value.message
 
@@ -188,11 +188,11 @@ def test_auto_increment_without_key_generator_says_how_to_configure_one() -> Non
 )
 def test_other_auto_increment_forms_are_refused(template: str) -> None:
     with pytest.raises(UnsupportedSQLError, match="AUTO_INCREMENT"):
-        physical_ddl(seed_config(), template)
+        physical_ddl(order_config(), template)
 
 
 def test_auto_increment_on_a_broadcast_table_is_allowed() -> None:
-    out = physical_ddl(seed_config(), "CREATE TABLE t_dict_region (id INT AUTO_INCREMENT PRIMARY KEY)")
+    out = physical_ddl(order_config(), "CREATE TABLE t_dict_region (id INT AUTO_INCREMENT PRIMARY KEY)")
     assert len(out) == 16
 
 
@@ -209,13 +209,13 @@ def test_auto_increment_on_a_broadcast_table_is_allowed() -> None:
 )
 def test_refusals_name_the_problem(template: str, fragment: str) -> None:
     with pytest.raises(UnsupportedSQLError) as info:
-        physical_ddl(seed_config(), template)
+        physical_ddl(order_config(), template)
     assert fragment in info.value.message
 
 
 def test_unknown_table_message_lists_the_known_ones_and_the_statement() -> None:
     with pytest.raises(UnsupportedSQLError) as info:
-        physical_ddl(seed_config(), "CREATE TABLE t_dict_region (a INT);\nDROP TABLE t_orders;")
+        physical_ddl(order_config(), "CREATE TABLE t_dict_region (a INT);\nDROP TABLE t_orders;")
     msg = info.value.message
     assert msg.startswith("statement 2 (line 2): table 't_orders'")
     assert "sharded: t_order, t_order_item" in msg and "broadcast: t_dict_region" in msg
@@ -224,7 +224,7 @@ def test_unknown_table_message_lists_the_known_ones_and_the_statement() -> None:
 
 def test_unknown_dialect_is_refused() -> None:
     with pytest.raises(UnsupportedSQLError, match="unknown DDL dialect 'oracle'"):
-        physical_ddl(seed_config(), SEED_TEMPLATE, dialect="oracle")
+        physical_ddl(order_config(), ORDER_TEMPLATE, dialect="oracle")
 
 
 def test_postgresql_data_sources_are_refused_by_name() -> None:
@@ -236,8 +236,8 @@ def test_postgresql_data_sources_are_refused_by_name() -> None:
 # -- SQLite translation -----------------------------------------------------------------------
 
 
-def test_seed_template_for_sqlite_splits_out_the_indexes() -> None:
-    out = to_sqlite(SEED_TEMPLATE.replace("t_order", "t_order_2_1", 1))
+def test_order_template_for_sqlite_splits_out_the_indexes() -> None:
+    out = to_sqlite(ORDER_TEMPLATE.replace("t_order", "t_order_2_1", 1))
     assert len(out) == 3
     create, unique, index = out
     assert "COMMENT" not in create and "ENGINE" not in create and "KEY" not in create.replace("PRIMARY KEY", "")
@@ -323,7 +323,7 @@ def test_sqlite_index_name() -> None:
 
 def _sqlite_config(tmp_path: Path, n: int = 2) -> ShardingConfig:
     urls = {f"ds_{i}": f"sqlite:///{tmp_path}/nested/dir/ds_{i}.db" for i in range(n)}
-    return seed_config(urls)
+    return order_config(urls)
 
 
 def _schema(path: Path) -> dict[str, set[str]]:
@@ -340,7 +340,7 @@ def _schema(path: Path) -> dict[str, set[str]]:
 
 def test_execute_on_sqlite_files_creates_files_tables_and_indexes(tmp_path: Path) -> None:
     config = _sqlite_config(tmp_path)
-    template = SEED_TEMPLATE + ";\nCREATE TABLE t_dict_region (code VARCHAR(12) PRIMARY KEY);\n"
+    template = ORDER_TEMPLATE + ";\nCREATE TABLE t_dict_region (code VARCHAR(12) PRIMARY KEY);\n"
     statements = physical_ddl(config, template)
     seen: list[tuple[str, str]] = []
     done = execute_ddl(config, statements, echo=lambda ds, sql: seen.append((ds, sql)))
@@ -363,7 +363,7 @@ def test_execute_on_sqlite_files_creates_files_tables_and_indexes(tmp_path: Path
 
 def test_execute_failure_names_data_source_and_statement(tmp_path: Path) -> None:
     config = _sqlite_config(tmp_path)
-    statements = physical_ddl(config, SEED_TEMPLATE)
+    statements = physical_ddl(config, ORDER_TEMPLATE)
     execute_ddl(config, statements[:1])
     with pytest.raises(ExecutionError) as info:
         execute_ddl(config, statements)
@@ -403,13 +403,11 @@ MARIADB = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
 
 
 def _mariadb() -> Any:
-    pymysql = pytest.importorskip("pymysql")
+    pymysql: Any = require_module("pymysql", "the MariaDB DDL tests")
     try:
         return pymysql.connect(**MARIADB, ssl_disabled=True, autocommit=True, connect_timeout=2)
     except pymysql.MySQLError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"MariaDB on 127.0.0.1:3306 is not reachable: {exc}")
+        require_service(f"MariaDB on {MARIADB['host']}:{MARIADB['port']}", str(exc))
 
 
 @pytest.fixture()
@@ -443,7 +441,7 @@ def _maria_config(names: list[str]) -> ShardingConfig:
 def test_execute_on_mariadb(mariadb_databases: list[str]) -> None:
     config = _maria_config(mariadb_databases)
     template = (
-        SEED_TEMPLATE + ";\nCREATE INDEX idx_status ON t_order (status);\n"
+        ORDER_TEMPLATE + ";\nCREATE INDEX idx_status ON t_order (status);\n"
         "CREATE TABLE t_dict_region (code VARCHAR(12) PRIMARY KEY, name VARCHAR(64) COMMENT '名称');\n"
     )
     statements = physical_ddl(config, template)

@@ -174,9 +174,9 @@ def test_format_to_qmark_is_the_percent_operator() -> None:
     for sql in ["SELECT '%%%%x' FROM t WHERE a = %s", "SELECT a %% 2, '%s' FROM t", "SELECT 1"]:
         n = sql.count("%s")
         assert format_to_qmark(sql) == sql % (("?",) * n)
-    # translate() keeps quoted %% of a statement without placeholders as written:
-    # not usable to convert units of literal-only statements (see drivers.format_to_qmark).
-    assert translate("SELECT '%%%%x'").sql == "SELECT '%%%%x'"
+    # translate() reads a statement as PyMySQL does: %-formatted with params, as written without.
+    assert translate("SELECT '%%%%x'").sql == "SELECT '%%%%x'" % () == "SELECT '%%x'"
+    assert translate("SELECT '%%%%x'", formatted=False).sql == "SELECT '%%%%x'"
 
 
 def _is_mysql(ex: Executor) -> bool:

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from ddm_core import load_config
 from ddm_core.errors import DuplicateKeyError, QueryTimeoutError
 from ddm_core.execute import Executor
+from services import require_module
 from test_execute_support import assert_no_leaks
 
-psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed (optional PostgreSQL driver)")
+psycopg: Any = require_module("psycopg", "psycopg 3, the optional PostgreSQL driver")
 
 
 @pytest.fixture()

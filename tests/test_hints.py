@@ -1,4 +1,4 @@
-"""Routing hints (contextvars) and ``@shard_database`` (seed 002 §2–§3)."""
+"""Routing hints (contextvars) and ``@shard_database`` (docs/architecture.md#hints-live-in-context-variables)."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def test_threads_do_not_see_each_others_hints() -> None:
 
 
 def test_reused_worker_thread_does_not_inherit_previous_task_hint() -> None:
-    """The seed's Tomcat bug: one pooled thread, request 1 fails mid-hint, request 2 is clean."""
+    """The thread-pool hint leak: one pooled thread, request 1 fails mid-hint, request 2 is clean."""
 
     @shard_database(key="user_id", strategy="user_mod")
     def request_that_fails(user_id: int) -> None:

@@ -1,4 +1,4 @@
-"""Every borrowed connection goes back, on every path (seed 001 §5.2, the "parole" incident).
+"""Every borrowed connection goes back, on every path (docs/operations.md#connection-pools).
 
 Failures are injected for real: a physical table that is missing on one shard
 (the unit raises), a server SIGKILLed mid-stream, deadlines that fire, results
@@ -12,7 +12,8 @@ import gc
 import random
 import threading
 import time
-from typing import Any, Iterator
+from collections import Counter
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -249,38 +250,68 @@ def test_soak_with_mixed_failures(mysql_executor: Executor, broken_shard: tuple[
     fill(mysql_executor, 1000)
     mysql_executor.execute("UPDATE t_order SET slow = 1 WHERE user_id = %s", (77,)).close()
     ex = Executor(mysql_executor.config, fetch_batch=10, timeout=2.0)
-    rng = random.Random(5)
-    statements = [
-        ("SELECT user_id FROM t_order WHERE user_id = %s", lambda: (rng.randint(1, 1000),)),
-        ("SELECT user_id FROM t_order ORDER BY user_id", lambda: None),
-        ("SELECT user_id FROM t_leak", lambda: None),  # fails on one unit
-        ("SELECT user_id, SLEEP(slow) FROM t_order WHERE user_id IN (%s, 77)", lambda: (rng.randint(1, 1000),)),
-        ("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", lambda: (rng.randint(1, 1500),) * 2),  # dup or not
-        ("UPDATE t_order SET amount = amount + 1 WHERE user_id = %s", lambda: (rng.randint(1, 1000),)),
-    ]
+    # The injected faults are the only failures allowed: a unit whose table is gone (t_leak),
+    # a 0.2 s deadline on a statement that sleeps 1 s, an order_id that is already taken.
+    # Every other statement runs under the executor's 2 s deadline and must succeed.
+    statements: dict[str, tuple[str, Callable[[random.Random], Any]]] = {
+        "point": ("SELECT user_id FROM t_order WHERE user_id = %s", lambda r: (r.randint(1, 1000),)),
+        "scan": ("SELECT user_id FROM t_order ORDER BY user_id", lambda r: None),
+        "broken": ("SELECT user_id FROM t_leak", lambda r: None),
+        "sleep": ("SELECT user_id, SLEEP(slow) FROM t_order WHERE user_id IN (%s, 77)", lambda r: (r.randint(1, 1000),)),
+        "insert": ("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", lambda r: (r.randint(1, 1500),) * 2),
+        "update": ("UPDATE t_order SET amount = amount + 1 WHERE user_id = %s", lambda r: (r.randint(1, 1000),)),
+    }
+    outcomes: list[tuple[str, str]] = []  # (statement, "ok" or the error's class)
+    expected: list[tuple[str, str]] = []  # what the faults imply; inserts of new ids counted below
+    inserted: list[int] = []
     errors: list[str] = []
+    lock = threading.Lock()
+
+    def run(r: random.Random, name: str) -> str:
+        sql, make = statements[name]
+        params = make(r)
+        timeout = 2.0
+        if name == "sleep" and r.random() < 0.5:
+            timeout = 0.2
+        # A statement under the short deadline is read to the end, so the deadline must fire.
+        how = r.choice([0, 2]) if timeout < 1 else r.randint(0, 3)
+        with lock:
+            if name == "insert":
+                inserted.append(params[0])
+            elif name == "broken":
+                expected.append((name, "ExecutionError"))
+            elif timeout < 1:
+                expected.append((name, "QueryTimeoutError"))
+            else:
+                expected.append((name, "ok"))
+        try:
+            res = ex.execute(sql, params, timeout=timeout, stream=r.choice([None, True]))
+            if how == 0:
+                res.fetchall()
+            elif how == 1:
+                res.fetchone()
+                res.close()
+            elif how == 2:
+                res.fetchmany(5)
+                del res  # abandoned
+            else:
+                res.close()
+        except DdmError as exc:
+            if name == "broken" and getattr(exc, "data_source", None) != broken_shard[0]:
+                errors.append(f"the broken unit was not named: {exc!r}")
+            return type(exc).__name__
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(repr(exc))
+            return type(exc).__name__
+        return "ok"
 
     def worker(seed: int) -> None:
         local = random.Random(seed)
         for _ in range(25):
-            sql, params = local.choice(statements)
-            try:
-                r = ex.execute(sql, params(), timeout=local.choice([0.2, 2.0]), stream=local.choice([None, True]))
-                how = local.randint(0, 3)
-                if how == 0:
-                    r.fetchall()
-                elif how == 1:
-                    r.fetchone()
-                    r.close()
-                elif how == 2:
-                    r.fetchmany(5)
-                    del r  # abandoned
-                else:
-                    r.close()
-            except DdmError:
-                pass
-            except Exception as exc:  # pragma: no cover - reported below
-                errors.append(repr(exc))
+            name = local.choice(sorted(statements))
+            outcome = run(local, name)
+            with lock:
+                outcomes.append((name, outcome))
 
     try:
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
@@ -290,6 +321,16 @@ def test_soak_with_mixed_failures(mysql_executor: Executor, broken_shard: tuple[
             t.join()
         gc.collect()
         assert not errors
+        # Each new order_id goes in once; every other insert finds its key taken.
+        new_ids = {i for i in inserted if i > 1000}
+        expected += [("insert", "ok")] * len(new_ids)
+        expected += [("insert", "DuplicateKeyError")] * (len(inserted) - len(new_ids))
+        assert len(outcomes) == 100
+        assert Counter(outcomes) == Counter(expected)
+        # The workers' fixed random.Random(i) streams give every fault and every kind of success at least once.
+        kinds = set(expected)
+        assert {("broken", "ExecutionError"), ("sleep", "QueryTimeoutError"), ("insert", "DuplicateKeyError"),
+                ("insert", "ok"), ("sleep", "ok"), ("point", "ok"), ("scan", "ok"), ("update", "ok")} <= kinds
         assert_no_leaks(ex)
         for s in ex.endpoint_stats():
             assert s.open <= s.max_size

@@ -16,6 +16,7 @@ import pytest
 import ddm_core
 from ddm_core import _fast
 from ddm_core._fast import Implementation
+from services import require_module
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST_DIR = ROOT / "src" / "ddm_core" / "_fast"
@@ -102,7 +103,7 @@ def test_stub_declares_all_public_names(impl: Implementation, unit: str) -> None
 
 def test_stubs_match_the_compiled_modules(both: tuple[Implementation, Implementation], tmp_path: Path) -> None:
     # stubtest imports the compiled modules and checks every stub signature against them.
-    pytest.importorskip("mypy.stubtest", reason="mypy is not installed")
+    require_module("mypy.stubtest", "mypy, in the test extras")
     modules = [f"ddm_core._fast.{unit}" for unit in _fast.UNITS]
     env = {**os.environ, "PYTHONPATH": IMPORT_ROOT}
     if "site-packages" not in IMPORT_ROOT:  # mypy refuses site-packages on MYPYPATH (an installed wheel)

@@ -129,9 +129,10 @@ def test_double_percent_outside_quotes_is_modulo() -> None:
         ("INSERT INTO t VALUES (%s, '100%%') -- 50%% done\n", "INSERT INTO t VALUES (?, '100%') -- 50% done\n"),
         ("SELECT %(a)s, '100%%', \"5%%\"", "SELECT ?, '100%', \"5%\""),
         ("SELECT %s, '%Y-%m'", "SELECT ?, '%Y-%m'"),  # a lone % inside quotes stays literal
-        # no %-placeholder: the text inside quotes is kept as is
-        ("SELECT '100%%', a %% 2", "SELECT '100%%', a % 2"),
+        # with params and no %-placeholder PyMySQL still %-formats the text: %% is % everywhere
+        ("SELECT '100%%', a %% 2", "SELECT '100%', a % 2"),
         ("SELECT '5%'", "SELECT '5%'"),
+        # a ? statement is not %-formatted: the text inside quotes is kept as is
         ("SELECT ?, '100%%', a %% 2", "SELECT ?, '100%%', a % 2"),
         ("SELECT %%s", "SELECT %s"),  # %% then s: not a placeholder
         ("SELECT 7 %%%s", "SELECT 7 %?"),  # %% then %s

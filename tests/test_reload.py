@@ -1,4 +1,4 @@
-"""Hot reload (seed 000 §2.2, 002 §4.3): atomic swaps, refused bad versions, numbering, local snapshot."""
+"""Hot reload: atomic swaps, refused bad versions, numbering, local snapshot."""
 
 from __future__ import annotations
 
@@ -24,21 +24,25 @@ from ddm_core.metadata import (
 from ddm_core.metadata.reload import Fetched
 
 
-def config_text(gen: int, *, bad: bool = False) -> str:
-    """A valid config whose every part carries ``gen`` (so a mix of two versions is detectable).
+def config_text(gen: int, *, bad: bool = False, layout: int | None = None) -> str:
+    """A valid config whose every part carries ``gen`` or its layout (so a mix of two versions is detectable).
 
-    ``bad=True`` adds a data node in an unknown data source: it must never be served.
+    ``layout`` (default: ``gen``) decides the placement — data sources, data nodes,
+    sharding count; versions of one layout differ only in what a hot reload may
+    change, versions of two layouts need a migration step. ``bad=True`` adds a
+    data node in an unknown data source: it must never be served.
     """
-    n_ds = 1 + gen % 3
-    ds = "\n".join(f"  ds_{i}: sqlite:///gen{gen}_{i}.db" for i in range(n_ds))
+    lay = gen if layout is None else layout
+    n_ds = 1 + lay % 3
+    ds = "\n".join(f"  ds_{i}: sqlite:///gen{lay}_{i}.db" for i in range(n_ds))
     extra = ", ds_9.t_order_x" if bad else ""
     return f"""
-name: {"bad" if bad else "gen"}-{gen}
+name: {"bad" if bad else "gen"}-{gen}-{lay}
 dataSources:
 {ds}
 tables:
   - logicTable: t_order
-    dataNodes: "ds_${{0..{n_ds - 1}}}.t_order_{gen}{extra}"
+    dataNodes: "ds_${{0..{n_ds - 1}}}.t_order_{lay}{extra}"
     databaseStrategy: {{kind: standard, column: user_id, algorithm: MOD, props: {{sharding-count: {n_ds}}}}}
 runtime: {{maxOffset: {1000 + gen}}}
 """
@@ -48,11 +52,13 @@ def check_consistent(version: ConfigVersion) -> int:
     """The generation of ``version``'s config, after checking all its parts agree."""
     c = version.config
     assert c.name is not None and c.name.startswith("gen-"), c.name
-    gen = int(c.name.split("-")[1])
+    gen, lay = (int(part) for part in c.name.split("-")[1:])
     assert c.runtime.max_offset == 1000 + gen
     t = c.table("t_order")
-    assert len(c.data_sources) == 1 + gen % 3 == len(t.data_nodes)
-    assert all(n.table == f"t_order_{gen}" for n in t.data_nodes)
+    assert t is not None
+    assert len(c.data_sources) == 1 + lay % 3 == len(t.data_nodes)
+    assert all(n.table == f"t_order_{lay}" for n in t.data_nodes)
+    assert t.database_strategy.algorithm is not None
     assert t.database_strategy.algorithm.props["sharding-count"] == len(c.data_sources)
     return gen
 
@@ -90,12 +96,12 @@ def test_reload_updates_refuses_and_recovers(cfg: Path, tmp_path: Path) -> None:
 
     assert holder.reload().status == "unchanged"
 
-    write(cfg, config_text(2))
+    write(cfg, config_text(2, layout=1))
     result = holder.reload()
     assert result.updated and result.version.number == 2 and check_consistent(holder.current) == 2
     assert json.loads(snap.read_text())["version"] == 2
 
-    write(cfg, config_text(3, bad=True))
+    write(cfg, config_text(3, bad=True, layout=1))
     result = holder.reload()
     assert result.status == "rejected" and holder.version == 2 and check_consistent(holder.current) == 2
     assert isinstance(result.error, ConfigValidationError)
@@ -104,7 +110,7 @@ def test_reload_updates_refuses_and_recovers(cfg: Path, tmp_path: Path) -> None:
     assert json.loads(snap.read_text())["version"] == 2  # the snapshot keeps the last good version
     assert holder.reload().status == "rejected"  # still bad; not re-parsed, still reported
 
-    write(cfg, config_text(3))
+    write(cfg, config_text(3, layout=1))
     result = holder.reload()
     assert result.updated and holder.version == 3 and holder.last_error is None
     assert seen == [(1, 2), (2, 3)]
@@ -121,7 +127,7 @@ def test_unreachable_source_keeps_serving(cfg: Path) -> None:
 def test_start_from_snapshot_when_source_is_unreachable(cfg: Path, tmp_path: Path) -> None:
     snap = tmp_path / "snap.json"
     first = ConfigHolder(cfg, snapshot=snap)
-    write(cfg, config_text(2))
+    write(cfg, config_text(2, layout=1))
     first.reload()
     cfg.unlink()
 
@@ -130,10 +136,10 @@ def test_start_from_snapshot_when_source_is_unreachable(cfg: Path, tmp_path: Pat
     assert check_consistent(holder.current) == 2
     assert isinstance(holder.last_error, SourceUnavailableError)
 
-    write(cfg, config_text(2))  # the source comes back with the same content
+    write(cfg, config_text(2, layout=1))  # the source comes back with the same content
     assert holder.reload().status == "unchanged"
     assert not holder.current.from_snapshot and holder.version == 2
-    write(cfg, config_text(4))
+    write(cfg, config_text(4, layout=1))
     assert holder.reload().version.number == 3
 
 
@@ -179,7 +185,7 @@ def test_file_source_change_detection(cfg: Path) -> None:
 
 def test_any_source_object_works() -> None:
     class ConfigCenter:
-        """What a config-center client looks like to the holder (seed 002 §4.3's Apollo)."""
+        """What a config-center client (Apollo, Nacos) looks like to the holder."""
 
         def __init__(self) -> None:
             self.version = 7
@@ -225,17 +231,17 @@ def test_listener_errors_do_not_undo_a_reload() -> None:
         raise RuntimeError("listener bug")
 
     unsubscribe = holder.subscribe(boom)
-    source.set(config_text(2))
+    source.set(config_text(2, layout=1))
     assert holder.reload().updated and holder.version == 2
     unsubscribe()
-    source.set(config_text(3))
+    source.set(config_text(3, layout=1))
     assert holder.reload().updated
 
 
 def test_watch_picks_up_file_changes(cfg: Path) -> None:
     with ConfigHolder(cfg) as holder:
         holder.watch(interval=0.01)
-        write(cfg, config_text(2))
+        write(cfg, config_text(2, layout=1))
         deadline = time.monotonic() + 5
         while holder.version < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -244,7 +250,7 @@ def test_watch_picks_up_file_changes(cfg: Path) -> None:
 
 
 def test_concurrent_readers_never_see_torn_or_bad_versions() -> None:
-    """Writers push good and bad versions while readers check every version they see."""
+    """Migration steps push good and bad versions while readers check every version they see."""
     source = StaticSource(config_text(0))
     holder = ConfigHolder(source)
     stop = threading.Event()
@@ -275,7 +281,7 @@ def test_concurrent_readers_never_see_torn_or_bad_versions() -> None:
     try:
         for gen in range(1, 41):
             source.set(config_text(gen, bad=gen % 4 == 0))
-            results.append(holder.reload())
+            results.append(holder.reload(allow_placement_change=True))
             if gen % 4 == 0:
                 assert results[-1].status == "rejected"
                 assert check_consistent(holder.current) == gen - 1  # the old one keeps serving

@@ -1,6 +1,6 @@
 """Router, table-driven: aggregation across shards and the merge spec that finishes it.
 
-Seed 004 users 1 and 17 → two units (``ds0.t_order_1``, ``ds1.t_order_1``).
+ss_order_db_2x16.yaml users 1 and 17 → two units (``ds0.t_order_1``, ``ds1.t_order_1``).
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ INSERTS = [
          error=(DdmError, ("user_id", "NULL"))),
     Case("insert-float-key", "N", "INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", [1, 2.5],
          error=(DdmError, ("user_id", "2.5"))),
-    Case("s-insert-item-alone-seed-slip", "S", "INSERT INTO t_order_item (order_id, user_id) VALUES (1, 1)",
+    Case("s-insert-item-alone-reused-table-algorithm", "S", "INSERT INTO t_order_item (order_id, user_id) VALUES (1, 1)",
          error=(RoutingError, ("t_order_1", "t_order_item"))),
 ]
 

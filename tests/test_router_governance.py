@@ -68,7 +68,7 @@ def test_dml_full_route_needs_its_own_switch(sql: str) -> None:
         native(allow_dml_full_route=True).route(sql)
 
 
-def test_seed_config_allows_full_reads_not_full_writes() -> None:
+def test_order_db_config_allows_full_reads_not_full_writes() -> None:
     r = Router(config("S"))
     assert len(r.route("SELECT * FROM t_order").units) == 32
     with pytest.raises(FullRouteError):

@@ -113,7 +113,7 @@ def test_shard_database_decorator_routes_by_argument() -> None:
         assert len(plan.units) == 4
 
 
-def test_shard_database_on_seed_inline_strategy() -> None:
+def test_shard_database_on_an_inline_strategy() -> None:
     r = router("S")
 
     @shard_database(key="user_id", strategy="db-inline", force_primary=True)

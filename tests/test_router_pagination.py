@@ -1,7 +1,7 @@
 """Router, table-driven: pagination across shards (LIMIT m+n from 0 per unit, merger skips m).
 
-Two units throughout unless said otherwise: seed 004 users 1 and 17 live in
-``ds0.t_order_1`` and ``ds1.t_order_1``.
+Two units throughout unless said otherwise: in ss_order_db_2x16.yaml users 1 and 17
+live in ``ds0.t_order_1`` and ``ds1.t_order_1``.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ CASES = [
     Case("r-multi-limit", "R", "SELECT * FROM t_log WHERE user_id IN (1, 2) LIMIT 50, 50",
          unit_sql="SELECT * FROM {t_log} WHERE user_id IN (1, 2) LIMIT 100", nodes=nodes(r_log_node, 1, 2),
          merge={"offset": 50, "limit": 50}),
-    # max_offset guard (seed 004: 10 000; router_ranges.yaml: 100)
+    # max_offset guard (ss_order_db_2x16.yaml: the default 10 000; router_ranges.yaml: 100)
     Case("deep-offset-literal", "S", f"SELECT * FROM t_order {W} LIMIT 5 OFFSET 10001",
          error=(RoutingError, ("10001", "max_offset 10000", "cursor"))),
     Case("deep-offset-comma", "S", f"SELECT * FROM t_order {W} LIMIT 10001, 5", error=(RoutingError, ("10001",))),

@@ -291,10 +291,12 @@ def test_point_fast_path_agrees_with_general_path(user: Any) -> None:
     """A hint (even one that changes nothing) takes the general path; both must agree."""
     r = router("N")
     sql = "SELECT * FROM t_order WHERE user_id = %s"
+    assert r.compile(sql).fast_path is not None  # type: ignore[attr-defined]
     fast = r.route(sql, [user])
+    assert r.cache_info().fast_path_misses == 0  # the fast path answered, not the general one behind it
     with hint(force_primary=True):
         general = r.route(sql, [user])
-    assert fast.units == general.units and fast.kind == general.kind
+    assert fast.units == general.units and fast.kind == general.kind and fast.tables == general.tables
     node = n_node(user)
     assert [(u.data_source, u.tables) for u in fast.units] == [(node.ds, (("t_order", node.table("t_order")),))]
 

@@ -110,8 +110,8 @@ CONDITIONS = [
     Case("full-refused-other-column", "N", "SELECT * FROM t_order WHERE buyer_id = %s", [915227417570705598],
          error=(FullRouteError, ("'t_order'", "user_id"))),
     Case("full-refused-or-true", "N", "SELECT * FROM t_order WHERE user_id = 1 OR TRUE", error=(FullRouteError, ("user_id",))),
-    # seed 004 (ShardingSphere YAML): full routes allowed → every one of the 32 nodes.
-    S("s-eq-seed-slip", "SELECT * FROM t_order WHERE user_id = %s", [882341], users=[882341], kind=SINGLE),
+    # ss_order_db_2x16.yaml (ShardingSphere YAML): full routes allowed → every one of the 32 nodes.
+    S("s-eq-882341", "SELECT * FROM t_order WHERE user_id = %s", [882341], users=[882341], kind=SINGLE),
     S("s-eq-16", "SELECT * FROM t_order WHERE user_id = 16", users=[16]),
     S("s-eq-31", "SELECT * FROM t_order WHERE user_id = 31", users=[31]),
     S("s-eq-32", "SELECT * FROM t_order WHERE user_id = ?", [32], users=[32]),
@@ -268,7 +268,7 @@ def test_select(case: Case) -> None:
 
 
 def test_binding_join_is_32_pairs_not_1024() -> None:
-    """Seed 004: a full binding join runs t_order_k with t_order_item_k only."""
+    """A full binding join over the 2 × 16 layout runs t_order_k with t_order_item_k only."""
     plan = check(next(c for c in JOINS if c.id == "s-binding-pairs-32-not-1024"))
     assert len(plan.units) == 32
     pairs = {tuple(p for _, p in u.tables) for u in plan.units}
@@ -276,8 +276,8 @@ def test_binding_join_is_32_pairs_not_1024() -> None:
     assert {u.data_source for u in plan.units} == {"ds0", "ds1"}
 
 
-def test_seed_slip_882341_goes_to_ds0_t_order_5() -> None:
-    """FINDINGS: 882341 % 32 = 5 (the seed says 21), so ds0.t_order_5."""
+def test_user_882341_goes_to_ds0_t_order_5() -> None:
+    """882341 % 32 = 5 (computed, not copied: docs/notes.md#compute-expected-routes), so ds0.t_order_5."""
     assert 882341 % 32 == 5 and s_node(882341).ds == "ds0" and s_node(882341).table("t_order") == "t_order_5"
     plan = check(S("slip", "SELECT * FROM t_order WHERE user_id = %s", [882341], users=[882341]))
     assert plan.tables[0].nodes == ("ds0.t_order_5",)

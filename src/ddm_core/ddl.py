@@ -1,10 +1,11 @@
-"""Physical DDL from a template written against logic tables (seed 000 §4.2).
+"""Physical DDL from a template written against logic tables.
 
-Seed 000 §4.2 initialises the 64 physical tables ``t_order_${db}_${table}``
-with a script that repeats one template, "identical except for the table name
-suffix", and warns that auto-increment keys cannot be used: every physical
-table would count on its own and hand out the same ids, so the global id
-generator fills the key instead. :func:`physical_ddl` is that script:
+The physical tables of a logic table (``t_order_${db}_${table}``, 64 of them for
+16 databases × 4 tables) are created from one template, identical except for
+the table name, and cannot use auto-increment keys: every physical table would
+count on its own and hand out the same ids, so the global id generator fills
+the key instead (docs/architecture.md#keys-come-from-the-id-generator).
+:func:`physical_ddl` writes those statements:
 
 * the template is ordinary MySQL DDL against logic tables — ``CREATE TABLE``,
   ``CREATE INDEX``, ``ALTER TABLE``, ``DROP TABLE`` / ``DROP INDEX``,
@@ -16,34 +17,38 @@ generator fills the key instead. :func:`physical_ddl` is that script:
 * a table the configuration does not know is refused (it would silently land
   in the default data source), and so is ``AUTO_INCREMENT`` / ``SERIAL`` on a
   sharded table, naming the key generator to use instead;
-* statements for SQLite data sources are translated (comments, engine and
-  charset options dropped; inline ``KEY`` / ``UNIQUE KEY`` definitions become
+* each routed statement is written by the data source's dialect
+  (:meth:`ddm_core.dialects.Dialect.ddl_statements`): MySQL / MariaDB get it
+  as routed; for SQLite it is translated (comments, engine and charset options
+  dropped; inline ``KEY`` / ``UNIQUE KEY`` definitions become
   ``CREATE [UNIQUE] INDEX <physical table>_<index>``, since SQLite index names
-  are per database, not per table).
+  are per database, not per table — :mod:`ddm_core.dialects.sqlite_ddl`).
 
-:func:`execute_ddl` runs the result: SQLite files with :mod:`sqlite3`
-(created, with their directories), MySQL / MariaDB with PyMySQL.
+:func:`execute_ddl` runs the result through the executor's driver adapters
+(SQLite files are created, with their directories).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
-import sqlite3
-from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
+from ddm_core import dialects
+from ddm_core._text import first_line, shorten_sql
+from ddm_core.dialects.sqlite_ddl import sqlite_index_name, to_sqlite
 from ddm_core.errors import (
     DataSourceUnavailableError,
+    DdmError,
     ExecutionError,
     UnsupportedSQLError,
 )
+from ddm_core.execute.drivers import Driver, driver_for
 from ddm_core.metadata.model import Endpoint, ShardingConfig, TableKind
 from ddm_core.route.router import Router
 
@@ -59,8 +64,7 @@ __all__ = [
 ]
 
 #: Dialects :func:`physical_ddl` writes: MySQL text as routed, or SQLite.
-DIALECTS = ("mysql", "sqlite")
-_MYSQL_FAMILY = frozenset({"mysql", "mariadb"})
+DIALECTS = dialects.ddl_kinds()
 _DDL = (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable)
 
 
@@ -91,7 +95,7 @@ def split_statements(text: str) -> list[TemplateStatement]:
         UnsupportedSQLError: the text cannot be tokenized (an unterminated string).
     """
     try:
-        tokens = Dialect.get_or_raise("mysql").tokenize(text)
+        tokens = Dialect.get_or_raise(dialects.INPUT).tokenize(text)
     except SqlglotError as exc:
         raise UnsupportedSQLError(f"cannot read the DDL template: {exc}", construct="template") from exc
     out: list[TemplateStatement] = []
@@ -145,7 +149,7 @@ def physical_ddl(config: ShardingConfig, template_sql: str, *, dialect: str | No
     if not statements:
         raise UnsupportedSQLError("the DDL template holds no statement", construct="template")
     if config.runtime.sql_comment:
-        # The /* app=...,shard=... */ prefix marks traffic in slow-query logs (seed 000 §5.5); schema
+        # The /* app=...,shard=... */ prefix marks traffic in slow-query logs; schema
         # scripts are not traffic, and a prefix would only clutter them.
         config = dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, sql_comment=False))
     router = Router(config, cache_size=max(16, len(statements)))
@@ -159,42 +163,40 @@ def physical_ddl(config: ShardingConfig, template_sql: str, *, dialect: str | No
         except UnsupportedSQLError as exc:
             raise UnsupportedSQLError(f"{where}: {exc.message}", **exc.context) from exc
         for unit in plan.units:
-            target = dialect or _dialect_of(config, unit.data_source)
-            if target == "sqlite":
-                try:
-                    for sql in to_sqlite(unit.sql):
-                        out.append(DdlStatement(unit.data_source, sql))
-                except UnsupportedSQLError as exc:
-                    raise UnsupportedSQLError(
-                        f"{where}: for SQLite data source {unit.data_source!r}: {exc.message}", **exc.context
-                    ) from exc
-            elif target == "mysql":
-                out.append(DdlStatement(unit.data_source, unit.sql))
-            else:
+            target = dialects.dialect_for(dialect or config.data_sources[unit.data_source].primary.dialect)
+            if not target.writes_ddl:
                 raise UnsupportedSQLError(
-                    f"{where}: data source {unit.data_source!r} is {target}; DDL is written for MySQL / "
-                    "MariaDB and SQLite data sources only",
+                    f"{where}: data source {unit.data_source!r} is {target.name}; DDL is written for "
+                    f"{_ddl_backends()} data sources only",
                     data_source=unit.data_source,
-                    construct=target,
+                    construct=target.name,
                 )
+            try:
+                for sql in target.ddl_statements(unit.sql):
+                    out.append(DdlStatement(unit.data_source, sql))
+            except UnsupportedSQLError as exc:
+                raise UnsupportedSQLError(
+                    f"{where}: for {target.title} data source {unit.data_source!r}: {exc.message}", **exc.context
+                ) from exc
     return out
 
 
-def _dialect_of(config: ShardingConfig, data_source: str) -> str:
-    dialect = config.data_sources[data_source].primary.dialect
-    return "mysql" if dialect in _MYSQL_FAMILY else dialect
+def _ddl_backends() -> str:
+    """``"MySQL, MariaDB and SQLite"``: the backends DDL is written for."""
+    titles = [d.title for d in dialects.DIALECTS if d.writes_ddl]
+    return f"{', '.join(titles[:-1])} and {titles[-1]}"
 
 
 def _parse(sql: str, where: str) -> exp.Expression:
     try:
-        tree = sqlglot.parse_one(sql, read="mysql")
+        tree = sqlglot.parse_one(sql, read=dialects.INPUT)
     except SqlglotError as exc:
-        raise UnsupportedSQLError(f"{where}: cannot parse {_sample(sql)!r}: {_first_line(exc)}",
+        raise UnsupportedSQLError(f"{where}: cannot parse {shorten_sql(sql)!r}: {first_line(exc)}",
                                   sql=sql) from exc
     if not isinstance(tree, _DDL):
         kind = tree.name.upper() if isinstance(tree, exp.Command) else tree.key.upper()
         raise UnsupportedSQLError(
-            f"{where}: {_sample(sql)!r} is not DDL ddm can route ({kind}); a template holds CREATE / ALTER / "
+            f"{where}: {shorten_sql(sql)!r} is not DDL ddm can route ({kind}); a template holds CREATE / ALTER / "
             "DROP TABLE, CREATE / DROP INDEX and TRUNCATE statements against logic tables",
             sql=sql,
             construct=kind,
@@ -253,7 +255,7 @@ def _check_statement(config: ShardingConfig, tree: exp.Expression, where: str) -
     raise UnsupportedSQLError(
         f"{where}: {column} on sharded table {table.name!r} uses AUTO_INCREMENT: each of its "
         f"{table.shard_count} physical tables would count on its own and hand out the same ids "
-        f"(seed 000 §4.2). Drop AUTO_INCREMENT; {_key_generator_hint(table, column)}",
+        f"across shards. Drop AUTO_INCREMENT; {_key_generator_hint(table, column)}",
         table=table.name,
         column=column,
         construct="AUTO_INCREMENT",
@@ -301,190 +303,6 @@ def _known_tables(config: ShardingConfig) -> str:
     return "; ".join(parts) or "it configures no tables"
 
 
-# -- SQLite ---------------------------------------------------------------------------
-
-
-def sqlite_index_name(table: str, index: str) -> str:
-    """The SQLite name of MySQL index ``index`` of ``table`` (SQLite index names are per database)."""
-    return f"{table}_{index}"
-
-
-_DROP_COLUMN_CONSTRAINTS = (
-    exp.CommentColumnConstraint,
-    exp.OnUpdateColumnConstraint,
-    exp.CharacterSetColumnConstraint,
-    exp.CollateColumnConstraint,
-)
-
-
-def to_sqlite(sql: str) -> list[str]:
-    """One routed MySQL DDL statement (physical table names) → SQLite statements.
-
-    Column types are kept as written (SQLite accepts ``BIGINT UNSIGNED``,
-    ``DECIMAL(18, 2)``, ``DATETIME(3)`` and gives them their affinity;
-    ``ENUM`` / ``SET`` become ``TEXT``); column comments, character sets,
-    collations, ``ON UPDATE`` and table options are dropped; inline and
-    ``ALTER TABLE ... ADD`` indexes become ``CREATE [UNIQUE] INDEX`` named by
-    :func:`sqlite_index_name`; ``TRUNCATE`` becomes ``DELETE FROM``.
-
-    Raises:
-        UnsupportedSQLError: a construct SQLite has no equivalent for
-            (``MODIFY COLUMN``, ``FULLTEXT``, ``AUTO_INCREMENT``...).
-    """
-    try:
-        tree = sqlglot.parse_one(sql, read="mysql")
-    except SqlglotError as exc:
-        raise UnsupportedSQLError(f"cannot parse {_sample(sql)!r}: {_first_line(exc)}", sql=sql) from exc
-    if isinstance(tree, exp.Create):
-        kind = (tree.args.get("kind") or "").upper()
-        if kind == "TABLE" and isinstance(tree.this, exp.Schema) and tree.expression is None:
-            return _sqlite_create_table(tree)
-        if kind == "INDEX" and isinstance(tree.this, exp.Index):
-            return [_sqlite_create_index(tree)]
-        if kind == "TABLE":
-            tree.set("properties", None)
-            return [tree.sql("sqlite")]
-    elif isinstance(tree, exp.Drop):
-        kind = (tree.args.get("kind") or "").upper()
-        if kind == "TABLE":
-            return [tree.sql("sqlite")]
-        on = tree.args.get("cluster")  # DROP INDEX i ON t
-        if kind == "INDEX" and isinstance(on, exp.OnProperty) and isinstance(on.this, exp.Table):
-            exists = "IF EXISTS " if tree.args.get("exists") else ""
-            return [
-                f"DROP INDEX {exists}{exp.to_identifier(sqlite_index_name(on.this.name, i.name)).sql('sqlite')}"
-                for i in tree.args.get("tables") or []
-            ]
-    elif isinstance(tree, exp.TruncateTable):
-        return [f"DELETE FROM {t.sql('sqlite')}" for t in tree.expressions]
-    elif isinstance(tree, exp.Alter) and isinstance(tree.this, exp.Table):
-        return _sqlite_alter(tree)
-    raise UnsupportedSQLError(f"{_sample(sql)!r} has no SQLite translation", sql=sql, construct=tree.key.upper())
-
-
-def _sqlite_column(col: exp.ColumnDef) -> None:
-    for c in list(col.constraints):
-        kind = c.args.get("kind")
-        if isinstance(kind, exp.AutoIncrementColumnConstraint):
-            raise UnsupportedSQLError(
-                f"AUTO_INCREMENT on column {col.name!r} is not translated for SQLite; use a key generator",
-                column=col.name,
-                construct="AUTO_INCREMENT",
-            )
-        if isinstance(kind, _DROP_COLUMN_CONSTRAINTS):
-            c.pop()
-    dtype = col.args.get("kind")
-    if isinstance(dtype, exp.DataType):
-        if dtype.this in (exp.DataType.Type.ENUM, exp.DataType.Type.SET):
-            text = "TEXT"
-        else:
-            text = dtype.sql("mysql")
-        col.set("kind", exp.DataType(this=exp.DataType.Type.USERDEFINED, kind=text))
-    col.set("position", None)
-
-
-def _index_columns(expressions: Iterable[exp.Expression]) -> str:
-    cols = []
-    for e in expressions:
-        # name(10), a prefix (ColumnPrefix in a table, Anonymous in CREATE INDEX): SQLite indexes whole values
-        inner = e.this if isinstance(e, exp.Ordered) else e
-        if isinstance(inner, exp.ColumnPrefix) or (
-            isinstance(inner, exp.Anonymous) and len(inner.expressions) == 1 and inner.expressions[0].is_int
-        ):
-            column = exp.column(inner.this.copy() if isinstance(inner, exp.ColumnPrefix) else inner.name)
-            if isinstance(e, exp.Ordered):
-                e = e.copy()
-                e.set("this", column)
-            else:
-                e = column
-        cols.append(e.sql("sqlite"))
-    return ", ".join(cols)
-
-
-def _index_from_constraint(table: exp.Table, node: exp.Expression, exists: bool = False) -> str | None:
-    """``CREATE [UNIQUE] INDEX`` for an inline ``KEY`` / named ``UNIQUE KEY``; ``None`` to keep it inline."""
-    if isinstance(node, exp.IndexColumnConstraint):
-        kind = (node.args.get("kind") or "").upper()
-        if kind in ("FULLTEXT", "SPATIAL"):
-            raise UnsupportedSQLError(f"{kind} index {node.name!r} has no SQLite equivalent", construct=kind)
-        name = node.name or "_".join(c.name for c in node.expressions)
-        unique = "UNIQUE " if kind == "UNIQUE" else ""
-        cols = _index_columns(node.expressions)
-    elif isinstance(node, exp.UniqueColumnConstraint) and isinstance(node.this, exp.Schema) and node.this.this:
-        name = node.this.this.name
-        unique = "UNIQUE "
-        cols = _index_columns(node.this.expressions)
-    else:
-        return None
-    index = exp.to_identifier(sqlite_index_name(table.name, name))
-    guard = "IF NOT EXISTS " if exists else ""
-    return f"CREATE {unique}INDEX {guard}{index.sql('sqlite')} ON {table.sql('sqlite')} ({cols})"
-
-
-def _sqlite_create_table(tree: exp.Create) -> list[str]:
-    schema = tree.this
-    table = schema.this
-    exists = bool(tree.args.get("exists"))
-    indexes: list[str] = []
-    for node in list(schema.expressions):
-        if isinstance(node, exp.ColumnDef):
-            _sqlite_column(node)
-            continue
-        index = _index_from_constraint(table, node, exists)
-        if index is not None:
-            indexes.append(index)
-            node.pop()
-    tree.set("properties", None)
-    return [tree.sql("sqlite", pretty=True), *indexes]
-
-
-def _sqlite_create_index(tree: exp.Create) -> str:
-    index = tree.this
-    table = index.args.get("table")
-    params = index.args.get("params")
-    columns = params.args.get("columns") if params is not None else None
-    if not isinstance(table, exp.Table) or not columns:
-        raise UnsupportedSQLError(f"{tree.sql('mysql')!r} has no SQLite translation", construct="CREATE INDEX")
-    unique = "UNIQUE " if tree.args.get("unique") else ""
-    exists = "IF NOT EXISTS " if tree.args.get("exists") else ""
-    name = exp.to_identifier(sqlite_index_name(table.name, index.name))
-    return f"CREATE {unique}INDEX {exists}{name.sql('sqlite')} ON {table.sql('sqlite')} ({_index_columns(columns)})"
-
-
-def _sqlite_alter(tree: exp.Alter) -> list[str]:
-    table = tree.this
-    prefix = f"ALTER TABLE {table.sql('sqlite')}"
-    out: list[str] = []
-    for action in tree.args.get("actions") or []:
-        if isinstance(action, exp.ColumnDef):
-            _sqlite_column(action)
-            out.append(f"{prefix} ADD COLUMN {action.sql('sqlite')}")
-        elif isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "COLUMN":
-            for col in action.args.get("tables") or []:
-                out.append(f"{prefix} DROP COLUMN {col.sql('sqlite')}")
-        elif isinstance(action, exp.Drop) and (action.args.get("kind") or "").upper() == "INDEX":
-            exists = "IF EXISTS " if action.args.get("exists") else ""
-            for idx in action.args.get("tables") or []:
-                name = exp.to_identifier(sqlite_index_name(table.name, idx.name))
-                out.append(f"DROP INDEX {exists}{name.sql('sqlite')}")
-        elif isinstance(action, exp.AddConstraint):
-            for node in action.expressions:
-                index = _index_from_constraint(table, node)
-                if index is None:
-                    raise UnsupportedSQLError(
-                        f"ALTER TABLE {table.name} ADD {node.sql('mysql')} has no SQLite translation",
-                        construct="ALTER TABLE ADD CONSTRAINT",
-                    )
-                out.append(index)
-        else:
-            raise UnsupportedSQLError(
-                f"ALTER TABLE {table.name} {action.sql('mysql')} has no SQLite translation "
-                "(SQLite alters only by ADD / DROP COLUMN and indexes)",
-                construct=f"ALTER TABLE {action.key.upper()}",
-            )
-    return out
-
-
 # -- execution ------------------------------------------------------------------------
 
 
@@ -497,10 +315,10 @@ def execute_ddl(
 ) -> int:
     """Run ``(data_source, sql)`` statements on each data source's primary, in order.
 
-    SQLite files (and their directories) are created; MySQL / MariaDB
-    endpoints are reached with PyMySQL (``ssl_disabled``, autocommit — DDL
-    commits implicitly there anyway) using the configured host, port, user,
-    password (:meth:`Secret.reveal`) and database. One connection per data
+    Connections are opened by the executor's driver adapters
+    (:mod:`ddm_core.execute.drivers`), in autocommit mode, with the configured
+    host, port, user, password (:meth:`Secret.reveal`) and database; SQLite
+    files (and their directories) are created. One connection per data
     source; the first failure stops the run.
 
     Args:
@@ -528,12 +346,10 @@ def execute_ddl(
                     cur.execute(sql)
                 finally:
                     cur.close()
-                if isinstance(conn, sqlite3.Connection):
-                    conn.commit()
             except Exception as exc:  # driver errors have no common base
                 raise ExecutionError(
                     f"data source {ds!r} ({config.data_sources[ds].primary.url}): {exc}\n"
-                    f"  statement: {_sample(sql, 200)}\n"
+                    f"  statement: {shorten_sql(sql)}\n"
                     f"  {done} earlier statement{'s' if done != 1 else ''} succeeded; nothing after this one ran",
                     data_source=ds,
                     statement=sql,
@@ -551,55 +367,28 @@ def execute_ddl(
 
 
 def _connect(config: ShardingConfig, data_source: str, timeout: float) -> Any:
+    """A connection to the data source's primary through its driver adapter (autocommit)."""
     ep: Endpoint = config.data_sources[data_source].primary
-    if ep.dialect == "sqlite":
-        database = ep.database or ":memory:"
-        try:
-            if database != ":memory:":
-                Path(database).parent.mkdir(parents=True, exist_ok=True)
-            return sqlite3.connect(database, timeout=timeout)
-        except (OSError, sqlite3.Error) as exc:
-            raise DataSourceUnavailableError(
-                f"data source {data_source!r}: cannot open SQLite file {database!r}: {exc}",
-                data_source=data_source,
-            ) from exc
-    if ep.dialect in _MYSQL_FAMILY:
-        try:
-            pymysql = importlib.import_module("pymysql")  # optional: only executing on MySQL needs it
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise DataSourceUnavailableError(
-                f"data source {data_source!r} is {ep.dialect}: executing DDL there needs PyMySQL "
-                "(pip install pymysql)",
-                data_source=data_source,
-            ) from exc
-        password = ep.password.reveal() if ep.password is not None else ""
-        try:
-            return pymysql.connect(
-                host=ep.host or "localhost",
-                port=ep.port or 3306,
-                user=ep.username,
-                password=password,
-                database=ep.database or None,
-                charset="utf8mb4",
-                autocommit=True,
-                connect_timeout=max(1, int(timeout)),
-                ssl_disabled=True,  # FINDINGS.md: PyMySQL builds an SSL context otherwise (~20 ms)
-            )
-        except pymysql.MySQLError as exc:
-            raise DataSourceUnavailableError(
-                f"data source {data_source!r} ({ep.url}): cannot connect: {exc}",
-                data_source=data_source,
-            ) from exc
-    raise DataSourceUnavailableError(
-        f"data source {data_source!r} is {ep.dialect}; DDL can be executed on SQLite, MySQL and MariaDB only",
-        data_source=data_source,
-    )
-
-
-def _sample(sql: str, limit: int = 80) -> str:
-    flat = " ".join(sql.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    dialect = dialects.dialect_for(ep.dialect)
+    if not dialect.writes_ddl:
+        raise DataSourceUnavailableError(
+            f"data source {data_source!r} is {ep.dialect}; DDL can be executed on {_ddl_backends()} only",
+            data_source=data_source,
+        )
+    try:
+        driver: Driver = driver_for(ep.dialect)
+    except ExecutionError as exc:  # its DB-API module is not installed
+        raise DataSourceUnavailableError(
+            f"data source {data_source!r} is {ep.dialect}: executing DDL there fails: {exc.message}",
+            data_source=data_source,
+        ) from exc
+    try:
+        dialect.prepare_storage(ep.database)
+        return driver.connect(ep, timeout)
+    except DdmError:  # a password variable that is not set names itself
+        raise
+    except Exception as exc:  # driver errors have no common base
+        raise DataSourceUnavailableError(
+            f"data source {data_source!r} ({ep.url}): cannot connect: {exc}",
+            data_source=data_source,
+        ) from exc

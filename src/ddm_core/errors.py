@@ -18,6 +18,7 @@ __all__ = [
     "InlineExpressionError",
     "ConfigValidationError",
     "SourceUnavailableError",
+    "PlacementChangeError",
     # routing
     "RoutingError",
     "ShardValueError",
@@ -37,8 +38,6 @@ __all__ = [
     # transaction
     "TransactionError",
     "CrossShardTransactionError",
-    # migration
-    "MigrationError",
     # id generation
     "IdGenerationError",
     "WorkerIdError",
@@ -121,6 +120,26 @@ class SourceUnavailableError(ConfigError, ConnectionError):
     """The configuration source cannot be reached (file missing, config center down)."""
 
 
+class PlacementChangeError(ConfigError):
+    """A new configuration version would move data, and it did not come as a migration step.
+
+    A hot reload may change runtime settings, pools, replicas and weights, never
+    where data lives; the serving version stays in force.
+
+    Attributes:
+        origin: Where the refused version came from.
+        changes: Every :class:`~ddm_core.metadata.placement.PlacementChange`
+            (what moved, old and new).
+        table: The first logic table that would move (``None`` when only
+            data-source level placement changed).
+    """
+
+    # Set from the context by DdmError.__init__; declared for type checkers.
+    origin: str
+    changes: tuple[Any, ...]
+    table: str | None
+
+
 # -- routing -----------------------------------------------------------------
 
 
@@ -151,7 +170,7 @@ class UnsupportedSQLError(RoutingError):
 
 
 class DeepPaginationError(RoutingError):
-    """An OFFSET deeper than ``max_offset`` across shards: page with a cursor instead (seed 001 §5.3)."""
+    """An OFFSET deeper than ``max_offset`` across shards: page with a cursor instead (docs/operations.md#pagination)."""
 
 
 class FullRouteError(RoutingError):
@@ -204,13 +223,6 @@ class CrossShardTransactionError(TransactionError):
     """A write inside one local transaction would touch a second data source."""
 
 
-# -- migration -----------------------------------------------------------------
-
-
-class MigrationError(DdmError):
-    """An online resharding step failed; the message names the step and slot."""
-
-
 # -- id generation -------------------------------------------------------------
 
 
@@ -229,6 +241,10 @@ class ClockMovedBackwardsError(IdGenerationError):
         backward_ms: How far the clock went back.
         max_backward_ms: The largest step back the generator waits out.
     """
+
+    # Set from the context by DdmError.__init__; declared for type checkers.
+    backward_ms: int
+    max_backward_ms: int
 
     def __init__(self, backward_ms: int, max_backward_ms: int) -> None:
         super().__init__(

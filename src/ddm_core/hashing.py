@@ -6,12 +6,19 @@ beyond 2**63; str: UTF-8; bytes as they are; other types raise
 :class:`~ddm_core.errors.ShardValueError`). See :mod:`ddm_core._fast.hashing_py`.
 """
 
+from typing import TYPE_CHECKING
+
 from ddm_core._fast import SELECTED as _impl
 
 __all__ = ["MAX_SLOT_BITS", "canonical_bytes", "hash64", "slot_of", "slots_of"]
 
-MAX_SLOT_BITS: int = _impl.hashing.MAX_SLOT_BITS
-canonical_bytes = _impl.hashing.canonical_bytes
-hash64 = _impl.hashing.hash64
-slot_of = _impl.hashing.slot_of
-slots_of = _impl.hashing.slots_of
+if TYPE_CHECKING:
+    # Type checkers read the compiled unit's stub (hashing.pyi), which both twins
+    # implement; at run time the selected twin is exported.
+    from ddm_core._fast.hashing import MAX_SLOT_BITS, canonical_bytes, hash64, slot_of, slots_of
+else:
+    MAX_SLOT_BITS = _impl.hashing.MAX_SLOT_BITS
+    canonical_bytes = _impl.hashing.canonical_bytes
+    hash64 = _impl.hashing.hash64
+    slot_of = _impl.hashing.slot_of
+    slots_of = _impl.hashing.slots_of

@@ -4,6 +4,11 @@ Each unit exists twice with the same API and results: ``<unit>.pyx`` (Cython)
 and ``<unit>_py.py``. The compiled units are used unless ``DDM_NO_EXTENSIONS``
 is set, the interpreter is not CPython, or they were not built (an install
 without a compiler). Upper layers import from here only.
+
+:class:`Implementation` holds plain modules, so what a facade takes from
+``SELECTED`` is ``Any`` to a type checker: the facades (``ddm_core.hashing``,
+``ids``, ``slots``, ``merge``) import the compiled units' names under
+``TYPE_CHECKING`` instead, so callers see the ``.pyi`` stubs.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import xxhash
+from numpy.typing import NDArray
 
 from ddm_core.errors import ShardValueError
 
@@ -138,7 +139,7 @@ def key_sequence(values: Any) -> Any:
     return values if type(values) is tuple else tuple(values)
 
 
-def slots_of(values: Any, slot_bits: int = 10) -> np.ndarray:
+def slots_of(values: Any, slot_bits: int = 10) -> NDArray[np.int32]:
     """Slots of many values at once, as an ``int32`` array.
 
     Args:

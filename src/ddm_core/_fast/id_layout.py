@@ -4,13 +4,15 @@ Every id is a positive signed 64-bit integer (bit 63 is always 0)::
 
     | 41 bits: ms since epoch | worker_bits | sequence_bits | gene_bits |
 
-* Snowflake (seed 000 §5.3): worker 10, sequence 12, gene 0 — 1024 workers,
-  4096 ids per ms per worker (4.096 M/s), time until epoch + 69.7 years.
-* Gene ids (seed 004): the low ``gene_bits`` bits hold the shard key's slot
+* Snowflake: worker 10, sequence 12, gene 0 — 1024 workers, 4096 ids per ms
+  per worker (4.096 M/s), time until epoch + 69.7 years.
+* Gene ids: the low ``gene_bits`` bits hold the shard key's slot
   (``slot_of(key, gene_bits)``), so an id routes to the slot of its key. With the
   defaults (gene 10, worker 6) the sequence gets 6 bits: 64 workers × 64 ids per
   ms each (64 000 ids/s per worker). Widen the sequence by narrowing the worker
   field: ``worker_bits + sequence_bits + gene_bits`` is always 22.
+
+Why gene ids, and the clock rules: docs/operations.md#global-ids.
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ def read_clock(clock: Callable[[], Any], epoch_ms: int) -> int:
 
 def check_count(n: Any) -> int:
     """``n`` for ``next_ids(n)``: an int ``>= 0``."""
-    n = operator.index(n)
-    if n < 0:
-        raise ValueError(f"cannot generate {n} ids; n must be >= 0")
-    return n
+    count = operator.index(n)
+    if count < 0:
+        raise ValueError(f"cannot generate {count} ids; n must be >= 0")
+    return count

@@ -147,7 +147,7 @@ cdef class Snowflake(_Sequencer):
 
 
 cdef class GeneIdGenerator(_Sequencer):
-    """Snowflake whose low ``gene_bits`` bits are the slot of a shard key (seed 004)."""
+    """Snowflake whose low ``gene_bits`` bits are the slot of a shard key (docs/architecture.md#gene-ids)."""
 
     cdef int _gene_shift
 

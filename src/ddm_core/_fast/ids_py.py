@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ddm_core.errors import ClockMovedBackwardsError
 from ddm_core._fast.hashing_py import slot_of, slots_of
@@ -120,14 +121,14 @@ class Snowflake(_Sequencer):
         with self._lock:
             return self._next_base()
 
-    def next_ids(self, n: int) -> np.ndarray:
+    def next_ids(self, n: int) -> NDArray[np.int64]:
         n = check_count(n)
         with self._lock:
             return np.array([self._next_base() for _ in range(n)], dtype=np.int64)
 
 
 class GeneIdGenerator(_Sequencer):
-    """Snowflake whose low ``gene_bits`` bits are the slot of a shard key (seed 004)."""
+    """Snowflake whose low ``gene_bits`` bits are the slot of a shard key (docs/architecture.md#gene-ids)."""
 
     __slots__ = ()
 
@@ -159,7 +160,7 @@ class GeneIdGenerator(_Sequencer):
         with self._lock:
             return self._next_base() | gene
 
-    def next_ids(self, shard_keys: Any) -> np.ndarray:
+    def next_ids(self, shard_keys: Any) -> NDArray[np.int64]:
         genes = slots_of(shard_keys, self._layout.gene_bits).astype(np.int64)
         with self._lock:
             bases = np.array([self._next_base() for _ in range(len(genes))], dtype=np.int64)

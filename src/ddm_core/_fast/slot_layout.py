@@ -7,9 +7,10 @@ fewest slots, and holds :class:`SlotMapOps`, the non-hot half of ``SlotMap``.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ddm_core.errors import ShardValueError
 from ddm_core._fast.hashing_py import MAX_SLOT_BITS, check_slot_bits
@@ -28,7 +29,7 @@ def _check_n_nodes(n_nodes: Any, n_slots: int) -> int:
     return n_nodes
 
 
-def _frozen_int32(arr: np.ndarray) -> np.ndarray:
+def _frozen_int32(arr: np.ndarray) -> NDArray[np.int32]:
     """An int32 copy whose memory is an immutable ``bytes``.
 
     Clearing ``flags.writeable`` alone is not enough: an array that owns its
@@ -40,7 +41,7 @@ def _frozen_int32(arr: np.ndarray) -> np.ndarray:
     return table
 
 
-def validate(nodes: Any, n_nodes: int | None) -> tuple[np.ndarray, int, int]:
+def validate(nodes: Any, n_nodes: int | None) -> tuple[NDArray[np.int32], int, int]:
     """Check a slot→node array; return it read-only as int32, its slot bits and node count.
 
     Raises:
@@ -79,7 +80,7 @@ def validate(nodes: Any, n_nodes: int | None) -> tuple[np.ndarray, int, int]:
     return _frozen_int32(arr), slot_bits, n_nodes
 
 
-def check_slots(slots: Any, n_slots: int) -> np.ndarray:
+def check_slots(slots: Any, n_slots: int) -> NDArray[np.intp]:
     """``slots`` as an ``intp`` array of the same shape, every one in ``0..n_slots-1``.
 
     Raises:
@@ -100,7 +101,7 @@ def check_slots(slots: Any, n_slots: int) -> np.ndarray:
     return arr.astype(np.intp)
 
 
-def even_layout(n_nodes: int, slot_bits: int = 10) -> np.ndarray:
+def even_layout(n_nodes: int, slot_bits: int = 10) -> NDArray[np.int32]:
     """Contiguous, balanced ranges: node ``i`` owns slots ``[i*S/n, (i+1)*S/n)``."""
     n_slots = 1 << check_slot_bits(slot_bits)
     _check_n_nodes(n_nodes, n_slots)
@@ -122,7 +123,7 @@ def _shares(have: np.ndarray, n_slots: int, n_nodes: int) -> np.ndarray:
     return share
 
 
-def rebalance(nodes: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+def rebalance(nodes: np.ndarray, n_nodes: int) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
     """Resize to ``n_nodes`` moving as few slots as possible.
 
     Every node ends with ``S // n`` or ``S // n + 1`` slots. A node over its
@@ -159,17 +160,21 @@ class SlotMapOps:
 
     __slots__ = ()
 
-    # Provided by the hot core (SlotTable) of each twin.
-    nodes: np.ndarray
-    slot_bits: int
-    n_nodes: int
+    if TYPE_CHECKING:
+        # Read-only properties of the hot core (SlotTable) of each twin.
+        @property
+        def nodes(self) -> NDArray[np.int32]: ...
+        @property
+        def slot_bits(self) -> int: ...
+        @property
+        def n_nodes(self) -> int: ...
 
     @classmethod
     def even(cls: type[_M], n_nodes: int, slot_bits: int = 10) -> _M:
         """``n_nodes`` nodes owning contiguous, balanced slot ranges."""
         return cls(even_layout(n_nodes, slot_bits), n_nodes)  # type: ignore[call-arg]
 
-    def moved_to(self: _M, n_nodes: int) -> tuple[_M, np.ndarray]:
+    def moved_to(self: _M, n_nodes: int) -> tuple[_M, NDArray[np.int32]]:
         """The map resized to ``n_nodes`` and the slots that change node."""
         new, moved = rebalance(self.nodes, n_nodes)
         return type(self)(new, n_nodes), moved  # type: ignore[call-arg]
@@ -183,7 +188,7 @@ class SlotMapOps:
             )
         return type(self)(np.repeat(self.nodes, 2), self.n_nodes)  # type: ignore[call-arg]
 
-    def slots_of_node(self, node: int) -> np.ndarray:
+    def slots_of_node(self, node: int) -> NDArray[np.int32]:
         """The slots a node owns, ascending.
 
         Raises:
@@ -195,7 +200,7 @@ class SlotMapOps:
             )
         return np.flatnonzero(self.nodes == node).astype(np.int32)
 
-    def counts(self) -> np.ndarray:
+    def counts(self) -> NDArray[np.intp]:
         """Slots per node, indexed by node."""
         return np.bincount(self.nodes, minlength=self.n_nodes)
 

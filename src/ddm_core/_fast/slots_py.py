@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ddm_core.errors import ShardValueError
 from ddm_core._fast.hashing_py import hash64, slots_of
@@ -21,13 +22,13 @@ class SlotTable:
     def __init__(self, nodes: Any, n_nodes: int | None = None) -> None:
         table, slot_bits, n = validate(nodes, n_nodes)
         self._nodes = table
-        self._list = table.tolist()
+        self._list: list[int] = table.tolist()
         self._slot_bits = slot_bits
         self._shift = 64 - slot_bits
         self._n_nodes = n
 
     @property
-    def nodes(self) -> np.ndarray:
+    def nodes(self) -> NDArray[np.int32]:
         return self._nodes
 
     @property
@@ -45,13 +46,13 @@ class SlotTable:
             )
         return self._list[slot]
 
-    def nodes_of(self, slots: Any) -> np.ndarray:
+    def nodes_of(self, slots: Any) -> NDArray[np.int32]:
         return self._nodes[check_slots(slots, len(self._list))]
 
     def route(self, value: Any) -> int:
         return self._list[hash64(value) >> self._shift]
 
-    def route_many(self, values: Any) -> np.ndarray:
+    def route_many(self, values: Any) -> NDArray[np.int32]:
         return self._nodes[slots_of(values, self._slot_bits)]
 
 

@@ -3,18 +3,18 @@
 =====================  =====================================================  ==========  ========
 type                   routes by                                              ranges      batch
 =====================  =====================================================  ==========  ========
-``MOD``                value mod count (seed 001 §4.1)                        narrows     numpy
+``MOD``                value mod count                                        narrows     numpy
 ``HASH_MOD``           xxh3_64(value) mod count (not Java hashCode)           all         numpy
-``SALTED_MOD``         seed 002 §4.1, Java long arithmetic bit-exact          all         numpy
+``SALTED_MOD``         (id ^ salt) * salt mod count, Java-exact               all         numpy
 ``VOLUME_RANGE``       equal-volume integer partitions                        narrows     numpy
 ``BOUNDARY_RANGE``     explicit integer boundaries                            narrows     numpy
 ``AUTO_INTERVAL``      numbered spans of seconds (ShardingSphere-exact)       narrows     loop
-``INTERVAL``           time steps → suffix-named targets (seed 002 §4.2)      narrows     loop
-``TIME_RANGE``         explicit [start, end) → target, validated (§4.3)       narrows     loop
-``SLOTS``              xxh3 slot → slot layout (seed 000 §2.4; the default)   all         compiled
-``GENE``               an id's gene bits → the same slot layout (seed 004)    all         compiled
+``INTERVAL``           time steps → suffix-named targets                      narrows     loop
+``TIME_RANGE``         explicit [start, end) → target, validated              narrows     loop
+``SLOTS``              xxh3 slot → slot layout (the default)                  all         compiled
+``GENE``               an id's gene bits → the same slot layout               all         compiled
 ``CONSISTENT_HASH``    xxh3 ring, virtual nodes, weights                      all         numpy
-``COMPLEX_HASH_MOD``   combined xxh3 of several columns (seed 003)            all         numpy
+``COMPLEX_HASH_MOD``   combined xxh3 of several columns                       all         numpy
 ``INLINE``             inline expression over one column                      flag        numpy*
 ``COMPLEX_INLINE``     inline expression over several columns                 flag        loop
 ``HINT_INLINE``        inline expression over the hint value                  —           loop
@@ -24,7 +24,7 @@ type                   routes by                                              ra
 range can touch; "all": every target (the router should say so in its plan);
 "flag": refused unless ``allow-range-query-with-inline-sharding`` (then all).
 "numpy*": for the common ``${col % N}`` shapes. Database and table strategies
-are separate algorithm instances (seed 000 §2.3).
+are separate algorithm instances. Props of each type: docs/configuration.md#sharding-algorithms.
 """
 
 from ddm_core.algorithms._props import Props

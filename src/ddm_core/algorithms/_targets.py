@@ -7,9 +7,9 @@ number on the whole run, so ``t_order_1`` answers to 1 (and ``t_order_01``
 too) but never to 11. INTERVAL matches a formatted time suffix
 (``t_order_202401``) at the end of the name, not preceded by another digit.
 
-Building these indexes costs a pass over the names, so they are cached per
-name list: pass a :class:`TargetSet` (built once per configured list) to skip
-even the tuple conversion.
+Building these indexes costs a pass over the names, so they are kept on the
+:class:`TargetSet` itself: build one per configured list and pass it on every
+call (the router does, per table). A plain sequence is wrapped anew each call.
 """
 
 from __future__ import annotations
@@ -154,22 +154,15 @@ class TargetSet(Sequence[str]):
         return out
 
 
-_CACHE: dict[tuple[str, ...], TargetSet] = {}
-_CACHE_LIMIT = 4096
-
-
 def target_set(targets: Sequence[str]) -> TargetSet:
-    """``targets`` as a cached :class:`TargetSet` (returned as is when it already is one)."""
+    """``targets`` as a :class:`TargetSet`: as is when it already is one, else a new one.
+
+    Raises:
+        ConfigError: A name is not a non-empty string or appears twice.
+    """
     if type(targets) is TargetSet:
         return targets
-    key = targets if type(targets) is tuple else tuple(targets)
-    found = _CACHE.get(key)
-    if found is None:
-        found = TargetSet(key)
-        if len(_CACHE) >= _CACHE_LIMIT:
-            _CACHE.clear()
-        _CACHE[key] = found
-    return found
+    return TargetSet(targets)
 
 
 def show_targets(names: Sequence[str], limit: int = 8) -> str:

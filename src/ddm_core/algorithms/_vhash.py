@@ -15,7 +15,7 @@ import numpy as np
 
 from ddm_core.hashing import hash64
 
-__all__ = ["hash64_array", "hash64_u64", "combine", "combine_array", "hash_keys"]
+__all__ = ["hash64_array", "combine", "combine_array", "hash_keys"]
 
 _M64 = (1 << 64) - 1
 # XXH3_len_4to8_64b with seed 0: bitflip = readLE64(kSecret+8) ^ readLE64(kSecret+16).
@@ -45,11 +45,6 @@ def hash64_array(values: np.ndarray) -> np.ndarray:
     h *= _PRIME_MX2
     h ^= h >> _U[28]
     return h
-
-
-def hash64_u64(x: int) -> int:
-    """``hash64`` of an unsigned 64-bit int (its 8 little-endian bytes)."""
-    return int(hash64(x))
 
 
 def hash_keys(keys: np.ndarray) -> np.ndarray:

@@ -1,13 +1,13 @@
 """The one protocol every sharding algorithm follows.
 
 An algorithm maps shard-key values to *target names*: data sources for a
-database strategy, physical tables for a table strategy (seed 000 §2.3: the
-two strategies are independent — ``hash(user_id)`` may pick the database while
+database strategy, physical tables for a table strategy (the two strategies
+are independent — ``hash(user_id)`` may pick the database while
 ``order_no`` picks the table). Targets are passed in on every call, in
 configured order, so one configured algorithm serves every logic table that
 names it.
 
-Three entry points:
+Four entry points:
 
 * :meth:`ShardingAlgorithm.precise` — ``column = value`` (and each value of an
   ``IN`` list): column → one value in, normally one target out.
@@ -21,6 +21,11 @@ Three entry points:
   HASH_MOD, SALTED_MOD, VOLUME_RANGE, BOUNDARY_RANGE, SLOTS, GENE,
   CONSISTENT_HASH and COMPLEX_HASH_MOD route integer arrays without a Python
   call per row.
+* :meth:`ShardingAlgorithm.scalar` / :meth:`~ShardingAlgorithm.multi_scalar`
+  — built once per target list: a function from one value (or one value per
+  column) to the target index, for the router's point fast path (a cached
+  ``WHERE key = ?`` route). Every built-in algorithm returns a closure over
+  precomputed lookups; it must agree with :meth:`precise`.
 
 Values are never routed to a default target: a missing column raises
 :class:`~ddm_core.errors.ShardKeyNotFoundError`, ``None`` and values of the
@@ -154,19 +159,33 @@ class ShardingAlgorithm(ABC):
             out[i] = position[got[0]]
         return out
 
-    def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
         """A one-value function ``value → index into targets`` for the router's point fast path.
 
-        Built once per target list. The default wraps :meth:`precise`; hashing
-        algorithms return a closure over their compiled lookup. A scalar may
-        raise on any value it does not handle directly; the router then takes
-        the general path, which raises the full error.
+        Built once per target list; ``column`` is the strategy's sharding
+        column (lower case, as the general path passes it to :meth:`precise`).
+        The function must give :meth:`precise`'s one target for every value it
+        returns on; it raises (any exception) for a value it cannot route to
+        exactly one target, and the router then takes the general path, which
+        raises the full error. The default wraps :meth:`precise`; the built-in
+        algorithms return closures over their precomputed lookups.
         """
         ts = target_set(targets)
         position = ts.position
 
         def via_precise(value: Any) -> int:
-            return position[self.precise(ts, {"": value})[0]]
+            return position[self._only(self.precise(ts, {column: value}), value)]
+
+        return via_precise
+
+    def multi_scalar(self, targets: Sequence[str], columns: Sequence[str]) -> Callable[[Sequence[Any]], int]:
+        """Like :meth:`scalar` for a complex strategy: ``values[i]`` is the value of ``columns[i]``."""
+        ts = target_set(targets)
+        position = ts.position
+        names = tuple(columns)
+
+        def via_precise(values: Sequence[Any]) -> int:
+            return position[self._only(self.precise(ts, dict(zip(names, values))), values)]
 
         return via_precise
 
@@ -192,6 +211,17 @@ class ShardingAlgorithm(ABC):
     def label(self) -> str:
         """``MOD 'db-mod'`` — how messages name this algorithm."""
         return f"{self.type_name} {self.name!r}" if self.name else self.type_name
+
+    def _only(self, got: Sequence[str], value: Any) -> str:
+        """The one target of a point route (a scalar cannot stand for several)."""
+        if len(got) != 1:
+            raise RoutingError(
+                f"{self.label}: value {value!r} routes to {len(got)} targets {list(got)}; a point route needs one",
+                algorithm=self.name,
+                value=value,
+                targets=list(got),
+            )
+        return got[0]
 
     def _single(self, values: Mapping[str, Any]) -> tuple[str, Any]:
         """The one (column, value) of a single-column algorithm."""

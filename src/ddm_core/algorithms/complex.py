@@ -1,8 +1,8 @@
-"""COMPLEX_HASH_MOD: one shard number from several columns (seed 003: user_id + tenant_id).
+"""COMPLEX_HASH_MOD: one shard number from several columns (``user_id`` + ``tenant_id``).
 
-Seed 003's team sharded orders by ``user_id`` and found, at 30 % of the
-traffic, that a few big merchants (tenants) made some shards far hotter than
-the rest; they moved to sharding by ``user_id`` *and* ``tenant_id`` together.
+Sharding orders by ``user_id`` alone can leave a few big merchants (tenants)
+making some shards far hotter than the rest; sharding by ``user_id`` *and*
+``tenant_id`` together spreads them (docs/architecture.md#several-columns-and-time).
 
 ``COMPLEX_HASH_MOD`` hashes the listed ``sharding-columns`` in their
 configured order into one 64-bit value and takes it modulo
@@ -17,11 +17,11 @@ the missing column (for a SELECT the router may then choose a governed full
 route; an INSERT must carry them all). Integer columns route in a batch
 without a Python call per row.
 
-The other sensible layout for seed 003 needs no multi-column algorithm,
-because database and table strategies are independent (seed 000 §2.3):
-database strategy ``HASH_MOD`` (or SLOTS) on ``tenant_id`` — a merchant's
-back-office queries stay in one database — and table strategy ``HASH_MOD``
-on ``user_id`` — a big merchant's rows spread over that database's tables.
+The other sensible layout needs no multi-column algorithm, because database
+and table strategies are independent: database strategy ``HASH_MOD`` (or
+SLOTS) on ``tenant_id`` — a merchant's back-office queries stay in one
+database — and table strategy ``HASH_MOD`` on ``user_id`` — a big merchant's
+rows spread over that database's tables.
 Choose COMPLEX_HASH_MOD when one merchant can outgrow a whole database and
 its queries always carry the user; choose the split strategies when
 merchant-wide queries matter more.
@@ -29,14 +29,15 @@ merchant-wide queries matter more.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ddm_core.errors import RoutingError
+from ddm_core.hashing import hash64
 from ddm_core.algorithms._numbered import NumberedAlgorithm
 from ddm_core.algorithms._props import Props
-from ddm_core.algorithms._targets import target_set
+from ddm_core.algorithms._targets import NONE, target_set
 from ddm_core.algorithms._values import KEY_TYPES, key_hash, key_hashes
 from ddm_core.algorithms._vhash import combine, combine_array
 from ddm_core.algorithms.registry import register
@@ -68,6 +69,29 @@ class ComplexHashModAlgorithm(NumberedAlgorithm):
             acc = h if acc < 0 else combine(acc, h)
         number = acc % self.count
         return [self._target(target_set(targets), number, {c: self._column(values, c) for c in self.columns})]
+
+    def multi_scalar(self, targets: Sequence[str], columns: Sequence[str]) -> Callable[[Sequence[Any]], int]:
+        slow = super().multi_scalar(targets, columns)
+        where = {c.lower(): i for i, c in enumerate(columns)}
+        if any(c.lower() not in where for c in self.columns):
+            return slow  # a hashed column has no value: precise names it
+        # (position of each hashed column's value, its name), in hashing order
+        plan = tuple((where[c.lower()], c) for c in self.columns)
+        numbers, count, key_type, label, name = target_set(targets).numbers, self.count, self.key_type, self.label, self.name
+
+        def index(values: Sequence[Any]) -> int:
+            acc = -1
+            for at, column in plan:
+                value = values[at]
+                if key_type == "auto" and value is not None:
+                    h = int(hash64(value))  # what key_hash computes for it, without the checks around it
+                else:
+                    h = key_hash(value, key_type, label, name, column)
+                acc = h if acc < 0 else combine(acc, h)
+            i = numbers.get(acc % count, NONE)
+            return i if i >= 0 else slow(values)
+
+        return index
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         acc: np.ndarray | None = None

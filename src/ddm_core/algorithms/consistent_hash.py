@@ -7,20 +7,21 @@ Each target puts ``virtual-nodes × weight`` points on a 64-bit ring at
 their order, so adding a target moves only the keys its new points capture
 (about ``1/n`` of them).
 
-Why ddm-core prefers SLOTS (seed 000 §2.4, seed 001 §3.2): the ring needs
+Why ddm-core prefers SLOTS
+(docs/architecture.md#slots-rather-than-modulo-or-a-hash-ring): the ring needs
 100–200 virtual nodes per target before the spread is even (default 160), so
 its "metadata" is thousands of implicit points nobody can review; which keys
 move on a change is only known by recomputing every key; and it cannot serve
 range queries at all. Pre-sharded slots move a known, explicit set of slots
-in batches and keep the layout as a reviewable table. Seed 001's team ended
-up using consistent hashing for cache nodes only. It is here for those uses
-and for layouts migrated from systems that used it.
+in batches and keep the layout as a reviewable table. Consistent hashing
+suits cache nodes; it is here for those uses and for layouts migrated from
+systems that used it.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -110,6 +111,17 @@ class ConsistentHashAlgorithm(ShardingAlgorithm):
         ring = self._ring(ts)
         k = bisect.bisect_left(ring.points, h)
         return [ts.names[ring.owners[k if k < len(ring.points) else 0]]]
+
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        ring = self._ring(target_set(targets))
+        points, owners, key_type, label, name = ring.points, ring.owners, self.key_type, self.label, self.name
+        last = len(points)
+
+        def index(value: Any) -> int:
+            k = bisect.bisect_left(points, key_hash(value, key_type, label, name, column))
+            return owners[k if k < last else 0]
+
+        return index
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         column, arr = self._single_array(columns)

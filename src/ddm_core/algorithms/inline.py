@@ -2,10 +2,11 @@
 
 The expression (``t_order_${user_id % 16}``) is evaluated by
 :mod:`ddm_core.algorithms.inline_expr` — a safe Groovy subset with one
-deliberate difference: ``/`` between integers is integer division, so seed
-004's ``ds${user_id % 32 / 16}`` names ``ds0``/``ds1`` (real Groovy would build
-``ds0.3125``). ``%`` keeps Java's sign rule (``-7 % 16 == -7``: a negative id
-names ``t_order_-7``, which exists nowhere, so it raises RoutingError — use
+deliberate difference: ``/`` between integers is integer division, so
+``ds${user_id % 32 / 16}`` names ``ds0``/``ds1`` (real Groovy would build
+``ds0.3125``; docs/notes.md#integer-division-in-inline-expressions). ``%``
+keeps Java's sign rule (``-7 % 16 == -7``: a negative id names ``t_order_-7``,
+which exists nowhere, so it raises RoutingError — use
 ``Math.floorMod(user_id, 16)`` for negative keys). Values are passed as they
 arrive (ints, strings, booleans); a value the expression cannot compute on
 (``None``, ``'abc' % 16``) raises ShardValueError. The name must be one of the
@@ -165,6 +166,33 @@ class _InlineBase(ShardingAlgorithm):
             self._index(ts, name, bound)
         return [name]
 
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        slow = super().scalar(targets, column)
+        if not self._reads(column):
+            return slow  # the expression needs another column: precise says which
+        return _point_index(self.expression, target_set(targets), slow)
+
+    def multi_scalar(self, targets: Sequence[str], columns: Sequence[str]) -> Callable[[Sequence[Any]], int]:
+        slow = super().multi_scalar(targets, columns)
+        by_lower = {v.lower(): v for v in self.variables}
+        order = [by_lower.get(c.lower(), "") for c in columns]  # "" names no variable
+        if not set(self.variables) <= set(order):
+            return slow  # a referenced column has no value: precise names it
+        name_of, position = self.expression.bind(order), target_set(targets).position
+
+        def index(values: Sequence[Any]) -> int:
+            try:
+                i = position.get(name_of(values))
+            except InlineExpressionError:
+                i = None
+            return i if i is not None else slow(values)
+
+        return index
+
+    def _reads(self, column: str) -> bool:
+        """Whether the one value of ``column`` is all the expression needs."""
+        return not self.variables or (len(self.variables) == 1 and self.variables[0].lower() == column.lower())
+
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         ts = target_set(targets)
         if self._fast is not None and len(self.variables) == 1:
@@ -231,6 +259,47 @@ class _InlineBase(ShardingAlgorithm):
         if name != fast.name(number):
             return None  # the shape did not mean what we thought: evaluate row by row
         return self._index(ts, name, bound, row)
+
+
+#: Most distinct remainders a periodic expression remembers the target of (per target list).
+_MAX_PERIOD = 1 << 16
+
+
+def _point_index(expression: InlineExpression, ts: TargetSet, slow: Callable[[Any], int]) -> Callable[[Any], int]:
+    """``value → target index`` through the expression compiled for one value.
+
+    A periodic expression (``t_${user_id % 16}``, ``ds${user_id % 32 / 16}``:
+    see :attr:`InlineExpression.period`) is evaluated once per distinct
+    remainder, then answered from a dict; any other is evaluated per call.
+    Values the expression cannot name a target for go to ``slow`` (precise),
+    which raises the full error.
+    """
+    name_of, position, period = expression.bind_one(), ts.position, expression.period
+
+    def evaluated(value: Any) -> int:
+        try:
+            i = position.get(name_of(value))
+        except InlineExpressionError:
+            i = None
+        return i if i is not None else slow(value)
+
+    if not expression.columns:
+        return evaluated  # a constant name (no variable to compute on)
+    if period is None or period > _MAX_PERIOD:
+        return evaluated
+    known: dict[int, int] = {}
+
+    def periodic(value: Any) -> int:
+        if type(value) is not int:
+            return evaluated(value)  # numpy integers, strings...: the closures coerce or refuse them
+        r = value % period if value >= 0 else -(-value % period)  # names what `value` names
+        i = known.get(r)
+        if i is None:
+            i = evaluated(r)  # raises (through precise) when r names no target
+            known[r] = i
+        return i
+
+    return periodic
 
 
 @register
@@ -323,6 +392,9 @@ class HintInlineAlgorithm(_InlineBase):
             else:
                 self._column(values, "value")  # raises ShardKeyNotFoundError
         return super().precise(targets, values)
+
+    def _reads(self, column: str) -> bool:
+        return True  # a single value under any key is the hint value (see precise)
 
     def describe(self) -> str:
         return f"HINT_INLINE({self.expression.text})"

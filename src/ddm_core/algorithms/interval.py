@@ -1,9 +1,10 @@
 """Time sharding: INTERVAL, AUTO_INTERVAL (ShardingSphere) and TIME_RANGE (ddm-native).
 
-Seed 002 §4.2: time-ordered data (orders, logs) sharded by a modulo of the
+Time-ordered data (orders, logs) sharded by a modulo of the
 time piles each second's writes onto one shard; sharding by time *ranges*
 sends new data to the newest shard, lets old shards be archived, and makes
-"the last three months" hit three shards instead of all. Every algorithm here
+"the last three months" hit three shards instead of all
+(docs/architecture.md#several-columns-and-time). Every algorithm here
 precomputes its boundaries once and finds a value's interval by binary search
 (``bisect``); range conditions route to exactly the intervals they overlap.
 Values: see :mod:`ddm_core.algorithms.temporal`.
@@ -37,9 +38,8 @@ TIME_RANGE (ddm-native)
           - {start: "2024-04-01", end: "2024-07-01", target: ds_q2_2024}
 
     (or ``[start, end, target]`` triples). Validated at load: an interval
-    whose end is not after its start, two intervals that overlap (seed 002
-    §4.3: a mistyped push made ranges overlap; routing must refuse, not pick
-    one) and — unless ``allow-gaps: true`` — a gap between consecutive
+    whose end is not after its start, two intervals that overlap (a mistyped
+    range must be refused, not leave routing to pick one) and — unless ``allow-gaps: true`` — a gap between consecutive
     intervals are ConfigErrors naming the pair.
 """
 
@@ -49,7 +49,7 @@ import bisect
 import math
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -203,6 +203,19 @@ class IntervalAlgorithm(_TimeAlgorithm):
         ts = target_set(targets)
         return [ts.names[self._target_index(ts, k, value)]]
 
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        ts = target_set(targets)
+        starts, ends, suffixes = self.starts, self.ends, self.suffixes
+        to_datetime, label, name = self.coercer.to_datetime, self.label, self.name
+        slow = super().scalar(targets, column)
+
+        def index(value: Any) -> int:
+            k = _interval_of(starts, ends, to_datetime(value, label, name, column))
+            i = ts.index_of_suffix(suffixes[k]) if k >= 0 else NONE  # cached per suffix
+            return i if i >= 0 else slow(value)
+
+        return index
+
     def range(self, targets: Sequence[str], ranges: Mapping[str, ValueRange]) -> list[str]:
         column, r = self._single(ranges)
         lo, hi = self._bounds(column, r)
@@ -273,18 +286,34 @@ class AutoIntervalAlgorithm(NumberedAlgorithm, _TimeAlgorithm):
 
     def _seconds_since_lower(self, t: datetime) -> int:
         # Duration.between(lower, t).toMillis() / 1000: floor to ms, then truncate toward zero.
-        millis = (t - self.lower) // timedelta(milliseconds=1)
+        d = t - self.lower  # normalised: only the days may be negative
+        millis = d.days * 86_400_000 + d.seconds * 1000 + d.microseconds // 1000
         return millis // 1000 if millis >= 0 else -((-millis) // 1000)
 
     def partition(self, t: datetime) -> int:
         """The shard number of a (naive, wall-clock) datetime."""
-        position = Decimal(self._seconds_since_lower(t) / self.seconds)  # a Java double, exactly
-        rounded = position.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)  # DecimalFormat("0.00")
-        return min(max(0, math.ceil(rounded)), self.result_count - 1)
+        position = self._seconds_since_lower(t) / self.seconds  # a Java double
+        # DecimalFormat("0.00") of that double's exact value (half-even), then the ceiling,
+        # in integers: 100 * position = hundredths + rest / den with 0 <= rest < den.
+        num, den = position.as_integer_ratio()
+        hundredths, rest = divmod(num * 100, den)
+        if 2 * rest > den or (2 * rest == den and hundredths & 1):
+            hundredths += 1
+        return min(max(0, -(-hundredths // 100)), self.result_count - 1)
 
     def precise(self, targets: Sequence[str], values: Mapping[str, Any]) -> list[str]:
         column, value = self._single(values)
         return [self._target(target_set(targets), self.partition(self._time(value, column)), value)]
+
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        numbers, partition, slow = target_set(targets).numbers, self.partition, super().scalar(targets, column)
+        to_datetime, label, name = self.coercer.to_datetime, self.label, self.name
+
+        def index(value: Any) -> int:
+            i = numbers.get(partition(to_datetime(value, label, name, column)), NONE)
+            return i if i >= 0 else slow(value)
+
+        return index
 
     def range(self, targets: Sequence[str], ranges: Mapping[str, ValueRange]) -> list[str]:
         column, r = self._single(ranges)
@@ -394,6 +423,10 @@ class TimeRangeAlgorithm(_TimeAlgorithm):
         column, value = self._single(values)
         ts = target_set(targets)
         return [ts.names[self._pick(ts, value, column)]]
+
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        ts, pick = target_set(targets), self._pick
+        return lambda value: pick(ts, value, column)
 
     def range(self, targets: Sequence[str], ranges: Mapping[str, ValueRange]) -> list[str]:
         column, r = self._single(ranges)

@@ -2,15 +2,17 @@
 
 All three compute a shard number ``0 <= k < sharding-count`` and pick the
 target whose trailing number is ``k`` (``t_order_5``, ``ds_5``, ``ds05``).
-Seed 000 §2.4 explains their weakness: growing from 4 to 8 shards moves 75 %
-of rows. Prefer SLOTS for anything that will grow.
+Their weakness: any change of the count recomputes every row's shard (4 → 5
+moves about 80 % of the rows) and the rows to move are found only by scanning
+all of them. Prefer SLOTS for anything that will grow
+(docs/architecture.md#slots-rather-than-modulo-or-a-hash-ring).
 
 MOD
     ``value mod sharding-count`` on the integer value (numeric strings accepted,
     see :mod:`ddm_core.algorithms._values`). Negative values use the
     non-negative (floored) modulo, as ShardingSphere 5's ``BigInteger.mod``
-    does: ``-7 mod 4 = 1``. Seed 001 §4.1's self-check: with 16 shards, users
-    5, 128 and 3 go to shards 5, 0 and 3. Range conditions narrower than the
+    does: ``-7 mod 4 = 1``. With 16 shards, users 5, 128 and 3 go to shards 5,
+    0 and 3. Range conditions narrower than the
     shard count route to the shards they cover (``BETWEEN 14 AND 17`` with 16
     shards: 14, 15, 0, 1); wider or open ranges go to every shard.
 
@@ -28,8 +30,9 @@ HASH_MOD
     Range conditions go to every shard.
 
 SALTED_MOD
-    Seed 002 §4.1's ``UserIdModStrategy``, reproducing Java's arithmetic
-    exactly (so a Java service and ddm-core agree on every id)::
+    The salted modulo Java services commonly use (a ``UserIdModStrategy``),
+    reproducing Java's arithmetic exactly (so a Java service and ddm-core
+    agree on every id)::
 
         long saltedId = (userId ^ SALT) * SALT;          // wraps at 64 bits
         return "ds_" + Math.abs((int)(saltedId % SHARD_COUNT));
@@ -39,7 +42,8 @@ SALTED_MOD
     ``(int)`` cast keeps the low 32 bits; ``Math.abs`` of ``Integer.MIN_VALUE``
     stays negative (unreachable while the count fits an ``int``). Ids outside
     Java's ``long`` are refused (``Long.parseLong`` would throw). The salt
-    spreads consecutive ids over the shards (seed: QPS spread 42 % → 8 %).
+    spreads consecutive ids over the shards, where plain MOD puts a burst of
+    new sequential users on neighbouring shards.
 """
 
 from __future__ import annotations
@@ -123,10 +127,11 @@ class ModAlgorithm(NumberedAlgorithm):
         number = self._number(value, column)
         return [self._target(target_set(targets), number, value)]
 
-    def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        slow = super().scalar(targets, column)
         if self._cut:
-            return super().scalar(targets)
-        numbers, count, slow = target_set(targets).numbers, self.count, super().scalar(targets)
+            return slow
+        numbers, count = target_set(targets).numbers, self.count
 
         def index(value: Any) -> int:
             i = numbers.get(value % count, NONE) if type(value) is int else NONE
@@ -193,13 +198,13 @@ class HashModAlgorithm(NumberedAlgorithm):
         number = hash64(key) % self.count
         return [self._target(target_set(targets), number, value)]
 
-    def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
-        if self.key_type != "auto":
-            return super().scalar(targets)
-        numbers, count, slow = target_set(targets).numbers, self.count, super().scalar(targets)
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        numbers, count, slow = target_set(targets).numbers, self.count, super().scalar(targets, column)
+        key_type, label, name = self.key_type, self.label, self.name
 
         def index(value: Any) -> int:
-            i = numbers.get(hash64(value) % count, NONE)
+            key = value if key_type == "auto" else as_key(value, key_type, label, name, column)
+            i = numbers.get(hash64(key) % count, NONE)
             return i if i >= 0 else slow(value)
 
         return index
@@ -234,7 +239,7 @@ def java_salted_mod(user_id: int, salt: int, count: int) -> int:
 
 @register
 class SaltedModAlgorithm(NumberedAlgorithm):
-    """``SALTED_MOD``: seed 002 §4.1's salted modulo, bit-exact with Java."""
+    """``SALTED_MOD``: ``(id ^ salt) * salt`` modulo the count, bit-exact with Java."""
 
     type_name = "SALTED_MOD"
     PROPS = {
@@ -263,6 +268,19 @@ class SaltedModAlgorithm(NumberedAlgorithm):
         column, value = self._single(values)
         number = java_salted_mod(self._user_id(value, column), self.salt, self.count)
         return [self._target(target_set(targets), number, value)]
+
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        numbers, salt, count = target_set(targets).numbers, self.salt, self.count
+        slow = super().scalar(targets, column)
+
+        def index(value: Any) -> int:
+            if type(value) is int and _LONG_MIN <= value < _LONG_END:
+                i = numbers.get(java_salted_mod(value, salt, count), NONE)
+                if i >= 0:
+                    return i
+            return slow(value)
+
+        return index
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         column, arr = self._single_array(columns)

@@ -8,8 +8,8 @@ number is the partition::
 
 A value's partition is found by binary search (``bisect``); a batch uses
 ``numpy.searchsorted``. Range conditions route exactly to the partitions
-they overlap (seed 001 §3.2: range sharding is what makes ranges cheap; its
-risk is skew when active users cluster in one range).
+they overlap (range sharding is what makes ranges cheap; its risk is skew
+when active users cluster in one range).
 
 BOUNDARY_RANGE
     ``sharding-ranges: "1,5,10"`` → partitions ``<1``, ``[1,5)``, ``[5,10)``,
@@ -20,8 +20,8 @@ BOUNDARY_RANGE
 VOLUME_RANGE
     ``range-lower``, ``range-upper``, ``sharding-volume`` → partition 0 is
     ``< lower``, then one partition per ``volume`` up to ``upper`` (the last
-    one shorter if the span is not a multiple), then ``>= upper``. Seed 001
-    §3.2's "1 to 10 M on shard 0, 10 M to 20 M on shard 1" is
+    one shorter if the span is not a multiple), then ``>= upper``. "1 to 10 M
+    on shard 0, 10 M to 20 M on shard 1" is
     ``range-lower: 1, range-upper: 20000001, sharding-volume: 10000000``
     (shards 1 and 2; 0 and 3 take the outliers).
 """
@@ -29,13 +29,13 @@ VOLUME_RANGE
 from __future__ import annotations
 
 import bisect
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ddm_core.algorithms._numbered import NumberedAlgorithm
 from ddm_core.algorithms._props import Props, parse_int_text
-from ddm_core.algorithms._targets import target_set
+from ddm_core.algorithms._targets import NONE, target_set
 from ddm_core.algorithms._values import as_int, int_array, range_int_bounds
 from ddm_core.algorithms.base import ValueRange
 from ddm_core.algorithms.registry import register
@@ -66,6 +66,18 @@ class _PartitionedRange(NumberedAlgorithm):
         column, value = self._single(values)
         n = value if type(value) is int else as_int(value, self.label, self.name, column)
         return [self._target(target_set(targets), bisect.bisect_right(self.boundaries, n), value)]
+
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        numbers, bounds, slow = target_set(targets).numbers, self.boundaries, super().scalar(targets, column)
+
+        def index(value: Any) -> int:
+            if type(value) is int:
+                i = numbers.get(bisect.bisect_right(bounds, value), NONE)
+                if i >= 0:
+                    return i
+            return slow(value)
+
+        return index
 
     def range(self, targets: Sequence[str], ranges: Mapping[str, ValueRange]) -> list[str]:
         column, r = self._single(ranges)

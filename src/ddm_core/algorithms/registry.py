@@ -6,9 +6,9 @@ Two registries, for two kinds of name:
   with :func:`register` at import time; :func:`create` builds a configured
   instance from a type name and props. User code may register its own types
   the same way.
-* **Strategy ids** (seed 002 §2.2: an annotation carries ``"user_id_mod_16"``,
-  never a class — a class name that one service knows and another does not
-  broke a gray release there). A :class:`StrategyRegistry` maps ids to
+* **Strategy ids** (an annotation carries ``"user_id_mod_16"``, never a class:
+  a class name that one service knows and another does not breaks a gradual
+  rollout; docs/architecture.md#strategy-ids-not-classes). A :class:`StrategyRegistry` maps ids to
   configured instances; it is immutable, so the metadata layer builds a new
   one on reload and swaps it atomically. ShardingSphere's
   ``shardingAlgorithms: {db-inline: {type: INLINE, props: ...}}`` is exactly

@@ -1,10 +1,11 @@
 """Pre-sharded slots: SLOTS (the default for ddm-core's own format) and GENE.
 
-Seed 000 §2.4: hash the key into a fixed number of slots (1024 by default),
-then look the slot's owner up in a slot → target table. Growing from 4 to 8
-targets moves exactly the slots that change owner (half of them), batch by
-batch, without touching the hash — unlike MOD (75 % of rows move) — and the
-table is explicit metadata that can be diffed, reviewed and pushed.
+Hash the key into a fixed number of slots (1024 by default), then look the
+slot's owner up in a slot → target table. Growing from 4 to 8 targets moves
+exactly the slots that change owner (half of them), batch by batch, without
+touching the hash — unlike MOD, which recomputes every row's shard — and the
+table is explicit metadata that can be diffed, reviewed and pushed
+(docs/architecture.md#slots-rather-than-modulo-or-a-hash-ring).
 
 SLOTS
     ``slot = slot_of(key, slot-bits)`` (the high bits of xxh3_64, compiled),
@@ -19,7 +20,7 @@ SLOTS
     owner a value hashes to (a RoutingError otherwise — never another one).
 
 GENE
-    Seed 004's gene method: an order id made by
+    The gene method (docs/architecture.md#gene-ids): an order id made by
     :class:`~ddm_core.ids.GeneIdGenerator` for a user carries that user's
     slot in its low ``gene-bits`` bits, so ``WHERE order_id = ?`` finds the
     user's shard without the user id. GENE routes an id by
@@ -29,8 +30,8 @@ GENE
     (e.g. ``user_id``) are hashed like SLOTS instead, so one table strategy
     serves both ``user_id = ?`` and ``order_id = ?``; when both arrive they
     must agree (a row whose order id carries another user's gene is refused).
-    Seed 004's own ids carry ``user_id % 32`` rather than a hashed slot;
-    route those with INLINE ``t_order_${order_id % 32}``.
+    Hand-rolled gene ids that carry ``user_id % 32`` rather than a hashed
+    slot route with INLINE ``t_order_${order_id % 32}`` instead.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def slot_layout_spec(slot_map: SlotMap, names: Sequence[str]) -> dict[str, str]:
     """The ``slots`` prop describing ``slot_map`` with node ``i`` named ``names[i]``.
 
     Growing a SLOTS/GENE table: ``new, moved = old_map.moved_to(8)`` (moves the
-    fewest slots, seed 000 §4.5), then configure ``slots:
+    fewest slots), then configure ``slots:
     slot_layout_spec(new, names)`` — the even layout over a longer target list
     would move far more than the slots ``moved_to`` chose.
     """
@@ -192,6 +193,12 @@ class _SlotLayout:
             self._cache.clear()
         self._cache[ts] = found
         return found
+
+    def slot_lut(self, ts: TargetSet, label: str, name: str) -> list[int]:
+        """``lut[slot]`` = index of the target owning ``slot`` (``-1``: its owner is not in ``ts``)."""
+        smap, trans, _ = self.resolve(ts, label, name)
+        nodes: list[int] = np.asarray(smap.nodes).tolist()
+        return nodes if trans is None else [trans[n] for n in nodes]
 
     def check(self, ts: TargetSet, label: str, name: str) -> None:
         if self.explicit is not None:
@@ -293,17 +300,35 @@ class SlotsAlgorithm(ShardingAlgorithm):
         smap, trans, _ = self.layout.resolve(ts, self.label, self.name)
         return [self.layout.target_of_node(ts, trans, smap.node_of(slot), slot, self.label, self.name)]
 
-    def scalar(self, targets: Sequence[str]) -> Callable[[Any], int]:
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
         ts = target_set(targets)
         smap, trans, _ = self.layout.resolve(ts, self.label, self.name)
-        if self.key_type == "auto":
-            route = smap.route  # compiled hash + lookup
-            if trans is None:
-                return route  # node i is target i
-            if min(trans) >= 0:
-                lut = trans
-                return lambda value: lut[route(value)]
-        return super().scalar(targets)
+        route = smap.route  # compiled hash + lookup
+        key_type = self.key_type
+        if key_type == "auto" and trans is None:
+            return route  # node i is target i
+        if key_type == "auto" and trans is not None and min(trans) >= 0:
+            lut = trans
+            return lambda value: lut[route(value)]
+        label, name, slow = self.label, self.name, super().scalar(targets, column)
+
+        def index(value: Any) -> int:
+            node = route(value if key_type == "auto" else as_key(value, key_type, label, name, column))
+            i = node if trans is None else trans[node]
+            return i if i >= 0 else slow(value)  # an owner that is not a target: precise names it
+
+        return index
+
+    def slot_scalar(self, targets: Sequence[str]) -> Callable[[int], int]:
+        """``slot → index into targets`` (the router's gene-id path; raises like :meth:`target_of_slot`)."""
+        ts = target_set(targets)
+        lut = self.layout.slot_lut(ts, self.label, self.name)
+
+        def index(slot: int) -> int:
+            i = lut[slot]
+            return i if i >= 0 else ts.position[self.target_of_slot(ts, slot)[0]]
+
+        return index
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         column, arr = self._single_array(columns)
@@ -385,6 +410,29 @@ class GeneAlgorithm(ShardingAlgorithm):
         smap, trans, _ = self.layout.resolve(ts, self.label, self.name)
         node = smap.node_of(slot)
         return [self.layout.target_of_node(ts, trans, node, values, self.label, self.name)]
+
+    def scalar(self, targets: Sequence[str], column: str) -> Callable[[Any], int]:
+        ts = target_set(targets)
+        lut = self.layout.slot_lut(ts, self.label, self.name)
+        slow = super().scalar(targets, column)
+        if column.lower() in self.key_columns:
+            key_type, bits, label, name = self.key_type, self.gene_bits, self.label, self.name
+
+            def by_key(value: Any) -> int:
+                i = lut[_key_slot(value, key_type, bits, label, name, column)]
+                return i if i >= 0 else slow(value)
+
+            return by_key
+        mask = self.mask
+
+        def by_gene(value: Any) -> int:
+            if type(value) is int and 0 <= value < _U64_END:
+                i = lut[value & mask]
+                if i >= 0:
+                    return i
+            return slow(value)
+
+        return by_gene
 
     def batch(self, targets: Sequence[str], columns: Mapping[str, np.ndarray]) -> np.ndarray:
         if not columns:

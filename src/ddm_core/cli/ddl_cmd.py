@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
+from ddm_core._text import shorten_sql
 from ddm_core.cli.app import cli, config_option, load
-from ddm_core.cli.describe import one_line
 from ddm_core.errors import ConfigError
 from ddm_core.ddl import DIALECTS, DdlStatement, execute_ddl, physical_ddl
 from ddm_core.metadata.model import ShardingConfig
@@ -59,8 +59,7 @@ def ddl(config_path: str, template: str, execute: bool, dialect: str | None) -> 
         return
 
     def echo(ds: str, sql: str) -> None:
-        flat = one_line(sql)
-        click.echo(f"{ds}: ok  {flat if len(flat) <= 100 else flat[:97] + '...'}")
+        click.echo(f"{ds}: ok  {shorten_sql(sql, 100)}")
 
     done = execute_ddl(config, statements, echo=echo)
     click.echo(f"executed {done} of {summary}")

@@ -39,6 +39,8 @@ import click
 
 from ddm_core.cli.app import cli, render_table
 from ddm_core.cli.describe import merge_lines, plan_header, unit_rows
+from ddm_core.dialects import dialect_for, find_dialect
+from ddm_core.dialects.mysql import MySQL
 from ddm_core.errors import DataSourceUnavailableError
 
 __all__ = [
@@ -197,10 +199,11 @@ class MySQLServer:
 def parse_mysql_url(url: str) -> MySQLServer:
     """``mysql://user:password@host:port`` (``mariadb://`` too; a path is ignored)."""
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
+    backend = find_dialect(parts.scheme) if parts.scheme else None
+    if not isinstance(backend, MySQL) or not parts.hostname:  # MariaDB is a MySQL
         raise click.BadParameter(f"expected mysql://user[:password]@host[:port], got {url!r}", param_hint="--mysql")
     try:
-        port = parts.port or 3306
+        port = parts.port or backend.default_port
     except ValueError as exc:
         raise click.BadParameter(f"bad port in {url!r}: {exc}", param_hint="--mysql") from exc
     return MySQLServer(
@@ -561,7 +564,7 @@ def _run(
         # sent to each data source's physical tables directly, like the schema).
         started = time.perf_counter()
         analyze = [
-            (name, "ANALYZE" if ds.primary.dialect == "sqlite" else "ANALYZE TABLE t_order, t_order_item")
+            (name, dialect_for(ds.primary.dialect).analyze_statement(("t_order", "t_order_item")))
             for name, ds in config.data_sources.items()
         ]
         execute_ddl(config, analyze)

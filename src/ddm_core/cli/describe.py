@@ -10,6 +10,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from ddm_core.dialects import INPUT
 from ddm_core.errors import DdmError
 from ddm_core.route.placeholders import translate
 from ddm_core.route.plan import MergeSpec, RouteKind, RoutePlan
@@ -112,7 +113,7 @@ def merge_lines(plan: RoutePlan) -> list[str]:
 def _unit_columns(sql: str) -> list[str] | None:
     """Display names of a unit's select list (derived ``__ddm_*`` columns show their expression)."""
     try:
-        tree = sqlglot.parse_one(translate(sql).numbered(), read="mysql")
+        tree = sqlglot.parse_one(translate(sql).numbered(), read=INPUT)
     except (SqlglotError, DdmError):
         return None
     if not isinstance(tree, exp.Select):
@@ -122,11 +123,11 @@ def _unit_columns(sql: str) -> list[str] | None:
         if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
             names.append("*")
         elif isinstance(e, exp.Alias):
-            names.append(e.this.sql("mysql") if _DERIVED.match(e.alias) else e.alias)
+            names.append(e.this.sql(INPUT) if _DERIVED.match(e.alias) else e.alias)
         elif isinstance(e, exp.Column):
             names.append(e.name)
         else:
-            names.append(e.sql("mysql"))
+            names.append(e.sql(INPUT))
     return names
 
 

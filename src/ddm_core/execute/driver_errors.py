@@ -12,30 +12,22 @@ errors, SQLite ``SQLITE_CANTOPEN``, psycopg
 anything else                                       :class:`ExecutionError`
 ==================================================  =====================================
 
-The mapped error names the data source (and endpoint) and the statement, keeps
-the driver's code as ``code`` and is raised ``from`` the original exception.
+Which codes mean what is each backend's answer (``is_duplicate_key`` /
+``is_disconnect`` of its :class:`~ddm_core.dialects.Dialect`, found by the
+module that raised). The mapped error names the data source (and endpoint)
+and the statement, keeps the driver's code as ``code`` and is raised ``from``
+the original exception.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ddm_core._text import shorten_sql
+from ddm_core.dialects import dialect_of_error
 from ddm_core.errors import DataSourceUnavailableError, DdmError, DuplicateKeyError, ExecutionError
 
-__all__ = ["map_driver_error", "is_disconnect", "sql_sample"]
-
-#: PyMySQL / MySQL client and server codes meaning "the connection is gone or never came".
-MYSQL_DISCONNECT = frozenset({1053, 1927, 2002, 2003, 2006, 2013, 2055})
-MYSQL_DUPLICATE = 1062
-PG_UNIQUE_VIOLATION = "23505"
-SQLITE_UNIQUE = frozenset({"SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"})
-SQLITE_CANTOPEN = frozenset({"SQLITE_CANTOPEN", "SQLITE_NOTADB"})
-_SAMPLE = 200
-
-
-def sql_sample(sql: str) -> str:
-    """The first 200 characters of a statement, for messages."""
-    return sql if len(sql) <= _SAMPLE else sql[:_SAMPLE] + "..."
+__all__ = ["map_driver_error", "is_disconnect"]
 
 
 def _code(exc: BaseException) -> Any:
@@ -49,44 +41,19 @@ def _code(exc: BaseException) -> Any:
     return getattr(exc, "sqlstate", None)  # psycopg
 
 
-def _module(exc: BaseException) -> str:
-    return type(exc).__module__.split(".", 1)[0]
-
-
 def is_disconnect(exc: BaseException) -> bool:
     """Does ``exc`` mean the connection is gone (or never came up)?"""
     if isinstance(exc, DataSourceUnavailableError):
         return True
     if isinstance(exc, (ConnectionError, TimeoutError)):  # raw socket errors
         return True
-    module = _module(exc)
-    name = type(exc).__name__
-    code = _code(exc)
-    if module == "pymysql":
-        if name == "InterfaceError":  # "(0, '')": the connection was already closed
-            return True
-        return bool(name == "OperationalError" and code in MYSQL_DISCONNECT)
-    if module in ("sqlite3", "_sqlite3"):
-        if code in SQLITE_CANTOPEN:
-            return True
-        return bool(code is None and "unable to open database file" in str(exc))
-    if module == "psycopg":
-        return bool(name in ("OperationalError", "InterfaceError") and code in (None, "08000", "08003", "08006", "57P01"))
-    return False
+    dialect = dialect_of_error(exc)  # which codes mean what is the backend's knowledge
+    return dialect is not None and dialect.is_disconnect(exc, _code(exc))
 
 
 def _is_duplicate(exc: BaseException) -> bool:
-    code = _code(exc)
-    module = _module(exc)
-    if module == "pymysql":
-        return bool(code == MYSQL_DUPLICATE)
-    if module == "psycopg":
-        return bool(code == PG_UNIQUE_VIOLATION)
-    if module in ("sqlite3", "_sqlite3"):
-        if code in SQLITE_UNIQUE:
-            return True
-        return bool(code is None and "UNIQUE constraint failed" in str(exc))
-    return False
+    dialect = dialect_of_error(exc)
+    return dialect is not None and dialect.is_duplicate_key(exc, _code(exc))
 
 
 def map_driver_error(exc: BaseException, *, data_source: str, endpoint: str, sql: str | None) -> DdmError:
@@ -109,5 +76,5 @@ def map_driver_error(exc: BaseException, *, data_source: str, endpoint: str, sql
         return DuplicateKeyError(f"duplicate key on {where}: {exc}", **context)
     if is_disconnect(exc):
         return DataSourceUnavailableError(f"{where} is unavailable: {exc}", **context)
-    stmt = f" running {sql_sample(sql)!r}" if sql is not None else ""
+    stmt = f" running {shorten_sql(sql)!r}" if sql is not None else ""
     return ExecutionError(f"{type(exc).__name__} on {where}{stmt}: {exc}", **context)

@@ -5,13 +5,15 @@ Each :class:`Driver` knows how to open a connection for an
 driver's paramstyle, open a buffered or streaming cursor, run ``BEGIN`` /
 ``COMMIT`` / ``ROLLBACK``, tell whether a connection is inside a transaction
 (without a round trip), ping it, and cancel the statement it is running from
-another thread.
+another thread. Facts about the backend (default port, paramstyle, the
+statement that cancels a query) are its :class:`~ddm_core.dialects.Dialect`'s
+answers; the dialect's ``driver_module`` picks the adapter.
 
 ============  ==========  ============================================================
 dialect       driver      notes
 ============  ==========  ============================================================
 mysql,        PyMySQL     ``ssl_disabled=True`` (connect ~1 ms instead of ~20 ms,
-mariadb                   FINDINGS.md); autocommit on, ``BEGIN`` opens a transaction;
+mariadb                   docs/notes.md); autocommit on, ``BEGIN`` opens a transaction;
                           streaming via ``SSCursor``; cancel = ``KILL QUERY <id>`` from
                           a separate connection (socket shut down if that fails).
 sqlite        sqlite3     ``check_same_thread=False`` (pooled connections move between
@@ -38,6 +40,7 @@ import socket
 from functools import lru_cache
 from typing import Any, Callable
 
+from ddm_core.dialects import Dialect, find_dialect
 from ddm_core.errors import ExecutionError
 from ddm_core.metadata.model import Endpoint
 from ddm_core.route.placeholders import to_paramstyle
@@ -56,9 +59,8 @@ def format_to_qmark(sql: str) -> str:
     A format unit is one %-format string from end to end (the router doubles
     every literal ``%``, inside quotes too, even in a statement without
     parameters), so the conversion is exactly Python's ``%`` operator with
-    ``?`` for every argument — no quote scanning needed. (``translate(sql).sql``
-    is *not* equivalent: for a unit without ``%s`` it keeps quoted ``%%``
-    byte for byte.)
+    ``?`` for every argument — no quote scanning needed (``translate(sql).sql``
+    gives the same text, scanning quotes and comments to get there).
     """
     if "%" not in sql:
         return sql
@@ -66,15 +68,20 @@ def format_to_qmark(sql: str) -> str:
 
 
 class Driver(ABC):
-    """What the executor needs from one DB-API driver (see the module table)."""
+    """What the executor needs from one DB-API driver (see the module table).
 
-    #: The paramstyle family of the SQL :meth:`sql_for` returns.
-    paramstyle = "format"
+    Args:
+        dialect: The backend it serves; facts about the backend (default port,
+            paramstyle, cancel statement) are the dialect's answers.
+    """
+
     #: Whether :meth:`cursor` can stream (rows read from the server as fetched).
     can_stream = True
-    #: Whether every connection of an endpoint sees the same data (``False`` for
-    #: SQLite ``:memory:``: the pool then holds exactly one connection).
-    shareable = True
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        #: The paramstyle family of the SQL :meth:`sql_for` returns.
+        self.paramstyle = dialect.paramstyle
 
     @abstractmethod
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
@@ -123,7 +130,8 @@ class Driver(ABC):
 class MySQLDriver(Driver):
     """PyMySQL for ``mysql`` and ``mariadb`` endpoints."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__(dialect)
         # Drivers are optional and untyped: imported as modules, used as Any.
         try:
             self._pymysql = importlib.import_module("pymysql")
@@ -139,12 +147,12 @@ class MySQLDriver(Driver):
         password = endpoint.password.reveal() if endpoint.password is not None else ""
         return self._pymysql.connect(
             host=endpoint.host or "127.0.0.1",
-            port=endpoint.port or 3306,
+            port=endpoint.port or self.dialect.default_port,
             user=endpoint.username or "root",
             password=password,
             database=endpoint.database or None,
             autocommit=True,
-            ssl_disabled=True,  # FINDINGS.md: ~1 ms instead of ~20 ms per connect
+            ssl_disabled=True,  # ~1 ms instead of ~20 ms per connect: docs/notes.md#pymysql-connect-cost
             connect_timeout=max(1, int(round(connect_timeout))),
             charset="utf8mb4",
         )
@@ -164,15 +172,18 @@ class MySQLDriver(Driver):
     def cancel(self, endpoint: Endpoint, raw: Any) -> None:
         thread_id = raw.thread_id()
         try:
-            killer = self.connect(endpoint, 1.0)
-            try:
-                with killer.cursor() as cur:
-                    cur.execute(f"KILL QUERY {int(thread_id)}")
-            finally:
-                killer.close()
-            return
+            statement = self.dialect.cancel_statement(int(thread_id))  # KILL QUERY <id>
+            if statement is not None:
+                killer = self.connect(endpoint, 1.0)
+                try:
+                    with killer.cursor() as cur:
+                        cur.execute(statement)
+                finally:
+                    killer.close()
+                return
         except Exception as exc:  # the server may be unreachable: cut the socket instead
-            log.warning("KILL QUERY %s on %s failed (%s); shutting the socket down", thread_id, endpoint.name, exc)
+            log.warning("cancelling connection %s on %s failed (%s); shutting the socket down",
+                        thread_id, endpoint.name, exc)
         sock = getattr(raw, "_sock", None)
         if sock is not None:
             try:
@@ -208,9 +219,8 @@ class MySQLDriver(Driver):
 class SQLiteDriver(Driver):
     """sqlite3 for ``sqlite:///path`` endpoints."""
 
-    paramstyle = "qmark"
-
-    def __init__(self, busy_timeout: float = 5.0) -> None:
+    def __init__(self, dialect: Dialect, busy_timeout: float = 5.0) -> None:
+        super().__init__(dialect)
         import datetime
         import decimal
         import sqlite3
@@ -252,7 +262,8 @@ class PostgresDriver(Driver):
 
     can_stream = False
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__(dialect)
         try:
             psycopg = importlib.import_module("psycopg")
         except ImportError as exc:
@@ -266,7 +277,7 @@ class PostgresDriver(Driver):
         password = endpoint.password.reveal() if endpoint.password is not None else None
         return self._psycopg.connect(
             host=endpoint.host or "127.0.0.1",
-            port=endpoint.port or 5432,
+            port=endpoint.port or self.dialect.default_port,
             user=endpoint.username or None,
             password=password or None,
             dbname=endpoint.database or None,
@@ -294,11 +305,11 @@ class PostgresDriver(Driver):
         cancel()
 
 
-_FACTORIES: dict[str, Callable[[], Driver]] = {
-    "mysql": MySQLDriver,
-    "mariadb": MySQLDriver,
-    "sqlite": SQLiteDriver,
-    "postgresql": PostgresDriver,
+#: Adapters by the DB-API module a dialect names (:attr:`Dialect.driver_module`).
+_FACTORIES: dict[str, Callable[[Dialect], Driver]] = {
+    "pymysql": MySQLDriver,
+    "sqlite3": SQLiteDriver,
+    "psycopg": PostgresDriver,
 }
 _DRIVERS: dict[str, Driver] = {}
 
@@ -311,8 +322,9 @@ def driver_for(dialect: str) -> Driver:
     """
     driver = _DRIVERS.get(dialect)
     if driver is None:
-        factory = _FACTORIES.get(dialect)
-        if factory is None:
+        backend = find_dialect(dialect)
+        factory = _FACTORIES.get(backend.driver_module) if backend is not None else None
+        if backend is None or factory is None:
             raise ExecutionError(f"no driver for dialect {dialect!r}", dialect=dialect)
-        driver = _DRIVERS[dialect] = factory()
+        driver = _DRIVERS[dialect] = factory(backend)
     return driver

@@ -9,7 +9,7 @@
    unit of a data source runs on that data source's pinned connection;
 3. run: a single unit runs on the caller's thread with no extra hop; several
    fan out over a bounded thread pool (``max_concurrency``), FULL-kind plans
-   also pass a semaphore (``full_route_concurrency``, seed 000 §5.4: 4);
+   also pass a semaphore (``full_route_concurrency``, 4: docs/operations.md#full-routes);
 4. enforce the per-statement deadline (``timeout``, 3 s): past it the statement
    is cancelled (``KILL QUERY`` / ``interrupt()``) and
    :class:`~ddm_core.errors.QueryTimeoutError` is raised — or, with
@@ -20,13 +20,13 @@
    :class:`~ddm_core.execute.result.Result`.
 
 Connections go back to their pools on every path: success, driver error,
-timeout, a server that went away, a result abandoned or closed early (seed 001
-§5.2). Driver errors are mapped (:mod:`ddm_core.execute.driver_errors`) and
+timeout, a server that went away, a result abandoned or closed early
+(docs/operations.md#connection-pools). Driver errors are mapped (:mod:`ddm_core.execute.driver_errors`) and
 chained.
 
-Not done yet (later issues): DESIGN's read-after-write window (reads within
-1 s of a write go to the primary) and replica lag weights; retries and circuit
-breaking.
+Not done yet (later issues): the read-after-write window (reads within 1 s of
+a write go to the primary) and replica lag weights
+(docs/operations.md#replicas-and-read-routing); retries and circuit breaking.
 
 Streaming: a multi-unit SELECT whose units are not bounded by a small LIMIT
 is read through server-side / unbuffered cursors (PyMySQL ``SSCursor``;
@@ -53,8 +53,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ddm_core._text import shorten_sql
+from ddm_core.dialects import INPUT
 from ddm_core.errors import DdmError, ExecutionError, QueryTimeoutError
-from ddm_core.execute.driver_errors import map_driver_error, sql_sample
+from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
 from ddm_core.execute.watchdog import Guard, Watchdog
@@ -81,7 +83,6 @@ DEFAULT: Any = _Default()
 
 #: Rows a merged LIMIT window may span per unit and still be fetched per unit.
 _SMALL_WINDOW = 1000
-_MERGE_DIALECTS = ("mysql", "mariadb", "sqlite")
 
 #: The transaction bound by ``with executor.transaction():`` in this context.
 _CURRENT_TX: ContextVar[Transaction | None] = ContextVar("ddm_transaction", default=None)
@@ -110,10 +111,10 @@ class Executor:
             :class:`~ddm_core.metadata.model.ShardingConfig`, a
             :class:`~ddm_core.metadata.ConfigHolder` (hot reload), or anything
             :func:`~ddm_core.load_config` accepts (a path, YAML text, a dict).
-        max_concurrency: Threads running units of multi-unit statements (seed
-            001 §4.2: a global cap of about 10; more units queue).
+        max_concurrency: Threads running units of multi-unit statements (a
+            global cap of about 10; more units queue).
         full_route_concurrency: FULL-kind statements (no usable shard key) that
-            may run at once (seed 000 §5.4: 4). Waiting for a slot counts
+            may run at once (docs/operations.md#full-routes). Waiting for a slot counts
             toward the statement's timeout.
         timeout: Per-statement deadline in seconds (``None``: none).
         allow_partial: Default for :meth:`execute`'s ``allow_partial``.
@@ -482,7 +483,7 @@ class Executor:
     def _timeout_error(unit: RouteUnit, pool: EndpointPool) -> QueryTimeoutError:
         return QueryTimeoutError(
             f"statement on data source {unit.data_source!r} exceeded its deadline and was cancelled: "
-            f"{sql_sample(unit.sql)!r}",
+            f"{shorten_sql(unit.sql)!r}",
             data_source=unit.data_source,
             endpoint=pool.endpoint.name,
             sql=unit.sql,
@@ -592,11 +593,9 @@ class Executor:
         )
 
     def _merge_dialect(self, plan: RoutePlan) -> str:
-        if not plan.units:
-            return "mysql"
-        ds = self.config.data_sources.get(plan.units[0].data_source)
-        dialect = ds.primary.dialect if ds is not None else "mysql"
-        return dialect if dialect in _MERGE_DIALECTS else "mysql"
+        """The backend whose result types the merge reproduces (the statement's dialect if unknown)."""
+        ds = self.config.data_sources.get(plan.units[0].data_source) if plan.units else None
+        return ds.primary.dialect if ds is not None else INPUT
 
     def _combined_timeout(self, timeouts: list[QueryTimeoutError], total: int, seconds: float | None) -> QueryTimeoutError:
         if len(timeouts) == 1 and total == 1:

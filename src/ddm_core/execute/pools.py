@@ -1,7 +1,7 @@
 """Connection pools: one SQLAlchemy ``QueuePool`` per data-source endpoint.
 
-Sizing follows :class:`~ddm_core.metadata.model.PoolSettings` (DESIGN.md: max
-20–50, min idle 5–8, acquire timeout 1–3 s):
+Sizing follows :class:`~ddm_core.metadata.model.PoolSettings` (usual sizing: max
+20–50, min idle 5–8, acquire timeout 1–3 s; docs/operations.md#connection-pools):
 
 * **max size** — ``QueuePool(pool_size=max_size, max_overflow=0)``: at most
   ``max_size`` connections exist; every connection opened is kept (no
@@ -24,8 +24,9 @@ Every borrow is a :class:`Borrowed`; :meth:`Borrowed.release` is idempotent
 and never raises, rolls back a connection left inside a transaction, and can
 *discard* a connection whose state is unknown (a timeout fired, the server
 went away, a stream abandoned mid-result). The executor releases on every path
-(seed 001 §5.2: the connection "parole" incident); the SQLAlchemy pool's own
-garbage-collection return is only the last safety net.
+(a leaked connection shrinks the pool until every request waits for the acquire
+timeout); the SQLAlchemy pool's own garbage-collection return is only the last
+safety net.
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ class EndpointPool:
         self.settings = settings
         self.driver: Driver = driver_for(endpoint.dialect)
         max_size = max(1, settings.max_size)
-        if endpoint.dialect == "sqlite" and (endpoint.database or ":memory:") == ":memory:":
-            max_size = 1  # every sqlite3 connection to ":memory:" is a different, empty database
+        if not self.driver.dialect.connections_share_data(endpoint.database):
+            max_size = 1  # SQLite ":memory:": every connection is a different, empty database
         self.max_size = max_size
         self.min_idle = min(settings.min_idle, max_size)
         self.acquire_timeout = settings.acquire_timeout_ms / 1000.0

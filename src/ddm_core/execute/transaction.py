@@ -11,8 +11,8 @@ transaction) works like this:
 * **At most one data source may be written.** A write (``plan.is_write``)
   whose units would reach a second data source raises
   :class:`~ddm_core.errors.CrossShardTransactionError` *before anything of
-  that statement is sent anywhere* (DESIGN.md: no XA unless switched on
-  explicitly; seed 001 §5.4). A transaction on one data source is a plain
+  that statement is sent anywhere* (no XA unless switched on explicitly:
+  docs/operations.md#transactions). A transaction on one data source is a plain
   local transaction.
 * **Reads across shards are allowed.** On the written data source they see the
   transaction's own writes; on the others they read committed data (each
@@ -34,13 +34,14 @@ import logging
 from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
+from ddm_core._text import shorten_sql
 from ddm_core.errors import (
     CrossShardTransactionError,
     DataSourceUnavailableError,
     QueryTimeoutError,
     TransactionError,
 )
-from ddm_core.execute.driver_errors import map_driver_error, sql_sample
+from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.route.plan import RoutePlan
 
@@ -123,7 +124,7 @@ class Transaction:
                 raise CrossShardTransactionError(
                     f"a {plan.statement.upper()} inside a transaction would write to data sources "
                     f"{', '.join(sorted(targets))}; a local transaction writes to one data source "
-                    f"(nothing was sent): {sql_sample(plan.units[0].sql) if plan.units else ''}",
+                    f"(nothing was sent): {shorten_sql(plan.units[0].sql) if plan.units else ''}",
                     data_sources=tuple(sorted(targets)),
                     written=self._written,
                     statement=plan.statement,

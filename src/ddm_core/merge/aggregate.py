@@ -26,27 +26,26 @@ Numbers (MySQL semantics, ``dialect="mysql"``):
   ``AVG`` of float partial sums is a float, like MySQL's AVG of DOUBLE.
 * ``dialect="sqlite"``: ``AVG`` is always a float (SQLite's ``avg()`` returns
   REAL), so a sharded SQLite result compares equal to an unsharded one.
+
+Each backend's rules are answers of its :class:`~ddm_core.dialects.Dialect`
+(``exact_average``, ``sum_of_integers_is_decimal``).
 """
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Context, Decimal
+from decimal import Decimal
 from typing import Any, Sequence
 
+from ddm_core import dialects
+from ddm_core.dialects import EXACT as _CTX
 from ddm_core.errors import MergeError
 
 from ddm_core.merge.spec import Aggregate
 
 __all__ = ["Reaggregator", "DIALECTS", "avg_value"]
 
-#: ``dialect`` values :func:`ddm_core.merge.merge_results` understands.
-DIALECTS = ("mysql", "mariadb", "sqlite")
-
-# MySQL DECIMAL has at most 65 digits; 120 keeps every sum and AVG quotient exact
-# enough that the final quantize is the only rounding.
-_CTX = Context(prec=120, rounding=ROUND_HALF_UP)
-_MAX_SCALE = 30  # MySQL's DECIMAL_MAX_SCALE
-_DIV_INCREMENT = 4  # MySQL's default div_precision_increment
+#: ``dialect`` values :func:`ddm_core.merge.merge_results` understands: every backend's name.
+DIALECTS = dialects.KINDS
 
 _COUNT, _SUM, _MIN, _MAX, _AVG, _COUNT_DISTINCT, _SUM_DISTINCT = range(7)
 _KINDS = {"COUNT": _COUNT, "SUM": _SUM, "MIN": _MIN, "MAX": _MAX, "AVG": _AVG}
@@ -61,25 +60,26 @@ def _add(a: Any, b: Any) -> Any:
     return a + b
 
 
-def avg_value(total: Any, count: Any, dialect: str = "mysql") -> Any:
+def avg_value(total: Any, count: Any, dialect: str = dialects.INPUT) -> Any:
     """``total / count`` the way the database's own ``AVG`` would have returned it.
 
     Args:
         total: Sum of the values (None when there were none).
         count: How many values were summed.
-        dialect: ``"mysql"`` / ``"mariadb"`` (DECIMAL with scale + 4 for exact
-            sums, float for float sums) or ``"sqlite"`` (always a float).
+        dialect: The backend's name: exact sums are divided as its
+            :meth:`~ddm_core.dialects.Dialect.exact_average` says (MySQL: DECIMAL
+            with scale + 4; SQLite: a float); float sums give a float.
     """
+    return _average(total, count, dialects.dialect_for(dialect))
+
+
+def _average(total: Any, count: Any, dialect: dialects.Dialect) -> Any:
     if total is None or not count:
         return None
-    if dialect == "sqlite" or isinstance(total, float):
+    if isinstance(total, float):
         return float(total) / count
     if isinstance(total, (Decimal, int)) and not isinstance(total, bool):
-        exact = Decimal(total)
-        exponent = exact.as_tuple().exponent
-        scale = -exponent if isinstance(exponent, int) and exponent < 0 else 0
-        scale = min(scale + _DIV_INCREMENT, _MAX_SCALE)
-        return _CTX.divide(exact, Decimal(count)).quantize(Decimal(1).scaleb(-scale), context=_CTX)
+        return dialect.exact_average(Decimal(total), count)
     try:
         return float(total) / count
     except (TypeError, ValueError):
@@ -100,7 +100,7 @@ class Reaggregator:
 
     __slots__ = ("_ops", "_dialect")
 
-    def __init__(self, aggregates: Sequence[Aggregate], dialect: str = "mysql") -> None:
+    def __init__(self, aggregates: Sequence[Aggregate], dialect: str = dialects.INPUT) -> None:
         ops: list[tuple[int, int, int, int]] = []  # (kind, column, arg, count_arg)
         for agg in aggregates:
             kind = _KINDS.get(str(agg.func).upper())
@@ -119,7 +119,7 @@ class Reaggregator:
                     raise MergeError(f"{agg.func} needs one arg column, not {agg.args!r}", value=agg)
                 ops.append((kind, agg.column, agg.args[0], -1))
         self._ops = tuple(ops)
-        self._dialect = dialect
+        self._dialect = dialects.dialect_for(dialect)
 
     def start(self, row: Sequence[Any]) -> list[Any]:
         """A new group whose first partial row is ``row``."""
@@ -184,7 +184,7 @@ class Reaggregator:
             i += 1
             acc = state[i]
             if kind == _AVG:
-                out[column] = avg_value(acc[0], acc[1], self._dialect)
+                out[column] = _average(acc[0], acc[1], self._dialect)
                 out[count_arg] = acc[1]  # the derived COUNT(x), now the total
             elif kind == _COUNT_DISTINCT:
                 out[column] = len(acc)
@@ -192,8 +192,8 @@ class Reaggregator:
                 total: Any = None
                 for v in acc:
                     total = v if total is None else _add(total, v)
-                if type(total) is int and self._dialect != "sqlite":
-                    total = Decimal(total)  # MySQL: SUM of an integer column is a DECIMAL
+                if type(total) is int and self._dialect.sum_of_integers_is_decimal:
+                    total = Decimal(total)  # as the backend types SUM of an integer column
                 out[column] = total
             else:
                 out[column] = acc

@@ -1,7 +1,7 @@
 """The merge engine: the units' rows → the rows one unsharded table would give.
 
 Driven by the router's :class:`~ddm_core.merge.spec.MergeSpec` alone (no SQL is
-parsed here). What it does, cheapest first (seed 000 §4.3):
+parsed here). What it does, cheapest first:
 
 * nothing to merge → the units' rows one after another (derived columns dropped);
 * ``ORDER BY`` → a streaming k-way :func:`heap_merge` of the units (each sorted
@@ -41,8 +41,8 @@ __all__ = ["UnitResult", "UnitRows", "Merged", "merge_results", "close_each"]
 Row = Sequence[Any]
 Keys = tuple[tuple[int, bool], ...]
 
-# The heap merge in use (compiled or twin); tests swap it to run both.
-_heap_merge: Callable[..., Iterator[Row]] = _impl.merge.heap_merge
+#: A k-way ordered merge with :func:`ddm_core.merge.heap_merge`'s signature (either twin).
+HeapMergeFn = Callable[..., Iterator[Row]]
 
 
 class UnitResult(Protocol):
@@ -185,7 +185,13 @@ class Merged:
 # -- the entry point -----------------------------------------------------------------
 
 
-def merge_results(spec: MergeSpec, units: Sequence[UnitResult], *, dialect: str = "mysql") -> Merged:
+def merge_results(
+    spec: MergeSpec,
+    units: Sequence[UnitResult],
+    *,
+    dialect: str = "mysql",
+    heap_merge: HeapMergeFn | None = None,
+) -> Merged:
     """Merge the units' results as ``spec`` says.
 
     Args:
@@ -193,8 +199,11 @@ def merge_results(spec: MergeSpec, units: Sequence[UnitResult], *, dialect: str 
             and HAVING already bound to the statement's parameters).
         units: One result per route unit, in plan order (ties in ``ORDER BY``
             keep this order).
-        dialect: ``"mysql"`` (also ``"mariadb"``) or ``"sqlite"``: only changes the
-            type of ``AVG`` (see :mod:`ddm_core.merge.aggregate`).
+        dialect: The backend's name (``"mysql"``, ``"sqlite"``...; see
+            :data:`ddm_core.dialects.KINDS`): only changes the types of ``AVG``
+            and ``SUM(DISTINCT)`` (see :mod:`ddm_core.merge.aggregate`).
+        heap_merge: The ordered merge to run (``None``: the selected
+            implementation's); tests pass each twin in turn.
 
     Returns:
         A lazy :class:`Merged` iterator; close it (or exhaust it) to release the units.
@@ -207,7 +216,7 @@ def merge_results(spec: MergeSpec, units: Sequence[UnitResult], *, dialect: str 
     units = list(units)
     sources = [u.rows for u in units]
     try:
-        return _build(spec, units, sources, dialect)
+        return _build(spec, units, sources, dialect, heap_merge or _impl.merge.heap_merge)
     except BaseException:
         close_each(sources)  # best effort while another error propagates
         raise
@@ -224,7 +233,9 @@ class _Layout(NamedTuple):
     aggregates: tuple[Aggregate, ...]
 
 
-def _build(spec: MergeSpec, units: list[UnitResult], sources: list[Iterable[Row]], dialect: str) -> Merged:
+def _build(
+    spec: MergeSpec, units: list[UnitResult], sources: list[Iterable[Row]], dialect: str, heap_merge: HeapMergeFn
+) -> Merged:
     if dialect not in DIALECTS:
         raise MergeError(f"dialect must be one of {DIALECTS}, not {dialect!r}", value=dialect)
     offset, limit = _check_window(spec.offset, spec.limit)
@@ -245,7 +256,7 @@ def _build(spec: MergeSpec, units: list[UnitResult], sources: list[Iterable[Row]
     description = _description(first, layout.visible or 0, spec.column_names)
 
     closers: list[Any] = []
-    rows = _pipeline(spec, layout, sources, closers, offset, limit, dialect)
+    rows = _pipeline(spec, layout, sources, closers, offset, limit, dialect, heap_merge)
     # Close every unit's rows too: heap_merge closes only what it iterated, and a
     # cursor's iterator is not the cursor.
     closers.extend(src for src in sources if not isinstance(src, (list, tuple)))
@@ -330,6 +341,7 @@ def _pipeline(
     offset: int,
     limit: int | None,
     dialect: str,
+    heap_merge: HeapMergeFn,
 ) -> Iterator[Row]:
     width, visible, derived = layout.width, layout.visible, layout.derived
     having = spec.having
@@ -343,7 +355,7 @@ def _pipeline(
         else:
             keys = _stream_keys(layout.order_by, layout.group_by)
             if keys is not None:
-                merged = _heap_merge(sources, keys)
+                merged = heap_merge(sources, keys)
                 closers.append(merged)
                 rows = _stream_groups(merged, layout.group_by, keys, agg)
             else:
@@ -351,10 +363,10 @@ def _pipeline(
                 having = None  # applied before sorting: fewer rows to sort
     elif layout.order_by:
         if having is None and not spec.distinct:
-            rows = _heap_merge(sources, layout.order_by, offset=offset, limit=limit)
+            rows = heap_merge(sources, layout.order_by, offset=offset, limit=limit)
             windowed = True
         else:
-            rows = _heap_merge(sources, layout.order_by)
+            rows = heap_merge(sources, layout.order_by)
         closers.append(rows)
     else:
         rows = chain.from_iterable(sources)

@@ -1,4 +1,4 @@
-"""Hot reload: versions swapped atomically, bad versions refused, a local snapshot (seed 000 §2.2).
+"""Hot reload: versions swapped atomically, bad versions refused, data never moved, a local snapshot.
 
 A :class:`ConfigHolder` keeps the current :class:`ConfigVersion` in one
 attribute. A reload fetches the source, validates the new text completely
@@ -8,8 +8,16 @@ version, never a mix; readers take no lock. A version that fails validation is
 refused: the old one keeps serving and :attr:`ConfigHolder.last_error` (and the
 :class:`ReloadResult`) say why. Versions are numbered; each good one is
 written to a local snapshot file, and when the source is unreachable at start
-the holder starts from that snapshot instead of refusing to start (seed 000:
-"配置中心挂了就用快照启动").
+the holder starts from that snapshot instead of refusing to start.
+
+A reload may change runtime settings, pools, replicas and weights, never
+where data lives (see :mod:`ddm_core.metadata.placement`): a version that
+would move data is refused with a :class:`~ddm_core.errors.PlacementChangeError`
+naming each table and what moved, and the serving version stays. Placement
+changes come only as migration steps, through
+:meth:`ConfigHolder.publish` (or :meth:`ConfigHolder.reload`) with
+``allow_placement_change=True`` — what the resharding engine calls once the
+rows are where the new version says.
 
 A source is any object with :meth:`ConfigSource.fetch` and
 :meth:`ConfigSource.changed` (:class:`FileSource` here; a config-center client
@@ -19,6 +27,7 @@ cannot reach its backend.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -29,12 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Protocol, runtime_checkable
 
-from ddm_core.errors import ConfigError, SourceUnavailableError
+from ddm_core.errors import ConfigError, PlacementChangeError, SourceUnavailableError
+from ddm_core.metadata.dump import dump_native
 from ddm_core.metadata.load import digest_of, parse_config
 from ddm_core.metadata.model import ShardingConfig
+from ddm_core.metadata.placement import check_placement, placement_changes
 
 __all__ = [
     "SourceUnavailableError",
+    "PlacementChangeError",
     "Fetched",
     "ConfigSource",
     "FileSource",
@@ -86,33 +98,83 @@ class ConfigSource(Protocol):
 
 
 class FileSource:
-    """A configuration file; changes are detected by modification time and size.
+    """A configuration file, taken only once it is complete and stable.
+
+    Publish a new version atomically: write the whole text to a temporary
+    file in the same directory, then rename it over the configuration
+    (``os.replace(tmp, path)`` in Python, ``mv`` in a shell). Readers then see
+    the old file or the new one, never a mix. A file rewritten in place (an
+    editor saving over it, ``cat > ddm.yaml``) can be read half-written, and a
+    truncated YAML file often still parses — cut before ``slots:`` it even
+    validates, with an even slot layout. So :meth:`fetch` reads the file
+    twice, ``settle`` seconds apart, and takes it only when size, modification
+    time, inode and content hash agree; while it keeps changing (up to
+    ``max_wait`` seconds) the source counts as unavailable and the serving
+    version stays. The debounce narrows the window but cannot close it for a
+    writer that stalls mid-file longer than ``settle``: only the rename does.
+    (Independently, :class:`ConfigHolder` refuses a version that moves data.)
 
     Args:
         path: The file.
+        settle: Seconds between the two reads that must agree.
+        max_wait: Seconds a fetch waits for a file that keeps changing.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, settle: float = 0.05, max_wait: float = 5.0) -> None:
+        if settle < 0 or max_wait < 0:
+            raise ValueError(f"settle and max_wait must be >= 0, not {settle} and {max_wait}")
         self.path = Path(path)
+        self.settle = settle
+        self.max_wait = max_wait
 
-    def _revision(self) -> str:
+    def _read(self) -> tuple[str, bytes]:
+        """One look at the file: (revision, content); the revision covers both."""
         st = self.path.stat()
-        return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+        data = self.path.read_bytes()
+        # The hash catches a rewrite of the same size within the file system's mtime granularity.
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}:{digest}", data
+
+    def _pause(self) -> None:
+        time.sleep(self.settle)
+
+    def _stable_read(self) -> tuple[str, bytes]:
+        deadline = time.monotonic() + self.max_wait
+        seen = self._read()
+        while True:
+            self._pause()
+            again = self._read()
+            if again[0] == seen[0]:
+                return again
+            if time.monotonic() >= deadline:
+                raise SourceUnavailableError(
+                    f"configuration file {str(self.path)!r} is still being written: it changed between "
+                    f"reads {self.settle} s apart for {self.max_wait} s; publish new versions by writing "
+                    "a temporary file and renaming it over this one (os.replace)",
+                    path=str(self.path),
+                )
+            seen = again
 
     def fetch(self) -> Fetched:
         try:
-            revision = self._revision()
-            text = self.path.read_text(encoding="utf-8")
+            revision, data = self._stable_read()
         except OSError as exc:
             raise SourceUnavailableError(
                 f"configuration file {str(self.path)!r} cannot be read: {exc.strerror or exc}",
+                path=str(self.path),
+            ) from exc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SourceUnavailableError(
+                f"configuration file {str(self.path)!r} is not UTF-8 text (byte {exc.start})",
                 path=str(self.path),
             ) from exc
         return Fetched(text, revision, str(self.path), self.path.resolve().parent)
 
     def changed(self, revision: str | None) -> bool:
         try:
-            return revision is None or self._revision() != revision
+            return revision is None or self._read()[0] != revision
         except OSError:
             return True  # let fetch() report it
 
@@ -178,8 +240,8 @@ class ReloadResult:
     """What one :meth:`ConfigHolder.reload` did.
 
     Attributes:
-        status: ``"updated"``, ``"unchanged"``, ``"rejected"`` (invalid; the old
-            version keeps serving) or ``"unreachable"``.
+        status: ``"updated"``, ``"unchanged"``, ``"rejected"`` (invalid, or it
+            would move data; the old version keeps serving) or ``"unreachable"``.
         version: The version serving after the call.
         error: Why it was rejected / unreachable.
     """
@@ -201,6 +263,8 @@ class ConfigHolder:
 
     Reading is lock-free: ``v = holder.current`` then use ``v.config`` (take it
     once per unit of work so one statement sees one version throughout).
+    Reloads never move data; :meth:`publish` with ``allow_placement_change=True``
+    is the one way a migration step changes placement.
 
     Args:
         source: A :class:`ConfigSource` (or a path, wrapped in :class:`FileSource`).
@@ -305,19 +369,26 @@ class ConfigHolder:
 
     # -- reload ----------------------------------------------------------------------------
 
-    def reload(self, *, force: bool = False) -> ReloadResult:
+    def reload(self, *, force: bool = False, allow_placement_change: bool = False) -> ReloadResult:
         """Fetch the source; if it changed and is valid, make it the current version.
 
         Args:
             force: Fetch even when the source reports no change.
+            allow_placement_change: This reload is a migration step: the source
+                now holds a version that moves data, and the data has been moved.
+                A version refused earlier only for moving data is taken now.
+                Never set it in a watcher or an ordinary reload.
 
         Returns:
-            What happened; an invalid or unreachable source leaves the current
-            version serving and is reported in the result and :attr:`last_error`.
+            What happened; an invalid or unreachable source, or one that would
+            move data (a :class:`~ddm_core.errors.PlacementChangeError`), leaves
+            the current version serving and is reported in the result and
+            :attr:`last_error`.
         """
         with self._lock:
             current = self._current
-            if not force and not current.from_snapshot and not self.source.changed(self._revision):
+            retry = allow_placement_change and isinstance(self.last_error, PlacementChangeError)
+            if not force and not retry and not current.from_snapshot and not self.source.changed(self._revision):
                 if self._rejected_digest is not None and self.last_error is not None:
                     return ReloadResult("rejected", current, self.last_error)  # the source still holds it
                 return ReloadResult("unchanged", current)
@@ -336,11 +407,13 @@ class ConfigHolder:
                     )
                     self.last_error = None
                 return ReloadResult("unchanged", self._current)
-            if digest == self._rejected_digest and not force and self.last_error is not None:
+            if digest == self._rejected_digest and not force and not retry and self.last_error is not None:
                 self._revision = fetched.revision
                 return ReloadResult("rejected", current, self.last_error)
             try:
                 config = self._parse(fetched)
+                if not allow_placement_change:
+                    check_placement(current.config, config, fetched.origin)
             except ConfigError as exc:
                 self._revision = fetched.revision
                 self._rejected_digest = digest
@@ -352,19 +425,83 @@ class ConfigHolder:
                     exc.message,
                 )
                 return ReloadResult("rejected", current, exc)
-            new = ConfigVersion(current.number + 1, config, digest, time.time(), fetched.origin)
-            self._current = new  # the swap: one reference assignment
             self._revision = fetched.revision
             self._rejected_digest = None
             self.last_error = None
-            log.info("configuration version %d loaded from %s", new.number, fetched.origin)
-            self._write_snapshot(new, fetched)
-            for listener in list(self._listeners):
-                try:
-                    listener(new, current)
-                except Exception:  # a listener must not undo a good reload
-                    log.exception("configuration listener %r failed", listener)
-            return ReloadResult("updated", new)
+            return self._install(current, config, digest, fetched, migration=allow_placement_change)
+
+    def publish(
+        self,
+        config: ShardingConfig | str | Mapping[str, Any],
+        *,
+        allow_placement_change: bool = False,
+        origin: str = "<published>",
+        base_dir: str | os.PathLike[str] | None = None,
+    ) -> ReloadResult:
+        """Make ``config`` the current version directly (not from the source).
+
+        This is the migration API: a resharding step that has moved the rows
+        publishes the configuration saying where they are now, with
+        ``allow_placement_change=True``. Without it, ``config`` is held to the
+        hot-reload rule and may not move data. The source is left alone: until
+        it is updated to the new placement too, a reload from it is refused.
+
+        Args:
+            config: A loaded configuration, or YAML text / a mapping (validated
+                here, like a source's content).
+            allow_placement_change: Accept a version that moves data (logged
+                with every change at WARNING).
+            origin: Names this version in messages and the snapshot.
+            base_dir: Directory relative SQLite paths in text resolve against.
+
+        Returns:
+            ``"updated"``, or ``"unchanged"`` when it equals the serving version.
+
+        Raises:
+            ConfigValidationError: ``config`` is text or a mapping and invalid.
+            PlacementChangeError: it would move data and ``allow_placement_change``
+                is false. The serving version stays in either case.
+        """
+        parsed: ShardingConfig | None = None
+        content: str | Mapping[str, Any]
+        if isinstance(config, ShardingConfig):
+            # Written back in the native format, so the snapshot can load it again.
+            parsed, content = config, dump_native(config, secrets="keep")
+        else:
+            content = config
+        fetched = Fetched(content, "", origin, Path(base_dir) if base_dir is not None else None)
+        with self._lock:
+            current = self._current
+            digest = digest_of(content)
+            if digest == current.digest or (parsed is not None and parsed == current.config):
+                return ReloadResult("unchanged", current)
+            if parsed is None:
+                parsed = self._parse(fetched)
+            if not allow_placement_change:
+                check_placement(current.config, parsed, origin)
+            return self._install(current, parsed, digest, fetched, migration=allow_placement_change)
+
+    def _install(
+        self, current: ConfigVersion, config: ShardingConfig, digest: str, fetched: Fetched, *, migration: bool
+    ) -> ReloadResult:
+        new = ConfigVersion(current.number + 1, config, digest, time.time(), fetched.origin)
+        moved = placement_changes(current.config, config) if migration else ()
+        self._current = new  # the swap: one reference assignment
+        if moved:
+            log.warning(
+                "configuration version %d from %s moves data as a migration step:\n%s",
+                new.number,
+                fetched.origin,
+                "\n".join(f"  - {c}" for c in moved),
+            )
+        log.info("configuration version %d loaded from %s", new.number, fetched.origin)
+        self._write_snapshot(new, fetched)
+        for listener in list(self._listeners):
+            try:
+                listener(new, current)
+            except Exception:  # a listener must not undo a good reload
+                log.exception("configuration listener %r failed", listener)
+        return ReloadResult("updated", new)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(new, old)`` after each update; returns an unsubscribe function."""
@@ -439,7 +576,7 @@ class ConfigHolder:
     def _write_snapshot(self, version: ConfigVersion, fetched: Fetched) -> None:
         path = self.snapshot_path
         if path is None and version.config.metadata.failover_snapshot:
-            path = Path(version.config.metadata.failover_snapshot)  # seed 000 §4.1 failover-snapshot
+            path = Path(version.config.metadata.failover_snapshot)  # metadata.failoverSnapshot
         if path is None:
             return
         data = {

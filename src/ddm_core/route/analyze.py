@@ -71,7 +71,9 @@ class NodeIndex:
     @classmethod
     def of(cls, tree: exp.Expr) -> "NodeIndex":
         index = cls()
-        buckets = {
+        # Each list holds exactly the node type that keys it, a pairing the
+        # dict's type cannot state: the fields above keep the precise types.
+        buckets: dict[type[exp.Expr], list[Any]] = {
             exp.Select: index.selects,
             exp.Table: index.tables,
             exp.Column: index.columns,
@@ -81,7 +83,7 @@ class NodeIndex:
         for node in tree.walk():
             bucket = buckets.get(type(node))
             if bucket is not None:
-                bucket.append(node)  # type: ignore[arg-type]
+                bucket.append(node)
         return index
 
 
@@ -102,18 +104,6 @@ class Analysis:
     @property
     def sharded_scopes(self) -> list[Scope]:
         return [s for s in self.scopes if any(u.kind is TableKind.SHARDED for u in s.uses)]
-
-
-def _tables_of(node: exp.Expression) -> list[exp.Table]:
-    """Tables directly in this SELECT's FROM / JOINs (not inside nested queries)."""
-    out = []
-    for source in [node.args.get("from_"), node.args.get("from"), *(node.args.get("joins") or [])]:
-        if source is None:
-            continue
-        target = source.this if isinstance(source, (exp.From, exp.Join)) else source
-        if isinstance(target, exp.Table) and target.name:
-            out.append(target)
-    return out
 
 
 def analyze(

@@ -3,50 +3,78 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from ddm_core.errors import UnsupportedSQLError
+from ddm_core._text import shorten_sql
+from ddm_core.dialects import INPUT
+from ddm_core.errors import DdmError, UnsupportedSQLError
 from ddm_core.metadata.model import TableKind
-from ddm_core.route.analyze import Analysis, NodeIndex, analyze
+from ddm_core.route.analyze import Analysis, NodeIndex, TableUse, analyze
 from ddm_core.route.conditions import value_source
 from ddm_core.route.context import RouteContext
 from ddm_core.route.ddl import compile_other
 from ddm_core.route.edits import param_edits, table_edits
 from ddm_core.route.insert import compile_insert
-from ddm_core.route.placeholders import Translated
+from ddm_core.route.parse_errors import explain, locate
+from ddm_core.route.placeholders import Translated, source_offset
 from ddm_core.route.query import QueryStatement, ShardKeySet
 from ddm_core.route.select_rewrite import multi_factory
 from ddm_core.route.targets import gene_route
 from ddm_core.route.template import Edit, from_edits
 
-__all__ = ["compile_statement", "parse", "sample"]
+__all__ = ["compile_statement", "parse", "quote_statement"]
 
 _REPLACE = re.compile(r"\A(\s*(?:/\*.*?\*/\s*)*)REPLACE\b", re.I | re.S)
+_HEAD = 24  # characters of a statement's start an error message must show to count as quoting it
+# A %-placeholder or %% escape the caller may have meant, in a statement routed without params.
+_PERCENT_PLACEHOLDER = re.compile(r"%(?:%|s|\([^()]*\)s)")
 
 
-def sample(sql: str, limit: int = 120) -> str:
-    """A statement shortened for messages."""
-    flat = " ".join(sql.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+def parse(text: str, original: str, to_source: Callable[[int], int] | None = None, note: str = "") -> exp.Expr:
+    """Parse one MySQL statement, mapping sqlglot's errors to ours.
 
+    Args:
+        text: What sqlglot parses.
+        original: The caller's statement, quoted in errors.
+        to_source: Maps an offset in ``text`` to the same place in ``original``
+            (default: they are the same text).
+        note: Appended to a parse error's message.
 
-def parse(text: str, original: str) -> exp.Expr:
-    """Parse one MySQL statement, mapping sqlglot's errors to ours."""
+    Raises:
+        UnsupportedSQLError: the statement does not parse (the message says
+            what is wrong in SQL words, at which line and column, with a caret),
+            or it is not exactly one statement.
+    """
     try:
-        trees = sqlglot.parse(text, read="mysql")
+        # A context longer than the text: sqlglot then reports the token's offset exactly.
+        trees = sqlglot.parse(text, read=INPUT, error_message_context=len(text) + 1)
     except (ParseError, TokenError) as err:
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        problem, offset = explain(err, text)
+        where = ""
+        context: dict[str, Any] = {}
+        if offset is not None:
+            offset = to_source(offset) if to_source is not None else offset
+            where = " " + locate(original, offset)
+            context["position"] = offset
         raise UnsupportedSQLError(
-            f"cannot parse statement {sample(original)!r}: {detail}", sql=original
+            f"cannot parse statement {shorten_sql(original)!r}: {problem}{where}{note}", sql=original, **context
+        ) from err
+    except RecursionError:
+        raise
+    except Exception as err:  # noqa: BLE001 - sqlglot trips over some hostile text (IndexError...)
+        raise UnsupportedSQLError(
+            f"cannot parse statement {shorten_sql(original)!r}: it is incomplete or not a statement form "
+            f"ddm-core can read{note}",
+            sql=original,
         ) from err
     statements = [t for t in trees if t is not None]
     if len(statements) != 1:
         raise UnsupportedSQLError(
-            f"expected exactly one statement, got {len(statements)}: {sample(original)!r}", sql=original
+            f"expected exactly one statement, got {len(statements)}: {shorten_sql(original)!r}", sql=original
         )
     return statements[0]
 
@@ -65,7 +93,7 @@ def _check_placeholders(nodes: NodeIndex, found: int, params: dict[str, int], or
         return
     fragment = ":" + stray[0] if stray else ":p"
     raise UnsupportedSQLError(
-        f"placeholder {fragment!r} in {sample(original)!r} is not a supported parameter style "
+        f"placeholder {fragment!r} in {shorten_sql(original)!r} is not a supported parameter style "
         "(use %s, %(name)s or ?)",
         sql=original,
         construct=fragment,
@@ -78,22 +106,73 @@ def compile_statement(ctx: RouteContext, translated: Translated, source: str | N
     ``source``: the caller's own text, quoted in error messages (default: the translated text).
     """
     original = translated.sql if source is None else source
+    try:
+        return _compile_statement(ctx, translated, original)
+    except DdmError as err:
+        quote_statement(err, original)
+        raise
+    except RecursionError:
+        raise UnsupportedSQLError(
+            f"statement {shorten_sql(original)!r} nests too deeply to route (parentheses, subqueries or "
+            "chained operators several hundred levels deep)",
+            sql=original,
+            construct="nesting",
+        ) from None
+
+
+def quote_statement(err: DdmError, sql: str) -> None:
+    """Make ``err``'s message quote ``sql`` (appended when the message does not already show its start).
+
+    Every routing error names the statement it is about, also those raised deep
+    in analysis or routing that only know a table or a value.
+    """
+    head = shorten_sql(sql[:400], _HEAD)
+    message = err.message
+    if head.endswith("..."):
+        head = head[:-3]
+    inner = repr(head)[1:-1].replace("\\'", "'")  # repr escapes ' only when the text also holds a "
+    if any(form in message for form in (head, inner, inner.replace("'", "\\'"))):
+        return
+    err.message = f"{message} (statement: {shorten_sql(sql)!r})"
+    err.args = (err.message, *err.args[1:])
+    if "sql" not in err.context:
+        err.context["sql"] = sql
+        setattr(err, "sql", sql)
+
+
+def _compile_statement(ctx: RouteContext, translated: Translated, original: str) -> Any:
     numbered = translated.numbered()
     found = _REPLACE.match(numbered)
     replace_span = (found.end(1), found.end(1) + len("INSERT")) if found else None
     # sqlglot reads REPLACE INTO as an opaque command: parse it as INSERT, write REPLACE back.
     text = numbered[: found.end(1)] + "INSERT" + numbered[found.end() :] if found else numbered
-    tree = parse(text, original)
+
+    def to_source(offset: int) -> int:
+        if replace_span is not None and offset >= replace_span[0]:  # "INSERT" is one shorter than "REPLACE"
+            offset = replace_span[0] if offset < replace_span[1] else offset + 1
+        return source_offset(translated, original, offset)
+
+    note = ""
+    if not translated.formatted and _PERCENT_PLACEHOLDER.search(original):
+        note = (
+            " (no parameters were given, so the text is read as sent, as PyMySQL does: '%s' and "
+            "'%(name)s' are no placeholders and '%%' no escape; pass the parameters, [] for none)"
+        )
+    tree = parse(text, original, to_source, note)
     params = {f"p{i}": i for i in range(len(translated.names))}
     spans = param_edits(text)  # one scan, shared: a 10 000-row INSERT has 30 000 of them
     nodes = NodeIndex.of(tree)  # one walk of the tree for all of first-sight analysis
     _check_placeholders(nodes, len(spans), params, original)
     if isinstance(tree, (exp.Condition, exp.Alias, exp.Identifier, exp.Tuple, exp.Star)):
         # sqlglot accepts a bare expression ("SELEC * FORM t" reads as an alias): not a statement.
-        raise UnsupportedSQLError(f"not a SQL statement: {sample(original)!r}", sql=original)
+        raise UnsupportedSQLError(f"not a SQL statement: {shorten_sql(original)!r}", sql=original)
+    if any(not select.expressions for select in nodes.selects):
+        raise UnsupportedSQLError(
+            f"cannot parse statement {shorten_sql(original)!r}: SELECT without a select list", sql=original
+        )
     if any(isinstance(t.this, exp.Placeholder) for t in nodes.tables):
         raise UnsupportedSQLError(
-            f"a parameter placeholder cannot stand for a table name in {sample(original)!r}; "
+            f"a parameter placeholder cannot stand for a table name in {shorten_sql(original)!r}; "
             "table names are part of the SQL text",
             sql=original,
             construct="placeholder as table",
@@ -145,18 +224,17 @@ def _check_written_tables(tree: exp.Update | exp.Delete, analysis: Analysis) -> 
             if use is not None:
                 written.append(use)
     else:
-        first = tree.this
         for assignment in tree.expressions:
             col = assignment.left if isinstance(assignment, exp.EQ) else None
             if isinstance(col, exp.Column):
-                use = by_alias.get(col.table.lower()) if col.table else by_alias.get(
-                    ((first.alias or first.name) if isinstance(first, exp.Table) else "").lower())
+                use = _written_use(tree, col, by_alias)
                 if use is not None:
                     written.append(use)
     for use in written:
         if use.kind is TableKind.BROADCAST:
             raise UnsupportedSQLError(
-                f"{type(tree).__name__.upper()} changes broadcast table {use.name!r} together with sharded "
+                f"{'UPDATE' if isinstance(tree, exp.Update) else 'DELETE'} changes broadcast table "
+                f"{use.name!r} together with sharded "
                 f"table {analysis.primary.name!r}; it would run only where the shard is, leaving "  # type: ignore[union-attr]
                 f"{use.name!r} different elsewhere. Change {use.name!r} in a statement of its own",
                 tables=(use.name, analysis.primary.name),  # type: ignore[union-attr]
@@ -175,10 +253,18 @@ def _reason(analysis: Analysis) -> str:
     return "; ".join(parts) or "not sharded by any column"
 
 
+def _written_use(tree: exp.Update, col: exp.Column, by_alias: dict[str, TableUse]) -> TableUse | None:
+    """The table ``SET [alias.]col = ...`` writes; an unqualified column is the first table's."""
+    first = tree.this
+    key = col.table or ((first.alias or first.name) if isinstance(first, exp.Table) else "")
+    return by_alias.get(key.lower())
+
+
 def _shard_key_sets(tree: exp.Update, analysis: Analysis, params: dict[str, int]) -> list[ShardKeySet]:
     primary = analysis.primary
     if primary is None:
         return []
+    by_alias = {(u.alias or u.name).lower(): u for u in analysis.uses}
     columns = {c.lower() for c in primary.sharding_columns}
     gene = gene_route(primary)
     if gene is not None:  # gene ids route the database too: changing one moves the row as well
@@ -192,6 +278,9 @@ def _shard_key_sets(tree: exp.Update, analysis: Analysis, params: dict[str, int]
             continue
         right = assignment.right
         same = isinstance(right, exp.Column) and right.name.lower() == name
-        out.append(ShardKeySet(name, value_source(right, params), same))
+        written = _written_use(tree, assignment.left, by_alias)
+        # Name the table the statement writes, not its binding group's first table.
+        table = written.name if written is not None else primary.name
+        out.append(ShardKeySet(name, value_source(right, params), same, table))
     return out
 

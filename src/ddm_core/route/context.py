@@ -12,7 +12,7 @@ from ddm_core.metadata.model import ShardedTable, ShardingConfig
 from ddm_core.route.hints import Hint
 from ddm_core.route.targets import TableRouter
 
-__all__ = ["RouteContext", "physical_name"]
+__all__ = ["RouteContext", "RouteStats", "physical_name"]
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
 
@@ -23,15 +23,24 @@ def physical_name(name: str) -> str:
 
 
 @dataclass(slots=True)
+class RouteStats:
+    """Counters a router keeps across configuration versions (each version's context shares them)."""
+
+    #: Routes of statements with a fast path that the general path answered instead (each says so in its plan).
+    fast_path_misses: int = 0
+
+
+@dataclass(slots=True)
 class RouteContext:
     """One configuration version plus what routing derives from it (built lazily)."""
 
     config: ShardingConfig
+    stats: RouteStats = field(default_factory=RouteStats)
     _routers: dict[str, TableRouter] = field(default_factory=dict)
     _comments: dict[str, str] = field(default_factory=dict)
 
     def comment(self, data_source: str) -> str:
-        """``/* app=...,shard=ds_2 */ `` to prefix unit SQL with (seed 000 §5.5), or ``""`` when off."""
+        """``/* app=...,shard=ds_2 */ `` to prefix unit SQL with, or ``""`` when off (docs/operations.md#sql-comments)."""
         text = self._comments.get(data_source)
         if text is None:
             runtime = self.config.runtime
@@ -71,7 +80,7 @@ class RouteContext:
         return algorithm.precise(router.sources, {column: hint.strategy_value})
 
     def check_full_route(self, table: ShardedTable, nodes: int, is_write: bool) -> None:
-        """Refuse an all-shard route the runtime switches forbid (seed 000 §4.1, §5.1)."""
+        """Refuse an all-shard route the runtime switches forbid (docs/operations.md#full-routes)."""
         runtime = self.config.runtime
         columns = ", ".join(table.sharding_columns) or "(none configured)"
         if is_write and not runtime.allow_dml_full_route:

@@ -11,7 +11,8 @@ variable, so it is
   created, and what it sets afterwards never reaches its siblings or parent;
 * always reset when its scope ends, exceptions included (``Token.reset``), so a
   worker thread reused by a pool never carries one request's shard key into the
-  next request (seed 002 §2.3, the Tomcat thread-pool leak).
+  next request (the classic leak of thread-local hints in servlet-style thread
+  pools; docs/architecture.md#hints-live-in-context-variables).
 
 Two ways in::
 
@@ -21,14 +22,15 @@ Two ways in::
     @shard_database(key="order.user.id", strategy="user_id_mod_16")
     def place(order): ...                           # hint set for the call
 
-:func:`shard_database` mirrors seed 002's ``@ShardDatabase(key, strategy,
-forceMaster)``: ``key`` is a dotted path whose first segment is a parameter
-name and whose further segments are attributes or mapping keys; ``strategy`` is
-the *id* of a configured sharding algorithm (a string, never a class: seed 002
-§2.2); the value is resolved before the function body runs (§3.1), and a
-missing value or ``None`` raises :class:`~ddm_core.errors.ShardKeyNotFoundError`
-instead of falling back to a default database (§2.1). On a class it sets a
-default that every public method inherits (§2.3).
+:func:`shard_database` works like the ``@ShardDatabase(key, strategy,
+forceMaster)`` annotations of Java sharding SDKs: ``key`` is a dotted path whose
+first segment is a parameter name and whose further segments are attributes or
+mapping keys; ``strategy`` is the *id* of a configured sharding algorithm (a
+string, never a class: docs/architecture.md#strategy-ids-not-classes); the value
+is resolved before the function body runs, and a missing value or ``None``
+raises :class:`~ddm_core.errors.ShardKeyNotFoundError` instead of falling back
+to a default database. On a class it sets a default that every public method
+inherits.
 
 Precedence inside one hint is the router's business; the intended order is
 ``database``/``table`` (forced) over ``strategy``/``strategy_value`` over the
@@ -255,7 +257,7 @@ def _check_text(name: str, value: object) -> str:
         hint_text = (
             "use @shard_database(key=..., strategy=...) with parentheses"
             if name == "key"
-            else "pass the id of a configured sharding algorithm, never a class (seed 002 §2.2)"
+            else "pass the id of a configured sharding algorithm, never a class"
         )
         raise ConfigError(f"@shard_database({name}=...) takes a string; {hint_text}", field=name, value=value)
     raise ConfigError(
@@ -388,8 +390,25 @@ class _Resolver:
             ) from exc
 
 
+_MakeHint = Callable[[tuple[Any, ...], dict[str, Any]], Hint]
+
+
 def _build_wrapper(func: Callable[..., Any], spec: ShardSpec, where: str) -> Callable[..., Any]:
     """Wrap ``func`` so each call runs inside the hint ``spec`` resolves to."""
+    make_hint = _hint_maker(func, spec, where)
+    if inspect.iscoroutinefunction(func):
+        wrapper = _coroutine_wrapper(func, make_hint)
+    elif inspect.isasyncgenfunction(func):
+        wrapper = _async_generator_wrapper(func, make_hint)
+    elif inspect.isgeneratorfunction(func):
+        wrapper = _generator_wrapper(func, make_hint)
+    else:
+        wrapper = _plain_wrapper(func, make_hint)
+    return _mark(wrapper, func, spec)
+
+
+def _hint_maker(func: Callable[..., Any], spec: ShardSpec, where: str) -> _MakeHint:
+    """One call's arguments → the hint its body runs in (the active hint, plus the resolved key)."""
     resolver = _Resolver(func, spec.key, where)
     strategy = spec.strategy
     force_primary = spec.force_primary
@@ -398,81 +417,110 @@ def _build_wrapper(func: Callable[..., Any], spec: ShardSpec, where: str) -> Cal
         value = resolver(args, kwargs)
         return _merged(_get(), None, None, _UNSET, _UNSET, strategy, value, force_primary)
 
-    wrapper: Callable[..., Any]
-    if inspect.iscoroutinefunction(func):
+    return make_hint
 
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            token = _set(make_hint(args, kwargs))
+
+def _plain_wrapper(func: Callable[..., Any], make_hint: _MakeHint) -> Callable[..., Any]:
+    """The hint is set for the call."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        token = _set(make_hint(args, kwargs))
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _reset(token)
+
+    return wrapper
+
+
+def _coroutine_wrapper(func: Callable[..., Any], make_hint: _MakeHint) -> Callable[..., Any]:
+    """The hint is set while the coroutine runs (its task's context)."""
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        token = _set(make_hint(args, kwargs))
+        try:
+            return await func(*args, **kwargs)
+        finally:
+            _reset(token)
+
+    return wrapper
+
+
+def _generator_wrapper(func: Callable[..., Any], make_hint: _MakeHint) -> Callable[..., Any]:
+    """The hint is set only while the generator's own body runs, step by step.
+
+    The caller's code between two ``next()`` calls runs without it; values
+    sent and exceptions thrown in are passed through, and closing closes the
+    wrapped generator inside the hint.
+    """
+
+    def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        current = make_hint(args, kwargs)
+        gen = func(*args, **kwargs)
+        sent: Any = None
+        error: BaseException | None = None
+        while True:
+            token = _set(current)
             try:
-                return await func(*args, **kwargs)
+                item = gen.send(sent) if error is None else gen.throw(error)
+            except StopIteration as stop:
+                return stop.value
             finally:
                 _reset(token)
-
-    elif inspect.isasyncgenfunction(func):
-
-        async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-            current = make_hint(args, kwargs)
-            agen = func(*args, **kwargs)
-            sent: Any = None
-            error: BaseException | None = None
-            while True:
-                token = _set(current)
-                try:
-                    item = await (agen.asend(sent) if error is None else agen.athrow(error))
-                except StopAsyncIteration:
-                    return
-                finally:
-                    _reset(token)
-                    error = None
-                try:
-                    sent = yield item
-                except GeneratorExit:
-                    token = _set(current)
-                    try:
-                        await agen.aclose()
-                    finally:
-                        _reset(token)
-                    raise
-                except BaseException as exc:  # delivered into the wrapped generator
-                    error, sent = exc, None
-
-    elif inspect.isgeneratorfunction(func):
-
-        def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-            current = make_hint(args, kwargs)
-            gen = func(*args, **kwargs)
-            sent: Any = None
-            error: BaseException | None = None
-            while True:
-                token = _set(current)
-                try:
-                    item = gen.send(sent) if error is None else gen.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                finally:
-                    _reset(token)
-                    error = None
-                try:
-                    sent = yield item
-                except GeneratorExit:
-                    token = _set(current)
-                    try:
-                        gen.close()
-                    finally:
-                        _reset(token)
-                    raise
-                except BaseException as exc:  # delivered into the wrapped generator
-                    error, sent = exc, None
-
-    else:
-
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            token = _set(make_hint(args, kwargs))
+                error = None
             try:
-                return func(*args, **kwargs)
+                sent = yield item
+            except GeneratorExit:
+                token = _set(current)
+                try:
+                    gen.close()
+                finally:
+                    _reset(token)
+                raise
+            except BaseException as exc:  # delivered into the wrapped generator
+                error, sent = exc, None
+
+    return wrapper
+
+
+def _async_generator_wrapper(func: Callable[..., Any], make_hint: _MakeHint) -> Callable[..., Any]:
+    """:func:`_generator_wrapper` for async generators."""
+
+    async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        current = make_hint(args, kwargs)
+        agen = func(*args, **kwargs)
+        sent: Any = None
+        error: BaseException | None = None
+        while True:
+            token = _set(current)
+            try:
+                item = await (agen.asend(sent) if error is None else agen.athrow(error))
+            except StopAsyncIteration:
+                return
             finally:
                 _reset(token)
+                error = None
+            try:
+                sent = yield item
+            except GeneratorExit:
+                token = _set(current)
+                try:
+                    await agen.aclose()
+                finally:
+                    _reset(token)
+                raise
+            except BaseException as exc:  # delivered into the wrapped generator
+                error, sent = exc, None
 
+    return wrapper
+
+
+def _mark(wrapper: Callable[..., Any], func: Callable[..., Any], spec: ShardSpec) -> Callable[..., Any]:
+    """Give ``wrapper`` ``func``'s name and docs, and remember the spec and the original.
+
+    The class decorator reads both back to rebuild a method's wrapper with the
+    class's defaults filled in.
+    """
     functools.update_wrapper(wrapper, func)
     setattr(wrapper, _SPEC_ATTR, spec)
     setattr(wrapper, _ORIGINAL_ATTR, func)
@@ -506,10 +554,7 @@ def _deferred_wrapper(func: Callable[..., Any], spec: ShardSpec, where: str) -> 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             raise fail()
 
-    functools.update_wrapper(wrapper, func)
-    setattr(wrapper, _SPEC_ATTR, spec)
-    setattr(wrapper, _ORIGINAL_ATTR, func)
-    return wrapper
+    return _mark(wrapper, func, spec)
 
 
 def _complete(spec: ShardSpec, where: str, *, class_default: bool) -> None:
@@ -519,7 +564,7 @@ def _complete(spec: ShardSpec, where: str, *, class_default: bool) -> None:
             source = "neither the method nor its class" if class_default else "it"
             raise ConfigError(
                 f"@shard_database on {where}: {source} gives a {field}"
-                + (" (seed 002: a shard key path such as 'order.user.id')" if field == "key" else "")
+                + (" (a shard key path such as 'order.user.id')" if field == "key" else "")
                 + (" (the id of a configured sharding algorithm)" if field == "strategy" else ""),
                 function=where,
                 field=field,
@@ -574,7 +619,7 @@ def _decorate_class(cls: type[_T], default: ShardSpec) -> type[_T]:
 
 
 def shard_database(key: str = "", strategy: str = "", force_primary: bool = False) -> Callable[[_T], _T]:
-    """Route calls by a shard key taken from their arguments (seed 002 ``@ShardDatabase``).
+    """Route calls by a shard key taken from their arguments (like Java's ``@ShardDatabase``).
 
     On a function or method (sync, ``async``, generator, async generator), each
     call resolves ``key`` from its arguments *before* the body runs, then runs

@@ -10,13 +10,14 @@ compiled paths, so a 10 000-row INSERT costs no 10 000 algorithm calls.
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Sequence
 
 from sqlglot import exp
 
+from ddm_core.dialects import INPUT
 from ddm_core.errors import ShardKeyUpdateError, ShardValueError, UnsupportedSQLError
 from ddm_core.hashing import slot_of
 from ddm_core.ids import GeneIdGenerator, Snowflake, gene_of
@@ -26,6 +27,7 @@ from ddm_core.route.conditions import Param, Source, value_source
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.edits import span, table_edits
 from ddm_core.route.hints import Hint
+from ddm_core.route.insert_fast import OneRowInsert, one_row_insert
 from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
 from ddm_core.route.query import QueryStatement
 from ddm_core.route.targets import gene_route, route_rows
@@ -40,13 +42,24 @@ _SCAN = re.compile(
 )
 
 
-@lru_cache(maxsize=None)
+# One generator per (kind, worker id, gene bits) for the whole process, on purpose
+# not per router or per config: two routers (two executors, a config reload) with
+# the same worker id must draw from one sequence, or both could hand out the same
+# id within one millisecond. Worker ids are 0..1023, so this stays small.
+_GENERATORS: dict[tuple[str, int, int], Any] = {}
+_GENERATORS_LOCK = threading.Lock()
+
+
 def _generator(kind: str, worker_id: int, gene_bits: int) -> Any:
-    # One generator per (kind, worker) for the whole process: a config reload
-    # must not restart a sequence inside the same millisecond.
-    if kind == "GENE":
-        return GeneIdGenerator(worker_id, gene_bits)
-    return Snowflake(worker_id)
+    key = (kind, worker_id, gene_bits)
+    gen = _GENERATORS.get(key)
+    if gen is None:
+        with _GENERATORS_LOCK:  # two first callers must not each start a sequence
+            gen = _GENERATORS.get(key)
+            if gen is None:
+                gen = GeneIdGenerator(worker_id, gene_bits) if kind == "GENE" else Snowflake(worker_id)
+                _GENERATORS[key] = gen
+    return gen
 
 
 def generator_for(spec: KeyGeneratorSpec) -> Any:
@@ -100,8 +113,24 @@ class InsertStatement:
                     table=table.name,
                     column=c,
                 )
+        self._one_row: OneRowInsert | None | bool = None  # the fast path, decided on first use
 
     def route(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan:
+        if hint is None and len(self.rows) == 1:
+            if self._one_row is None:
+                self._one_row = one_row_insert(self) or False
+            if self._one_row:
+                return self._one_row.route(bound, lambda: self._route_rows(bound, hint))  # type: ignore[union-attr]
+        return self._route_rows(bound, hint)
+
+    @property
+    def fast_path(self) -> str | None:
+        """Which values decide the node of a one-row INSERT on the fast path (``None``: batch routing)."""
+        if self._one_row is None:
+            self._one_row = one_row_insert(self) or False
+        return self._one_row.description if self._one_row else None  # type: ignore[union-attr]
+
+    def _route_rows(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan:
         table = self.table
         n = len(self.rows)
         generated = self._generate(bound)
@@ -331,7 +360,7 @@ def _check_insert_select(tree: exp.Insert, target: exp.Table, analysis: Any) -> 
         if not (isinstance(value, exp.Column) and value.name.lower() == column.lower()):
             raise UnsupportedSQLError(
                 f"INSERT ... SELECT into sharded table {name!r} sets shard column {column!r} from "
-                f"{value.sql(dialect='mysql')!r}; only the selected rows' own {column!r} keeps each "
+                f"{value.sql(dialect=INPUT)!r}; only the selected rows' own {column!r} keeps each "
                 "row on the shard it is read from",
                 table=name,
                 column=column,

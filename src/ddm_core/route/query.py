@@ -12,14 +12,14 @@ from typing import Any, Callable, Sequence
 
 from sqlglot import exp
 
-from ddm_core.errors import DdmError, RoutingError, ShardKeyUpdateError, UnsupportedSQLError
+from ddm_core.errors import RoutingError, ShardKeyUpdateError, UnsupportedSQLError
 from ddm_core.metadata.model import ShardedTable, TableKind
 from ddm_core.route.analyze import Analysis, Scope
 from ddm_core.route.conditions import Eq, Literal, Param, Source
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
 from ddm_core.route.plan import MergeSpec, NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
-from ddm_core.route.fast import PointRoute, point_route
+from ddm_core.route.fast import PointRoute, miss_note, point_route
 from ddm_core.route.targets import Picked
 from ddm_core.route.template import Template
 
@@ -44,6 +44,7 @@ class ShardKeySet:
     column: str
     source: Source | None  # None: not a plain value (an expression) → refused
     same_column: bool  # SET k = k
+    table: str  # the logic table written, as the statement names it
 
 
 class QueryStatement:
@@ -109,15 +110,20 @@ class QueryStatement:
     # -- routing ---------------------------------------------------------------------
 
     def route(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan:
+        miss: Exception | None = None
         if hint is None and self._point is not False:
             point = self._point if self._point is not None else self._init_point()
             if point:
                 try:
-                    node = point.node(bound)  # type: ignore[union-attr]
-                except DdmError:
-                    pass  # the general path raises the same error, with its full context
+                    found = point.pick(bound)  # type: ignore[union-attr]
+                except Exception as exc:  # the general path decides, and raises the real error
+                    miss = exc
                 else:
-                    return self._single_plan(node, bound)
+                    if type(found) is int:
+                        return self._single_plan(found, bound)
+                    if len(found) == 1:
+                        return self._single_plan(found[0], bound)
+                    return self._plan(Picked(found, False, ""), bound, hint)
         if self.primary is None:
             return self._route_unsharded(bound, hint)
         if self.mode == "conditions":
@@ -125,8 +131,24 @@ class QueryStatement:
         else:
             every = self.ctx.router_of(self.primary).every
             picked = Picked(every if self.mode == "every" else every[:1], False, "")
-        nodes = picked.nodes
+        plan = self._plan(picked, bound, hint, miss)
+        if miss is not None:
+            self.ctx.stats.fast_path_misses += 1  # a silent slow route: counted, and named in the plan
+        return plan
+
+    @property
+    def fast_path(self) -> str | None:
+        """Which conditions decide the target on the fast path, or ``None`` (every call takes the general path)."""
+        if self.primary is None:
+            return None
+        point = self._point if self._point is not None else self._init_point()
+        return point.description if point else None  # type: ignore[union-attr]
+
+    def _plan(self, picked: Picked, bound: Sequence[Any], hint: Hint | None, miss: Exception | None = None) -> RoutePlan:
+        """The plan for the picked nodes: the general path's, which a multi-node fast pick joins."""
         primary = self.primary
+        assert primary is not None
+        nodes = picked.nodes
         if not nodes:
             # Nothing can match; one node still answers with the right columns.
             nodes = (0,)
@@ -173,6 +195,8 @@ class QueryStatement:
             reason = self.reason
         if picked.note:
             reason += f"; {picked.note}"
+        if miss is not None:
+            reason += miss_note(miss)
         return RoutePlan(
             tuple(units),
             kind,
@@ -289,10 +313,10 @@ class QueryStatement:
                 if moved.nodes == tuple(nodes) and _only_column(primary, item.column):
                     continue
             raise ShardKeyUpdateError(
-                f"UPDATE sets shard column {item.column!r} of {primary.name!r}; that moves the row "
+                f"UPDATE sets shard column {item.column!r} of {item.table!r}; that moves the row "
                 "to another shard. Delete and re-insert it instead (only SET k = k, or a value "
                 "that provably routes to the same shard, is allowed)",
-                table=primary.name,
+                table=item.table,
                 column=item.column,
             )
 

@@ -13,10 +13,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from ddm_core.errors import UnsupportedSQLError
+from ddm_core.errors import DdmError, UnsupportedSQLError
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.model import ShardingConfig
-from ddm_core.route.compile import compile_statement
+from ddm_core.route.compile import compile_statement, quote_statement
 from ddm_core.route.context import RouteContext
 from ddm_core.route.hints import Hint, current_hint
 from ddm_core.route.placeholders import Translated, translate
@@ -37,6 +37,8 @@ class CacheInfo:
     misses: int
     size: int
     maxsize: int
+    #: Cached statements with a fast path routed by the general path instead (see the plan's reason).
+    fast_path_misses: int = 0
 
 
 class _Entry:
@@ -63,7 +65,9 @@ class Router:
             raise ValueError(f"cache_size must be >= 1, not {cache_size}")
         self._holder = None if isinstance(config, ShardingConfig) else config
         self._maxsize = cache_size
-        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        # Keyed by the SQL text; ``(sql,)`` for a text with ``%`` routed without params,
+        # which is read as sent rather than %-formatted (see placeholders.translate).
+        self._cache: OrderedDict[str | tuple[str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
@@ -86,16 +90,27 @@ class Router:
         return self._ctx.config
 
     def use_config(self, config: ShardingConfig) -> None:
-        """Switch to another configuration version; cached plans are dropped."""
+        """Switch to another configuration version; cached plans are dropped.
+
+        A statement being compiled meanwhile is served from the version it
+        started with but not cached (see :meth:`_compile`).
+        """
         with self._lock:
-            self._ctx = RouteContext(config)
-            self._cache.clear()
+            self._switch(config)
+
+    def _switch(self, config: ShardingConfig) -> None:
+        # A new context per version: its identity is the generation _compile checks.
+        self._ctx = RouteContext(config, self._ctx.stats)
+        self._cache.clear()
 
     def _sync(self) -> None:
-        if self._holder is not None:
-            config = self._current_config(self._holder)
-            if config is not self._ctx.config:
-                self.use_config(config)
+        holder = self._holder
+        if holder is not None and holder.config is not self._ctx.config:
+            with self._lock:
+                # Read again under the lock: a thread that read an older version first must not put it back.
+                config = self._current_config(holder)
+                if config is not self._ctx.config:
+                    self._switch(config)
 
     # -- routing -------------------------------------------------------------
 
@@ -114,39 +129,56 @@ class Router:
         """
         if self._holder is not None:
             self._sync()
-        entry = self._cache.get(sql)
+        key: Any = sql
+        if params is None and isinstance(sql, str) and "%" in sql:
+            key = (sql,)  # sent unchanged without params, as PyMySQL does: ``%`` is modulo
+        try:
+            entry = self._cache.get(key)
+        except TypeError:  # unhashable, so not SQL text: _compile says so
+            entry = None
         if entry is None:
-            entry = self._compile(sql)
+            entry = self._compile(sql, key)
         else:
             self._hits += 1
             try:
-                self._cache.move_to_end(sql)
+                self._cache.move_to_end(key)
             except KeyError:  # evicted by another thread meanwhile
                 pass
-        bound = entry.translated.bind(params)
-        return entry.statement.route(bound, current_hint())
+        try:
+            bound = entry.translated.bind(params)
+            return entry.statement.route(bound, current_hint())
+        except DdmError as err:  # no cost on the way through; on a refusal, name the statement
+            quote_statement(err, sql)
+            raise
 
     def compile(self, sql: str) -> Compiled:
         """The compiled (and cached) statement for ``sql``."""
-        entry = self._cache.get(sql)
+        self._sync()
+        try:
+            entry = self._cache.get(sql)
+        except TypeError:  # unhashable, so not SQL text: _compile says so
+            entry = None
         return (entry or self._compile(sql)).statement
 
-    def _compile(self, sql: str) -> _Entry:
+    def _compile(self, sql: str, key: Any = None) -> _Entry:
         if not isinstance(sql, str):
             raise UnsupportedSQLError(f"SQL must be a str, got {type(sql).__name__}", sql=sql)
-        translated = translate(sql)
-        statement = compile_statement(self._ctx, translated, sql)
+        ctx = self._ctx  # one version for the whole build, read once
+        translated = translate(sql, formatted=not isinstance(key, tuple))
+        statement = compile_statement(ctx, translated, sql)
         entry = _Entry(translated, statement)
         with self._lock:
             self._misses += 1
-            self._cache[sql] = entry
-            if len(self._cache) > self._maxsize:
-                self._cache.popitem(last=False)
+            # Built on a version a reload replaced meanwhile: good for this call, never cached.
+            if ctx is self._ctx:
+                self._cache[sql if key is None else key] = entry
+                if len(self._cache) > self._maxsize:
+                    self._cache.popitem(last=False)
         return entry
 
     def cache_info(self) -> CacheInfo:
         """Plan cache hit / miss counters and size."""
-        return CacheInfo(self._hits, self._misses, len(self._cache), self._maxsize)
+        return CacheInfo(self._hits, self._misses, len(self._cache), self._maxsize, self._ctx.stats.fast_path_misses)
 
     def clear_cache(self) -> None:
         with self._lock:

@@ -1,6 +1,7 @@
 """Rewriting a SELECT that reaches several shards, and the merge spec that finishes it.
 
-What each unit runs and why (ShardingSphere's rewrite rules, seed 000 §4.3):
+What each unit runs and why (ShardingSphere's rewrite rules;
+docs/architecture.md#rewriting-multi-shard-selects):
 
 * ``LIMIT n OFFSET m`` → ``LIMIT m+n`` from 0 on every unit; the merger skips
   ``m`` rows and keeps ``n``. Deeper than ``max_offset`` is refused (use a
@@ -26,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 from sqlglot import exp
 
+from ddm_core.dialects import INPUT, input_dialect
 from ddm_core.errors import DeepPaginationError, RoutingError, UnsupportedSQLError
 from ddm_core.metadata.model import TableKind
 from ddm_core.route.analyze import Analysis
@@ -37,6 +39,8 @@ from ddm_core.route.template import from_tree, table_marker
 
 __all__ = ["multi_factory"]
 
+#: HAVING is evaluated by the merger, with the literals read as the statement's dialect reads them.
+_INPUT = input_dialect()
 _AGGREGATES: dict[type[exp.Expr], str] = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG"}
 
 
@@ -153,10 +157,10 @@ class _Rewriter:
             if func is None:
                 if any(isinstance(n, tuple(_AGGREGATES)) for n in inner.find_all(*_AGGREGATES)):
                     raise UnsupportedSQLError(
-                        f"select item {item.sql(dialect='mysql')!r} computes with an aggregate; across "
+                        f"select item {item.sql(dialect=INPUT)!r} computes with an aggregate; across "
                         "shards only plain COUNT/SUM/MIN/MAX/AVG items can be merged (select them "
                         "separately and compute in the application)",
-                        construct=item.sql(dialect="mysql"),
+                        construct=item.sql(dialect=INPUT),
                     )
                 continue
             if star:
@@ -167,13 +171,13 @@ class _Rewriter:
             found = True
             arg = inner.this
             distinct = isinstance(arg, exp.Distinct)
-            self.names[i] = item.alias or inner.sql(dialect="mysql")
+            self.names[i] = item.alias or inner.sql(dialect=INPUT)
             if distinct:
                 if func not in ("COUNT", "SUM") or len(arg.expressions) != 1:
                     raise UnsupportedSQLError(
-                        f"{inner.sql(dialect='mysql')!r} across shards: only COUNT(DISTINCT x) and "
+                        f"{inner.sql(dialect=INPUT)!r} across shards: only COUNT(DISTINCT x) and "
                         "SUM(DISTINCT x) of one expression can be merged",
-                        construct=inner.sql(dialect="mysql"),
+                        construct=inner.sql(dialect=INPUT),
                     )
                 value = arg.expressions[0].copy()
                 self._replace_item(i, value)
@@ -364,8 +368,8 @@ def _compile_having(node: exp.Expr, rw: _Rewriter, items: list[exp.Expression], 
         return lambda row, b: row[column]
     raise UnsupportedSQLError(
         f"HAVING across shards supports comparisons, AND/OR/NOT, + - * / and aggregates; "
-        f"not {node.sql(dialect='mysql')!r}",
-        construct=node.sql(dialect="mysql"),
+        f"not {node.sql(dialect=INPUT)!r}",
+        construct=node.sql(dialect=INPUT),
     )
 
 
@@ -391,13 +395,13 @@ def _aggregate_column(node: exp.Expr, rw: _Rewriter) -> int:
     func = _AGGREGATES.get(type(node))
     if func is None:
         raise UnsupportedSQLError(
-            f"HAVING refers to {node.sql(dialect='mysql')!r}, which is neither a select item nor an aggregate",
-            construct=node.sql(dialect="mysql"),
+            f"HAVING refers to {node.sql(dialect=INPUT)!r}, which is neither a select item nor an aggregate",
+            construct=node.sql(dialect=INPUT),
         )
     if isinstance(node.this, exp.Distinct):
         raise UnsupportedSQLError(
-            f"HAVING {node.sql(dialect='mysql')!r} across shards: select the DISTINCT aggregate as an item first",
-            construct=node.sql(dialect="mysql"),
+            f"HAVING {node.sql(dialect=INPUT)!r} across shards: select the DISTINCT aggregate as an item first",
+            construct=node.sql(dialect=INPUT),
         )
     if func == "AVG":
         sum_at = rw._derive(exp.Sum(this=node.this.copy()), "h")
@@ -429,7 +433,7 @@ def _binary(op: Callable[[Any, Any], Any], node: exp.Binary, rw: _Rewriter, item
 
 
 def _exact(node: exp.Expr, value: Any) -> Any:
-    """A HAVING number literal as MySQL reads it: ``123.45`` is an exact DECIMAL, not a float.
+    """A HAVING number literal as the input dialect reads it: ``123.45`` is an exact DECIMAL in MySQL.
 
     (``1.5e3`` stays a float: MySQL reads exponent notation as DOUBLE.)
     """
@@ -437,7 +441,7 @@ def _exact(node: exp.Expr, value: Any) -> Any:
         literal = node
         while isinstance(literal, (exp.Paren, exp.Neg)):
             literal = literal.this
-        if isinstance(literal, exp.Literal) and "e" not in literal.this.lower():
+        if isinstance(literal, exp.Literal) and _INPUT.exact_literal(literal.this):
             exact = Decimal(literal.this)
             return -exact if value < 0 else exact
     return value

@@ -1,8 +1,8 @@
 """From resolved shard conditions to the data nodes of one sharded table.
 
 The database strategy picks data sources, then the table strategy picks
-physical tables inside each chosen data source (seed 000 §2.3: the two are
-independent). When every sharding column of both strategies has exact values,
+physical tables inside each chosen data source (the two are independent:
+docs/architecture.md#independent-database-and-table-strategies). When every sharding column of both strategies has exact values,
 the values are enumerated together so ``user_id IN (1, 2)`` gives exactly the
 two nodes those users live on, not the cross product of their databases and
 tables.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from ddm_core.ids import gene_of
 from ddm_core.metadata.model import ShardedTable, Strategy, StrategyKind
 from ddm_core.route.conditions import ColumnValues, Conjunction, resolve
 from ddm_core.route.hints import Hint
+
+if TYPE_CHECKING:
+    from ddm_core.route.fast import TableScalars
 
 __all__ = ["TableRouter", "Picked", "route_rows", "gene_route"]
 
@@ -63,6 +66,8 @@ class TableRouter:
         self.gene = gene_route(table)
         extra = (self.gene[0],) if self.gene else ()
         self.columns = frozenset(c.lower() for c in (*self.db.columns, *self.tb.columns, *extra))
+        # The point fast path's per-table scalars (route.fast builds them on first use).
+        self.point_scalars: TableScalars | None = None
 
     # -- public ------------------------------------------------------------------
 

@@ -25,7 +25,9 @@ from typing import Any, Sequence
 
 from sqlglot import exp
 
-__all__ = ["Template", "Edit", "from_edits", "from_tree", "table_marker", "MARKER_RE", "QUOTED_OR_PARAM"]
+from ddm_core.dialects import INPUT
+
+__all__ = ["Template", "Edit", "from_edits", "from_tree", "table_marker", "QUOTED_OR_PARAM"]
 
 #: Quoted strings, quoted identifiers and comments (skipped) or a ``:pN`` placeholder / table marker.
 QUOTED_OR_PARAM = re.compile(
@@ -37,7 +39,6 @@ QUOTED_OR_PARAM = re.compile(
     r"|__ddm_t(?P<table>\d+)__",
     re.S,
 )
-MARKER_RE = re.compile(r"__ddm_t(\d+)__")
 
 
 def table_marker(slot: int) -> str:
@@ -121,7 +122,7 @@ def from_edits(sql: str, edits: Sequence[Edit], style: str) -> Template:
     return Template("".join(out), tuple(params))
 
 
-def from_tree(tree: exp.Expression, style: str, dialect: str = "mysql") -> Template:
+def from_tree(tree: exp.Expression, style: str, dialect: str = INPUT) -> Template:
     """Regenerate ``tree`` (tables renamed with :func:`table_marker`) into a template."""
     return from_generated(tree.sql(dialect=dialect), style)
 

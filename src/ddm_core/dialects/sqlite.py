@@ -1,0 +1,74 @@
+"""SQLite: embedded files reached through :mod:`sqlite3`; DDL is translated from MySQL."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Sequence
+
+from ddm_core.dialects.base import Dialect
+from ddm_core.dialects.sqlite_ddl import SQLGLOT_NAME, sqlite_index_name, to_sqlite
+
+__all__ = ["SQLite"]
+
+#: Extended result codes (``sqlite_errorname``) of a violated UNIQUE / PRIMARY KEY.
+UNIQUE_CODES = frozenset({"SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY"})
+#: The file cannot be opened, or is not a database: the data source is unavailable.
+CANTOPEN_CODES = frozenset({"SQLITE_CANTOPEN", "SQLITE_NOTADB"})
+_MEMORY = ":memory:"
+
+
+class SQLite(Dialect):
+    """SQLite (a ``sqlite:///path`` data source is one database file)."""
+
+    name = "sqlite"
+    title = "SQLite"
+    sqlglot_name = SQLGLOT_NAME
+    schemes = ("sqlite",)
+    default_port = None
+    driver_module = "sqlite3"
+    error_modules = ("sqlite3", "_sqlite3")
+    paramstyle = "qmark"
+    writes_ddl = True
+    #: SQLite's ``sum()`` of integers is an integer.
+    sum_of_integers_is_decimal = False
+
+    def index_name(self, table: str, index: str) -> str:
+        """SQLite index names are per database: prefixed with the physical table."""
+        return sqlite_index_name(table, index)
+
+    def ddl_statements(self, sql: str) -> list[str]:
+        """See :mod:`ddm_core.dialects.sqlite_ddl` (inline indexes split out, options dropped...)."""
+        return to_sqlite(sql)
+
+    def analyze_statement(self, tables: Sequence[str]) -> str:
+        return "ANALYZE"  # refreshes every table of the database file
+
+    def exact_literal(self, text: str) -> bool:
+        """SQLite reads every literal with a fraction or exponent as REAL."""
+        return False
+
+    def exact_average(self, total: Decimal, count: Any) -> Decimal | float:
+        """SQLite's ``avg()`` is always REAL, so the merged AVG is a float too."""
+        average: float = float(total) / count
+        return average
+
+    def connections_share_data(self, database: str | None) -> bool:
+        """Every connection to ``:memory:`` opens its own empty database."""
+        return (database or _MEMORY) != _MEMORY
+
+    def prepare_storage(self, database: str | None) -> None:
+        """Create the database file's directory (the file itself comes with the first connection)."""
+        if database and database != _MEMORY:
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+
+    def is_duplicate_key(self, exc: BaseException, code: Any) -> bool:
+        if code in UNIQUE_CODES:
+            return True
+        # Without an extended code (Python < 3.11) only the message tells.
+        return bool(code is None and "UNIQUE constraint failed" in str(exc))
+
+    def is_disconnect(self, exc: BaseException, code: Any) -> bool:
+        if code in CANTOPEN_CODES:
+            return True
+        return bool(code is None and "unable to open database file" in str(exc))

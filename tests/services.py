@@ -1,0 +1,61 @@
+"""Skipping a test whose server, driver or tool is missing — and failing it where it must be there.
+
+A developer without, say, PostgreSQL still gets a green run with the gap listed
+as a skip. ``make test`` (and so CI) sets ``DDM_REQUIRE_SERVICES=1``: there the
+same gap fails the test, so a server that did not start cannot hide behind a
+skip.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import NoReturn
+
+import pytest
+
+__all__ = ["REQUIRE_ENV", "services_required", "require_service", "require_module"]
+
+#: Set to ``1`` to turn every "service missing" skip into a failure.
+REQUIRE_ENV = "DDM_REQUIRE_SERVICES"
+
+
+def services_required() -> bool:
+    """Is a missing service a failure in this run (``DDM_REQUIRE_SERVICES`` set, not ``0``)?"""
+    return os.environ.get(REQUIRE_ENV, "") not in ("", "0")
+
+
+def require_service(name: str, reason: str) -> NoReturn:
+    """Skip the current test (or module) because ``name`` is missing; fail it where services are required.
+
+    Args:
+        name: What is missing, as a reader would look for it ("MariaDB on 127.0.0.1:3306").
+        reason: Why it counts as missing (the connection error, the import error).
+
+    Raises:
+        pytest.fail.Exception: with ``DDM_REQUIRE_SERVICES=1``.
+        pytest.skip.Exception: otherwise.
+    """
+    __tracebackhide__ = True  # report the test that needed it, not this helper
+    message = f"{name} is not available: {reason}"
+    if services_required():
+        pytest.fail(f"{message} ({REQUIRE_ENV}=1: this run needs it)", pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
+def require_module(module: str, why: str) -> ModuleType:
+    """Import ``module``, or :func:`require_service` it.
+
+    Args:
+        module: Dotted module name ("psycopg", "mypy.stubtest").
+        why: What needs it, for the skip / failure message.
+
+    Returns:
+        The imported module.
+    """
+    __tracebackhide__ = True
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        require_service(f"the Python module {module} ({why})", str(exc))
