@@ -304,7 +304,7 @@ def test_config_check_summarises_the_example() -> None:
         "t_order: 16 nodes (4 data sources × 4 tables; ds_0.t_order_0_0 .. ds_3.t_order_3_3)",
         "database  standard on user_id: SLOTS 't_order.database' = SLOTS(slots=1024, explicit over 4 targets)",
         "table     standard on user_id: HASH_MOD 't_order.table' = HASH_MOD(count=4)",
-        "key       order_id ← GENE 't_order.order_id' (gene bits 10, shard column user_id, worker id leased)",
+        "key       order_id ← GENE 't_order.order_id' (gene bits 10, shard column user_id, worker id 0: none configured, set workerId per process)",
         "bound to  t_order_item",
         "slots     1024 database slots per data source:",
         "binding groups: [t_order, t_order_item]",

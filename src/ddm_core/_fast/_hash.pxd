@@ -3,7 +3,7 @@
 # The canonical encoding is defined once, in hashing_py.canonical_bytes; the
 # fast paths below are the common cases of that same definition.
 
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 
@@ -59,3 +59,47 @@ cdef inline object u64_keys(object values):
     import numpy as np
     dtype = np.uint64 if values.dtype.kind == "u" else np.int64
     return np.ascontiguousarray(values, dtype=dtype).view(np.uint64)
+
+
+cdef inline object batch_slots(object values, int shift, const int32_t* table):
+    """An ``int32`` array of ``table[slot(v)]`` for each value, or of the slots
+    themselves when ``table`` is NULL: the one batch loop of ``slots_of`` and
+    ``SlotMap.route_many``."""
+    import numpy as np
+    from ddm_core._fast.hashing_py import key_sequence
+    cdef Py_ssize_t i, n
+    cdef uint64_t slot
+    cdef const uint64_t[::1] keys
+    cdef int32_t[::1] out
+    # The common batches skip the shared key_sequence call (~250 ns); it decides
+    # the same for them, and handles (or refuses) everything else. A list is
+    # snapshotted: hashing a key may run code that mutates it, and items[i]
+    # below is not bounds-checked.
+    if type(values) is tuple or (
+        type(values) is np.ndarray and values.ndim == 1 and values.dtype.kind in "iu"
+    ):
+        items = values
+    elif type(values) is list:
+        items = tuple(values)
+    else:
+        items = key_sequence(values)  # shape checks and array -> list, shared with the twin
+    if isinstance(items, np.ndarray):  # 1-D integer array: hash the raw bits
+        keys = u64_keys(items)
+        n = keys.shape[0]
+        result = np.empty(n, dtype=np.int32)
+        out = result
+        with nogil:
+            if table == NULL:
+                for i in range(n):
+                    out[i] = <int32_t>(ddm_hash_u64(keys[i]) >> shift)
+            else:
+                for i in range(n):
+                    out[i] = table[ddm_hash_u64(keys[i]) >> shift]
+        return result
+    n = len(items)
+    result = np.empty(n, dtype=np.int32)
+    out = result
+    for i in range(n):
+        slot = hash_object(items[i]) >> shift
+        out[i] = <int32_t>slot if table == NULL else table[slot]
+    return result

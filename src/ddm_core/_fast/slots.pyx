@@ -7,8 +7,7 @@ from libc.stdint cimport int32_t, uint64_t
 import numpy as np
 
 from ddm_core.errors import ShardValueError
-from ddm_core._fast._hash cimport ddm_hash_u64, hash_object, u64_keys
-from ddm_core._fast.hashing_py import key_sequence
+from ddm_core._fast._hash cimport batch_slots, hash_object
 from ddm_core._fast.slot_layout import SlotMapOps, check_slots, validate
 
 __all__ = ["SlotMap"]
@@ -75,37 +74,7 @@ cdef class SlotTable:
         return self._table[hash_object(value) >> self._shift]
 
     def route_many(self, values):
-        cdef Py_ssize_t i, n
-        cdef int shift = self._shift
-        cdef const uint64_t[::1] keys
-        cdef int32_t[::1] out
-        # The common batches skip the shared key_sequence call (~250 ns); it decides
-        # the same for them, and handles (or refuses) everything else. A list is
-        # snapshotted: hashing a key may run code that mutates it, and items[i]
-        # below is not bounds-checked.
-        if type(values) is tuple or (
-            type(values) is np.ndarray and values.ndim == 1 and values.dtype.kind in "iu"
-        ):
-            items = values
-        elif type(values) is list:
-            items = tuple(values)
-        else:
-            items = key_sequence(values)  # shape checks and array → list, shared with the twin
-        if isinstance(items, np.ndarray):  # 1-D integer array: hash the raw bits
-            keys = u64_keys(items)
-            n = keys.shape[0]
-            result = np.empty(n, dtype=np.int32)
-            out = result
-            with nogil:
-                for i in range(n):
-                    out[i] = self._table[ddm_hash_u64(keys[i]) >> shift]
-            return result
-        n = len(items)
-        result = np.empty(n, dtype=np.int32)
-        out = result
-        for i in range(n):
-            out[i] = self._table[hash_object(items[i]) >> shift]
-        return result
+        return batch_slots(values, self._shift, &self._table[0])
 
 
 class SlotMap(SlotTable, SlotMapOps):

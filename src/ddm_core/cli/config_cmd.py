@@ -86,7 +86,10 @@ def _tables(config: ShardingConfig) -> list[str]:
                 extra.append(f"gene bits {gen.gene_bits}")
             if gen.shard_column:
                 extra.append(f"shard column {gen.shard_column}")
-            extra.append(f"worker id {gen.worker_id}" if gen.worker_id is not None else "worker id leased")
+            # Without a configured worker id the router uses 0: two processes then share it.
+            extra.append(
+                f"worker id {gen.worker_id}" if gen.worker_id is not None else "worker id 0: none configured, set workerId per process"
+            )
             out.append(f"    key       {kg.column} ← {gen.type} {gen.name!r} ({', '.join(extra)})")
         group = config.binding_group_of(table.name)
         if group is not None and len(group.tables) > 1:

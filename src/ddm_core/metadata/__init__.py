@@ -6,7 +6,7 @@
   :class:`ConfigValidationError`.
 * :class:`ConfigHolder` — the current version, swapped atomically on reload,
   numbered, snapshotted locally, started from the snapshot when the source is
-  unreachable (seed 000 §2.2).
+  unreachable (docs/operations.md#configuration-reload).
 * :func:`to_native` / :func:`dump_native` — any configuration written in
   ddm-core's own format (a ShardingSphere file converted, a snapshot).
 """

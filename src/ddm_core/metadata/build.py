@@ -11,12 +11,25 @@ cross-checks of :mod:`ddm_core.metadata.validate` can name them.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Mapping
 
+from ddm_core._fast.id_layout import LOW_BITS
+from ddm_core.algorithms import create, known_types
 from ddm_core.errors import ConfigError
+from ddm_core.metadata.fields import as_int
+from ddm_core.metadata.limits import (
+    KEY_GENERATOR_RANGES,
+    MAX_INT_DIGITS,
+    PROP_INT_MAX,
+    PROP_INT_MIN,
+    RANGES,
+    IntRange,
+    show_int,
+)
 from ddm_core.metadata.model import (
     AlgorithmSpec,
     Endpoint,
@@ -25,11 +38,16 @@ from ddm_core.metadata.model import (
     freeze,
     thaw,
 )
+from ddm_core.metadata.nodes import NameBudget
 from ddm_core.metadata.problems import Problems, join_path
 from ddm_core.metadata.ranges import check_range_list, check_slot_map
 from ddm_core.metadata.urls import ENV_REF, Secret, parse_url, substitute_env
 
-__all__ = ["Paths", "Context", "KEY_GENERATOR_TYPES", "LOAD_BALANCERS", "pool_settings", "precheck_props"]
+__all__ = [
+    "Paths", "Context", "KEY_GENERATOR_TYPES", "LOAD_BALANCERS", "POOL_RANGES", "pool_settings", "precheck_props",
+]  # fmt: skip
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
 
 #: Key generator types and the props each accepts.
 KEY_GENERATOR_TYPES: Mapping[str, frozenset[str]] = {
@@ -92,6 +110,8 @@ class Context:
         #: Data sources that are defined but could not be built (their problems
         #: are listed); references to them are not reported again.
         self.failed_data_sources: set[str] = set()
+        #: Names expressions, lists and table shapes may still give (bounds a hostile file's work).
+        self.names = NameBudget()
 
     def warn(self, path: str, message: str) -> None:
         self.warnings.append(f"{self.origin}: {path}: {message}")
@@ -115,8 +135,6 @@ class Context:
                 (the native format's ``slots:`` sits on the table).
             type_path: Where the type was written when not at ``path.type``.
         """
-        from ddm_core.algorithms import create, known_types  # lazy: algorithms import heavy deps
-
         prop_paths = dict(prop_paths or {})
         if name in self.algorithms:
             self.problems.add(path, f"duplicate sharding algorithm name {name!r}", name)
@@ -155,6 +173,10 @@ class Context:
                 where(prop) if isinstance(prop, str) else path, exc.message, getattr(exc, "value", None)
             )
             return None
+        except (ValueError, TypeError, OverflowError, ArithmeticError) as exc:
+            # a prop value the factory did not foresee: still a problem of this field, not a crash
+            self.problems.add(path, f"sharding algorithm {name!r} ({type_key}) cannot use these props: {exc}")
+            return None
         spec = AlgorithmSpec(name=name, type=type_key, props=freeze(dict(props)), algorithm=obj)
         self.algorithms[name] = spec
         if "slots" in props:
@@ -181,6 +203,28 @@ class Context:
             self.problems.add(join_path(path, "props"), f"must be a mapping, not {props!r}", props)
             return None
         ppath = join_path(path, "props")
+        self._unknown_generator_props(type_key, props, ppath)
+        numbers = self._generator_numbers(props, ppath)
+        gene_bits = shard_column = None
+        if type_key == "GENE":
+            gene_bits = numbers.get("gene-bits")
+            if "gene-bits" not in props:
+                self.problems.add(join_path(ppath, "gene-bits"), "a GENE key generator needs gene-bits", None)
+            self._gene_layout(numbers, props, ppath)
+            shard_column = self._gene_column(props, ppath)
+        spec = KeyGeneratorSpec(
+            name=name,
+            type=type_key,
+            props=freeze(dict(props)),
+            worker_id=numbers.get("worker-id"),
+            gene_bits=gene_bits,
+            shard_column=shard_column,
+        )
+        self.key_generators[name] = spec
+        self.paths.key_generators[name] = path
+        return spec
+
+    def _unknown_generator_props(self, type_key: str, props: Mapping[str, Any], ppath: str) -> None:
         for key in props:
             if key not in KEY_GENERATOR_TYPES[type_key]:
                 known = ", ".join(sorted(KEY_GENERATOR_TYPES[type_key])) or "none"
@@ -189,49 +233,56 @@ class Context:
                     f"unknown {type_key} key generator prop {key!r} (known: {known})",
                     key,
                 )
-        worker_id = self._int_prop(props, "worker-id", ppath, 0, 1023)
-        gene_bits = shard_column = None
-        if type_key == "GENE":
-            gene_bits = self._int_prop(props, "gene-bits", ppath, 1, 16)
-            if gene_bits is None and "gene-bits" not in props:
-                self.problems.add(join_path(ppath, "gene-bits"), "a GENE key generator needs gene-bits", None)
-            column = props.get("shard-column")
-            if column is None:
-                self.problems.add(
-                    join_path(ppath, "shard-column"),
-                    "a GENE key generator must name the shard column whose slot its ids carry",
-                    None,
-                )
-            elif not isinstance(column, str) or not column.strip():
-                self.problems.add(
-                    join_path(ppath, "shard-column"), f"must be a column name, not {column!r}", column
-                )
-            else:
-                shard_column = column.strip()
-        spec = KeyGeneratorSpec(
-            name=name,
-            type=type_key,
-            props=freeze(dict(props)),
-            worker_id=worker_id,
-            gene_bits=gene_bits,
-            shard_column=shard_column,
-        )
-        self.key_generators[name] = spec
-        self.paths.key_generators[name] = path
-        return spec
 
-    def _int_prop(self, props: Mapping[str, Any], key: str, path: str, low: int, high: int) -> int | None:
-        value = props.get(key)
-        if value is None:
-            return None
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value.strip())
-        if type(value) is not int or not low <= value <= high:
+    def _generator_numbers(self, props: Mapping[str, Any], ppath: str) -> dict[str, int]:
+        """The numeric props given, each checked against its range (problems for the others)."""
+        numbers: dict[str, int] = {}
+        for key, bounds in KEY_GENERATOR_RANGES.items():
+            value = props.get(key)
+            if value is None:
+                continue
+            number = as_int(value)
+            why = f"must be {bounds.describe()}, not {value!r}" if number is None else bounds.problem(number)
+            if why is not None:
+                self.problems.add(join_path(ppath, key), why, value)
+            elif number is not None:
+                numbers[key] = number
+        return numbers
+
+    def _gene_layout(self, numbers: Mapping[str, int], props: Mapping[str, Any], ppath: str) -> None:
+        """A GENE id has 22 bits below its time for worker, sequence and gene: check they fit."""
+        worker_bits = numbers.get("worker-bits", KEY_GENERATOR_RANGES["worker-bits"].default or 0)
+        gene_bits = numbers.get("gene-bits")
+        bits_path = join_path(ppath, "worker-bits" if "worker-bits" in props else "gene-bits")
+        if gene_bits is not None and worker_bits + gene_bits > LOW_BITS - 1:
             self.problems.add(
-                join_path(path, key), f"must be an integer from {low} to {high}, not {value!r}", value
+                bits_path,
+                f"worker-bits {worker_bits} + gene-bits {gene_bits} leave no sequence bit: GENE ids have "
+                f"{LOW_BITS} bits for worker, sequence and gene, so the two add up to at most "
+                f"{LOW_BITS - 1}",
+                worker_bits + gene_bits,
+            )
+        worker_id = numbers.get("worker-id")
+        if worker_id is not None and worker_id >= 1 << worker_bits:
+            self.problems.add(
+                join_path(ppath, "worker-id"),
+                f"must be below 2 ** worker-bits = {1 << worker_bits} (worker-bits {worker_bits}), not {worker_id}",
+                worker_id,
+            )
+
+    def _gene_column(self, props: Mapping[str, Any], ppath: str) -> str | None:
+        column = props.get("shard-column")
+        if column is None:
+            self.problems.add(
+                join_path(ppath, "shard-column"),
+                "a GENE key generator must name the shard column whose slot its ids carry",
+                None,
             )
             return None
-        return value
+        if not isinstance(column, str) or not column.strip():
+            self.problems.add(join_path(ppath, "shard-column"), f"must be a column name, not {column!r}", column)
+            return None
+        return column.strip()
 
     # -- endpoints ----------------------------------------------------------------------
 
@@ -338,15 +389,15 @@ def _as_time(value: Any) -> Any:
 def precheck_props(type_key: str, props: Mapping[str, Any], where: Any, problems: Problems) -> None:
     """Checks that list *every* problem where an algorithm factory stops at the first.
 
-    * SLOTS / GENE ``slots``: each slot owned exactly once (seed 000: one lost
-      line of a slot map made 1/16 of the data unreachable);
-    * TIME_RANGE ``ranges``: no overlap, no gap unless ``allow-gaps`` (seed 002 §4.3).
+    * SLOTS / GENE ``slots``: each slot owned exactly once (one lost line of a
+      slot map makes a whole share of the data unreachable);
+    * TIME_RANGE ``ranges``: no overlap, no gap unless ``allow-gaps`` (a mistyped
+      range must not leave routing two owners to pick from).
     """
+    _check_prop_integers(props, where, problems)
     if type_key in ("SLOTS", "GENE") and isinstance(props.get("slots"), Mapping):
-        bits = props.get("slot-bits" if type_key == "SLOTS" else "gene-bits", 10)
-        if isinstance(bits, str) and bits.strip().isdigit():
-            bits = int(bits)
-        if type(bits) is int and 1 <= bits <= 16:
+        bits = as_int(props.get("slot-bits" if type_key == "SLOTS" else "gene-bits", 10))
+        if bits is not None and 1 <= bits <= 16:
             check_slot_map(props["slots"], 1 << bits, None, problems, where("slots"))
     elif (
         type_key == "TIME_RANGE"
@@ -367,12 +418,38 @@ def precheck_props(type_key: str, props: Mapping[str, Any], where: Any, problems
         check_range_list(entries, problems, where("ranges"), what="time range", gaps=gaps)
 
 
+def _check_prop_integers(props: Mapping[str, Any], where: Any, problems: Problems) -> None:
+    """Every integer prop (or its text) fits a signed 64-bit integer, as ShardingSphere reads them."""
+    for key, value in props.items():
+        if isinstance(value, str) and _INT_TEXT.fullmatch(value.strip()):
+            digits = len(value.strip().lstrip("+-"))
+            number = int(value.strip()) if digits <= MAX_INT_DIGITS else None
+        elif type(value) is int:
+            number, digits = value, 0
+        else:
+            continue
+        if number is None or not PROP_INT_MIN <= number <= PROP_INT_MAX:
+            shown = show_int(number) if number is not None else f"a number of {digits} digits"
+            problems.add(
+                where(str(key)),
+                f"must fit a signed 64-bit integer ({PROP_INT_MIN} to {PROP_INT_MAX}), not {shown}",
+                value,
+            )
+
+
+#: PoolSettings field → its range (both formats spell the fields differently).
+POOL_RANGES: Mapping[str, IntRange] = {
+    "max_size": RANGES["pool.maxSize"],
+    "min_idle": RANGES["pool.minIdle"],
+    "acquire_timeout_ms": RANGES["pool.acquireTimeoutMs"],
+    "idle_timeout_ms": RANGES["pool.idleTimeoutMs"],
+    "max_lifetime_ms": RANGES["pool.maxLifetimeMs"],
+}
+
+
 def pool_settings(values: Mapping[str, int], base: PoolSettings | None = None) -> PoolSettings:
     """``base`` (or the defaults) with the given fields replaced."""
     base = base or PoolSettings()
-    current = {
-        f: getattr(base, f)
-        for f in ("max_size", "min_idle", "acquire_timeout_ms", "idle_timeout_ms", "max_lifetime_ms")
-    }
+    current = {f: getattr(base, f) for f in POOL_RANGES}
     current.update(values)
     return PoolSettings(**current)

@@ -10,7 +10,7 @@ are left out unless ``secrets="keep"``; environment references are always kept.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -27,6 +27,7 @@ from ddm_core.metadata.model import (
     StrategyKind,
     thaw,
 )
+from ddm_core.metadata.yaml_tags import Tagged
 
 __all__ = ["to_native", "dump_native"]
 
@@ -81,19 +82,51 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
     return out
 
 
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that double-quotes text holding a line break other than ``\\n``: PyYAML would
+    single-quote a lone NEL (U+0085) and read it back as a space."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if any(ch in value for ch in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+def _represent_tagged(dumper: yaml.SafeDumper, value: Tagged) -> yaml.Node:
+    """A tagged value kept from the source (``!!python/tuple [1]`` in free-form props) as it was."""
+    tag = "tag:yaml.org,2002:" + value.tag[2:] if value.tag.startswith("!!") else value.tag
+    if isinstance(value.value, Mapping):
+        return dumper.represent_mapping(tag, value.value)
+    if isinstance(value.value, (list, tuple)):
+        return dumper.represent_sequence(tag, value.value)
+    return dumper.represent_scalar(tag, "" if value.value is None else str(value.value))
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(Tagged, _represent_tagged)
+
+
 def dump_native(config: ShardingConfig, *, secrets: str = "omit") -> str:
     """:func:`to_native` as YAML text."""
-    text: str = yaml.safe_dump(to_native(config, secrets=secrets), sort_keys=False, allow_unicode=True)
+    text: str = yaml.dump(
+        to_native(config, secrets=secrets), Dumper=_Dumper, sort_keys=False, allow_unicode=True
+    )
     return text
 
 
-def _endpoint(ep: Endpoint, secrets: str, *, with_name: bool) -> dict[str, Any]:
+def _endpoint(ep: Endpoint, secrets: str, *, with_name: bool, primary: Endpoint | None = None) -> dict[str, Any]:
+    """An endpoint's fields; a replica without credentials of its own while its primary has some
+    says so with ``null`` (the own format would otherwise give it the primary's)."""
     out: dict[str, Any] = {}
     if with_name:
         out["name"] = ep.name
     out["url"] = ep.url
     if ep.username is not None:
         out["username"] = ep.username
+    elif primary is not None and primary.username is not None:
+        out["username"] = None
+    if ep.password is None and primary is not None and primary.password is not None:
+        out["password"] = None
     if ep.password is not None:
         if ep.password.env is not None:
             out["passwordEnv"] = ep.password.env
@@ -111,7 +144,7 @@ def _data_source(ds: DataSource, secrets: str) -> dict[str, Any]:
     if ds.primary.name != ds.name:
         out["primaryName"] = ds.primary.name
     if ds.replicas:
-        out["replicas"] = [_endpoint(r, secrets, with_name=True) for r in ds.replicas]
+        out["replicas"] = [_endpoint(r, secrets, with_name=True, primary=ds.primary) for r in ds.replicas]
     pool = _changed(ds.pool, PoolSettings(), {
         "max_size": "maxSize", "min_idle": "minIdle", "acquire_timeout_ms": "acquireTimeoutMs",
         "idle_timeout_ms": "idleTimeoutMs", "max_lifetime_ms": "maxLifetimeMs",

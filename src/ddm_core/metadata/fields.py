@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import re
 from typing import Any, Mapping
 
+from ddm_core.metadata.limits import MAX_INT_DIGITS, IntRange
 from ddm_core.metadata.problems import Problems, join_path
 
-__all__ = ["Section", "canon", "MISSING"]
+__all__ = ["Section", "canon", "as_int", "MISSING"]
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]{1,%d}" % MAX_INT_DIGITS)
+_MAX_UNKNOWN_SHOWN = 20  # a section of thousands of stray keys still fails fast
 
 
 class _Missing:
@@ -28,6 +33,15 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
+
+
+def as_int(value: Any) -> int | None:
+    """``value`` as an integer: an int (not a bool) or its decimal text (ASCII digits, sign); else ``None``."""
+    if type(value) is builtins.int:
+        return value
+    if isinstance(value, builtins.str) and _INT_TEXT.fullmatch(value.strip()):
+        return builtins.int(value.strip())
+    return None
 
 
 def canon(key: str) -> str:
@@ -117,24 +131,25 @@ class Section:
     def int(
         self,
         *names: builtins.str,
+        bounds: IntRange,
         default: Any = None,
-        min: builtins.int | None = None,
         required: bool = False,
     ) -> Any:
+        """An integer (``16`` or ``"16"``) that ``bounds`` accepts; else a problem and ``default``."""
         value = self.get(*names, default=MISSING)
         if value is MISSING or value is None:
             if required:
                 self.problems.add(self.field_path(*names), "is required", None)
             return default
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-            value = int(value.strip())
-        if type(value) is not int:
-            self._bad(names, value, "an integer")
+        number = as_int(value)
+        if number is None:
+            self._bad(names, value, bounds.describe())
             return default
-        if min is not None and value < min:
-            self.problems.add(self.field_path(*names), f"must be at least {min}, not {value}", value)
+        why = bounds.problem(number)
+        if why is not None:
+            self.problems.add(self.field_path(*names), why, number)
             return default
-        return value
+        return number
 
     def bool(self, *names: builtins.str, default: Any = None) -> Any:
         value = self.get(*names, default=MISSING)
@@ -177,10 +192,14 @@ class Section:
     # -- end ----------------------------------------------------------------------
 
     def finish(self, what: builtins.str = "field") -> None:
-        """Report every field that no getter asked for."""
-        for k, key in self._index.items():
-            if k in self._known:
-                continue
-            close = difflib.get_close_matches(k, sorted(self._known), n=1, cutoff=0.75)
+        """Report every field that no getter asked for (the first few by name, then how many more)."""
+        unknown = [(k, key) for k, key in self._index.items() if k not in self._known]
+        known = sorted(self._known)
+        for k, key in unknown[:_MAX_UNKNOWN_SHOWN]:
+            close = difflib.get_close_matches(k, known, n=1, cutoff=0.75)
             hint = f"; did you mean {self._known[close[0]]!r}?" if close else ""
             self.problems.add(join_path(self.path, str(key)), f"unknown {what} {str(key)!r}{hint}", key)
+        if len(unknown) > _MAX_UNKNOWN_SHOWN:
+            self.problems.add(
+                self.path or "<root>", f"{len(unknown) - _MAX_UNKNOWN_SHOWN} more unknown {what}s", None
+            )

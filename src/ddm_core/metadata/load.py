@@ -23,19 +23,21 @@ from pathlib import Path
 from typing import Any, Mapping, Union
 
 from ddm_core.errors import ConfigError
+from ddm_core.metadata.bounds import Refused, check_object
 from ddm_core.metadata.build import Context
+from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
 from ddm_core.metadata.model import ConfigOrigin, ShardingConfig, freeze
 from ddm_core.metadata.native import read_native
+from ddm_core.metadata.problems import ConfigValidationError, Problem
 from ddm_core.metadata.shardingsphere import read_shardingsphere
 from ddm_core.metadata.validate import validate
 from ddm_core.metadata.yaml_tags import parse_yaml
 
-__all__ = ["load_config", "parse_config", "detect_format", "digest_of", "ConfigSourceType", "FORMATS"]
+__all__ = ["load_config", "parse_config", "detect_format", "digest_of", "ConfigSourceType"]
 
 log = logging.getLogger("ddm_core.metadata")
 
 ConfigSourceType = Union[str, bytes, "os.PathLike[str]", Mapping[str, Any]]
-FORMATS = ("native", "shardingsphere")
 _FORMAT_ALIASES = {
     "native": "native", "ddm": "native", "ddm-core": "native", "shardingsphere": "shardingsphere", "ss": "shardingsphere",
 }  # fmt: skip
@@ -69,15 +71,10 @@ def load_config(
     if isinstance(source, Mapping):
         return parse_config(source, origin="<dict>", format=format, check_env=check_env)
     if isinstance(source, bytes):
-        return parse_config(source.decode("utf-8"), origin="<string>", format=format, check_env=check_env)
+        return parse_config(_decode(source), origin="<string>", format=format, check_env=check_env)
     if isinstance(source, os.PathLike) or (isinstance(source, str) and _looks_like_path(source)):
         path = Path(source)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read configuration file {str(path)!r}: {exc.strerror or exc}", path=str(path)
-            ) from exc
+        text = _decode(_read_bounded(path))
         return parse_config(
             text, origin=str(path), format=format, base_dir=path.resolve().parent, check_env=check_env
         )
@@ -87,6 +84,29 @@ def load_config(
         f"a configuration source must be a path, YAML text or a mapping, not {type(source).__name__}",
         value=type(source).__name__,
     )
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes; a file over the size limit is refused without reading it all."""
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_DOCUMENT_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read configuration file {str(path)!r}: {exc.strerror or exc}", path=str(path)
+        ) from exc
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise ConfigValidationError.from_problems(
+            str(path),
+            [Problem("<document>", f"the file is larger than {MAX_DOCUMENT_BYTES} bytes (1 MiB), the limit")],
+        )
+    return data
+
+
+def _decode(data: bytes) -> str:
+    # Bytes that are not UTF-8 become lone surrogates, which the YAML reader reports
+    # at the field holding them (rather than a codec error naming only an offset).
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _looks_like_path(text: str) -> bool:
@@ -100,10 +120,22 @@ def _looks_like_path(text: str) -> bool:
 def digest_of(source: str | Mapping[str, Any]) -> str:
     """SHA-256 of the text, or of a mapping's canonical JSON."""
     if isinstance(source, str):
-        data = source.encode("utf-8")
+        data = source.encode("utf-8", "surrogateescape")
     else:
-        data = json.dumps(source, sort_keys=True, default=str).encode("utf-8")
+        try:
+            text = json.dumps(source, sort_keys=True, default=str)
+        except TypeError:  # keys of mixed types (1 and "a") cannot be sorted
+            text = json.dumps(_str_keys(source), sort_keys=True, default=str)
+        data = text.encode("utf-8")
     return hashlib.sha256(data).hexdigest()
+
+
+def _str_keys(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _str_keys(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_str_keys(v) for v in value]
+    return value
 
 
 def detect_format(doc: Any) -> str:
@@ -148,9 +180,13 @@ def parse_config(
     ctx = Context(origin, base_dir=base_dir, check_env=check_env)
     if isinstance(source, str):
         doc = parse_yaml(source, ctx.problems)
-        ctx.problems.raise_if_any()
     else:
         doc = source
+        try:
+            check_object(doc, ctx.problems)
+        except Refused:
+            pass  # recorded; raised below
+    ctx.problems.raise_if_any()
     if doc is None:
         ctx.problems.add("<document>", "the configuration is empty", None)
         ctx.problems.raise_if_any()

@@ -25,7 +25,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ddm_core.metadata.urls import Secret
+from ddm_core.metadata.urls import Secret, format_url
 
 __all__ = [
     "EMPTY",
@@ -66,7 +66,11 @@ def freeze(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     if isinstance(value, (set, frozenset)):
-        return tuple(sorted(freeze(v) for v in value))
+        items = [freeze(v) for v in value]
+        try:
+            return tuple(sorted(items))
+        except TypeError:  # a YAML !!set of mixed types: any fixed order will do
+            return tuple(sorted(items, key=lambda v: (type(v).__name__, repr(v))))
     return value
 
 
@@ -112,19 +116,13 @@ class Endpoint:
 
     @property
     def url(self) -> str:
-        """Normalized URL without credentials."""
-        if self.dialect == "sqlite":
-            base = "sqlite://:memory:" if self.database == ":memory:" else f"sqlite:///{self.database}"
-        else:
-            base = f"{self.dialect}://{self.host}:{self.port}/{self.database or ''}"
-        if self.options:
-            base += "?" + "&".join(f"{k}={v}" for k, v in self.options.items())
-        return base
+        """Normalized URL without credentials (reads back to the same endpoint)."""
+        return format_url(self.dialect, self.host, self.port, self.database, self.options)
 
 
 @dataclass(frozen=True, slots=True)
 class PoolSettings:
-    """Connection pool sizing (seed 000 §4.1: max 20, min idle 5, acquire timeout 3 s)."""
+    """Connection pool sizing: max 20, min idle 5, acquire timeout 3 s (see docs/operations.md#connection-pools)."""
 
     max_size: int = 20
     min_idle: int = 5
@@ -281,6 +279,11 @@ class ShardedTable:
             ``all_tables`` (every physical table, in order) and the data source
             follows from ``node_of_table``; ``database_strategy`` is ``none``.
         columns: Column definitions from the native format (informational).
+        auditors: ShardingSphere semantics for statements without a shard
+            condition: the ``DML_SHARDING_CONDITIONS`` auditors of the table's
+            ``auditStrategy`` (or the rule's ``defaultAuditStrategy``) refuse
+            them, ``()`` (no auditor) lets them reach every shard. ``None``
+            (the own format): the ``runtime`` switches decide.
         data_sources: Data sources holding nodes, in first-seen order (derived).
         tables_by_source: Data source → its physical tables, in order (derived).
         all_tables: Every physical table name, in node order (derived).
@@ -296,6 +299,8 @@ class ShardedTable:
     key_generation: KeyGeneration | None = None
     auto: bool = False
     columns: Mapping[str, Any] = _empty()
+    # Governance, not placement: left out of equality so a ShardingSphere file still equals its own-format dump.
+    auditors: tuple[str, ...] | None = field(default=None, compare=False)
     data_sources: tuple[str, ...] = field(init=False, compare=False)
     tables_by_source: Mapping[str, tuple[str, ...]] = field(init=False, compare=False, repr=False)
     all_tables: tuple[str, ...] = field(init=False, compare=False, repr=False)
@@ -356,7 +361,7 @@ class SingleTable:
 
 @dataclass(frozen=True, slots=True)
 class RuntimeSettings:
-    """Runtime switches (seed 000 §2.2, §4.1, §4.3; DESIGN.md "Boundaries").
+    """Runtime switches: what may go to every shard, how deep pages may go (docs/architecture.md#boundaries).
 
     Attributes:
         allow_full_route: May a statement without a shard key go to every shard?
@@ -366,7 +371,8 @@ class RuntimeSettings:
             when ``allow_full_route`` is false.
         max_offset: Deepest OFFSET accepted across shards (use a cursor beyond).
         slow_sql_ms: Statements slower than this are logged as slow.
-        sql_comment: Prefix rewritten SQL with ``/* app=...,shard=... */`` (seed 000 §5.5).
+        sql_comment: Prefix rewritten SQL with ``/* app=...,shard=... */``, so a
+            shard's slow-query log names the application (docs/operations.md#sql-comments).
         app_name: The application in that comment and in metrics (``appName``).
     """
 
@@ -381,7 +387,7 @@ class RuntimeSettings:
 
 @dataclass(frozen=True, slots=True)
 class MetadataCenter:
-    """Where the configuration is published and snapshotted (seed 000 §2.2, §4.1).
+    """Where the configuration is published and snapshotted (docs/configuration.md#metadata).
 
     Attributes:
         server: Config-center address (``config-center:8848``; ShardingSphere

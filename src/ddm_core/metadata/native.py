@@ -1,6 +1,6 @@
-"""ddm-core's own YAML format (seed 000 §2.2, §4.1, §4.2) → :class:`ShardingConfig`.
+"""ddm-core's own YAML format → :class:`ShardingConfig` (docs/configuration.md#own-format).
 
-The short form of a logic table is seed 000's::
+The short form of a logic table::
 
     tables:
       - logicTable: t_order
@@ -26,10 +26,23 @@ converted ShardingSphere one included. Field names match loosely
 
 from __future__ import annotations
 
+import re
+import string
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ddm_core.metadata.build import Context, pool_settings
+from ddm_core.metadata.build import POOL_RANGES, Context, pool_settings
 from ddm_core.metadata.fields import Section, canon
+from ddm_core.metadata.limits import (
+    MAX_DATA_SOURCES,
+    MAX_LOGIC_TABLES,
+    MAX_SHARDS,
+    MAX_TABLE_NODES,
+    RANGES,
+    shown_names,
+    too_many,
+)
 from ddm_core.metadata.model import (
     NO_SHARDING,
     AlgorithmSpec,
@@ -47,7 +60,7 @@ from ddm_core.metadata.model import (
     StrategyKind,
     freeze,
 )
-from ddm_core.metadata.nodes import expand_names, expand_nodes
+from ddm_core.metadata.nodes import expand_names, expand_nodes, name_problem
 from ddm_core.metadata.problems import join_path
 
 __all__ = ["read_native", "DEFAULT_SLOT_COUNT"]
@@ -59,6 +72,7 @@ _BIND_INHERITS = (
     "slotCount", "slots", "tableKey", "tableAlgorithm", "tableAlgorithmProps", "databaseStrategy",
     "tableStrategy",
 )  # fmt: skip
+_BIND_INHERITS_CANON = frozenset(canon(n) for n in _BIND_INHERITS)
 
 
 def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
@@ -69,7 +83,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
     top = Section(doc, "", ctx.problems, loose=True)
     top.mark("format", "version")
     name = top.str("name")
-    # seed 000 §4.1 wraps the application settings in `ddm:`; they may also sit at the top
+    # the application settings may be wrapped in `ddm:` or sit at the top (not both)
     ddm = top.section("ddm")
     app_name = _one_of(ddm, top, "appName", ctx).str("appName")
     metadata = _metadata(_one_of(ddm, top, "metadata", ctx).section("metadata"))
@@ -106,19 +120,21 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
         sec.finish()
 
     # explicit binding groups first; `bindTo:` then joins or starts groups
-    groups: list[list[str]] = []
+    groups = _BindingGroups()
     bpath = top.field_path("bindingTables", "bindingGroups")
     for i, item in enumerate(top.list("bindingTables", "bindingGroups")):
-        groups.append(_name_list(item, join_path(bpath, i), ctx))
+        groups.add(_name_list(item, join_path(bpath, i), ctx))
         ctx.paths.binding_groups.append(join_path(bpath, i))
     tables = _tables(top, ctx, groups)
 
     broadcast: list[str] = []
+    broadcast_seen: set[str] = set()
     for t in _name_list(top.get("broadcastTables"), top.field_path("broadcastTables"), ctx):
-        if t.lower() in (b.lower() for b in broadcast):
+        if t.lower() in broadcast_seen:
             ctx.problems.add(top.field_path("broadcastTables"), f"broadcast table {t!r} is listed twice", t)
             continue
         broadcast.append(t)
+        broadcast_seen.add(t.lower())
         ctx.paths.broadcast[t] = top.field_path("broadcastTables")
     singles, patterns = _singles(top, ctx)
 
@@ -129,7 +145,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
     return dict(
         data_sources=data_sources,
         tables=tables,
-        binding_groups=tuple(BindingGroup(tuple(g)) for g in groups),
+        binding_groups=tuple(BindingGroup(tuple(g)) for g in groups.groups),
         broadcast_tables=tuple(broadcast),
         single_tables=singles,
         single_patterns=tuple(patterns),
@@ -144,16 +160,19 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
 # -- data sources ------------------------------------------------------------------------
 
 
+_POOL_FIELDS = (
+    ("max_size", ("maxSize", "maximumPoolSize")),
+    ("min_idle", ("minIdle", "minimumIdle")),
+    ("acquire_timeout_ms", ("acquireTimeoutMs", "connectionTimeoutMs", "connectionTimeout")),
+    ("idle_timeout_ms", ("idleTimeoutMs", "idleTimeout")),
+    ("max_lifetime_ms", ("maxLifetimeMs", "maxLifetime")),
+)
+
+
 def _pool(sec: Section, base: PoolSettings) -> PoolSettings:
     values = {}
-    for field_name, aliases in (
-        ("max_size", ("maxSize", "maximumPoolSize")),
-        ("min_idle", ("minIdle", "minimumIdle")),
-        ("acquire_timeout_ms", ("acquireTimeoutMs", "connectionTimeoutMs", "connectionTimeout")),
-        ("idle_timeout_ms", ("idleTimeoutMs", "idleTimeout")),
-        ("max_lifetime_ms", ("maxLifetimeMs", "maxLifetime")),
-    ):
-        value = sec.int(*aliases, min=0)
+    for field_name, aliases in _POOL_FIELDS:
+        value = sec.int(*aliases, bounds=POOL_RANGES[field_name])
         if value is not None:
             values[field_name] = value
     sec.finish()
@@ -167,11 +186,19 @@ def _data_sources(sec: Section, default_pool: PoolSettings, ctx: Context) -> dic
     out: dict[str, DataSource] = {}
     if not sec.data:
         ctx.problems.add(sec.path, "at least one data source is required", None)
+    if too_many(len(sec.data), MAX_DATA_SOURCES, "data sources", sec.path, ctx.problems):
+        sec.mark(*map(str, sec.data))
+        return out
     for ds_name, spec in sec.data.items():
         name = str(ds_name)
         path = join_path(sec.path, name)
         ctx.paths.data_sources[name] = path
         sec.mark(name)
+        why = name_problem(name, "data source name")
+        if why is not None:
+            ctx.problems.add(path, why, name)
+            ctx.failed_data_sources.add(name)
+            continue
         if isinstance(spec, str):
             spec = {"url": spec}
         ds = Section(spec, path, ctx.problems, loose=True)
@@ -217,10 +244,10 @@ def _endpoint(
     password = ctx.secret(
         sec.get("password"), sec.get("passwordEnv"), sec.field_path("password"), sec.field_path("passwordEnv")
     )
-    if inherit is not None:  # a replica without its own credentials uses the primary's
-        username = username if username is not None else inherit.username
-        password = password if password is not None else inherit.password
-    weight = sec.int("weight", default=weight_default, min=0)
+    if inherit is not None:  # a replica without its own credentials uses the primary's (`null`: none)
+        username = username if sec.has("username", "user") else inherit.username
+        password = password if sec.has("password", "passwordEnv") else inherit.password
+    weight = sec.int("weight", default=weight_default, bounds=RANGES["weight"])
     props = sec.mapping("props")
     return ctx.endpoint(
         name,
@@ -236,7 +263,35 @@ def _endpoint(
 # -- tables ----------------------------------------------------------------------------------
 
 
-def _tables(top: Section, ctx: Context, groups: list[list[str]]) -> dict[str, ShardedTable]:
+class _BindingGroups:
+    """Binding groups as they are read: explicit ones first, then ``bindTo:`` joining or starting one."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[str]] = []
+        self._members: list[set[str]] = []
+        self._first: dict[str, int] = {}  # lower-case table → the first group listing it
+
+    def add(self, names: list[str]) -> int:
+        self.groups.append(names)
+        self._members.append({n.lower() for n in names})
+        for n in names:
+            self._first.setdefault(n.lower(), len(self.groups) - 1)
+        return len(self.groups) - 1
+
+    def bind(self, target: str, table: str) -> bool:
+        """Put ``table`` in ``target``'s group; ``True`` when that starts a new group."""
+        i = self._first.get(target.lower())
+        if i is None:
+            self.add([target, table])
+            return True
+        if table.lower() not in self._members[i]:
+            self.groups[i].append(table)
+            self._members[i].add(table.lower())
+            self._first.setdefault(table.lower(), i)
+        return False
+
+
+def _tables(top: Section, ctx: Context, groups: _BindingGroups) -> dict[str, ShardedTable]:
     raw = top.get("tables")
     tpath = top.field_path("tables")
     entries: list[tuple[str, Any]] = []
@@ -252,6 +307,8 @@ def _tables(top: Section, ctx: Context, groups: list[list[str]]) -> dict[str, Sh
             entries.append((join_path(tpath, str(key)), item))
     else:
         ctx.problems.add(tpath, f"must be a list of tables, not {raw!r}", raw)
+    if too_many(len(entries), MAX_LOGIC_TABLES, "logic tables", tpath, ctx.problems):
+        return {}
 
     by_name: dict[str, tuple[str, Any]] = {}
     for path, item in entries:
@@ -261,21 +318,25 @@ def _tables(top: Section, ctx: Context, groups: list[list[str]]) -> dict[str, Sh
                 by_name.setdefault(logic.lower(), (path, item))
 
     tables: dict[str, ShardedTable] = {}
+    seen: set[str] = set()
     for path, item in entries:
+        if ctx.names.spent:
+            break  # the problem is reported; the remaining tables would only repeat it
         item = _with_binding(item, path, by_name, ctx, groups)
         table = _table(Section(item, path, ctx.problems, loose=True), ctx)
         if table is None:
             continue
-        if table.name.lower() in {t.lower() for t in tables}:
+        if table.name.lower() in seen:
             ctx.problems.add(path, f"duplicate logic table {table.name!r}", table.name)
             continue
+        seen.add(table.name.lower())
         tables[table.name] = table
         ctx.paths.tables[table.name] = path
     return tables
 
 
 def _with_binding(
-    item: Any, path: str, by_name: dict[str, tuple[str, Any]], ctx: Context, groups: list[list[str]]
+    item: Any, path: str, by_name: dict[str, tuple[str, Any]], ctx: Context, groups: _BindingGroups
 ) -> Any:
     """Apply ``bindTo: other``: copy the other table's sharding fields not given here."""
     if not isinstance(item, Mapping):
@@ -293,22 +354,19 @@ def _with_binding(
     merged = {k: v for k, v in item.items() if k != keys["bindto"]}
     own = set(keys)
     for key, value in found[1].items():
-        if canon(str(key)) in {canon(n) for n in _BIND_INHERITS} and canon(str(key)) not in own:
+        if canon(str(key)) in _BIND_INHERITS_CANON and canon(str(key)) not in own:
             merged[key] = value
-    for group in groups:
-        if target.lower() in (g.lower() for g in group):
-            if str(logic).lower() not in (g.lower() for g in group):
-                group.append(str(logic))
-            break
-    else:
-        groups.append([target, str(logic)])
+    if groups.bind(target, str(logic)):
         ctx.paths.binding_groups.append(bpath)
     return merged
 
 
 def _table(sec: Section, ctx: Context) -> ShardedTable | None:
     logic = sec.str("logicTable", "name", required=True)
-    if logic is None:
+    why = name_problem(logic, "logic table name") if logic is not None else None
+    if why is not None:
+        ctx.problems.add(sec.field_path("logicTable", "name"), why, logic)
+    if logic is None or why is not None:
         sec.finish()
         return None
     explicit = sec.has("databaseStrategy", "tableStrategy", "dataNodes")
@@ -326,98 +384,156 @@ def _table(sec: Section, ctx: Context) -> ShardedTable | None:
     return table
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """What the short form's size fields say: where the table lives and how many tables it has."""
+
+    databases: list[str]
+    shard_count: int
+    per_shard: int
+    shard_key: str | None
+
+
 def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None:
+    """The short form (``shardKey`` + ``databases`` + sizes), any part of it spelled out instead."""
+    shape = _shape(sec, logic, ctx)
+    if shape is None:
+        return None
+    db_strategy = _database_strategy(sec, logic, shape, ctx)
+    tb_strategy = _table_strategy(sec, logic, shape, ctx)
+    nodes = _short_form_nodes(sec, logic, shape, ctx)
+    if nodes is None:
+        return None
+    ctx.paths.data_nodes[logic] = sec.field_path("dataNodes", "databases")
+    ctx.paths.database_strategy[logic] = sec.field_path("databaseStrategy", "algorithm", "shardKey")
+    ctx.paths.table_strategy[logic] = sec.field_path(
+        "tableStrategy", "tableAlgorithm", "tableKey", "tablePerShard"
+    )
+    return _sharded_table(sec, logic, nodes, db_strategy, tb_strategy, ctx)
+
+
+def _shape(sec: Section, logic: str, ctx: Context) -> _Shape | None:
+    """Databases, shardCount and tablePerShard, checked (sizes included) before anything is built."""
     dpath = sec.field_path("databases")
-    databases = expand_names(sec.get("databases"), ctx.problems, dpath) if sec.has("databases") else []
+    databases = (
+        expand_names(
+            sec.get("databases"), ctx.problems, dpath, budget=ctx.names, limit=MAX_SHARDS, what="data sources"
+        )
+        if sec.has("databases")
+        else []
+    )
     if not databases:
         ctx.problems.add(dpath, f"table {logic!r} must list the data sources it is sharded over", None)
         return None
-    if len(set(databases)) != len(databases):
-        dup = sorted({d for d in databases if databases.count(d) > 1})
-        ctx.problems.add(dpath, f"lists data source(s) {dup} more than once", dup)
-    shard_count = sec.int("shardCount", default=len(databases), min=1)
+    counts = Counter(databases)
+    if len(counts) != len(databases):
+        dup = sorted(d for d, n in counts.items() if n > 1)
+        ctx.problems.add(dpath, f"lists data source(s) {shown_names(dup)} more than once", dup)
+    shard_count = sec.int("shardCount", default=len(databases), bounds=RANGES["tables.shardCount"])
     if shard_count != len(databases):
         ctx.problems.add(
             sec.field_path("shardCount"),
             f"shardCount is {shard_count} but databases lists {len(databases)} data source(s) "
-            f"({', '.join(databases)}); each database shard needs its own data source",
+            f"({shown_names(databases)}); each database shard needs its own data source",
             shard_count,
         )
-    per_shard = sec.int("tablePerShard", default=1, min=1)
-    shard_key = sec.str("shardKey", "shardColumn")
-    slot_count = sec.int("slotCount", default=None, min=2)
+    per_shard = sec.int("tablePerShard", default=1, bounds=RANGES["tables.tablePerShard"])
+    if len(databases) * per_shard > MAX_TABLE_NODES:
+        ctx.problems.add(
+            sec.field_path("tablePerShard"),
+            f"{len(databases)} databases × tablePerShard {per_shard} = {len(databases) * per_shard} physical "
+            f"tables; one logic table has at most {MAX_TABLE_NODES}",
+            per_shard,
+        )
+        return None
+    return _Shape(databases, shard_count, per_shard, sec.str("shardKey", "shardColumn"))
+
+
+def _slot_settings(sec: Section) -> tuple[int, Any]:
+    """``(slot count, explicit slot map or None)`` from ``slotCount`` / ``slots`` (``slots: 1024`` is a count)."""
+    bounds = RANGES["tables.slotCount"]
+    slot_count = sec.int("slotCount", default=None, bounds=bounds)
     slots = sec.get("slots")
-    slots_path = sec.field_path("slots")
-    if isinstance(slots, int) and not isinstance(slots, bool):  # `slots: 1024` is a count
-        slot_count, slots = (slots if slot_count is None else slot_count), None
-    slot_count = slot_count or DEFAULT_SLOT_COUNT
+    if isinstance(slots, int) and not isinstance(slots, bool):
+        why = bounds.problem(slots)
+        if why is not None:
+            sec.problems.add(sec.field_path("slots"), why, slots)
+        elif slot_count is None:
+            slot_count = slots
+        slots = None
+    return slot_count or bounds.default or DEFAULT_SLOT_COUNT, slots
 
-    # database strategy
+
+def _database_strategy(sec: Section, logic: str, shape: _Shape, ctx: Context) -> Strategy:
+    """``databaseStrategy`` as written, else ``algorithm`` (default SLOTS) over ``shardKey``."""
+    slot_count, slots = _slot_settings(sec)
     if sec.has("databaseStrategy"):
-        db_strategy = _strategy(sec.section("databaseStrategy"), f"{logic}.database", ctx)
-    elif shard_count == 1 and not sec.has("algorithm"):
-        db_strategy = NO_SHARDING
-    else:
-        if shard_key is None:
+        return _strategy(sec.section("databaseStrategy"), f"{logic}.database", ctx)
+    if shape.shard_count == 1 and not sec.has("algorithm"):
+        return NO_SHARDING
+    if shape.shard_key is None:
+        ctx.problems.add(
+            sec.field_path("shardKey"), f"table {logic!r} shards databases but names no shardKey", None
+        )
+    alg_type = sec.str("algorithm", default="SLOTS")
+    user, user_paths = _user_props(sec, "algorithmProps")
+    defaults: dict[str, Any] = {}
+    default_paths: dict[str, str] = {}
+    if _type_of(alg_type, ctx) == "SLOTS":
+        bits = slot_count.bit_length() - 1
+        if slot_count != 1 << bits or not 1 <= bits <= 16:
             ctx.problems.add(
-                sec.field_path("shardKey"), f"table {logic!r} shards databases but names no shardKey", None
+                sec.field_path("slotCount", "slots"),
+                f"slot count must be a power of two from 2 to 65536, not {slot_count}",
+                slot_count,
             )
-        alg_type = sec.str("algorithm", default="SLOTS")
-        user, user_paths = _user_props(sec, "algorithmProps")
-        defaults: dict[str, Any] = {}
-        default_paths: dict[str, str] = {}
-        kind = _type_of(alg_type, ctx)
-        if kind == "SLOTS":
-            bits = slot_count.bit_length() - 1
-            if slot_count != 1 << bits or not 1 <= bits <= 16:
-                ctx.problems.add(
-                    sec.field_path("slotCount", "slots"),
-                    f"slot count must be a power of two from 2 to 65536, not {slot_count}",
-                    slot_count,
-                )
-            defaults["slot-bits"] = bits
-            default_paths["slot-bits"] = sec.field_path("slotCount", "slots")
-            if slots is not None:
-                user["slots"] = slots
-                user_paths["slots"] = slots_path
-        elif slots is not None or sec.has("slotCount"):
-            ctx.problems.add(
-                sec.field_path("slots", "slotCount"),
-                f"slots only apply to algorithm SLOTS, not {alg_type!r}",
-                slots,
-            )
-        if sec.has("ranges"):
-            user["ranges"] = sec.get("ranges")
-            user_paths["ranges"] = sec.field_path("ranges")
-        db_strategy = _short_strategy(
-            sec, "algorithm", alg_type, shard_key, f"{logic}.database", ctx,
-            user=(user, user_paths),
-            defaults=(defaults, default_paths),
-            # len(databases), not shardCount: a wrong shardCount is reported once, above, not again here
-            shards=(len(databases), sec.field_path("shardCount", "databases")),
-        )  # fmt: skip
+        defaults["slot-bits"] = bits
+        default_paths["slot-bits"] = sec.field_path("slotCount", "slots")
+        if slots is not None:
+            user["slots"] = slots
+            user_paths["slots"] = sec.field_path("slots")
+    elif slots is not None or sec.has("slotCount"):
+        ctx.problems.add(
+            sec.field_path("slots", "slotCount"),
+            f"slots only apply to algorithm SLOTS, not {alg_type!r}",
+            slots,
+        )
+    if sec.has("ranges"):
+        user["ranges"] = sec.get("ranges")
+        user_paths["ranges"] = sec.field_path("ranges")
+    return _short_strategy(
+        sec, "algorithm", alg_type, shape.shard_key, f"{logic}.database", ctx,
+        user=(user, user_paths),
+        defaults=(defaults, default_paths),
+        # len(databases), not shardCount: a wrong shardCount is reported once, above, not again here
+        shards=(len(shape.databases), sec.field_path("shardCount", "databases")),
+    )  # fmt: skip
 
-    # table strategy
+
+def _table_strategy(sec: Section, logic: str, shape: _Shape, ctx: Context) -> Strategy:
+    """``tableStrategy`` as written, else ``tableAlgorithm`` (default HASH_MOD) over ``tableKey``."""
     if sec.has("tableStrategy"):
-        tb_strategy = _strategy(sec.section("tableStrategy"), f"{logic}.table", ctx)
-    elif per_shard == 1 and not sec.has("tableAlgorithm"):
-        tb_strategy = NO_SHARDING
-    else:
-        table_key = sec.str("tableKey", "tableShardKey", default=shard_key)
-        if table_key is None:
-            ctx.problems.add(
-                sec.field_path("tableKey"),
-                f"table {logic!r} shards tables but names no tableKey or shardKey",
-                None,
-            )
-        alg_type = sec.str("tableAlgorithm", default="HASH_MOD")
-        tb_strategy = _short_strategy(
-            sec, "tableAlgorithm", alg_type, table_key, f"{logic}.table", ctx,
-            user=_user_props(sec, "tableAlgorithmProps"),
-            shards=(per_shard, sec.field_path("tablePerShard")),
-        )  # fmt: skip
+        return _strategy(sec.section("tableStrategy"), f"{logic}.table", ctx)
+    if shape.per_shard == 1 and not sec.has("tableAlgorithm"):
+        return NO_SHARDING
+    table_key = sec.str("tableKey", "tableShardKey", default=shape.shard_key)
+    if table_key is None:
+        ctx.problems.add(
+            sec.field_path("tableKey"),
+            f"table {logic!r} shards tables but names no tableKey or shardKey",
+            None,
+        )
+    alg_type = sec.str("tableAlgorithm", default="HASH_MOD")
+    return _short_strategy(
+        sec, "tableAlgorithm", alg_type, table_key, f"{logic}.table", ctx,
+        user=_user_props(sec, "tableAlgorithmProps"),
+        shards=(shape.per_shard, sec.field_path("tablePerShard")),
+    )  # fmt: skip
 
-    # data nodes
+
+def _short_form_nodes(sec: Section, logic: str, shape: _Shape, ctx: Context) -> list[DataNode] | None:
+    """``dataNodes`` as written (their count must fit the shape), else named by ``tablePattern``."""
+    expected = shape.shard_count * shape.per_shard
     if sec.has("dataNodes"):
         npath = sec.field_path("dataNodes")
         if sec.get("tablePattern") is not None:
@@ -426,35 +542,48 @@ def _simple_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | None
                 "give tablePattern or dataNodes, not both",
                 sec.get("tablePattern"),
             )
-        nodes = expand_nodes(sec.get("dataNodes"), ctx.problems, npath)
-        expected = shard_count * per_shard
+        nodes = expand_nodes(sec.get("dataNodes"), ctx.problems, npath, budget=ctx.names, limit=MAX_TABLE_NODES)
         if nodes and len(nodes) != expected:
             ctx.problems.add(
                 npath,
                 f"lists {len(nodes)} physical tables but shardCount × tablePerShard = "
-                f"{shard_count} × {per_shard} = {expected}",
+                f"{shape.shard_count} × {shape.per_shard} = {expected}",
                 len(nodes),
             )
-    else:
-        pattern = sec.str("tablePattern", default="{logic}_{db}_{table}" if per_shard > 1 else "{logic}")
-        nodes = []
-        try:
-            for d, ds in enumerate(databases):
-                for t in range(per_shard):
-                    nodes.append(DataNode(ds, pattern.format(logic=logic, db=d, table=t)))
-        except (KeyError, IndexError, ValueError) as exc:
-            ctx.problems.add(
-                sec.field_path("tablePattern"),
-                f"bad pattern {pattern!r} ({exc}); use {{logic}}, {{db}}, {{table}}",
-                pattern,
-            )
-            return None
-    ctx.paths.data_nodes[logic] = sec.field_path("dataNodes", "databases")
-    ctx.paths.database_strategy[logic] = sec.field_path("databaseStrategy", "algorithm", "shardKey")
-    ctx.paths.table_strategy[logic] = sec.field_path(
-        "tableStrategy", "tableAlgorithm", "tableKey", "tablePerShard"
-    )
-    return _sharded_table(sec, logic, nodes, db_strategy, tb_strategy, ctx)
+        return nodes
+    pattern = sec.str("tablePattern", default="{logic}_{db}_{table}" if shape.per_shard > 1 else "{logic}")
+    ppath = sec.field_path("tablePattern")
+    why = _pattern_problem(pattern) or name_problem(pattern.format(logic=logic, db=0, table=0), "table name")
+    if why is not None:
+        ctx.problems.add(ppath, f"bad pattern {pattern!r} ({why}); use {{logic}}, {{db}}, {{table}}", pattern)
+        return None
+    if not ctx.names.charge(len(shape.databases) * shape.per_shard, sec.field_path("tablePerShard"), ctx.problems):
+        return None
+    return [
+        DataNode(ds, pattern.format(logic=logic, db=d, table=t))
+        for d, ds in enumerate(shape.databases)
+        for t in range(shape.per_shard)
+    ]
+
+
+_PATTERN_FIELDS = frozenset({"logic", "db", "table"})
+_PATTERN_SPEC = re.compile(r"[<>^=]?[0+-]?[0-9]{0,2}[ds]?")  # padding like {table:02d}, no huge widths
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot name tables (``None`` when it can): only the three fields, small specs."""
+    try:
+        for _text, name, spec, conversion in string.Formatter().parse(pattern):
+            if name is None:
+                continue
+            if name not in _PATTERN_FIELDS or conversion is not None:
+                return f"unknown field {{{name}}}"
+            if spec and not _PATTERN_SPEC.fullmatch(spec):
+                return f"format {spec!r} is not a padding like 02d"
+        pattern.format(logic="t", db=0, table=0)
+    except (ValueError, KeyError, IndexError) as exc:
+        return str(exc)
+    return None
 
 
 _SHORT_FORM_ONLY = (
@@ -476,7 +605,7 @@ def _explicit_table(sec: Section, logic: str, ctx: Context) -> ShardedTable | No
     if not sec.has("dataNodes"):
         ctx.problems.add(npath, f"table {logic!r} needs dataNodes (or shardKey + databases)", None)
         return None
-    nodes = expand_nodes(sec.get("dataNodes"), ctx.problems, npath)
+    nodes = expand_nodes(sec.get("dataNodes"), ctx.problems, npath, budget=ctx.names, limit=MAX_TABLE_NODES)
     db_strategy = (
         _strategy(sec.section("databaseStrategy"), f"{logic}.database", ctx)
         if sec.has("databaseStrategy")
@@ -643,7 +772,7 @@ def _key_generation(sec: Section, logic: str, ctx: Context, slot_bits: int | Non
         if spec is None:
             ctx.problems.add(
                 kg.field_path("generator", "name"),
-                f"unknown key generator {ref!r} (configured: {sorted(ctx.key_generators)})",
+                f"unknown key generator {ref!r} (configured: {shown_names(sorted(ctx.key_generators))})",
                 ref,
             )
         kg.finish()
@@ -689,6 +818,7 @@ def _singles(top: Section, ctx: Context) -> tuple[dict[str, SingleTable], list[s
     raw = top.get("singleTables")
     path = top.field_path("singleTables")
     singles: dict[str, SingleTable] = {}
+    seen: set[str] = set()
     patterns: list[str] = []
     items: list[tuple[str, str, Any]] = []
     if isinstance(raw, Mapping):
@@ -707,9 +837,10 @@ def _singles(top: Section, ctx: Context) -> tuple[dict[str, SingleTable], list[s
             ctx.problems.add(ipath, f"must name a data source, not {ds!r}", ds)
         elif "*" in table or "*" in ds:
             patterns.append(f"{ds}.{table}")
-        elif table.lower() in {t.lower() for t in singles}:
+        elif table.lower() in seen:
             ctx.problems.add(ipath, f"duplicate single table {table!r}", table)
         else:
+            seen.add(table.lower())
             singles[table] = SingleTable(table, ds)
             ctx.paths.single[table] = ipath
     return singles, patterns
@@ -739,9 +870,11 @@ def _runtime(sec: Section, app_name: str | None) -> RuntimeSettings:
     settings = RuntimeSettings(
         allow_full_route=sec.bool("allowFullRoute", default=d.allow_full_route),
         allow_dml_full_route=sec.bool("allowDmlFullRoute", default=d.allow_dml_full_route),
-        full_route_threshold=sec.int("fullRouteThreshold", default=d.full_route_threshold, min=0),
-        max_offset=sec.int("maxOffset", default=d.max_offset, min=0),
-        slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, min=0),
+        full_route_threshold=sec.int(
+            "fullRouteThreshold", default=d.full_route_threshold, bounds=RANGES["runtime.fullRouteThreshold"]
+        ),
+        max_offset=sec.int("maxOffset", default=d.max_offset, bounds=RANGES["runtime.maxOffset"]),
+        slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, bounds=RANGES["runtime.slowSqlMs"]),
         sql_comment=sec.bool("sqlComment", default=d.sql_comment),
         app_name=sec.str("appName", default=app_name),
     )

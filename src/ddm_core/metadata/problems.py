@@ -1,4 +1,4 @@
-"""Collecting every problem of a configuration before failing (seed 000 §2.2).
+"""Collecting every problem of a configuration before failing (docs/architecture.md#fail-at-load-not-at-run-time).
 
 A loader never stops at the first mistake: it records each one as a
 :class:`Problem` (field path, message naming the value) in a :class:`Problems`
@@ -21,7 +21,7 @@ def join_path(base: str, key: object) -> str:
     if isinstance(key, int):
         return f"{base}[{key}]"
     text = str(key)
-    if text and not all(ch.isalnum() or ch in "_-$" for ch in text):
+    if not text or not all(ch.isalnum() or ch in "_-$" for ch in text):
         text = repr(text)  # keys with dots or spaces stay readable as one segment
     return f"{base}.{text}" if base else text
 

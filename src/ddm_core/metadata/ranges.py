@@ -1,9 +1,10 @@
-"""Slot maps and range lists: parsing and the coverage checks of seed 000 §2.4 / 002 §4.3.
+"""Slot maps and range lists: parsing and the coverage checks.
 
 A slot map assigns every slot ``0..2**bits-1`` to exactly one target; a range
 list assigns every value of a span to exactly one target. Both are checked the
-same way: no slot (value) claimed twice, none left out. Seed 000 ends with the
-lesson — one deleted line of a slot map made 1/16 of the data unreachable.
+same way: no slot (value) claimed twice, none left out — one deleted line of a
+slot map makes a whole share of the data unreachable
+(docs/architecture.md#slots-rather-than-modulo-or-a-hash-ring).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Supported (5.0 to 5.5 spellings):
   ``broadcastTables``, ``defaultDatabaseStrategy`` / ``defaultTableStrategy`` /
   ``defaultShardingColumn`` / ``defaultKeyGenerateStrategy``,
   ``keyGenerateStrategies``, ``shardingAlgorithms``, ``keyGenerators``,
-  ``auditors``), ``!BROADCAST``, ``!SINGLE``, ``!READWRITE_SPLITTING`` (5.0
+  ``auditors``, ``auditStrategy`` / ``defaultAuditStrategy``), ``!BROADCAST``, ``!SINGLE``, ``!READWRITE_SPLITTING`` (5.0
   ``dataSources``, 5.1 ``staticStrategy`` / ``type: Static``, 5.4
   ``dataSourceGroups``; load balancers ROUND_ROBIN, RANDOM, WEIGHT).
 * ``databaseName`` / ``schemaName``, ``props``, ``mode`` (kept in
@@ -19,16 +19,31 @@ Supported (5.0 to 5.5 spellings):
 Refused with a problem naming them: any other rule tag (``!ENCRYPT``,
 ``!SHADOW``, ``!MASK``...), unknown algorithm / key generator / load balancer
 types, dynamic read/write splitting, sequence key generation. Accepted with a
-warning (loaded, not enforced): ``auditStrategy`` / ``auditors``,
-``shardingCache``.
+warning (loaded, not enforced): ``shardingCache``.
+
+Audit strategies keep ShardingSphere's meaning (``ShardedTable.auditors``): a
+statement without a shard condition on a table whose auditors include a
+``DML_SHARDING_CONDITIONS`` one is refused; a table without auditors lets it
+reach every shard (docs/configuration.md#audit-strategies).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ddm_core.metadata.build import LOAD_BALANCERS, Context, pool_settings
-from ddm_core.metadata.fields import Section
+from ddm_core.metadata.build import LOAD_BALANCERS, POOL_RANGES, Context, pool_settings
+from ddm_core.metadata.fields import Section, as_int
+from ddm_core.metadata.limits import (
+    MAX_DATA_SOURCES,
+    MAX_LOGIC_TABLES,
+    MAX_SHARDS,
+    MAX_TABLE_NODES,
+    RANGES,
+    shown_names,
+    too_many,
+)
 from ddm_core.metadata.model import (
     NO_SHARDING,
     BindingGroup,
@@ -44,7 +59,7 @@ from ddm_core.metadata.model import (
     StrategyKind,
     freeze,
 )
-from ddm_core.metadata.nodes import expand_names, expand_nodes
+from ddm_core.metadata.nodes import expand_names, expand_nodes, name_problem
 from ddm_core.metadata.problems import join_path
 from ddm_core.metadata.yaml_tags import Tagged
 
@@ -122,11 +137,19 @@ def _mode(mode: Any) -> MetadataCenter:
 
 def _data_sources(sec: Section, ctx: Context) -> dict[str, DataSource]:
     out: dict[str, DataSource] = {}
+    if too_many(len(sec.data), MAX_DATA_SOURCES, "data sources", sec.path or "dataSources", ctx.problems):
+        sec.mark(*map(str, sec.data))
+        return out
     for key, spec in sec.data.items():
         name = str(key)
         sec.mark(name)
         path = join_path(sec.path, name)
         ctx.paths.data_sources[name] = path
+        why = name_problem(name, "data source name")
+        if why is not None:
+            ctx.problems.add(path, why, name)
+            ctx.failed_data_sources.add(name)
+            continue
         extra: dict[str, Any] = {}
         if isinstance(spec, Tagged):  # 4.x: `ds0: !!org.apache.commons.dbcp.BasicDataSource`
             extra["dataSourceClassName"] = spec.name
@@ -171,14 +194,13 @@ def _endpoint(
     other: dict[str, Any] = {}
     for k, v in flat.items():
         if k in _POOL_KEYS:
-            if isinstance(v, str) and v.strip().isdigit():
-                v = int(v)
-            if type(v) is not int or v < 0:
-                ctx.problems.add(
-                    paths.get(k, join_path(path, k)), f"must be a non-negative integer, not {v!r}", v
-                )
-            else:
-                pool[_POOL_KEYS[k]] = v
+            bounds = POOL_RANGES[_POOL_KEYS[k]]
+            number = as_int(v)
+            why = f"must be {bounds.describe()}, not {v!r}" if number is None else bounds.problem(number)
+            if why is not None:
+                ctx.problems.add(paths.get(k, join_path(path, k)), why, v)
+            elif number is not None:
+                pool[_POOL_KEYS[k]] = number
         elif k not in (*_URL_KEYS, "username", "user", "password", "passwordEnv"):
             other[k] = v
     settings = pool_settings(pool)
@@ -227,8 +249,39 @@ def _rules(top: Section, ctx: Context) -> dict[str, tuple[Any, str]]:
 
 
 def _readwrite(value: Any, path: str, data_sources: dict[str, DataSource], ctx: Context) -> None:
+    """``!READWRITE_SPLITTING``: each group becomes a data source whose members are its endpoints."""
     sec = Section(value, path, ctx.problems)
-    balancers: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    balancers = _load_balancers(sec, ctx)
+    members: set[str] = set()
+    gpath = sec.field_path("dataSourceGroups", "dataSources")
+    for group_name, spec in sec.mapping("dataSourceGroups", "dataSources").items():
+        group = str(group_name)
+        path_g = join_path(gpath, group)
+        built = _readwrite_group(group, Section(spec, path_g, ctx.problems), balancers, data_sources, ctx)
+        if built is None:
+            continue
+        data_sources[group], group_members = built
+        ctx.paths.data_sources[group] = path_g
+        members.update(group_members)
+    for m in members:  # members are endpoints of their group now, not data sources of their own
+        data_sources.pop(m, None)
+    sec.finish()
+
+
+@dataclass(frozen=True)
+class _Balancer:
+    """A configured load balancer: type, props and where it was written."""
+
+    type: str
+    props: Mapping[str, Any]
+    path: str
+
+
+_ROUND_ROBIN = _Balancer("ROUND_ROBIN", {}, "")
+
+
+def _load_balancers(sec: Section, ctx: Context) -> dict[str, _Balancer]:
+    balancers: dict[str, _Balancer] = {}
     lpath = sec.field_path("loadBalancers")
     for lb_name, spec in sec.mapping("loadBalancers").items():
         lsec = Section(spec, join_path(lpath, str(lb_name)), ctx.problems)
@@ -239,123 +292,121 @@ def _readwrite(value: Any, path: str, data_sources: dict[str, DataSource], ctx: 
                 f"unknown load balancer type {lb_type!r} (supported: {', '.join(LOAD_BALANCERS)})",
                 lb_type,
             )
-        balancers[str(lb_name)] = ((lb_type or "").upper(), lsec.mapping("props"))
+        balancers[str(lb_name)] = _Balancer((lb_type or "").upper(), lsec.mapping("props"), lsec.path)
         lsec.finish()
-    members: set[str] = set()
-    gpath = sec.field_path("dataSourceGroups", "dataSources")
-    for group_name, spec in sec.mapping("dataSourceGroups", "dataSources").items():
-        group = str(group_name)
-        path_g = join_path(gpath, group)
-        g = Section(spec, path_g, ctx.problems)
-        inner = g
-        if g.has("staticStrategy"):
-            inner = g.section("staticStrategy")
-        elif g.has("dynamicStrategy") or g.has("autoAwareDataSourceName"):
-            ctx.problems.add(
-                g.field_path("dynamicStrategy", "autoAwareDataSourceName"),
-                "dynamic read/write splitting (database discovery) is not supported; "
-                "list writeDataSourceName and readDataSourceNames",
-                None,
-            )
-            g.mark(
-                "dynamicStrategy",
-                "autoAwareDataSourceName",
-                "loadBalancerName",
-                "transactionalReadQueryStrategy",
-            )
-            g.finish()
-            continue
-        elif g.has("type"):  # 5.1.0: type: Static + props
-            kind = g.str("type")
-            if (kind or "").lower() != "static":
-                ctx.problems.add(
-                    g.field_path("type"), f"only Static read/write splitting is supported, not {kind!r}", kind
-                )
-            inner = g.section("props")
-        write = inner.str(
-            "writeDataSourceName", "write-data-source-name", "write_data_source_name", required=True
+    return balancers
+
+
+def _readwrite_group(
+    group: str, g: Section, balancers: dict[str, _Balancer], data_sources: dict[str, DataSource], ctx: Context
+) -> tuple[DataSource, list[str]] | None:
+    """One read/write group → its data source and member names (``None``: problems recorded)."""
+    names = _group_members(g, ctx)
+    if names is None:
+        return None
+    why = name_problem(group, "read/write group name")
+    if why is not None:
+        ctx.problems.add(g.path, why, group)
+        return None
+    write, reads, lb_name, tx = names
+    if group in data_sources:
+        ctx.problems.add(g.path, f"read/write group {group!r} has the name of a data source", group)
+        return None
+    balancer = balancers.get(lb_name, _ROUND_ROBIN) if lb_name else _ROUND_ROBIN
+    if lb_name and lb_name not in balancers:
+        ctx.problems.add(
+            join_path(g.path, "loadBalancerName"),
+            f"unknown load balancer {lb_name!r} (configured: {shown_names(sorted(balancers))})",
+            lb_name,
         )
-        reads = inner.list(
-            "readDataSourceNames", "read-data-source-names", "read_data_source_names", split=True
+    if not _members_known(g.path, write, reads, data_sources, ctx) or write is None:
+        ctx.failed_data_sources.add(group)
+        return None
+    replicas = _weighted_replicas(reads, balancer, data_sources, ctx)
+    primary = data_sources[write]
+    source = DataSource(
+        group, primary.primary, tuple(replicas), primary.pool, LOAD_BALANCERS.get(balancer.type, "round_robin"), tx
+    )
+    return source, [write, *reads]
+
+
+def _group_members(g: Section, ctx: Context) -> tuple[str | None, list[str], str | None, str] | None:
+    """``(writeDataSourceName, readDataSourceNames, loadBalancerName, transactional reads)`` of a
+    group in any 5.x spelling; ``None`` for dynamic splitting (refused)."""
+    inner = g
+    if g.has("staticStrategy"):
+        inner = g.section("staticStrategy")
+    elif g.has("dynamicStrategy") or g.has("autoAwareDataSourceName"):
+        ctx.problems.add(
+            g.field_path("dynamicStrategy", "autoAwareDataSourceName"),
+            "dynamic read/write splitting (database discovery) is not supported; "
+            "list writeDataSourceName and readDataSourceNames",
+            None,
         )
-        if inner is not g:
-            inner.finish()
-        lb_name = g.str("loadBalancerName")
-        tx = (g.str("transactionalReadQueryStrategy") or "PRIMARY").lower()
-        if tx not in ("primary", "fixed", "dynamic"):
-            ctx.problems.add(
-                g.field_path("transactionalReadQueryStrategy"),
-                f"must be PRIMARY, FIXED or DYNAMIC, not {tx!r}",
-                tx,
-            )
+        g.mark("dynamicStrategy", "autoAwareDataSourceName", "loadBalancerName", "transactionalReadQueryStrategy")
         g.finish()
-        if group in data_sources:
-            ctx.problems.add(path_g, f"read/write group {group!r} has the name of a data source", group)
-            continue
-        lb_type, lb_props = balancers.get(lb_name, ("ROUND_ROBIN", {})) if lb_name else ("ROUND_ROBIN", {})
-        if lb_name and lb_name not in balancers:
+        return None
+    elif g.has("type"):  # 5.1.0: type: Static + props
+        kind = g.str("type")
+        if (kind or "").lower() != "static":
             ctx.problems.add(
-                join_path(path_g, "loadBalancerName"),
-                f"unknown load balancer {lb_name!r} (configured: {sorted(balancers)})",
-                lb_name,
+                g.field_path("type"), f"only Static read/write splitting is supported, not {kind!r}", kind
             )
-        missing = [n for n in [write, *reads] if n is not None and n not in data_sources]
-        failed = [n for n in missing if n in ctx.failed_data_sources]
-        if missing != failed:
-            ctx.problems.add(
-                path_g,
-                f"names data source(s) {[m for m in missing if m not in failed]} that are not in dataSources",
-                missing,
-            )
-        if missing or write is None:
-            ctx.failed_data_sources.add(group)
-            continue
-        replicas = []
-        for r in reads:
-            weight = lb_props.get(r, 1) if lb_type == "WEIGHT" else 1
-            try:
-                weight = int(weight)
-            except (TypeError, ValueError):
-                ctx.problems.add(
-                    join_path(lpath, f"{lb_name}.props.{r}"),
-                    f"weight must be an integer, not {weight!r}",
-                    weight,
-                )
-                weight = 1
-            ep = data_sources[r].primary
-            replicas.append(
-                Endpoint(
-                    ep.name,
-                    ep.dialect,
-                    ep.host,
-                    ep.port,
-                    ep.database,
-                    ep.username,
-                    ep.password,
-                    ep.options,
-                    weight,
-                    ep.props,
-                )
-            )
-        primary = data_sources[write]
-        data_sources[group] = DataSource(
-            group,
-            primary.primary,
-            tuple(replicas),
-            primary.pool,
-            LOAD_BALANCERS.get(lb_type, "round_robin"),
-            tx,
+        inner = g.section("props")
+    write = inner.str("writeDataSourceName", "write-data-source-name", "write_data_source_name", required=True)
+    read_names = ("readDataSourceNames", "read-data-source-names", "read_data_source_names")
+    reads = [
+        name
+        for _, name in _split_items(
+            inner.list(*read_names, split=True), inner.field_path(*read_names), ctx, "a data source name"
         )
-        ctx.paths.data_sources[group] = path_g
-        members.update([write, *reads])
-    for m in members:  # members are endpoints of their group now, not data sources of their own
-        data_sources.pop(m, None)
-    sec.finish()
+    ]
+    if inner is not g:
+        inner.finish()
+    lb_name = g.str("loadBalancerName")
+    tx = (g.str("transactionalReadQueryStrategy") or "PRIMARY").lower()
+    if tx not in ("primary", "fixed", "dynamic"):
+        ctx.problems.add(
+            g.field_path("transactionalReadQueryStrategy"), f"must be PRIMARY, FIXED or DYNAMIC, not {tx!r}", tx
+        )
+    g.finish()
+    return write, reads, lb_name, tx
+
+
+def _members_known(
+    path: str, write: str | None, reads: list[str], data_sources: dict[str, DataSource], ctx: Context
+) -> bool:
+    """Every member is a configured data source (one that failed to build is not reported again)."""
+    missing = [n for n in [write, *reads] if n is not None and n not in data_sources]
+    unreported = [m for m in missing if m not in ctx.failed_data_sources]
+    if unreported:
+        ctx.problems.add(
+            path, f"names data source(s) {shown_names(map(str, unreported))} that are not in dataSources", missing
+        )
+    return not missing
+
+
+def _weighted_replicas(
+    reads: list[str], balancer: _Balancer, data_sources: dict[str, DataSource], ctx: Context
+) -> list[Endpoint]:
+    """The read members as replicas; a WEIGHT balancer's props give each its weight."""
+    bounds = RANGES["weight"]
+    replicas = []
+    for r in reads:
+        raw = balancer.props.get(r, 1) if balancer.type == "WEIGHT" else 1
+        weight = as_int(raw)
+        why = f"must be {bounds.describe()}, not {raw!r}" if weight is None else bounds.problem(weight)
+        if why is not None or weight is None:
+            ctx.problems.add(join_path(join_path(balancer.path, "props"), str(r)), f"weight {why}", raw)
+            weight = 1
+        replicas.append(dataclasses.replace(data_sources[r].primary, weight=weight))
+    return replicas
 
 
 def _single(value: Any, path: str, ctx: Context) -> tuple[dict[str, SingleTable], list[str], str | None]:
     sec = Section(value, path, ctx.problems)
     singles: dict[str, SingleTable] = {}
+    seen: set[str] = set()
     patterns: list[str] = []
     tpath = sec.field_path("tables")
     for i, entry in enumerate(sec.list("tables", split=True)):
@@ -369,9 +420,10 @@ def _single(value: Any, path: str, ctx: Context) -> tuple[dict[str, SingleTable]
         ds, table = parts[0], parts[-1]
         if "*" in ds or "*" in table:
             patterns.append(entry)
-        elif table.lower() in (t.lower() for t in singles):
+        elif table.lower() in seen:
             ctx.problems.add(ipath, f"single table {table!r} is listed twice", table)
         else:
+            seen.add(table.lower())
             singles[table] = SingleTable(table, ds)
             ctx.paths.single[table] = ipath
     default = sec.str("defaultDataSource")
@@ -386,7 +438,36 @@ def _single(value: Any, path: str, ctx: Context) -> tuple[dict[str, SingleTable]
 def _sharding(
     value: Any, path: str, data_sources: dict[str, DataSource], ctx: Context
 ) -> tuple[dict[str, ShardedTable], list[list[str]], list[str]]:
+    """``!SHARDING``: its algorithms and key generators, then tables, auto tables, bindings, broadcasts."""
     sec = Section(value, path, ctx.problems)
+    _named_algorithms(sec, ctx)
+    defaults = _rule_defaults(sec, ctx, _auditors(sec, ctx))
+    tables = _Tables()
+    count = len(sec.mapping("tables")) + len(sec.mapping("autoTables"))
+    if too_many(count, MAX_LOGIC_TABLES, "logic tables (tables and autoTables)", sec.path, ctx.problems):
+        sec.mark("tables", "autoTables", "bindingTables", "broadcastTables")
+        return {}, [], []
+    tpath = sec.field_path("tables")
+    for logic, spec in sec.mapping("tables").items():
+        if ctx.names.spent:
+            break  # the problem is reported; the remaining tables would only repeat it
+        path_t = join_path(tpath, str(logic))
+        _plain_table(str(logic), Section(spec, path_t, ctx.problems), defaults, data_sources, tables, ctx)
+    atpath = sec.field_path("autoTables")
+    for logic, spec in sec.mapping("autoTables").items():
+        if ctx.names.spent:
+            break
+        path_t = join_path(atpath, str(logic))
+        _auto_table(str(logic), Section(spec, path_t, ctx.problems), defaults, data_sources, tables, ctx)
+    groups = _binding_tables(sec, ctx)
+    broadcast: list[str] = []
+    _add_broadcast(broadcast, sec, "broadcastTables", ctx)
+    sec.finish()
+    return tables.by_name, groups, broadcast
+
+
+def _named_algorithms(sec: Section, ctx: Context) -> None:
+    """``shardingAlgorithms`` and ``keyGenerators``: built and registered by name."""
     apath = sec.field_path("shardingAlgorithms")
     for alg_name, spec in sec.mapping("shardingAlgorithms").items():
         a = Section(spec, join_path(apath, str(alg_name)), ctx.problems)
@@ -397,9 +478,14 @@ def _sharding(
         k = Section(spec, join_path(kpath, str(gen_name)), ctx.problems)
         ctx.key_generator(str(gen_name), k.get("type"), k.get("props"), k.path)
         k.finish()
-    apath2 = sec.field_path("auditors")
+
+
+def _auditors(sec: Section, ctx: Context) -> frozenset[str]:
+    """``auditors`` (their names) and the rule's unsupported extras, checked."""
+    apath = sec.field_path("auditors")
+    names: set[str] = set()
     for aud_name, spec in sec.mapping("auditors").items():
-        a = Section(spec, join_path(apath2, str(aud_name)), ctx.problems)
+        a = Section(spec, join_path(apath, str(aud_name)), ctx.problems)
         aud_type = a.str("type", required=True)
         if aud_type is not None and aud_type.upper() != "DML_SHARDING_CONDITIONS":
             ctx.problems.add(
@@ -409,119 +495,175 @@ def _sharding(
             )
         a.mark("props")
         a.finish()
-        ctx.warn(
-            a.path,
-            "sharding auditors are loaded but not enforced; use runtime.allowFullRoute to refuse unsharded statements",
-        )
-    for unsupported in ("shardingCache", "defaultAuditStrategy"):
-        if sec.has(unsupported):
-            ctx.warn(
-                sec.field_path(unsupported), f"{unsupported} is not supported by ddm-core and has no effect"
-            )
+        names.add(str(aud_name))
+    if sec.has("shardingCache"):
+        ctx.warn(sec.field_path("shardingCache"), "shardingCache is not supported by ddm-core and has no effect")
+    return frozenset(names)
 
-    default_column = sec.str("defaultShardingColumn")
-    default_db = _strategy(
-        sec.get("defaultDatabaseStrategy"), sec.field_path("defaultDatabaseStrategy"), default_column, ctx
-    )
-    default_tb = _strategy(
-        sec.get("defaultTableStrategy"), sec.field_path("defaultTableStrategy"), default_column, ctx
-    )
-    default_key = _key_strategy(
-        sec.get("defaultKeyGenerateStrategy"), sec.field_path("defaultKeyGenerateStrategy"), ctx
-    )
-    key_by_table = _key_strategies(sec, ctx)
 
-    tables: dict[str, ShardedTable] = {}
-    tpath = sec.field_path("tables")
-    for logic, spec in sec.mapping("tables").items():
-        name = str(logic)
-        path_t = join_path(tpath, name)
-        t = Section(spec, path_t, ctx.problems)
-        if t.has("actualDataNodes"):
-            nodes = expand_nodes(t.get("actualDataNodes"), ctx.problems, t.field_path("actualDataNodes"))
-        else:  # database sharding only: the logic table's name in every data source
-            nodes = [DataNode(ds, name) for ds in data_sources]
-        db = (
-            _strategy(t.get("databaseStrategy"), t.field_path("databaseStrategy"), default_column, ctx)
-            if t.has("databaseStrategy")
-            else default_db
-        )
-        tb = (
-            _strategy(t.get("tableStrategy"), t.field_path("tableStrategy"), default_column, ctx)
-            if t.has("tableStrategy")
-            else default_tb
-        )
-        key = _own_key(t, ctx)
-        _audit(t, ctx)
-        t.finish()
-        _add_table(
-            tables,
-            ShardedTable(name, tuple(nodes), db, tb, _chosen_key(key, key_by_table, default_key, name)),
-            path_t,
-            ctx,
-        )
-        ctx.paths.data_nodes[name] = t.field_path("actualDataNodes")
-        ctx.paths.database_strategy[name] = (
-            t.field_path("databaseStrategy")
-            if t.has("databaseStrategy")
-            else sec.field_path("defaultDatabaseStrategy")
-        )
-        ctx.paths.table_strategy[name] = (
-            t.field_path("tableStrategy")
-            if t.has("tableStrategy")
-            else sec.field_path("defaultTableStrategy")
-        )
-        _key_path(key, key_by_table, default_key, name, t, sec, ctx)
+@dataclass(frozen=True)
+class _Defaults:
+    """What a ``!SHARDING`` rule gives each table that does not say otherwise."""
 
-    atpath = sec.field_path("autoTables")
-    for logic, spec in sec.mapping("autoTables").items():
-        name = str(logic)
-        path_t = join_path(atpath, name)
-        t = Section(spec, path_t, ctx.problems)
-        ds_names = (
-            expand_names(t.get("actualDataSources"), ctx.problems, t.field_path("actualDataSources"))
-            if t.has("actualDataSources")
-            else list(data_sources)
-        )
-        strategy = _strategy(t.get("shardingStrategy"), t.field_path("shardingStrategy"), default_column, ctx)
-        key = _own_key(t, ctx)
-        _audit(t, ctx)
-        t.finish()
-        amount = getattr(strategy.sharder, "result_count", None) if strategy.algorithm else None
-        if not t.has("shardingStrategy"):
+    rule: Section
+    column: str | None
+    database: Strategy
+    table: Strategy
+    key: KeyGeneration | None
+    key_by_table: dict[str, KeyGeneration]
+    auditors: frozenset[str]  # declared auditor names
+    audit: tuple[str, ...]  # defaultAuditStrategy's auditors
+
+    def key_of(self, own: KeyGeneration | None, name: str) -> KeyGeneration | None:
+        return _chosen_key(own, self.key_by_table, self.key, name)
+
+
+def _rule_defaults(sec: Section, ctx: Context, auditors: frozenset[str]) -> _Defaults:
+    column = sec.str("defaultShardingColumn")
+    audit_path = sec.field_path("defaultAuditStrategy")
+    return _Defaults(
+        rule=sec,
+        column=column,
+        database=_strategy(
+            sec.get("defaultDatabaseStrategy"), sec.field_path("defaultDatabaseStrategy"), column, ctx
+        ),
+        table=_strategy(sec.get("defaultTableStrategy"), sec.field_path("defaultTableStrategy"), column, ctx),
+        key=_key_strategy(sec.get("defaultKeyGenerateStrategy"), sec.field_path("defaultKeyGenerateStrategy"), ctx),
+        key_by_table=_key_strategies(sec, ctx),
+        auditors=auditors,
+        audit=_audit_strategy(sec.get("defaultAuditStrategy"), audit_path, auditors, ctx),
+    )
+
+
+class _Tables:
+    """The rule's logic tables by name; a name given twice (any case) is a problem."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, ShardedTable] = {}
+        self._lower: set[str] = set()
+
+    def add(self, table: ShardedTable, path: str, ctx: Context) -> None:
+        if table.name.lower() in self._lower:
             ctx.problems.add(
-                t.field_path("shardingStrategy"), f"auto table {name!r} needs a shardingStrategy", None
+                path, f"logic table {table.name!r} is configured twice (tables and autoTables)", table.name
             )
-            continue
-        if strategy.algorithm is not None and not isinstance(amount, int):
-            ctx.problems.add(
-                t.field_path("shardingStrategy"),
-                f"algorithm {strategy.algorithm.name!r} ({strategy.algorithm.type}) cannot size an auto table; "
-                "use MOD, HASH_MOD, VOLUME_RANGE, BOUNDARY_RANGE or AUTO_INTERVAL",
-                strategy.algorithm.type,
-            )
-            continue
-        if not ds_names or strategy.algorithm is None or amount is None:
-            continue
-        nodes = [DataNode(ds_names[i % len(ds_names)], f"{name}_{i}") for i in range(amount)]
-        _add_table(
-            tables,
-            ShardedTable(
-                name,
-                tuple(nodes),
-                NO_SHARDING,
-                strategy,
-                _chosen_key(key, key_by_table, default_key, name),
-                auto=True,
-            ),
-            path_t,
-            ctx,
-        )
-        ctx.paths.data_nodes[name] = t.field_path("actualDataSources")
-        ctx.paths.table_strategy[name] = t.field_path("shardingStrategy")
-        ctx.paths.database_strategy[name] = t.field_path("shardingStrategy")
-        _key_path(key, key_by_table, default_key, name, t, sec, ctx)
+            return
+        self._lower.add(table.name.lower())
+        self.by_name[table.name] = table
+        ctx.paths.tables[table.name] = path
 
+
+def _plain_table(
+    name: str, t: Section, defaults: _Defaults, data_sources: dict[str, DataSource], tables: _Tables, ctx: Context
+) -> None:
+    """One ``tables`` entry: its data nodes and strategies (the rule's defaults where it gives none)."""
+    if _bad_table_name(name, t, ctx):
+        return
+    if t.has("actualDataNodes"):
+        nodes = expand_nodes(
+            t.get("actualDataNodes"), ctx.problems, t.field_path("actualDataNodes"),
+            budget=ctx.names, limit=MAX_TABLE_NODES,
+        )  # fmt: skip
+    elif ctx.names.charge(len(data_sources), t.path, ctx.problems):
+        nodes = [DataNode(ds, name) for ds in data_sources]  # database sharding only: the same name everywhere
+    else:
+        nodes = []
+    db = _own_strategy(t, "databaseStrategy", defaults.database, defaults.column, ctx)
+    tb = _own_strategy(t, "tableStrategy", defaults.table, defaults.column, ctx)
+    key = _own_key(t, ctx)
+    audit = _audit(t, defaults, ctx)
+    t.finish()
+    tables.add(ShardedTable(name, tuple(nodes), db, tb, defaults.key_of(key, name), auditors=audit), t.path, ctx)
+    ctx.paths.data_nodes[name] = t.field_path("actualDataNodes")
+    ctx.paths.database_strategy[name] = _strategy_path(t, defaults.rule, "databaseStrategy")
+    ctx.paths.table_strategy[name] = _strategy_path(t, defaults.rule, "tableStrategy")
+    _key_path(key, defaults.key_by_table, defaults.key, name, t, defaults.rule, ctx)
+
+
+def _bad_table_name(name: str, t: Section, ctx: Context) -> bool:
+    why = name_problem(name, "logic table name")
+    if why is None:
+        return False
+    ctx.problems.add(t.path, why, name)
+    return True
+
+
+def _own_strategy(t: Section, field_name: str, default: Strategy, column: str | None, ctx: Context) -> Strategy:
+    if not t.has(field_name):
+        return default
+    return _strategy(t.get(field_name), t.field_path(field_name), column, ctx)
+
+
+def _strategy_path(t: Section, rule: Section, field_name: str) -> str:
+    """Where a table's strategy was written: its own field, or the rule's ``default...`` one."""
+    if t.has(field_name):
+        return t.field_path(field_name)
+    return rule.field_path("default" + field_name[0].upper() + field_name[1:])
+
+
+def _auto_table(
+    name: str, t: Section, defaults: _Defaults, data_sources: dict[str, DataSource], tables: _Tables, ctx: Context
+) -> None:
+    """One ``autoTables`` entry: ``name_0..name_N-1`` spread round-robin over its data sources,
+    N given by the sharding algorithm (checked against the size limits before a node is built)."""
+    if _bad_table_name(name, t, ctx):
+        return
+    ds_path = t.field_path("actualDataSources")
+    ds_names = (
+        expand_names(t.get("actualDataSources"), ctx.problems, ds_path, budget=ctx.names, limit=MAX_SHARDS,
+                     what="data sources")
+        if t.has("actualDataSources")
+        else list(data_sources)
+    )  # fmt: skip
+    spath = t.field_path("shardingStrategy")
+    strategy = _strategy(t.get("shardingStrategy"), spath, defaults.column, ctx)
+    key = _own_key(t, ctx)
+    audit = _audit(t, defaults, ctx)
+    t.finish()
+    amount = _auto_table_size(name, t, strategy, ctx)
+    if amount is None or not ds_names:
+        return
+    nodes = [DataNode(ds_names[i % len(ds_names)], f"{name}_{i}") for i in range(amount)]
+    auto = ShardedTable(
+        name, tuple(nodes), NO_SHARDING, strategy, defaults.key_of(key, name), auto=True, auditors=audit
+    )
+    tables.add(auto, t.path, ctx)
+    ctx.paths.data_nodes[name] = ds_path
+    ctx.paths.table_strategy[name] = spath
+    ctx.paths.database_strategy[name] = spath
+    _key_path(key, defaults.key_by_table, defaults.key, name, t, defaults.rule, ctx)
+
+
+def _auto_table_size(name: str, t: Section, strategy: Strategy, ctx: Context) -> int | None:
+    """How many tables the auto table's algorithm makes, if it can say and the limits allow."""
+    spath = t.field_path("shardingStrategy")
+    if not t.has("shardingStrategy"):
+        ctx.problems.add(spath, f"auto table {name!r} needs a shardingStrategy", None)
+        return None
+    spec = strategy.algorithm
+    if spec is None:
+        return None  # its problem is listed already
+    amount = getattr(strategy.sharder, "result_count", None)
+    if not isinstance(amount, int):
+        ctx.problems.add(
+            spath,
+            f"algorithm {spec.name!r} ({spec.type}) cannot size an auto table; "
+            "use MOD, HASH_MOD, VOLUME_RANGE, BOUNDARY_RANGE or AUTO_INTERVAL",
+            spec.type,
+        )
+        return None
+    if amount > MAX_TABLE_NODES:
+        ctx.problems.add(
+            spath,
+            f"algorithm {spec.name!r} ({spec.type}) makes {amount} tables for auto table {name!r}; "
+            f"one logic table has at most {MAX_TABLE_NODES}",
+            amount,
+        )
+        return None
+    return amount if ctx.names.charge(amount, spath, ctx.problems) else None
+
+
+def _binding_tables(sec: Section, ctx: Context) -> list[list[str]]:
     groups: list[list[str]] = []
     bpath = sec.field_path("bindingTables")
     for i, item in enumerate(sec.list("bindingTables")):
@@ -535,10 +677,7 @@ def _sharding(
             ctx.problems.add(ipath, f"must be a comma-separated list of logic tables, not {item!r}", item)
             continue
         ctx.paths.binding_groups.append(ipath)
-    broadcast: list[str] = []
-    _add_broadcast(broadcast, sec, "broadcastTables", ctx)
-    sec.finish()
-    return tables, groups, broadcast
+    return groups
 
 
 def _chosen_key(
@@ -576,38 +715,52 @@ def _own_key(table: Section, ctx: Context) -> KeyGeneration | None:
 def _add_broadcast(broadcast: list[str], sec: Section, field_name: str, ctx: Context) -> None:
     """Append the broadcast tables listed in ``field_name``; a table already in ``broadcast`` is a problem."""
     path = sec.field_path(field_name)
+    seen = {b.lower() for b in broadcast}
     for i, table in _split_items(sec.list(field_name, split=True), path, ctx):
-        if table.lower() in (b.lower() for b in broadcast):
+        if table.lower() in seen:
             ctx.problems.add(join_path(path, i), f"broadcast table {table!r} is listed twice", table)
         else:
+            seen.add(table.lower())
             broadcast.append(table)
             ctx.paths.broadcast[table] = join_path(path, i)
 
 
-def _split_items(items: list[Any], path: str, ctx: Context) -> list[tuple[int, str]]:
-    """Table names of a list whose items may themselves be comma-separated (seed 004)."""
+def _split_items(items: list[Any], path: str, ctx: Context, what: str = "a table name") -> list[tuple[int, str]]:
+    """Names of a list whose items may themselves be comma-separated (``- t_a, t_b``)."""
     out: list[tuple[int, str]] = []
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            ctx.problems.add(join_path(path, i), f"must be a table name, not {item!r}", item)
+            ctx.problems.add(join_path(path, i), f"must be {what}, not {item!r}", item)
             continue
         out.extend((i, part.strip()) for part in item.split(",") if part.strip())
     return out
 
 
-def _add_table(tables: dict[str, ShardedTable], table: ShardedTable, path: str, ctx: Context) -> None:
-    if table.name.lower() in (t.lower() for t in tables):
-        ctx.problems.add(
-            path, f"logic table {table.name!r} is configured twice (tables and autoTables)", table.name
-        )
-        return
-    tables[table.name] = table
-    ctx.paths.tables[table.name] = path
+def _audit(t: Section, defaults: _Defaults, ctx: Context) -> tuple[str, ...]:
+    """The table's own ``auditStrategy``, else the rule's ``defaultAuditStrategy`` (ShardingSphere's order)."""
+    if not t.has("auditStrategy"):
+        return defaults.audit
+    return _audit_strategy(t.get("auditStrategy"), t.field_path("auditStrategy"), defaults.auditors, ctx)
 
 
-def _audit(t: Section, ctx: Context) -> None:
-    if t.has("auditStrategy"):
-        ctx.warn(t.field_path("auditStrategy"), "auditStrategy is loaded but not enforced")
+def _audit_strategy(value: Any, path: str, auditors: frozenset[str], ctx: Context) -> tuple[str, ...]:
+    """``{auditorNames: [...], allowHintDisable: ...}`` → the auditors it names, each declared under ``auditors``."""
+    if value is None:
+        return ()
+    sec = Section(value, path, ctx.problems)
+    npath = sec.field_path("auditorNames")
+    names: list[str] = []
+    for i, name in _split_items(sec.list("auditorNames", split=True), npath, ctx, "an auditor name"):
+        if name in auditors:
+            names.append(name)
+        else:
+            declared = ", ".join(sorted(auditors)) or "none"
+            ctx.problems.add(
+                join_path(npath, i), f"auditor {name!r} is not declared under auditors (declared: {declared})", name
+            )
+    sec.bool("allowHintDisable")  # checked; no hint switches an auditor off in ddm-core
+    sec.finish()
+    return tuple(dict.fromkeys(names))
 
 
 def _strategy(value: Any, path: str, default_column: str | None, ctx: Context) -> Strategy:
@@ -654,7 +807,7 @@ def _strategy(value: Any, path: str, default_column: str | None, ctx: Context) -
                 ctx.problems.add(
                     s.field_path("shardingAlgorithmName"),
                     f"unknown sharding algorithm {alg_name!r} (defined in shardingAlgorithms: "
-                    f"{', '.join(sorted(ctx.algorithms)) or 'none'})",
+                    f"{shown_names(sorted(ctx.algorithms))})",
                     alg_name,
                 )
             return Strategy(kind, columns, None)
@@ -672,7 +825,7 @@ def _key_strategy(value: Any, path: str, ctx: Context) -> KeyGeneration | None:
         if gen not in ctx.paths.key_generators:
             ctx.problems.add(
                 s.field_path("keyGeneratorName"),
-                f"unknown key generator {gen!r} (defined in keyGenerators: {', '.join(sorted(ctx.key_generators)) or 'none'})",
+                f"unknown key generator {gen!r} (defined in keyGenerators: {shown_names(sorted(ctx.key_generators))})",
                 gen,
             )
         return None

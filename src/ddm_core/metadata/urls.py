@@ -23,24 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit
 
+from ddm_core import dialects
 from ddm_core.errors import ConfigError
 
-__all__ = ["Secret", "ParsedUrl", "parse_url", "ENV_REF", "env_names", "substitute_env", "DIALECTS"]
+__all__ = ["Secret", "ParsedUrl", "parse_url", "format_url", "ENV_REF", "substitute_env", "DIALECTS"]
 
 #: ``${ENV:NAME}`` (``env`` in any case) — an environment-variable reference.
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", re.IGNORECASE)
 
-DIALECTS = ("mysql", "mariadb", "postgresql", "sqlite")
-_SCHEMES = {
-    "mysql": "mysql",
-    "mariadb": "mariadb",
-    "postgresql": "postgresql",
-    "postgres": "postgresql",
-    "sqlite": "sqlite",
-}
-_DEFAULT_PORT = {"mysql": 3306, "mariadb": 3306, "postgresql": 5432}
+#: Backend names a URL can give (its scheme → :func:`ddm_core.dialects.find_dialect`).
+DIALECTS = dialects.KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +68,6 @@ class Secret:
         return f"Secret(env={self.env!r})" if self.env is not None else "Secret('***')"
 
 
-def env_names(text: str) -> list[str]:
-    """The variable names referenced by ``${ENV:NAME}`` in ``text``."""
-    return ENV_REF.findall(text)
-
-
 def substitute_env(text: str) -> tuple[str, list[str]]:
     """``text`` with every ``${ENV:NAME}`` replaced; also the names that are not set."""
     missing: list[str] = []
@@ -108,13 +97,25 @@ class ParsedUrl:
     @property
     def url(self) -> str:
         """The normalized URL without credentials (``mysql://h:3306/db?useSSL=false``)."""
-        if self.dialect == "sqlite":
-            base = f"sqlite:///{self.database}" if self.database != ":memory:" else "sqlite://:memory:"
-        else:
-            base = f"{self.dialect}://{self.host}:{self.port}/{self.database or ''}"
-        if self.options:
-            base += "?" + "&".join(f"{k}={v}" for k, v in self.options.items())
-        return base
+        return format_url(self.dialect, self.host, self.port, self.database, self.options)
+
+
+def format_url(
+    dialect: str, host: str | None, port: int | None, database: str | None, options: Mapping[str, str]
+) -> str:
+    """A URL without credentials that :func:`parse_url` reads back to the same parts.
+
+    An IPv6 host is bracketed; the database and the options are percent-encoded
+    where they hold URL delimiters.
+    """
+    if dialect == "sqlite":
+        base = "sqlite://:memory:" if database == ":memory:" else f"sqlite:///{quote(database or '')}"
+    else:
+        shown = f"[{host}]" if host and ":" in host else host
+        base = f"{dialect}://{shown}:{port}/{quote(database or '', safe='')}"
+    if options:
+        base += "?" + urlencode(list(options.items()))
+    return base
 
 
 def parse_url(text: str, *, base_dir: Path | None = None) -> ParsedUrl:
@@ -132,31 +133,31 @@ def parse_url(text: str, *, base_dir: Path | None = None) -> ParsedUrl:
     if raw.lower().startswith("jdbc:"):
         raw = raw[5:]
     scheme, sep, rest = raw.partition(":")
-    dialect = _SCHEMES.get(scheme.split("+", 1)[0].lower()) if sep else None
-    if dialect is None:
+    backend = dialects.find_dialect(scheme) if sep else None
+    if backend is None:
         raise ConfigError(
             f"unsupported database URL {text!r}: the scheme must be one of "
-            "mysql, mariadb, postgresql or sqlite (optionally with a jdbc: prefix)",
+            f"{', '.join(DIALECTS[:-1])} or {DIALECTS[-1]} (optionally with a jdbc: prefix)",
             value=text,
         )
+    dialect = backend.name
     if dialect == "sqlite":
         return _parse_sqlite(text, rest, base_dir)
-    parts = urlsplit(f"{dialect}:{rest}")
-    netloc = parts.netloc
-    if not rest.startswith("//") or not netloc:
+    try:
+        parts = urlsplit(f"{dialect}:{rest}")
+    except ValueError as exc:  # an unclosed [IPv6 address, characters NFKC turns into separators
+        raise ConfigError(f"database URL {text!r} is malformed: {exc}", value=text) from exc
+    if not rest.startswith("//") or not parts.netloc or not parts.hostname:
         raise ConfigError(
             f"database URL {text!r} has no host (expected {dialect}://host:port/db)", value=text
         )
-    if "," in netloc:
+    if "," in parts.netloc:
         raise ConfigError(
             f"database URL {text!r} lists several hosts; configure replicas as separate "
             "endpoints instead (replicas: / READWRITE_SPLITTING)",
             value=text,
         )
-    try:
-        port = parts.port or _DEFAULT_PORT[dialect]
-    except ValueError as exc:
-        raise ConfigError(f"database URL {text!r} has an invalid port: {exc}", value=text) from exc
+    port = _port(parts, text, backend.default_port)
     database = unquote(parts.path.lstrip("/")) or None
     options = MappingProxyType(dict(parse_qsl(parts.query, keep_blank_values=True)))
     return ParsedUrl(
@@ -168,6 +169,21 @@ def parse_url(text: str, *, base_dir: Path | None = None) -> ParsedUrl:
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password is not None else None,
     )
+
+
+def _port(parts: SplitResult, text: str, default: int | None) -> int | None:
+    from ddm_core.metadata.limits import RANGES  # limits reads the model, which imports this module
+
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"database URL {text!r} has an invalid port: {exc}", value=text) from exc
+    if port is None:
+        return default
+    why = RANGES["url.port"].problem(port)
+    if why is not None:
+        raise ConfigError(f"database URL {text!r} has an invalid port: it {why}", value=text)
+    return port
 
 
 def _parse_sqlite(text: str, rest: str, base_dir: Path | None) -> ParsedUrl:

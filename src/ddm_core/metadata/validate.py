@@ -1,4 +1,4 @@
-"""Cross-checks over a whole configuration (seed 000 §2.2: fail at start, not at run time).
+"""Cross-checks over a whole configuration: fail at start, not at run time (docs/configuration.md#checks-at-load).
 
 The readers check each field on its own; this module checks how the pieces
 fit, for both formats alike, adding every problem to the load's collector:
@@ -20,8 +20,8 @@ fit, for both formats alike, adding every problem to the load's collector:
   single tables and the default data source point at configured data sources.
 
 Also warnings (load, but look wrong): an INLINE table expression that yields
-names outside the table's own nodes for sample values (seed 004 reuses
-``t_order_${user_id % 16}`` for ``t_order_item``).
+names outside the table's own nodes for sample values (a table strategy copied
+from another table: ``t_order_${user_id % 16}`` reused for ``t_order_item``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any, Iterable
 
 from ddm_core.errors import ConfigError
 from ddm_core.metadata.build import Context
+from ddm_core.metadata.limits import shown_names
 from ddm_core.metadata.model import (
     AlgorithmSpec,
     ShardedTable,
@@ -61,16 +62,26 @@ def validate(config: ShardingConfig, ctx: Context) -> None:
 # -- data nodes -----------------------------------------------------------------------------
 
 
-def _member_hint(config: ShardingConfig, ds: str) -> str:
+def _member_groups(config: ShardingConfig) -> dict[str, str]:
+    """Endpoint name → the read/write group it is a member of (computed once, not per node)."""
+    members: dict[str, str] = {}
     for group in config.data_sources.values():
-        if any(ep.name == ds for ep in group.replicas) or (group.primary.name == ds and group.name != ds):
-            return f"; it is a member of read/write group {group.name!r}, use that name"
-    return ""
+        for ep in group.replicas:
+            members.setdefault(ep.name, group.name)
+        if group.primary.name != group.name:
+            members.setdefault(group.primary.name, group.name)
+    return members
+
+
+def _member_hint(members: dict[str, str], ds: str) -> str:
+    group = members.get(ds)
+    return f"; it is a member of read/write group {group!r}, use that name" if group is not None else ""
 
 
 def _data_nodes(config: ShardingConfig, ctx: Context) -> None:
     owner: dict[tuple[str, str], str] = {}
-    known = ", ".join(config.data_sources) or "none"
+    known = shown_names(config.data_sources)
+    members = _member_groups(config)
     for table in config.tables.values():
         path = ctx.paths.data_nodes.get(table.name) or ctx.paths.tables.get(table.name, table.name)
         if not table.data_nodes:
@@ -99,7 +110,7 @@ def _data_nodes(config: ShardingConfig, ctx: Context) -> None:
             ctx.problems.add(
                 path,
                 f"data node(s) {shown} are in unknown data source {ds!r} (configured: {known})"
-                + _member_hint(config, ds),
+                + _member_hint(members, ds),
                 ds,
             )
 
@@ -431,7 +442,7 @@ def _names(config: ShardingConfig, ctx: Context) -> None:
             ctx.problems.add(
                 path,
                 f"single table {name!r} is in unknown data source {single.data_source!r} "
-                f"(configured: {', '.join(config.data_sources)})",
+                f"(configured: {shown_names(config.data_sources)})",
                 single.data_source,
             )
     for pattern in config.single_patterns:
@@ -443,6 +454,6 @@ def _names(config: ShardingConfig, ctx: Context) -> None:
         ctx.problems.add(
             ctx.paths.default_data_source,
             f"default data source {config.default_data_source!r} is not configured "
-            f"(configured: {', '.join(config.data_sources)})",
+            f"(configured: {shown_names(config.data_sources)})",
             config.default_data_source,
         )

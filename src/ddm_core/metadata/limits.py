@@ -1,0 +1,193 @@
+"""Every limit a configuration is held to: document bounds, sizes and the range of each numeric field.
+
+One table for code and documentation alike: the readers check each numeric
+field against its :class:`IntRange` in :data:`RANGES`, the document guard
+(:mod:`ddm_core.metadata.bounds`) checks the ``MAX_*`` document bounds, and
+``docs/config-limits.md`` lists the same figures (a test keeps the two in step).
+
+Why limits at all: a configuration can come from a file anyone may edit, a
+config center or a generated dict. Without bounds, one wrong digit turns into
+hours of expansion (``tablePerShard: 2147483648``), exhausted memory (an alias
+bomb) or a value that loads and then breaks every connection with a driver
+message naming no field (``acquireTimeoutMs: 1000000000000``). Each bound here
+is far above anything a working deployment needs, and close enough that
+checking a file stays a matter of milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ddm_core._fast.id_layout import DEFAULT_EPOCH_MS
+from ddm_core.metadata.model import PoolSettings, RuntimeSettings
+
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "MAX_DEPTH",
+    "MAX_ALIASES",
+    "MAX_VALUES",
+    "MAX_INT_DIGITS",
+    "MAX_DATA_SOURCES",
+    "MAX_LOGIC_TABLES",
+    "MAX_SHARDS",
+    "MAX_TABLE_NODES",
+    "MAX_CONFIG_NAMES",
+    "MAX_NAMES_SHOWN",
+    "PROP_INT_MIN",
+    "PROP_INT_MAX",
+    "IntRange",
+    "RANGES",
+    "KEY_GENERATOR_RANGES",
+    "show_int",
+    "shown_names",
+    "too_many",
+]
+
+# -- the document ----------------------------------------------------------------------------
+
+#: Largest configuration text, in bytes of UTF-8 (a mapping source: its strings together).
+MAX_DOCUMENT_BYTES = 1 << 20
+#: Deepest nesting of mappings and lists (a real file needs about 10).
+MAX_DEPTH = 64
+#: Most alias uses (``*name``) in one document.
+MAX_ALIASES = 1_000
+#: Most values (scalars, mappings and lists) once every alias is expanded.
+MAX_VALUES = 100_000
+#: Most digits of an integer (a signed 64-bit integer has 19).
+MAX_INT_DIGITS = 30
+
+# -- what a configuration builds -------------------------------------------------------------
+
+#: Most data sources a configuration defines.
+MAX_DATA_SOURCES = 4_096
+#: Most logic tables a configuration shards (``tables`` and ``autoTables`` together).
+MAX_LOGIC_TABLES = 4_096
+#: Most data sources (database shards) one logic table spreads over.
+MAX_SHARDS = 1_024
+#: Most physical tables of one logic table (one per slot at the largest slot count).
+MAX_TABLE_NODES = 65_536
+#: Most names inline expressions and lists may give in the whole configuration
+#: (physical tables and data-source lists together, counted as they are expanded).
+MAX_CONFIG_NAMES = 262_144
+#: Names listed in one message before "+N more".
+MAX_NAMES_SHOWN = 8
+
+#: Every integer prop of a sharding algorithm fits a signed 64-bit integer, as
+#: in ShardingSphere (each algorithm narrows its own props further).
+PROP_INT_MIN = -(1 << 63)
+PROP_INT_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class IntRange:
+    """The accepted values of one numeric field.
+
+    Attributes:
+        low, high: Inclusive bounds.
+        default: The value used when the field is absent (``None``: derived,
+            see ``note``).
+        off: ``0`` is accepted too and switches the feature off.
+        unit: ``"ms"`` or ``""``.
+        note: Why these bounds (one short sentence, for the documentation).
+    """
+
+    low: int
+    high: int
+    default: int | None
+    off: bool = False
+    unit: str = ""
+    note: str = ""
+
+    def accepts(self, value: int) -> bool:
+        """Whether ``value`` is in the range (or is the ``off`` value 0)."""
+        return (self.off and value == 0) or self.low <= value <= self.high
+
+    def describe(self) -> str:
+        """``"an integer from 1 to 1000"`` / ``"0 (off) or an integer from 1000 to 86400000"``."""
+        span = f"an integer from {self.low} to {self.high}"
+        return f"0 (off) or {span}" if self.off else span
+
+    def problem(self, value: int) -> str | None:
+        """``None`` when ``value`` is accepted, else the message naming the range and the value."""
+        return None if self.accepts(value) else f"must be {self.describe()}, not {show_int(value)}"
+
+
+_POOL = PoolSettings()
+_RUNTIME = RuntimeSettings()
+_GENE_WORKER_BITS = 6  # GeneIdGenerator's default
+_MAX_BACKWARD_MS = 5  # the id generators' default
+_DAY_MS = 86_400_000
+
+#: Field → range, by the field's name in ddm-core's own format (ShardingSphere
+#: spellings map to the same entries; see docs/config-limits.md).
+RANGES: Mapping[str, IntRange] = {
+    "pool.maxSize": IntRange(1, 1_000, _POOL.max_size, note="connections one endpoint's pool may hold"),
+    "pool.minIdle": IntRange(0, 1_000, _POOL.min_idle, note="idle connections kept open; at most maxSize"),
+    "pool.acquireTimeoutMs": IntRange(
+        1, 600_000, _POOL.acquire_timeout_ms, unit="ms", note="longest wait for a free connection: 10 minutes"
+    ),
+    "pool.idleTimeoutMs": IntRange(
+        1_000, _DAY_MS, _POOL.idle_timeout_ms, off=True, unit="ms", note="at most one day"
+    ),
+    "pool.maxLifetimeMs": IntRange(
+        1_000, _DAY_MS, _POOL.max_lifetime_ms, off=True, unit="ms",
+        note="connections are recycled in whole seconds, so below 1 s every checkout would reconnect",
+    ),  # fmt: skip
+    "weight": IntRange(0, 10_000, 1, note="read weight of an endpoint; 0 takes it out of reads"),
+    "tables.shardCount": IntRange(
+        1, MAX_SHARDS, None, note="must equal the number of databases; defaults to it"
+    ),
+    "tables.tablePerShard": IntRange(1, MAX_TABLE_NODES, 1, note="shardCount × tablePerShard is at most 65536"),
+    "tables.slotCount": IntRange(2, 65_536, 1_024, note="a power of two (slot bits 1 to 16)"),
+    "runtime.fullRouteThreshold": IntRange(
+        0, MAX_TABLE_NODES, _RUNTIME.full_route_threshold, note="a shard count; no table has more shards"
+    ),
+    "runtime.maxOffset": IntRange(
+        0, 10_000_000, _RUNTIME.max_offset, note="every shard returns OFFSET + LIMIT rows to the merge"
+    ),
+    "runtime.slowSqlMs": IntRange(0, 3_600_000, _RUNTIME.slow_sql_ms, unit="ms", note="at most one hour"),
+    "url.port": IntRange(1, 65_535, None, note="a TCP port; the backend's default when the URL gives none"),
+}
+
+#: Key generator prop → range (ddm-core's ``keyGenerator`` fields ``workerId``,
+#: ``geneBits``... are these props). GENE ids also need
+#: ``worker-id < 2 ** worker-bits`` and ``worker-bits + gene-bits <= 21``.
+KEY_GENERATOR_RANGES: Mapping[str, IntRange] = {
+    "worker-id": IntRange(0, 1_023, 0, note="SNOWFLAKE: 10 worker bits; GENE: below 2 ** worker-bits"),
+    "gene-bits": IntRange(1, 16, None, note="GENE: the table's slot bits (its default)"),
+    "worker-bits": IntRange(0, 20, _GENE_WORKER_BITS, note="GENE: worker-bits + gene-bits at most 21"),
+    "max-backward-ms": IntRange(0, 60_000, _MAX_BACKWARD_MS, unit="ms", note="longest clock step back waited out"),
+    "epoch-ms": IntRange(
+        0, 4_102_444_800_000, DEFAULT_EPOCH_MS, unit="ms", note="Unix ms, before 2100-01-01"
+    ),
+    "max-vibration-offset": IntRange(0, 4_095, 0, note="ShardingSphere SNOWFLAKE: below the 4096 sequence values"),
+    "max-tolerate-time-difference-milliseconds": IntRange(
+        0, 60_000, 10, unit="ms", note="ShardingSphere SNOWFLAKE spelling of max-backward-ms"
+    ),
+}
+
+
+def show_int(value: int) -> str:
+    """``value`` as text, or ``"a number of N digits"`` when it is too long to be useful (or printable)."""
+    if -(10**MAX_INT_DIGITS) < value < 10**MAX_INT_DIGITS:
+        return str(value)
+    digits = int(abs(value).bit_length() * 0.30103) + 1  # str() refuses past 4300 digits
+    return f"a number of about {digits} digits"
+
+
+def shown_names(names: Iterable[str], limit: int = MAX_NAMES_SHOWN) -> str:
+    """``"a, b, c"``, or the first ``limit`` names and ``"(+N more)"``; ``"none"`` when empty."""
+    items = list(names)
+    if not items:
+        return "none"
+    text = ", ".join(items[:limit])
+    return text + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
+def too_many(count: int, limit: int, what: str, path: str, problems: Any) -> bool:
+    """Record a problem and return ``True`` when ``count`` exceeds ``limit`` (checked before building)."""
+    if count <= limit:
+        return False
+    problems.add(path or "<root>", f"defines {count} {what}; a configuration has at most {limit}", count)
+    return True

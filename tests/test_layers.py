@@ -1,0 +1,108 @@
+"""The import rules of docs/architecture.md#import-rules, read from the source.
+
+Nothing imports upwards: a layer may import only the layers listed for it. The
+test reads every module's ``import`` statements (including those inside
+functions and under ``TYPE_CHECKING``), so a new upward import fails here
+instead of surfacing later as an import cycle or a layer that cannot be used
+on its own (e.g. loading a configuration without sqlglot).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "ddm_core"
+
+FACES = {"hashing", "slots", "ids"}
+# Non-selected helpers of the compiled core: plain constants and validation shared
+# by both twins, so importing them picks no implementation.
+FAST_LAYOUT = {"_fast.id_layout", "_fast.slot_layout"}
+
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "_text": set(),
+    "dialects": {"errors", "_text"},
+    "_fast": {"errors"},
+    "hashing": {"_fast"},
+    "slots": {"_fast"},
+    "ids": {"_fast"},
+    "algorithms": {"errors", "_text"} | FACES - {"ids"},
+    "metadata": {"algorithms", "dialects", "errors", "_text"} | FAST_LAYOUT,
+    "merge": {"_fast", "dialects", "errors", "_text"},
+    "route": {"metadata", "algorithms", "merge.spec", "dialects", "errors", "_text"} | FACES,
+    "execute": {"route", "merge", "metadata", "dialects", "errors", "_text"},
+}
+# The access layer (dbapi, cli, ddl, the package __init__) may import anything below it.
+ACCESS = {"dbapi", "cli", "ddl", "__init__"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts) or "__init__"
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """ddm_core-relative names of everything ``path`` imports from the package."""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                names = [".".join(["ddm_core", *base, *([node.module] if node.module else [])])]
+            else:
+                names = [node.module or ""]
+            # `from ddm_core import dialects` imports the module `dialects`.
+            if names == ["ddm_core"]:
+                names = [f"ddm_core.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found.update(n.removeprefix("ddm_core.") for n in names if n.startswith("ddm_core."))
+    return found
+
+
+def _layer(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _allowed(layer: str, target: str) -> bool:
+    rules = ALLOWED[layer]
+    return _layer(target) in rules or any(target == r or target.startswith(r + ".") for r in rules)
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_layer_has_a_rule() -> None:
+    layers = {_layer(_module_name(p)) for p in MODULES}
+    assert layers - ACCESS - set(ALLOWED) == set(), "add the new layer to docs/architecture.md and ALLOWED"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_downwards(path: Path) -> None:
+    module = _module_name(path)
+    layer = _layer(module)
+    if layer in ACCESS:
+        return
+    upward = sorted(
+        target for target in _imports(path, module) if _layer(target) != layer and not _allowed(layer, target)
+    )
+    assert upward == [], f"{module} ({layer}) imports {upward}: see docs/architecture.md#import-rules"
+
+
+def test_the_rule_reader_sees_imports() -> None:
+    """The reader itself: relative, absolute and package-level forms all count."""
+    route_query = PACKAGE / "route" / "query.py"
+    assert "metadata.model" in _imports(route_query, "route.query") or any(
+        t.startswith("metadata") for t in _imports(route_query, "route.query")
+    )
+    assert not _allowed("metadata", "route.router")
+    assert not _allowed("merge", "route")
+    assert _allowed("route", "merge.spec") and not _allowed("route", "merge.engine")
