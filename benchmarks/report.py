@@ -11,6 +11,11 @@ Figures come from the **median** round of each benchmark (wall clock,
 Nothing here asserts a speed: the targets are read, not enforced, and the
 exit status is pytest's.
 
+Paired benchmarks (``extra_info`` has ``direct_median``: the executor's cases
+against direct PyMySQL, rounds interleaved) get their own table: both
+medians, the ratio from the medians and from the best rounds, and the issue's
+target for it.
+
 Other processes on the machine slow some rounds: the load average before and
 after the run is printed with the table (with a warning when it nears the core
 count), so a noisy run can be recognised and repeated. ``-- --benchmark-timer=
@@ -59,12 +64,17 @@ class Fig:
         self.median: float = bench["stats"]["median"]
         self.min: float = bench["stats"]["min"]
         self.rounds: int = bench["stats"]["rounds"]
+        # Paired cases: the direct counterpart's rounds, and the target for the ratio.
+        self.direct_median: float | None = info.get("direct_median")
+        self.direct_min: float | None = info.get("direct_min")
+        self.target: str = info.get("target") or ""
+        self.higher_is_better: bool = bool(info.get("higher_is_better"))
 
     def ns_per_item(self, stat: str = "median") -> float:
-        return getattr(self, stat) * 1e9 / self.items
+        return float(getattr(self, stat)) * 1e9 / self.items
 
     def per_second(self, stat: str = "median") -> float:
-        return self.items / getattr(self, stat)
+        return self.items / float(getattr(self, stat))
 
     def fmt(self, like: Fig | None = None) -> str:
         """Time per call (or per slow item), else M items per second; ``like``: same form as that figure."""
@@ -100,6 +110,42 @@ def run_pytest(json_path: Path, quiet: bool, extra: list[str]) -> int:
 
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:.1f}×" if b else "–"
+
+
+def _paired_rows(figs: list[Fig]) -> list[str]:
+    """The executor-vs-direct table: one row per paired case."""
+    paired = [f for f in figs if f.direct_median]
+    if not paired:
+        return []
+    lines = [
+        "",
+        "| ddm-core vs direct PyMySQL (interleaved rounds) | ddm-core | direct | ratio (medians) "
+        "| ratio (best rounds) | target | met |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | :---: |",
+    ]
+    for f in paired:
+        direct_median, direct_min = f.direct_median or 0.0, f.direct_min or 0.0
+        if f.higher_is_better:  # throughput: items per second, ratio ddm / direct
+            ratio, best = direct_median / f.median, direct_min / f.min
+        else:
+            ratio, best = f.median / direct_median, f.min / direct_min
+        met = "–"
+        if f.target:
+            op, _, bound = f.target.partition(" ")
+            met = "yes" if (ratio <= float(bound) if op == "<=" else ratio >= float(bound)) else "**no**"
+        lines.append(
+            f"| {f.case} | {_figure(f.median, f)} | {_figure(direct_median, f)} | {ratio:.2f}× | {best:.2f}× "
+            f"| {f.target.replace('<=', '≤').replace('>=', '≥') or '–'} | {met} |"
+        )
+    return lines
+
+
+def _figure(seconds: float, f: Fig) -> str:
+    """A round's seconds as throughput (``higher_is_better``) or time per item."""
+    if f.higher_is_better:
+        return f"{f.items / seconds:,.0f} {f.unit}s/s"
+    us = seconds * 1e6 / f.items
+    return f"{us / 1000:.2f} ms/{f.unit}" if us >= 1000 else f"{us:.1f} µs/{f.unit}"
 
 
 def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tuple[float, ...]) -> str:
@@ -190,7 +236,8 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
     known = {case for case, _ in UNIT_ROWS} | {
         "heap_merge", "heapq_merge", "heap_merge_iter", "heapq_merge_iter", "floor_loop", "floor_id"
     }
-    others = [f for f in figs if f.case not in known]
+    lines += _paired_rows(figs)
+    others = [f for f in figs if f.case not in known and not f.direct_median]
     if others:
         lines += ["", "| other benchmarks in this run | figure |", "| --- | ---: |"]
         for f in others:

@@ -8,14 +8,24 @@ skip.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import uuid
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, Iterator, NoReturn
 
 import pytest
 
-__all__ = ["REQUIRE_ENV", "services_required", "require_service", "require_module"]
+__all__ = [
+    "REQUIRE_ENV",
+    "MARIADB",
+    "services_required",
+    "require_service",
+    "require_module",
+    "mariadb_connect",
+    "fresh_mariadb_databases",
+]
 
 #: Set to ``1`` to turn every "service missing" skip into a failure.
 REQUIRE_ENV = "DDM_REQUIRE_SERVICES"
@@ -59,3 +69,35 @@ def require_module(module: str, why: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         require_service(f"the Python module {module} ({why})", str(exc))
+
+
+#: The machine's MariaDB, as the tests reach it.
+MARIADB = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
+
+
+def mariadb_connect(**extra: Any) -> Any:
+    """A PyMySQL connection (autocommit) to :data:`MARIADB`, or :func:`require_service` it."""
+    __tracebackhide__ = True
+    pymysql: Any = require_module("pymysql", "the MariaDB tests")
+    try:
+        return pymysql.connect(**MARIADB, ssl_disabled=True, autocommit=True, connect_timeout=2, **extra)
+    except pymysql.MySQLError as exc:
+        require_service(f"MariaDB on {MARIADB['host']}:{MARIADB['port']}", str(exc))
+
+
+@contextlib.contextmanager
+def fresh_mariadb_databases(count: int = 2) -> Iterator[list[str]]:
+    """``count`` new databases ``ddm_test_<random>_<i>``, dropped afterwards."""
+    conn = mariadb_connect()
+    names = [f"ddm_test_{uuid.uuid4().hex[:10]}_{i}" for i in range(count)]
+    try:
+        with conn.cursor() as cur:
+            for name in names:
+                cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        yield names
+    finally:
+        with conn.cursor() as cur:
+            for name in names:
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        conn.close()
+

@@ -113,7 +113,9 @@ def test_doc_sharding_sample() -> None:
         "mysql://localhost:3306/demo_ds_1?serverTimezone=UTC"
     )
     assert c.data_sources["ds_0"].primary.password is None  # `password:` left empty
-    assert any("auditStrategy is loaded but not enforced" in w for w in c.warnings)
+    # auditStrategy is enforced (ShardingSphere semantics): t_order's auditor, none on the others
+    assert order.auditors == ("sharding_key_required_auditor",) and item.auditors == account.auditors == ()
+    assert not any("audit" in w for w in c.warnings)
     _round_trip(c)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import sqlite3
-from pathlib import Path
 from typing import Iterator
 
 import pymysql
@@ -294,33 +293,3 @@ def test_insert_batch_recognition() -> None:
     assert dbapi._insert_batch("INSERT INTO t (a, b) VALUES (%s, NOW())") is None  # not placeholders only
     assert dbapi._insert_batch("INSERT INTO t (a) VALUES (%s) ON DUPLICATE KEY UPDATE a = %s") is None
     assert dbapi._insert_batch("UPDATE t SET a = %s") is None
-
-
-# -- shared executors --------------------------------------------------------------------------------------
-
-
-def test_connect_by_path_shares_one_executor(tmp_path: Path) -> None:
-    import yaml
-
-    urls = {f"ds_{i}": f"sqlite:///{tmp_path / f'ds_{i}.db'}" for i in range(2)}
-    path = tmp_path / "ddm.yaml"
-    path.write_text(yaml.safe_dump({"dataSources": urls, "singleTables": {"t_config": "ds_0"}}))
-    try:
-        a = dbapi.connect(str(path), autocommit=True)
-        b = dbapi.connect(path, autocommit=True)
-        assert a.executor is b.executor
-        c = dbapi.connect(path, autocommit=True, timeout=1.0)  # other options: another executor
-        assert c.executor is not a.executor
-        cur = a.cursor()
-        cur.execute("CREATE TABLE t_config (id INTEGER PRIMARY KEY, name TEXT)")
-        cur.execute("INSERT INTO t_config (id, name) VALUES (%s, %s)", (1, "x"))
-        bc = b.cursor()
-        bc.execute("SELECT name FROM t_config")
-        assert bc.fetchall() == [("x",)]
-        shared = a.executor
-        for x in (a, b, c):
-            x.close()
-        assert_no_leaks(shared)
-    finally:
-        dbapi.close_all()
-    assert dbapi._SHARED == {} and shared._closed

@@ -25,7 +25,7 @@ from ddm_core.ddl import (
     to_sqlite,
 )
 from ddm_core.metadata.model import ShardingConfig
-from services import require_module, require_service
+from services import fresh_mariadb_databases, mariadb_connect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -399,32 +399,14 @@ def test_example_schema_executes_on_the_example_config(tmp_path: Path) -> None:
 
 # -- execution: MariaDB -----------------------------------------------------------------------
 
-MARIADB = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
-
-
-def _mariadb() -> Any:
-    pymysql: Any = require_module("pymysql", "the MariaDB DDL tests")
-    try:
-        return pymysql.connect(**MARIADB, ssl_disabled=True, autocommit=True, connect_timeout=2)
-    except pymysql.MySQLError as exc:
-        require_service(f"MariaDB on {MARIADB['host']}:{MARIADB['port']}", str(exc))
+_mariadb = mariadb_connect
 
 
 @pytest.fixture()
 def mariadb_databases() -> Iterator[list[str]]:
     """Two fresh databases ddm_test_<random>_0/1, dropped afterwards."""
-    conn = _mariadb()
-    names = [f"ddm_test_{uuid.uuid4().hex[:10]}_{i}" for i in range(2)]
-    try:
-        with conn.cursor() as cur:
-            for name in names:
-                cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    with fresh_mariadb_databases(2) as names:
         yield names
-    finally:
-        with conn.cursor() as cur:
-            for name in names:
-                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        conn.close()
 
 
 def _maria_config(names: list[str]) -> ShardingConfig:

@@ -47,6 +47,7 @@ A second test lets Hypothesis generate the *data* too: small tables
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -269,32 +270,26 @@ def data() -> DataSet:
     return make_data()
 
 
-@pytest.fixture(scope="module")
-def mariadb_backend(data: DataSet) -> Iterator[Backend]:
+@contextlib.contextmanager
+def mariadb_oracle(prefix: str, sources: Sequence[str], config: Callable[[dict[str, Any]], Any]) -> Iterator[MariaDBBackend]:
+    """One fresh MariaDB database per data source of ``config(urls)`` plus an unsharded reference
+    database (``backend.conn``), all dropped afterwards; no connection may leak."""
     try:
         admin = mysql_raw()
     except Exception as exc:  # not a silent skip: the oracle needs the server
         pytest.fail(f"MariaDB on 127.0.0.1:3306 (root, no password) is needed by the oracle: {exc}")
     tag = uuid.uuid4().hex[:8]
-    names = [f"ddm_oracle_{tag}_{i}" for i in range(SHARDS)] + [f"ddm_oracle_{tag}_ref"]
+    names = [f"{prefix}_{tag}_{i}" for i in range(len(sources))] + [f"{prefix}_{tag}_ref"]
     with admin.cursor() as cur:
         for name in names:
             cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
     ref_conn = mysql_raw(names[-1])
     executor = None
     try:
-        urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
-                for i, db in enumerate(names[:-1])}
-        executor = Executor(load_config(oracle_config(urls)), timeout=20.0)
-        backend = MariaDBBackend(executor, ref_conn)
-
-        def raw(sql: str) -> None:
-            with ref_conn.cursor() as cur:
-                cur.execute(sql)
-
-        _create(backend, raw)
-        _fill(backend, data)
-        yield backend
+        urls = {ds: {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
+                for ds, db in zip(sources, names)}
+        executor = Executor(load_config(config(urls)), timeout=20.0)
+        yield MariaDBBackend(executor, ref_conn)
         assert_no_leaks(executor)
     finally:
         if executor is not None:
@@ -304,6 +299,24 @@ def mariadb_backend(data: DataSet) -> Iterator[Backend]:
             for name in names:
                 cur.execute(f"DROP DATABASE IF EXISTS {name}")
         admin.close()
+
+
+def reference_runner(backend: MariaDBBackend) -> Callable[[str], None]:
+    """Run one statement on the unsharded reference database."""
+
+    def raw(sql: str) -> None:
+        with backend.conn.cursor() as cur:
+            cur.execute(sql)
+
+    return raw
+
+
+@pytest.fixture(scope="module")
+def mariadb_backend(data: DataSet) -> Iterator[Backend]:
+    with mariadb_oracle("ddm_oracle", [f"ds_{i}" for i in range(SHARDS)], oracle_config) as backend:
+        _create(backend, reference_runner(backend))
+        _fill(backend, data)
+        yield backend
 
 
 @pytest.fixture(scope="module")

@@ -164,3 +164,18 @@ def test_watch_never_moves_data(tmp_path: Path) -> None:
     retuned = ORDERS.replace("maxOffset: 10000", "maxOffset: 123")
     publish_atomically(target, retuned)
     assert holder.reload().updated and holder.config.runtime.max_offset == 123
+
+
+def test_an_oversized_file_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    """A file beyond the loader's size limit never reaches the parser; the serving version stays."""
+    from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
+
+    path = tmp_path / "orders.yaml"
+    path.write_text(ORDERS)
+    holder = ConfigHolder(FileSource(path, settle=0))
+    served = holder.config
+    path.write_text(ORDERS + "#" * (MAX_DOCUMENT_BYTES + 10) + "\n")
+    with pytest.raises(SourceUnavailableError, match=f"larger than {MAX_DOCUMENT_BYTES} bytes"):
+        FileSource(path, settle=0).fetch()
+    holder.reload()
+    assert holder.config is served

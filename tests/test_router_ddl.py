@@ -61,8 +61,7 @@ CASES = [
     Case("show-index", "R", "SHOW INDEX FROM t_log", nodes=all_nodes("R")[:1]),
     Case("show-create-broadcast", "N", "SHOW CREATE TABLE t_dict_region", sources=["ds_0"], statement="show"),
     Case("describe-single", "R", "DESCRIBE t_setting", sources=["ds_3"]),
-    Case("show-tables", "N", "SHOW TABLES", sources=["ds_0"], statement="show"),
-    Case("s-show-tables-first-source", "S", "SHOW TABLES", sources=["ds0"]),
+    # SHOW TABLES answers with logic table names: tests/test_router_shardingsphere.py
     Case("show-unparsable-form-refused", "N", "SHOW INDEXES IN t_order", error=(UnsupportedSQLError, ("'t_order'", "SHOW"))),
     Case("rename-refused", "N", "RENAME TABLE t_order TO t_order_old", error=(UnsupportedSQLError, ("'t_order'", "RENAME"))),
     Case("lock-refused", "S", "LOCK TABLES t_order WRITE", error=(UnsupportedSQLError, ("'t_order'",))),

@@ -121,10 +121,13 @@ INSERTS = [
          "FROM t_order_item i WHERE i.user_id = 2 ON DUPLICATE KEY UPDATE amount = 0", nodes=nodes(n_node, 2)),
     Case("insert-select-into-single", "N", "INSERT INTO t_config (a) SELECT a FROM t_order WHERE user_id = 1",
          nodes=nodes(n_node, 1), is_write=True),
+    # ... or runs once per node when each node copies its own rows into itself (tests/test_router_insert_forms.py)
+    Case("s-insert-select-per-node", "S", "INSERT INTO t_order (order_id, user_id) SELECT order_id, user_id "
+         "FROM t_order_item WHERE user_id IN (1, 2)", nodes=nodes(s_node, 1, 2), kind=MULTI, is_write=True),
     Case("insert-select-multi-refused", "S", "INSERT INTO t_order (order_id, user_id) SELECT order_id, user_id "
-         "FROM t_order_item WHERE user_id IN (1, 2)", error=(UnsupportedSQLError, ("INSERT ... SELECT", "'t_order'"))),
-    Case("insert-select-full-refused", "S", "INSERT INTO t_order (order_id, user_id) SELECT order_id, user_id FROM t_order_item",
-         error=(UnsupportedSQLError, ("INSERT ... SELECT",))),
+         "FROM t_order_item WHERE user_id IN (1, 2) LIMIT 10", error=(UnsupportedSQLError, ("INSERT ... SELECT", "'t_order'"))),
+    Case("insert-select-full-refused", "N", "INSERT INTO t_order (order_id, user_id) SELECT order_id, user_id FROM t_order_item",
+         error=(FullRouteError, ("'t_order'", "user_id"))),
     Case("insert-select-other-key-refused", "N", "INSERT INTO t_order (order_id, user_id) SELECT order_id, 999 "
          "FROM t_order_item WHERE user_id = 5", error=(UnsupportedSQLError, ("'user_id'", "'999'"))),
     Case("insert-select-no-sharded-source", "N", "INSERT INTO t_order (a, user_id) SELECT a, id FROM t_dict_region",
@@ -161,7 +164,7 @@ UPDATES = [
     Case("update-or-params", "N", "UPDATE t_order SET status = %s WHERE user_id = %s OR user_id = %s", [2, 4, 5],
          nodes=nodes(n_node, 4, 5)),
     Case("update-alias", "N", "UPDATE t_order o SET o.status = 1 WHERE o.user_id = 6", nodes=nodes(n_node, 6)),
-    Case("update-binding-join", "N", "UPDATE t_order o JOIN t_order_item i ON o.order_id = i.order_id SET o.a = 1 "
+    Case("update-binding-join", "N", "UPDATE t_order o JOIN t_order_item i ON o.user_id = i.user_id AND o.order_id = i.order_id SET o.a = 1 "
          "WHERE o.user_id = 10086", nodes=nodes(n_node, 10086)),
     Case("update-join-broadcast-read", "N", "UPDATE t_order o JOIN t_dict_region d ON d.id = o.r SET o.a = d.b "
          "WHERE o.user_id = 1", nodes=nodes(n_node, 1)),
@@ -207,7 +210,8 @@ UPDATES = [
          error=(UnsupportedSQLError, ("ORDER BY", "'t_order'"))),
     Case("update-no-key-refused", "N", "UPDATE t_order SET a = 1 WHERE status = 1",
          error=(FullRouteError, ("'t_order'", "user_id", "allowDmlFullRoute"))),
-    Case("s-update-no-key-refused", "S", "UPDATE t_order SET a = 1", error=(FullRouteError, ("'t_order'", "user_id"))),
+    # A ShardingSphere YAML without auditors: every shard, as ShardingSphere routes it (tests/test_router_shardingsphere.py)
+    Case("s-update-no-key-every-shard", "S", "UPDATE t_order SET a = 1", nodes=all_nodes("S"), kind=FULL, is_write=True),
     Case("update-broadcast-with-sharded", "N", "UPDATE t_dict_region d JOIN t_order o ON d.id = o.r SET d.a = 1 "
          "WHERE o.user_id = 1", error=(UnsupportedSQLError, ("'t_dict_region'", "'t_order'"))),
     Case("update-broadcast-subquery-sharded", "N", "UPDATE t_dict_region SET a = 1 WHERE id IN "
@@ -219,7 +223,7 @@ DELETES = [
          statement="delete", is_write=True),
     Case("delete-in", "N", "DELETE FROM t_order WHERE user_id IN (%s, %s)", [1, 3], nodes=nodes(n_node, 1, 3), kind=MULTI),
     Case("delete-item", "N", "DELETE FROM t_order_item WHERE user_id = 4 AND item_id = 9", nodes=nodes(n_node, 4)),
-    Case("delete-alias-join", "N", "DELETE o FROM t_order o JOIN t_order_item i ON o.order_id = i.order_id "
+    Case("delete-alias-join", "N", "DELETE o FROM t_order o JOIN t_order_item i ON o.user_id = i.user_id AND o.order_id = i.order_id "
          "WHERE o.user_id = 10086", nodes=nodes(n_node, 10086)),
     Case("delete-table-named", "N", "DELETE t_order FROM t_order WHERE user_id = 10086", nodes=nodes(n_node, 10086)),
     Case("delete-limit-one-shard", "N", "DELETE FROM t_order WHERE user_id = 5 LIMIT 10", nodes=nodes(n_node, 5)),
@@ -231,7 +235,7 @@ DELETES = [
     Case("s-delete-broadcast", "S", "DELETE FROM t_dict_status", sources=["ds0", "ds1"], is_write=True),
     Case("delete-no-key-refused", "N", "DELETE FROM t_order", error=(FullRouteError, ("'t_order'", "user_id"))),
     Case("delete-other-column-refused", "N", "DELETE FROM t_order WHERE status = 1", error=(FullRouteError, ("user_id",))),
-    Case("s-delete-not-refused", "S", "DELETE FROM t_order WHERE NOT user_id = 1", error=(FullRouteError, ("'t_order'",))),
+    Case("s-delete-not-every-shard", "S", "DELETE FROM t_order WHERE NOT user_id = 1", nodes=all_nodes("S"), kind=FULL),
     Case("delete-limit-multi", "S", "DELETE FROM t_order WHERE user_id IN (1, 2) LIMIT 1",
          error=(UnsupportedSQLError, ("LIMIT", "'t_order'"))),
     Case("delete-broadcast-with-sharded", "N", "DELETE d FROM t_dict_region d JOIN t_order o ON d.id = o.r "

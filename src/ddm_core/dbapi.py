@@ -27,11 +27,13 @@
   INSERT through the router's batch path — one INSERT per physical table per
   batch; the same batch text is reused, so only the first batch is parsed.
   Other statements run once per parameter set.
-* **Pools are shared.** ``connect(source)`` with the same configuration object
-  or path (and the same executor options) reuses one
-  :class:`~ddm_core.execute.Executor` — pools, threads — so connecting per
-  request is cheap; :func:`close_all` closes them. ``connect(executor=...)``
-  uses yours.
+* **Who owns the pools.** ``connect(source)`` (a path, YAML text, dict or
+  configuration object) builds a new :class:`~ddm_core.execute.Executor` —
+  pools, threads — that belongs to that connection: ``close()`` closes it, and
+  a path is read when you connect, so an edited file is what the next
+  connection gets. Sharing is explicit: build one executor per process and
+  connect per request with ``connect(executor=executor)``, which is cheap;
+  those connections never close the executor (you do, or ``with Executor(...)``).
 * **Errors.** The PEP 249 classes below are defined here; every ddm-core error
   leaving the facade is re-raised as a class that inherits from *both* the
   ddm-core class and its PEP 249 counterpart, so ``except
@@ -64,10 +66,9 @@
 from __future__ import annotations
 
 import functools
-import os
 import re
 import threading
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from ddm_core.errors import (
     ConfigError,
@@ -89,15 +90,16 @@ from ddm_core.errors import (
     UnsupportedSQLError,
 )
 from ddm_core.execute import Executor, Result, Transaction
-from ddm_core.execute.executor import _style_of
+from ddm_core.execute.bulk import regroup
+from ddm_core.execute.shared import style_of
 from ddm_core.route.placeholders import translate
+from ddm_core.route.plan import RoutePlan
 
 __all__ = [
     "apilevel",
     "threadsafety",
     "paramstyle",
     "connect",
-    "close_all",
     "Connection",
     "Cursor",
     "Warning",
@@ -251,10 +253,6 @@ def _translated(func: F) -> F:
 
 # -- connect ----------------------------------------------------------------------------------
 
-_SHARED: dict[tuple[Any, ...], tuple[Any, Executor]] = {}
-_SHARED_LOCK = threading.Lock()
-
-
 @_translated
 def connect(
     config_or_path: Any = None,
@@ -269,50 +267,42 @@ def connect(
         config_or_path: A configuration path, YAML text, dict,
             :class:`~ddm_core.metadata.model.ShardingConfig`,
             :class:`~ddm_core.metadata.ConfigHolder` or
-            :class:`~ddm_core.Router`. Connections made from the same object
-            (or path) with the same options share one executor.
-        executor: Use this executor instead (then ``config_or_path`` is ignored).
+            :class:`~ddm_core.Router`: the connection builds its own executor
+            from it and closes that executor in :meth:`Connection.close`.
+        executor: Share this executor instead (the connection never closes it);
+            then neither ``config_or_path`` nor executor options may be given.
         autocommit: Run every statement on its own (PyMySQL's default is off).
-        **executor_options: Passed to :class:`~ddm_core.execute.Executor`
-            (``timeout``, ``max_concurrency``...).
+        **executor_options: Passed to the :class:`~ddm_core.execute.Executor`
+            the connection builds (``timeout``, ``max_concurrency``...).
 
     Raises:
-        InterfaceError: no configuration given, or it is invalid.
+        InterfaceError: no configuration given, a configuration and
+            ``executor=`` both given, or the configuration is invalid.
     """
-    if executor is None:
-        if config_or_path is None:
-            raise InterfaceError("connect() needs a configuration (path, text, dict or object) or executor=")
-        executor = _shared_executor(config_or_path, executor_options)
-    return Connection(executor, autocommit=autocommit)
-
-
-def _shared_executor(source: Any, options: Mapping[str, Any]) -> Executor:
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and os.path.exists(source)):
-        ident: Any = ("path", os.path.abspath(os.fspath(source)))
-    else:
-        ident = ("object", id(source))
-    key = (ident, tuple(sorted(options.items())))
-    with _SHARED_LOCK:
-        entry = _SHARED.get(key)
-        if entry is None or entry[1]._closed:
-            entry = _SHARED[key] = (source, Executor(source, **options))  # keep source alive: its id is the key
-        return entry[1]
-
-
-def close_all() -> None:
-    """Close every executor :func:`connect` created (their pools and threads)."""
-    with _SHARED_LOCK:
-        entries = list(_SHARED.values())
-        _SHARED.clear()
-    for _, executor in entries:
-        executor.close()
+    if executor is not None:
+        if config_or_path is not None or executor_options:
+            given = ", ".join(["a configuration"] * (config_or_path is not None) + sorted(executor_options))
+            raise InterfaceError(
+                f"connect(executor=...) shares that executor as it is; it cannot also take {given} "
+                "(build the executor with those instead)"
+            )
+        return Connection(executor, autocommit=autocommit)
+    if config_or_path is None:
+        raise InterfaceError("connect() needs a configuration (path, text, dict or object) or executor=")
+    return Connection(Executor(config_or_path, **executor_options), autocommit=autocommit, owns_executor=True)
 
 
 # -- Connection ---------------------------------------------------------------------------------
 
 
 class Connection:
-    """A DB-API connection: a view on a shared :class:`~ddm_core.execute.Executor`.
+    """A DB-API connection over an :class:`~ddm_core.execute.Executor`.
+
+    Args:
+        executor: Where statements run.
+        autocommit: Run every statement on its own.
+        owns_executor: :meth:`close` closes the executor too (:func:`connect`
+            sets it for an executor it built from a configuration).
 
     Not thread-safe (``threadsafety = 1``): one connection per thread.
     """
@@ -328,10 +318,16 @@ class Connection:
     ProgrammingError = ProgrammingError
     NotSupportedError = NotSupportedError
 
-    def __init__(self, executor: Executor, *, autocommit: bool = False) -> None:
+    def __init__(self, executor: Executor, *, autocommit: bool = False, owns_executor: bool = False) -> None:
         self._executor: Executor | None = executor
         self._autocommit = autocommit
         self._tx: Transaction | None = None
+        self._owns_executor = owns_executor
+
+    @property
+    def owns_executor(self) -> bool:
+        """:meth:`close` closes the executor (it was built for this connection)."""
+        return self._owns_executor
 
     @property
     def executor(self) -> Executor:
@@ -390,18 +386,28 @@ class Connection:
             tx.rollback()
 
     def close(self) -> None:
-        """Roll back an open transaction and release its connections; the connection is unusable after."""
-        if self._executor is None:
+        """Roll back an open transaction and release its connections; the connection is unusable after.
+
+        An executor this connection owns (:attr:`owns_executor`) is closed too.
+        """
+        executor = self._executor
+        if executor is None:
             return
         tx, self._tx = self._tx, None
         self._executor = None
-        if tx is not None:
-            tx.rollback()
+        try:
+            if tx is not None:
+                tx.rollback()
+        finally:
+            if self._owns_executor:
+                executor.close()
 
     def _run(self, sql: str, params: Any) -> Result:
+        return self._run_plan(self._live().router.route(sql, params), style_of(sql))
+
+    def _run_plan(self, plan: RoutePlan, style: str) -> Result:
+        """Run a routed plan: in the open (or implicitly opened) transaction, or on its own in autocommit."""
         executor = self._live()
-        plan = executor.router.route(sql, params)
-        style = _style_of(sql)
         if self._tx is None and not self._autocommit:
             self._tx = executor.transaction()
         if self._tx is not None:
@@ -423,7 +429,11 @@ class Connection:
             self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_tx", None) is not None:
+        # A connection dropped without close(): give back its pinned connections, and
+        # the pools and threads of an executor it owns.
+        if getattr(self, "_tx", None) is not None or (
+            getattr(self, "_owns_executor", False) and getattr(self, "_executor", None) is not None
+        ):
             try:
                 self.close()
             except Exception:  # noqa: S110
@@ -567,11 +577,7 @@ class Cursor:
                 complete = complete and result.complete
                 result.close()
         else:
-            size = len(rows) if self.batch_rows is None else max(1, self.batch_rows)
-            for start in range(0, len(rows), size):
-                chunk = rows[start : start + size]
-                sql, params = batch.build(chunk)
-                result = conn._run(sql, params)
+            for result in self._insert_many(conn, batch, query, rows):
                 total += max(result.rowcount, 0)
                 keys.extend(result.generated_keys)
                 complete = complete and result.complete
@@ -580,6 +586,22 @@ class Cursor:
         self._generated = tuple(keys)
         self._complete = complete
         return total
+
+    def _insert_many(self, conn: Connection, batch: _InsertBatch, query: str, rows: list[Any]) -> Iterator[Result]:
+        """Route every chunk first (nothing is sent), then send the rows per physical table.
+
+        See :mod:`ddm_core.execute.bulk`; when the plans cannot be regrouped
+        they run chunk by chunk as routed.
+        """
+        executor = conn._live()
+        size = len(rows) if self.batch_rows is None else max(1, self.batch_rows)
+        chunks = [batch.build(rows[start : start + size]) for start in range(0, len(rows), size)]
+        style = style_of(chunks[0][0])
+        plans = [executor.router.route(sql, params) for sql, params in chunks]
+        placeholder = "?" if style == "qmark" else "%s"
+        merged = regroup(plans, batch.row, placeholder, lambda ds: executor.primary_pool(ds).statement_limits())
+        for plan in plans if merged is None else [merged]:
+            yield conn._run_plan(plan, style)
 
     # -- fetching -----------------------------------------------------------------------------
 

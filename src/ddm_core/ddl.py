@@ -66,6 +66,8 @@ __all__ = [
 #: Dialects :func:`physical_ddl` writes: MySQL text as routed, or SQLite.
 DIALECTS = dialects.ddl_kinds()
 _DDL = (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable)
+# ``ALTER TABLE ... DROP <kind> name``: the name is an index's or a constraint's, not a table's.
+_NAMED_DROPS = frozenset({"INDEX", "FOREIGN KEY", "CONSTRAINT", "CHECK"})
 
 
 class DdlStatement(NamedTuple):
@@ -212,13 +214,13 @@ def _parse(sql: str, where: str) -> exp.Expression:
 
 
 def _table_names(tree: exp.Expression) -> list[str]:
-    """Names of the tables a statement touches (index names of ``DROP INDEX`` excluded)."""
+    """Names of the tables a statement touches (index and constraint names of ``DROP ...`` excluded)."""
     names: list[str] = []
     skip: set[int] = set()
     if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "INDEX":
         skip = {id(t) for t in tree.args.get("tables") or ()}
     for alter_drop in tree.find_all(exp.Drop):
-        if alter_drop is not tree and (alter_drop.args.get("kind") or "").upper() == "INDEX":
+        if alter_drop is not tree and (alter_drop.args.get("kind") or "").upper() in _NAMED_DROPS:
             skip.update(id(t) for t in alter_drop.args.get("tables") or ())
     for table in tree.find_all(exp.Table):
         if id(table) not in skip and table.name and table.name not in names:

@@ -24,6 +24,7 @@ __all__ = [
     "ShardValueError",
     "ParameterError",
     "UnsupportedSQLError",
+    "SessionStateError",
     "DeepPaginationError",
     "FullRouteError",
     "ShardKeyNotFoundError",
@@ -167,6 +168,16 @@ class ParameterError(RoutingError, TypeError):
 
 class UnsupportedSQLError(RoutingError):
     """The statement uses a construct ddm-core cannot route correctly."""
+
+
+class SessionStateError(UnsupportedSQLError):
+    """A statement would change a pooled connection's session state (docs/operations.md#session-state).
+
+    Attributes:
+        kind: What it changes (``"user variable"``, ``"database"``, ``"autocommit"``...).
+        statement: The statement, as routed.
+        data_sources: Where it was routed.
+    """
 
 
 class DeepPaginationError(RoutingError):

@@ -21,7 +21,6 @@ The configuration is built in code (:func:`demo_config`); with ``--dir`` or
 
 from __future__ import annotations
 
-import importlib
 import random
 import re
 import shutil
@@ -179,16 +178,14 @@ class MySQLServer:
         return f"mysql://{self.host}:{self.port}/{database}"
 
     def connect(self) -> Any:
+        """A server-level connection (no database) by the executor's own recipe."""
+        from ddm_core.execute.mysql_connect import open_mysql, pymysql_module
+
+        pymysql = pymysql_module()
         try:
-            pymysql: Any = importlib.import_module("pymysql")  # optional: only --mysql needs it
-        except ImportError as exc:
-            raise DataSourceUnavailableError(
-                "--mysql needs PyMySQL (pip install 'ddm-core[mysql]')", data_source="--mysql"
-            ) from exc
-        try:
-            return pymysql.connect(
-                host=self.host, port=self.port, user=self.user, password=self.password,
-                autocommit=True, ssl_disabled=True, connect_timeout=5, charset="utf8mb4",
+            return open_mysql(
+                host=self.host, port=self.port, user=self.user, password=self.password, database=None,
+                connect_timeout=5.0, where="--mysql",
             )
         except pymysql.MySQLError as exc:
             raise DataSourceUnavailableError(

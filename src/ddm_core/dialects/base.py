@@ -73,6 +73,8 @@ class Dialect(ABC):
     avg_scale_increment: ClassVar[int] = 4
     #: The largest DECIMAL scale (MySQL's ``DECIMAL_MAX_SCALE``).
     decimal_max_scale: ClassVar[int] = 30
+    #: Most parameters one statement may bind (``None``: no limit that matters).
+    max_statement_params: ClassVar[int | None] = None
 
     # -- SQL text -----------------------------------------------------------------------
 
@@ -102,6 +104,21 @@ class Dialect(ABC):
     def analyze_statement(self, tables: Sequence[str]) -> str:
         """The statement refreshing the optimizer statistics of ``tables``."""
 
+    def table_columns_query(self, table: str) -> tuple[str, tuple[Any, ...]]:
+        """The query listing physical table ``table``'s columns, in the driver's paramstyle.
+
+        Its rows are ``(column name, declared type, position in the primary key
+        or 0)``, in column order; no rows when the table does not exist. The
+        executor loads table metadata with it at start-up
+        (:mod:`ddm_core.execute.schema_load`).
+
+        Raises:
+            UnsupportedSQLError: the backend cannot list columns.
+        """
+        raise UnsupportedSQLError(
+            f"listing the columns of a table is not written for {self.title} data sources", construct=self.name
+        )
+
     def exact_literal(self, text: str) -> bool:
         """Does number literal ``text`` with a fraction or exponent read as an exact DECIMAL?
 
@@ -125,6 +142,14 @@ class Dialect(ABC):
         return EXACT.divide(total, Decimal(count)).quantize(Decimal(1).scaleb(-scale), context=EXACT)
 
     # -- connections --------------------------------------------------------------------
+
+    def packet_limit_query(self) -> str | None:
+        """A query whose one value is the most bytes a statement sent to this server may have.
+
+        ``None``: no such limit worth asking for (multi-row INSERTs are then cut
+        by :attr:`max_statement_params` only).
+        """
+        return None
 
     def connections_share_data(self, database: str | None) -> bool:
         """Do all connections to ``database`` see the same data? (``False``: pool one connection.)"""

@@ -40,6 +40,20 @@ class MySQL(Dialect):
     def analyze_statement(self, tables: Sequence[str]) -> str:
         return "ANALYZE TABLE " + ", ".join(self.identifier(t) for t in tables)
 
+    def table_columns_query(self, table: str) -> tuple[str, tuple[Any, ...]]:
+        """``information_schema.COLUMNS`` of the connection's database, primary-key positions joined in."""
+        return (
+            "SELECT c.COLUMN_NAME, c.COLUMN_TYPE, COALESCE(k.ORDINAL_POSITION, 0) "
+            "FROM information_schema.COLUMNS c LEFT JOIN information_schema.KEY_COLUMN_USAGE k "
+            "ON k.TABLE_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = c.TABLE_NAME "
+            "AND k.COLUMN_NAME = c.COLUMN_NAME AND k.CONSTRAINT_NAME = 'PRIMARY' "
+            "WHERE c.TABLE_SCHEMA = DATABASE() AND c.TABLE_NAME = %s ORDER BY c.ORDINAL_POSITION",
+            (table,),
+        )
+
+    def packet_limit_query(self) -> str | None:
+        return "SELECT @@max_allowed_packet"
+
     def cancel_statement(self, connection_id: int) -> str | None:
         return f"KILL QUERY {int(connection_id)}"
 

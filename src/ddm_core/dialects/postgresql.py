@@ -30,6 +30,8 @@ class PostgreSQL(Dialect):
     driver_module = "psycopg"
     error_modules = ("psycopg",)
     paramstyle = "format"
+    #: The wire protocol counts bind parameters in 16 bits.
+    max_statement_params = 65535
 
     def index_name(self, table: str, index: str) -> str:
         """Index names are per schema: prefixed with the physical table."""
@@ -37,6 +39,19 @@ class PostgreSQL(Dialect):
 
     def analyze_statement(self, tables: Sequence[str]) -> str:
         return "ANALYZE " + ", ".join(self.identifier(t) for t in tables)
+
+    def table_columns_query(self, table: str) -> tuple[str, tuple[Any, ...]]:
+        """``information_schema.columns`` of the current schema, primary-key positions joined in."""
+        return (
+            "SELECT c.column_name, c.data_type, COALESCE(k.ordinal_position, 0) "
+            "FROM information_schema.columns c "
+            "LEFT JOIN information_schema.table_constraints t ON t.table_schema = c.table_schema "
+            "AND t.table_name = c.table_name AND t.constraint_type = 'PRIMARY KEY' "
+            "LEFT JOIN information_schema.key_column_usage k ON k.constraint_schema = t.constraint_schema "
+            "AND k.constraint_name = t.constraint_name AND k.column_name = c.column_name "
+            "WHERE c.table_schema = current_schema() AND c.table_name = %s ORDER BY c.ordinal_position",
+            (table,),
+        )
 
     def exact_literal(self, text: str) -> bool:
         """PostgreSQL reads ``1.5`` and ``1.5e3`` alike as ``numeric``."""

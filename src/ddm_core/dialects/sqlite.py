@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Sequence
@@ -32,6 +33,8 @@ class SQLite(Dialect):
     writes_ddl = True
     #: SQLite's ``sum()`` of integers is an integer.
     sum_of_integers_is_decimal = False
+    #: ``SQLITE_MAX_VARIABLE_NUMBER`` of the builds Python ships (999 before SQLite 3.32).
+    max_statement_params = 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
 
     def index_name(self, table: str, index: str) -> str:
         """SQLite index names are per database: prefixed with the physical table."""
@@ -43,6 +46,10 @@ class SQLite(Dialect):
 
     def analyze_statement(self, tables: Sequence[str]) -> str:
         return "ANALYZE"  # refreshes every table of the database file
+
+    def table_columns_query(self, table: str) -> tuple[str, tuple[Any, ...]]:
+        """``PRAGMA table_info`` as a table-valued function (its ``pk`` is the key position)."""
+        return "SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", (table,)
 
     def exact_literal(self, text: str) -> bool:
         """SQLite reads every literal with a fraction or exponent as REAL."""

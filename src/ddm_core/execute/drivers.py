@@ -4,21 +4,28 @@ Each :class:`Driver` knows how to open a connection for an
 :class:`~ddm_core.metadata.model.Endpoint`, turn a routed unit's SQL into the
 driver's paramstyle, open a buffered or streaming cursor, run ``BEGIN`` /
 ``COMMIT`` / ``ROLLBACK``, tell whether a connection is inside a transaction
-(without a round trip), ping it, and cancel the statement it is running from
-another thread. Facts about the backend (default port, paramstyle, the
+(without a round trip), ping it, cancel the statement it is running from
+another thread without waiting on its server, and reset its session before
+a pinned connection goes back to the pool (:mod:`ddm_core.execute.session_state`).
+Parameter values the driver would bind wrongly are converted per connection or
+per cursor, never in a process-wide registry (:mod:`ddm_core.execute.params`). Facts about the backend (default port, paramstyle, the
 statement that cancels a query) are its :class:`~ddm_core.dialects.Dialect`'s
 answers; the dialect's ``driver_module`` picks the adapter.
 
 ============  ==========  ============================================================
 dialect       driver      notes
 ============  ==========  ============================================================
-mysql,        PyMySQL     ``ssl_disabled=True`` (connect ~1 ms instead of ~20 ms,
-mariadb                   docs/notes.md); autocommit on, ``BEGIN`` opens a transaction;
-                          streaming via ``SSCursor``; cancel = ``KILL QUERY <id>`` from
-                          a separate connection (socket shut down if that fails).
+mysql,        PyMySQL     opened by :func:`~ddm_core.execute.mysql_connect.open_mysql`
+mariadb                   (utf8mb4, autocommit, TLS off unless configured, connect /
+                          read / write timeouts always set); ``BEGIN`` opens a
+                          transaction; streaming via ``SSCursor``; cancel = socket shut
+                          down at once + ``KILL QUERY <id>`` from a background thread
+                          (:mod:`~ddm_core.execute.mysql_cancel`); reset =
+                          ``COM_RESET_CONNECTION``; ``memoryview`` bound as bytes.
 sqlite        sqlite3     ``check_same_thread=False`` (pooled connections move between
                           threads), ``isolation_level=None`` + explicit ``BEGIN``;
-                          cancel = ``connection.interrupt()``.
+                          cancel = ``connection.interrupt()``; cursors convert
+                          ``Decimal`` / ``datetime`` params; reset = drop temp objects.
 postgresql    psycopg 3   optional: a clear :class:`~ddm_core.errors.ExecutionError`
                           when it is not installed; always buffered; cancel =
                           ``connection.cancel()``.
@@ -36,12 +43,20 @@ import importlib
 from abc import ABC, abstractmethod
 import logging
 import re
-import socket
 from functools import lru_cache
 from typing import Any, Callable
 
 from ddm_core.dialects import Dialect, find_dialect
 from ddm_core.errors import ExecutionError
+from ddm_core.execute.mysql_cancel import QueryKiller
+from ddm_core.execute.mysql_connect import (
+    CHARSET,
+    connect_timeout_of,
+    open_mysql,
+    pymysql_module,
+    socket_timeout_of,
+)
+from ddm_core.execute.params import SQLiteCursor
 from ddm_core.metadata.model import Endpoint
 from ddm_core.route.placeholders import to_paramstyle
 
@@ -113,7 +128,19 @@ class Driver(ABC):
         """Raise if the connection is dead (one round trip at most)."""
 
     def cancel(self, endpoint: Endpoint, raw: Any) -> None:
-        """Stop the statement ``raw`` is running; called from another thread."""
+        """Stop the statement ``raw`` is running; called from another thread, must not block on the server."""
+
+    def reset_session(self, raw: Any, endpoint: Endpoint) -> bool:
+        """Give ``raw`` a fresh session (variables, locks, temporary objects) in place.
+
+        Called on a pinned connection that ran a session-changing statement,
+        outside any transaction, before it goes back to the pool.
+
+        Returns:
+            ``True`` when reset; ``False`` when this driver cannot reset in
+            place (the connection is then discarded, which resets as well).
+        """
+        return False
 
     def close_stream(self, cursor: Any, drain_limit: int) -> bool:
         """Finish a half-read streaming cursor. ``True``: the connection is reusable."""
@@ -127,35 +154,50 @@ class Driver(ABC):
         """A streaming cursor's connection is being discarded: stop it from reading on."""
 
 
+#: MySQL's COM_RESET_CONNECTION command byte (MySQL >= 5.7.3, MariaDB >= 10.2.4); PyMySQL has no call for it.
+_COM_RESET_CONNECTION = 0x1F
+
+
 class MySQLDriver(Driver):
     """PyMySQL for ``mysql`` and ``mariadb`` endpoints."""
 
     def __init__(self, dialect: Dialect) -> None:
         super().__init__(dialect)
-        # Drivers are optional and untyped: imported as modules, used as Any.
-        try:
-            self._pymysql = importlib.import_module("pymysql")
-        except ImportError as exc:
-            raise ExecutionError(
-                "mysql / mariadb data sources need PyMySQL (pip install 'ddm-core[mysql]'), which is not installed",
-                dialect="mysql",
-            ) from exc
+        pymysql_module()  # PyMySQL is untyped: its modules are used as Any
         self._sscursor = importlib.import_module("pymysql.cursors").SSCursor
         self._in_trans = importlib.import_module("pymysql.constants.SERVER_STATUS").SERVER_STATUS_IN_TRANS
+        self._killer = QueryKiller(self._open_briefly, dialect.cancel_statement)
 
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
+        """A connection by the one recipe (:func:`~ddm_core.execute.mysql_connect.open_mysql`).
+
+        ``connect_timeout`` (the pool's acquire timeout; URL ``connectTimeout``
+        if shorter) bounds the TCP connect and the handshake; reads and writes
+        afterwards wait at most the URL's ``socketTimeout``.
+        """
+        where = f"endpoint {endpoint.name!r} ({endpoint.url})"
+        options = endpoint.options
+        return self._open(
+            endpoint, connect_timeout_of(options, connect_timeout, where), socket_timeout_of(options, where)
+        )
+
+    def _open(self, endpoint: Endpoint, connect_timeout: float, socket_timeout: float) -> Any:
         password = endpoint.password.reveal() if endpoint.password is not None else ""
-        return self._pymysql.connect(
+        return open_mysql(
             host=endpoint.host or "127.0.0.1",
-            port=endpoint.port or self.dialect.default_port,
+            port=endpoint.port or self.dialect.default_port or 3306,
             user=endpoint.username or "root",
             password=password,
             database=endpoint.database or None,
-            autocommit=True,
-            ssl_disabled=True,  # ~1 ms instead of ~20 ms per connect: docs/notes.md#pymysql-connect-cost
-            connect_timeout=max(1, int(round(connect_timeout))),
-            charset="utf8mb4",
+            connect_timeout=connect_timeout,
+            socket_timeout=socket_timeout,
+            options=endpoint.options,
+            where=f"endpoint {endpoint.name!r} ({endpoint.url})",
         )
+
+    def _open_briefly(self, endpoint: Endpoint, timeout: float) -> Any:
+        """A connection for one quick command (``KILL QUERY``): every wait bounded by ``timeout``."""
+        return self._open(endpoint, timeout, timeout)
 
     def cursor(self, raw: Any, stream: bool) -> Any:
         return raw.cursor(self._sscursor) if stream else raw.cursor()
@@ -167,29 +209,27 @@ class MySQLDriver(Driver):
         return bool(raw.server_status & self._in_trans)
 
     def ping(self, raw: Any) -> None:
-        raw.ping(reconnect=False)
+        # A checkout waits no longer for a ping than for a new connection: a stopped
+        # server must fail the ping within the connect timeout, not the socket timeout.
+        saved = raw._read_timeout
+        raw._read_timeout = raw.connect_timeout
+        try:
+            raw.ping(reconnect=False)
+        finally:
+            raw._read_timeout = saved
 
     def cancel(self, endpoint: Endpoint, raw: Any) -> None:
-        thread_id = raw.thread_id()
-        try:
-            statement = self.dialect.cancel_statement(int(thread_id))  # KILL QUERY <id>
-            if statement is not None:
-                killer = self.connect(endpoint, 1.0)
-                try:
-                    with killer.cursor() as cur:
-                        cur.execute(statement)
-                finally:
-                    killer.close()
-                return
-        except Exception as exc:  # the server may be unreachable: cut the socket instead
-            log.warning("cancelling connection %s on %s failed (%s); shutting the socket down",
-                        thread_id, endpoint.name, exc)
-        sock = getattr(raw, "_sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        self._killer.cancel(endpoint, raw)  # never waits on the server: docs in mysql_cancel
+
+    def reset_session(self, raw: Any, endpoint: Endpoint) -> bool:
+        raw._execute_command(_COM_RESET_CONNECTION, b"")
+        raw._read_ok_packet()  # an error packet (a server without the command) raises: discard
+        # The reset gave the session the server's defaults; put back what the recipe set.
+        raw.set_character_set(CHARSET)
+        if endpoint.database:
+            raw.select_db(endpoint.database)
+        raw.autocommit(True)
+        return True
 
     def close_stream(self, cursor: Any, drain_limit: int) -> bool:
         # An unbuffered result must be read to its end before the connection can
@@ -221,17 +261,10 @@ class SQLiteDriver(Driver):
 
     def __init__(self, dialect: Dialect, busy_timeout: float = 5.0) -> None:
         super().__init__(dialect)
-        import datetime
-        import decimal
         import sqlite3
 
         self._sqlite3: Any = sqlite3
         self._busy_timeout = busy_timeout
-        # What PyMySQL accepts as parameters, SQLite stores as text (as MySQL prints them):
-        # code written for pymysql passes Decimal and datetime values unchanged.
-        sqlite3.register_adapter(decimal.Decimal, str)
-        sqlite3.register_adapter(datetime.datetime, lambda v: v.isoformat(" "))
-        sqlite3.register_adapter(datetime.date, lambda v: v.isoformat())
 
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
         path = endpoint.database or ":memory:"
@@ -241,6 +274,11 @@ class SQLiteDriver(Driver):
             isolation_level=None,  # autocommit; transactions are explicit BEGINs
             check_same_thread=False,  # pooled connections move between threads
         )
+
+    def cursor(self, raw: Any, stream: bool) -> Any:
+        # Code written for PyMySQL passes Decimal and datetime params; this cursor
+        # converts them (sqlite3's own adapters are process-wide: not ours to change).
+        return raw.cursor(SQLiteCursor)
 
     def commit(self, raw: Any) -> None:
         if raw.in_transaction:
@@ -255,6 +293,18 @@ class SQLiteDriver(Driver):
 
     def cancel(self, endpoint: Endpoint, raw: Any) -> None:
         raw.interrupt()
+
+    def reset_session(self, raw: Any, endpoint: Endpoint) -> bool:
+        # A SQLite session's own state is its temporary schema (a :memory: database
+        # lives in its one connection, so dropping the temporary objects beats reconnecting).
+        found = raw.execute(
+            "SELECT type, name FROM sqlite_temp_master WHERE type IN ('view', 'trigger', 'table') "
+            "ORDER BY CASE type WHEN 'table' THEN 1 ELSE 0 END"
+        ).fetchall()
+        for kind, name in found:
+            quoted = '"' + str(name).replace('"', '""') + '"'
+            raw.execute(f"DROP {str(kind).upper()} IF EXISTS temp.{quoted}")
+        return True
 
 
 class PostgresDriver(Driver):

@@ -48,20 +48,20 @@ import os
 import random
 import threading
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ddm_core._text import shorten_sql
 from ddm_core.dialects import INPUT
-from ddm_core.errors import DdmError, ExecutionError, QueryTimeoutError
+from ddm_core.errors import ConfigError, ExecutionError, QueryTimeoutError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
+from ddm_core.execute.session_state import refuse_unpinned
+from ddm_core.execute.shared import CURRENT_TX, DEFAULT, Lane, style_of
+from ddm_core.execute.slow_sql import SlowSqlLog
 from ddm_core.execute.watchdog import Guard, Watchdog
 from ddm_core.metadata.model import DataSource, ShardingConfig
-from ddm_core.route.placeholders import translate
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 from ddm_core.route.router import Router
 
@@ -73,28 +73,8 @@ __all__ = ["Executor", "DEFAULT"]
 log = logging.getLogger("ddm_core.execute")
 
 
-class _Default:
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-#: "Use the executor's setting" for per-call options.
-DEFAULT: Any = _Default()
-
 #: Rows a merged LIMIT window may span per unit and still be fetched per unit.
 _SMALL_WINDOW = 1000
-
-#: The transaction bound by ``with executor.transaction():`` in this context.
-_CURRENT_TX: ContextVar[Transaction | None] = ContextVar("ddm_transaction", default=None)
-
-
-@dataclass(slots=True)
-class _Lane:
-    """Units that run one after another on one connection (one unit outside transactions)."""
-
-    pool: EndpointPool
-    items: list[tuple[int, RouteUnit]]
-    pinned: Borrowed | None = None
 
 
 @dataclass(slots=True)
@@ -126,6 +106,10 @@ class Executor:
         cancel_grace: Seconds a fan-out waits past the deadline for cancelled
             units to stop before giving up on them (they still return their
             connections when they do stop).
+        load_schema: Read each sharded table's columns from its first data node
+            now, for INSERTs without a column list and string values of integer
+            shard columns (:mod:`ddm_core.execute.schema_load`; a data source
+            that is down is logged and skipped).
 
     The executor is thread-safe: share one per process. Close it (or use it
     as a context manager) to stop its threads and close idle connections.
@@ -143,10 +127,17 @@ class Executor:
         fetch_batch: int = 500,
         drain_limit: int = 10_000,
         cancel_grace: float = 1.0,
+        load_schema: bool = True,
     ) -> None:
         if max_concurrency < 1 or full_route_concurrency < 1:
-            raise ValueError("max_concurrency and full_route_concurrency must be >= 1")
+            raise ConfigError(
+                f"Executor max_concurrency and full_route_concurrency must be >= 1, not {max_concurrency} and {full_route_concurrency}"
+            )
         self._router = _as_router(config_or_router)
+        if load_schema:
+            from ddm_core.execute.schema_load import load_schemas
+
+            self._router.set_schemas(load_schemas(self._router.config))
         self.max_concurrency = max_concurrency
         self.full_route_concurrency = full_route_concurrency
         self.timeout = timeout if timeout else None
@@ -155,9 +146,12 @@ class Executor:
         self.fetch_batch = max(1, fetch_batch)
         self.drain_limit = drain_limit
         self.cancel_grace = cancel_grace
-        self._pools = PoolRegistry()
         self._watchdog = Watchdog()
+        self._pools = PoolRegistry(self._watchdog)
+        # Data source and primary pool by name, for the config version in use: the hot path skips the lookups.
+        self._primaries: tuple[ShardingConfig | None, dict[str, tuple[DataSource, EndpointPool]]] = (None, {})
         self._full_slots = threading.BoundedSemaphore(full_route_concurrency)
+        self._slow_sql = SlowSqlLog(lambda: self._router.config)  # runtime.slowSqlMs: docs/operations.md#slow-sql
         self._threads: cf.ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         self._round_robin: dict[str, itertools.count[int]] = {}
@@ -209,14 +203,16 @@ class Executor:
             DataSourceUnavailableError: a data source refused or lost the connection.
             DuplicateKeyError: a unique key was violated.
             CrossShardTransactionError: inside a transaction, a write to a second data source.
+            SessionStateError: the statement would change a pooled connection's session, or is
+                refused everywhere (docs/operations.md#session-state); nothing was sent.
             ExecutionError: any other driver error (names data source and statement).
         """
         plan = self._router.route(sql, params)
-        tx = _CURRENT_TX.get()
+        tx = CURRENT_TX.get()
         if tx is not None and tx.executor is self:
-            return tx.execute_plan(plan, caller_style=_style_of(sql), timeout=timeout)
+            return tx.execute_plan(plan, caller_style=style_of(sql), timeout=timeout)
         return self.execute_plan(
-            plan, caller_style=_style_of(sql), timeout=timeout, allow_partial=allow_partial, stream=stream
+            plan, caller_style=style_of(sql), timeout=timeout, allow_partial=allow_partial, stream=stream
         )
 
     def execute_plan(
@@ -235,7 +231,18 @@ class Executor:
             caller_style: ``"qmark"`` when the statement was written with ``?``
                 (its units then use ``?``), else ``"format"``.
         """
-        return self._run(plan, caller_style, timeout, allow_partial, stream, tx=None)
+        refuse_unpinned(plan)  # a session change must not stay on a shared pooled connection
+        started = time.monotonic()
+        if len(plan.units) == 1 and plan.kind is not RouteKind.FULL and (self.stream if stream is DEFAULT else stream) is not True:
+            result = self._run_single(
+                plan, style=caller_style, timeout=timeout, allow_partial=allow_partial, started=started
+            )
+        else:
+            result = self._run(
+                plan, style=caller_style, timeout=timeout, allow_partial=allow_partial, stream=stream, started=started
+            )
+        self._slow_sql.observe(started, plan, result)
+        return result
 
     def transaction(self) -> Transaction:
         """A local transaction: ``with executor.transaction() as tx: ...``.
@@ -247,6 +254,11 @@ class Executor:
         from ddm_core.execute.transaction import Transaction
 
         return Transaction(self)
+
+    @property
+    def slow_statements(self) -> int:
+        """Statements so far that took at least ``runtime.slowSqlMs`` (each logged to ``ddm_core.slow_sql``)."""
+        return self._slow_sql.count
 
     def pool_stats(self) -> dict[str, PoolStats]:
         """Per data source (every endpoint summed): idle, borrowed, open, borrows, timeouts."""
@@ -297,30 +309,70 @@ class Executor:
     # -- internals used by Transaction -------------------------------------------------------
 
     def primary_pool(self, data_source: str) -> EndpointPool:
-        ds = self._data_source(self.config, data_source)
-        return self._pools.pool(ds, ds.primary)
+        return self._pool_of(data_source, read=False)
+
+    def run_pinned(self, plan: RoutePlan, lanes: list[Lane], *, style: str, timeout: Any) -> Result:
+        """Run ``plan`` on a transaction's lanes (pinned connections): no streaming, no partial results."""
+        started = time.monotonic()
+        result = self._run(
+            plan, style=style, timeout=timeout, allow_partial=False, stream=False, lanes=lanes, started=started
+        )
+        self._slow_sql.observe(started, plan, result)
+        return result
 
     # -- running a plan ------------------------------------------------------------------------
+
+    def _run_single(
+        self, plan: RoutePlan, *, style: str, timeout: Any, allow_partial: bool | None, started: float
+    ) -> Result:
+        """One unit outside a transaction, buffered: no lanes, no fan-out, no merge."""
+        if self._closed:
+            raise ExecutionError("the executor is closed")
+        seconds = self.timeout if timeout is DEFAULT else (timeout or None)
+        deadline = started + seconds if seconds else None
+        unit = plan.units[0]
+        try:
+            pool = self._pool_of(unit.data_source, read=not (plan.is_write or plan.force_primary))
+            result = self._run_unit(unit, pool, None, style, False, deadline)
+        except QueryTimeoutError as exc:  # allow_partial decides, as for any plan
+            partial_ok = self.allow_partial if allow_partial is None else allow_partial
+            return self._assemble(plan, plan.units, [_LaneOutcome(error=exc)], partial_ok, seconds)
+        if result.description is None:
+            return Result(
+                description=None,
+                rows=None,
+                rowcount=max(result.rowcount, 0),
+                lastrowid=result.lastrowid if plan.statement == "insert" else None,
+                generated_keys=plan.generated_keys,
+                statement=plan.statement,
+                unit_count=1,
+            )
+        if plan.merge.is_trivial:
+            return Result.buffered(result.description, result.rows, statement=plan.statement)
+        return self._rows_result(plan, [result], True)
 
     def _run(
         self,
         plan: RoutePlan,
+        *,
         style: str,
         timeout: Any,
         allow_partial: bool | None,
         stream: Any,
-        tx: Transaction | None,
-        lanes: list[_Lane] | None = None,
+        started: float,
+        lanes: list[Lane] | None = None,
     ) -> Result:
+        """Any plan; ``lanes`` given: a transaction's pinned lanes (never streamed). ``started``: its monotonic()."""
         if self._closed:
             raise ExecutionError("the executor is closed")
         seconds = self.timeout if timeout is DEFAULT else (timeout or None)
-        deadline = time.monotonic() + seconds if seconds else None
+        deadline = started + seconds if seconds else None
         partial_ok = self.allow_partial if allow_partial is None else allow_partial
         units = plan.units
+        pinned = lanes is not None
         if lanes is None:
             lanes = self._lanes(plan)
-        do_stream = False if tx is not None else self._should_stream(plan, lanes, stream)
+        do_stream = False if pinned else self._should_stream(plan, lanes, stream)
         full = plan.kind is RouteKind.FULL
         if full:
             self._enter_full_route(deadline, plan)
@@ -337,18 +389,27 @@ class Executor:
                 self._full_slots.release()
         return self._assemble(plan, units, outcomes, partial_ok, seconds)
 
-    def _lanes(self, plan: RoutePlan) -> list[_Lane]:
-        config = self.config
+    def _lanes(self, plan: RoutePlan) -> list[Lane]:
         read = not (plan.is_write or plan.force_primary)
-        cache: dict[str, DataSource] = {}
-        lanes = []
-        for i, unit in enumerate(plan.units):
-            ds = cache.get(unit.data_source)
-            if ds is None:
-                ds = cache[unit.data_source] = self._data_source(config, unit.data_source)
-            endpoint = self._pick_replica(ds) if read and ds.replicas else ds.primary
-            lanes.append(_Lane(self._pools.pool(ds, endpoint), [(i, unit)]))
-        return lanes
+        return [Lane(self._pool_of(unit.data_source, read=read), [(i, unit)]) for i, unit in enumerate(plan.units)]
+
+    def _pool_of(self, data_source: str, *, read: bool) -> EndpointPool:
+        """The pool a unit on ``data_source`` borrows from: a replica's for reads, else the primary's."""
+        config = self.config
+        version, known = self._primaries
+        if version is not config:  # first use, or a reloaded configuration
+            known = {}
+            self._primaries = (config, known)
+        entry = known.get(data_source)
+        if entry is None:
+            ds = self._data_source(config, data_source)
+            if read and ds.replicas:  # the primary's pool is made only once something needs it
+                return self._pools.pool(ds, self._pick_replica(ds))
+            entry = known[data_source] = (ds, self._pools.pool(ds, ds.primary))
+        ds, primary = entry
+        if read and ds.replicas:
+            return self._pools.pool(ds, self._pick_replica(ds))
+        return primary
 
     @staticmethod
     def _data_source(config: ShardingConfig, name: str) -> DataSource:
@@ -372,7 +433,7 @@ class Executor:
             return random.choice([r for r in replicas if r.weight > 0])
         return random.choices(replicas, weights)[0]
 
-    def _should_stream(self, plan: RoutePlan, lanes: list[_Lane], stream: Any) -> bool:
+    def _should_stream(self, plan: RoutePlan, lanes: list[Lane], stream: Any) -> bool:
         choice = self.stream if stream is DEFAULT else stream
         if choice is False or plan.is_write or plan.statement not in ("select", "show"):
             return False
@@ -406,7 +467,7 @@ class Executor:
 
     # -- one lane / one unit -----------------------------------------------------------------
 
-    def _run_lane(self, lane: _Lane, style: str, stream: bool, deadline: float | None) -> _LaneOutcome:
+    def _run_lane(self, lane: Lane, style: str, stream: bool, deadline: float | None) -> _LaneOutcome:
         outcome = _LaneOutcome()
         for index, unit in lane.items:
             try:
@@ -433,7 +494,9 @@ class Executor:
         sql = driver.sql_for(unit.sql, style)
         guard: Guard | None = None
         if deadline is not None:
-            guard = self._watchdog.arm(deadline, partial(driver.cancel, pool.endpoint, borrowed.raw))
+            guard = borrowed.guard
+            if guard is not None:
+                guard.arm(deadline)
         cursor = None
         result: UnitResult | None = None
         try:
@@ -501,7 +564,7 @@ class Executor:
         return threads
 
     def _fan_out(
-        self, lanes: list[_Lane], style: str, stream: bool, deadline: float | None, *, release_full: bool
+        self, lanes: list[Lane], style: str, stream: bool, deadline: float | None, *, release_full: bool
     ) -> list[_LaneOutcome]:
         threads = self._pool_threads()
         futures = [threads.submit(self._run_lane, lane, style, stream, deadline) for lane in lanes]
@@ -631,13 +694,6 @@ def _as_router(source: Any) -> Router:
     raise TypeError(
         f"Executor needs a Router, ShardingConfig, ConfigHolder, path, YAML text or dict, got {type(source).__name__}"
     )
-
-
-def _style_of(sql: str) -> str:
-    try:
-        return translate(sql).style  # cached: the router translated the same text
-    except DdmError:
-        return "format"
 
 
 def _close_quietly(obj: Any) -> None:

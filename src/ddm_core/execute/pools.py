@@ -1,32 +1,44 @@
-"""Connection pools: one SQLAlchemy ``QueuePool`` per data-source endpoint.
+"""Connection pools: one lean LIFO pool per data-source endpoint.
 
-Sizing follows :class:`~ddm_core.metadata.model.PoolSettings` (usual sizing: max
-20–50, min idle 5–8, acquire timeout 1–3 s; docs/operations.md#connection-pools):
+A borrow and a return are one lock round and a list push or pop (well under
+1 µs) — a general-purpose pool's events, records and proxies cost several µs
+per statement, which on a 2-core machine every other thread pays for too.
+Sizing follows :class:`~ddm_core.metadata.model.PoolSettings` (usual sizing:
+max 20–50, min idle 5–8, acquire timeout 1–3 s; docs/operations.md#connection-pools):
 
-* **max size** — ``QueuePool(pool_size=max_size, max_overflow=0)``: at most
-  ``max_size`` connections exist; every connection opened is kept (no
-  connect/close churn under bursts) until ``max_lifetime_ms`` (``recycle``).
-* **min idle** — ``min_idle`` connections are opened the first time the pool is
-  used (or by :meth:`EndpointPool.warm_up`, which
+* **max size** — at most ``max_size`` connections exist, idle or borrowed.
+  Returned connections are kept (no connect/close churn under bursts) and
+  reused last-in first-out: the warmest one serves the next borrow, the rest
+  stay idle.
+* **min idle** — ``min_idle`` connections are opened the first time the pool
+  is used (or by :meth:`EndpointPool.warm_up`, which
   :meth:`ddm_core.execute.Executor.warm_up` calls for every endpoint), not at
   construction: an executor over a data source that is down still starts.
-  ``QueuePool`` has no idle timeout: ``idle_timeout_ms`` is not enforced.
+* **idle timeout / max lifetime** — a connection idle for more than
+  ``idle_timeout_ms`` is closed when the pool holds more than ``min_idle``
+  idle ones (checked on return, oldest first); one older than
+  ``max_lifetime_ms`` is closed instead of being lent again.
 * **acquire timeout** — ``acquire_timeout_ms`` → :class:`PoolTimeoutError`
   naming the data source and endpoint.
 * **validation** — a connection idle for more than :data:`PING_AFTER` seconds
-  is pinged on checkout (HikariCP's 500 ms bypass window: a connection used a
-  moment ago is not pinged, so the hot path pays no extra round trip); a dead
-  one is replaced transparently (SQLAlchemy's ``DisconnectionError`` retry).
+  is pinged when borrowed (HikariCP's 500 ms bypass window: a connection used
+  a moment ago is not pinged, so the hot path pays no extra round trip); a
+  dead one is replaced by a new connection transparently.
+* **deadlines** — every connection gets its reusable
+  :class:`~ddm_core.execute.watchdog.Guard` when it is opened
+  (:attr:`Borrowed.guard`), so arming a statement's deadline allocates nothing.
 * **stats** — :meth:`EndpointPool.stats`: idle, borrowed, open, max size,
-  borrows and timeouts so far.
+  borrows, timeouts and discards so far.
 
 Every borrow is a :class:`Borrowed`; :meth:`Borrowed.release` is idempotent
 and never raises, rolls back a connection left inside a transaction, and can
 *discard* a connection whose state is unknown (a timeout fired, the server
 went away, a stream abandoned mid-result). The executor releases on every path
 (a leaked connection shrinks the pool until every request waits for the acquire
-timeout); the SQLAlchemy pool's own garbage-collection return is only the last
-safety net.
+timeout). What holds a connection beyond one call — a streamed result's
+:class:`~ddm_core.execute.result.StreamRows`, a transaction — returns it when
+it is garbage-collected; a :class:`Borrowed` itself has no finalizer (one
+would cost more than the whole borrow).
 """
 
 from __future__ import annotations
@@ -35,19 +47,26 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from ddm_core.errors import DataSourceUnavailableError, PoolTimeoutError
+from ddm_core.errors import PoolTimeoutError
 from ddm_core.execute.driver_errors import is_disconnect, map_driver_error
 from ddm_core.execute.drivers import Driver, driver_for
+from ddm_core.execute.watchdog import Guard, Watchdog
 from ddm_core.metadata.model import DataSource, Endpoint, PoolSettings
 
-__all__ = ["EndpointPool", "Borrowed", "PoolStats", "PoolRegistry", "PING_AFTER"]
+__all__ = ["EndpointPool", "Borrowed", "PoolStats", "PoolRegistry", "PING_AFTER", "FALLBACK_PACKET", "discard_on"]
 
 log = logging.getLogger("ddm_core.execute")
 
-#: Seconds a connection may sit idle before a checkout pings it.
+#: Seconds a connection may sit idle before a borrow pings it.
 PING_AFTER = 0.5
+
+#: Statement size assumed when the server's packet limit cannot be read (PyMySQL's own executemany cap).
+FALLBACK_PACKET = 1_024_000
+
+_monotonic = time.monotonic
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,22 +97,40 @@ class PoolStats:
     discards: int
 
 
+class _Connection:
+    """One pooled DB-API connection and what the pool knows about it."""
+
+    __slots__ = ("raw", "guard", "created", "returned", "generation")
+
+    def __init__(self, raw: Any, guard: Guard | None, generation: int) -> None:
+        self.raw = raw
+        self.guard = guard
+        self.created = self.returned = _monotonic()
+        self.generation = generation
+
+
 class Borrowed:
     """One checked-out connection. ``raw`` is the DB-API connection.
+
+    Attributes:
+        pool: The pool it came from.
+        raw: The driver's connection.
+        guard: The connection's deadline guard (``None`` when the pool has no watchdog).
 
     Release it exactly once with :meth:`release` (further calls do nothing).
     """
 
-    __slots__ = ("pool", "raw", "_fairy")
+    __slots__ = ("pool", "raw", "guard", "_conn")
 
-    def __init__(self, pool: EndpointPool, fairy: Any) -> None:
+    def __init__(self, pool: EndpointPool, conn: _Connection) -> None:
         self.pool = pool
-        self._fairy = fairy
-        self.raw = fairy.dbapi_connection
+        self.raw = conn.raw
+        self.guard = conn.guard
+        self._conn: _Connection | None = conn
 
     @property
     def released(self) -> bool:
-        return self._fairy is None
+        return self._conn is None
 
     def release(self, *, discard: bool = False) -> None:
         """Return the connection to its pool (``discard``: close it instead of reusing it).
@@ -101,85 +138,67 @@ class Borrowed:
         A connection still inside a transaction is rolled back first; if that
         fails it is discarded. Never raises.
         """
-        fairy = self._fairy
-        if fairy is None:
+        conn = self._conn
+        if conn is None:
             return
-        self._fairy = None
-        driver = self.pool.driver
-        try:
-            if not discard and driver.in_transaction(self.raw):
-                driver.rollback(self.raw)
-        except Exception as exc:
-            log.warning("rollback on release failed on %s: %s", self.pool.endpoint.name, exc)
-            discard = True
-        try:
-            if discard:
-                self.pool._discards += 1
-                fairy.invalidate()  # closes the DB-API connection and checks the record in
-            else:
-                fairy.close()
-        except Exception as exc:  # pragma: no cover - SQLAlchemy checks in even when close fails
-            log.warning("returning a connection to %s failed: %s", self.pool.endpoint.name, exc)
+        self._conn = None
+        pool = self.pool
+        if not discard:
+            driver = pool.driver
+            try:
+                if driver.in_transaction(conn.raw):
+                    driver.rollback(conn.raw)
+            except Exception as exc:
+                log.warning("rollback on release failed on %s: %s", pool.endpoint.name, exc)
+                discard = True
+        pool._give_back(conn, discard)
 
     def __repr__(self) -> str:
-        state = "released" if self._fairy is None else "borrowed"
+        state = "released" if self._conn is None else "borrowed"
         return f"<Borrowed {self.pool.endpoint.name} {state}>"
 
 
 class EndpointPool:
-    """The pool of one endpoint (a data source's primary or one of its replicas)."""
+    """The pool of one endpoint (a data source's primary or one of its replicas).
 
-    def __init__(self, data_source: str, endpoint: Endpoint, settings: PoolSettings) -> None:
-        from sqlalchemy import event
-        from sqlalchemy.pool import QueuePool
+    Args:
+        data_source: The logical data source name (for messages and stats).
+        endpoint: Where connections go.
+        settings: Sizing and timeouts.
+        watchdog: Gives every new connection its deadline :class:`Guard`.
+    """
 
+    def __init__(
+        self, data_source: str, endpoint: Endpoint, settings: PoolSettings, watchdog: Watchdog | None = None
+    ) -> None:
         self.data_source = data_source
         self.endpoint = endpoint
         self.settings = settings
         self.driver: Driver = driver_for(endpoint.dialect)
         max_size = max(1, settings.max_size)
-        if not self.driver.dialect.connections_share_data(endpoint.database):
+        shared = self.driver.dialect.connections_share_data(endpoint.database)
+        if not shared:
             max_size = 1  # SQLite ":memory:": every connection is a different, empty database
         self.max_size = max_size
         self.min_idle = min(settings.min_idle, max_size)
         self.acquire_timeout = settings.acquire_timeout_ms / 1000.0
+        # One ":memory:" connection is the whole database: never recycle or expire it.
+        self._lifetime = settings.max_lifetime_ms / 1000.0 if settings.max_lifetime_ms and shared else None
+        self._idle_timeout = settings.idle_timeout_ms / 1000.0 if settings.idle_timeout_ms and shared else None
+        self._watchdog = watchdog
+        self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._idle: list[_Connection] = []  # a stack: the last returned is lent first
+        self._open = 0  # idle + borrowed + being opened
+        self._waiting = 0
+        self._generation = 0  # dispose() bumps it: older connections close when they come back
         self._borrows = 0
         self._timeouts = 0
         self._discards = 0
         self._warm = False
-        self._warm_lock = threading.Lock()
-        recycle = settings.max_lifetime_ms // 1000 if settings.max_lifetime_ms and max_size > 1 else -1
-        self._pool = QueuePool(
-            self._create,
-            pool_size=max_size,
-            max_overflow=0,
-            timeout=self.acquire_timeout,
-            recycle=recycle,
-            use_lifo=True,  # reuse the warmest connection; the rest stay idle (and get pinged)
-            reset_on_return=None,  # Borrowed.release rolls back only when needed: no round trip per statement
-        )
-        event.listen(self._pool, "checkin", _on_checkin)
-        event.listen(self._pool, "checkout", self._on_checkout)
+        self._limits: tuple[int | None, int | None] | None = None
 
-    # -- connections ----------------------------------------------------------------
-
-    def _create(self) -> Any:
-        try:
-            return self.driver.connect(self.endpoint, self.acquire_timeout)
-        except Exception as exc:
-            raise map_driver_error(exc, data_source=self.data_source, endpoint=self.endpoint.name, sql=None) from exc
-
-    def _on_checkout(self, dbapi_connection: Any, record: Any, proxy: Any) -> None:
-        last = record.info.get("ddm_returned")
-        if last is None or time.monotonic() - last <= PING_AFTER:
-            return
-        try:
-            self.driver.ping(dbapi_connection)
-        except Exception as exc:
-            from sqlalchemy.exc import DisconnectionError
-
-            log.info("dropping a dead connection to %s: %s", self.endpoint.name, exc)
-            raise DisconnectionError(str(exc)) from exc  # SQLAlchemy retries with a fresh connection
+    # -- borrowing ---------------------------------------------------------------------
 
     def borrow(self) -> Borrowed:
         """Check a connection out.
@@ -190,31 +209,129 @@ class EndpointPool:
         """
         if not self._warm:
             self._warm_up_lazily()
-        from sqlalchemy.exc import DisconnectionError, InvalidRequestError, TimeoutError as SATimeout
-
+        with self._lock:
+            if self._idle:
+                conn: _Connection | None = self._idle.pop()
+            elif self._open < self.max_size:
+                self._open += 1
+                conn = None
+            else:
+                conn = self._wait_for_one()
+            self._borrows += 1
         try:
-            fairy = self._pool.connect()
-        except SATimeout as exc:
-            self._timeouts += 1
-            raise PoolTimeoutError(
-                f"data source {self.data_source!r} (endpoint {self.endpoint.name!r}): no connection became "
-                f"free within {self.acquire_timeout:g} s (all {self.max_size} borrowed)",
-                data_source=self.data_source,
-                endpoint=self.endpoint.name,
-                timeout=self.acquire_timeout,
-                max_size=self.max_size,
-            ) from exc
-        except (DisconnectionError, InvalidRequestError) as exc:  # reconnect attempts exhausted
-            raise DataSourceUnavailableError(
-                f"data source {self.data_source!r} (endpoint {self.endpoint.name!r}) is unavailable: {exc}",
-                data_source=self.data_source,
-                endpoint=self.endpoint.name,
-            ) from exc
-        self._borrows += 1
-        return Borrowed(self, fairy)
+            if conn is None:
+                conn = self._open_new()
+            else:
+                now = _monotonic()
+                if now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime):
+                    conn = self._checked(conn, now)
+        except BaseException:
+            with self._lock:
+                self._borrows -= 1  # nothing was lent
+            raise
+        return Borrowed(self, conn)
+
+    def _wait_for_one(self) -> _Connection | None:
+        """Under the lock, with every connection lent: wait for a return (``None``: open a new one)."""
+        end = _monotonic() + self.acquire_timeout
+        self._waiting += 1
+        try:
+            while True:
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self.max_size:  # one was discarded meanwhile
+                    self._open += 1
+                    return None
+                left = end - _monotonic()
+                if left <= 0:
+                    self._timeouts += 1
+                    raise PoolTimeoutError(
+                        f"data source {self.data_source!r} (endpoint {self.endpoint.name!r}): no connection became "
+                        f"free within {self.acquire_timeout:g} s (all {self.max_size} borrowed)",
+                        data_source=self.data_source,
+                        endpoint=self.endpoint.name,
+                        timeout=self.acquire_timeout,
+                        max_size=self.max_size,
+                    )
+                self._freed.wait(left)
+        finally:
+            self._waiting -= 1
+
+    def _checked(self, conn: _Connection, now: float) -> _Connection:
+        """An idle connection made fit to lend: recycled when too old, pinged after a pause."""
+        if self._lifetime is not None and now - conn.created > self._lifetime:
+            self._close(conn.raw)
+            return self._reopen()
+        if now - conn.returned > PING_AFTER:
+            try:
+                self.driver.ping(conn.raw)
+            except Exception as exc:
+                log.info("dropping a dead connection to %s: %s", self.endpoint.name, exc)
+                self._close(conn.raw)
+                return self._reopen()
+        return conn
+
+    def _reopen(self) -> _Connection:
+        """A slot whose connection was just closed (too old, or dead) gets a new one, or is freed."""
+        return self._open_new()
+
+    def _open_new(self) -> _Connection:
+        """Open a connection for a slot already counted in ``_open``; the slot is freed on failure."""
+        try:
+            raw = self.driver.connect(self.endpoint, self.acquire_timeout)
+        except BaseException as exc:
+            self._forget_slot()
+            if isinstance(exc, Exception):
+                raise map_driver_error(exc, data_source=self.data_source, endpoint=self.endpoint.name, sql=None) from exc
+            raise
+        guard = None
+        if self._watchdog is not None:
+            guard = self._watchdog.guard(partial(self.driver.cancel, self.endpoint, raw))
+        return _Connection(raw, guard, self._generation)
+
+    def _forget_slot(self, *, discarded: bool = False) -> None:
+        """A connection was closed (or never opened): its slot may be taken again."""
+        with self._lock:
+            self._open -= 1
+            if discarded:
+                self._discards += 1
+            if self._waiting:
+                self._freed.notify()
+
+    # -- returning ---------------------------------------------------------------------
+
+    def _give_back(self, conn: _Connection, discard: bool) -> None:
+        if discard or conn.generation != self._generation:
+            self._close(conn.raw)
+            self._forget_slot(discarded=discard)
+            return
+        now = conn.returned = _monotonic()
+        expired: _Connection | None = None
+        with self._lock:
+            idle = self._idle
+            idle.append(conn)
+            if self._waiting:
+                self._freed.notify()
+            elif (
+                self._idle_timeout is not None
+                and len(idle) > self.min_idle
+                and now - idle[0].returned > self._idle_timeout
+            ):
+                expired = idle.pop(0)  # the longest idle: LIFO leaves it at the bottom
+                self._open -= 1
+        if expired is not None:
+            self._close(expired.raw)
+
+    def _close(self, raw: Any) -> None:
+        try:
+            raw.close()
+        except Exception as exc:  # already broken: nothing left to free
+            log.debug("closing a connection to %s failed: %s", self.endpoint.name, exc)
+
+    # -- warming up --------------------------------------------------------------------
 
     def _warm_up_lazily(self) -> None:
-        with self._warm_lock:
+        with self._lock:
             if self._warm:
                 return
             self._warm = True
@@ -228,32 +345,69 @@ class EndpointPool:
 
         Returns:
             How many connections are idle afterwards.
+
+        Raises:
+            DataSourceUnavailableError: a connection could not be opened.
         """
         self._warm = True
-        need = self.min_idle - self._pool.checkedin()
-        held = []
+        while True:
+            with self._lock:
+                if len(self._idle) >= self.min_idle or self._open >= self.max_size:
+                    return len(self._idle)
+                self._open += 1
+            conn = self._open_new()
+            with self._lock:
+                self._idle.insert(0, conn)  # below the warm ones: lent last
+                if self._waiting:
+                    self._freed.notify()
+
+    # -- limits ------------------------------------------------------------------------
+
+    def statement_limits(self) -> tuple[int | None, int | None]:
+        """``(most bytes, most parameters)`` one statement to this endpoint may have (``None``: no limit).
+
+        The byte limit is the server's own (MySQL ``max_allowed_packet``), read
+        once on a pooled connection; if it cannot be read,
+        :data:`FALLBACK_PACKET` is assumed.
+        """
+        limits = self._limits
+        if limits is None:
+            dialect = self.driver.dialect
+            limits = self._limits = (self._packet_limit(dialect.packet_limit_query()), dialect.max_statement_params)
+        return limits
+
+    def _packet_limit(self, query: str | None) -> int | None:
+        if query is None:
+            return None
+        borrowed = self.borrow()
         try:
-            for _ in range(max(0, need)):
-                if self._pool.checkedout() + self._pool.checkedin() >= self.max_size:
-                    break
-                held.append(self._pool.connect())
+            cursor = borrowed.raw.cursor()
+            try:
+                cursor.execute(query)
+                row = cursor.fetchone()
+            finally:
+                cursor.close()
+            return int(row[0])
+        except Exception as exc:  # the statements themselves will report a real problem
+            borrowed.release(discard=discard_on(exc))
+            log.debug("reading the packet limit of %s failed (%s); assuming %d bytes",
+                      self.endpoint.name, exc, FALLBACK_PACKET)
+            return FALLBACK_PACKET
         finally:
-            for fairy in held:
-                fairy.close()
-        return int(self._pool.checkedin())
+            borrowed.release()
 
     # -- observation -----------------------------------------------------------------
 
     def stats(self) -> PoolStats:
-        pool = self._pool
-        borrowed = pool.checkedout()
-        idle = pool.checkedin()
+        with self._lock:
+            idle = len(self._idle)
+            open_ = self._open
         return PoolStats(
             data_source=self.data_source,
             endpoint=self.endpoint.name,
             idle=idle,
-            borrowed=borrowed,
-            open=pool.size() + pool.overflow(),
+            borrowed=open_ - idle,
+            open=open_,
             max_size=self.max_size,
             borrows=self._borrows,
             timeouts=self._timeouts,
@@ -261,12 +415,14 @@ class EndpointPool:
         )
 
     def dispose(self) -> None:
-        """Close every idle connection (borrowed ones close when they come back)."""
-        self._pool.dispose()
-
-
-def _on_checkin(dbapi_connection: Any, record: Any) -> None:
-    record.info["ddm_returned"] = time.monotonic()
+        """Close every idle connection; borrowed ones close when they come back."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._generation += 1
+            self._warm = False
+        for conn in idle:
+            self._close(conn.raw)
 
 
 class PoolRegistry:
@@ -275,11 +431,15 @@ class PoolRegistry:
     Pools are keyed by data source, endpoint name, URL and user, so a reloaded
     configuration that moves an endpoint gets a new pool (the old one keeps
     serving connections still borrowed from it until :meth:`dispose`).
+
+    Args:
+        watchdog: Handed to every pool (see :class:`EndpointPool`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, watchdog: Watchdog | None = None) -> None:
         self._pools: dict[tuple[str, str, str, str | None], EndpointPool] = {}
         self._lock = threading.Lock()
+        self._watchdog = watchdog
 
     def pool(self, ds: DataSource, endpoint: Endpoint) -> EndpointPool:
         key = (ds.name, endpoint.name, endpoint.url, endpoint.username)
@@ -288,7 +448,7 @@ class PoolRegistry:
             with self._lock:
                 pool = self._pools.get(key)
                 if pool is None:
-                    pool = self._pools[key] = EndpointPool(ds.name, endpoint, ds.pool)
+                    pool = self._pools[key] = EndpointPool(ds.name, endpoint, ds.pool, self._watchdog)
         return pool
 
     def pools(self) -> list[EndpointPool]:

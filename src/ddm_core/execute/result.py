@@ -11,7 +11,14 @@ garbage-collected half-read.
 A :class:`Result` is what the caller iterates: one unit's rows directly, or
 the merge engine's :class:`~ddm_core.merge.Merged` over all units. Closing it
 (or reading it to the end, or leaving a ``with`` block) closes every unit and
-so returns every connection.
+so returns every connection. A single unit's buffered rows
+(:meth:`Result.buffered`) are handed out as the driver returned them, without
+a per-row copy.
+
+A result has no finalizer of its own: what holds a connection (a
+:class:`StreamRows`, a :class:`~ddm_core.execute.pools.Borrowed`) returns it
+when it is garbage-collected, so an abandoned result leaks nothing and a
+buffered one costs no finalizer call.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ log = logging.getLogger("ddm_core.execute")
 
 Row = tuple[Any, ...]
 _EMPTY: tuple[Row, ...] = ()
+_BUFFERED: Iterator[Sequence[Any]] = iter(())  # Result._rows of a buffered result: open, read from _buffer
 
 
 class StreamRows:
@@ -189,6 +197,11 @@ class Result:
         arraysize: Default :meth:`fetchmany` size.
     """
 
+    __slots__ = (
+        "description", "rowcount", "lastrowid", "generated_keys", "complete", "statement", "units", "arraysize",
+        "_rows", "_buffer", "_pos", "_closers", "_count", "__weakref__",
+    )
+
     def __init__(
         self,
         *,
@@ -201,6 +214,7 @@ class Result:
         complete: bool = True,
         statement: str = "select",
         closers: Sequence[Any] = (),
+        unit_count: int | None = None,
     ) -> None:
         self.description = description
         self.rowcount = rowcount
@@ -208,11 +222,38 @@ class Result:
         self.generated_keys = generated_keys
         self.complete = complete
         self.statement = statement
-        self.units = len(units)
+        self.units = len(units) if unit_count is None else unit_count
         self.arraysize = 1
         self._rows: Iterator[Sequence[Any]] | None = rows
-        self._closers = [*closers, *units]
+        self._buffer: Sequence[Row] | None = None
+        self._pos = 0
+        self._closers: Sequence[Any] = [*closers, *units] if closers or units else ()
         self._count = 0
+
+    @classmethod
+    def buffered(cls, description: Any, rows: Sequence[Row], *, statement: str = "select") -> Result:
+        """One unit's rows, already read and its connection returned: handed out as they are.
+
+        Args:
+            description: DB-API 7-tuples of the columns.
+            rows: The driver's rows (tuples; anything else is converted once).
+            statement: The plan's statement kind.
+        """
+        self = cls.__new__(cls)
+        self.description = description
+        self.rowcount = len(rows)
+        self.lastrowid = None
+        self.generated_keys = ()
+        self.complete = True
+        self.statement = statement
+        self.units = 1
+        self.arraysize = 1
+        self._rows = _BUFFERED
+        self._buffer = rows if not rows or type(rows[0]) is tuple else [tuple(r) for r in rows]
+        self._pos = 0
+        self._closers = ()
+        self._count = 0
+        return self
 
     # -- reading ------------------------------------------------------------------
 
@@ -220,6 +261,14 @@ class Result:
         return self
 
     def __next__(self) -> Row:
+        buffer = self._buffer
+        if buffer is not None:
+            pos = self._pos
+            if pos < len(buffer):
+                self._pos = pos + 1
+                return buffer[pos]
+            self.close()
+            raise StopIteration
         rows = self._rows
         if rows is None:
             raise StopIteration
@@ -250,6 +299,13 @@ class Result:
     def fetchmany(self, size: int | None = None) -> list[Row]:
         """Up to ``size`` (default :attr:`arraysize`) more rows."""
         n = self.arraysize if size is None else size
+        buffer = self._buffer
+        if buffer is not None:
+            pos = self._pos
+            end = self._pos = min(pos + max(n, 0), len(buffer))
+            if end == len(buffer):
+                self.close()
+            return list(buffer[pos:end])
         out: list[Row] = []
         for row in self:
             out.append(row)
@@ -259,6 +315,11 @@ class Result:
 
     def fetchall(self) -> list[Row]:
         """Every remaining row."""
+        buffer = self._buffer
+        if buffer is not None:
+            rest = list(buffer[self._pos:]) if self._pos else list(buffer)
+            self.close()
+            return rest
         return list(self)
 
     def _done(self) -> None:
@@ -275,8 +336,13 @@ class Result:
     def close(self, quiet: bool = False) -> None:
         """Close every unit (returning its connection); later fetches return nothing."""
         rows, self._rows = self._rows, None
-        closers = [rows, *self._closers] if rows is not None else self._closers
-        self._closers = []
+        self._buffer = None
+        closers = self._closers
+        if rows is not None and rows is not _BUFFERED:
+            closers = [rows, *closers]
+        if not closers:
+            return
+        self._closers = ()
         errors = close_each(closers)
         for exc in errors:
             log.warning("closing a unit result failed: %s", exc)
@@ -289,13 +355,6 @@ class Result:
 
     def __exit__(self, *exc: object) -> None:
         self.close(quiet=exc[0] is not None)
-
-    def __del__(self) -> None:
-        if getattr(self, "_rows", None) is not None or getattr(self, "_closers", None):
-            try:
-                self.close(quiet=True)
-            except Exception:  # noqa: S110
-                pass
 
     def __repr__(self) -> str:
         state = "closed" if self._rows is None else "open"

@@ -25,6 +25,14 @@ transaction) works like this:
   its connection leaves the transaction *failed*: only ``rollback()`` (or
   leaving the ``with`` block) is accepted after that.
 
+* **Session state is the transaction's.** Statements that change a session
+  (``SET @x``, ``SET SESSION ...``, ``GET_LOCK()``, temporary tables, ``PREPARE``)
+  run on the pinned connection and last until the transaction ends; each such
+  pin is reset before it goes back to the pool (discarded if that fails). What
+  even a pinned session must not run (``SET autocommit``, ``USE``, ``SET
+  NAMES``, ``LOCK TABLES``, ``COMMIT`` as SQL) is refused before anything is
+  sent: :mod:`ddm_core.execute.session_state`.
+
 A transaction is not thread-safe: use it from one thread at a time.
 """
 
@@ -43,6 +51,8 @@ from ddm_core.errors import (
 )
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
+from ddm_core.execute.session_state import check_pinned, reset_or_discard
+from ddm_core.execute.shared import CURRENT_TX, DEFAULT, Lane, style_of
 from ddm_core.route.plan import RoutePlan
 
 if TYPE_CHECKING:
@@ -64,6 +74,7 @@ class Transaction:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
         self._pins: dict[str, Borrowed] = {}
+        self._dirty: set[str] = set()  # pins whose session a statement changed: reset before release
         self._written: str | None = None
         self._state = "active"  # active | failed | committed | rolled back
         self._failure: BaseException | None = None
@@ -99,10 +110,8 @@ class Transaction:
         Args:
             timeout: Seconds for this statement; default: the executor's.
         """
-        from ddm_core.execute.executor import DEFAULT, _style_of
-
         plan = self.executor.router.route(sql, params)
-        return self.execute_plan(plan, caller_style=_style_of(sql), timeout=DEFAULT if timeout is None else timeout)
+        return self.execute_plan(plan, caller_style=style_of(sql), timeout=DEFAULT if timeout is None else timeout)
 
     def execute_plan(self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = None) -> Result:
         """Run an already routed plan in this transaction.
@@ -112,9 +121,8 @@ class Transaction:
                 (nothing of the statement was sent).
             TransactionError: the transaction is over, or failed.
         """
-        from ddm_core.execute.executor import DEFAULT, _Lane
-
         self._check_usable()
+        changes_session = check_pinned(plan)  # refuses what even a pinned session must not run
         sources = plan.data_sources
         if plan.is_write:
             targets = set(sources)
@@ -124,22 +132,27 @@ class Transaction:
                 raise CrossShardTransactionError(
                     f"a {plan.statement.upper()} inside a transaction would write to data sources "
                     f"{', '.join(sorted(targets))}; a local transaction writes to one data source "
-                    f"(nothing was sent): {shorten_sql(plan.units[0].sql) if plan.units else ''}",
+                    f"(nothing was sent): {shorten_sql(plan.units[0].sql) if plan.units else ''}. "
+                    "Run it with autocommit=True (connect(..., autocommit=True), or outside "
+                    "executor.transaction()), split it into one transaction per data source, or use "
+                    "the XA transaction mode — executor.transaction(mode='xa') / "
+                    "connect(..., transaction_mode='xa') (planned)",
                     data_sources=tuple(sorted(targets)),
                     written=self._written,
                     statement=plan.statement,
                 )
-        lanes: dict[str, _Lane] = {}
+        lanes: dict[str, Lane] = {}
         for i, unit in enumerate(plan.units):
             lane = lanes.get(unit.data_source)
             if lane is None:
                 pinned = self._pin(unit.data_source)
-                lane = lanes[unit.data_source] = _Lane(pinned.pool, [], pinned)
+                lane = lanes[unit.data_source] = Lane(pinned.pool, [], pinned)
             lane.items.append((i, unit))
+        if changes_session:
+            self._dirty.update(lanes)  # before running: a failed statement may have changed it too
         try:
-            result = self.executor._run(
-                plan, caller_style, DEFAULT if timeout is None else timeout, False, False, tx=self,
-                lanes=list(lanes.values()),
+            result = self.executor.run_pinned(
+                plan, list(lanes.values()), style=caller_style, timeout=DEFAULT if timeout is None else timeout
             )
         except (QueryTimeoutError, DataSourceUnavailableError) as exc:
             # The pinned connection was cancelled or lost: the transaction cannot go on.
@@ -217,6 +230,7 @@ class Transaction:
 
     def _end(self, state: str, rollback: bool) -> None:
         pins, self._pins = self._pins, {}
+        dirty, self._dirty = self._dirty, set()
         failed = self._state == "failed"
         self._state = state
         for ds, pinned in pins.items():
@@ -227,22 +241,20 @@ class Transaction:
                 except Exception as exc:
                     log.warning("ROLLBACK on %s failed: %s", ds, exc)
                     discard = True
+            if ds in dirty and not discard:
+                discard = not reset_or_discard(pinned)  # the next borrower gets a fresh session
             pinned.release(discard=discard)
 
     # -- context manager --------------------------------------------------------------------
 
     def __enter__(self) -> Transaction:
-        from ddm_core.execute.executor import _CURRENT_TX
-
-        current = _CURRENT_TX.get()
+        current = CURRENT_TX.get()
         if current is not None and current.executor is self.executor and current.active:
             raise TransactionError("a transaction is already open on this executor in this context (no nesting)")
-        self._token = _CURRENT_TX.set(self)
+        self._token = CURRENT_TX.set(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        from ddm_core.execute.executor import _CURRENT_TX
-
         try:
             if exc_type is None and self._state in ("active", "failed"):
                 self.commit()
@@ -250,7 +262,7 @@ class Transaction:
                 self.rollback()
         finally:
             if self._token is not None:
-                _CURRENT_TX.reset(self._token)
+                CURRENT_TX.reset(self._token)
                 self._token = None
 
     def __del__(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from ddm_core.errors import ConfigError
 from ddm_core.metadata.model import (
     DataNode,
     DataSource,
@@ -41,7 +42,7 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
             ``passwordEnv`` references are written either way.
     """
     if secrets not in ("omit", "keep"):
-        raise ValueError(f"secrets must be 'omit' or 'keep', not {secrets!r}")
+        raise ConfigError(f"dump secrets= must be 'omit' or 'keep', not {secrets!r}")
     out: dict[str, Any] = {"format": "ddm-core"}
     if config.name is not None:
         out["name"] = config.name

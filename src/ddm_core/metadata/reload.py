@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Protocol, runtime_checkable
 
 from ddm_core.errors import ConfigError, PlacementChangeError, SourceUnavailableError
+from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
 from ddm_core.metadata.dump import dump_native
 from ddm_core.metadata.load import digest_of, parse_config
 from ddm_core.metadata.model import ShardingConfig
@@ -122,7 +123,7 @@ class FileSource:
 
     def __init__(self, path: str | os.PathLike[str], *, settle: float = 0.05, max_wait: float = 5.0) -> None:
         if settle < 0 or max_wait < 0:
-            raise ValueError(f"settle and max_wait must be >= 0, not {settle} and {max_wait}")
+            raise ConfigError(f"FileSource settle and max_wait must be >= 0, not {settle} and {max_wait}")
         self.path = Path(path)
         self.settle = settle
         self.max_wait = max_wait
@@ -130,7 +131,14 @@ class FileSource:
     def _read(self) -> tuple[str, bytes]:
         """One look at the file: (revision, content); the revision covers both."""
         st = self.path.stat()
-        data = self.path.read_bytes()
+        with self.path.open("rb") as f:
+            data = f.read(MAX_DOCUMENT_BYTES + 1)  # never more than the loader would accept
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise SourceUnavailableError(
+                f"configuration file {str(self.path)!r} is larger than {MAX_DOCUMENT_BYTES} bytes "
+                "(docs/config-limits.md)",
+                path=str(self.path),
+            )
         # The hash catches a rewrite of the same size within the file system's mtime granularity.
         digest = hashlib.sha256(data).hexdigest()[:32]
         return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}:{digest}", data

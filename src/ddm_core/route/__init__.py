@@ -5,6 +5,7 @@ Modules by pipeline stage: :mod:`placeholders` (paramstyles → parsable SQL),
 :mod:`conditions` (shard conditions → DNF), :mod:`targets` (conditions →
 data nodes), :mod:`template` / :mod:`edits` (token-level rewrite),
 :mod:`query`, :mod:`insert`, :mod:`ddl` (compiled statements),
+:mod:`table_schema` / :mod:`coerce` (table metadata, typed comparison),
 :mod:`select_rewrite` (multi-shard SELECT + merge spec), :mod:`hints`
 (hint context and ``@shard_database``), :mod:`router` (the cache).
 """
@@ -12,6 +13,7 @@ data nodes), :mod:`template` / :mod:`edits` (token-level rewrite),
 from ddm_core.route.hints import Hint, current_hint, hint, shard_database
 from ddm_core.route.plan import Aggregate, MergeSpec, RouteKind, RoutePlan, RouteUnit, TableRoute
 from ddm_core.route.router import CacheInfo, Router
+from ddm_core.route.table_schema import Column, TableSchema
 
 __all__ = [
     "Router",
@@ -22,6 +24,8 @@ __all__ = [
     "MergeSpec",
     "Aggregate",
     "CacheInfo",
+    "TableSchema",
+    "Column",
     "Hint",
     "hint",
     "current_hint",

@@ -4,9 +4,8 @@ A statement is cut into *scopes*, one per SELECT (and one for the UPDATE /
 DELETE itself): each scope knows the tables of its own FROM / JOIN, its
 aliases, and the predicates (WHERE and JOIN ... ON) that restrict them.
 Columns are resolved through the scope's aliases first, then the enclosing
-scopes' (correlated subqueries). Sharded tables must all be in one binding
-group (or be one table): a join across unrelated sharded tables cannot be
-routed correctly and is refused by name.
+scopes' (correlated subqueries). Whether the sharded tables of a statement
+may be joined node by node is :mod:`ddm_core.route.colocation`'s decision.
 """
 
 from __future__ import annotations
@@ -19,9 +18,13 @@ from sqlglot import exp
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig, TableKind
 from ddm_core.route.conditions import Conjunction, conjoin, extract, to_dnf
+from ddm_core.route.derived import outer_conditions
 from ddm_core.route.targets import gene_route
 
 __all__ = ["TableUse", "Scope", "Analysis", "NodeIndex", "analyze"]
+
+#: ``DROP <kind> name`` forms whose name is an index or constraint, not a table.
+_NAMED_DROPS = frozenset({"INDEX", "FOREIGN KEY", "CONSTRAINT", "CHECK"})
 
 
 @dataclass(slots=True)
@@ -100,6 +103,7 @@ class Analysis:
     single: list[str]
     unknown: list[str]
     nodes: NodeIndex
+    params: Mapping[str, int] = field(default_factory=dict)  # placeholder name → bound-parameter index
 
     @property
     def sharded_scopes(self) -> list[Scope]:
@@ -118,7 +122,7 @@ def analyze(
         nodes: The tree's :class:`NodeIndex`, when the caller already built it.
 
     Raises:
-        UnsupportedSQLError: sharded tables that are not bound to each other.
+        UnsupportedSQLError: an INSERT ... SELECT over sharded tables that are not bound to each other.
     """
     if nodes is None:
         nodes = NodeIndex.of(tree)
@@ -153,8 +157,8 @@ def analyze(
     for table in nodes.tables:
         if not table.name or isinstance(table.parent, (exp.Column,)):
             continue
-        if isinstance(table.parent, exp.Drop) and str(table.parent.args.get("kind") or "").upper() == "INDEX":
-            continue  # DROP INDEX idx ON t: sqlglot reads the index name as a table
+        if isinstance(table.parent, exp.Drop) and str(table.parent.args.get("kind") or "").upper() in _NAMED_DROPS:
+            continue  # DROP INDEX idx ON t, ALTER TABLE t DROP FOREIGN KEY fk: sqlglot reads the name as a table
         if (ctes or delete_refs) and not table.args.get("db") and (
             table.name.lower() in ctes or (id(table) in delete_refs and table.name.lower() in aliases)
         ):
@@ -179,7 +183,9 @@ def analyze(
                 scope.predicates.append(on)
 
     sharded = list(dict.fromkeys(u.key for u in uses if u.kind is TableKind.SHARDED))
-    primary = _primary(sharded, config)
+    # INSERT ... SELECT writes each row where it is read: its tables must all be bound. Every
+    # other statement's tables are checked by route.colocation (joins that provably share a node).
+    primary = _primary(sharded, config, strict=isinstance(tree, exp.Insert))
     if primary is not None:
         gene = gene_route(primary)
         columns = {c.lower() for c in primary.sharding_columns} | ({gene[0]} if gene else set())
@@ -196,6 +202,7 @@ def analyze(
         single=list(dict.fromkeys(u.key for u in uses if u.kind is TableKind.SINGLE)),
         unknown=list(dict.fromkeys(u.key for u in uses if u.kind is None)),
         nodes=nodes,
+        params=params,
     )
 
 
@@ -207,19 +214,21 @@ def _depth(node: exp.Expr) -> int:
     return depth
 
 
-def _primary(sharded: list[str], config: ShardingConfig) -> ShardedTable | None:
-    """The table whose strategies route all sharded tables of the statement.
+def _primary(sharded: list[str], config: ShardingConfig, strict: bool = False) -> ShardedTable | None:
+    """The table whose strategies route the statement's first sharded table (and its binding group).
 
     Tables of a binding group always route through the group's first table and
     follow it by node index (ShardingSphere's primary-table rule), also when a
-    statement names only one of them.
+    statement names only one of them. Tables of other groups route by their own
+    strategies (:mod:`ddm_core.route.colocation` decides whether they may be
+    joined); with ``strict`` they are refused here.
     """
     if not sharded:
         return None
     first = config.table(sharded[0])
     group = config.binding_group_of(sharded[0])
     strays = [t for t in sharded[1:] if group is None or t not in group]
-    if strays:
+    if strays and strict:
         raise UnsupportedSQLError(
             f"tables {sharded[0]!r} and {strays[0]!r} are both sharded but not bound to each other; "
             "a join between them cannot be routed correctly (configure them as binding tables, "
@@ -252,6 +261,26 @@ def _scope_dnf(scope: Scope, columns: set[str], params: Mapping[str, int]) -> An
                 return name if use.kind is TableKind.SHARDED else None
         return None
 
-    if not scope.predicates:
+    trees = [extract(p, column_of, params) for p in scope.predicates]
+    trees += outer_conditions(scope.node, column_of, params)  # a derived table: the enclosing WHEREs
+    if not trees:
         return None
-    return to_dnf(conjoin([extract(p, column_of, params) for p in scope.predicates]))
+    return to_dnf(conjoin(trees))
+
+
+def placement_assignments(table: ShardedTable, assignments: Any) -> list[tuple[str, exp.Column, exp.Expr]]:
+    """``(name, column, value)`` for each ``col = value`` of ``assignments`` (an UPDATE's SET,
+    an ON DUPLICATE KEY UPDATE) that writes a column placing ``table``'s rows: its sharding
+    columns, and the column whose gene id routes the database too."""
+    columns = {c.lower() for c in table.sharding_columns}
+    gene = gene_route(table)
+    if gene is not None:
+        columns.add(gene[0])
+    found = []
+    for assignment in assignments or ():
+        if isinstance(assignment, exp.EQ) and isinstance(column := assignment.left, exp.Column):
+            name = column.name.lower()
+            if name in columns:
+                found.append((name, column, assignment.right))
+    return found
+

@@ -5,15 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from ddm_core._text import shorten_sql
-from ddm_core.dialects import INPUT
 from ddm_core.errors import DdmError, UnsupportedSQLError
 from ddm_core.metadata.model import TableKind
-from ddm_core.route.analyze import Analysis, NodeIndex, TableUse, analyze
+from ddm_core.route.analyze import Analysis, NodeIndex, TableUse, analyze, placement_assignments
 from ddm_core.route.conditions import value_source
 from ddm_core.route.context import RouteContext
 from ddm_core.route.ddl import compile_other
@@ -23,7 +21,8 @@ from ddm_core.route.parse_errors import explain, locate
 from ddm_core.route.placeholders import Translated, source_offset
 from ddm_core.route.query import QueryStatement, ShardKeySet
 from ddm_core.route.select_rewrite import multi_factory
-from ddm_core.route.targets import gene_route
+from ddm_core.route.statement_parser import parse_statements
+from ddm_core.route.sql_hint import HintedStatement, pass_through, read_sql_hint
 from ddm_core.route.template import Edit, from_edits
 
 __all__ = ["compile_statement", "parse", "quote_statement"]
@@ -50,8 +49,7 @@ def parse(text: str, original: str, to_source: Callable[[int], int] | None = Non
             or it is not exactly one statement.
     """
     try:
-        # A context longer than the text: sqlglot then reports the token's offset exactly.
-        trees = sqlglot.parse(text, read=INPUT, error_message_context=len(text) + 1)
+        trees = parse_statements(text)  # with an error context that reports the failing token's offset
     except (ParseError, TokenError) as err:
         problem, offset = explain(err, text)
         where = ""
@@ -142,6 +140,19 @@ def quote_statement(err: DdmError, sql: str) -> None:
 
 def _compile_statement(ctx: RouteContext, translated: Translated, original: str) -> Any:
     numbered = translated.numbered()
+    sql_hint = read_sql_hint(numbered, ctx.config, original)
+    if sql_hint is None:
+        return _compile_text(ctx, translated, original, numbered, 0)
+    # The hint comment opens the statement and is not sent on: compile what follows it.
+    text = numbered[sql_hint.end :]
+    if sql_hint.skip_rewrite:
+        style = "qmark" if translated.style == "qmark" else "format"
+        return pass_through(ctx, sql_hint, from_edits(text, param_edits(text), style), text)
+    return HintedStatement(_compile_text(ctx, translated, original, text, sql_hint.end), sql_hint)
+
+
+def _compile_text(ctx: RouteContext, translated: Translated, original: str, numbered: str, cut: int) -> Any:
+    """Compile ``numbered``, the translated statement from offset ``cut`` on (after an opening SQL hint)."""
     found = _REPLACE.match(numbered)
     replace_span = (found.end(1), found.end(1) + len("INSERT")) if found else None
     # sqlglot reads REPLACE INTO as an opaque command: parse it as INSERT, write REPLACE back.
@@ -150,7 +161,7 @@ def _compile_statement(ctx: RouteContext, translated: Translated, original: str)
     def to_source(offset: int) -> int:
         if replace_span is not None and offset >= replace_span[0]:  # "INSERT" is one shorter than "REPLACE"
             offset = replace_span[0] if offset < replace_span[1] else offset + 1
-        return source_offset(translated, original, offset)
+        return source_offset(translated, original, offset + cut)
 
     note = ""
     if not translated.formatted and _PERCENT_PLACEHOLDER.search(original):
@@ -197,7 +208,7 @@ def _compile_query(
     nodes: NodeIndex,
 ) -> QueryStatement:
     analysis = analyze(tree, ctx.config, params, nodes)
-    template = from_edits(text, table_edits(analysis) + spans, style)
+    template = from_edits(text, table_edits(analysis, ctx.config.name) + spans, style)
     if isinstance(tree, (exp.Update, exp.Delete)):
         statement = "update" if isinstance(tree, exp.Update) else "delete"
         if analysis.primary is not None:
@@ -265,20 +276,10 @@ def _shard_key_sets(tree: exp.Update, analysis: Analysis, params: dict[str, int]
     if primary is None:
         return []
     by_alias = {(u.alias or u.name).lower(): u for u in analysis.uses}
-    columns = {c.lower() for c in primary.sharding_columns}
-    gene = gene_route(primary)
-    if gene is not None:  # gene ids route the database too: changing one moves the row as well
-        columns.add(gene[0])
     out = []
-    for assignment in tree.expressions:
-        if not isinstance(assignment, exp.EQ) or not isinstance(assignment.left, exp.Column):
-            continue
-        name = assignment.left.name.lower()
-        if name not in columns:
-            continue
-        right = assignment.right
+    for name, column, right in placement_assignments(primary, tree.expressions):
         same = isinstance(right, exp.Column) and right.name.lower() == name
-        written = _written_use(tree, assignment.left, by_alias)
+        written = _written_use(tree, column, by_alias)
         # Name the table the statement writes, not its binding group's first table.
         table = written.name if written is not None else primary.name
         out.append(ShardKeySet(name, value_source(right, params), same, table))

@@ -2,10 +2,11 @@
 
 At compile time (first sight of a SQL text) a predicate becomes a tree of
 :class:`Eq` / :class:`In` / :class:`Range` atoms joined by AND / OR, whose
-values are *sources* (a literal, or the index of a bound parameter). Anything
-the router cannot reason about — ``NOT``, functions of the column, ``IS
-NULL``, comparisons between columns — becomes :data:`ANY` ("no restriction"),
-so the routed targets can only grow, never shrink wrongly.
+values are *sources* (a literal, or the index of a bound parameter). ``NOT``
+is pushed down to the comparisons; anything the router cannot reason about —
+functions of the column, ``IS NULL``, comparisons between columns, hex
+literals — becomes :data:`ANY` ("no restriction"), so the routed targets can
+only grow, never shrink wrongly (see :class:`_Extractor`).
 
 The tree is flattened into disjunctive normal form: a list of conjunctions,
 each mapping a column to its atoms. At route time the sources are resolved
@@ -122,7 +123,7 @@ def value_source(node: exp.Expr, params: Mapping[str, int]) -> Source | None:
     """The source of a value expression, or ``None`` when it is not a plain value.
 
     Args:
-        node: A literal, a ``:pN`` placeholder, a negated number, NULL, TRUE/FALSE.
+        node: A literal, a ``:pN`` placeholder, a negated number, TRUE/FALSE.
         params: Placeholder name (``p3``) → bound-parameter index.
     """
     if isinstance(node, exp.Paren):
@@ -165,77 +166,184 @@ def extract(predicate: exp.Expr | None, column_of: ColumnResolver, params: Mappi
     """
     if predicate is None:
         return ANY
-    return _extract(predicate, column_of, params)
+    return _Extractor(column_of, params).tree(predicate, False)
 
 
-def _column_and_value(
-    left: exp.Expr, right: exp.Expr, column_of: ColumnResolver, params: Mapping[str, int]
-) -> tuple[str, Source, bool] | None:
-    """(column, value, flipped) when one side is a sharding column and the other a value."""
-    for col_side, val_side, flipped in ((left, right, False), (right, left, True)):
-        if isinstance(col_side, exp.Column):
-            column = column_of(col_side)
-            if column is not None:
-                source = value_source(val_side, params)
-                if source is not None:
-                    return column, source, flipped
-    return None
-
-
+#: ``NOT (col op v)`` as the range it leaves: the comparison that is TRUE exactly when ``col op v`` is FALSE.
+_COMPLEMENT: dict[type[exp.Expr], type[exp.Expr]] = {exp.GT: exp.LTE, exp.GTE: exp.LT, exp.LT: exp.GTE, exp.LTE: exp.GT}
+#: ``v op col`` read as ``col op' v``.
 _FLIP: dict[type[exp.Expr], type[exp.Expr]] = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+#: Integer arithmetic folded at compile time (``user_id = 40 + 2``); MySQL's DIV and % round
+#: differently from Python's, and ``/`` gives a DECIMAL, so only these.
+_ARITHMETIC: dict[type[exp.Expr], Callable[[int, int], int]] = {
+    exp.Add: lambda a, b: a + b,
+    exp.Sub: lambda a, b: a - b,
+    exp.Mul: lambda a, b: a * b,
+}
+#: MySQL's integer arithmetic is BIGINT (signed or unsigned): a result outside fails on the server.
+_BIGINT = range(-(1 << 63), 1 << 64)
+_NOTHING = _Or(())  # an OR of nothing: matches no row (FALSE)
 
 
-def _extract(node: exp.Expr, column_of: ColumnResolver, params: Mapping[str, int]) -> Any:
-    if isinstance(node, exp.Paren):
-        return _extract(node.this, column_of, params)
-    if isinstance(node, exp.And):
-        return _And((_extract(node.left, column_of, params), _extract(node.right, column_of, params)))
-    if isinstance(node, exp.Or):
-        return _Or((_extract(node.left, column_of, params), _extract(node.right, column_of, params)))
-    if isinstance(node, (exp.EQ, exp.NullSafeEQ)):
-        found = _column_and_value(node.left, node.right, column_of, params)
-        if found is None:
+class _Extractor:
+    """Turns one predicate into a condition tree (``negated``: the tree of ``NOT predicate``).
+
+    Negation is pushed down to the comparisons (De Morgan holds in SQL's
+    three-valued logic, and WHERE keeps only rows where the predicate is TRUE),
+    so ``NOT user_id > 5`` narrows like ``user_id <= 5``. Whatever cannot be
+    reasoned about is :data:`ANY`:
+
+    * ``IS NULL`` and ``<=> NULL``: rows of an outer join's missing side match
+      them on every node;
+    * hex and bit literals (``0x0A``, ``x'0A'``, ``b'1'``) compared with a shard
+      column: MySQL and MariaDB read them as a number or as bytes depending on
+      the column's type and the server, so the value an algorithm should see is
+      not known;
+    * expressions of parameters (``user_id = ? + 1``), functions, columns compared
+      with columns, subqueries, ``<>``, ``NOT IN``, ``LIKE``.
+
+    ``col = NULL`` (and a NULL in an IN list) never holds and restricts to nothing.
+    """
+
+    __slots__ = ("column_of", "params")
+
+    def __init__(self, column_of: ColumnResolver, params: Mapping[str, int]) -> None:
+        self.column_of = column_of
+        self.params = params
+
+    def tree(self, node: exp.Expr, negated: bool) -> Any:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Not):
+            return self.tree(node.this, not negated)
+        if isinstance(node, (exp.And, exp.Or)):
+            parts = (self.tree(node.left, negated), self.tree(node.right, negated))
+            return _And(parts) if isinstance(node, exp.And) != negated else _Or(parts)
+        if isinstance(node, exp.Boolean):
+            return ANY if bool(node.this) != negated else _NOTHING
+        cls = type(node)
+        if cls in _FLIP or cls is exp.EQ or cls is exp.NEQ or cls is exp.NullSafeEQ:
+            assert isinstance(node, exp.Binary)
+            return self._comparison(cls, node.left, node.right, negated)
+        if negated:
+            if cls is exp.Between and not node.args.get("symmetric"):
+                # NOT (c BETWEEN l AND h) holds exactly when c < l or c > h.
+                return _Or((self._comparison(exp.LT, node.this, node.args["low"], False),
+                            self._comparison(exp.GT, node.this, node.args["high"], False)))
+            return ANY  # NOT IN, NOT LIKE, IS NOT NULL...: no restriction
+        if isinstance(node, exp.In):
+            return self._in(node)
+        if isinstance(node, exp.Between) and not node.args.get("symmetric"):
+            return self._between(node)
+        return ANY  # IS NULL, LIKE, EXISTS, functions...: no restriction
+
+    def _comparison(self, cls: type[exp.Expr], left: exp.Expr, right: exp.Expr, negated: bool) -> Any:
+        """``left <cls> right`` (or its negation) when one side is a shard column and the other a value."""
+        if isinstance(left, exp.Tuple) and isinstance(right, exp.Tuple):
+            return self._row_comparison(cls, left, right, negated)
+        side = self._column_side(left, right)
+        if side is None:
             return ANY
-        column, source, _ = found
-        if isinstance(source, Literal) and source.value is None:
+        column, value, flipped = side
+        if flipped and cls in _FLIP:
+            cls = _FLIP[cls]
+        if negated:
+            if cls is exp.NEQ:
+                cls = exp.EQ  # NOT (c <> v) holds exactly when c = v
+            elif cls in _COMPLEMENT:
+                cls = _COMPLEMENT[cls]
+            else:
+                return ANY  # NOT (c = v): every other value
+        if isinstance(value, exp.Null):
+            # c = NULL, c < NULL, c <> NULL: never TRUE. c <=> NULL is c IS NULL.
+            return ANY if cls is exp.NullSafeEQ else _NOTHING
+        if cls is exp.NEQ:
             return ANY
-        return Eq(column, source)
-    if isinstance(node, exp.In):
-        if not isinstance(node.this, exp.Column) or node.args.get("query") or node.args.get("unnest"):
+        source = self.source(value)
+        if source is None:
             return ANY
-        in_column = column_of(node.this)
-        if in_column is None:
-            return ANY
-        sources = [value_source(v, params) for v in node.expressions]
-        if not sources or any(s is None for s in sources):
-            return ANY
-        return In(in_column, tuple(s for s in sources if s is not None))
-    if isinstance(node, exp.Between):
-        if not isinstance(node.this, exp.Column):
-            return ANY
-        between_column = column_of(node.this)
-        low = value_source(node.args["low"], params)
-        high = value_source(node.args["high"], params)
-        if between_column is None or low is None or high is None:
-            return ANY
-        return Range(between_column, low, high)
-    cls = type(node)
-    if cls in _FLIP and isinstance(node, exp.Binary):
-        found = _column_and_value(node.left, node.right, column_of, params)
-        if found is None:
-            return ANY
-        column, source, flipped = found
-        op = _FLIP[cls] if flipped else cls
-        if op is exp.GT:
+        if cls is exp.EQ or cls is exp.NullSafeEQ:
+            return Eq(column, source)
+        if cls is exp.GT:
             return Range(column, source, None, lower_closed=False)
-        if op is exp.GTE:
+        if cls is exp.GTE:
             return Range(column, source, None)
-        if op is exp.LT:
+        if cls is exp.LT:
             return Range(column, None, source, upper_closed=False)
         return Range(column, None, source)
-    if isinstance(node, exp.Boolean) and not node.this:
-        return _Or(())  # FALSE: matches nothing
-    return ANY  # NOT, IS NULL, LIKE, functions, column = column ...: no restriction
+
+    def _between(self, node: exp.Between) -> Any:
+        low, high = node.args["low"], node.args["high"]
+        if isinstance(node.this, exp.Column):
+            column = self.column_of(node.this)
+            lower, upper = self.source(low), self.source(high)
+            if column is not None and lower is not None and upper is not None:
+                return Range(column, lower, upper)
+        # v BETWEEN a AND b, a NULL bound...: as the two comparisons it stands for.
+        return _And((self._comparison(exp.GTE, node.this, low, False), self._comparison(exp.LTE, node.this, high, False)))
+
+    def _row_comparison(self, cls: type[exp.Expr], left: exp.Tuple, right: exp.Tuple, negated: bool) -> Any:
+        """``(a, b) = (1, ?)`` is ``a = 1 AND b = ?``; ``NOT`` of it is ``a <> 1 OR b <> ?``."""
+        lefts, rights = left.expressions, right.expressions
+        if cls is not exp.EQ or len(lefts) != len(rights):
+            return ANY  # row <, <>, <=>: lexicographic, not per column
+        parts = tuple(self._comparison(exp.EQ, a, b, negated) for a, b in zip(lefts, rights))
+        return _Or(parts) if negated else _And(parts)
+
+    def _in(self, node: exp.In) -> Any:
+        if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+            return ANY
+        target = node.this
+        values = node.expressions
+        if isinstance(target, exp.Tuple):
+            # (a, b) IN ((1, 2), (3, ?)): one row comparison per listed row.
+            if not values or not all(isinstance(v, exp.Tuple) for v in values):
+                return ANY
+            return _Or(tuple(self._comparison(exp.EQ, target, v, False) for v in values))
+        if not isinstance(target, exp.Column):
+            return ANY
+        column = self.column_of(target)
+        if column is None:
+            return ANY
+        listed = [v for v in values if not isinstance(v, exp.Null)]  # NULL never equals anything
+        sources = [self.source(v) for v in listed]
+        if not values:
+            return ANY
+        if any(s is None for s in sources):
+            return ANY
+        if not sources:
+            return _NOTHING
+        return In(column, tuple(s for s in sources if s is not None))
+
+    def _column_side(self, left: exp.Expr, right: exp.Expr) -> tuple[str, exp.Expr, bool] | None:
+        """(sharding column, the other side, flipped) when one side is a sharding column."""
+        for col_side, val_side, flipped in ((left, right, False), (right, left, True)):
+            while isinstance(col_side, exp.Paren):
+                col_side = col_side.this
+            if isinstance(col_side, exp.Column):
+                column = self.column_of(col_side)
+                if column is not None:
+                    while isinstance(val_side, exp.Paren):
+                        val_side = val_side.this
+                    return column, val_side, flipped
+        return None
+
+    def source(self, node: exp.Expr) -> Source | None:
+        """A value's source; integer arithmetic of literals is folded to its result."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        found = value_source(node, self.params)
+        if found is not None or type(node) not in _ARITHMETIC:
+            return found
+        assert isinstance(node, exp.Binary)
+        left, right = self.source(node.left), self.source(node.right)
+        if type(left) is not Literal or type(right) is not Literal:
+            return None
+        a, b = left.value, right.value
+        if type(a) is not int or type(b) is not int:
+            return None  # '4' + 1, 2.5 * 2: DOUBLE / DECIMAL arithmetic, not worth guessing
+        result = _ARITHMETIC[type(node)](a, b)
+        return Literal(result) if result in _BIGINT else None
 
 
 def conjoin(trees: list[Any]) -> Any:

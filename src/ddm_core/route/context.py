@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ddm_core.algorithms import ShardingAlgorithm
 from ddm_core.errors import FullRouteError, RoutingError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig
 from ddm_core.route.hints import Hint
+from ddm_core.route.table_schema import TableSchema
 from ddm_core.route.targets import TableRouter
 
 __all__ = ["RouteContext", "RouteStats", "physical_name"]
@@ -36,6 +37,8 @@ class RouteContext:
 
     config: ShardingConfig
     stats: RouteStats = field(default_factory=RouteStats)
+    #: Loaded table metadata by logic table (lower case); see :mod:`ddm_core.route.table_schema`.
+    schemas: Mapping[str, TableSchema] = field(default_factory=dict)
     _routers: dict[str, TableRouter] = field(default_factory=dict)
     _comments: dict[str, str] = field(default_factory=dict)
 
@@ -79,11 +82,30 @@ class RouteContext:
         column = variables[0] if len(variables) == 1 else "value"
         return algorithm.precise(router.sources, {column: hint.strategy_value})
 
-    def check_full_route(self, table: ShardedTable, nodes: int, is_write: bool) -> None:
-        """Refuse an all-shard route the runtime switches forbid (docs/operations.md#full-routes)."""
+    def check_full_route(
+        self, table: ShardedTable, nodes: int, is_write: bool, tables: Sequence[ShardedTable | None] = ()
+    ) -> None:
+        """Refuse an all-shard route the governance forbids (docs/operations.md#full-routes).
+
+        ``table`` routes the statement; ``tables`` are all its sharded tables
+        (their ShardingSphere auditors apply too). A ShardingSphere table
+        (``auditors`` not ``None``) follows its audit strategy instead of
+        ``runtime.allowDmlFullRoute``.
+        """
         runtime = self.config.runtime
         columns = ", ".join(table.sharding_columns) or "(none configured)"
-        if is_write and not runtime.allow_dml_full_route:
+        audited = next((t for t in (table, *tables) if t is not None and t.auditors), None)
+        if audited is not None and audited.auditors:
+            audited_columns = ", ".join(audited.sharding_columns) or "(none configured)"
+            raise FullRouteError(
+                f"statement on {audited.name!r} has no condition on its shard column(s) {audited_columns}; "
+                f"the table's ShardingSphere auditor {audited.auditors[0]!r} (DML_SHARDING_CONDITIONS) "
+                "refuses it. Add the shard key",
+                table=audited.name,
+                columns=audited.sharding_columns,
+                auditor=audited.auditors[0],
+            )
+        if is_write and not runtime.allow_dml_full_route and table.auditors is None:
             raise FullRouteError(
                 f"UPDATE/DELETE on {table.name!r} has no condition on its shard column(s) "
                 f"{columns} and would change all {nodes} shards; add the shard key "

@@ -2,14 +2,20 @@
 
 * DDL on a logic table (CREATE / ALTER / DROP / TRUNCATE TABLE, CREATE / DROP
   INDEX) → every physical table; on a broadcast table → every data source.
+  Constraint names on a sharded table get the physical table's suffix
+  (:mod:`ddm_core.route.ddl_names`).
 * SHOW / DESCRIBE on a logic table → its first node (the physical tables are
-  alike).
-* Anything else without a configured table (SET, SHOW TABLES, unknown
-  tables) → the default data source, or an error when none is configured.
+  alike). ``FROM <logical schema>`` / ``<logical schema>.t`` is dropped there
+  (the unit runs in the data source's own database; :mod:`ddm_core.route.edits`).
+* ``SHOW [FULL] TABLES`` (of the logical schema) → the logic table names
+  (:mod:`ddm_core.route.show_tables`).
+* Anything else without a configured table (SET, unknown tables) → the
+  default data source, or an error when none is configured.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlglot import exp
@@ -17,14 +23,19 @@ from sqlglot import exp
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.route.analyze import NodeIndex, analyze
 from ddm_core.route.context import RouteContext
-from ddm_core.route.edits import param_edits, table_edits
+from ddm_core.route.ddl_names import constraint_edits
+from ddm_core.route.edits import is_logical_schema, param_edits, span, table_edits
 from ddm_core.route.query import QueryStatement
-from ddm_core.route.template import from_edits
+from ddm_core.route.show_tables import compile_show_tables
+from ddm_core.route.template import Edit, from_edits
 
 __all__ = ["compile_other", "DDL_TYPES"]
 
 # ANALYZE TABLE maintains each physical table's statistics: it goes everywhere, like DDL.
 DDL_TYPES = (exp.Create, exp.Drop, exp.Alter, exp.TruncateTable, exp.Analyze)
+
+# The FROM / IN that introduces a SHOW statement's schema (``SHOW COLUMNS FROM t FROM db``).
+_SCHEMA_KEYWORD = re.compile(r"\s*\b(?:FROM|IN)\s*\Z", re.I)
 
 
 def compile_other(
@@ -34,15 +45,25 @@ def compile_other(
     if isinstance(tree, exp.Command):
         # sqlglot could not structure it (e.g. some SHOW forms): run it where unrouted SQL goes.
         return _passthrough(ctx, tree, text, params, style)
+    extra: list[Edit] = []
     if isinstance(tree, exp.Show):
+        db = tree.args.get("db")
+        if str(tree.this).upper() == "TABLES" and (db is None or is_logical_schema(db.name, ctx.config.name)):
+            return compile_show_tables(ctx, tree, text, style)
         target = tree.args.get("target")
-        if isinstance(target, exp.Identifier) and ctx.config.kind_of(target.name) is not None:
+        known = isinstance(target, exp.Identifier) and ctx.config.kind_of(target.name) is not None
+        if known:
             # SHOW CREATE TABLE t / SHOW COLUMNS FROM t: sqlglot keeps t as a bare identifier;
             # make it a table so it is rewritten to the physical table like DESCRIBE t.
             tree.set("target", exp.Table(this=target))
             nodes = None  # the tree changed: analyze walks it again
+        if isinstance(db, exp.Identifier) and (known or is_logical_schema(db.name, ctx.config.name)):
+            extra.append(_drop_show_schema(text, db, target))
     analysis = analyze(tree, ctx.config, params, nodes)
-    template = from_edits(text, table_edits(analysis) + param_edits(text), style)
+    edits = table_edits(analysis, ctx.config.name) + param_edits(text) + extra
+    if isinstance(tree, DDL_TYPES):
+        edits += constraint_edits(ctx.config, tree, analysis)
+    template = from_edits(text, edits, style)
     if isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Query):
         # EXPLAIN <statement>: the plan of the node(s) the statement itself would run on.
         return QueryStatement(ctx, analysis, template, "show", reason="EXPLAIN on the statement's own nodes")
@@ -51,6 +72,15 @@ def compile_other(
     if isinstance(tree, (exp.Describe, exp.Show)):
         return QueryStatement(ctx, analysis, template, "show", mode="first", reason="first node (tables are alike)")
     return QueryStatement(ctx, analysis, template, "other", mode="first", reason="")
+
+
+def _drop_show_schema(text: str, db: exp.Identifier, target: object) -> Edit:
+    """Cut a SHOW statement's schema: ``db.`` before its table, or `` FROM db`` / `` IN db`` after it."""
+    start, end = span(db)
+    if isinstance(target, exp.Identifier) and target.meta.get("start") is not None and start < target.meta["start"]:
+        return Edit(start, target.meta["start"], text="")
+    keyword = _SCHEMA_KEYWORD.search(text, 0, start)
+    return Edit(keyword.start() if keyword is not None else start, end, text="")
 
 
 def _passthrough(ctx: RouteContext, tree: exp.Command, text: str, params: dict[str, int], style: str) -> Any:

@@ -5,6 +5,18 @@ The statement text is cut, not regenerated: a prefix (``INSERT INTO {table}
 UPDATE ...``). Each unit gets its rows in their original order with exactly
 their params. Rows are routed in one batch through the algorithms' numpy /
 compiled paths, so a 10 000-row INSERT costs no 10 000 algorithm calls.
+
+Forms: ``INSERT ... SET a = 1`` is rewritten to ``INSERT ... (a) VALUES (1)``
+first (:mod:`~ddm_core.route.insert_forms`); an INSERT without a column list
+gets the table's columns from its schema (:mod:`~ddm_core.route.table_schema`),
+written into every unit; INSERT ... SELECT is a query
+(:mod:`~ddm_core.route.insert_select` says whether it may run per node).
+
+Generated keys: a key column the statement leaves out is appended to every
+row with a generated value; a key column it sets keeps the values given,
+except NULL (or DEFAULT, or a NULL param), which gets a generated key — as
+MySQL's AUTO_INCREMENT does, and as ``INSERT INTO t VALUES (NULL, ...)``
+needs.
 """
 
 from __future__ import annotations
@@ -15,22 +27,28 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
 
 from ddm_core.dialects import INPUT
 from ddm_core.errors import ShardKeyUpdateError, ShardValueError, UnsupportedSQLError
 from ddm_core.hashing import slot_of
 from ddm_core.ids import GeneIdGenerator, Snowflake, gene_of
 from ddm_core.metadata.model import KeyGeneratorSpec, ShardedTable, TableKind
-from ddm_core.route.analyze import NodeIndex, analyze
+from ddm_core.route.analyze import NodeIndex, analyze, placement_assignments
+from ddm_core.route.coerce import Normalizer, coerce_source, integer_columns, normalizer
 from ddm_core.route.conditions import Param, Source, value_source
 from ddm_core.route.context import RouteContext, physical_name
-from ddm_core.route.edits import span, table_edits
+from ddm_core.route.edits import param_edits, span, table_edits
 from ddm_core.route.hints import Hint
 from ddm_core.route.insert_fast import OneRowInsert, one_row_insert
+from ddm_core.route.insert_forms import column_list, set_form_text, value_spans
+from ddm_core.route.insert_select import check_insert_select
 from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
 from ddm_core.route.query import QueryStatement
-from ddm_core.route.targets import gene_route, route_rows
+from ddm_core.route.table_schema import TableSchema, schema_of
+from ddm_core.route.targets import route_rows
 from ddm_core.route.template import Edit, Template, from_edits
 
 __all__ = ["compile_insert", "InsertStatement", "generator_for"]
@@ -92,6 +110,11 @@ class InsertStatement:
         generator: KeyGeneratorSpec | None,
         style: str,
         literal_only: bool,
+        *,
+        analysis: Any = None,
+        fills: tuple[tuple[int, int], ...] = (),
+        n_virtual: int = 0,
+        normalize: Normalizer | None = None,
     ) -> None:
         self.ctx = ctx
         self.table = table
@@ -100,10 +123,16 @@ class InsertStatement:
         self.rows = rows
         self.suffix = suffix
         self.columns = columns  # lower case, as listed (generated key appended)
-        self.key_column = key_column
+        self.key_column = key_column  # the generated key column appended to every row, if any
         self.generator = generator
         self.style = style
         self.literal_only = literal_only
+        self.analysis = analysis  # the tables it depends on (a schema change drops its plan)
+        # (row, param index) whose value, when NULL, gets a generated key; indexes from
+        # the statement's param count up are "virtual": a NULL written in the row's text.
+        self.fills = fills
+        self.n_virtual = n_virtual
+        self.normalize = normalize  # strings for integer shard columns read as integers (route.coerce)
         self.needed = [c.lower() for c in table.sharding_columns]
         for c in self.needed:
             if c not in columns and c != key_column:
@@ -116,6 +145,8 @@ class InsertStatement:
         self._one_row: OneRowInsert | None | bool = None  # the fast path, decided on first use
 
     def route(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan:
+        if self.normalize is not None:
+            bound = self.normalize(bound)
         if hint is None and len(self.rows) == 1:
             if self._one_row is None:
                 self._one_row = one_row_insert(self) or False
@@ -134,6 +165,7 @@ class InsertStatement:
         table = self.table
         n = len(self.rows)
         generated = self._generate(bound)
+        bound, filled = self.fill_keys(bound)
         values = {c: self._column_values(c, bound, generated) for c in self.needed}
         router = self.ctx.router_of(table)
         sources = self.ctx.hinted_sources(table, hint)
@@ -166,6 +198,7 @@ class InsertStatement:
         kind = RouteKind.SINGLE if len(units) == 1 else RouteKind.MULTI
         reason = f"{n} row(s) routed by {', '.join(self.needed)}"
         route = TableRoute(table.name, tuple(str(table.data_nodes[i]) for i in sorted(by_node)), reason)
+        keys = generated if generated is not None else filled
         return RoutePlan(
             tuple(units),
             kind,
@@ -173,7 +206,7 @@ class InsertStatement:
             NO_MERGE,
             "insert",
             True,
-            generated_keys=tuple(generated) if generated is not None else (),
+            generated_keys=tuple(keys),
             force_primary=bool(hint and hint.force_primary),
         )
 
@@ -207,19 +240,37 @@ class InsertStatement:
                 raise ShardValueError(
                     f"row {r + 1} of the INSERT into {self.table.name!r} sets {column}={id_!r}, which does "
                     f"not carry the slot of its shard key {key!r} in its low {bits} bits; rows are found "
-                    f"by {column} through that gene. Leave {column} out and let the key generator fill it",
+                    f"by {column} through that gene. Leave {column} out (or NULL) and let the key generator fill it",
                     table=self.table.name,
                     column=column,
                     row=r,
                 )
 
-    def _generate(self, bound: Sequence[Any]) -> list[Any] | None:
+    def fill_keys(self, bound: Sequence[Any]) -> tuple[Sequence[Any], list[Any]]:
+        """``bound`` with a generated key for every NULL key value, and those keys in row order.
+
+        Without NULL keys (or a key column in the statement) ``bound`` comes back as it is.
+        """
+        if not self.fills:
+            return bound, []
+        ext = [*bound, *([None] * self.n_virtual)] if self.n_virtual else list(bound)
+        need = [(r, i) for r, i in self.fills if ext[i] is None]
+        if not need:
+            return (ext if self.n_virtual else bound), []
+        keys = self._generate(ext, [r for r, _ in need]) or []
+        for (_, i), key in zip(need, keys):
+            ext[i] = key
+        return ext, keys
+
+    def _generate(self, bound: Sequence[Any], rows: Sequence[int] | None = None) -> list[Any] | None:
+        """Keys for every row (the appended key column), or for ``rows`` only (NULL keys)."""
         spec = self.generator
-        if spec is None:
+        if spec is None or (rows is None and self.key_column is None):
             return None
+        count = len(self.rows) if rows is None else len(rows)
         gen = generator_for(spec)
         if gen is None:
-            return [str(uuid.uuid4()) for _ in self.rows]
+            return [str(uuid.uuid4()) for _ in range(count)]
         if isinstance(gen, GeneIdGenerator):
             column = (spec.shard_column or "").lower()
             if column not in self.columns:
@@ -230,9 +281,11 @@ class InsertStatement:
                     column=column,
                 )
             keys = self._column_values(column, bound, None)
+            if rows is not None:
+                keys = [keys[r] for r in rows]
             gene_ids: list[Any] = gen.next_ids(keys).tolist()
             return gene_ids
-        ids: list[Any] = gen.next_ids(len(self.rows)).tolist()
+        ids: list[Any] = gen.next_ids(count).tolist()
         return ids
 
     def _with_key(self, text: str, params: tuple[Any, ...], key: Any) -> tuple[str, tuple[Any, ...]]:
@@ -255,6 +308,10 @@ def compile_insert(
     nodes: NodeIndex | None = None,
 ) -> Any:
     """Compile an INSERT / REPLACE statement."""
+    rewritten = set_form_text(tree, text)
+    if rewritten is not None:  # INSERT ... SET: the column-list form from here on
+        text, tree = rewritten, _reparse(rewritten, tree)
+        param_spans, nodes = param_edits(text), None
     analysis = analyze(tree, ctx.config, params, nodes)
     target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
     keyword = [Edit(*replace_span, text="REPLACE")] if replace and replace_span else []
@@ -262,7 +319,7 @@ def compile_insert(
     source = tree.expression
     if kind is not TableKind.SHARDED or not isinstance(source, exp.Values):
         # Broadcast / single / unknown targets, and INSERT ... SELECT: routed like a query
-        # (INSERT ... SELECT into a sharded table must stay on one shard).
+        # (INSERT ... SELECT into a sharded table stays on one shard unless each node copies into itself).
         if kind is TableKind.BROADCAST and analysis.primary is not None:
             raise UnsupportedSQLError(
                 f"INSERT into broadcast table {target.name!r} reads sharded table "
@@ -270,38 +327,48 @@ def compile_insert(
                 "of the broadcast table different",
                 tables=(target.name, analysis.primary.name),
             )
+        per_node = False
         if kind is TableKind.SHARDED:
-            _check_insert_select(tree, target, analysis)
+            per_node = check_insert_select(ctx, tree, target, analysis)
             _check_on_duplicate(tree, ctx.config.table(target.name))  # type: ignore[arg-type]
         template = from_edits(text, keyword + table_edits(analysis) + param_spans, style)
-        single_only = kind is TableKind.SHARDED
+        single_only = kind is TableKind.SHARDED and not per_node
+        reason = "INSERT ... SELECT, each node into itself" if per_node else "INSERT ... SELECT on one shard"
         return QueryStatement(ctx, analysis, template, "insert", single_only=single_only,
-                              reason="INSERT ... SELECT on one shard" if single_only else "")
+                              reason=reason if kind is TableKind.SHARDED else "")
     table = ctx.config.table(target.name)
     assert table is not None
     schema = tree.this if isinstance(tree.this, exp.Schema) else None
-    if schema is None or not schema.expressions:
-        raise UnsupportedSQLError(
-            f"INSERT into sharded table {table.name!r} must list its columns "
-            "(INSERT INTO t (a, b) VALUES ...), so the shard column can be found",
-            table=table.name,
-        )
-    columns = [c.name.lower() for c in schema.expressions]
+    edits = list(keyword)
+    known: TableSchema | None = None
+    listed_end: int | None = None
+    if schema is not None:
+        columns = [c.name.lower() for c in schema.expressions]
+        after = span(schema.expressions[-1])[1] if schema.expressions else span(target.this)[1]
+        listed_end = after
+    else:  # INSERT INTO t VALUES (...): the table's columns, written into every unit
+        known = _schema_for_values(ctx, table)
+        columns = [c.lower() for c in known.names]
+        after = span(target.this)[1]
     _check_on_duplicate(tree, table)
     rows_node = source.expressions
-    spans = _row_spans(text, span(schema.expressions[-1])[1], len(rows_node), table.name)
+    spans = _row_spans(text, after, len(rows_node), table.name)
     all_params = param_spans
     head_end, tail_start = spans[0][0], spans[-1][1]
-    edits = keyword + [e for e in table_edits(analysis) if e.start < head_end]
+    edits += [e for e in table_edits(analysis) if e.start < head_end]
+    width = len(columns)
     key = table.key_generation
     key_column = None
-    generator = None
+    written = list(known.names) if known is not None else []
     if key is not None and key.column.lower() not in columns:
         key_column = key.column.lower()
-        generator = key.generator
-        close = span(schema.expressions[-1])[1]
-        edits.append(Edit(close, close, text=", " + physical_name(key.column)))
+        if listed_end is not None:
+            edits.append(Edit(listed_end, listed_end, text=", " + physical_name(key.column)))
+        else:
+            written.append(key.column)
         columns = [*columns, key_column]
+    if known is not None:
+        edits.append(Edit(after, after, text=" " + column_list(written)))
     prefix = from_edits(text[:head_end], edits + [e for e in all_params if e.end <= head_end], style)
     suffix_edits = [Edit(e.start - tail_start, e.end - tail_start, param=e.param) for e in all_params if e.start >= tail_start]
     suffix_edits += [
@@ -309,16 +376,16 @@ def compile_insert(
         for e in table_edits(analysis) if e.start >= tail_start
     ]
     suffix = from_edits(text[tail_start:], suffix_edits, style)
+    # A key column the statement sets: NULL / DEFAULT there gets a generated key.
+    fill_at = columns.index(key.column.lower()) if key is not None and key_column is None else None
+    fills: list[tuple[int, int]] = []
+    n_virtual = 0
     rows = []
-    width = len(schema.expressions)
     at = 0  # params and rows are both in text order: one pass over the params
-    for (start, end), node in zip(spans, rows_node):
+    for r, ((start, end), node) in enumerate(zip(spans, rows_node)):
         values = node.expressions if isinstance(node, exp.Tuple) else [node]
         if len(values) != width:
-            raise UnsupportedSQLError(
-                f"a row of the INSERT into {table.name!r} has {len(values)} values for {width} columns",
-                table=table.name,
-            )
+            raise _row_width_error(table, len(values), width, known)
         while at < len(all_params) and all_params[at].start < start:
             at += 1
         row_edits = []
@@ -326,46 +393,98 @@ def compile_insert(
             e = all_params[at]
             row_edits.append(Edit(e.start - start, e.end - start, param=e.param))
             at += 1
-        rows.append(_Row(from_edits(text[start:end], row_edits, style), tuple(value_source(v, params) for v in values)))
+        sources = [value_source(v, params) for v in values]
+        if fill_at is not None:
+            filled = sources[fill_at]
+            if _is_null_or_default(values[fill_at]):
+                index = len(params) + n_virtual  # a param slot of its own, filled with the key
+                n_virtual += 1
+                found = value_spans(text, start, end)
+                if len(found) != width:
+                    raise UnsupportedSQLError(
+                        f"cannot split row {r + 1} of the INSERT into {table.name!r} into its {width} values",
+                        table=table.name,
+                    )
+                s, e_ = found[fill_at]
+                row_edits.append(Edit(s - start, e_ - start, param=index))
+                sources[fill_at] = Param(index)
+                fills.append((r, index))
+            elif type(filled) is Param:
+                fills.append((r, filled.index))
+        rows.append(_Row(from_edits(text[start:end], row_edits, style), tuple(sources)))
     literal_only = not params
+    normalize = _coerce_rows(ctx, table, columns[:width], rows, len(params))
+    generator = key.generator if key is not None and (key_column is not None or fills) else None
     return InsertStatement(ctx, table, len(analysis.slots) or 1, prefix, rows, suffix, columns, key_column,
-                           generator, style, literal_only)
+                           generator, style, literal_only,
+                           analysis=analysis, fills=tuple(fills), n_virtual=n_virtual, normalize=normalize)
 
 
-def _check_insert_select(tree: exp.Insert, target: exp.Table, analysis: Any) -> None:
-    """INSERT ... SELECT into a sharded table: rows must be read from, and keep, their shard."""
-    name = target.name
-    readers = [u for u in analysis.uses if u.kind is TableKind.SHARDED and u.node is not target]
-    if not readers:
+def _reparse(text: str, original: exp.Insert) -> exp.Insert:
+    """The tree of a rewritten INSERT (the caller's statement parsed, so this one does too)."""
+    table = original.this.this.name if isinstance(original.this, exp.Schema) else ""
+    try:
+        tree = sqlglot.parse_one(text, read=INPUT)
+    except (ParseError, TokenError) as err:
         raise UnsupportedSQLError(
-            f"INSERT ... SELECT into sharded table {name!r} reads no sharded table, so the shard of "
-            "each row is unknown; insert with VALUES (the router splits rows by shard key)",
-            table=name,
-            construct="INSERT ... SELECT",
+            f"cannot rewrite the INSERT ... SET into {table!r} to its VALUES form", table=table
+        ) from err
+    if not isinstance(tree, exp.Insert):
+        raise UnsupportedSQLError(f"cannot rewrite the INSERT ... SET into {table!r} to its VALUES form", table=table)
+    return tree
+
+
+def _schema_for_values(ctx: RouteContext, table: ShardedTable) -> TableSchema:
+    """The columns an INSERT without a column list fills, or the error saying how to provide them."""
+    found = schema_of(ctx, table.name)
+    if found is None or not found.columns:
+        raise UnsupportedSQLError(
+            f"INSERT into sharded table {table.name!r} without a column list needs the table's columns in "
+            f"order to find the shard column, and none are known: list them (INSERT INTO {table.name} "
+            "(a, b) VALUES ...), declare them under the table's 'columns:' in the configuration, or let the "
+            "Executor load them from the table's first data node (load_schema=True, the default)",
+            table=table.name,
         )
-    schema = tree.this if isinstance(tree.this, exp.Schema) else None
-    select = tree.expression
-    if schema is None or not isinstance(select, exp.Select) or not analysis.primary:
-        return
-    columns = [c.name.lower() for c in schema.expressions]
-    items = select.expressions
-    if any(isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star)) for i in items):
-        return
-    gene = gene_route(analysis.primary)
-    for column in (*analysis.primary.sharding_columns, *((gene[0],) if gene else ())):
-        if column.lower() not in columns or columns.index(column.lower()) >= len(items):
-            continue
-        item = items[columns.index(column.lower())]
-        value = item.this if isinstance(item, exp.Alias) else item
-        if not (isinstance(value, exp.Column) and value.name.lower() == column.lower()):
-            raise UnsupportedSQLError(
-                f"INSERT ... SELECT into sharded table {name!r} sets shard column {column!r} from "
-                f"{value.sql(dialect=INPUT)!r}; only the selected rows' own {column!r} keeps each "
-                "row on the shard it is read from",
-                table=name,
-                column=column,
-                construct="INSERT ... SELECT",
-            )
+    return found
+
+
+def _row_width_error(table: ShardedTable, got: int, width: int, known: TableSchema | None) -> UnsupportedSQLError:
+    if known is None:
+        text = f"a row of the INSERT into {table.name!r} has {got} values for {width} columns"
+    else:
+        text = (
+            f"a row of the INSERT into {table.name!r} has {got} values, but the INSERT lists no columns and "
+            f"{known.describe()} has {width}; give a value for every column, or list the columns"
+        )
+    return UnsupportedSQLError(text, table=table.name)
+
+
+def _is_null_or_default(value: exp.Expression) -> bool:
+    if isinstance(value, exp.Paren):
+        return _is_null_or_default(value.this)
+    return isinstance(value, exp.Null) or (isinstance(value, exp.Var) and value.name.upper() == "DEFAULT")
+
+
+def _coerce_rows(
+    ctx: RouteContext, table: ShardedTable, columns: list[str], rows: list[_Row], n_params: int
+) -> Normalizer | None:
+    """Read the string values of integer routing columns as integers (literals now, params per route).
+
+    ``columns``: the values' columns (not an appended key); params from ``n_params``
+    up are the slots of generated keys, integers already.
+    """
+    wanted = integer_columns(ctx, table)
+    at = [(columns.index(c), c) for c in sorted(wanted) if c in columns]
+    if not at:
+        return None
+    params: dict[int, tuple[str, str]] = {}
+    for r, row in enumerate(rows):
+        sources = list(row.sources)
+        for i, column in at:
+            sources[i] = coerce_source(sources[i], table.name, column, params)
+        if sources != list(row.sources):
+            rows[r] = _Row(row.template, tuple(sources))
+    return normalizer({i: where for i, where in params.items() if i < n_params})
 
 
 def _row_spans(text: str, after: int, expected: int, table: str) -> list[tuple[int, int]]:
@@ -399,17 +518,7 @@ def _check_on_duplicate(tree: exp.Insert, table: ShardedTable) -> None:
     conflict = tree.args.get("conflict")
     if conflict is None:
         return
-    columns = {c.lower() for c in table.sharding_columns}
-    gene = gene_route(table)
-    if gene is not None:  # a gene id routes the database too
-        columns.add(gene[0])
-    for assignment in conflict.expressions or []:
-        if not isinstance(assignment, exp.EQ) or not isinstance(assignment.left, exp.Column):
-            continue
-        name = assignment.left.name.lower()
-        if name not in columns:
-            continue
-        right = assignment.right
+    for name, _column, right in placement_assignments(table, conflict.expressions):
         same = (isinstance(right, exp.Column) and right.name.lower() == name) or (
             isinstance(right, exp.Values) and isinstance(right.this, exp.Column) and right.this.name.lower() == name
         ) or (isinstance(right, exp.Anonymous) and right.name.upper() == "VALUES" and right.expressions

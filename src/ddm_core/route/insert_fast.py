@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ddm_core.route.conditions import Source
+from ddm_core.route.conditions import Param, Source
 from ddm_core.route.context import physical_name
 from ddm_core.route.fast import GENERATED, PointRoute, miss_note, row_route
 from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
@@ -32,6 +32,9 @@ def one_row_insert(stmt: InsertStatement) -> OneRowInsert | None:
     """The fast path of a one-row INSERT, or ``None`` when its row cannot decide a node alone."""
     if len(stmt.rows) != 1:
         return None
+    fill = stmt.fills[0][1] if stmt.fills else None
+    if fill is not None and any(stmt.rows[0].sources[stmt.columns.index(c)] == Param(fill) for c in stmt.needed):
+        return None  # a NULL key that also routes: generated first, the general path's order
     row = stmt.rows[0]
     sources: dict[str, Source] = {}
     for column in stmt.needed:
@@ -47,20 +50,24 @@ def one_row_insert(stmt: InsertStatement) -> OneRowInsert | None:
     if point is None:
         return None
     key_routes = any(s is GENERATED for s in sources.values())
-    return OneRowInsert(stmt, point, key_routes)
+    return OneRowInsert(stmt, point, key_routes, fill)
 
 
 class OneRowInsert:
     """Routes the one row of an INSERT by its values; the unit's SQL is cached per node."""
 
-    def __init__(self, stmt: InsertStatement, point: PointRoute, key_routes: bool) -> None:
+    def __init__(self, stmt: InsertStatement, point: PointRoute, key_routes: bool, fill: int | None = None) -> None:
         self.stmt = stmt
+        # The param slot of a key column the row sets: NULL there gets a generated key
+        # (slots past the caller's params stand for a NULL written in the text).
+        self.fill = fill
+        self.virtual = (None,) * stmt.n_virtual
         self.point = point
         self.pick = point.pick
         self.key_routes = key_routes  # the generated key is a sharding column: generate, then route
         router = stmt.ctx.router_of(stmt.table)
         gene = router.gene
-        self.gene = gene if gene is not None and stmt.generator is None and gene[0] in stmt.columns else None
+        self.gene = gene if gene is not None and stmt.key_column is None and gene[0] in stmt.columns else None
         row = stmt.rows[0].template
         head = (*stmt.prefix.params, *row.params)
         self.params = Template("", head + stmt.suffix.params)  # no generated key
@@ -81,15 +88,22 @@ class OneRowInsert:
             node = self.pick(bound if generated is None else (*bound, generated[0]))
         except Exception as exc:  # the general path decides, and raises the real error
             return self._missed(exc, general())
+        filled: tuple[Any, ...] = ()
+        fill = self.fill
+        if fill is not None and (self.virtual or bound[fill] is None):  # after routing too
+            bound = [*bound, *self.virtual]
+            if bound[fill] is None:
+                bound[fill] = stmt._generate(bound, (0,))[0]  # type: ignore[index]
+                filled = (bound[fill],)
         if self.gene is not None:
             stmt._check_genes(self.gene, bound, {c: stmt._column_values(c, bound, None) for c in stmt.needed})
-        if generated is None and stmt.generator is not None:
+        if generated is None and stmt.key_column is not None:
             generated = stmt._generate(bound)  # after routing: a miss must not spend an id
         parts = self._nodes.get(node)
         if parts is None:
             parts = self._nodes[node] = self._node_parts(node, generated is not None)
         data_source, sql, tables, why = parts
-        keys: tuple[Any, ...] = ()
+        keys: tuple[Any, ...] = filled
         if generated is None:
             params = self.params.params_of(bound)
         else:

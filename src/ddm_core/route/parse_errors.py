@@ -42,7 +42,7 @@ _PUNCTUATION = {
     "COMMA": ",", "DOT": ".", "SEMICOLON": ";", "EQ": "=", "STAR": "*", "COLON": ":",
 }
 
-_CLASS = re.compile(r"<class '(?:[\w]+\.)*(\w+)'>")
+_CLASS = re.compile(r"<class '(?:\w+\.)*(\w+)[^']*'>")  # compiled sqlglot may add words after the name
 _TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+, col: \d+, start: \d+.*?>", re.S)
 _TOKEN_TYPE = re.compile(r"\bTokenType\.(\w+)")
 _REQUIRED = re.compile(r"Required keyword: '(\w+)' missing for (.+)")

@@ -13,8 +13,10 @@ from typing import Any, Callable, Sequence
 from sqlglot import exp
 
 from ddm_core.errors import RoutingError, ShardKeyUpdateError, UnsupportedSQLError
-from ddm_core.metadata.model import ShardedTable, TableKind
-from ddm_core.route.analyze import Analysis, Scope
+from ddm_core.metadata.model import DataNode, ShardedTable, TableKind
+from ddm_core.route.analyze import Analysis
+from ddm_core.route.colocation import Layout, layout_of
+from ddm_core.route.coerce import Normalizer, coerce_conditions
 from ddm_core.route.conditions import Eq, Literal, Param, Source
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
@@ -81,21 +83,25 @@ class QueryStatement:
             self.is_write = True
         a = analysis
         self.primary = a.primary
-        self.scopes = a.sharded_scopes
         self.tables = [ctx.config.table(k) for k in a.slots]
-        if self.primary is not None:
-            self._check_bindings()
+        # Which tables provably share a node, and how the units are placed (route.colocation).
+        self.layout: Layout | None = layout_of(a, ctx.config, a.params)
+        if self.layout is not None:
+            self._check_bindings(self.layout)
+        # Strings compared with integer shard columns route as the integers (see route.coerce).
+        self._normalize = coerce_conditions(ctx, a, self.shard_key_sets) if self.primary is not None else None
+        if self.layout is not None:
+            self.layout, own = self.layout.coerced(ctx)
+            self._normalize = _in_turn(self._normalize, own)
         # The point fast path is decided on first use (None: not yet; False: not eligible).
         self._point: PointRoute | None | bool = None
         self._nodes: dict[int, tuple[str, str, tuple[tuple[str, str], ...], tuple[TableRoute, ...]]] = {}
 
     # -- compile-time checks ------------------------------------------------------
 
-    def _check_bindings(self) -> None:
-        primary = self.primary
-        assert primary is not None
-        for table in self.tables:
-            if table is None or table is primary:
+    def _check_bindings(self, layout: Layout) -> None:
+        for table, primary in zip(self.tables, layout.slot_groups):
+            if table is None or primary is None or table is primary:
                 continue
             ours = [n.data_source for n in table.data_nodes]
             theirs = [n.data_source for n in primary.data_nodes]
@@ -110,6 +116,8 @@ class QueryStatement:
     # -- routing ---------------------------------------------------------------------
 
     def route(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan:
+        if self._normalize is not None:
+            bound = self._normalize(bound)
         miss: Exception | None = None
         if hint is None and self._point is not False:
             point = self._point if self._point is not None else self._init_point()
@@ -129,8 +137,8 @@ class QueryStatement:
         if self.mode == "conditions":
             picked = self._pick(bound, hint)
         else:
-            every = self.ctx.router_of(self.primary).every
-            picked = Picked(every if self.mode == "every" else every[:1], False, "")
+            assert self.layout is not None
+            picked = self.layout.place_every(self.ctx, first=self.mode != "every")
         plan = self._plan(picked, bound, hint, miss)
         if miss is not None:
             self.ctx.stats.fast_path_misses += 1  # a silent slow route: counted, and named in the plan
@@ -148,24 +156,31 @@ class QueryStatement:
         """The plan for the picked nodes: the general path's, which a multi-node fast pick joins."""
         primary = self.primary
         assert primary is not None
+        # ``picked.nodes`` are nodes of ``table``: the primary's, or (a join of tables of several
+        # binding groups) the driving table's, with each slot's node given per unit.
+        table = picked.table or primary
         nodes = picked.nodes
         if not nodes:
             # Nothing can match; one node still answers with the right columns.
             nodes = (0,)
-        self._check_pinned(nodes)
+        if picked.units is None:
+            at = [(i,) * len(self.tables) for i in nodes]
+        else:
+            at = [slots for _, slots in picked.units]
+        self._check_pinned(table, [table.data_nodes[i] for i in nodes])
         if self.single_only and len(nodes) > 1:
             construct = "INSERT ... SELECT" if self.statement == "insert" else "ORDER BY/LIMIT"
             what = construct if self.statement == "insert" else f"{self.statement.upper()} with ORDER BY / LIMIT"
             raise UnsupportedSQLError(
-                f"{what} on {primary.name!r} reaches {len(nodes)} shards; which rows it changes "
+                f"{what} on {table.name!r} reaches {len(nodes)} shards; which rows it changes "
                 "would depend on the shard. Add the shard key so it stays on one shard",
-                table=primary.name,
+                table=table.name,
                 construct=construct,
             )
         if picked.full:
-            self.ctx.check_full_route(primary, len(nodes), self.is_write)
+            self.ctx.check_full_route(table, len(nodes), self.is_write, self.tables)
         if self.shard_key_sets:
-            self._check_shard_key_update(bound, hint, nodes)
+            self._check_shard_key_update(bound, hint, self._primary_nodes(at, nodes))
         if len(nodes) == 1:
             kind = RouteKind.SINGLE
         elif self.mode == "every":
@@ -182,14 +197,13 @@ class QueryStatement:
                     values[index] = fn(bound)
                 bound_for_units = values
         units = []
-        data_nodes = primary.data_nodes
-        for i in nodes:
-            physical = self._physical(i)
+        for i, slots in zip(nodes, at):
+            physical = self._physical(i) if picked.units is None else self._physical_at(slots)
             sql, params = template.fill(physical, bound_for_units)
-            ds = data_nodes[i].data_source
+            ds = table.data_nodes[i].data_source
             units.append(RouteUnit(ds, self.ctx.comment(ds) + sql, params, self._unit_tables(physical)))
         if picked.full:
-            columns = ", ".join(primary.sharding_columns) or "no column"
+            columns = ", ".join(table.sharding_columns) or "no column"
             reason = f"no condition on {columns} narrows the route: every node"
         else:
             reason = self.reason
@@ -200,7 +214,7 @@ class QueryStatement:
         return RoutePlan(
             tuple(units),
             kind,
-            self._table_routes(nodes, reason),
+            self._table_routes(at, reason),
             merge,
             self.statement,
             self.is_write,
@@ -208,14 +222,11 @@ class QueryStatement:
         )
 
     def _init_point(self) -> PointRoute | bool:
-        eligible = (
-            self.primary is not None
-            and self.mode == "conditions"
-            and not self.shard_key_sets
-            and len(self.scopes) == 1
-            and not self.scopes[0].is_subquery
-        )
-        point = point_route(self.ctx.router_of(self.primary), self.scopes[0].dnf) if eligible else None  # type: ignore[arg-type]
+        # Only a statement that routes as one table does (layout.trivial): the point route
+        # answers for its one side.
+        scope = self.layout.scope if self.layout is not None else None
+        eligible = self.mode == "conditions" and not self.shard_key_sets and scope is not None
+        point = point_route(self.ctx.router_of(self.primary), scope.dnf) if eligible else None  # type: ignore[arg-type,union-attr]
         self._point = point if point is not None else False
         return self._point
 
@@ -223,12 +234,12 @@ class QueryStatement:
         """Per node, what a single-node plan reuses on every call (its SQL text included)."""
         parts = self._nodes.get(i)
         if parts is None:
-            self._check_pinned((i,))
             primary = self.primary
             assert primary is not None
             node = primary.data_nodes[i]
+            self._check_pinned(primary, (node,))
             physical = self._physical(i)
-            why = self._table_routes((i,), self.reason)
+            why = self._table_routes([(i,) * len(self.tables)], self.reason)
             sql = self.ctx.comment(node.data_source) + self.template.fmt.format(*physical)
             parts = self._nodes[i] = (node.data_source, sql, self._unit_tables(physical), why)
         return parts
@@ -249,48 +260,55 @@ class QueryStatement:
 
     def _pick(self, bound: Sequence[Any], hint: Hint | None) -> Picked:
         primary = self.primary
-        assert primary is not None
-        router = self.ctx.router_of(primary)
-        sources = self.ctx.hinted_sources(primary, hint)
-        top = [s for s in self.scopes if not s.is_subquery]
-        subs = [s for s in self.scopes if s.is_subquery]
-        picks = [router.route(s.dnf, bound, hint, sources) for s in top]
-        if not picks and not subs:
+        layout = self.layout
+        assert primary is not None and layout is not None
+        if not layout.sides:
             raise UnsupportedSQLError(
                 f"sharded table {primary.name!r} appears where no shard condition can reach it "
                 f"(not in a FROM / JOIN of the {self.statement.upper()})",
                 table=primary.name,
             )
-        if not picks:  # sharded tables only inside subqueries / derived tables
-            picks = [router.route(subs[0].dnf, bound, hint, sources)]
-        nodes = sorted(set().union(*(p.nodes for p in picks)))
-        picked = Picked(tuple(nodes), any(p.full for p in picks), "; ".join(p.note for p in picks if p.note))
-        for scope in subs:
-            inner = router.route(scope.dnf, bound, hint, sources)
-            if len(picked.nodes) != 1 or inner.nodes != picked.nodes:
-                raise UnsupportedSQLError(
-                    f"subquery on sharded table(s) {_names(scope)} is not constrained to the same "
-                    f"single shard as the statement (it reaches {len(inner.nodes)} node(s), the "
-                    f"statement {len(picked.nodes)}); add the shard key to both, or use a "
-                    "broadcast table",
-                    construct="subquery",
-                    tables=tuple(u.name for u in scope.uses),
-                )
-        return picked
+        scope = layout.scope
+        if scope is None:  # a join (or subquery) whose tables must be proven to share a node
 
-    def _table_routes(self, nodes: Sequence[int], reason: str) -> tuple[TableRoute, ...]:
-        """One entry per sharded table of the statement, with its own physical nodes."""
+            def check_full(table: ShardedTable, nodes: int) -> None:
+                self.ctx.check_full_route(table, nodes, self.is_write, self.tables)
+
+            return layout.place(self.ctx, bound, hint, check_full)
+        return self.ctx.router_of(primary).route(scope.dnf, bound, hint, self.ctx.hinted_sources(primary, hint))
+
+    def _table_routes(self, at: Sequence[Sequence[int]], reason: str) -> tuple[TableRoute, ...]:
+        """One entry per sharded table of the statement, with its own physical node in each unit.
+
+        ``at``: per unit, the node index of each template slot's table (-1: not sharded).
+        """
         seen = {}
-        for table in self.tables:
+        for slot, table in enumerate(self.tables):
             if table is not None and table.name not in seen:
-                seen[table.name] = TableRoute(table.name, tuple(str(table.data_nodes[i]) for i in nodes), reason)
+                nodes = tuple(str(table.data_nodes[slots[slot]]) for slots in at)
+                seen[table.name] = TableRoute(table.name, nodes, reason)
         return tuple(seen.values())
+
+    def _primary_nodes(self, at: Sequence[Sequence[int]], nodes: Sequence[int]) -> tuple[int, ...]:
+        """The primary's nodes of the units (they are ``nodes`` unless other tables drive)."""
+        groups = self.layout.slot_groups if self.layout is not None else ()
+        slots = [k for k, g in enumerate(groups) if g is self.primary]
+        if not slots:
+            return tuple(nodes)
+        return tuple(sorted({unit[slots[0]] for unit in at}))
 
     def _physical(self, i: int) -> list[str]:
         out = []
         for key, table in zip(self.analysis.slots, self.tables):
             out.append(physical_name(table.data_nodes[i].table) if table is not None else physical_name(key))
         return out
+
+    def _physical_at(self, slots: Sequence[int]) -> list[str]:
+        """Physical names when each slot's table has its own node index (``slots``)."""
+        return [
+            physical_name(table.data_nodes[i].table) if table is not None else physical_name(key)
+            for key, table, i in zip(self.analysis.slots, self.tables, slots)
+        ]
 
     def _unit_tables(self, physical: list[str]) -> tuple[tuple[str, str], ...]:
         return tuple(
@@ -320,8 +338,8 @@ class QueryStatement:
                 column=item.column,
             )
 
-    def _check_pinned(self, nodes: Sequence[int]) -> None:
-        """Single and unknown tables live in one data source: every node must be in it."""
+    def _check_pinned(self, table: ShardedTable, nodes: Sequence[DataNode]) -> None:
+        """Single and unknown tables live in one data source: every unit's node of ``table`` must be in it."""
         a = self.analysis
         if not (a.single or a.unknown):
             return
@@ -331,17 +349,14 @@ class QueryStatement:
             places.setdefault(ctx.config.single_table(k).data_source, k)  # type: ignore[union-attr]
         for k in a.unknown:
             places.setdefault(ctx.default_source(f"table {k!r}"), k)
-        primary = self.primary
-        assert primary is not None
-        for i in nodes:
-            node = primary.data_nodes[i]
+        for node in nodes:
             for ds, k in places.items():
                 if ds != node.data_source:
                     raise UnsupportedSQLError(
                         f"table {k!r} lives only in data source {ds!r}, but sharded table "
-                        f"{primary.name!r} is routed to {node}; a statement cannot join across data "
+                        f"{table.name!r} is routed to {node}; a statement cannot join across data "
                         f"sources (keep the shard key on {ds!r}, or make {k!r} a broadcast table)",
-                        tables=(primary.name, k),
+                        tables=(table.name, k),
                         data_source=ds,
                     )
 
@@ -382,8 +397,15 @@ class QueryStatement:
                          force_primary=bool(hint and hint.force_primary))
 
 
-def _names(scope: Scope) -> str:
-    return ", ".join(u.name for u in scope.uses if u.kind is TableKind.SHARDED)
+def _in_turn(first: Normalizer | None, second: Normalizer | None) -> Normalizer | None:
+    """A normalizer applying ``first`` then ``second`` (either may be ``None``)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(bound: Sequence[Any]) -> Sequence[Any]:
+        return second(first(bound))
+
+    return both
 
 
 def _only_column(table: ShardedTable, column: str) -> bool:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, Protocol, Sequence
 
-from ddm_core.errors import DdmError, UnsupportedSQLError
+from ddm_core.errors import ConfigError, DdmError, UnsupportedSQLError
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.compile import compile_statement, quote_statement
@@ -21,6 +22,7 @@ from ddm_core.route.context import RouteContext
 from ddm_core.route.hints import Hint, current_hint
 from ddm_core.route.placeholders import Translated, translate
 from ddm_core.route.plan import RoutePlan
+from ddm_core.route.table_schema import TableSchema, statement_tables
 
 __all__ = ["Router", "CacheInfo", "Compiled"]
 
@@ -62,7 +64,7 @@ class Router:
 
     def __init__(self, config: Any, *, cache_size: int = 4096) -> None:
         if cache_size < 1:
-            raise ValueError(f"cache_size must be >= 1, not {cache_size}")
+            raise ConfigError(f"Router cache_size must be >= 1, not {cache_size}")
         self._holder = None if isinstance(config, ShardingConfig) else config
         self._maxsize = cache_size
         # Keyed by the SQL text; ``(sql,)`` for a text with ``%`` routed without params,
@@ -100,8 +102,46 @@ class Router:
 
     def _switch(self, config: ShardingConfig) -> None:
         # A new context per version: its identity is the generation _compile checks.
-        self._ctx = RouteContext(config, self._ctx.stats)
+        self._ctx = RouteContext(config, self._ctx.stats, self._ctx.schemas)
         self._cache.clear()
+
+    # -- table metadata ------------------------------------------------------
+
+    @property
+    def schemas(self) -> Mapping[str, TableSchema]:
+        """Loaded table metadata by logic table (lower case); see :meth:`set_schemas`."""
+        return self._ctx.schemas
+
+    def set_schemas(self, schemas: Mapping[str, TableSchema | None]) -> None:
+        """Give the router the columns of logic tables (what ``Executor(load_schema=True)`` loads).
+
+        Used for INSERTs without a column list and to compare strings with
+        integer shard columns as numbers (docs/configuration.md#table-metadata).
+        Tables not named keep their schema; ``None`` forgets one. The cached
+        plans of every table whose schema changed are dropped.
+
+        Args:
+            schemas: Logic table name → :class:`~ddm_core.route.table_schema.TableSchema` or ``None``.
+        """
+        with self._lock:
+            current = dict(self._ctx.schemas)
+            changed = set()
+            for name, schema in schemas.items():
+                key = name.lower()
+                if current.get(key) != schema:
+                    changed.add(key)
+                    if schema is None:
+                        del current[key]
+                    else:
+                        current[key] = schema
+            if not changed:
+                return
+            ctx = self._ctx
+            self._ctx = RouteContext(ctx.config, ctx.stats, MappingProxyType(current))
+            for cached, entry in list(self._cache.items()):
+                tables = statement_tables(entry.statement)
+                if tables is None or not tables.isdisjoint(changed):
+                    del self._cache[cached]
 
     def _sync(self) -> None:
         holder = self._holder

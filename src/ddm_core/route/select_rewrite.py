@@ -35,6 +35,7 @@ from ddm_core.route.conditions import Param, Source, value_source
 from ddm_core.route.context import RouteContext
 from ddm_core.route.plan import Aggregate, MergeSpec
 from ddm_core.route.query import MultiRewrite
+from ddm_core.route.edits import drops_schema
 from ddm_core.route.template import from_tree, table_marker
 
 __all__ = ["multi_factory"]
@@ -123,15 +124,22 @@ class _Rewriter:
     def _rename_tables(self) -> None:
         sharded = {u.key: u.slot for u in self.analysis.uses if u.kind is TableKind.SHARDED}
         unaliased = {u.key for u in self.analysis.uses if u.kind is TableKind.SHARDED and not u.alias}
+        config = self.ctx.config
         for table in self.tree.find_all(exp.Table):
             slot = sharded.get(table.name.lower())
             if slot is not None:
                 table.set("this", exp.to_identifier(table_marker(slot)))
                 table.set("db", None)
+            elif table.db and drops_schema(config.kind_of(table.name), table.db, config.name):
+                table.set("db", None)  # the logical schema: each unit runs in its data source's database
         for col in self.tree.find_all(exp.Column):
             qualifier = col.args.get("table")
             if isinstance(qualifier, exp.Identifier) and qualifier.name.lower() in unaliased:
                 col.set("table", exp.to_identifier(table_marker(sharded[qualifier.name.lower()])))
+                col.set("db", None)
+            elif isinstance(qualifier, exp.Identifier) and col.args.get("db") is not None and drops_schema(
+                config.kind_of(qualifier.name), col.args["db"].name, config.name
+            ):
                 col.set("db", None)
 
     def _union(self, tree: exp.SetOperation) -> MultiRewrite:
@@ -142,7 +150,7 @@ class _Rewriter:
                 construct="UNION ORDER BY/LIMIT",
             )
         spec = MergeSpec(distinct=bool(tree.args.get("distinct")))
-        return MultiRewrite(from_tree(tree, self.style), lambda bound: spec)
+        return MultiRewrite(from_tree(_as_written(tree), self.style), lambda bound: spec)
 
     def _item_expr(self, index: int) -> exp.Expression:
         item = self.tree.expressions[index]
@@ -279,7 +287,7 @@ class _Rewriter:
         offset_src: Source | None,
         limit_src: Source | None,
     ) -> MultiRewrite:
-        template = from_tree(self.tree, self.style)
+        template = from_tree(_as_written(self.tree), self.style)
         max_offset = self.ctx.config.runtime.max_offset
         static_spec = spec
 
@@ -314,6 +322,30 @@ class _Rewriter:
             index = limit_src.index
             overrides = ((index, lambda b: (value(limit_src, b) or 0) + (value(offset_src, b) or 0)),)
         return MultiRewrite(template, spec_for, overrides)
+
+
+def _as_written(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with the constructs sqlglot would regenerate with another meaning put back as written.
+
+    * ``0x0A`` / ``0b101`` come back from sqlglot as ``x'0A'`` / ``b'101'``. MariaDB
+      compares ``int_col = 0x0A`` as the number 10 but ``int_col = x'0A'`` as the
+      string ``'\n'`` (no row), SQLite reads ``0x0A`` as an integer and ``x'0A'``
+      as a BLOB, and ``x'A'`` (odd digit count) is a syntax error: the unit SQL
+      must keep the 0x form. (The token's span says which form was written.)
+    * ``a REGEXP p`` / ``RLIKE`` come back as ``REGEXP_LIKE(a, p)``, a function
+      MariaDB does not have.
+    """
+    for node in list(tree.find_all(exp.HexString, exp.BitString)):
+        start, end, digits = node.meta.get("start"), node.meta.get("end"), node.this
+        if isinstance(start, int) and isinstance(end, int) and end - start + 1 == len(digits) + 2:
+            node.replace(exp.Var(this=("0x" if isinstance(node, exp.HexString) else "0b") + digits))
+    # Innermost first: an operand's own REGEXP is text by the time its parent is written.
+    for regexp in reversed(list(tree.find_all(exp.RegexpLike))):
+        if regexp.args.get("flag") is None and not regexp.args.get("full_match"):
+            left = regexp.this.sql(dialect=INPUT)
+            right = regexp.expression.sql(dialect=INPUT)
+            regexp.replace(exp.Var(this=f"({left} REGEXP {right})"))
+    return tree
 
 
 # -- HAVING -------------------------------------------------------------------------

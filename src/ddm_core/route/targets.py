@@ -40,11 +40,21 @@ class _SlotTargets(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Picked:
-    """Node indexes (into ``table.data_nodes``, ascending) and whether that is every node."""
+    """Node indexes (into ``table.data_nodes``, ascending) and whether that is every node.
+
+    A join of tables that do not follow one table's node index (tables of other
+    binding groups pinned to one node each, see :mod:`ddm_core.route.colocation`)
+    also says which table's nodes ``nodes`` are (``table``) and, per unit, its data
+    source and the node index of every template slot's table (``units``; -1 for a
+    slot that is not a sharded table). ``units is None``: every sharded slot follows
+    ``nodes`` of the statement's primary table.
+    """
 
     nodes: tuple[int, ...]
     full: bool
     note: str  # "" or why a condition could not narrow (range on a hash algorithm...)
+    table: ShardedTable | None = None
+    units: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
 
 class TableRouter:

@@ -11,6 +11,10 @@ A template is built once per SQL text and filled on every route with plain
 * :func:`from_tree` — regenerate SQL from a rewritten sqlglot tree (derived
   columns, AVG split, new LIMIT...) whose tables were renamed to markers.
 
+Object names that must differ per physical table (constraint names in DDL,
+``fk_user`` → ``fk_user_t_order_0``) are name slots: the template keeps the
+name and the table slot whose physical name suffixes it.
+
 Parameters: the text fed to sqlglot uses ``:pN`` placeholders (N = the
 parameter's position in the caller's text); a template records, for each slot
 in its own text order, which N it needs, so every unit gets exactly its
@@ -21,13 +25,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from sqlglot import exp
 
 from ddm_core.dialects import INPUT
 
-__all__ = ["Template", "Edit", "from_edits", "from_tree", "table_marker", "QUOTED_OR_PARAM"]
+__all__ = [
+    "Template", "Edit", "NameSlot", "from_edits", "from_tree", "table_marker", "suffixed_name", "QUOTED_OR_PARAM",
+]  # fmt: skip
 
 #: Quoted strings, quoted identifiers and comments (skipped) or a ``:pN`` placeholder / table marker.
 QUOTED_OR_PARAM = re.compile(
@@ -46,35 +52,78 @@ def table_marker(slot: int) -> str:
     return f"__ddm_t{slot}__"
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
+
+
+def suffixed_name(name: str, physical_table: str) -> str:
+    """``name`` made unique per physical table: ``name_<physical table>`` (ShardingSphere's form)."""
+    return f"{name}_{physical_table}"
+
+
+def _unquoted(physical: str) -> str:
+    """A physical table name as it is, without the backticks SQL text may need around it."""
+    if physical[:1] == "`":
+        return physical[1:-1].replace("``", "`")
+    return physical
+
+
 @dataclass(frozen=True, slots=True)
 class Edit:
-    """Replace ``text[start:end]`` by a table slot, a parameter slot or new text."""
+    """Replace ``text[start:end]`` by a table slot, a parameter slot, a name slot or new text.
+
+    A name slot (``name`` with ``table``): the identifier ``name`` suffixed
+    with the physical name of table slot ``table`` (:func:`suffixed_name`),
+    backticked when ``quoted`` or when it needs to be.
+    """
 
     start: int
     end: int
     table: int | None = None  # slot number of the logic table
     param: int | None = None  # N of :pN
     text: str | None = None
+    name: str | None = None
+    quoted: bool = False
+
+
+class NameSlot(NamedTuple):
+    """An identifier suffixed per physical table: field ``n<k>`` of a template's ``fmt``."""
+
+    table: int  # the table slot whose physical name is the suffix
+    name: str  # the name as written, unquoted
+    quoted: bool  # written in backticks
+    percent: bool = False  # "format" paramstyle: a literal % is written %%
+
+    def render(self, physical: str) -> str:
+        full = suffixed_name(self.name, _unquoted(physical))
+        if self.quoted or not _PLAIN_NAME.match(full):
+            full = "`" + full.replace("`", "``") + "`"
+        return full.replace("%", "%%") if self.percent else full
 
 
 class Template:
     """SQL with ``{k}`` table fields and paramstyle placeholders.
 
     Attributes:
-        fmt: ``str.format`` pattern; field ``k`` is the physical name of table slot ``k``.
+        fmt: ``str.format`` pattern; field ``k`` is the physical name of table slot ``k``,
+            field ``n<j>`` the name of :attr:`names` ``[j]`` (filled by :meth:`fill` only).
         params: For each placeholder in text order, the caller's parameter index.
+        names: Name slots (per-physical-table object names), usually none.
     """
 
-    __slots__ = ("fmt", "params", "_identity")
+    __slots__ = ("fmt", "params", "names", "_identity")
 
-    def __init__(self, fmt: str, params: tuple[int, ...]) -> None:
+    def __init__(self, fmt: str, params: tuple[int, ...], names: tuple[NameSlot, ...] = ()) -> None:
         self.fmt = fmt
         self.params = params
+        self.names = names
         # Every parameter once, in the caller's order: the common case needs no reordering.
         self._identity = params == tuple(range(len(params)))
 
     def fill(self, physical: Sequence[str], bound: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
         """The unit's SQL and params for these physical table names."""
+        if self.names:
+            named = {f"n{j}": slot.render(physical[slot.table]) for j, slot in enumerate(self.names)}
+            return self.fmt.format(*physical, **named), self.params_of(bound)
         return self.fmt.format(*physical), self.params_of(bound)
 
     def params_of(self, bound: Sequence[Any]) -> tuple[Any, ...]:
@@ -84,13 +133,18 @@ class Template:
         return tuple([bound[i] for i in self.params])
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Template) and (self.fmt, self.params) == (other.fmt, other.params)
+        return isinstance(other, Template) and (self.fmt, self.params, self.names) == (
+            other.fmt,
+            other.params,
+            other.names,
+        )
 
     def __hash__(self) -> int:
-        return hash((self.fmt, self.params))
+        return hash((self.fmt, self.params, self.names))
 
     def __repr__(self) -> str:
-        return f"Template({self.fmt!r}, {self.params!r})"
+        names = f", {self.names!r}" if self.names else ""
+        return f"Template({self.fmt!r}, {self.params!r}{names})"
 
 
 def _escape(text: str, style: str) -> str:
@@ -107,10 +161,14 @@ def from_edits(sql: str, edits: Sequence[Edit], style: str) -> Template:
     """Build a template by cutting ``edits`` (non-overlapping) out of ``sql``."""
     out: list[str] = []
     params: list[int] = []
+    names: list[NameSlot] = []
     pos = 0
     for edit in sorted(edits, key=lambda e: e.start):
         out.append(_escape(sql[pos : edit.start], style))
-        if edit.table is not None:
+        if edit.name is not None and edit.table is not None:
+            out.append("{n%d}" % len(names))
+            names.append(NameSlot(edit.table, edit.name, edit.quoted, style == "format"))
+        elif edit.table is not None:
             out.append("{%d}" % edit.table)
         elif edit.param is not None:
             out.append(_slot(style))
@@ -119,7 +177,7 @@ def from_edits(sql: str, edits: Sequence[Edit], style: str) -> Template:
             out.append(_escape(edit.text or "", style))
         pos = edit.end
     out.append(_escape(sql[pos:], style))
-    return Template("".join(out), tuple(params))
+    return Template("".join(out), tuple(params), tuple(names))
 
 
 def from_tree(tree: exp.Expression, style: str, dialect: str = INPUT) -> Template:

@@ -1,0 +1,141 @@
+"""One recipe opens every MySQL / MariaDB connection: executor, ``ddm ddl --execute``, ``ddm demo``.
+
+Same defaults everywhere (utf8mb4, autocommit, TLS off unless asked for,
+connect / read / write timeouts always set), checked on real connections to
+the local MariaDB; plus what the recipe relies on inside PyMySQL, so an upgrade
+that moves it fails here rather than silently dropping a timeout.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from ddm_core import load_config
+from ddm_core.cli.demo import MySQLServer
+from ddm_core.ddl import _connect as ddl_connect
+from ddm_core.errors import ConfigError, CrossShardTransactionError
+from ddm_core.execute import Executor
+from ddm_core.execute.drivers import driver_for
+from ddm_core.execute.mysql_connect import CHARSET, DEFAULT_SOCKET_TIMEOUT, _tls, open_mysql
+from test_execute_support import mysql_raw, sharding_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    name = f"ddm_recipe_{uuid.uuid4().hex[:8]}"
+    admin = mysql_raw()
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name}")
+    try:
+        yield name
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.close()
+
+
+def assert_recipe(raw: Any, *, connect_timeout: float, socket_timeout: float, database: str | None) -> None:
+    """What every ddm-core MySQL connection is like, on the client and on the server."""
+    try:
+        assert raw.connect_timeout == connect_timeout
+        assert raw._read_timeout == socket_timeout and raw._write_timeout == socket_timeout
+        assert raw.charset == CHARSET and raw.get_autocommit() and raw.ssl is False
+        with raw.cursor() as cur:
+            cur.execute("SELECT DATABASE(), @@character_set_client, @@character_set_results, @@autocommit")
+            assert cur.fetchone() == (database, "utf8mb4", "utf8mb4", 1)
+            cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+            assert cur.fetchone() == ("Ssl_cipher", "")  # not encrypted
+            cur.execute("SELECT %s", (memoryview(b"raw"),))
+            assert cur.fetchone() in ((b"raw",), ("raw",))
+    finally:
+        raw.close()
+
+
+def test_the_recipe_defaults() -> None:
+    raw = open_mysql(host="127.0.0.1", port=3306, user="root", password="", database=None, connect_timeout=2.0)
+    try:
+        assert raw.connect_timeout == 2.0
+        assert raw._read_timeout == DEFAULT_SOCKET_TIMEOUT and raw._write_timeout == DEFAULT_SOCKET_TIMEOUT
+        assert raw.charset == CHARSET and raw.get_autocommit() and raw.ssl is False
+    finally:
+        raw.close()
+
+
+def test_executor_ddl_and_demo_open_connections_alike(database: str) -> None:
+    url = f"mysql://127.0.0.1:3306/{database}?socketTimeout=2500&connectTimeout=500"
+    config = load_config(sharding_config({"ds_0": {"url": url, "username": "root", "password": ""}}, tables=1))
+    endpoint = config.data_sources["ds_0"].primary
+    # The executor's driver (pools, schema loading, KILL QUERY connections).
+    assert_recipe(driver_for(endpoint.dialect).connect(endpoint, 3.0),
+                  connect_timeout=0.5, socket_timeout=2.5, database=database)
+    # ddm ddl --execute: the same adapter.
+    assert_recipe(ddl_connect(config, "ds_0", 5.0), connect_timeout=0.5, socket_timeout=2.5, database=database)
+    # ddm demo --mysql: a server-level connection by the same recipe.
+    assert_recipe(MySQLServer("127.0.0.1", 3306, "root", "").connect(),
+                  connect_timeout=5.0, socket_timeout=DEFAULT_SOCKET_TIMEOUT, database=None)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"socketTimeout": "0"}, "socketTimeout='0' must be > 0"),
+    ({"socketTimeout": "soon"}, "socketTimeout='soon' is not a number"),
+    ({"connectTimeout": "-5"}, "connectTimeout='-5' must be > 0"),
+    ({"sslMode": "VERIFY_CA"}, "sslMode='VERIFY_CA' is not one of"),
+])
+def test_unusable_url_options_name_themselves(database: str, options: dict[str, str], message: str) -> None:
+    query = "&".join(f"{k}={v}" for k, v in options.items())
+    url = f"mysql://127.0.0.1:3306/{database}?{query}"
+    config = load_config(sharding_config({"ds_0": {"url": url, "username": "root", "password": ""}}, tables=1))
+    endpoint = config.data_sources["ds_0"].primary
+    with pytest.raises(ConfigError) as info:
+        driver_for(endpoint.dialect).connect(endpoint, 1.0).close()
+    assert message in str(info.value) and "'ds_0'" in str(info.value)
+
+
+def test_tls_only_when_the_url_asks() -> None:
+    assert _tls({}, "x") == {"ssl_disabled": True}
+    assert _tls({"useSSL": "false"}, "x") == {"ssl_disabled": True}
+    assert _tls({"sslMode": "disabled"}, "x") == {"ssl_disabled": True}
+    assert _tls({"useSSL": "true"}, "x") == {"ssl_disabled": False}  # negotiated when the server offers it
+    assert _tls({"sslmode": "PREFERRED"}, "x") == {"ssl_disabled": False}
+    assert _tls({"sslMode": "REQUIRED"}, "x") == {"ssl": {"check_hostname": False, "verify_mode": "none"}}
+
+
+def test_pymysql_still_has_what_the_recipe_relies_on() -> None:
+    raw = mysql_raw()
+    try:
+        for attribute in ("_read_timeout", "_write_timeout", "connect_timeout", "encoders",
+                          "_execute_command", "_read_ok_packet", "_sock", "set_character_set", "select_db"):
+            assert hasattr(raw, attribute), attribute
+    finally:
+        raw.close()
+
+
+def test_pymysql_is_a_core_dependency() -> None:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    dependencies = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M)
+    assert dependencies is not None and re.search(r'"PyMySQL>=', dependencies.group(1))
+
+
+def test_cross_shard_write_refusal_says_what_to_do(tmp_path: Path) -> None:
+    urls = {f"ds_{i}": f"sqlite:///{tmp_path / f'ds_{i}.db'}" for i in range(2)}
+    config = load_config(sharding_config(urls, tables=1))
+    with Executor(config) as ex:
+        ex.execute("CREATE TABLE t_order (order_id INTEGER PRIMARY KEY, user_id INTEGER NOT NULL)").close()
+        source = {u: ex.router.route("SELECT 1 FROM t_order WHERE user_id = %s", (u,)).units[0].data_source
+                  for u in range(1, 50)}
+        a = 1
+        b = next(u for u, ds in source.items() if ds != source[a])
+        with ex.transaction():
+            ex.execute("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", (1, a)).close()
+            with pytest.raises(CrossShardTransactionError) as info:
+                ex.execute("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", (2, b))
+    message = str(info.value)
+    assert "nothing was sent" in message and "autocommit=True" in message
+    assert "one transaction per data source" in message and "transaction_mode='xa') (planned)" in message
