@@ -44,6 +44,7 @@ would cost more than the whole borrow).
 from __future__ import annotations
 
 import logging
+import gc
 import threading
 import time
 from dataclasses import dataclass
@@ -209,6 +210,11 @@ class EndpointPool:
         """
         if not self._warm:
             self._warm_up_lazily()
+        if not self._idle and self._open >= self.max_size:
+            # Every connection is lent. A result abandoned half-read inside a reference cycle
+            # keeps its connection until the cyclic collector runs, and threads that all wait
+            # here allocate nothing that would trigger it: collect before waiting.
+            gc.collect()
         with self._lock:
             if self._idle:
                 conn: _Connection | None = self._idle.pop()

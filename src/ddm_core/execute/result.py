@@ -15,10 +15,8 @@ so returns every connection. A single unit's buffered rows
 (:meth:`Result.buffered`) are handed out as the driver returned them, without
 a per-row copy.
 
-A result has no finalizer of its own: what holds a connection (a
-:class:`StreamRows`, a :class:`~ddm_core.execute.pools.Borrowed`) returns it
-when it is garbage-collected, so an abandoned result leaks nothing and a
-buffered one costs no finalizer call.
+An abandoned result closes its units when it is collected; what holds a
+connection (a :class:`StreamRows`) also returns it when collected.
 """
 
 from __future__ import annotations
@@ -355,6 +353,15 @@ class Result:
 
     def __exit__(self, *exc: object) -> None:
         self.close(quiet=exc[0] is not None)
+
+    def __del__(self) -> None:
+        # An abandoned result closes its units at once: relying on each unit's own finalizer
+        # left connections borrowed while a merge iterator still referenced them.
+        if getattr(self, "_rows", None) is not None or getattr(self, "_closers", None):
+            try:
+                self.close(quiet=True)
+            except Exception:  # noqa: S110 - nothing to report to from a finalizer
+                pass
 
     def __repr__(self) -> str:
         state = "closed" if self._rows is None else "open"
