@@ -26,7 +26,6 @@ from abc import ABC, abstractmethod
 from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any, ClassVar, Sequence
 
-from sqlglot import exp
 
 from ddm_core.errors import UnsupportedSQLError
 
@@ -80,6 +79,8 @@ class Dialect(ABC):
 
     def identifier(self, name: str) -> str:
         """``name`` as an identifier of this dialect, quoted only when it has to be."""
+        from sqlglot import exp  # on use: a configuration loads without sqlglot
+
         return exp.to_identifier(name).sql(self.sqlglot_name)
 
     def index_name(self, table: str, index: str) -> str:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddm_core.dialects.base import Dialect
-from ddm_core.dialects.sqlite_ddl import SQLGLOT_NAME, sqlite_index_name, to_sqlite
 
 __all__ = ["SQLite"]
 
@@ -24,7 +23,7 @@ class SQLite(Dialect):
 
     name = "sqlite"
     title = "SQLite"
-    sqlglot_name = SQLGLOT_NAME
+    sqlglot_name = "sqlite"  # sqlite_ddl.SQLGLOT_NAME; that module loads sqlglot, so only on use
     schemes = ("sqlite",)
     default_port = None
     driver_module = "sqlite3"
@@ -38,10 +37,14 @@ class SQLite(Dialect):
 
     def index_name(self, table: str, index: str) -> str:
         """SQLite index names are per database: prefixed with the physical table."""
+        from ddm_core.dialects.sqlite_ddl import sqlite_index_name
+
         return sqlite_index_name(table, index)
 
     def ddl_statements(self, sql: str) -> list[str]:
         """See :mod:`ddm_core.dialects.sqlite_ddl` (inline indexes split out, options dropped...)."""
+        from ddm_core.dialects.sqlite_ddl import to_sqlite
+
         return to_sqlite(sql)
 
     def analyze_statement(self, tables: Sequence[str]) -> str:

@@ -51,6 +51,8 @@ class Lane:
 
 def style_of(sql: str) -> str:
     """The paramstyle family the caller wrote ``sql`` in: ``"qmark"`` for ``?``, else ``"format"``."""
+    if "?" not in sql:
+        return "format"  # no ``?`` at all: nothing to translate (and no refusal to raise and catch)
     try:
         return translate(sql).style  # cached: the router translated the same text
     except DdmError:
