@@ -96,7 +96,7 @@ def run_pytest(json_path: Path, quiet: bool, extra: list[str]) -> int:
         sys.executable,
         "-m",
         "pytest",
-        str(HERE),
+        *([] if any(a.endswith(".py") or "::" in a for a in extra) else [str(HERE)]),  # named files: only those
         "-p",
         "no:cacheprovider",
         "-q",

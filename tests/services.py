@@ -85,6 +85,17 @@ def mariadb_connect(**extra: Any) -> Any:
         require_service(f"MariaDB on {MARIADB['host']}:{MARIADB['port']}", str(exc))
 
 
+def mariadb_rows(database: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` in ``database``, read behind ddm-core's back."""
+    conn = mariadb_connect(database=database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
 @contextlib.contextmanager
 def fresh_mariadb_databases(count: int = 2) -> Iterator[list[str]]:
     """``count`` new databases ``ddm_test_<random>_<i>``, dropped afterwards."""

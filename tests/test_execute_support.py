@@ -187,10 +187,15 @@ def _free_port() -> int:
 
 
 class PrivateMariaDB:
-    """A throw-away ``mariadbd`` in a temp dir (``--skip-grant-tables``), startable and killable."""
+    """A throw-away ``mariadbd`` in a temp dir (``--skip-grant-tables``), startable and killable.
 
-    def __init__(self, base: Path) -> None:
+    ``server_args`` replace the default ``--skip-log-bin`` (tests/replication.py passes
+    ``--log-bin``, ``--server-id`` and the binlog format for a primary or a replica).
+    """
+
+    def __init__(self, base: Path, server_args: tuple[str, ...] = ()) -> None:
         self.base = base
+        self.server_args = server_args
         self.datadir = base / "data"
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -210,7 +215,7 @@ class PrivateMariaDB:
         self.proc = subprocess.Popen(
             [self.server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
              "--bind-address=127.0.0.1", f"--socket={self.base / 'sock'}", "--skip-grant-tables",
-             "--user=root", "--innodb-buffer-pool-size=16M", "--skip-log-bin",
+             "--user=root", "--innodb-buffer-pool-size=16M", *(self.server_args or ("--skip-log-bin",)),
              f"--pid-file={self.base / 'pid'}"],
             stdout=log, stderr=log,
         )

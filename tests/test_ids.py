@@ -23,7 +23,10 @@ import ddm_core.ids
 from ddm_core._fast import SELECTED, Implementation
 from ddm_core.errors import (
     ClockMovedBackwardsError,
+    DdmError,
+    IdCountError,
     IdGenerationError,
+    IdTypeError,
     ShardValueError,
     WorkerIdError,
 )
@@ -464,11 +467,83 @@ def test_next_ids_count(impl: Implementation) -> None:
     empty = gen.next_ids(0)
     assert empty.dtype == np.int64 and empty.shape == (0,)
     assert gen.next_ids(np.int64(3)).tolist() == [snowflake_id(T0, 1, s) for s in range(3)]
-    with pytest.raises(ValueError):
+    with pytest.raises(IdCountError) as negative:
         gen.next_ids(-1)
-    with pytest.raises(TypeError):
+    assert isinstance(negative.value, (DdmError, ValueError)) and "-1 ids" in str(negative.value)
+    with pytest.raises(IdTypeError) as floating:
         gen.next_ids(2.0)
+    assert isinstance(floating.value, (DdmError, TypeError)) and "float" in str(floating.value)
     assert gen.decode(gen.next_id()).sequence == 3, "failed calls consumed no sequence"
+
+
+@pytest.mark.parametrize("reading", [None, "soon", float("nan"), float("inf"), object()])
+def test_clock_reading_that_is_no_number(impl: Implementation, reading: Any) -> None:
+    for gen in (impl.ids.Snowflake(1, clock=lambda: reading), impl.ids.GeneIdGenerator(1, clock=lambda: reading)):
+        draw = gen.next_id if isinstance(gen, impl.ids.Snowflake) else lambda: gen.next_id(5)
+        with pytest.raises(IdTypeError) as info:
+            draw()
+        assert isinstance(info.value, DdmError) and isinstance(info.value, TypeError)
+        assert "not a number of milliseconds" in str(info.value)
+
+
+# -- a jump back while already waiting ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["snowflake", "gene"])
+def test_jump_back_during_rollover_wait_raises(impl: Implementation, kind: str) -> None:
+    # The millisecond T0 is used up; while the generator waits for T0 + 1 the clock
+    # jumps 50 ms back. It must refuse at that reading, not spin until T0 + 1.
+    per_ms = 4096 if kind == "snowflake" else 64
+    script = [T0] * (per_ms + 3) + [T0 - 50] + [T0] * 5 + [T0 + 1]
+    clock = ScriptedClock(script)
+    if kind == "snowflake":
+        gen: Any = impl.ids.Snowflake(3, clock=clock)
+        draw: Callable[[], int] = gen.next_id
+    else:
+        gen = impl.ids.GeneIdGenerator(3, clock=clock)
+        draw = lambda: gen.next_id(77)  # noqa: E731
+    ids = [draw() for _ in range(per_ms)]
+    with pytest.raises(ClockMovedBackwardsError) as info:
+        draw()
+    assert info.value.backward_ms == 50 and info.value.max_backward_ms == 5
+    assert clock.calls == per_ms + 4, "refused at the first reading behind the tolerance"
+    # The refused call used no sequence number: with the clock back on T0 the
+    # millisecond is still used up, so the next id waits for T0 + 1.
+    after = draw()
+    assert gen.decode(after)[:3] == (T0 + 1, 3, 0)
+    assert clock.reads[-1] == T0 + 1
+    assert len(set(ids + [after])) == per_ms + 1 and strictly_increasing(ids + [after])
+
+
+@pytest.mark.parametrize("kind", ["snowflake", "gene"])
+def test_jump_back_during_small_step_wait_raises(impl: Implementation, kind: str) -> None:
+    # A step back of 3 ms is waited out; a further jump to 60 ms behind during that wait is not.
+    clock = ScriptedClock([T0, T0 - 3, T0 - 3, T0 - 60, T0 + 1])
+    if kind == "snowflake":
+        gen: Any = impl.ids.Snowflake(4, clock=clock)
+        draw: Callable[[], int] = gen.next_id
+    else:
+        gen = impl.ids.GeneIdGenerator(4, clock=clock)
+        draw = lambda: gen.next_id("k")  # noqa: E731
+    first = draw()
+    with pytest.raises(ClockMovedBackwardsError) as info:
+        draw()
+    assert info.value.backward_ms == 60
+    assert clock.calls == 4
+    later = draw()
+    assert gen.decode(later)[:3] == (T0 + 1, 4, 0) and later > first
+
+
+def test_jump_back_during_wait_with_next_ids(impl: Implementation) -> None:
+    # next_ids takes the same path: the batch stops with the error, and no id repeats afterwards.
+    clock = ScriptedClock([T0] * 4097 + [T0 - 20] + [T0] * 3)
+    gen = impl.ids.Snowflake(2, clock=clock)
+    with pytest.raises(ClockMovedBackwardsError):
+        gen.next_ids(5000)
+    assert clock.calls == 4098
+    ids = gen.next_ids(10).tolist()
+    # T0 is still used up: the first id waits past the three T0 readings, then one ms per id.
+    assert [gen.decode(i)[:3] for i in ids] == [(T0 + 1 + i, 2, 0) for i in range(10)]
 
 
 # -- gene ids ----------------------------------------------------------------------------------

@@ -33,8 +33,16 @@ ALLOWED: dict[str, set[str]] = {
     "metadata": {"algorithms", "dialects", "errors", "_text"} | FAST_LAYOUT,
     "merge": {"_fast", "dialects", "errors", "_text"},
     "route": {"metadata", "algorithms", "merge.spec", "dialects", "errors", "_text"} | FACES,
-    "execute": {"route", "merge", "metadata", "dialects", "errors", "_text"},
+    "readwrite": {"metadata", "errors", "_text"},
+    "execute": {"route", "merge", "metadata", "dialects", "errors", "_text", "readwrite"},
+    # Operations packages: over every layer (and the DDL tool), never each other's internals.
+    "migrate": {"ddl", "execute", "route", "merge", "metadata", "algorithms", "dialects", "errors", "_text"} | FACES,
+    "xa": {"execute", "route", "metadata", "dialects", "errors", "_text"},
+    "outbox": {"execute", "route", "metadata", "dialects", "errors", "_text"},
+    "idlease": {"execute", "route", "metadata", "dialects", "ids", "errors", "_text"},
 }
+# ids re-exports lease_worker_id from idlease lazily (module __getattr__): importing ids loads no executor.
+ALLOWED["ids"] = ALLOWED["ids"] | {"idlease"}
 # The access layer (dbapi, cli, ddl, the package __init__) may import anything below it.
 ACCESS = {"dbapi", "cli", "ddl", "__init__"}
 

@@ -138,4 +138,60 @@ def test_cross_shard_write_refusal_says_what_to_do(tmp_path: Path) -> None:
                 ex.execute("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", (2, b))
     message = str(info.value)
     assert "nothing was sent" in message and "autocommit=True" in message
-    assert "one transaction per data source" in message and "transaction_mode='xa') (planned)" in message
+    assert "one transaction per data source" in message and "transaction(mode='xa')" in message
+    assert "planned" not in message  # the XA mode exists: the way out is real
+
+
+# -- column descriptions decoded once per shape (execute/pymysql_columns.py) -------------------------
+
+TYPED_COLUMNS = (
+    "i TINYINT, si SMALLINT UNSIGNED, mi MEDIUMINT, bi BIGINT UNSIGNED, b BIT(5), bo BOOLEAN, "
+    "d DECIMAL(12,3), f FLOAT, db DOUBLE, dt DATE, tm TIME(3), ts TIMESTAMP(6) NULL, dtt DATETIME(2), "
+    "y YEAR, c CHAR(3), vc VARCHAR(20) CHARACTER SET latin1, bn BINARY(3), vb VARBINARY(8), "
+    "tx TEXT, bl BLOB, e ENUM('a','b'), st SET('x','y'), j JSON, g POINT NULL"
+)
+TYPED_ROW = (
+    "-7, 65000, -8000000, 18446744073709551615, b'10101', TRUE, 123456789.125, 1.5, -2.25, '2026-12-01', "
+    "'-12:34:56.789', '2026-12-01 10:11:12.123456', '1999-12-31 23:59:59.99', 2026, 'abc', 'caf\u00e9', "
+    "'xyz', x'00ff10', 'long text \u4e2d\u6587', x'deadbeef', 'b', 'x,y', '{\"k\": [1, 2]}', ST_GeomFromText('POINT(1 2)')"
+)
+
+
+def test_cached_column_descriptions_match_stock_pymysql(database: str) -> None:
+    stock = mysql_raw(database)
+    cached = open_mysql(host="127.0.0.1", port=3306, user="root", password="", database=database, connect_timeout=5)
+    assert type(cached).__name__ == "ColumnCachingConnection"
+    queries = [
+        "SELECT * FROM typed",
+        "SELECT i, d, tx FROM typed",
+        "SELECT tx AS renamed, i + 1, CAST(j AS CHAR), COUNT(*) OVER () FROM typed",
+        "SELECT * FROM typed WHERE i = -99",  # no rows, same columns
+        "SELECT 1, 'one', NULL, 2.5",
+    ]
+    try:
+        with stock.cursor() as cur:
+            cur.execute(f"CREATE TABLE typed ({TYPED_COLUMNS})")
+            cur.execute(f"INSERT INTO typed VALUES ({TYPED_ROW}), ({TYPED_ROW})")
+        for round_ in range(3):  # the first round fills the cache, the others read from it
+            for sql in queries:
+                for unbuffered in (False, True):
+                    pymysql = __import__("pymysql")
+                    kind = pymysql.cursors.SSCursor if unbuffered else pymysql.cursors.Cursor
+                    with stock.cursor(kind) as a, cached.cursor(kind) as b:
+                        a.execute(sql)
+                        b.execute(sql)
+                        assert b.description == a.description, (round_, sql)
+                        rows_a, rows_b = a.fetchall(), b.fetchall()
+                        assert rows_b == rows_a, (round_, sql)
+                        assert [[type(v) for v in r] for r in rows_b] == [[type(v) for v in r] for r in rows_a]
+        assert len(cached.ddm_columns) == len(queries) - 1  # the empty result shares its shape
+        # The encoding is part of the key: after a character-set change the columns decode afresh.
+        for conn in (stock, cached):
+            conn.set_character_set("latin1")
+        with stock.cursor() as a, cached.cursor() as b:
+            a.execute("SELECT vc, tx FROM typed")
+            b.execute("SELECT vc, tx FROM typed")
+            assert (b.description, b.fetchall()) == (a.description, a.fetchall())
+    finally:
+        stock.close()
+        cached.close()

@@ -17,7 +17,8 @@
   :meth:`Connection.rollback` ends (see
   :mod:`ddm_core.execute.transaction`: one pinned connection per data source
   used, writes to one data source only, :class:`CrossShardTransactionError`
-  before a second one is touched). ``connect(..., autocommit=True)`` or
+  before a second one is touched; ``connect(..., transaction_mode="xa")`` makes
+  them XA transactions over several data sources, docs/xa.md). ``connect(..., autocommit=True)`` or
   ``conn.autocommit(True)`` runs every statement on its own — the right mode
   for read-mostly services and for bulk loads over many shards: a connection
   with an open transaction holds its pinned pool connections until it ends.
@@ -47,7 +48,8 @@
   ========================================================  ======================
   DuplicateKeyError                                         IntegrityError
   DataSourceUnavailableError, PoolTimeoutError,             OperationalError
-  QueryTimeoutError
+  QueryTimeoutError, XaBranchAbortedError,
+  XaTimeoutError, XaCapacityError, XaInDoubtError
   ExecutionError (other driver errors)                      the driver error's own
                                                             PEP 249 class, else
                                                             DatabaseError
@@ -88,9 +90,14 @@ from ddm_core.errors import (
     ShardValueError,
     TransactionError,
     UnsupportedSQLError,
+    XaBranchAbortedError,
+    XaCapacityError,
+    XaInDoubtError,
+    XaTimeoutError,
 )
 from ddm_core.execute import Executor, Result, Transaction
 from ddm_core.execute.bulk import regroup
+from ddm_core.execute.transaction import check_mode
 from ddm_core.execute.shared import style_of
 from ddm_core.route.placeholders import translate
 from ddm_core.route.plan import RoutePlan
@@ -187,6 +194,10 @@ _MAPPING: tuple[tuple[type[DdmError], type[Error]], ...] = (
     (FullRouteError, NotSupportedError),
     (DeepPaginationError, NotSupportedError),
     (ShardKeyUpdateError, NotSupportedError),
+    (XaBranchAbortedError, OperationalError),
+    (XaTimeoutError, OperationalError),
+    (XaCapacityError, OperationalError),
+    (XaInDoubtError, OperationalError),
     (RoutingError, ProgrammingError),
     (TransactionError, ProgrammingError),
     (ConfigError, InterfaceError),
@@ -259,6 +270,7 @@ def connect(
     *,
     executor: Executor | None = None,
     autocommit: bool = False,
+    transaction_mode: str | None = None,
     **executor_options: Any,
 ) -> Connection:
     """Open a DB-API connection over a sharding configuration.
@@ -272,6 +284,9 @@ def connect(
         executor: Share this executor instead (the connection never closes it);
             then neither ``config_or_path`` nor executor options may be given.
         autocommit: Run every statement on its own (PyMySQL's default is off).
+        transaction_mode: ``"local"`` or ``"xa"`` (two-phase commit over several
+            data sources, docs/xa.md) for this connection's transactions;
+            default: the executor's ``transaction_mode``.
         **executor_options: Passed to the :class:`~ddm_core.execute.Executor`
             the connection builds (``timeout``, ``max_concurrency``...).
 
@@ -286,10 +301,15 @@ def connect(
                 f"connect(executor=...) shares that executor as it is; it cannot also take {given} "
                 "(build the executor with those instead)"
             )
-        return Connection(executor, autocommit=autocommit)
+        return Connection(executor, autocommit=autocommit, transaction_mode=transaction_mode)
     if config_or_path is None:
         raise InterfaceError("connect() needs a configuration (path, text, dict or object) or executor=")
-    return Connection(Executor(config_or_path, **executor_options), autocommit=autocommit, owns_executor=True)
+    if transaction_mode is not None:
+        check_mode(transaction_mode)  # before an executor (pools, threads) is built for nothing
+    return Connection(
+        Executor(config_or_path, **executor_options), autocommit=autocommit, owns_executor=True,
+        transaction_mode=transaction_mode,
+    )
 
 
 # -- Connection ---------------------------------------------------------------------------------
@@ -318,9 +338,13 @@ class Connection:
     ProgrammingError = ProgrammingError
     NotSupportedError = NotSupportedError
 
-    def __init__(self, executor: Executor, *, autocommit: bool = False, owns_executor: bool = False) -> None:
+    def __init__(
+        self, executor: Executor, *, autocommit: bool = False, owns_executor: bool = False,
+        transaction_mode: str | None = None,
+    ) -> None:
         self._executor: Executor | None = executor
         self._autocommit = autocommit
+        self._mode = check_mode(transaction_mode) if transaction_mode is not None else None
         self._tx: Transaction | None = None
         self._owns_executor = owns_executor
 
@@ -367,7 +391,7 @@ class Connection:
         """Start a transaction now (also with autocommit on, until commit / rollback)."""
         self._live()
         if self._tx is None:
-            self._tx = self._live().transaction()
+            self._tx = self._live().transaction(mode=self._mode)
 
     @_translated
     def commit(self) -> None:
@@ -409,7 +433,7 @@ class Connection:
         """Run a routed plan: in the open (or implicitly opened) transaction, or on its own in autocommit."""
         executor = self._live()
         if self._tx is None and not self._autocommit:
-            self._tx = executor.transaction()
+            self._tx = executor.transaction(mode=self._mode)
         if self._tx is not None:
             return self._tx.execute_plan(plan, caller_style=style)
         return executor.execute_plan(plan, caller_style=style)

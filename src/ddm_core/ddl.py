@@ -60,6 +60,7 @@ __all__ = [
     "to_sqlite",
     "sqlite_index_name",
     "execute_ddl",
+    "outbox_statements",
     "DIALECTS",
 ]
 
@@ -303,6 +304,17 @@ def _known_tables(config: ShardingConfig) -> str:
     if config.single_tables:
         parts.append("single: " + ", ".join(config.single_tables))
     return "; ".join(parts) or "it configures no tables"
+
+
+def outbox_statements(config: ShardingConfig, *, dialect: str | None = None) -> list[DdlStatement]:
+    """The outbox's message and consume-log tables on every data source (docs/outbox.md#tables).
+
+    They are ddm-core's own tables, one of each per data source rather than logic
+    tables, so they come from :func:`ddm_core.outbox.outbox_ddl`, not from a template.
+    """
+    from ddm_core.outbox.schema import outbox_ddl
+
+    return [DdlStatement(ds, sql) for ds, sql in outbox_ddl(config, dialect=dialect)]
 
 
 # -- execution ------------------------------------------------------------------------

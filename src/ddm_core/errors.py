@@ -9,6 +9,7 @@ working. Every error carries the facts that explain it as attributes (``table``,
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "ConfigValidationError",
     "SourceUnavailableError",
     "PlacementChangeError",
+    "ConfigRowError",
+    "ConfigPublishConflictError",
     # routing
     "RoutingError",
     "ShardValueError",
@@ -39,10 +42,27 @@ __all__ = [
     # transaction
     "TransactionError",
     "CrossShardTransactionError",
+    "XaError",
+    "XaBranchAbortedError",
+    "XaTimeoutError",
+    "XaCapacityError",
+    "XaInDoubtError",
+    "XaRecoveryError",
+    # migration
+    "MigrationError",
+    "MigrationStateError",
+    "SchemaMismatchError",
     # id generation
     "IdGenerationError",
     "WorkerIdError",
     "ClockMovedBackwardsError",
+    "IdCountError",
+    "IdTypeError",
+    "WorkerLeaseError",
+    "NoFreeWorkerIdError",
+    "WorkerLeaseLostError",
+    # outbox
+    "OutboxError",
 ]
 
 
@@ -53,7 +73,13 @@ class DdmError(Exception):
         message: What went wrong, naming the table, column, field or statement.
         **context: The facts behind the message; each becomes an attribute and
             the whole mapping stays available as :attr:`context`.
+
+    ``log_level`` grades the error for whoever logs it: a caller's bug or an
+    unavailable data source is ``ERROR``, a configuration problem ``WARNING``
+    (docs/readwrite.md#graded-errors).
     """
+
+    log_level: int = logging.ERROR
 
     def __init__(self, message: str, **context: Any) -> None:
         super().__init__(message)
@@ -78,6 +104,8 @@ def _rebuild(cls: type[DdmError], message: str, context: dict[str, Any]) -> DdmE
 
 class ConfigError(DdmError, ValueError):
     """A configuration is invalid: the message names the file, field path and value."""
+
+    log_level = logging.WARNING  # fix the configuration; the caller did nothing wrong
 
 
 class InlineExpressionError(ConfigError):
@@ -119,6 +147,33 @@ class ConfigValidationError(ConfigError):
 
 class SourceUnavailableError(ConfigError, ConnectionError):
     """The configuration source cannot be reached (file missing, config center down)."""
+
+
+class ConfigRowError(SourceUnavailableError):
+    """The newest row of a configuration table is corrupt or unreadable (its checksum does not
+    match its body, its version went backwards); the serving version stays.
+
+    Attributes:
+        table: The configuration table.
+        version: The row's version.
+    """
+
+    # Set from the context by DdmError.__init__; declared for type checkers.
+    table: str
+    version: int
+
+
+class ConfigPublishConflictError(ConfigError):
+    """Another publisher wrote that configuration version first; re-read and publish again.
+
+    Attributes:
+        table: The configuration table.
+        version: The version both publishers tried to write.
+    """
+
+    # Set from the context by DdmError.__init__; declared for type checkers.
+    table: str
+    version: int
 
 
 class PlacementChangeError(ConfigError):
@@ -234,6 +289,66 @@ class CrossShardTransactionError(TransactionError):
     """A write inside one local transaction would touch a second data source."""
 
 
+class XaError(TransactionError):
+    """An XA (two-phase) transaction failed; the message says what became of each branch."""
+
+
+class XaBranchAbortedError(XaError):
+    """A deadlock or lock-wait timeout in one branch: every branch was rolled back (retry the whole transaction)."""
+
+
+class XaTimeoutError(XaError, TimeoutError):
+    """The XA transaction ran past its per-transaction timeout (``xa.timeoutMs``) and was rolled back."""
+
+
+class XaCapacityError(XaError):
+    """No XA slot became free in time: ``xa.maxConcurrent`` transactions were open on this executor."""
+
+
+class XaInDoubtError(XaError):
+    """The outcome is decided (``committed``: ``True``) or unknown (``None``) but not applied everywhere.
+
+    Recovery (``executor.recover_xa()`` / ``ddm xa recover``) finishes it; do not retry blindly.
+    """
+
+
+class XaRecoveryError(XaError):
+    """XA recovery could not run: the transaction log's data source is unreachable or unusable."""
+
+
+class OutboxError(TransactionError):
+    """A message could not be published, relayed or consumed as asked (docs/outbox.md).
+
+    Attributes:
+        data_source: The data source whose message table is concerned, when one is.
+    """
+
+
+# -- migration ---------------------------------------------------------------------
+
+
+class MigrationError(DdmError):
+    """A resharding migration cannot go on as asked (docs/migration.md)."""
+
+
+class MigrationStateError(MigrationError):
+    """A migration step does not follow from its recorded state (wrong phase, another migrator).
+
+    Attributes:
+        migration: The migration's name.
+        phase: The phase it is in.
+    """
+
+
+class SchemaMismatchError(MigrationError):
+    """The physical tables of a logic table differ in schema; :attr:`differences` lists each.
+
+    Attributes:
+        table: The logic table.
+        differences: Every ``SchemaDifference`` (physical table, aspect, expected, found).
+    """
+
+
 # -- id generation -------------------------------------------------------------
 
 
@@ -243,6 +358,34 @@ class IdGenerationError(DdmError):
 
 class WorkerIdError(IdGenerationError, ValueError):
     """A worker id or bit layout is out of range."""
+
+
+class IdCountError(IdGenerationError, ValueError):
+    """``next_ids(n)`` was asked for a negative number of ids."""
+
+
+class IdTypeError(IdGenerationError, TypeError):
+    """An id generator got a value of the wrong type: a count that is no int, a clock reading that is no number."""
+
+
+class WorkerLeaseError(IdGenerationError):
+    """A worker-id lease could not be taken or kept (docs/worker-leases.md).
+
+    Attributes:
+        namespace: The lease namespace.
+    """
+
+
+class NoFreeWorkerIdError(WorkerLeaseError):
+    """Every worker id of a lease namespace is held by a live lease; start-up must stop."""
+
+
+class WorkerLeaseLostError(WorkerLeaseError):
+    """A leased worker id could not be renewed before it expired: its generator stops issuing ids.
+
+    Attributes:
+        worker_id: The worker id that was leased.
+    """
 
 
 class ClockMovedBackwardsError(IdGenerationError):

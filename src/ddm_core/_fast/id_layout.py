@@ -20,7 +20,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable, NamedTuple
 
-from ddm_core.errors import IdGenerationError, WorkerIdError
+from ddm_core.errors import IdCountError, IdGenerationError, IdTypeError, WorkerIdError
 
 __all__ = [
     "TIME_BITS",
@@ -143,7 +143,14 @@ def clock_range_error(now: int, epoch_ms: int) -> IdGenerationError:
 
 def read_clock(clock: Callable[[], Any], epoch_ms: int) -> int:
     """One reading of an injected clock, as an int in ``[0, CLOCK_END)``."""
-    now = int(clock())
+    reading = clock()
+    try:
+        now = int(reading)
+    except (TypeError, ValueError, OverflowError):  # None, "soon", NaN, inf: no millisecond
+        raise IdTypeError(
+            f"the id generator's clock {clock!r} returned {reading!r}, not a number of milliseconds",
+            reading=reading,
+        ) from None
     if not 0 <= now < CLOCK_END:
         raise clock_range_error(now, epoch_ms)
     return now
@@ -151,7 +158,10 @@ def read_clock(clock: Callable[[], Any], epoch_ms: int) -> int:
 
 def check_count(n: Any) -> int:
     """``n`` for ``next_ids(n)``: an int ``>= 0``."""
-    count = operator.index(n)
+    try:
+        count = operator.index(n)
+    except TypeError:  # 2.0, "3": a count is a whole number, never rounded
+        raise IdTypeError(f"next_ids(n) takes an int count, not {type(n).__name__} {n!r}", count=n) from None
     if count < 0:
-        raise ValueError(f"cannot generate {count} ids; n must be >= 0")
+        raise IdCountError(f"next_ids(n) cannot generate {count} ids; n must be >= 0", count=count)
     return count

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Compiled twin of ``ids_py``: snowflake and gene id generators (same clock rules)."""
+"""Compiled twin of ``ids_py``: snowflake and gene id generators (same clock rules, checked on every reading)."""
 
 cimport cython
 from libc.stdint cimport int64_t, uint64_t
@@ -82,33 +82,38 @@ cdef class _Sequencer:
         return read_clock(self._clock, self._epoch)
 
     cdef int64_t _wait_until(self, int64_t target) except? -1:
+        """The first reading >= target; raises once a reading falls further back than allowed."""
         cdef int64_t now
+        cdef int64_t floor = self._last - self._max_back  # below it: a jump back, never waited out
         if self._clock is None:
             with nogil:
                 now = ddm_now_ms()
-                while now < target:
+                while floor <= now < target:
                     if target - now > 1:
-                        ddm_sleep_ms(target - now - 1)
+                        ddm_sleep_ms(target - now - 1)  # at most max_backward_ms + 1
                     now = ddm_now_ms()
-            return now
-        now = self._now()
-        while now < target:
+        else:
             now = self._now()
+            while floor <= now < target:
+                now = self._now()
+        if now < floor:
+            raise ClockMovedBackwardsError(self._last - now, self._max_back)
         return now
 
     cdef int64_t _next_base(self) except -1:
         """The id without its gene bits; the caller holds the lock."""
         cdef int64_t now = self._now()
-        cdef int64_t back, elapsed
+        cdef int64_t back, elapsed, seq
         if now < self._last:
             back = self._last - now
             if back > self._max_back:
                 raise ClockMovedBackwardsError(back, self._max_back)
             now = self._wait_until(self._last)
         if now == self._last:
-            self._seq = (self._seq + 1) & self._seq_mask
-            if self._seq == 0:  # this millisecond is used up
-                now = self._wait_until(self._last + 1)
+            seq = (self._seq + 1) & self._seq_mask
+            if seq == 0:  # this millisecond is used up
+                now = self._wait_until(self._last + 1)  # may raise: the state is changed only after it
+            self._seq = seq
         else:
             self._seq = 0
         self._last = now

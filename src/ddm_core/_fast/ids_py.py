@@ -4,7 +4,10 @@ Clock rules (both generators): ids are built from a millisecond clock; when
 the sequence of one millisecond is used up the generator waits for the next
 one (never a duplicate, never None); when the clock steps back by at most
 ``max_backward_ms`` it waits until the clock catches up, further back it
-raises :class:`ClockMovedBackwardsError` saying by how much. Bit layouts are
+raises :class:`ClockMovedBackwardsError` saying by how much. The rule is
+checked on every clock reading, waits included: a jump back that happens while
+the generator already waits (at sequence rollover, or catching up a small step)
+raises instead of being waited out with the lock held. Bit layouts are
 documented in :mod:`ddm_core._fast.id_layout`.
 """
 
@@ -70,11 +73,15 @@ class _Sequencer:
         return _system_ms() if self._clock is None else read_clock(self._clock, self._layout.epoch_ms)
 
     def _wait_until(self, target: int) -> int:
+        """The first reading ``>= target``; raises once a reading falls further back than allowed."""
+        floor = self._last - self._layout.max_backward_ms  # below it: a jump back, never waited out
         now = self._now()
-        while now < target:
+        while floor <= now < target:
             if self._clock is None and target - now > 1:
-                time.sleep((target - now - 1) / 1000)
+                time.sleep((target - now - 1) / 1000)  # at most max_backward_ms + 1
             now = self._now()
+        if now < floor:
+            raise ClockMovedBackwardsError(self._last - now, self._layout.max_backward_ms)
         return now
 
     def _next_base(self) -> int:
@@ -87,9 +94,10 @@ class _Sequencer:
                 raise ClockMovedBackwardsError(back, layout.max_backward_ms)
             now = self._wait_until(self._last)
         if now == self._last:
-            self._seq = (self._seq + 1) & self._seq_mask
-            if self._seq == 0:  # this millisecond is used up
-                now = self._wait_until(self._last + 1)
+            seq = (self._seq + 1) & self._seq_mask
+            if seq == 0:  # this millisecond is used up
+                now = self._wait_until(self._last + 1)  # may raise: the state is changed only after it
+            self._seq = seq
         else:
             self._seq = 0
         self._last = now

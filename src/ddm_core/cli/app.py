@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _register() -> None:
     # The command modules add themselves to ``cli``; they import this module's names.
-    from ddm_core.cli import config_cmd, ddl_cmd, demo, route_cmd  # noqa: F401
+    from ddm_core.cli import config_cmd, ddl_cmd, demo, migrate_cmd, relay_cmd, route_cmd, xa_cmd  # noqa: F401
 
 
 _register()

@@ -24,9 +24,11 @@ timeout, a server that went away, a result abandoned or closed early
 (docs/operations.md#connection-pools). Driver errors are mapped (:mod:`ddm_core.execute.driver_errors`) and
 chained.
 
-Not done yet (later issues): the read-after-write window (reads within 1 s of
-a write go to the primary) and replica lag weights
-(docs/operations.md#replicas-and-read-routing); retries and circuit breaking.
+Data sources with replicas go through :mod:`ddm_core.readwrite` (docs/readwrite.md):
+read-your-writes (``window`` / ``gtid``), lag-aware weights from a monitor
+thread, the primary cap, circuit breakers per endpoint, and one retry of a read
+whose replica went away; their pools carry ``split``, a data source without
+replicas pays one attribute test per unit.
 
 Streaming: a multi-unit SELECT whose units are not bounded by a small LIMIT
 is read through server-side / unbuffered cursors (PyMySQL ``SSCursor``;
@@ -42,18 +44,16 @@ its connection returned before ``execute`` returns. ``stream=True`` /
 from __future__ import annotations
 
 import concurrent.futures as cf
-import itertools
 import logging
 import os
-import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ddm_core._text import shorten_sql
 from ddm_core.dialects import INPUT
-from ddm_core.errors import ConfigError, ExecutionError, QueryTimeoutError
+from ddm_core.errors import ConfigError, DdmError, ExecutionError, QueryTimeoutError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
@@ -62,6 +62,7 @@ from ddm_core.execute.shared import CURRENT_TX, DEFAULT, Lane, style_of
 from ddm_core.execute.slow_sql import SlowSqlLog
 from ddm_core.execute.watchdog import Guard, Watchdog
 from ddm_core.metadata.model import DataSource, ShardingConfig
+from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 from ddm_core.route.router import Router
 
@@ -110,6 +111,14 @@ class Executor:
             now, for INSERTs without a column list and string values of integer
             shard columns (:mod:`ddm_core.execute.schema_load`; a data source
             that is down is logged and skipped).
+        read_your_writes: ``"window"``, ``"gtid"`` or ``"off"`` for every data
+            source with replicas (``None``: each data source's ``readWrite``
+            setting; a ``with read_your_writes(...)`` block overrides both;
+            docs/readwrite.md).
+        replica_monitor: Run the replica lag monitor thread (``False``: replicas
+            are checked only by ``replica_status(refresh=True)``).
+        clock: Monotonic seconds for read-your-writes windows and lag recovery
+            steps (tests inject one; default ``time.monotonic``).
 
     The executor is thread-safe: share one per process. Close it (or use it
     as a context manager) to stop its threads and close idle connections.
@@ -128,7 +137,15 @@ class Executor:
         drain_limit: int = 10_000,
         cancel_grace: float = 1.0,
         load_schema: bool = True,
+        transaction_mode: str = "local",
+        xa_recover_on_start: bool | None = None,
+        read_your_writes: str | None = None,
+        replica_monitor: bool = True,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        from ddm_core.execute.transaction import check_mode
+
+        self.transaction_mode = check_mode(transaction_mode)  # what transaction() opens by default (docs/xa.md)
         if max_concurrency < 1 or full_route_concurrency < 1:
             raise ConfigError(
                 f"Executor max_concurrency and full_route_concurrency must be >= 1, not {max_concurrency} and {full_route_concurrency}"
@@ -154,8 +171,14 @@ class Executor:
         self._slow_sql = SlowSqlLog(lambda: self._router.config)  # runtime.slowSqlMs: docs/operations.md#slow-sql
         self._threads: cf.ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
-        self._round_robin: dict[str, itertools.count[int]] = {}
+        # Replicas: balancer, read-your-writes, lag monitor, breakers (docs/readwrite.md).
+        self._split = ReadWriteSplitter(
+            self._pools, lambda: self._router.config, mode=read_your_writes, clock=clock, monitor=replica_monitor,
+            probes=PoolRegistry(self._watchdog),  # the lag monitor's own connections
+        )  # fmt: skip
         self._closed = False
+        if xa_recover_on_start if xa_recover_on_start is not None else self.config.xa.recover_on_start:
+            self._recover_xa_at_start()
 
     # -- configuration ------------------------------------------------------------------
 
@@ -244,16 +267,43 @@ class Executor:
         self._slow_sql.observe(started, plan, result)
         return result
 
-    def transaction(self) -> Transaction:
-        """A local transaction: ``with executor.transaction() as tx: ...``.
+    def transaction(self, mode: str | None = None) -> Transaction:
+        """A transaction: ``with executor.transaction() as tx: ...``.
 
         Inside the block, :meth:`execute` on this thread runs in it (``tx.execute``
         works from anywhere). Commits when the block ends normally, rolls back
         when it raises. See :class:`~ddm_core.execute.transaction.Transaction`.
-        """
-        from ddm_core.execute.transaction import Transaction
 
-        return Transaction(self)
+        Args:
+            mode: ``"local"`` (writes to one data source) or ``"xa"`` (two-phase
+                commit over several, docs/xa.md); default: the executor's
+                ``transaction_mode``.
+        """
+        from ddm_core.execute.transaction import Transaction, begin_transaction
+
+        if mode is None and self.transaction_mode == "local":
+            return Transaction(self)  # the default path: no lookup
+        return begin_transaction(self, mode or self.transaction_mode)
+
+    def recover_xa(self) -> Any:
+        """Finish or roll back XA branches left prepared by crashed coordinators (docs/xa.md#recovery).
+
+        Returns:
+            A :class:`ddm_core.xa.RecoveryReport`.
+        """
+        from ddm_core.execute.transaction import recover_mode
+
+        return recover_mode(self, "xa")
+
+    def _recover_xa_at_start(self) -> None:
+        # A shard that is down must not stop the service from starting: report and go on.
+        try:
+            report = self.recover_xa()
+        except DdmError as exc:
+            log.warning("XA recovery at start failed: %s", exc)
+            return
+        if report.unreachable or report.kept:
+            log.warning("XA recovery at start: %s", report.summary())
 
     @property
     def slow_statements(self) -> int:
@@ -271,6 +321,17 @@ class Executor:
     def borrowed(self) -> int:
         """Connections borrowed right now, over every pool (0 when nothing is running)."""
         return sum(s.borrowed for s in self._pools.endpoint_stats())
+
+    def replica_status(self, *, refresh: bool = False) -> dict[str, ReadStatus]:
+        """Per data source with replicas: each replica's state, weight now, lag, breaker and last
+        error, whether every replica is out, and where reads went (docs/readwrite.md#status).
+
+        Args:
+            refresh: Check every replica now (one lag-monitor round) before reporting.
+        """
+        if refresh:
+            self._split.check_now()
+        return self._split.status()
 
     def warm_up(self) -> dict[str, int]:
         """Open ``min_idle`` connections on every endpoint now (instead of on first use).
@@ -292,6 +353,7 @@ class Executor:
         if self._closed:
             return
         self._closed = True
+        self._split.close()  # the lag monitor borrows from the pools: stop it first
         if self._threads is not None:
             self._threads.shutdown(wait=True, cancel_futures=True)
         self._watchdog.stop()
@@ -333,7 +395,10 @@ class Executor:
         unit = plan.units[0]
         try:
             pool = self._pool_of(unit.data_source, read=not (plan.is_write or plan.force_primary))
-            result = self._run_unit(unit, pool, None, style, False, deadline)
+            if pool.split is None:
+                result = self._run_unit(unit, pool, None, style, False, deadline)
+            else:  # replicas: record the write for read-your-writes, retry a read a lost replica failed
+                result = pool.split.run(self._run_unit, unit, pool, style, False, deadline, write=plan.is_write)
         except QueryTimeoutError as exc:  # allow_partial decides, as for any plan
             partial_ok = self.allow_partial if allow_partial is None else allow_partial
             return self._assemble(plan, plan.units, [_LaneOutcome(error=exc)], partial_ok, seconds)
@@ -382,19 +447,23 @@ class Executor:
                 outcome = self._run_lane(lanes[0], style, do_stream, deadline)
                 outcomes = [outcome]
             else:
-                outcomes = self._fan_out(lanes, style, do_stream, deadline, release_full=full)
+                lent = self._lend_for_stream(lanes, deadline) if do_stream else None
+                outcomes = self._fan_out(lanes, style, do_stream, deadline, release_full=full, lent=lent)
                 released = full  # the fan-out releases the slot once every lane has stopped
         finally:
             if full and not released:
                 self._full_slots.release()
-        return self._assemble(plan, units, outcomes, partial_ok, seconds)
+        result = self._assemble(plan, units, outcomes, partial_ok, seconds)
+        if plan.is_write and self._split.tracks(plan):  # read-your-writes after a multi-unit or transactional write
+            self._split.wrote(plan.data_sources)
+        return result
 
     def _lanes(self, plan: RoutePlan) -> list[Lane]:
         read = not (plan.is_write or plan.force_primary)
         return [Lane(self._pool_of(unit.data_source, read=read), [(i, unit)]) for i, unit in enumerate(plan.units)]
 
     def _pool_of(self, data_source: str, *, read: bool) -> EndpointPool:
-        """The pool a unit on ``data_source`` borrows from: a replica's for reads, else the primary's."""
+        """The pool a unit on ``data_source`` borrows from: the splitter's choice for reads, else the primary's."""
         config = self.config
         version, known = self._primaries
         if version is not config:  # first use, or a reloaded configuration
@@ -404,11 +473,17 @@ class Executor:
         if entry is None:
             ds = self._data_source(config, data_source)
             if read and ds.replicas:  # the primary's pool is made only once something needs it
-                return self._pools.pool(ds, self._pick_replica(ds))
-            entry = known[data_source] = (ds, self._pools.pool(ds, ds.primary))
+                return self._pick_replica(ds)  # type: ignore[no-any-return]
+            primary = self._pools.pool(ds, ds.primary)
+            if ds.replicas:
+                self._split.mark_primary(ds, primary)  # its units run through the splitter
+            else:
+                primary.split = None  # a reload took the replicas away
+            entry = known[data_source] = (ds, primary)
         ds, primary = entry
         if read and ds.replicas:
-            return self._pools.pool(ds, self._pick_replica(ds))
+            pool: EndpointPool = self._pick_replica(ds)
+            return pool
         return primary
 
     @staticmethod
@@ -419,19 +494,8 @@ class Executor:
             raise ExecutionError(f"data source {name!r} is not configured", data_source=name) from None
 
     def _pick_replica(self, ds: DataSource) -> Any:
-        replicas = ds.replicas
-        if ds.load_balancer == "round_robin":
-            live = [r for r in replicas if r.weight > 0]
-            if not live:
-                return ds.primary
-            counter = self._round_robin.setdefault(ds.name, itertools.count())
-            return live[next(counter) % len(live)]
-        weights = [r.weight for r in replicas]
-        if not any(weights):
-            return ds.primary  # every replica weighted 0: read the primary
-        if ds.load_balancer == "random":
-            return random.choice([r for r in replicas if r.weight > 0])
-        return random.choices(replicas, weights)[0]
+        """The pool a read on ``ds`` (with replicas) goes to: read-your-writes, lag, breakers, primary cap."""
+        return self._split.read_pool(ds)
 
     def _should_stream(self, plan: RoutePlan, lanes: list[Lane], stream: Any) -> bool:
         choice = self.stream if stream is DEFAULT else stream
@@ -454,6 +518,33 @@ class Executor:
                 return False
         return True
 
+    @staticmethod
+    def _lend_for_stream(lanes: list[Lane], deadline: float | None) -> list[Borrowed]:
+        """Every connection a streamed fan-out will hold, taken before any unit runs (one per lane).
+
+        Streamed units keep their connections until the caller is done, so
+        borrowing them one by one lets two statements each hold part of a pool
+        and wait for the rest until the acquire timeout. Each pool lends its
+        share all at once, pools in one fixed order: no statement holds
+        connections while it waits (docs/operations.md#connection-pools).
+        """
+        by_pool: dict[int, tuple[EndpointPool, list[int]]] = {}
+        for i, lane in enumerate(lanes):
+            by_pool.setdefault(id(lane.pool), (lane.pool, []))[1].append(i)
+        order = sorted(by_pool.values(), key=lambda entry: (entry[0].data_source, entry[0].endpoint.name))
+        lent: list[Borrowed | None] = [None] * len(lanes)
+        try:
+            for pool, indexes in order:
+                wait = None if deadline is None else deadline - time.monotonic()
+                for i, borrowed in zip(indexes, pool.borrow_many(len(indexes), wait)):
+                    lent[i] = borrowed
+        except BaseException:
+            for b in lent:
+                if b is not None:
+                    b.release()
+            raise
+        return lent  # type: ignore[return-value]  # every slot was filled
+
     def _enter_full_route(self, deadline: float | None, plan: RoutePlan) -> None:
         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
         if not self._full_slots.acquire(timeout=wait):
@@ -467,11 +558,19 @@ class Executor:
 
     # -- one lane / one unit -----------------------------------------------------------------
 
-    def _run_lane(self, lane: Lane, style: str, stream: bool, deadline: float | None) -> _LaneOutcome:
+    def _run_lane(
+        self, lane: Lane, style: str, stream: bool, deadline: float | None, lent: Borrowed | None = None
+    ) -> _LaneOutcome:
+        """Run a lane's units in order; ``lent``: the connection already taken for its one unit."""
         outcome = _LaneOutcome()
         for index, unit in lane.items:
             try:
-                outcome.results.append((index, self._run_unit(unit, lane.pool, lane.pinned, style, stream, deadline)))
+                if lane.pool.split is None or lane.pinned is not None:
+                    result = self._run_unit(unit, lane.pool, lane.pinned, style, stream, deadline, lent)
+                else:  # replicas: a read a lost replica failed runs once more elsewhere (docs/readwrite.md)
+                    result = lane.pool.split.run(self._run_unit, unit, lane.pool, style, stream, deadline,
+                                                 write=None, lent=lent)  # fmt: skip
+                outcome.results.append((index, result))
             except BaseException as exc:
                 outcome.error = exc
                 break
@@ -485,11 +584,15 @@ class Executor:
         style: str,
         stream: bool,
         deadline: float | None,
+        lent: Borrowed | None = None,
     ) -> UnitResult:
+        """Run one unit; ``pinned``: a transaction's connection, ``lent``: one taken for it (released here)."""
         driver = pool.driver
         if deadline is not None and deadline <= time.monotonic():
+            if lent is not None:
+                lent.release()
             raise self._timeout_error(unit, pool)
-        borrowed = pinned if pinned is not None else pool.borrow()
+        borrowed = pinned if pinned is not None else (lent if lent is not None else pool.borrow())
         own = pinned is None
         sql = driver.sql_for(unit.sql, style)
         guard: Guard | None = None
@@ -564,20 +667,38 @@ class Executor:
         return threads
 
     def _fan_out(
-        self, lanes: list[Lane], style: str, stream: bool, deadline: float | None, *, release_full: bool
+        self,
+        lanes: list[Lane],
+        style: str,
+        stream: bool,
+        deadline: float | None,
+        *,
+        release_full: bool,
+        lent: list[Borrowed] | None = None,
     ) -> list[_LaneOutcome]:
         threads = self._pool_threads()
-        futures = [threads.submit(self._run_lane, lane, style, stream, deadline) for lane in lanes]
+        futures: list[cf.Future[_LaneOutcome]] = []
+        try:
+            for i, lane in enumerate(lanes):
+                own = lent[i] if lent is not None else None
+                futures.append(threads.submit(self._run_lane, lane, style, stream, deadline, own))
+        except BaseException:  # the threads are shut down: what never runs gives its connection back
+            for i, lane in enumerate(lanes):
+                never_runs = i >= len(futures) or futures[i].cancel()
+                if never_runs and lent is not None:
+                    lent[i].release()
+            raise
         if release_full:
             _release_when_all_done(futures, self._full_slots.release)
         wait = None if deadline is None else max(0.0, deadline - time.monotonic()) + self.cancel_grace
         done, _ = cf.wait(futures, timeout=wait)
         outcomes = []
-        for lane, future in zip(lanes, futures):
+        for i, (lane, future) in enumerate(zip(lanes, futures)):
             if future in done and not future.cancelled():
                 outcomes.append(future.result())
                 continue
-            future.cancel()  # not started yet: it never will
+            if future.cancel() and lent is not None:  # not started yet: it never will
+                lent[i].release()
             # Still running past deadline + grace (a cancel that did not land):
             # whatever it produces is closed when it finishes.
             future.add_done_callback(_close_outcome)

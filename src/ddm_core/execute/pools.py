@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ddm_core.errors import PoolTimeoutError
+from ddm_core.errors import ExecutionError, PoolTimeoutError
 from ddm_core.execute.driver_errors import is_disconnect, map_driver_error
 from ddm_core.execute.drivers import Driver, driver_for
 from ddm_core.execute.watchdog import Guard, Watchdog
@@ -187,17 +187,25 @@ class EndpointPool:
         self._lifetime = settings.max_lifetime_ms / 1000.0 if settings.max_lifetime_ms and shared else None
         self._idle_timeout = settings.idle_timeout_ms / 1000.0 if settings.idle_timeout_ms and shared else None
         self._watchdog = watchdog
-        self._lock = threading.Lock()
+        # Reentrant: a finalizer (an abandoned result returning its connection) may run on a thread
+        # that holds the lock, whenever an allocation under it triggers the cyclic collector.
+        self._lock = threading.RLock()
         self._freed = threading.Condition(self._lock)
         self._idle: list[_Connection] = []  # a stack: the last returned is lent first
         self._open = 0  # idle + borrowed + being opened
         self._waiting = 0
+        self._waiting_many = 0  # waiters of borrow_many: a return must wake them all, not one
         self._generation = 0  # dispose() bumps it: older connections close when they come back
         self._borrows = 0
         self._timeouts = 0
         self._discards = 0
         self._warm = False
         self._limits: tuple[int | None, int | None] | None = None
+        # Set by read/write splitting (ddm_core.readwrite) on pools of data sources with replicas:
+        # the splitter, whether this endpoint is a replica, and the endpoint's circuit breaker.
+        self.split: Any = None
+        self.replica = False
+        self.breaker: Any = None
 
     # -- borrowing ---------------------------------------------------------------------
 
@@ -228,9 +236,7 @@ class EndpointPool:
             if conn is None:
                 conn = self._open_new()
             else:
-                now = _monotonic()
-                if now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime):
-                    conn = self._checked(conn, now)
+                conn = self._fit(conn, _monotonic())
         except BaseException:
             with self._lock:
                 self._borrows -= 1  # nothing was lent
@@ -250,18 +256,95 @@ class EndpointPool:
                     return None
                 left = end - _monotonic()
                 if left <= 0:
-                    self._timeouts += 1
-                    raise PoolTimeoutError(
-                        f"data source {self.data_source!r} (endpoint {self.endpoint.name!r}): no connection became "
-                        f"free within {self.acquire_timeout:g} s (all {self.max_size} borrowed)",
-                        data_source=self.data_source,
-                        endpoint=self.endpoint.name,
-                        timeout=self.acquire_timeout,
-                        max_size=self.max_size,
-                    )
+                    raise self._timed_out(self.acquire_timeout)
                 self._freed.wait(left)
         finally:
             self._waiting -= 1
+
+    def borrow_many(self, count: int, timeout: float | None = None) -> list[Borrowed]:
+        """Check ``count`` connections out at once: all of them, or none.
+
+        A statement that keeps several connections of one pool until its caller
+        is done (a streamed multi-unit read) takes them this way. Taking them
+        one by one, two such statements can each hold some and wait for the
+        rest forever (docs/operations.md#connection-pools).
+
+        Args:
+            count: How many (at most ``max_size``).
+            timeout: Seconds to wait at most (``None``: the acquire timeout; never longer).
+
+        Raises:
+            PoolTimeoutError: ``count`` did not become free in time.
+            DataSourceUnavailableError: a new connection could not be opened.
+        """
+        if not 0 < count <= self.max_size:
+            raise ExecutionError(
+                f"data source {self.data_source!r} (endpoint {self.endpoint.name!r}) cannot lend {count} "
+                f"connections at once (max size {self.max_size})",
+                data_source=self.data_source,
+            )
+        if not self._warm:
+            self._warm_up_lazily()
+        wait = self.acquire_timeout if timeout is None else max(0.0, min(timeout, self.acquire_timeout))
+        if len(self._idle) + self.max_size - self._open < count:
+            gc.collect()  # as in borrow(): abandoned results in cycles give theirs back
+        with self._lock:
+            end = _monotonic() + wait
+            self._waiting += 1
+            self._waiting_many += 1
+            try:
+                while len(self._idle) + self.max_size - self._open < count:
+                    left = end - _monotonic()
+                    if left <= 0:
+                        raise self._timed_out(wait, count)
+                    self._freed.wait(left)
+            finally:
+                self._waiting -= 1
+                self._waiting_many -= 1
+            idle = self._idle
+            taken = [idle.pop() for _ in range(min(count, len(idle)))]
+            fresh = count - len(taken)
+            self._open += fresh
+            self._borrows += count
+        lent: list[Borrowed] = []
+        try:
+            now = _monotonic()
+            while taken:
+                conn = taken.pop()
+                lent.append(Borrowed(self, self._fit(conn, now)))
+            while fresh:
+                fresh -= 1
+                lent.append(Borrowed(self, self._open_new()))
+        except BaseException:
+            for conn in taken:
+                self._give_back(conn, False)
+            for _ in range(fresh):
+                self._forget_slot()
+            for b in lent:
+                b.release()
+            with self._lock:
+                self._borrows -= count
+            raise
+        return lent
+
+    def _timed_out(self, waited: float, count: int = 1) -> PoolTimeoutError:
+        self._timeouts += 1
+        what = "no connection" if count == 1 else f"{count} connections did not"
+        verb = "became" if count == 1 else "become"
+        return PoolTimeoutError(
+            f"data source {self.data_source!r} (endpoint {self.endpoint.name!r}): {what} {verb} "
+            f"free within {waited:g} s (all {self.max_size} borrowed)",
+            data_source=self.data_source,
+            endpoint=self.endpoint.name,
+            timeout=waited,
+            max_size=self.max_size,
+        )
+
+    def _fit(self, conn: _Connection, now: float) -> _Connection:
+        """An idle connection about to be lent: checked if it sat idle or grew old (see :meth:`_checked`)."""
+        if now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime):
+            return self._checked(conn, now)
+        return conn
 
     def _checked(self, conn: _Connection, now: float) -> _Connection:
         """An idle connection made fit to lend: recycled when too old, pinged after a pause."""
@@ -284,11 +367,15 @@ class EndpointPool:
     def _open_new(self) -> _Connection:
         """Open a connection for a slot already counted in ``_open``; the slot is freed on failure."""
         try:
-            raw = self.driver.connect(self.endpoint, self.acquire_timeout)
+            if self.breaker is None:
+                raw = self.driver.connect(self.endpoint, self.acquire_timeout)
+            else:  # open after consecutive failures: fail fast, naming the endpoint
+                raw = self.breaker.call(self.driver.connect, self.endpoint, self.acquire_timeout)
         except BaseException as exc:
             self._forget_slot()
             if isinstance(exc, Exception):
-                raise map_driver_error(exc, data_source=self.data_source, endpoint=self.endpoint.name, sql=None) from exc
+                mapped = map_driver_error(exc, data_source=self.data_source, endpoint=self.endpoint.name, sql=None)
+                raise mapped from (exc if mapped is not exc else exc.__cause__)  # an open breaker's keeps its cause
             raise
         guard = None
         if self._watchdog is not None:
@@ -302,7 +389,14 @@ class EndpointPool:
             if discarded:
                 self._discards += 1
             if self._waiting:
-                self._freed.notify()
+                self._wake()
+
+    def _wake(self) -> None:
+        """Under the lock, a connection or a slot came free: wake a waiter (all, if one waits for several)."""
+        if self._waiting_many:
+            self._freed.notify_all()
+        else:
+            self._freed.notify()
 
     # -- returning ---------------------------------------------------------------------
 
@@ -317,7 +411,7 @@ class EndpointPool:
             idle = self._idle
             idle.append(conn)
             if self._waiting:
-                self._freed.notify()
+                self._wake()
             elif (
                 self._idle_timeout is not None
                 and len(idle) > self.min_idle
@@ -365,7 +459,7 @@ class EndpointPool:
             with self._lock:
                 self._idle.insert(0, conn)  # below the warm ones: lent last
                 if self._waiting:
-                    self._freed.notify()
+                    self._wake()
 
     # -- limits ------------------------------------------------------------------------
 

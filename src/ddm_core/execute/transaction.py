@@ -11,8 +11,8 @@ transaction) works like this:
 * **At most one data source may be written.** A write (``plan.is_write``)
   whose units would reach a second data source raises
   :class:`~ddm_core.errors.CrossShardTransactionError` *before anything of
-  that statement is sent anywhere* (no XA unless switched on explicitly:
-  docs/operations.md#transactions). A transaction on one data source is a plain
+  that statement is sent anywhere (no XA unless switched on explicitly:
+  ``transaction(mode="xa")``, docs/xa.md). A transaction on one data source is a plain
   local transaction.
 * **Reads across shards are allowed.** On the written data source they see the
   transaction's own writes; on the others they read committed data (each
@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import logging
 from contextvars import Token
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ddm_core._text import shorten_sql
 from ddm_core.errors import (
+    ConfigError,
     CrossShardTransactionError,
     DataSourceUnavailableError,
     QueryTimeoutError,
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from ddm_core.execute.executor import Executor
     from ddm_core.execute.result import Result
 
-__all__ = ["Transaction"]
+__all__ = ["Transaction", "register_mode", "transaction_modes", "check_mode", "begin_transaction", "recover_mode"]
 
 log = logging.getLogger("ddm_core.execute")
 
@@ -125,22 +126,7 @@ class Transaction:
         changes_session = check_pinned(plan)  # refuses what even a pinned session must not run
         sources = plan.data_sources
         if plan.is_write:
-            targets = set(sources)
-            if self._written is not None:
-                targets.add(self._written)
-            if len(targets) > 1:
-                raise CrossShardTransactionError(
-                    f"a {plan.statement.upper()} inside a transaction would write to data sources "
-                    f"{', '.join(sorted(targets))}; a local transaction writes to one data source "
-                    f"(nothing was sent): {shorten_sql(plan.units[0].sql) if plan.units else ''}. "
-                    "Run it with autocommit=True (connect(..., autocommit=True), or outside "
-                    "executor.transaction()), split it into one transaction per data source, or use "
-                    "the XA transaction mode — executor.transaction(mode='xa') / "
-                    "connect(..., transaction_mode='xa') (planned)",
-                    data_sources=tuple(sorted(targets)),
-                    written=self._written,
-                    statement=plan.statement,
-                )
+            self._check_write(plan, sources)
         lanes: dict[str, Lane] = {}
         for i, unit in enumerate(plan.units):
             lane = lanes.get(unit.data_source)
@@ -163,6 +149,25 @@ class Transaction:
             self._written = sources[0]
         return result
 
+    def _check_write(self, plan: RoutePlan, sources: tuple[str, ...]) -> None:
+        """Refuse a write that would reach a second data source (the XA mode overrides this)."""
+        targets = set(sources)
+        if self._written is not None:
+            targets.add(self._written)
+        if len(targets) > 1:
+            raise CrossShardTransactionError(
+                f"a {plan.statement.upper()} inside a transaction would write to data sources "
+                f"{', '.join(sorted(targets))}; a local transaction writes to one data source "
+                f"(nothing was sent): {shorten_sql(plan.units[0].sql) if plan.units else ''}. "
+                "Run it with autocommit=True (connect(..., autocommit=True), or outside "
+                "executor.transaction()), split it into one transaction per data source, or use "
+                "the XA transaction mode: executor.transaction(mode='xa') / "
+                "connect(..., transaction_mode='xa') / Executor(..., transaction_mode='xa') (docs/xa.md)",
+                data_sources=tuple(sorted(targets)),
+                written=self._written,
+                statement=plan.statement,
+            )
+
     def _check_usable(self) -> None:
         if self._state == "active":
             return
@@ -180,7 +185,7 @@ class Transaction:
         pool = self.executor.primary_pool(data_source)
         borrowed = pool.borrow()
         try:
-            pool.driver.begin(borrowed.raw)
+            self._begin(data_source, borrowed)
         except BaseException as exc:
             borrowed.release(discard=True)
             if isinstance(exc, Exception):
@@ -188,6 +193,10 @@ class Transaction:
             raise
         self._pins[data_source] = borrowed
         return borrowed
+
+    def _begin(self, data_source: str, pinned: Borrowed) -> None:
+        """Open the transaction on a newly pinned connection (the XA mode starts a branch instead)."""
+        pinned.pool.driver.begin(pinned.raw)
 
     # -- ending -----------------------------------------------------------------------------
 
@@ -275,3 +284,52 @@ class Transaction:
     def __repr__(self) -> str:
         return f"<Transaction {self._state} pinned={list(self._pins)} written={self._written!r}>"
 
+
+# -- transaction modes --------------------------------------------------------------------------
+# ``local`` lives here; ``xa`` is a package above the execute layer (ddm_core.xa) that registers
+# itself when ddm_core is imported, so this layer never imports it (docs/xa.md#modes).
+
+_MODES: dict[str, Callable[[Executor], Transaction]] = {"local": Transaction}
+_RECOVERY: dict[str, Callable[[Executor], Any]] = {}
+
+
+def register_mode(name: str, factory: Callable[[Executor], Transaction], recover: Callable[[Executor], Any] | None = None) -> None:
+    """Make ``transaction(mode=name)`` build ``factory(executor)``; ``recover``: its crash recovery."""
+    _MODES[name] = factory
+    if recover is not None:
+        _RECOVERY[name] = recover
+
+
+def transaction_modes() -> tuple[str, ...]:
+    """The registered transaction modes (``local``, ``xa``)."""
+    return tuple(_MODES)
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if registered.
+
+    Raises:
+        ConfigError: an unknown mode, naming the known ones.
+    """
+    if mode not in _MODES:
+        raise ConfigError(
+            f"transaction_mode {mode!r} is not one of {', '.join(_MODES)}", transaction_mode=mode
+        )
+    return mode
+
+
+def begin_transaction(executor: Executor, mode: str) -> Transaction:
+    """A new transaction of ``mode`` on ``executor`` (nothing is sent until its first statement)."""
+    return _MODES[check_mode(mode)](executor)
+
+
+def recover_mode(executor: Executor, mode: str) -> Any:
+    """Run ``mode``'s crash recovery on ``executor``; its report.
+
+    Raises:
+        ConfigError: the mode has no recovery.
+    """
+    recover = _RECOVERY.get(check_mode(mode))
+    if recover is None:
+        raise ConfigError(f"transaction_mode {mode!r} has no recovery", transaction_mode=mode)
+    return recover(executor)

@@ -10,6 +10,7 @@ cross-checks of :mod:`ddm_core.metadata.validate` can name them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from ddm_core.metadata.model import (
     Endpoint,
     KeyGeneratorSpec,
     PoolSettings,
+    ReadWriteSettings,
     freeze,
     thaw,
 )
@@ -45,6 +47,7 @@ from ddm_core.metadata.urls import ENV_REF, Secret, parse_url, substitute_env
 
 __all__ = [
     "Paths", "Context", "KEY_GENERATOR_TYPES", "LOAD_BALANCERS", "POOL_RANGES", "pool_settings", "precheck_props",
+    "READ_WRITE_FIELDS", "read_write_settings",
 ]  # fmt: skip
 
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
@@ -445,6 +448,44 @@ POOL_RANGES: Mapping[str, IntRange] = {
     "idle_timeout_ms": RANGES["pool.idleTimeoutMs"],
     "max_lifetime_ms": RANGES["pool.maxLifetimeMs"],
 }
+
+
+#: ReadWriteSettings field → (native name, ShardingSphere ``!READWRITE_SPLITTING`` props name);
+#: the integer ones have the range ``RANGES["readWrite.<native name>"]`` (docs/readwrite.md).
+READ_WRITE_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("read_your_writes", "readYourWrites", "read-your-writes"),
+    ("write_window_ms", "writeWindowMs", "write-window-ms"),
+    ("gtid_wait_ms", "gtidWaitMs", "gtid-wait-ms"),
+    ("primary_read_cap_percent", "primaryReadCapPercent", "primary-read-cap-percent"),
+    ("max_lag_ms", "maxLagMs", "max-lag-ms"),
+    ("lag_check_interval_ms", "lagCheckIntervalMs", "lag-check-interval-ms"),
+    ("recovery_step_percent", "recoveryStepPercent", "recovery-step-percent"),
+    ("recovery_interval_ms", "recoveryIntervalMs", "recovery-interval-ms"),
+    ("breaker_failures", "breakerFailures", "breaker-failures"),
+    ("breaker_reset_ms", "breakerResetMs", "breaker-reset-ms"),
+)
+READ_YOUR_WRITES_MODES = ("window", "gtid", "off")
+
+
+def read_write_settings(sec: Any, base: ReadWriteSettings, *, shardingsphere: bool = False) -> ReadWriteSettings:
+    """``base`` with the fields ``sec`` (a :class:`~ddm_core.metadata.fields.Section`) gives; problems to its collector."""
+    values: dict[str, Any] = {}
+    for field_name, native, ss in READ_WRITE_FIELDS:
+        name = ss if shardingsphere else native
+        if field_name == "read_your_writes":
+            mode = sec.str(name)
+            if mode is not None:
+                mode = mode.lower()
+                if mode in READ_YOUR_WRITES_MODES:
+                    values[field_name] = mode
+                else:
+                    sec.problems.add(sec.field_path(name), f"must be window, gtid or off, not {mode!r}", mode)
+            continue
+        number = sec.int(name, bounds=RANGES[f"readWrite.{native}"])
+        if number is not None:
+            values[field_name] = number
+    sec.finish()
+    return dataclasses.replace(base, **values) if values else base
 
 
 def pool_settings(values: Mapping[str, int], base: PoolSettings | None = None) -> PoolSettings:

@@ -15,17 +15,20 @@ from typing import Any, Mapping
 import yaml
 
 from ddm_core.errors import ConfigError
+from ddm_core.metadata.build import READ_WRITE_FIELDS
 from ddm_core.metadata.model import (
     DataNode,
     DataSource,
     Endpoint,
     MetadataCenter,
     PoolSettings,
+    ReadWriteSettings,
     RuntimeSettings,
     ShardedTable,
     ShardingConfig,
     Strategy,
     StrategyKind,
+    XaSettings,
     thaw,
 )
 from ddm_core.metadata.yaml_tags import Tagged
@@ -73,6 +76,12 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
     runtime = _runtime(config.runtime)
     if runtime:
         out["runtime"] = runtime
+    xa = _changed(config.xa, XaSettings(), {
+        "log_data_source": "logDataSource", "timeout_ms": "timeoutMs", "abandon_after_ms": "abandonAfterMs",
+        "max_concurrent": "maxConcurrent", "recover_on_start": "recoverOnStart",
+    })  # fmt: skip
+    if xa:
+        out["xa"] = xa
     metadata = _changed(config.metadata, MetadataCenter(), {
         "server": "server", "namespace": "namespace", "failover_snapshot": "failoverSnapshot",
     })  # fmt: skip
@@ -156,6 +165,9 @@ def _data_source(ds: DataSource, secrets: str) -> dict[str, Any]:
         out["loadBalancer"] = ds.load_balancer
     if ds.transactional_reads != "primary":
         out["transactionalReads"] = ds.transactional_reads
+    read_write = _changed(ds.read_write, ReadWriteSettings(), {f: native for f, native, _ in READ_WRITE_FIELDS})
+    if read_write:
+        out["readWrite"] = read_write
     return out
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ddm_core._fast.id_layout import DEFAULT_EPOCH_MS
-from ddm_core.metadata.model import PoolSettings, RuntimeSettings
+from ddm_core.metadata.model import PoolSettings, ReadWriteSettings, RuntimeSettings, XaSettings
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -115,6 +115,8 @@ class IntRange:
 
 _POOL = PoolSettings()
 _RUNTIME = RuntimeSettings()
+_XA = XaSettings()
+_RW = ReadWriteSettings()
 _GENE_WORKER_BITS = 6  # GeneIdGenerator's default
 _MAX_BACKWARD_MS = 5  # the id generators' default
 _DAY_MS = 86_400_000
@@ -148,6 +150,30 @@ RANGES: Mapping[str, IntRange] = {
     ),
     "runtime.slowSqlMs": IntRange(0, 3_600_000, _RUNTIME.slow_sql_ms, unit="ms", note="at most one hour"),
     "url.port": IntRange(1, 65_535, None, note="a TCP port; the backend's default when the URL gives none"),
+    "xa.timeoutMs": IntRange(100, 3_600_000, _XA.timeout_ms, unit="ms", note="at most one hour of held locks"),
+    "xa.abandonAfterMs": IntRange(
+        1_000, _DAY_MS, _XA.abandon_after_ms, unit="ms", note="at most one day; must exceed xa.timeoutMs"
+    ),
+    "xa.maxConcurrent": IntRange(1, 1_000, _XA.max_concurrent, note="open XA transactions per executor"),
+    "readWrite.writeWindowMs": IntRange(
+        1, 600_000, _RW.write_window_ms, unit="ms", note="reads after a write stay on the primary this long"
+    ),
+    "readWrite.gtidWaitMs": IntRange(0, 10_000, _RW.gtid_wait_ms, unit="ms", note="a read waits at most this long"),
+    "readWrite.primaryReadCapPercent": IntRange(
+        0, 100, _RW.primary_read_cap_percent, note="share of the primary's pool forced reads may use"
+    ),
+    "readWrite.maxLagMs": IntRange(100, _DAY_MS, _RW.max_lag_ms, unit="ms", note="lag that takes a replica out"),
+    "readWrite.lagCheckIntervalMs": IntRange(
+        100, 600_000, _RW.lag_check_interval_ms, unit="ms", note="one check per replica per interval"
+    ),
+    "readWrite.recoveryStepPercent": IntRange(1, 100, _RW.recovery_step_percent, note="100: back at once"),
+    "readWrite.recoveryIntervalMs": IntRange(
+        0, _DAY_MS, _RW.recovery_interval_ms, unit="ms", note="time between two recovery steps"
+    ),
+    "readWrite.breakerFailures": IntRange(1, 1_000, _RW.breaker_failures, note="consecutive connection failures"),
+    "readWrite.breakerResetMs": IntRange(
+        100, _DAY_MS, _RW.breaker_reset_ms, unit="ms", note="cool-down before a probe"
+    ),
 }
 
 #: Key generator prop → range (ddm-core's ``keyGenerator`` fields ``workerId``,

@@ -45,6 +45,8 @@ __all__ = [
     "BindingGroup",
     "SingleTable",
     "RuntimeSettings",
+    "ReadWriteSettings",
+    "XaSettings",
     "MetadataCenter",
     "TableKind",
     "ConfigOrigin",
@@ -132,6 +134,40 @@ class PoolSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadWriteSettings:
+    """Read/write splitting of a data source with replicas (docs/readwrite.md).
+
+    Attributes:
+        read_your_writes: ``"window"`` (reads after a write in the same context go
+            to the primary for ``write_window_ms``), ``"gtid"`` (they go to a
+            replica that has applied the write's GTID, else to the primary) or ``"off"``.
+        write_window_ms: The ``window`` mode's window.
+        gtid_wait_ms: How long a read in ``gtid`` mode waits for a replica to
+            apply the write (``MASTER_GTID_WAIT``; 0: only checks) before it takes the primary.
+        primary_read_cap_percent: Share of the primary's pool that reads forced
+            there (read-your-writes, every replica out) may use; beyond it they
+            degrade to a replica.
+        max_lag_ms: Replica lag above which its read weight drops to 0.
+        lag_check_interval_ms: How often the monitor checks each replica.
+        recovery_step_percent: Weight a healthy-again replica regains per step.
+        recovery_interval_ms: Time between two recovery steps.
+        breaker_failures: Consecutive connection failures that open an endpoint's circuit breaker.
+        breaker_reset_ms: Cool-down before an open breaker lets a probe through.
+    """
+
+    read_your_writes: str = "window"
+    write_window_ms: int = 1000
+    gtid_wait_ms: int = 0
+    primary_read_cap_percent: int = 30
+    max_lag_ms: int = 3000
+    lag_check_interval_ms: int = 1000
+    recovery_step_percent: int = 10
+    recovery_interval_ms: int = 30_000
+    breaker_failures: int = 5
+    breaker_reset_ms: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
 class DataSource:
     """A logical data source: one primary and zero or more weighted replicas.
 
@@ -145,6 +181,7 @@ class DataSource:
             pick a replica.
         transactional_reads: ``"primary"`` (default), ``"fixed"`` or ``"dynamic"``:
             where reads inside a transaction go.
+        read_write: Read-your-writes, lag and breaker settings (used when there are replicas).
     """
 
     name: str
@@ -153,6 +190,7 @@ class DataSource:
     pool: PoolSettings = PoolSettings()
     load_balancer: str = "weight"
     transactional_reads: str = "primary"
+    read_write: ReadWriteSettings = ReadWriteSettings()
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
@@ -386,6 +424,27 @@ class RuntimeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class XaSettings:
+    """XA two-phase commit (``transaction_mode="xa"``; docs/xa.md).
+
+    Attributes:
+        log_data_source: Where the transaction log table ``ddm_xa_log`` lives
+            (``None``: the default data source, else the first one).
+        timeout_ms: Longest an XA transaction may run, first statement to commit decision.
+        abandon_after_ms: Age after which recovery rolls back a prepared branch
+            with no COMMIT decision; longer than ``timeout_ms``.
+        max_concurrent: XA transactions one executor may have open at once.
+        recover_on_start: Run recovery when an executor starts.
+    """
+
+    log_data_source: str | None = None
+    timeout_ms: int = 10_000
+    abandon_after_ms: int = 60_000
+    max_concurrent: int = 8
+    recover_on_start: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataCenter:
     """Where the configuration is published and snapshotted (docs/configuration.md#metadata).
 
@@ -440,6 +499,7 @@ class ShardingConfig:
             ``*.*``): tables found in those data sources at run time are single.
         default_data_source: Where new single tables go (``None`` = none chosen).
         runtime: Runtime switches.
+        xa: XA two-phase commit settings.
         metadata: Config-center location and snapshot file, when configured.
         algorithms: Every named sharding algorithm.
         key_generators: Every named key generator.
@@ -457,6 +517,7 @@ class ShardingConfig:
     single_patterns: tuple[str, ...] = ()
     default_data_source: str | None = None
     runtime: RuntimeSettings = RuntimeSettings()
+    xa: XaSettings = XaSettings()
     metadata: MetadataCenter = MetadataCenter()
     algorithms: Mapping[str, AlgorithmSpec] = _empty()
     key_generators: Mapping[str, KeyGeneratorSpec] = _empty()

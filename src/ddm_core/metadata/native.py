@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ddm_core.metadata.build import POOL_RANGES, Context, pool_settings
+from ddm_core.metadata.build import POOL_RANGES, Context, pool_settings, read_write_settings
 from ddm_core.metadata.fields import Section, canon
 from ddm_core.metadata.limits import (
     MAX_DATA_SOURCES,
@@ -53,11 +53,13 @@ from ddm_core.metadata.model import (
     KeyGeneration,
     MetadataCenter,
     PoolSettings,
+    ReadWriteSettings,
     RuntimeSettings,
     ShardedTable,
     SingleTable,
     Strategy,
     StrategyKind,
+    XaSettings,
     freeze,
 )
 from ddm_core.metadata.nodes import expand_names, expand_nodes, name_problem
@@ -106,7 +108,8 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
     ddm.finish()
     # data source names are the user's keys: matched exactly, unlike field names
     ds_section = Section(top.get("dataSources"), top.field_path("dataSources"), ctx.problems)
-    data_sources = _data_sources(ds_section, default_pool, ctx)
+    default_rw = read_write_settings(top.section("readWrite"), ReadWriteSettings())  # docs/readwrite.md
+    data_sources = _data_sources(ds_section, default_pool, ctx, default_rw)
 
     for alg_name, spec in top.mapping("algorithms").items():
         path = join_path(top.field_path("algorithms"), str(alg_name))
@@ -141,6 +144,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
     default_ds = top.str("defaultDataSource")
     ctx.paths.default_data_source = top.field_path("defaultDataSource")
     props = freeze(dict(top.mapping("props")))
+    xa = _xa(top.section("xa"))
     top.finish()
     return dict(
         data_sources=data_sources,
@@ -151,6 +155,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
         single_patterns=tuple(patterns),
         default_data_source=default_ds,
         runtime=runtime,
+        xa=xa,
         metadata=metadata,
         name=name,
         props=props,
@@ -182,7 +187,9 @@ def _pool(sec: Section, base: PoolSettings) -> PoolSettings:
     return pool
 
 
-def _data_sources(sec: Section, default_pool: PoolSettings, ctx: Context) -> dict[str, DataSource]:
+def _data_sources(
+    sec: Section, default_pool: PoolSettings, ctx: Context, default_rw: ReadWriteSettings = ReadWriteSettings()
+) -> dict[str, DataSource]:
     out: dict[str, DataSource] = {}
     if not sec.data:
         ctx.problems.add(sec.path, "at least one data source is required", None)
@@ -229,9 +236,10 @@ def _data_sources(sec: Section, default_pool: PoolSettings, ctx: Context) -> dic
                 f"must be primary, fixed or dynamic, not {tx_reads!r}",
                 tx_reads,
             )
+        read_write = read_write_settings(ds.section("readWrite"), default_rw)
         ds.finish()
         if primary is not None:
-            out[name] = DataSource(name, primary, tuple(replicas), pool, balancer, tx_reads)
+            out[name] = DataSource(name, primary, tuple(replicas), pool, balancer, tx_reads, read_write)
         else:
             ctx.failed_data_sources.add(name)
     return out
@@ -863,6 +871,20 @@ def _metadata(sec: Section) -> MetadataCenter:
     )
     sec.finish()
     return center
+
+
+def _xa(sec: Section) -> XaSettings:
+    """The ``xa:`` section (docs/xa.md); cross-checks are in ``validate.py``."""
+    d = XaSettings()
+    settings = XaSettings(
+        log_data_source=sec.str("logDataSource"),
+        timeout_ms=sec.int("timeoutMs", default=d.timeout_ms, bounds=RANGES["xa.timeoutMs"]),
+        abandon_after_ms=sec.int("abandonAfterMs", default=d.abandon_after_ms, bounds=RANGES["xa.abandonAfterMs"]),
+        max_concurrent=sec.int("maxConcurrent", default=d.max_concurrent, bounds=RANGES["xa.maxConcurrent"]),
+        recover_on_start=sec.bool("recoverOnStart", default=d.recover_on_start),
+    )
+    sec.finish()
+    return settings
 
 
 def _runtime(sec: Section, app_name: str | None) -> RuntimeSettings:

@@ -33,7 +33,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ddm_core.metadata.build import LOAD_BALANCERS, POOL_RANGES, Context, pool_settings
+from ddm_core.metadata.build import LOAD_BALANCERS, POOL_RANGES, Context, pool_settings, read_write_settings
 from ddm_core.metadata.fields import Section, as_int
 from ddm_core.metadata.limits import (
     MAX_DATA_SOURCES,
@@ -53,6 +53,7 @@ from ddm_core.metadata.model import (
     KeyGeneration,
     MetadataCenter,
     PoolSettings,
+    ReadWriteSettings,
     ShardedTable,
     SingleTable,
     Strategy,
@@ -252,6 +253,8 @@ def _readwrite(value: Any, path: str, data_sources: dict[str, DataSource], ctx: 
     """``!READWRITE_SPLITTING``: each group becomes a data source whose members are its endpoints."""
     sec = Section(value, path, ctx.problems)
     balancers = _load_balancers(sec, ctx)
+    # ddm-core's own: read-your-writes, lag and breaker settings of every group (docs/readwrite.md)
+    read_write = read_write_settings(sec.section("props"), ReadWriteSettings(), shardingsphere=True)
     members: set[str] = set()
     gpath = sec.field_path("dataSourceGroups", "dataSources")
     for group_name, spec in sec.mapping("dataSourceGroups", "dataSources").items():
@@ -260,6 +263,7 @@ def _readwrite(value: Any, path: str, data_sources: dict[str, DataSource], ctx: 
         built = _readwrite_group(group, Section(spec, path_g, ctx.problems), balancers, data_sources, ctx)
         if built is None:
             continue
+        built = (dataclasses.replace(built[0], read_write=read_write), built[1])
         data_sources[group], group_members = built
         ctx.paths.data_sources[group] = path_g
         members.update(group_members)

@@ -57,6 +57,7 @@ def validate(config: ShardingConfig, ctx: Context) -> None:
         _key_generation(table, ctx)
     _binding_groups(config, ctx)
     _names(config, ctx)
+    _xa(config, ctx)
 
 
 # -- data nodes -----------------------------------------------------------------------------
@@ -456,4 +457,26 @@ def _names(config: ShardingConfig, ctx: Context) -> None:
             f"default data source {config.default_data_source!r} is not configured "
             f"(configured: {shown_names(config.data_sources)})",
             config.default_data_source,
+        )
+
+
+# -- xa -----------------------------------------------------------------------------------------------
+
+
+def _xa(config: ShardingConfig, ctx: Context) -> None:
+    """The XA log must live on a configured data source; recovery must not outrun a live transaction."""
+    xa = config.xa
+    name = xa.log_data_source
+    if name is not None and name not in config.data_sources and name not in ctx.failed_data_sources:
+        ctx.problems.add(
+            "xa.logDataSource",
+            f"XA log data source {name!r} is not configured (configured: {shown_names(config.data_sources)})",
+            name,
+        )
+    if xa.abandon_after_ms <= xa.timeout_ms:
+        ctx.problems.add(
+            "xa.abandonAfterMs",
+            f"xa.abandonAfterMs ({xa.abandon_after_ms}) must be longer than xa.timeoutMs ({xa.timeout_ms}): "
+            "recovery would roll back transactions that are still running",
+            xa.abandon_after_ms,
         )

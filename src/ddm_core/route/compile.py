@@ -222,7 +222,9 @@ def _compile_query(
     multi = None
     if analysis.primary is not None:
         multi = multi_factory(ctx, tree, analysis, params, style)
-    return QueryStatement(ctx, analysis, template, "select", multi=multi, reason=_reason(analysis))
+    # SELECT ... FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE takes locks: only the primary can (docs/readwrite.md)
+    locking = tree.find(exp.Lock) is not None
+    return QueryStatement(ctx, analysis, template, "select", multi=multi, reason=_reason(analysis), locking=locking)
 
 
 def _check_written_tables(tree: exp.Update | exp.Delete, analysis: Analysis) -> None:

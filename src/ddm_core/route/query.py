@@ -64,8 +64,10 @@ class QueryStatement:
         reason: str = "",
         single_only: bool = False,
         mode: str = "conditions",
+        locking: bool = False,
     ) -> None:
         self.ctx = ctx
+        self.locking = locking  # a locking read: always the primary, like a force_primary hint
         self.analysis = analysis
         self.template = template
         self.statement = statement
@@ -218,7 +220,7 @@ class QueryStatement:
             merge,
             self.statement,
             self.is_write,
-            force_primary=bool(hint and hint.force_primary),
+            force_primary=self.locking or bool(hint and hint.force_primary),
         )
 
     def _init_point(self) -> PointRoute | bool:
@@ -250,7 +252,7 @@ class QueryStatement:
         # _make skips the NamedTuple's Python-level __new__: this runs on every point route.
         return RoutePlan._make(
             ((RouteUnit._make((data_source, sql, params, tables)),), RouteKind.SINGLE, why, NO_MERGE,
-             self.statement, self.is_write, (), False)
+             self.statement, self.is_write, (), self.locking)
         )
 
     def _build_multi(self) -> MultiRewrite:
@@ -394,7 +396,7 @@ class QueryStatement:
         kind = RouteKind.BROADCAST if len(units) > 1 else RouteKind.SINGLE
         tables = tuple(TableRoute(k, tuple(f"{ds}.{k}" for ds in sources), why) for k in a.slots)
         return RoutePlan(units, kind, tables, NO_MERGE, self.statement, self.is_write,
-                         force_primary=bool(hint and hint.force_primary))
+                         force_primary=self.locking or bool(hint and hint.force_primary))
 
 
 def _in_turn(first: Normalizer | None, second: Normalizer | None) -> Normalizer | None:

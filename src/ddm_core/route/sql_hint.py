@@ -42,7 +42,7 @@ from ddm_core.route.hints import Hint
 from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit
 from ddm_core.route.template import QUOTED_OR_PARAM, Template
 
-__all__ = ["SqlHint", "read_sql_hint", "HintedStatement", "PassThroughStatement", "pass_through"]
+__all__ = ["SqlHint", "read_sql_hint", "HintedStatement", "PassThroughStatement", "pass_through", "on_data_source"]
 
 _TOKEN = r"SHARDINGSPHERE(?:_|\s+)HINT\s*:"
 _OPENING = re.compile(rf"\A\s*/\*\s*{_TOKEN}(?P<body>.*?)\*/\s*", re.I | re.S)
@@ -255,6 +255,17 @@ class PassThroughStatement:
         unit = RouteUnit(ds, self.ctx.comment(ds) + self.template.fmt, self.template.params_of(bound))
         force = self.force_primary or bool(hint and hint.force_primary)
         return RoutePlan((unit,), RouteKind.SINGLE, (), NO_MERGE, self.statement, self.is_write, force_primary=force)
+
+
+def on_data_source(data_source: str, sql: str) -> str:
+    """``sql`` (physical names, ``%s`` placeholders) made to run as written on ``data_source``.
+
+    For ddm-core's own tables that exist once per data source (the outbox's
+    message table, the worker-id lease table): the hint sends the statement to
+    that data source's primary unparsed, so a transaction counts it as a write
+    there like any other.
+    """
+    return f"/* SHARDINGSPHERE_HINT: DATA_SOURCE_NAME={data_source}, SKIP_SQL_REWRITE=true */ {sql}"
 
 
 def pass_through(ctx: RouteContext, sql_hint: SqlHint, template: Template, text: str) -> PassThroughStatement:

@@ -1,0 +1,129 @@
+"""Instructions per point select, ddm-core vs direct PyMySQL, counted by valgrind (noise-free).
+
+Wall-clock ratios on a shared 2-core machine move by ±20 % with whatever
+else runs; instruction counts do not (callgrind counts what the client process
+executes, not how long it waited). Each case runs twice under callgrind, with
+0 and with ``N`` statements after the same set-up; the difference divided by
+``N`` is the cost of one statement, set-up and interpreter start-up cancelled out.
+
+Cases (one data source's point selects, SLOTS 4×4 layout, 3 columns, 1 row):
+
+* ``direct`` — PyMySQL's own connection and cursor, the routed physical SQL
+  (its routing, done while preparing the list, is left in the figure: ~10 k
+  instructions, so the comparison favours direct slightly);
+* ``ddm`` — ``ddm_core.connect(executor=...)`` cursor: route, pool, deadline, result;
+* ``ddm, stock PyMySQL columns`` — the same, with the column-description cache
+  (``execute/pymysql_columns.py``) switched off.
+
+Usage (MariaDB on 127.0.0.1:3306, valgrind installed)::
+
+    python benchmarks/instructions.py [N]
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+CASES = {"direct": "direct PyMySQL", "ddm": "ddm-core facade", "ddm_nocache": "ddm-core, stock PyMySQL columns"}
+
+
+def _child(mode: str, n: int, tag: str) -> None:
+    import pymysql
+
+    from ddm_core import dbapi
+    from ddm_core.execute import Executor
+    from test_bench_executor import POINT, slots_config
+
+    if mode == "ddm_nocache":
+        import ddm_core.execute.pymysql_columns as columns
+
+        columns.connection_class = lambda module: module.connections.Connection  # type: ignore[assignment]
+    names = [f"ddm_insn_{tag}_{i}" for i in range(4)]
+    ex = Executor(slots_config(names), load_schema=False)
+    keys = [k for k in range(1, 3000) if ex.router.route(POINT, (k,)).units[0].data_source == "ds_0"]
+    rnd = random.Random(1)
+    keys = [rnd.choice(keys) for _ in range(n + 50)]  # 50 warm-up statements in both runs
+    if mode == "direct":
+        cur = pymysql.connect(host="127.0.0.1", user="root", password="", database=names[0], autocommit=True).cursor()
+        for unit in [ex.router.route(POINT, (k,)).units[0] for k in keys]:
+            cur.execute(unit.sql, unit.params)
+            cur.fetchall()
+    else:
+        facade = dbapi.connect(executor=ex, autocommit=True).cursor()
+        for k in keys:
+            facade.execute(POINT, (k,))
+            facade.fetchall()
+    ex.close()
+
+
+def _load(tag: str) -> None:
+    import pymysql
+
+    from ddm_core import dbapi
+    from ddm_core.execute import Executor
+    from test_bench_executor import DDL, INSERT, make_rows, slots_config
+
+    admin = pymysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
+    with admin.cursor() as cur:
+        for i in range(4):
+            cur.execute(f"CREATE DATABASE ddm_insn_{tag}_{i}")
+    admin.close()
+    with Executor(slots_config([f"ddm_insn_{tag}_{i}" for i in range(4)])) as ex:
+        ex.execute(DDL.format(table="t_order")).close()
+        dbapi.connect(executor=ex, autocommit=True).cursor().executemany(INSERT, make_rows(1, 3000, 7))
+
+
+def _drop(tag: str) -> None:
+    import pymysql
+
+    admin = pymysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
+    with admin.cursor() as cur:
+        for i in range(4):
+            cur.execute(f"DROP DATABASE IF EXISTS ddm_insn_{tag}_{i}")
+    admin.close()
+
+
+def _count(mode: str, n: int, tag: str, out: Path) -> int:
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out / f'{mode}.{n}.out'}",
+         sys.executable, __file__, "--child", mode, str(n), tag],
+        capture_output=True, text=True, check=True,
+    )
+    found = re.search(r"refs:\s*([\d,]+)", proc.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{proc.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        return
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is needed (apt-get install -y valgrind)")
+    tag = uuid.uuid4().hex[:8]
+    _load(tag)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            per = {m: (_count(m, n, tag, Path(tmp)) - _count(m, 0, tag, Path(tmp))) / n for m in CASES}
+    finally:
+        _drop(tag)
+    print(f"| point select, {n} statements (callgrind) | instructions/statement | vs direct |")
+    print("| --- | ---: | ---: |")
+    for mode, label in CASES.items():
+        print(f"| {label} | {per[mode] / 1000:,.0f} k | {per[mode] / per['direct']:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()

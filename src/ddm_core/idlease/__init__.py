@@ -1,0 +1,11 @@
+"""Worker ids for the snowflake and gene id generators, leased from a database table instead of configured.
+
+``ids.lease_worker_id(executor_or_url, namespace=...)`` takes the lowest free id,
+renews it by heartbeat and makes its generators stop when it cannot be renewed
+in time (docs/worker-leases.md).
+"""
+
+from ddm_core.idlease.lease import Phase, WorkerLease, lease_worker_id
+from ddm_core.idlease.table import LEASE_TABLE, LeaseState
+
+__all__ = ["lease_worker_id", "WorkerLease", "Phase", "LEASE_TABLE", "LeaseState"]

@@ -1,0 +1,103 @@
+"""The phases of a resharding migration, in order, and which step may follow which.
+
+The order is the issue's (docs/migration.md#phases): prepare, dual write,
+backfill, catch-up, then the verification that gates the read shift, the
+read shift itself, cutover and finish. Rollback returns every read and write
+to the old location and is possible until cutover: after it, writes go to the
+new location only and the old rows fall behind.
+
+Each phase is *entered* (its work starts) and later *completed* (its work is
+done and its gate passed); only a completed phase may be left forwards. Both
+are rows of the state table (:mod:`ddm_core.migrate.state`), so a migrator
+killed in the middle of a phase finds it entered and not completed, and
+resumes it.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+__all__ = ["Phase", "FORWARD", "ROLLBACK_FROM", "TERMINAL", "next_phase", "may_enter"]
+
+
+class Phase(str, Enum):
+    """Where a migration is."""
+
+    #: Target tables created from the logic table's DDL; every physical table's schema checked.
+    PREPARE = "prepare"
+    #: Writes to a moving slot go to the old location, then to the new; reads stay old.
+    DUAL_WRITE = "dual_write"
+    #: Moving slots copied in primary-key order, batch by batch, each batch checked.
+    BACKFILL = "backfill"
+    #: Changes the dual write missed applied from the binlog; the gate is a lag under 1 s.
+    CATCH_UP = "catch_up"
+    #: The consistency checker compares old and new locations of every moving slot.
+    VERIFY = "verify"
+    #: Reads of moving slots shifted 1 % -> 10 % -> 50 % -> 100 % by a stable hash of the key.
+    SHIFT_READS = "shift_reads"
+    #: Writes go to the new location only; the router refuses writes to the old slots.
+    CUTOVER = "cutover"
+    #: After the observation period the old rows are dropped or archived; the migration is over.
+    FINISH = "finish"
+    #: Every read and write returned to the old location in one config version; over.
+    ROLLED_BACK = "rolled_back"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The forward order.
+FORWARD: tuple[Phase, ...] = (
+    Phase.PREPARE,
+    Phase.DUAL_WRITE,
+    Phase.BACKFILL,
+    Phase.CATCH_UP,
+    Phase.VERIFY,
+    Phase.SHIFT_READS,
+    Phase.CUTOVER,
+    Phase.FINISH,
+)
+
+#: Phases a rollback may start from: every one before cutover.
+ROLLBACK_FROM = frozenset(FORWARD[: FORWARD.index(Phase.CUTOVER)])
+
+#: Phases after which nothing follows.
+TERMINAL = frozenset({Phase.FINISH, Phase.ROLLED_BACK})
+
+# A verification that finds differences sends the migration back to catch-up to repair them.
+_BACK = {Phase.VERIFY: Phase.CATCH_UP}
+
+
+def next_phase(phase: Phase) -> Phase | None:
+    """The phase after ``phase`` going forwards (``None`` for a terminal one)."""
+    if phase in TERMINAL:
+        return None
+    return FORWARD[FORWARD.index(phase) + 1]
+
+
+def may_enter(current: Phase | None, completed: bool, target: Phase) -> str | None:
+    """Why ``target`` cannot be entered from ``current`` (``None``: it can).
+
+    Args:
+        current: The phase the migration is in (``None``: it has not started).
+        completed: Whether ``current``'s work is done and its gate passed.
+        target: The phase to enter.
+    """
+    if current is None:
+        return None if target is Phase.PREPARE else f"a migration starts with {Phase.PREPARE}, not {target}"
+    if current in TERMINAL:
+        return f"the migration is over ({current})"
+    if target is Phase.ROLLED_BACK:
+        if current in ROLLBACK_FROM:
+            return None
+        return f"rollback is possible until {Phase.CUTOVER}; from {current} the old location has fallen behind"
+    if _BACK.get(current) is target:
+        return None
+    if target is current:
+        return None if not completed else f"{current} is already completed"
+    if next_phase(current) is not target:
+        expected = next_phase(current)
+        return f"{target} does not follow {current} (next is {expected})"
+    if not completed:
+        return f"{current} is not completed yet"
+    return None

@@ -1,0 +1,445 @@
+"""The plan of a migration: which slots move where, how many rows and bytes, how long it takes.
+
+``plan_migration(old, new)`` compares two configurations table by table. A
+table a migration can move is sharded with a SLOTS or GENE database strategy
+in both (same columns, slot count and table strategy): each slot is owned by
+one data source in each version, read from the compiled slot maps
+(:class:`ddm_core.slots.SlotMap`), and a slot whose owner differs moves, with
+all its rows, from the old owner's physical tables to the new owner's
+(the table strategy keeps each row's table index). Any other placement change
+(a single table moved, an algorithm changed) is refused: it is no slot move.
+Broadcast tables get copied whole to data sources they are not on yet.
+
+Rows per slot are counted (``count="exact"``) by reading the shard-key column
+of every losing physical table in primary-key order and hashing it in batches
+on the compiled path (:func:`ddm_core.hashing.slots_of`), or estimated
+(``count="estimate"``) from ``information_schema`` row counts spread evenly over
+the slots each data source owns. Bytes per slot are rows times the table's
+average row size. The copy rate is measured by copying a sample of real rows
+into a temporary table on a target data source (:func:`measure_copy_rate`), or
+given.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+import numpy as np
+
+from ddm_core.algorithms.slot_based import GeneAlgorithm, SlotsAlgorithm
+from ddm_core.algorithms import TargetSet
+from ddm_core.errors import MigrationError
+from ddm_core.hashing import slots_of
+from ddm_core.metadata.model import ShardedTable, ShardingConfig, Strategy
+from ddm_core.metadata.placement import placement_changes
+from ddm_core.migrate.connections import Connections
+from ddm_core.migrate.tables import (
+    keyset_chunks,
+    primary_key,
+    quote,
+    show_create_table,
+    table_columns,
+    table_stats,
+)
+from ddm_core.slots import SlotMap
+
+__all__ = [
+    "SlotMove",
+    "TablePlan",
+    "BroadcastCopy",
+    "MigrationPlan",
+    "slot_owners",
+    "plan_migration",
+    "count_rows",
+    "measure_copy_rate",
+    "slots_of_values",
+    "COUNT_BATCH",
+]
+
+#: Shard-key values read per query when counting rows per slot.
+COUNT_BATCH = 10_000
+#: Rows copied to measure the copy rate.
+SAMPLE_ROWS = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class SlotMove:
+    """One slot of one table changing data source."""
+
+    slot: int
+    source: str
+    target: str
+    rows: int | None = None
+    bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TablePlan:
+    """The slot moves of one logic table.
+
+    Attributes:
+        table: The logic table.
+        column: Its database sharding column.
+        slot_bits: log2 of its slot count.
+        moves: Each moving slot, in slot order.
+        fewest_moves: How many slots the smallest resize to the new number of data
+            sources would move (``SlotMap.moved_to``): more moves than that is
+            allowed, and worth a look.
+        counted: ``"exact"``, ``"estimate"`` or ``"none"`` (rows not looked at).
+    """
+
+    table: str
+    column: str
+    slot_bits: int
+    moves: tuple[SlotMove, ...]
+    fewest_moves: int
+    counted: str = "none"
+
+    @property
+    def rows(self) -> int:
+        return sum(m.rows or 0 for m in self.moves)
+
+    @property
+    def bytes(self) -> int:
+        return sum(m.bytes or 0 for m in self.moves)
+
+    def runs(self) -> list[tuple[int, int, str, str, int, int]]:
+        """Consecutive slots with the same source and target: ``(first, last, source, target, rows, bytes)``."""
+        out: list[tuple[int, int, str, str, int, int]] = []
+        for m in self.moves:
+            if out and out[-1][1] == m.slot - 1 and out[-1][2:4] == (m.source, m.target):
+                first, _, s, t, r, b = out[-1]
+                out[-1] = (first, m.slot, s, t, r + (m.rows or 0), b + (m.bytes or 0))
+            else:
+                out.append((m.slot, m.slot, m.source, m.target, m.rows or 0, m.bytes or 0))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class BroadcastCopy:
+    """A broadcast table copied whole from ``source`` to data sources that lack it."""
+
+    table: str
+    source: str
+    targets: tuple[str, ...]
+    rows: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationPlan:
+    """Everything a migration from ``old`` to ``new`` moves.
+
+    Attributes:
+        tables: Slot moves per logic table (tables that move nothing are left out).
+        broadcasts: Broadcast tables to copy to new data sources.
+        new_data_sources: Data sources of ``new`` that ``old`` does not have.
+        rate: Rows per second used for the estimate (``None``: unknown).
+        rate_measured: Whether ``rate`` was measured (else given).
+    """
+
+    tables: tuple[TablePlan, ...]
+    broadcasts: tuple[BroadcastCopy, ...] = ()
+    new_data_sources: tuple[str, ...] = ()
+    rate: float | None = None
+    rate_measured: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables) + sum(b.rows * len(b.targets) for b in self.broadcasts)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tables) + sum(b.bytes * len(b.targets) for b in self.broadcasts)
+
+    @property
+    def seconds(self) -> float | None:
+        """Estimated copy time at :attr:`rate` (``None`` when the rate is unknown)."""
+        return self.rows / self.rate if self.rate else None
+
+    def moving_slots(self, table: str) -> dict[int, tuple[str, str]]:
+        """``slot -> (source, target)`` for one logic table."""
+        for t in self.tables:
+            if t.table.lower() == table.lower():
+                return {m.slot: (m.source, m.target) for m in t.moves}
+        return {}
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able description (recorded in the state table on entering prepare)."""
+        return {
+            "tables": [
+                {"table": t.table, "column": t.column, "slot_bits": t.slot_bits, "counted": t.counted,
+                 "moves": [[m.slot, m.source, m.target, m.rows, m.bytes] for m in t.moves]}
+                for t in self.tables
+            ],
+            "broadcasts": [
+                {"table": b.table, "source": b.source, "targets": list(b.targets), "rows": b.rows}
+                for b in self.broadcasts
+            ],
+            "new_data_sources": list(self.new_data_sources),
+            "rate": self.rate,
+        }
+
+
+# -- slot owners -------------------------------------------------------------------------------
+
+
+def _slot_sharder(table: ShardedTable, which: str) -> SlotsAlgorithm | GeneAlgorithm:
+    sharder = table.database_strategy.sharder
+    if not isinstance(sharder, (SlotsAlgorithm, GeneAlgorithm)):
+        kind = table.database_strategy.algorithm.type if table.database_strategy.algorithm else "none"
+        raise MigrationError(
+            f"table {table.name!r} in the {which} configuration shards databases by {kind}, not by SLOTS or "
+            "GENE: a migration moves slots between data sources",
+            table=table.name,
+        )
+    return sharder
+
+
+def _bits(sharder: SlotsAlgorithm | GeneAlgorithm) -> int:
+    return sharder.slot_bits if isinstance(sharder, SlotsAlgorithm) else sharder.gene_bits
+
+
+def slot_owners(table: ShardedTable, which: str = "") -> tuple[SlotMap, tuple[str, ...]]:
+    """The compiled slot map of a table's database strategy and the data source of each node."""
+    sharder = _slot_sharder(table, which)
+    ts = TargetSet(table.data_sources)
+    lut = sharder.layout.slot_lut(ts, sharder.label, sharder.name)
+    if min(lut) < 0:
+        raise MigrationError(f"table {table.name!r}: its slot layout names data sources it has no nodes on",
+                             table=table.name)
+    return SlotMap(np.asarray(lut, dtype=np.int32), len(ts)), tuple(ts.names)
+
+
+def _same_strategy(a: Strategy, b: Strategy) -> bool:
+    if a.kind != b.kind or tuple(c.lower() for c in a.columns) != tuple(c.lower() for c in b.columns):
+        return False
+    if a.algorithm is None or b.algorithm is None:
+        return a.algorithm is b.algorithm
+    return a.algorithm.type.upper() == b.algorithm.type.upper() and dict(a.algorithm.props) == dict(b.algorithm.props)
+
+
+def _table_moves(old: ShardedTable, new: ShardedTable) -> TablePlan:
+    old_sharder, new_sharder = _slot_sharder(old, "old"), _slot_sharder(new, "new")
+    problems = []
+    if type(old_sharder) is not type(new_sharder) or _bits(old_sharder) != _bits(new_sharder):
+        problems.append(f"its algorithm changes from {old_sharder.describe()} to {new_sharder.describe()}")
+    if tuple(old.database_strategy.columns) != tuple(new.database_strategy.columns):
+        problems.append(f"its database sharding columns change from {old.database_strategy.columns} "
+                        f"to {new.database_strategy.columns}")
+    if not _same_strategy(old.table_strategy, new.table_strategy):
+        problems.append("its table strategy changes (a slot migration moves rows between data sources only)")
+    counts_old = {len(v) for v in old.tables_by_source.values()}
+    counts_new = {len(v) for v in new.tables_by_source.values()}
+    if len(counts_old | counts_new) > 1:
+        problems.append("its data sources do not all hold the same number of physical tables")
+    if problems:
+        raise MigrationError(f"table {old.name!r} cannot be moved by slots: " + "; ".join(problems), table=old.name)
+    old_map, old_names = slot_owners(old, "old")
+    new_map, new_names = slot_owners(new, "new")
+    before = np.asarray(old_names, dtype=object)[np.asarray(old_map.nodes)]
+    after = np.asarray(new_names, dtype=object)[np.asarray(new_map.nodes)]
+    moving = np.flatnonzero(before != after)
+    grow = len(set(old_names) | set(new_names))
+    fewest = int(np.asarray(old_map.moved_to(grow)[1]).size) if grow >= old_map.n_nodes else int(moving.size)
+    moves = tuple(SlotMove(int(s), str(before[s]), str(after[s])) for s in moving)
+    return TablePlan(old.name, old.database_strategy.column or "", _bits(old_sharder), moves, fewest)
+
+
+def _slot_tables(plan: list[TablePlan]) -> set[str]:
+    return {t.table.lower() for t in plan}
+
+
+def _check_other_changes(old: ShardingConfig, new: ShardingConfig, moved: set[str], copied: set[str]) -> None:
+    others = [
+        c for c in placement_changes(old, new)
+        if not (c.table and c.table.lower() in moved)
+        and not (c.table and c.table.lower() in copied and c.aspect == "data sources")
+    ]
+    if others:
+        raise MigrationError(
+            "the new configuration changes placement in ways a slot migration does not make:\n"
+            + "\n".join(f"  - {c}" for c in others),
+            changes=tuple(others),
+        )
+
+
+def _broadcasts(old: ShardingConfig, new: ShardingConfig) -> list[BroadcastCopy]:
+    added = tuple(ds for ds in new.data_sources if ds not in old.data_sources)
+    if not added:
+        return []
+    source = old.default_data_source or next(iter(old.data_sources))
+    return [BroadcastCopy(name, source, added) for name in old.broadcast_tables if name in new.broadcast_tables]
+
+
+# -- counting ------------------------------------------------------------------------------------
+
+
+def slots_of_values(sharder: SlotsAlgorithm | GeneAlgorithm, column: str, values: Sequence[Any]) -> np.ndarray:
+    """The slot of each shard-key value, on the compiled batch path where the values allow it."""
+    if isinstance(sharder, GeneAlgorithm) and column.lower() not in sharder.key_columns:
+        ids = np.asarray(values, dtype=np.uint64)
+        return (ids & np.uint64(sharder.mask)).astype(np.int64)
+    bits = _bits(sharder)
+    if sharder.key_type == "auto":
+        if all(type(v) is int for v in values):
+            arr = np.asarray(values, dtype=np.int64) if values else np.zeros(0, dtype=np.int64)
+            return np.asarray(slots_of(arr, bits), dtype=np.int64)
+        return np.asarray(slots_of(list(values), bits), dtype=np.int64)
+    slot = sharder.slot if isinstance(sharder, SlotsAlgorithm) else (lambda v, c: sharder.slot(c, v))
+    return np.asarray([slot(v, column) for v in values], dtype=np.int64)
+
+
+def count_rows(
+    conns: Connections, table: ShardedTable, data_source: str, *, batch: int = COUNT_BATCH
+) -> np.ndarray:
+    """Rows per slot of ``table``'s physical tables on ``data_source`` (an array over every slot)."""
+    sharder = _slot_sharder(table, "old")
+    column = table.database_strategy.column or ""
+    counts = np.zeros(1 << _bits(sharder), dtype=np.int64)
+    for physical in table.tables_by_source.get(data_source, ()):
+        key = primary_key(conns, data_source, physical)
+        extra = [] if column.lower() in (k.lower() for k in key) else [column]
+        at = [k.lower() for k in (*key, *extra)].index(column.lower())
+        for rows in keyset_chunks(conns, data_source, physical, extra, key, batch):
+            counts += np.bincount(slots_of_values(sharder, column, [r[at] for r in rows]), minlength=counts.size)
+    return counts
+
+
+def _fill_rows(conns: Connections, old: ShardingConfig, tp: TablePlan, how: str) -> TablePlan:
+    table = old.table(tp.table)
+    assert table is not None
+    owners, names = slot_owners(table, "old")
+    nodes = np.asarray(owners.nodes)
+    by_source: dict[str, np.ndarray] = {}
+    per_row: dict[str, float] = {}
+    for ds in sorted({m.source for m in tp.moves}):
+        stats = [table_stats(conns, ds, p) for p in table.tables_by_source.get(ds, ())]
+        rows_est = sum(s.rows for s in stats)
+        per_row[ds] = (sum(s.data_bytes for s in stats) / rows_est) if rows_est else 0.0
+        if how == "exact":
+            by_source[ds] = count_rows(conns, table, ds)
+        else:
+            owned = int(np.count_nonzero(nodes == names.index(ds)))
+            by_source[ds] = np.full(nodes.size, rows_est / owned if owned else 0.0)
+    moves = tuple(
+        SlotMove(m.slot, m.source, m.target, int(round(by_source[m.source][m.slot])),
+                 int(round(by_source[m.source][m.slot] * per_row[m.source])))
+        for m in tp.moves
+    )
+    return TablePlan(tp.table, tp.column, tp.slot_bits, moves, tp.fewest_moves, how)
+
+
+def _fill_broadcast(conns: Connections, copy: BroadcastCopy) -> BroadcastCopy:
+    rows = conns.query(copy.source, f"SELECT COUNT(*) FROM {quote(conns, copy.source, copy.table)}")
+    n = int(rows[0][0])
+    stats = table_stats(conns, copy.source, copy.table)
+    return BroadcastCopy(copy.table, copy.source, copy.targets, n, int(n * stats.bytes_per_row))
+
+
+# -- copy rate ---------------------------------------------------------------------------------------
+
+
+def measure_copy_rate(
+    conns: Connections,
+    source: str,
+    table: str,
+    target: str,
+    *,
+    sample: int = SAMPLE_ROWS,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float | None:
+    """Rows per second of reading ``table`` on ``source`` and writing it on ``target``.
+
+    Reads up to ``sample`` rows in primary-key order and inserts them, 1000 per
+    statement, into a temporary table of the same definition on ``target``
+    (gone with the connection; nothing else is written). ``None`` when the
+    table is empty.
+    """
+    probe = quote(conns, target, "ddm_copy_rate_probe")
+    body = show_create_table(conns, source, table).partition("(")[2]
+    key = primary_key(conns, source, table)
+    columns = [c for c in table_columns(conns, source, table) if c not in key]
+    names = ", ".join(quote(conns, target, c) for c in (*key, *columns))
+    insert = f"INSERT INTO {probe} ({names}) VALUES ({', '.join(['%s'] * (len(key) + len(columns)))})"
+    conns.query(target, f"DROP TEMPORARY TABLE IF EXISTS {probe}")
+    conns.query(target, f"CREATE TEMPORARY TABLE {probe} (" + body)
+    copied = 0
+    try:
+        started = clock()
+        for rows in keyset_chunks(conns, source, table, columns, key, min(1000, sample)):
+            conns.execute_many(target, insert, rows)
+            copied += len(rows)
+            if copied >= sample:
+                break
+        elapsed = clock() - started
+    finally:
+        conns.query(target, f"DROP TEMPORARY TABLE IF EXISTS {probe}")
+    if copied == 0:
+        return None
+    return copied / elapsed if elapsed > 0 else float("inf")
+
+
+# -- the plan ----------------------------------------------------------------------------------------
+
+
+def plan_migration(
+    old: ShardingConfig,
+    new: ShardingConfig,
+    *,
+    conns: Connections | None = None,
+    count: Literal["exact", "estimate", "none"] = "exact",
+    rate: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> MigrationPlan:
+    """Which slots of which tables move where, with rows, bytes and time when ``conns`` is given.
+
+    Args:
+        old: The configuration serving now.
+        new: The configuration to migrate to.
+        conns: Connections to ``old``'s data sources (``None``: no counting, no rate).
+        count: How rows per slot are found (see the module docstring).
+        rate: Rows per second to estimate with; ``None`` measures it (with ``conns``).
+        progress: Called with a short description before each slow step.
+
+    Raises:
+        MigrationError: a table cannot be moved by slots, or the new configuration
+            changes placement in another way.
+    """
+    changed = {c.table.lower() for c in placement_changes(old, new) if c.table}
+    tables: list[TablePlan] = []
+    for table in old.tables.values():
+        if table.name.lower() not in changed:
+            continue
+        other = new.table(table.name)
+        if other is None:
+            raise MigrationError(f"table {table.name!r} is not in the new configuration", table=table.name)
+        plan = _table_moves(table, other)
+        if plan.moves:
+            tables.append(plan)
+    broadcasts = _broadcasts(old, new)
+    _check_other_changes(old, new, _slot_tables(tables), {b.table.lower() for b in broadcasts})
+    added = tuple(ds for ds in new.data_sources if ds not in old.data_sources)
+    measured = False
+    if conns is not None and count != "none":
+        filled = []
+        for tp in tables:
+            if progress is not None:
+                progress(f"counting rows per slot of {tp.table} ({count})")
+            filled.append(_fill_rows(conns, old, tp, count))
+        tables = filled
+        broadcasts = [_fill_broadcast(conns, b) for b in broadcasts]
+    if rate is None and conns is not None and tables:
+        biggest = max(tables, key=lambda t: t.rows)
+        source = biggest.moves[0].source
+        biggest_table = old.table(biggest.table)
+        assert biggest_table is not None
+        physical = biggest_table.tables_by_source[source][0]
+        if progress is not None:
+            progress(f"measuring the copy rate ({physical} on {source})")
+        rate = measure_copy_rate(conns, source, physical, biggest.moves[0].target)
+        measured = rate is not None
+    return MigrationPlan(tuple(tables), tuple(broadcasts), added, rate, measured)

@@ -1,0 +1,364 @@
+"""The ``ddm_migration`` table: every step of a migration as a row, so a killed migrator resumes.
+
+As in a Vitess workflow, the state is written down before it takes effect and
+lives next to the data, on a configured data source. The table is append-only:
+each row is one event of one migration, numbered ``seq`` 1, 2, 3... within it,
+and carries the phase and the read-shift percentage in force after it:
+
+=============  ===================================================================
+event          meaning
+=============  ===================================================================
+``enter``      a phase's work starts (``detail``: the plan, on entering prepare)
+``complete``   its work is done and its gate passed: the next phase may be entered
+``batch``      a slot's copy reached ``high_water`` (the primary key of its last
+               row, JSON), ``rows_copied`` rows so far, ``checksum`` of the batch
+``slot_done``  a slot is copied completely
+``read_shift`` ``read_shift_pct`` of the moving slots' reads go to the new location
+``stop``       the phase stopped with a report (``detail``); fixing the cause and
+               running the step again resumes it
+=============  ===================================================================
+
+The current state is the fold of the rows (:meth:`MigrationLog.state`). Every
+append names the ``seq`` it follows; the primary key ``(migration, seq)``
+makes a second migrator working on the same migration fail at its first
+write instead of interleaving with the first (:class:`~ddm_core.errors.MigrationStateError`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from ddm_core.errors import MigrationError, MigrationStateError
+from ddm_core.metadata.kept_connection import KeptConnection
+from ddm_core.migrate.phases import Phase, may_enter
+
+__all__ = ["MigrationLog", "MigrationState", "SlotProgress", "Event", "DEFAULT_TABLE", "create_table_sql"]
+
+#: The state table's default name.
+DEFAULT_TABLE = "ddm_migration"
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,63}")
+_MIGRATION = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+_CREATE = """CREATE TABLE IF NOT EXISTS `{table}` (
+  migration VARCHAR(64) CHARACTER SET ascii NOT NULL,
+  seq BIGINT UNSIGNED NOT NULL,
+  event VARCHAR(16) CHARACTER SET ascii NOT NULL,
+  phase VARCHAR(16) CHARACTER SET ascii NOT NULL,
+  slot INT NULL,
+  high_water TEXT NULL,
+  rows_copied BIGINT UNSIGNED NULL,
+  checksum VARCHAR(32) CHARACTER SET ascii NULL,
+  read_shift_pct DECIMAL(6,3) NOT NULL DEFAULT 0,
+  detail MEDIUMTEXT NULL,
+  created TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (migration, seq),
+  KEY by_slot (migration, slot, seq)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
+
+_COLUMNS = "seq, event, phase, slot, high_water, rows_copied, checksum, read_shift_pct, detail, created"
+
+
+def create_table_sql(table: str = DEFAULT_TABLE) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for the state table (MySQL / MariaDB)."""
+    if not _NAME.fullmatch(table):
+        raise MigrationError(f"migration state table name {table!r} must be a plain identifier", table=table)
+    return _CREATE.format(table=table)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One row of the state table."""
+
+    seq: int
+    event: str
+    phase: Phase
+    slot: int | None = None
+    high_water: tuple[Any, ...] | None = None
+    rows_copied: int | None = None
+    checksum: str | None = None
+    read_shift_pct: float = 0.0
+    detail: Any = None
+    created: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotProgress:
+    """How far the copy of one slot is.
+
+    Attributes:
+        slot: The slot.
+        high_water: Primary key of the last row copied (``None``: nothing yet).
+        rows_copied: Rows copied so far.
+        checksum: Checksum of the last batch.
+        done: The slot is copied completely.
+    """
+
+    slot: int
+    high_water: tuple[Any, ...] | None = None
+    rows_copied: int = 0
+    checksum: str | None = None
+    done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationState:
+    """A migration as its rows say.
+
+    Attributes:
+        name: The migration.
+        phase: The phase in force (``None``: nothing recorded yet).
+        completed: Whether that phase's work is done.
+        read_shift_pct: Percentage of moving slots' reads sent to the new location.
+        slots: Progress per slot that has any.
+        seq: The last row's number (0: none).
+        plan: The plan recorded on entering prepare.
+        stopped: The report of the last ``stop`` of the current phase, if it has not
+            been entered again since.
+        history: Every ``enter`` / ``complete`` / ``stop`` row, in order.
+    """
+
+    name: str
+    phase: Phase | None = None
+    completed: bool = False
+    read_shift_pct: float = 0.0
+    slots: Mapping[int, SlotProgress] = field(default_factory=dict)
+    seq: int = 0
+    plan: Any = None
+    stopped: Any = None
+    history: tuple[Event, ...] = ()
+
+
+def _fold(name: str, events: Sequence[Event]) -> MigrationState:
+    phase: Phase | None = None
+    completed = False
+    shift = 0.0
+    slots: dict[int, SlotProgress] = {}
+    plan: Any = None
+    stopped: Any = None
+    history: list[Event] = []
+    for ev in events:
+        phase, shift = ev.phase, ev.read_shift_pct
+        if ev.event == "enter":
+            completed, stopped = False, None
+            history.append(ev)
+            if ev.phase is Phase.PREPARE and ev.detail is not None:
+                plan = ev.detail
+        elif ev.event == "complete":
+            completed = True
+            history.append(ev)
+        elif ev.event == "stop":
+            stopped = ev.detail
+            history.append(ev)
+        elif ev.event in ("batch", "slot_done") and ev.slot is not None:
+            was = slots.get(ev.slot, SlotProgress(ev.slot))
+            slots[ev.slot] = SlotProgress(
+                ev.slot,
+                ev.high_water if ev.high_water is not None else was.high_water,
+                ev.rows_copied if ev.rows_copied is not None else was.rows_copied,
+                ev.checksum if ev.checksum is not None else was.checksum,
+                ev.event == "slot_done",
+            )
+    return MigrationState(
+        name, phase, completed, shift, slots, events[-1].seq if events else 0, plan, stopped, tuple(history)
+    )
+
+
+class MigrationLog:
+    """The rows of one migration in the state table.
+
+    Args:
+        connect: Returns a new DB-API connection (MySQL / MariaDB, autocommit)
+            to the data source holding the table
+            (:func:`ddm_core.migrate.connector`).
+        name: The migration (letters, digits, ``_ . : -``; at most 64).
+        table: The state table.
+    """
+
+    def __init__(self, connect: Callable[[], Any], name: str, *, table: str = DEFAULT_TABLE) -> None:
+        if not _MIGRATION.fullmatch(name):
+            raise MigrationError(
+                f"migration name {name!r} must be 1-64 letters, digits, '_', '.', ':' or '-'", migration=name
+            )
+        create_table_sql(table)  # checks the name
+        self.name = name
+        self.table = table
+        self._kept = KeptConnection(connect)
+
+    # -- storage ---------------------------------------------------------------------------
+
+    def _cursor_run(self, what: str, work: Callable[[Any], Any]) -> Any:
+        return self._kept.run(
+            work,
+            lambda exc: MigrationError(
+                f"migration {self.name!r}: cannot {what} in table {self.table!r}: {exc}",
+                migration=self.name,
+                table=self.table,
+            ),
+        )
+
+    def close(self) -> None:
+        self._kept.close()
+
+    def __enter__(self) -> "MigrationLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def create_table(self) -> None:
+        """Create the state table if it does not exist."""
+        self._cursor_run("create the table", lambda cur: cur.execute(create_table_sql(self.table)))
+
+    def events(self) -> list[Event]:
+        """Every row of this migration, in order."""
+
+        def read(cur: Any) -> list[Event]:
+            cur.execute(f"SELECT {_COLUMNS} FROM `{self.table}` WHERE migration = %s ORDER BY seq", (self.name,))
+            return [_event(row) for row in cur.fetchall()]
+
+        found: list[Event] = self._cursor_run("read the state", read)
+        return found
+
+    def state(self) -> MigrationState:
+        """The migration as its rows say now."""
+        return _fold(self.name, self.events())
+
+    def _append(self, after: MigrationState, ev: Event) -> None:
+        """Insert ``ev`` as row ``after.seq + 1``; another writer of that number is a conflict."""
+        seq = after.seq + 1
+
+        def insert(cur: Any) -> None:
+            cur.execute(
+                f"SELECT 1 FROM `{self.table}` WHERE migration = %s AND seq >= %s LIMIT 1", (self.name, seq)
+            )
+            if cur.fetchone() is None:
+                try:
+                    cur.execute(
+                        f"INSERT INTO `{self.table}` (migration, seq, event, phase, slot, high_water, rows_copied, "
+                        "checksum, read_shift_pct, detail) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        (
+                            self.name,
+                            seq,
+                            ev.event,
+                            ev.phase.value,
+                            ev.slot,
+                            json.dumps(list(ev.high_water), default=str) if ev.high_water is not None else None,
+                            ev.rows_copied,
+                            ev.checksum,
+                            ev.read_shift_pct,
+                            json.dumps(ev.detail, default=str) if ev.detail is not None else None,
+                        ),
+                    )
+                    return
+                except Exception:  # driver errors have no common base: was the number taken meanwhile?
+                    cur.execute(
+                        f"SELECT 1 FROM `{self.table}` WHERE migration = %s AND seq = %s", (self.name, seq)
+                    )
+                    if cur.fetchone() is None:
+                        raise
+            raise MigrationStateError(
+                f"migration {self.name!r}: another migrator wrote step {seq} first; only one migrator may "
+                "run a migration at a time (read the state again to resume after it stops)",
+                migration=self.name,
+                phase=after.phase,
+            )
+
+        self._cursor_run("record a step", insert)
+
+    # -- transitions -----------------------------------------------------------------------
+
+    def enter(self, phase: Phase, *, detail: Any = None, state: MigrationState | None = None) -> MigrationState:
+        """Record that ``phase``'s work starts.
+
+        Entering the phase the migration is already in (not completed) is a
+        resume and records nothing.
+
+        Raises:
+            MigrationStateError: ``phase`` does not follow the recorded state.
+        """
+        now = state if state is not None else self.state()
+        if now.phase is phase and not now.completed and now.stopped is None:
+            return now
+        why = may_enter(now.phase, now.completed, phase)
+        if why is not None:
+            raise MigrationStateError(
+                f"migration {self.name!r} cannot enter {phase}: {why}", migration=self.name, phase=now.phase
+            )
+        shift = 0.0 if phase is Phase.ROLLED_BACK else now.read_shift_pct
+        self._append(now, Event(0, "enter", phase, read_shift_pct=shift, detail=detail))
+        return self.state()
+
+    def complete(self, phase: Phase, *, detail: Any = None) -> MigrationState:
+        """Record that ``phase``'s work is done and its gate passed.
+
+        Raises:
+            MigrationStateError: the migration is not in ``phase``.
+        """
+        now = self._in(phase, "complete it")
+        if now.completed:
+            return now
+        self._append(now, Event(0, "complete", phase, read_shift_pct=now.read_shift_pct, detail=detail))
+        return self.state()
+
+    def stop(self, phase: Phase, report: Any) -> MigrationState:
+        """Record that ``phase`` stopped with ``report`` (a JSON-able description of why)."""
+        now = self._in(phase, "stop it")
+        self._append(now, Event(0, "stop", phase, read_shift_pct=now.read_shift_pct, detail=report))
+        return self.state()
+
+    def record_batch(
+        self,
+        slot: int,
+        high_water: Sequence[Any],
+        rows_copied: int,
+        checksum: str,
+        *,
+        done: bool = False,
+        phase: Phase = Phase.BACKFILL,
+    ) -> MigrationState:
+        """Record a slot's high-water mark after a checked batch (``done``: the slot is complete)."""
+        now = self._in(phase, "record slot progress")
+        self._append(
+            now,
+            Event(0, "slot_done" if done else "batch", phase, slot, tuple(high_water), rows_copied, checksum,
+                  now.read_shift_pct),
+        )
+        return self.state()
+
+    def set_read_shift(self, pct: float) -> MigrationState:
+        """Record that ``pct`` % of the moving slots' reads go to the new location."""
+        if not 0.0 <= pct <= 100.0:
+            raise MigrationError(f"read shift {pct} % is outside 0..100", migration=self.name)
+        now = self._in(Phase.SHIFT_READS, "shift reads")
+        self._append(now, Event(0, "read_shift", Phase.SHIFT_READS, read_shift_pct=float(pct)))
+        return self.state()
+
+    def _in(self, phase: Phase, doing: str) -> MigrationState:
+        now = self.state()
+        if now.phase is not phase:
+            raise MigrationStateError(
+                f"migration {self.name!r} is in {now.phase or 'no phase yet'}, not {phase}: cannot {doing}",
+                migration=self.name,
+                phase=now.phase,
+            )
+        return now
+
+
+def _event(row: Sequence[Any]) -> Event:
+    seq, event, phase, slot, high_water, rows_copied, checksum, shift, detail, created = row
+    return Event(
+        int(seq),
+        str(event),
+        Phase(phase),
+        int(slot) if slot is not None else None,
+        tuple(json.loads(high_water)) if high_water is not None else None,
+        int(rows_copied) if rows_copied is not None else None,
+        checksum,
+        float(shift),
+        json.loads(detail) if detail is not None else None,
+        created,
+    )

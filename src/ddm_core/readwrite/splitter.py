@@ -1,0 +1,425 @@
+"""Read/write splitting for one executor: where each read goes, what a write leaves behind.
+
+The executor asks :meth:`ReadWriteSplitter.read_pool` for the pool of a read
+on a data source with replicas, and runs units of such data sources through
+:meth:`ReadWriteSplitter.run` (a data source without replicas never gets
+here: its pools have ``split = None``). In order, a read goes:
+
+1. after a write in the same context (read-your-writes): ``window`` → the
+   primary for ``write_window_ms``; ``gtid`` → a replica known to have applied
+   the write's GTID, or one that applies it within ``gtid_wait_ms``
+   (``MASTER_GTID_WAIT``), else the primary;
+2. otherwise to a replica by the data source's load balancer over each
+   replica's weight *now* (its configured weight × the health's share; 0 while
+   lagging, stopped or unreachable; replicas with an open breaker are skipped);
+3. no replica left → the primary.
+
+Reads sent to the primary by 1 or 3 are *forced*; they take the primary only
+while fewer than ``primary_read_cap_percent`` of its pool's connections are
+borrowed, else they degrade to a replica (a lagging one if need be) and are
+counted — never an error. A read that fails because its replica went away
+(:class:`~ddm_core.errors.DataSourceUnavailableError`) takes the replica out
+and runs once more on another replica or the primary. Writes never run twice.
+See docs/readwrite.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ddm_core.errors import DataSourceUnavailableError
+from ddm_core.metadata.model import DataSource, Endpoint, ShardingConfig
+from ddm_core.readwrite.breaker import EndpointBreaker, EndpointBreakers
+from ddm_core.readwrite.gtid import Position, format_position, parse_position, reached
+from ddm_core.readwrite.health import Check, Observation, ReplicaHealth, ReplicaState
+from ddm_core.readwrite.monitor import LagMonitor
+from ddm_core.readwrite.ports import PoolSource, run_query
+from ddm_core.readwrite.status import ReadCounters, ReadStatus, ReplicaStatus
+from ddm_core.readwrite.tracker import Mode, WriteMark, WriteTracker, as_mode, mode_override
+
+__all__ = ["ReadWriteSplitter"]
+
+log = logging.getLogger("ddm_core.readwrite")
+
+
+@dataclass(slots=True)
+class _Member:
+    endpoint: Endpoint
+    health: ReplicaHealth
+    breaker: EndpointBreaker
+    pool: Any
+
+
+@dataclass(slots=True)
+class _Table:
+    """A data source's replicas for one configuration version, resolved once."""
+
+    ds: DataSource
+    members: list[_Member]
+    round_robin: itertools.count[int]
+    primary: Any = None  # made when a read first needs it (see ReadWriteSplitter.primary_of)
+
+
+class ReadWriteSplitter:
+    """Balancer, read-your-writes tracker, breakers and lag monitor of one executor.
+
+    Args:
+        pools: The executor's pool registry (``pool(ds, endpoint)``).
+        config: The configuration in use now (follows hot reloads).
+        mode: Read-your-writes mode for every data source (``None``: each data source's own).
+        clock: Monotonic seconds; drives write windows and recovery steps (tests inject one).
+        monitor: Start the lag monitor thread (``False``: only :meth:`check_now` checks).
+        probes: A second registry for the monitor's own connections (default: ``pools``).
+    """
+
+    def __init__(
+        self,
+        pools: PoolSource,
+        config: Callable[[], ShardingConfig],
+        *,
+        mode: str | None = None,
+        clock: Callable[[], float] | None = None,
+        monitor: bool = True,
+        probes: PoolSource | None = None,
+    ) -> None:
+        self.pools = pools
+        self._config = config
+        self._mode = as_mode(mode) if mode is not None else None
+        self._clock = clock or time.monotonic
+        self.tracker = WriteTracker(self._clock)
+        self.breakers = EndpointBreakers()
+        self._health: dict[tuple[str, str], ReplicaHealth] = {}
+        self._tables: dict[str, _Table] = {}
+        self._counters: dict[str, dict[str, int]] = {}
+        self._lock = threading.Lock()
+        self._all_out: set[str] = set()
+        self._any: tuple[ShardingConfig, bool] | None = None
+        self.monitor = LagMonitor(self, self.replicated, probes or pools)
+        if monitor and self.replicated():
+            self.monitor.start()
+
+    def replicated(self) -> list[DataSource]:
+        """The data sources with replicas, in the configuration in use."""
+        return [ds for ds in self._config().data_sources.values() if ds.replicas]
+
+    def close(self) -> None:
+        self.monitor.stop()
+
+    # -- tables ----------------------------------------------------------------------
+
+    def table(self, ds: DataSource) -> _Table:
+        """``ds``'s replicas resolved to health, breaker and pool (once per configuration version)."""
+        found = self._tables.get(ds.name)
+        if found is not None and found.ds is ds:
+            return found
+        members = []
+        for r in ds.replicas:
+            pool = self.pools.pool(ds, r)
+            breaker = pool.breaker = self.breakers.of(ds, r)
+            pool.split, pool.replica = self, True
+            members.append(_Member(r, self._health_of(ds.name, r.name), breaker, pool))
+        found = self._tables[ds.name] = _Table(ds, members, itertools.count())
+        return found
+
+    def mark_primary(self, ds: DataSource, pool: Any) -> None:
+        """``pool`` is the primary's of ``ds`` (which has replicas): its units run through :meth:`run`."""
+        pool.breaker = self.breakers.of(ds, ds.primary)
+        pool.split = self
+
+    def primary_of(self, table: _Table) -> Any:
+        pool = table.primary
+        if pool is None:
+            pool = self.pools.pool(table.ds, table.ds.primary)
+            self.mark_primary(table.ds, pool)
+            table.primary = pool
+        return pool
+
+    def _health_of(self, data_source: str, endpoint: str) -> ReplicaHealth:
+        key = (data_source, endpoint)
+        found = self._health.get(key)
+        if found is None:
+            with self._lock:
+                found = self._health.setdefault(key, ReplicaHealth(data_source, endpoint))
+        return found
+
+    def _data_source(self, name: str) -> DataSource:
+        return self._config().data_sources[name]
+
+    # -- choosing ----------------------------------------------------------------------
+
+    def mode_of(self, ds: DataSource) -> Mode:
+        return mode_override() or self._mode or Mode(ds.read_write.read_your_writes)
+
+    def read_pool(self, ds: DataSource) -> Any:
+        """The pool a read on ``ds`` (which has replicas) borrows from."""
+        table = self.table(ds)
+        mode = self.mode_of(ds)
+        if mode is not Mode.OFF:
+            mark = self.tracker.mark(ds.name)
+            if mark is not None:
+                chosen = self._after_write(table, mark, mode)
+                if chosen is not None:
+                    return chosen
+        member = self._balance(table)
+        if member is None:
+            return self._forced(table)
+        self._count(ds.name, "replica_reads")
+        return member.pool
+
+    def _after_write(self, table: _Table, mark: WriteMark, mode: Mode) -> Any:
+        """The pool for a read after a write of this context; ``None``: the write no longer matters."""
+        ds = table.ds
+        window = ds.read_write.write_window_ms / 1000.0
+        if mode is Mode.WINDOW:
+            return self._forced(table) if self.tracker.within(mark, window) else None
+        if mark.gtid is None:
+            mark = self._resolve(table, mark)
+        if mark.gtid is None or mark.text is None:  # no GTID to be had (not MariaDB): the window rule
+            return self._forced(table) if self.tracker.within(mark, window) else None
+        target = mark.gtid
+        member = self._balance(table, among=[m for m in table.members if reached(m.health.position, target)])
+        if member is None:
+            candidate = self._balance(table)
+            if candidate is not None and self._wait(table, candidate, target, mark.text):
+                member = candidate
+        if member is None:
+            return self._forced(table)
+        self._count(ds.name, "replica_reads")
+        return member.pool
+
+    def _balance(self, table: _Table, among: list[_Member] | None = None, exclude: Any = None) -> _Member | None:
+        """A replica by the load balancer over the weights now (``None``: none can take reads)."""
+        live: list[_Member] = []
+        weights: list[float] = []
+        for m in table.members if among is None else among:
+            percent = m.health.percent
+            if percent <= 0 or m.endpoint.weight <= 0 or m is exclude or m.breaker.is_open:
+                continue
+            live.append(m)
+            weights.append(m.endpoint.weight * percent)
+        if not live:
+            return None
+        if len(live) == 1:
+            return live[0]
+        balancer = table.ds.load_balancer
+        if balancer == "round_robin":
+            return live[next(table.round_robin) % len(live)]
+        if balancer == "random":
+            return random.choice(live)
+        return random.choices(live, weights)[0]
+
+    def _forced(self, table: _Table) -> Any:
+        """The primary for a read that must (or can only) go there, within the primary cap."""
+        ds, primary = table.ds, self.primary_of(table)
+        cap = primary.max_size * ds.read_write.primary_read_cap_percent / 100.0
+        if primary.stats().borrowed < cap:
+            self._count(ds.name, "forced_primary")
+            return primary
+        member = self._balance(table) or self._answering(table)
+        if member is not None:
+            self._count(ds.name, "degraded")
+            return member.pool
+        self._count(ds.name, "over_cap")
+        return primary
+
+    @staticmethod
+    def _answering(table: _Table) -> _Member | None:
+        """A replica that is out but still answers (lagging or stopped): stale, yet not an error."""
+        for m in table.members:
+            if m.health.state in (ReplicaState.LAGGING, ReplicaState.STOPPED) and not m.breaker.is_open:
+                return m
+        return None
+
+    # -- GTIDs -------------------------------------------------------------------------
+
+    def _resolve(self, table: _Table, mark: WriteMark) -> WriteMark:
+        """A write whose GTID was not read at once: the primary's position now is at least as far."""
+        text = self._scalar(self.primary_of(table), "SELECT @@gtid_binlog_pos")
+        position = parse_position(text)
+        if position is None or text is None:
+            return mark
+        return self.tracker.resolved(table.ds.name, mark, position, str(text))
+
+    def _wait(self, table: _Table, member: _Member, target: Position, text: str) -> bool:
+        """Does ``member`` apply ``target`` within ``gtid_wait_ms`` (``MASTER_GTID_WAIT``)?"""
+        self._count(table.ds.name, "gtid_waits")
+        seconds = table.ds.read_write.gtid_wait_ms / 1000.0
+        got = self._scalar(member.pool, "SELECT MASTER_GTID_WAIT(%s, %s)", (text, seconds))
+        if got is not None and int(got) == 0:
+            member.health.applied(target)
+            return True
+        return False
+
+    @staticmethod
+    def _scalar(pool: Any, sql: str, params: Any = None) -> Any:
+        try:
+            borrowed = pool.borrow()
+        except Exception as exc:
+            log.debug("%s on %s: no connection: %s", sql, pool.endpoint.name, exc)
+            return None
+        discard = True
+        try:
+            rows = run_query(borrowed, sql, params)
+            discard = False
+            return rows[0][0] if rows else None
+        except Exception as exc:
+            log.debug("%s on %s failed: %s", sql, pool.endpoint.name, exc)
+            return None
+        finally:
+            borrowed.release(discard=discard)
+
+    # -- running -----------------------------------------------------------------------
+
+    def run(
+        self,
+        run_unit: Callable[..., Any],
+        unit: Any,
+        pool: Any,
+        style: str,
+        stream: bool,
+        deadline: float | None,
+        *,
+        write: bool | None,
+        lent: Any = None,
+    ) -> Any:
+        """Run one unit of a data source with replicas through ``run_unit`` (the executor's).
+
+        ``write``: the unit's statement writes (``None``: not known here, as in a
+        fan-out lane — the write is then recorded by :meth:`wrote` for the plan).
+        """
+        if write:
+            return self._run_write(run_unit, unit, pool, style, deadline)
+        if not pool.replica:
+            return run_unit(unit, pool, None, style, stream, deadline, lent)
+        try:
+            return run_unit(unit, pool, None, style, stream, deadline, lent)
+        except DataSourceUnavailableError as exc:
+            ds = self._data_source(unit.data_source)
+            table = self.table(ds)
+            lost = next((m for m in table.members if m.pool is pool), None)
+            if lost is not None:
+                self.observed(ds, lost.endpoint, Check(Observation.FAILED, error=str(exc)))
+            member = self._balance(table, exclude=lost)
+            other = member.pool if member is not None else self.primary_of(table)
+            self._count(ds.name, "retried")
+            log.warning("a read on %s (data source %r) failed, the replica went away: %s; retried once on %s",
+                        pool.endpoint.name, ds.name, exc, other.endpoint.name)  # fmt: skip
+            return run_unit(unit, other, None, style, stream, deadline)
+
+    def _run_write(self, run_unit: Callable[..., Any], unit: Any, pool: Any, style: str, deadline: float | None) -> Any:
+        ds = self._data_source(unit.data_source)
+        if self.mode_of(ds) is not Mode.GTID:
+            result = run_unit(unit, pool, None, style, False, deadline)
+            self.tracker.wrote(ds.name)
+            return result
+        # gtid: the write's own GTID, read on its connection right after it (MariaDB @@last_gtid)
+        borrowed = pool.borrow()
+        try:
+            result = run_unit(unit, pool, borrowed, style, False, deadline)
+        except BaseException:
+            borrowed.release(discard=True)  # a failed or cancelled write: its session state is unknown
+            raise
+        text: Any = None
+        discard = True
+        try:
+            rows = run_query(borrowed, "SELECT @@last_gtid")
+            text = rows[0][0] if rows else None
+            discard = False
+        except Exception as exc:  # not MariaDB: the first read after it reads the primary's position
+            log.debug("@@last_gtid on %s failed: %s", pool.endpoint.name, exc)
+        finally:
+            borrowed.release(discard=discard)
+        if isinstance(text, bytes):
+            text = text.decode("ascii", "replace")
+        position = parse_position(text)
+        self.tracker.wrote(ds.name, position, text if position is not None else None)
+        return result
+
+    def tracks(self, plan: Any) -> bool:
+        """Does ``plan`` touch a data source with replicas? (cheap when none has any)"""
+        config = self._config()
+        if self._any is None or self._any[0] is not config:
+            self._any = (config, any(ds.replicas for ds in config.data_sources.values()))
+        if not self._any[1]:
+            return False
+        sources = config.data_sources
+        return any(name in sources and sources[name].replicas for name in plan.data_sources)
+
+    def wrote(self, data_sources: Any) -> None:
+        """A plan wrote to ``data_sources`` in this context (several units, or a transaction)."""
+        config = self._config().data_sources
+        for name in data_sources:
+            ds = config.get(name)
+            if ds is not None and ds.replicas:
+                self.tracker.wrote(name)  # GTID unknown here: resolved by the first read that needs it
+
+    # -- health ------------------------------------------------------------------------
+
+    def observed(self, ds: DataSource, replica: Endpoint, check: Check) -> None:
+        """A check (or a failed read) of ``replica``: update its health and log what changed."""
+        health = self._health_of(ds.name, replica.name)
+        before = health.observe(check, self._clock(), ds.read_write)
+        after = health.state
+        if after.out and not before.out:
+            log.warning("replica %s of data source %r is out of reads (%s): %s",
+                        replica.name, ds.name, after.value, health.last_error or f"lag {check.lag_ms} ms")  # fmt: skip
+        elif before.out and not after.out:
+            log.info("replica %s of data source %r is back (%s, %d %% of its weight)",
+                     replica.name, ds.name, after.value, health.percent)  # fmt: skip
+        all_out = all(self._health_of(ds.name, r.name).percent == 0 for r in ds.replicas)
+        if all_out and ds.name not in self._all_out:
+            self._all_out.add(ds.name)
+            log.error("every replica of data source %r is out: reads go to the primary %s (within the primary cap)",
+                      ds.name, ds.primary.name)  # fmt: skip
+        elif not all_out:
+            self._all_out.discard(ds.name)
+
+    def check_now(self) -> None:
+        """One monitor round now, on the caller's thread."""
+        self.monitor.check_now()
+
+    # -- counters and status --------------------------------------------------------------
+
+    def _count(self, data_source: str, what: str) -> None:
+        with self._lock:
+            counters = self._counters.setdefault(data_source, {})
+            counters[what] = counters.get(what, 0) + 1
+
+    def status(self) -> dict[str, ReadStatus]:
+        """Per data source with replicas: each replica's state and weight now, and the read counters."""
+        out = {}
+        for ds in self.replicated():
+            table = self.table(ds)
+            replicas = tuple(
+                ReplicaStatus(
+                    endpoint=m.endpoint.name,
+                    state=m.health.state.value,
+                    weight=m.endpoint.weight,
+                    weight_now=m.endpoint.weight * m.health.percent / 100.0,
+                    percent=m.health.percent,
+                    lag_ms=m.health.lag_ms,
+                    last_error=m.health.last_error,
+                    breaker=m.breaker.state,
+                    gtid=format_position(m.health.position),
+                )
+                for m in table.members
+            )
+            with self._lock:
+                counters = ReadCounters(**self._counters.get(ds.name, {}))
+            out[ds.name] = ReadStatus(
+                data_source=ds.name,
+                primary=ds.primary.name,
+                primary_breaker=self.breakers.of(ds, ds.primary).state,
+                replicas=replicas,
+                all_out=all(r.weight_now <= 0 or r.breaker == "open" for r in replicas),
+                counters=counters,
+            )
+        return out
+
+

@@ -1,0 +1,293 @@
+"""Read/write splitting on real MariaDB replication (tests/replication.py): routing rules,
+read-your-writes in both modes, the primary cap, retries and the kill -9 of a replica.
+
+Where a read ran is read from the server itself (``@@server_id``: the primary is 1, the
+replicas 2 and 3), never from ddm-core's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+from ddm_core import load_config
+from ddm_core.execute import Executor
+from ddm_core.readwrite import read_your_writes
+from ddm_core.route.hints import hint
+from replication import Replication, replication  # noqa: F401 - fixture
+from test_execute_support import ORDER_DDL, assert_no_leaks, sharding_config
+
+PRIMARY_ID = 1
+WHERE_AM_I = "SELECT @@server_id, amount FROM t_order WHERE user_id = %s AND order_id = %s"
+
+
+class FakeClock:
+    """Monotonic seconds that move only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def rw_config(replication: Replication) -> Iterator[Any]:  # noqa: F811
+    """Two data sources, each a database on the primary with both replicas; t_order created."""
+    tag = uuid.uuid4().hex[:6]
+    dbs = [f"ddm_rw_{tag}_{i}" for i in range(2)]
+    replication.sql(replication.primary, *(f"CREATE DATABASE {db}" for db in dbs))
+    spec = sharding_config({f"ds_{i}": replication.endpoints(db) for i, db in enumerate(dbs)}, tables=2,
+                           pool={"maxSize": 10, "minIdle": 0, "acquireTimeoutMs": 2000})  # fmt: skip
+    config = load_config(spec)
+    with Executor(config, replica_monitor=False) as ex:
+        ex.execute(ORDER_DDL).close()
+    replication.wait_replicated()
+    yield spec
+    replication.sql(replication.primary, *(f"DROP DATABASE IF EXISTS {db}" for db in dbs))
+
+
+def executor(spec: dict[str, Any], **kw: Any) -> Executor:
+    kw.setdefault("replica_monitor", False)
+    return Executor(load_config(spec), load_schema=False, **kw)
+
+
+def _server_of(ex: Executor, user: int, order: int) -> tuple[int, Any]:
+    with ex.execute(WHERE_AM_I, (user, order)) as result:
+        row = result.fetchone()
+    return (int(row[0]), row[1]) if row is not None else (-1, None)
+
+
+def _insert(ex: Executor, user: int, order: int, amount: int = 0) -> None:
+    ex.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (%s, %s, %s)", (order, user, amount)).close()
+
+
+# -- routing rules ---------------------------------------------------------------------------------
+
+
+def test_reads_go_to_replicas_and_writes_to_the_primary(rw_config: Any, replication: Replication) -> None:  # noqa: F811
+    with executor(rw_config, read_your_writes="off") as ex:
+        _insert(ex, 1, 101)
+        replication.wait_replicated()
+        servers = {_server_of(ex, 1, 101)[0] for _ in range(40)}
+        assert servers == {2, 3}  # both replicas, weight 1 each; never the primary
+        ds = ex.router.route(WHERE_AM_I, (1, 101)).units[0].data_source
+        primary = next(s for s in ex.endpoint_stats() if s.endpoint == ds)
+        assert primary.borrows == 1  # the INSERT only
+        assert_no_leaks(ex)
+
+
+def test_locking_reads_hints_and_transactions_go_to_the_primary(rw_config: Any, replication: Replication) -> None:  # noqa: F811
+    with executor(rw_config, read_your_writes="off") as ex:
+        _insert(ex, 2, 201)
+        replication.wait_replicated()
+        assert _server_of(ex, 2, 201)[0] != PRIMARY_ID
+        assert ex.router.route(WHERE_AM_I + " FOR SHARE", (2, 201)).force_primary  # MySQL 8 spelling
+        assert not ex.router.route(WHERE_AM_I, (2, 201)).force_primary
+        for suffix in (" FOR UPDATE", " LOCK IN SHARE MODE"):  # what MariaDB 10.11 runs
+            assert ex.router.route(WHERE_AM_I + suffix, (2, 201)).force_primary
+            with ex.execute(WHERE_AM_I + suffix, (2, 201)) as result:
+                assert result.fetchone()[0] == PRIMARY_ID, suffix
+        with hint(force_primary=True):
+            assert _server_of(ex, 2, 201)[0] == PRIMARY_ID
+        with ex.transaction():
+            assert _server_of(ex, 2, 201)[0] == PRIMARY_ID
+        assert_no_leaks(ex)
+
+
+def test_all_replicas_weighted_zero_read_the_primary(rw_config: Any) -> None:
+    spec = {**rw_config, "dataSources": {
+        name: {**ds, "replicas": [{**r, "weight": 0} for r in ds["replicas"]]} for name, ds in rw_config["dataSources"].items()
+    }}  # fmt: skip
+    with executor(spec, read_your_writes="off") as ex:
+        _insert(ex, 3, 301)
+        assert _server_of(ex, 3, 301)[0] == PRIMARY_ID
+        status = ex.replica_status()[ex.router.route(WHERE_AM_I, (3, 301)).units[0].data_source]
+        assert status.all_out and status.counters.forced_primary == 1
+
+
+# -- read-your-writes ---------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def lagging(replication: Replication) -> Iterator[None]:  # noqa: F811
+    """Both replicas apply every event 2 s late (MASTER_DELAY); back to 0 afterwards."""
+    for i in range(len(replication.replicas)):
+        replication.delay(i, 2)
+    try:
+        yield
+    finally:
+        for i in range(len(replication.replicas)):
+            replication.delay(i, 0)
+        replication.wait_replicated()
+
+
+def _own_reads_after_writes(ex: Executor, user: int, order: int, iterations: int) -> list[tuple[int, int, Any]]:
+    """Write then read at once, ``iterations`` times; the reads that did not see their write."""
+    _insert(ex, user, order, -1)
+    wrong = []
+    for i in range(iterations):
+        ex.execute("UPDATE t_order SET amount = %s WHERE user_id = %s AND order_id = %s", (i, user, order)).close()
+        server, amount = _server_of(ex, user, order)
+        if amount != i:
+            wrong.append((i, server, amount))
+    return wrong
+
+
+def _stale_read_elsewhere(ex: Executor, user: int, order: int) -> tuple[int, Any]:
+    """A read of the same row from a fresh context (another thread): where it ran and what it saw."""
+    out: list[tuple[int, Any]] = []
+    worker = threading.Thread(target=lambda: out.append(_server_of(ex, user, order)))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+@pytest.mark.parametrize("mode", ["window", "gtid"])
+def test_a_read_right_after_a_write_sees_it_while_replicas_lag(rw_config: Any, lagging: None, mode: str) -> None:
+    user, order = 10 if mode == "window" else 11, 1000 + len(mode)
+    with executor(rw_config, read_your_writes=mode) as ex:
+        wrong = _own_reads_after_writes(ex, user, order, 1000)
+        assert wrong == []
+        server, amount = _stale_read_elsewhere(ex, user, order)
+        assert server != PRIMARY_ID and amount != 999  # another context reads a replica, 2 s behind
+        counters = next(iter(s.counters for s in ex.replica_status().values() if s.counters.forced_primary))
+        assert counters.forced_primary >= 1000
+        if mode == "gtid":
+            assert counters.gtid_waits >= 1000  # each checked a replica first (MASTER_GTID_WAIT, no wait)
+        assert_no_leaks(ex)
+
+
+def test_without_read_your_writes_a_lagging_replica_returns_stale_rows(rw_config: Any, lagging: None) -> None:
+    """The control: the same loop with the guarantee off does read old values (so the test above can fail)."""
+    with executor(rw_config, read_your_writes="off") as ex:
+        wrong = _own_reads_after_writes(ex, 12, 1200, 20)
+        assert len(wrong) == 20 and all(server != PRIMARY_ID for _, server, _ in wrong)
+
+
+def test_window_ends_after_write_window_ms(rw_config: Any, replication: Replication) -> None:  # noqa: F811
+    clock = FakeClock()
+    with executor(rw_config, read_your_writes="window", clock=clock) as ex:
+        _insert(ex, 13, 1300)
+        replication.wait_replicated()
+        clock.now += 0.999
+        assert _server_of(ex, 13, 1300)[0] == PRIMARY_ID
+        clock.now += 0.002  # 1001 ms after the write
+        assert _server_of(ex, 13, 1300)[0] != PRIMARY_ID
+
+
+def test_gtid_mode_reads_a_replica_once_it_applied_the_write(rw_config: Any, replication: Replication) -> None:  # noqa: F811
+    clock = FakeClock()  # frozen: a window would still be open, so a replica read proves the GTID check
+    with executor(rw_config, read_your_writes="gtid", clock=clock) as ex:
+        _insert(ex, 14, 1400, 7)
+        replication.wait_replicated()
+        assert _server_of(ex, 14, 1400) in ((2, 7), (3, 7))
+        with read_your_writes("window"):  # the per-block override
+            assert _server_of(ex, 14, 1400)[0] == PRIMARY_ID
+
+
+def test_gtid_mode_after_a_transaction_reads_the_primary_position(rw_config: Any, lagging: None) -> None:
+    with executor(rw_config, read_your_writes="gtid") as ex:
+        _insert(ex, 15, 1500, 0)
+        with ex.transaction():
+            ex.execute("UPDATE t_order SET amount = 5 WHERE user_id = 15 AND order_id = 1500").close()
+        assert _server_of(ex, 15, 1500) == (PRIMARY_ID, 5)
+
+
+def test_forced_reads_over_the_primary_cap_degrade_to_a_replica(rw_config: Any, replication: Replication) -> None:  # noqa: F811
+    with executor(rw_config, read_your_writes="window", clock=FakeClock()) as ex:
+        _insert(ex, 16, 1600, 1)
+        replication.wait_replicated()
+        ds = ex.router.route(WHERE_AM_I, (16, 1600)).units[0].data_source
+        pool = ex.primary_pool(ds)
+        held = [pool.borrow() for _ in range(3)]  # 30 % of maxSize 10 are busy
+        try:
+            assert _server_of(ex, 16, 1600)[0] != PRIMARY_ID
+        finally:
+            for b in held:
+                b.release()
+        assert _server_of(ex, 16, 1600)[0] == PRIMARY_ID  # below the cap again
+        counters = ex.replica_status()[ds].counters
+        assert counters.degraded == 1 and counters.forced_primary == 1
+        assert_no_leaks(ex)
+
+
+# -- a replica killed under load ------------------------------------------------------------------------
+
+
+def test_kill_9_of_a_replica_under_mixed_traffic(rw_config: Any, replication: Replication) -> None:  # noqa: F811
+    spec = {**rw_config, "readWrite": {"lagCheckIntervalMs": 200, "breakerFailures": 3}}
+    failures: list[BaseException] = []
+    inserted: list[int] = []
+    stop = threading.Event()
+    next_id = iter(range(50_000, 10_000_000))
+    lock = threading.Lock()
+
+    with executor(spec, replica_monitor=True) as ex:
+        for u in range(20):
+            _insert(ex, u + 100, 40_000 + u)
+        replication.wait_replicated()
+
+        def reader() -> None:
+            while not stop.is_set():
+                try:
+                    u = 100 + int(time.monotonic() * 1000) % 20
+                    _server_of(ex, u, 40_000 + u - 100)
+                    ex.execute("SELECT COUNT(*) FROM t_order").close()  # every shard: two units
+                except BaseException as exc:  # noqa: BLE001 - counted, the test fails on any
+                    failures.append(exc)
+
+        def writer() -> None:
+            while not stop.is_set():
+                with lock:
+                    order = next(next_id)
+                try:
+                    _insert(ex, order % 97, order)
+                    inserted.append(order)
+                    _server_of(ex, order % 97, order)  # read-your-writes: the primary
+                except BaseException as exc:  # noqa: BLE001
+                    failures.append(exc)
+
+        threads = [threading.Thread(target=f) for f in (reader, reader, writer, writer)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(0.5)
+            replication.kill(1)
+            time.sleep(1.5)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        status = ex.replica_status(refresh=True)
+        assert failures == []
+        assert all(ex.endpoint_stats()) and ex.borrowed() == 0
+        assert_no_leaks(ex)
+        dead = [r for s in status.values() for r in s.replicas if r.endpoint.endswith("replica[1]")]
+        assert dead and all(r.state == "unreachable" and r.weight_now == 0 for r in dead)
+        assert sum(s.counters.retried for s in status.values()) >= 1
+        # the independent reference: the primary's own count of the rows the writers were told were written
+        assert _primary_count(replication, rw_config, "order_id >= 50000") == len(inserted)
+        assert len(set(inserted)) == len(inserted)
+    replication.restart(1)
+
+
+def _primary_count(replication: Replication, spec: dict[str, Any], where: str) -> int:  # noqa: F811
+    """Rows of every physical t_order table on the primary, read directly (not through ddm-core)."""
+    total = 0
+    for ds in spec["dataSources"].values():
+        db = ds["url"].rsplit("/", 1)[1]
+        conn = replication.primary.raw(db)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW TABLES LIKE 't_order%'")
+                for (table,) in cur.fetchall():
+                    cur.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}")
+                    total += cur.fetchone()[0]
+        finally:
+            conn.close()
+    return total

@@ -1,0 +1,249 @@
+"""XA under real crashes: a coordinator process SIGKILLed at each commit step, a participant server killed mid-commit.
+
+Everything runs against private ``mariadbd`` processes (tests/test_execute_support.py
+``PrivateMariaDB``) so that ``information_schema.innodb_trx`` can be required to be
+*empty* afterwards. The coordinator is a real child process running the bank's
+transfers (tests/test_xa_support.py); it appends ``INTENT <id>`` before and ``DONE
+<id>`` after each commit to a file (fsynced): the independent record the ledger is
+counted against. It stops itself at the chosen step of its last transfer and says so;
+the test then SIGKILLs it, runs recovery and checks that every transfer is all
+committed or all rolled back, no money was made or lost, no ledger row is unknown or
+missing, and nothing is left prepared or open on any server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from ddm_core import load_config
+from ddm_core.errors import XaError, XaInDoubtError
+from ddm_core.execute import Executor
+from ddm_core.xa import GlobalState, recover, runtime_of
+from ddm_core.xa.xid import ours
+from services import fresh_mariadb_databases, mariadb_connect
+from test_execute_support import PrivateMariaDB, assert_no_leaks
+from test_xa_support import all_trx, bank_config, check_bank, create_bank, detached_trx, ledger, prepared_xids, transfer
+
+TESTS = Path(__file__).resolve().parent
+BEFORE = 3  # transfers that complete before the one the coordinator dies in
+
+CHILD = r'''
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from ddm_core import load_config
+from ddm_core.execute import Executor
+from ddm_core.xa import runtime_of
+from test_xa_support import transfer
+
+config, step, where, before, intents = json.loads(sys.argv[2]), sys.argv[3], sys.argv[4] or None, int(sys.argv[5]), sys.argv[6]
+ex = Executor(load_config(config), load_schema=False, timeout=10.0)
+rt = runtime_of(ex)
+
+def record(kind, tid):
+    with open(intents, "a") as f:
+        f.write(f"{kind} {tid}\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+current = {}
+def stop_here(s, ds):
+    if s == step and (where is None or ds == where):
+        print("AT", current["gtrid"], flush=True)
+        time.sleep(600)  # the test SIGKILLs us here
+
+for i in range(before + 1):
+    tid = 100 + i
+    if i == before:
+        rt.step_hook = stop_here
+    record("INTENT", tid)
+    tx = ex.transaction(mode="xa")
+    current["gtrid"] = tx.gtrid
+    source = 2 * (tid % 5)
+    transfer(tx, tid, source, source + 1, 1 + tid % 7)
+    tx.commit()
+    record("DONE", tid)
+print("NO STOP", flush=True)
+'''
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
+    s = PrivateMariaDB(tmp_path_factory.mktemp("xa_mariadbd"))
+    s.start()
+    try:
+        yield s
+    finally:
+        s.kill()
+
+
+def _private_bank(server: PrivateMariaDB) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    conn = server.raw()
+    with conn.cursor() as cur:
+        for i in range(2):
+            cur.execute(f"CREATE DATABASE xa_{tag}_{i}")
+    conn.close()
+    config = bank_config({f"ds_{i}": f"mysql://127.0.0.1:{server.port}/xa_{tag}_{i}" for i in range(2)})
+    create_bank(config)
+    return config
+
+
+def _run_child(config: dict[str, Any], step: str, where: str | None, intents: Path) -> str:
+    """Start the coordinator, wait until it stops at ``step``, SIGKILL it; its gtrid there."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)]))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(TESTS), json.dumps(config), step, where or "", str(BEFORE), str(intents)],
+        stdout=subprocess.PIPE, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        line = proc.stdout.readline().decode() if ready else ""
+        assert line.startswith("AT "), f"the coordinator did not stop at {step}: {line!r} (exit {proc.poll()})"
+        return line.split()[1]
+    finally:
+        proc.send_signal(signal.SIGKILL)  # a real crash: no rollback, no socket shutdown by Python
+        proc.wait(timeout=30)
+
+
+def _assert_nothing_left(server: PrivateMariaDB, ex: Executor) -> None:
+    raw = server.raw()
+    try:
+        assert ours(prepared_xids(raw), runtime_of(ex).log.namespace) == []
+        assert prepared_xids(raw) == []
+        assert all_trx(raw) == [], "transactions left open on the server"
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize(
+    ("step", "where", "decided"),
+    [
+        ("logged", None, False),  # participants logged, nothing prepared
+        ("prepared", "ds_0", False),  # after some PREPAREs
+        ("prepared", "ds_1", False),  # every branch prepared, no decision
+        ("decided", None, True),  # after the COMMIT decision
+        ("committed", "ds_0", True),  # after some COMMITs
+    ],
+)
+def test_coordinator_killed_at_each_step(server: PrivateMariaDB, tmp_path: Path, step: str, where: str | None,
+                                         decided: bool) -> None:
+    config = _private_bank(server)
+    intents = tmp_path / "intents.log"
+    gtrid = _run_child(config, step, where, intents)
+    crashed = 100 + BEFORE
+    with Executor(load_config(config), load_schema=False) as ex:
+        raw = server.raw()
+        try:
+            left = {x.bqual.decode() for x in ours(prepared_xids(raw), runtime_of(ex).log.namespace)}
+        finally:
+            raw.close()
+        expected_prepared = {"logged": set(), "prepared": {"ds_0"} if where == "ds_0" else {"ds_0", "ds_1"},
+                             "decided": {"ds_0", "ds_1"}, "committed": {"ds_1"}}[step]
+        assert left == expected_prepared, "prepared branches must outlive their coordinator's death"
+        first = recover(ex)  # the default abandon age (60 s): undecided ones are young, kept
+        if decided:
+            assert sorted(first.committed) == sorted(f"{gtrid}/{ds}" for ds in expected_prepared)
+            assert first.finished == [gtrid]
+        else:
+            assert first.committed == [] and first.rolled_back == []
+            assert sorted(first.kept) == sorted(f"{gtrid}/{ds}" for ds in expected_prepared)
+            assert crashed not in ledger(ex)  # prepared rows are not visible
+            second = recover(ex, abandon_after_ms=0)  # now abandoned: rolled back
+            assert sorted(second.rolled_back) == sorted(f"{gtrid}/{ds}" for ds in expected_prepared)
+            assert second.finished == [gtrid]
+        row = runtime_of(ex).log.read([gtrid])[gtrid]
+        assert row.state is (GlobalState.COMMITTED if decided else GlobalState.ROLLED_BACK)
+        rows = check_bank(ex, intents)
+        assert set(rows) == set(range(100, crashed)) | ({crashed} if decided else set())
+        assert recover(ex, abandon_after_ms=0).summary().startswith("0 branch(es) committed, 0 rolled back, 0 kept")
+        _assert_nothing_left(server, ex)
+        assert_no_leaks(ex)
+
+
+# -- a participant server killed mid-commit ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["skip-log-bin", "log-bin"])
+def participant(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
+    """ds_1's server; with the binary log on, MariaDB coordinates prepared XA through it (MDEV-742)."""
+    args = () if request.param == "skip-log-bin" else ("--log-bin=mysql-bin", "--server-id=1", "--binlog-format=ROW")
+    s = PrivateMariaDB(tmp_path_factory.mktemp(f"xa_participant_{request.param}"), server_args=args)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.kill()
+
+
+@pytest.fixture()
+def split_bank(participant: PrivateMariaDB) -> Iterator[dict[str, Any]]:
+    """ds_0 (and the log) on the machine's MariaDB, ds_1 on the private participant server."""
+    if participant.proc is None:
+        participant.start()
+    db = f"xa_{uuid.uuid4().hex[:6]}"
+    conn = participant.raw()
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {db}")
+    conn.close()
+    with fresh_mariadb_databases(1) as (main_db,):
+        config = bank_config({"ds_0": f"mysql://127.0.0.1:3306/{main_db}",
+                              "ds_1": f"mysql://127.0.0.1:{participant.port}/{db}"})
+        create_bank(config)
+        yield config
+
+
+@pytest.mark.parametrize("kill_after", ["committed", "prepared"])
+def test_participant_server_killed_mid_commit(participant: PrivateMariaDB, split_bank: dict[str, Any],
+                                              kill_after: str) -> None:
+    with Executor(load_config(split_bank), load_schema=False) as ex:
+        tx = ex.transaction(mode="xa")
+        transfer(tx, 1, 0, 1, 25)
+
+        def kill_participant(step: str, ds: str | None) -> None:
+            if step == kill_after and ds == "ds_0":
+                participant.kill()  # SIGKILL: ds_1 goes away between ds_0's step and its own
+
+        runtime_of(ex).step_hook = kill_participant
+        if kill_after == "committed":
+            with pytest.raises(XaInDoubtError) as info:
+                tx.commit()
+            assert info.value.committed is True and info.value.pending == ("ds_1",)
+        else:
+            with pytest.raises(XaError, match="XA PREPARE failed on data source 'ds_1'"):
+                tx.commit()
+        runtime_of(ex).step_hook = None
+        participant.start()
+        raw = participant.raw()
+        try:
+            survived = {x.gtrid for x in ours(prepared_xids(raw), runtime_of(ex).log.namespace)}
+        finally:
+            raw.close()
+        # A branch prepared before the crash survives the restart; one that never prepared is gone.
+        assert survived == ({tx.gtrid} if kill_after == "committed" else set())
+        report = recover(ex)
+        if kill_after == "committed":
+            assert report.committed == [f"{tx.gtrid}/ds_1"] and report.finished == [tx.gtrid]
+            assert set(check_bank(ex)) == {1}
+        else:
+            assert report.committed == [] and ledger(ex) == {}
+            check_bank(ex)
+        state = runtime_of(ex).log.read([tx.gtrid])[tx.gtrid].state
+        assert state is (GlobalState.COMMITTED if kill_after == "committed" else GlobalState.ROLLED_BACK)
+        _assert_nothing_left(participant, ex)
+        main = mariadb_connect()
+        try:
+            assert ours(prepared_xids(main), runtime_of(ex).log.namespace) == [] and detached_trx(main) == []
+        finally:
+            main.close()
+        assert_no_leaks(ex)
