@@ -9,6 +9,8 @@ that moves it fails here rather than silently dropping a timeout.
 from __future__ import annotations
 
 import re
+import socket
+import struct
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -41,11 +43,23 @@ def database() -> Iterator[str]:
         admin.close()
 
 
+def socket_bounds(raw: Any) -> tuple[float | None, float | None]:
+    """(read, write) seconds a connection waits at most: the kernel's SO_RCVTIMEO / SO_SNDTIMEO, else PyMySQL's."""
+    if raw._read_timeout is not None:
+        return raw._read_timeout, raw._write_timeout
+    sock = raw._sock
+    out = []
+    for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+        sec, usec = struct.unpack("ll", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("ll")))
+        out.append(sec + usec / 1_000_000 if sec or usec else None)
+    return out[0], out[1]
+
+
 def assert_recipe(raw: Any, *, connect_timeout: float, socket_timeout: float, database: str | None) -> None:
     """What every ddm-core MySQL connection is like, on the client and on the server."""
     try:
         assert raw.connect_timeout == connect_timeout
-        assert raw._read_timeout == socket_timeout and raw._write_timeout == socket_timeout
+        assert socket_bounds(raw) == (socket_timeout, socket_timeout)
         assert raw.charset == CHARSET and raw.get_autocommit() and raw.ssl is False
         with raw.cursor() as cur:
             cur.execute("SELECT DATABASE(), @@character_set_client, @@character_set_results, @@autocommit")
@@ -62,7 +76,8 @@ def test_the_recipe_defaults() -> None:
     raw = open_mysql(host="127.0.0.1", port=3306, user="root", password="", database=None, connect_timeout=2.0)
     try:
         assert raw.connect_timeout == 2.0
-        assert raw._read_timeout == DEFAULT_SOCKET_TIMEOUT and raw._write_timeout == DEFAULT_SOCKET_TIMEOUT
+        assert socket_bounds(raw) == (DEFAULT_SOCKET_TIMEOUT, DEFAULT_SOCKET_TIMEOUT)
+        assert raw._sock.gettimeout() is None  # blocking: the kernel enforces the bound (Linux, no TLS)
         assert raw.charset == CHARSET and raw.get_autocommit() and raw.ssl is False
     finally:
         raw.close()

@@ -26,6 +26,10 @@ docs/operations.md#statement-timeouts-and-partial-results.
 from __future__ import annotations
 
 import importlib
+import io
+import socket
+import struct
+import sys
 from typing import Any, Mapping
 
 from ddm_core.errors import ConfigError, ExecutionError
@@ -170,10 +174,50 @@ def open_mysql(
         write_timeout=bound,
         **_tls(options or {}, where),
     )
-    # From now on the socket timeout applies. PyMySQL reads these attributes before
-    # every socket operation; it has no public setter (tests/test_driver_timeouts.py
+    # From now on the socket timeout applies: enforced by the kernel where it can be
+    # (see _bound_by_the_kernel), else by PyMySQL, which reads these attributes before
+    # every socket operation; it has no public setter (tests/test_mysql_connect.py
     # checks they still exist, so a PyMySQL upgrade that renames them fails loudly).
-    raw._read_timeout = socket_timeout
-    raw._write_timeout = socket_timeout
+    if not _bound_by_the_kernel(raw, socket_timeout):
+        raw._read_timeout = socket_timeout
+        raw._write_timeout = socket_timeout
     teach_pymysql(raw)  # memoryview / bytearray params bound as bytes
     return raw
+
+
+class _KernelTimedIO(socket.SocketIO):
+    """A blocking socket's reader for which "no data before ``SO_RCVTIMEO``" is a timeout, not "try again"."""
+
+    def readinto(self, b: Any) -> int | None:
+        n = super().readinto(b)
+        if n is None:  # EAGAIN from a blocking socket: the kernel's receive timeout passed
+            raise TimeoutError("no answer from the server within the socket timeout")
+        return n
+
+
+def _bound_by_the_kernel(raw: Any, seconds: float) -> bool:
+    """Bound reads and writes with ``SO_RCVTIMEO`` / ``SO_SNDTIMEO`` on a blocking socket (Linux, no TLS).
+
+    A Python socket timeout makes every receive and send a ``poll()`` first and
+    then the call, each releasing and retaking the GIL; with 8 threads on 2
+    cores every retake waits for the GIL. The kernel's own timeouts keep the
+    socket blocking: one call, one GIL hand-off, the same bound
+    (docs/notes.md, "Socket timeouts in the kernel"). PyMySQL turns the timeout
+    into its usual "Lost connection to MySQL server during query" and closes
+    the connection, as with a Python timeout.
+    """
+    sock = getattr(raw, "_sock", None)
+    if not sys.platform.startswith("linux") or getattr(raw, "_secure", False) or not isinstance(sock, socket.socket):
+        return False
+    whole = int(seconds)
+    timeval = struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+    raw._read_timeout = raw._write_timeout = None
+    sock.settimeout(None)
+    raw._current_timeout = None
+    old = raw._rfile
+    sock._io_refs += 1  # type: ignore[attr-defined]  # what socket.makefile() does for the reader it returns
+    raw._rfile = io.BufferedReader(_KernelTimedIO(sock, "rb"))
+    old.close()
+    return True
