@@ -480,3 +480,34 @@ def test_warm_up_opens_min_idle(mysql_config: Any) -> None:
         assert set(idle) == set(mysql_config.data_sources) and all(v == 2 for v in idle.values())
         stats = ex.pool_stats()
         assert all(s.idle == 2 and s.borrowed == 0 and s.max_size == 8 for s in stats.values())
+
+
+def test_pipelined_and_fanned_out_units_give_the_same_results(mysql_executor: Executor) -> None:
+    """Buffered multi-unit statements on MariaDB are pipelined by default: same rows, types, counts and errors."""
+    rows = [(i, i % 37, i * 3, None if i % 5 else f"n{i}") for i in range(1, 301)]
+    mysql_executor.execute(f"INSERT INTO t_order (order_id, user_id, amount, note) VALUES {', '.join(['(%s, %s, %s, %s)'] * len(rows))}",
+                           [v for r in rows for v in r]).close()
+    fanned = Executor(mysql_executor.config, pipeline=False)
+    try:
+        for sql, params in [
+            ("SELECT order_id, user_id, amount, note FROM t_order ORDER BY order_id", None),
+            ("SELECT user_id, COUNT(*), SUM(amount), AVG(amount), MAX(note) FROM t_order GROUP BY user_id ORDER BY user_id", None),
+            ("SELECT note FROM t_order WHERE user_id IN (%s, %s, %s) ORDER BY order_id DESC LIMIT 7", (3, 4, 5)),
+            ("SELECT COUNT(*) FROM t_order WHERE note LIKE %s", ("n1%",)),
+        ]:
+            with mysql_executor.execute(sql, params) as a, fanned.execute(sql, params) as b:
+                assert a.units > 1
+                rows_a, rows_b = a.fetchall(), b.fetchall()
+                assert rows_a == rows_b and rows_a, sql
+                assert [[type(v) for v in r] for r in rows_a] == [[type(v) for v in r] for r in rows_b], sql
+                assert a.description == b.description
+        with mysql_executor.execute("UPDATE t_order SET amount = amount + 1 WHERE user_id IN (%s, %s)", (1, 2)) as u:
+            assert u.units > 1 and u.rowcount == sum(1 for r in rows if r[1] in (1, 2))
+        for ex in (mysql_executor, fanned):
+            with pytest.raises(ExecutionError) as info:
+                ex.execute("SELECT no_such_column FROM t_order")
+            assert "no_such_column" in str(info.value)
+        assert_no_leaks(mysql_executor, wait=0)
+        assert_no_leaks(fanned, wait=0)
+    finally:
+        fanned.close()

@@ -154,6 +154,35 @@ def test_a_statement_in_flight_fails_at_its_deadline(ex: Executor, frozen_source
         assert killer.in_flight() == 0
 
 
+@pytest.mark.parametrize("pipeline", [True, False], ids=["pipelined", "fanned-out"])
+def test_a_multi_unit_read_gives_up_on_the_frozen_unit_in_time(
+    config: Any, frozen_sources: Frozen, pipeline: bool
+) -> None:
+    ex = Executor(config, timeout=STATEMENT_TIMEOUT, pipeline=pipeline, cancel_grace=0.5)
+    try:
+        healthy = next(u for u in range(5_000, 10_000)  # a user of its own: other tests count theirs
+                       if ex.router.route("SELECT 1 FROM t_order WHERE user_id = %s", (u,)).units[0].data_source == "ds_1")
+        ex.execute("INSERT INTO t_order (order_id, user_id) VALUES (%s, %s)", (uuid.uuid4().int % 10**12, healthy)).close()
+        scan = "SELECT user_id FROM t_order"  # one unit on each data source
+        assert ex.router.route(scan).units and len(ex.router.route(scan).units) == 2
+        expected = ex.execute(scan).fetchall()  # both connections used just now: no ping on the next borrow
+        with frozen_sources.frozen():
+            elapsed, error = bounded(lambda: ex.execute(scan).fetchall(), BOUND * (STATEMENT_TIMEOUT + 0.5))
+            assert isinstance(error, QueryTimeoutError) and "ds_0" in str(error), error
+            ex.execute("SELECT 1 FROM t_order WHERE user_id = %s", (healthy,)).close()  # ds_1 still answers
+        # Reads accepting a partial result get the healthy unit's rows, flagged incomplete.
+        ex.execute(scan).close()
+        with frozen_sources.frozen():
+            with ex.execute(scan, allow_partial=True) as partial:
+                rows = partial.fetchall()
+                assert partial.complete is False
+        assert set(rows) == {r for r in expected if r[0] == healthy} and rows
+        assert_no_leaks(ex, wait=5.0)
+    finally:
+        ex.execute("DELETE FROM t_order WHERE user_id = %s", (healthy,)).close()
+        ex.close()
+
+
 def test_an_idle_connection_is_pinged_within_the_acquire_timeout(ex: Executor, frozen_sources: Frozen) -> None:
     user = user_on(ex, "ds_0")
     point_select(ex, user)()

@@ -92,6 +92,8 @@ class Driver(ABC):
 
     #: Whether :meth:`cursor` can stream (rows read from the server as fetched).
     can_stream = True
+    #: Whether :meth:`send` / :meth:`receive` split a statement in two (several units, one thread).
+    can_pipeline = False
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
@@ -110,6 +112,17 @@ class Driver(ABC):
 
     def cursor(self, raw: Any, stream: bool) -> Any:
         return raw.cursor()
+
+    def send(self, raw: Any, sql: str, params: Any) -> Any:
+        """Send ``sql`` without waiting for the answer; returns the cursor :meth:`receive` reads it into."""
+        raise NotImplementedError(f"{type(self).__name__} cannot pipeline statements")
+
+    def receive(self, raw: Any, cursor: Any, wait: float | None) -> None:
+        """Read the answer to what :meth:`send` sent into ``cursor`` (as ``cursor.execute`` would).
+
+        ``wait``: seconds to wait for it at most (``None``: the connection's socket timeout).
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot pipeline statements")
 
     def begin(self, raw: Any) -> None:
         raw.cursor().execute("BEGIN")
@@ -156,6 +169,8 @@ class Driver(ABC):
 
 #: MySQL's COM_RESET_CONNECTION command byte (MySQL >= 5.7.3, MariaDB >= 10.2.4); PyMySQL has no call for it.
 _COM_RESET_CONNECTION = 0x1F
+#: MySQL's COM_QUERY command byte (one text statement).
+_COM_QUERY = 0x03
 
 
 class MySQLDriver(Driver):
@@ -199,8 +214,35 @@ class MySQLDriver(Driver):
         """A connection for one quick command (``KILL QUERY``): every wait bounded by ``timeout``."""
         return self._open(endpoint, timeout, timeout)
 
+    can_pipeline = True
+
     def cursor(self, raw: Any, stream: bool) -> Any:
         return raw.cursor(self._sscursor) if stream else raw.cursor()
+
+    # A statement is one COM_QUERY packet and one answer: several connections can each
+    # have one in flight while a single thread reads the answers in turn
+    # (docs/operations.md#multi-unit-statements). These are PyMySQL's Cursor.execute,
+    # split where it waits (tests/test_execute.py compares both ways, types included).
+
+    def send(self, raw: Any, sql: str, params: Any) -> Any:
+        cursor = raw.cursor()
+        query = cursor._mogrify(sql, params) if params is not None else sql
+        cursor._clear_result()
+        cursor._executed = query
+        raw._execute_command(_COM_QUERY, query.encode(raw.encoding))
+        return cursor
+
+    def receive(self, raw: Any, cursor: Any, wait: float | None) -> None:
+        if wait is None:
+            raw._affected_rows = raw._read_query_result(unbuffered=False)
+        else:  # a deadline: past it (plus the grace) the read gives up, as a fan-out gives up on a lane
+            saved = raw._read_timeout
+            raw._read_timeout = wait if saved is None else min(saved, wait)
+            try:
+                raw._affected_rows = raw._read_query_result(unbuffered=False)
+            finally:
+                raw._read_timeout = saved
+        cursor._do_get_result()
 
     def begin(self, raw: Any) -> None:
         raw.begin()

@@ -8,8 +8,11 @@
    forced the primary, or a transaction is open; inside a transaction every
    unit of a data source runs on that data source's pinned connection;
 3. run: a single unit runs on the caller's thread with no extra hop; several
-   fan out over a bounded thread pool (``max_concurrency``), FULL-kind plans
-   also pass a semaphore (``full_route_concurrency``, 4: docs/operations.md#full-routes);
+   buffered units on MySQL / MariaDB are pipelined on the caller's thread too
+   (every unit sent on its own connection, then the answers read in turn:
+   docs/operations.md#multi-unit-statements); the rest fan out over a bounded
+   thread pool (``max_concurrency``); FULL-kind plans also pass a semaphore
+   (``full_route_concurrency``, 4: docs/operations.md#full-routes);
 4. enforce the per-statement deadline (``timeout``, 3 s): past it the statement
    is cancelled (``KILL QUERY`` / ``interrupt()``) and
    :class:`~ddm_core.errors.QueryTimeoutError` is raised — or, with
@@ -60,6 +63,7 @@ from ddm_core.execute.result import Result, StreamRows, UnitResult
 from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.shared import CURRENT_TX, DEFAULT, Lane, style_of
 from ddm_core.execute.slow_sql import SlowSqlLog
+from ddm_core.execute.trace_comment import TRACE_COMMENT
 from ddm_core.execute.watchdog import Guard, Watchdog
 from ddm_core.metadata.model import DataSource, ShardingConfig
 from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
@@ -67,6 +71,7 @@ from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 from ddm_core.route.router import Router
 
 if TYPE_CHECKING:
+    from ddm_core.execute.observer import StatementObserver
     from ddm_core.execute.transaction import Transaction
 
 __all__ = ["Executor", "DEFAULT"]
@@ -107,6 +112,10 @@ class Executor:
         cancel_grace: Seconds a fan-out waits past the deadline for cancelled
             units to stop before giving up on them (they still return their
             connections when they do stop).
+        pipeline: Run a buffered multi-unit statement on MySQL / MariaDB data
+            sources by sending every unit, then reading the answers, on the
+            caller's thread (docs/operations.md#multi-unit-statements);
+            ``False``: fan out over the worker threads.
         load_schema: Read each sharded table's columns from its first data node
             now, for INSERTs without a column list and string values of integer
             shard columns (:mod:`ddm_core.execute.schema_load`; a data source
@@ -136,6 +145,7 @@ class Executor:
         fetch_batch: int = 500,
         drain_limit: int = 10_000,
         cancel_grace: float = 1.0,
+        pipeline: bool = True,
         load_schema: bool = True,
         transaction_mode: str = "local",
         xa_recover_on_start: bool | None = None,
@@ -163,12 +173,14 @@ class Executor:
         self.fetch_batch = max(1, fetch_batch)
         self.drain_limit = drain_limit
         self.cancel_grace = cancel_grace
+        self.pipeline = pipeline
         self._watchdog = Watchdog()
         self._pools = PoolRegistry(self._watchdog)
         # Data source and primary pool by name, for the config version in use: the hot path skips the lookups.
         self._primaries: tuple[ShardingConfig | None, dict[str, tuple[DataSource, EndpointPool]]] = (None, {})
         self._full_slots = threading.BoundedSemaphore(full_route_concurrency)
         self._slow_sql = SlowSqlLog(lambda: self._router.config)  # runtime.slowSqlMs: docs/operations.md#slow-sql
+        self._observer: StatementObserver | None = None  # ddm_core.observe (docs/observability.md)
         self._threads: cf.ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         # Replicas: balancer, read-your-writes, lag monitor, breakers (docs/readwrite.md).
@@ -256,16 +268,27 @@ class Executor:
         """
         refuse_unpinned(plan)  # a session change must not stay on a shared pooled connection
         started = time.monotonic()
-        if len(plan.units) == 1 and plan.kind is not RouteKind.FULL and (self.stream if stream is DEFAULT else stream) is not True:
-            result = self._run_single(
-                plan, style=caller_style, timeout=timeout, allow_partial=allow_partial, started=started
-            )
-        else:
-            result = self._run(
-                plan, style=caller_style, timeout=timeout, allow_partial=allow_partial, stream=stream, started=started
-            )
+        try:
+            if len(plan.units) == 1 and plan.kind is not RouteKind.FULL and (self.stream if stream is DEFAULT else stream) is not True:
+                result = self._run_single(
+                    plan, style=caller_style, timeout=timeout, allow_partial=allow_partial, started=started
+                )
+            else:
+                result = self._run(
+                    plan, style=caller_style, timeout=timeout, allow_partial=allow_partial, stream=stream, started=started
+                )
+        except BaseException as exc:
+            if self._observer is not None:
+                self._observer.failed(plan, started, exc)
+            raise
         self._slow_sql.observe(started, plan, result)
+        if self._observer is not None:
+            self._observer.finished(plan, started, result)
         return result
+
+    def set_observer(self, observer: StatementObserver | None) -> None:
+        """Tell ``observer`` about every statement :meth:`execute_plan` runs (``None``: nobody; docs/observability.md)."""
+        self._observer = observer
 
     def transaction(self, mode: str | None = None) -> Transaction:
         """A transaction: ``with executor.transaction() as tx: ...``.
@@ -446,8 +469,10 @@ class Executor:
             if len(lanes) == 1:
                 outcome = self._run_lane(lanes[0], style, do_stream, deadline)
                 outcomes = [outcome]
+            elif not do_stream and not pinned and self._can_pipeline(lanes):
+                outcomes = self._pipeline(lanes, style, deadline, self._lend_all(lanes, deadline))
             else:
-                lent = self._lend_for_stream(lanes, deadline) if do_stream else None
+                lent = self._lend_all(lanes, deadline) if do_stream else None
                 outcomes = self._fan_out(lanes, style, do_stream, deadline, release_full=full, lent=lent)
                 released = full  # the fan-out releases the slot once every lane has stopped
         finally:
@@ -519,14 +544,14 @@ class Executor:
         return True
 
     @staticmethod
-    def _lend_for_stream(lanes: list[Lane], deadline: float | None) -> list[Borrowed]:
-        """Every connection a streamed fan-out will hold, taken before any unit runs (one per lane).
+    def _lend_all(lanes: list[Lane], deadline: float | None) -> list[Borrowed]:
+        """Every connection a streamed or pipelined statement will hold, taken before any unit runs (one per lane).
 
-        Streamed units keep their connections until the caller is done, so
-        borrowing them one by one lets two statements each hold part of a pool
-        and wait for the rest until the acquire timeout. Each pool lends its
-        share all at once, pools in one fixed order: no statement holds
-        connections while it waits (docs/operations.md#connection-pools).
+        Such units keep their connections at the same time (streamed: until the
+        caller is done), so borrowing them one by one lets two statements each
+        hold part of a pool and wait for the rest until the acquire timeout.
+        Each pool lends its share all at once, pools in one fixed order: no
+        statement holds connections while it waits (docs/operations.md#connection-pools).
         """
         by_pool: dict[int, tuple[EndpointPool, list[int]]] = {}
         for i, lane in enumerate(lanes):
@@ -594,41 +619,79 @@ class Executor:
             raise self._timeout_error(unit, pool)
         borrowed = pinned if pinned is not None else (lent if lent is not None else pool.borrow())
         own = pinned is None
-        sql = driver.sql_for(unit.sql, style)
+        sql = self._unit_sql(driver, unit, style)
         guard: Guard | None = None
         if deadline is not None:
             guard = borrowed.guard
             if guard is not None:
                 guard.arm(deadline)
         cursor = None
-        result: UnitResult | None = None
         try:
             cursor = driver.cursor(borrowed.raw, stream)
             cursor.execute(sql, unit.params)
-            description = cursor.description
-            if description is None:
-                result = UnitResult(unit.data_source, None, (), cursor.rowcount, getattr(cursor, "lastrowid", None) or None)
-            elif not stream:
-                rows = cursor.fetchall()
-                result = UnitResult(unit.data_source, description, rows, len(rows))
-            else:
-                first = cursor.fetchmany(self.fetch_batch)
-                if len(first) < self.fetch_batch:  # everything fitted in the first batch
-                    result = UnitResult(unit.data_source, description, first, len(first))
-                else:
-                    rows_iter = StreamRows(cursor, borrowed, first, self.fetch_batch, self.drain_limit, sql)
-                    result = UnitResult(unit.data_source, description, rows_iter, -1)
+            result = self._read_unit(unit, borrowed, cursor, stream, sql)
         except BaseException as exc:
-            fired = guard.disarm() if guard is not None else False
-            _close_quietly(cursor)
-            discard = fired or discard_on(exc)
-            if own:
-                borrowed.release(discard=discard)
-            if fired:
-                raise self._timeout_error(unit, pool) from exc
-            if isinstance(exc, Exception):
-                raise map_driver_error(exc, data_source=unit.data_source, endpoint=pool.endpoint.name, sql=sql) from exc
-            raise
+            error = self._unit_failed(exc, unit, pool, borrowed, own, cursor, guard, sql)
+            if error is exc:
+                raise
+            raise error from exc
+        return self._unit_done(unit, pool, borrowed, own, cursor, guard, result)
+
+    @staticmethod
+    def _unit_sql(driver: Any, unit: RouteUnit, style: str) -> str:
+        sql: str = driver.sql_for(unit.sql, style)
+        trace = TRACE_COMMENT.get()
+        if trace is not None:  # ddm_core.observe.trace(): the request's id in the server's logs
+            sql = trace + sql
+        return sql
+
+    def _read_unit(self, unit: RouteUnit, borrowed: Borrowed, cursor: Any, stream: bool, sql: str) -> UnitResult:
+        """An executed cursor's outcome: row count, all rows, or (streaming) the first batch and the rest to come."""
+        description = cursor.description
+        if description is None:
+            return UnitResult(unit.data_source, None, (), cursor.rowcount, getattr(cursor, "lastrowid", None) or None)
+        if not stream:
+            rows = cursor.fetchall()
+            return UnitResult(unit.data_source, description, rows, len(rows))
+        first = cursor.fetchmany(self.fetch_batch)
+        if len(first) < self.fetch_batch:  # everything fitted in the first batch
+            return UnitResult(unit.data_source, description, first, len(first))
+        rows_iter = StreamRows(cursor, borrowed, first, self.fetch_batch, self.drain_limit, sql)
+        return UnitResult(unit.data_source, description, rows_iter, -1)
+
+    def _unit_failed(
+        self,
+        exc: BaseException,
+        unit: RouteUnit,
+        pool: EndpointPool,
+        borrowed: Borrowed,
+        own: bool,
+        cursor: Any,
+        guard: Guard | None,
+        sql: str,
+    ) -> BaseException:
+        """A unit raised: disarm, close, give the connection back (discarded if in doubt); the error to raise."""
+        fired = guard.disarm() if guard is not None else False
+        _close_quietly(cursor)
+        if own:
+            borrowed.release(discard=fired or discard_on(exc))
+        if fired:
+            return self._timeout_error(unit, pool)
+        if isinstance(exc, Exception):
+            return map_driver_error(exc, data_source=unit.data_source, endpoint=pool.endpoint.name, sql=sql)
+        return exc
+
+    def _unit_done(
+        self,
+        unit: RouteUnit,
+        pool: EndpointPool,
+        borrowed: Borrowed,
+        own: bool,
+        cursor: Any,
+        guard: Guard | None,
+        result: UnitResult,
+    ) -> UnitResult:
+        """A unit answered: disarm; a buffered one closes its cursor and gives its connection back."""
         fired = guard.disarm() if guard is not None else False
         streaming = isinstance(result.rows, StreamRows)
         if fired:  # the cancel may have cut the rows short (a killed SLEEP even "succeeds")
@@ -654,6 +717,70 @@ class Executor:
             endpoint=pool.endpoint.name,
             sql=unit.sql,
         )
+
+    # -- pipelining ---------------------------------------------------------------------------
+
+    def _can_pipeline(self, lanes: list[Lane]) -> bool:
+        """Buffered units, one per lane, each pool able to lend its share at once, drivers that can split."""
+        if not self.pipeline:
+            return False
+        per_pool: dict[int, int] = {}
+        for lane in lanes:
+            pool = lane.pool
+            if not pool.driver.can_pipeline or pool.split is not None or len(lane.items) != 1:
+                return False
+            n = per_pool[id(pool)] = per_pool.get(id(pool), 0) + 1
+            if n > pool.max_size:
+                return False
+        return True
+
+    def _pipeline(self, lanes: list[Lane], style: str, deadline: float | None, lent: list[Borrowed]) -> list[_LaneOutcome]:
+        """Send every unit on its own connection, then read the answers in turn, all on the caller's thread.
+
+        The servers work on every unit at once while this thread writes and
+        reads; no worker thread, no hand-off (docs/operations.md#multi-unit-statements).
+        Past the deadline each answer is waited for at most ``cancel_grace``
+        more, as a fan-out would wait for its lanes.
+        """
+        outcomes = [_LaneOutcome() for _ in lanes]
+        in_flight: list[tuple[int, Any, Guard | None, str]] = []
+        try:
+            for i, lane in enumerate(lanes):
+                unit, pool, borrowed = lane.items[0][1], lane.pool, lent[i]
+                sql = self._unit_sql(pool.driver, unit, style)
+                guard = borrowed.guard if deadline is not None else None
+                cursor = None
+                try:
+                    if deadline is not None and deadline <= time.monotonic():
+                        raise self._timeout_error(unit, pool)
+                    if guard is not None and deadline is not None:
+                        guard.arm(deadline)
+                    cursor = pool.driver.send(borrowed.raw, sql, unit.params)
+                except BaseException as exc:
+                    outcomes[i].error = self._unit_failed(exc, unit, pool, borrowed, True, cursor, guard, sql)
+                    continue
+                in_flight.append((i, cursor, guard, sql))
+            for i, cursor, guard, sql in in_flight:
+                (index, unit), pool, borrowed = lanes[i].items[0], lanes[i].pool, lent[i]
+                wait = None if deadline is None else max(0.001, deadline - time.monotonic() + self.cancel_grace)
+                try:
+                    pool.driver.receive(borrowed.raw, cursor, wait)
+                    result = self._read_unit(unit, borrowed, cursor, False, sql)
+                except BaseException as exc:
+                    outcomes[i].error = self._unit_failed(exc, unit, pool, borrowed, True, cursor, guard, sql)
+                    continue
+                try:
+                    outcomes[i].results.append((index, self._unit_done(unit, pool, borrowed, True, cursor, guard, result)))
+                except BaseException as exc:
+                    outcomes[i].error = exc
+        except BaseException:  # interrupted between units: what is still lent is in an unknown state
+            for _, _, guard, _ in in_flight:
+                if guard is not None:
+                    guard.disarm()
+            for b in lent:
+                b.release(discard=True)
+            raise
+        return outcomes
 
     # -- fan-out -----------------------------------------------------------------------------
 
