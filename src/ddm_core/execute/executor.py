@@ -617,7 +617,7 @@ class Executor:
             if lent is not None:
                 lent.release()
             raise self._timeout_error(unit, pool)
-        borrowed = pinned if pinned is not None else (lent if lent is not None else pool.borrow())
+        borrowed = pinned if pinned is not None else (lent if lent is not None else pool.borrow(deadline))
         own = pinned is None
         sql = self._unit_sql(driver, unit, style)
         guard: Guard | None = None

@@ -209,11 +209,15 @@ class EndpointPool:
 
     # -- borrowing ---------------------------------------------------------------------
 
-    def borrow(self) -> Borrowed:
+    def borrow(self, deadline: float | None = None) -> Borrowed:
         """Check a connection out.
 
+        Args:
+            deadline: The statement's ``time.monotonic()`` deadline: waiting for a
+                free connection stops there if that comes before the acquire timeout.
+
         Raises:
-            PoolTimeoutError: none became free within the acquire timeout.
+            PoolTimeoutError: none became free within the acquire timeout (or before the deadline).
             DataSourceUnavailableError: a new connection could not be opened.
         """
         if not self._warm:
@@ -230,7 +234,7 @@ class EndpointPool:
                 self._open += 1
                 conn = None
             else:
-                conn = self._wait_for_one()
+                conn = self._wait_for_one(deadline)
             self._borrows += 1
         try:
             if conn is None:
@@ -243,9 +247,13 @@ class EndpointPool:
             raise
         return Borrowed(self, conn)
 
-    def _wait_for_one(self) -> _Connection | None:
+    def _wait_for_one(self, deadline: float | None) -> _Connection | None:
         """Under the lock, with every connection lent: wait for a return (``None``: open a new one)."""
         end = _monotonic() + self.acquire_timeout
+        waited = self.acquire_timeout
+        if deadline is not None and deadline < end:
+            waited = max(0.0, waited - (end - deadline))
+            end = deadline
         self._waiting += 1
         try:
             while True:
@@ -256,7 +264,7 @@ class EndpointPool:
                     return None
                 left = end - _monotonic()
                 if left <= 0:
-                    raise self._timed_out(self.acquire_timeout)
+                    raise self._timed_out(waited)
                 self._freed.wait(left)
         finally:
             self._waiting -= 1
