@@ -17,19 +17,20 @@ ORDER_DDL = (
 )
 
 
-def urls(databases: list[str]) -> dict[str, Any]:
-    return {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
+def urls(databases: list[str], port: int = 3306) -> dict[str, Any]:
+    return {f"ds_{i}": {"url": f"mysql://127.0.0.1:{port}/{db}", "username": "root", "password": ""}
             for i, db in enumerate(databases)}
 
 
-def reshard_docs(databases: list[str], old_count: int = 4) -> tuple[dict[str, Any], dict[str, Any]]:
+def reshard_docs(databases: list[str], old_count: int = 4, *, port: int = 3306
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The old configuration over the first ``old_count`` databases, the new one over all of them.
 
     The new slot layout is the smallest resize (``SlotMap.moved_to``), as docs/migration.md advises.
     """
     pool = {"maxSize": 2, "minIdle": 0, "acquireTimeoutMs": 2000}
-    old = sharding_config(urls(databases[:old_count]), tables=TABLES_PER_SOURCE, pool=pool)
-    new = sharding_config(urls(databases), tables=TABLES_PER_SOURCE, pool=pool)
+    old = sharding_config(urls(databases[:old_count], port), tables=TABLES_PER_SOURCE, pool=pool)
+    new = sharding_config(urls(databases, port), tables=TABLES_PER_SOURCE, pool=pool)
     old_map = SlotMap.even(old_count, 10)
     grown, _ = old_map.moved_to(len(databases))
     old["tables"][0]["slots"] = slot_layout_spec(old_map, list(urls(databases[:old_count])))

@@ -40,6 +40,12 @@ ALLOWED: dict[str, set[str]] = {
     "xa": {"execute", "route", "metadata", "dialects", "errors", "_text"},
     "outbox": {"execute", "route", "metadata", "dialects", "errors", "_text"},
     "idlease": {"execute", "route", "metadata", "dialects", "ids", "errors", "_text"},
+    # Observability (docs/observability.md): reuses the migration's schema check and its connections.
+    "observe": {"execute", "route", "merge.spec", "metadata", "algorithms", "dialects", "errors", "_text",
+                "migrate.schema_check", "migrate.connections", "migrate.tables", "ddl"} | FACES,
+    "metrics": {"observe", "execute", "errors"},  # the face over observe/
+    # The MySQL-protocol proxy (docs/proxy.md): a session is an executor transaction or autocommit.
+    "proxy": {"execute", "route", "metadata", "errors", "_text"},
 }
 # ids re-exports lease_worker_id from idlease lazily (module __getattr__): importing ids loads no executor.
 ALLOWED["ids"] = ALLOWED["ids"] | {"idlease"}

@@ -63,6 +63,11 @@ __all__ = [
     "WorkerLeaseLostError",
     # outbox
     "OutboxError",
+    # proxy
+    "ProxyError",
+    "RateLimitedError",
+    # observability
+    "ObserveError",
 ]
 
 
@@ -324,6 +329,30 @@ class OutboxError(TransactionError):
     """
 
 
+# -- observability ---------------------------------------------------------------
+
+
+class ObserveError(DdmError):
+    """A health baseline, lint run or shadow route cannot be done as asked (docs/observability.md)."""
+
+
+# -- proxy -------------------------------------------------------------------------
+
+
+class ProxyError(DdmError):
+    """The MySQL-protocol proxy (``ddm proxy``) cannot start or answer as asked (docs/proxy.md)."""
+
+
+class RateLimitedError(ProxyError):
+    """A proxy user or logic table is over its statements-per-second limit (docs/proxy.md#rate-limits).
+
+    Attributes:
+        user: The user refused (when the user's limit decided).
+        table: The logic table refused (when a table's limit decided).
+        limit: The limit, statements per second.
+    """
+
+
 # -- migration ---------------------------------------------------------------------
 
 
@@ -346,6 +375,33 @@ class SchemaMismatchError(MigrationError):
     Attributes:
         table: The logic table.
         differences: Every ``SchemaDifference`` (physical table, aspect, expected, found).
+    """
+
+
+class ConsistencyCheckError(MigrationError):
+    """Two row sources cannot be compared as asked (different primary keys, no common column).
+
+    Attributes:
+        table: The physical table concerned.
+        data_source: Its data source.
+    """
+
+
+class CatchUpTimeoutError(MigrationError):
+    """A catch-up pass did not reach the end of a source server's binlog before its deadline.
+
+    Attributes:
+        server: ``host:port`` of the server.
+    """
+
+
+class BackfillMismatchError(MigrationError):
+    """A backfill batch's count or checksum differs between source and target after it was written.
+
+    Attributes:
+        table: The logic table.
+        scan: The source physical table being copied (``ds.table``).
+        high_water: The primary key the batch started after.
     """
 
 

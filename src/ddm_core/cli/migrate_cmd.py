@@ -1,8 +1,9 @@
 """``ddm migrate``: plan a resharding by slots, run its prepare phase, show its state, publish configurations.
 
-What exists is the foundation of docs/migration.md: ``plan``, ``prepare``,
-``status`` and ``config-publish``; the later phases (dual write, backfill,
-catch-up, read shift, cutover) are not implemented yet.
+What exists: ``plan``, ``prepare``, ``backfill``, ``catch-up``, ``status`` and
+``config-publish`` (docs/migration.md); dual write, read shift and
+cutover are not implemented yet (``backfill --writes-stopped`` stands in for
+dual write while the application does not write the moving tables).
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ from typing import Any, Iterator
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ddm_core.cli.app import cli, load
 from ddm_core.errors import ConfigError
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate import Connections, config_table_source, connector
+from ddm_core.migrate.backfill import (
+    BATCH_ROWS, MAX_BATCH_ROWS, ScanReport, backfill, backfill_scans, estimated_rows,
+)
+from ddm_core.migrate.catchup import FLUSH_ROWS, MAX_LAG, catch_up
+from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import MigrationPlan, plan_migration
 from ddm_core.migrate.prepare import prepare
 from ddm_core.migrate.state import MigrationLog
@@ -128,9 +135,9 @@ _PROGRESS = click.option("--progress/--no-progress", default=True, help="Show a 
 
 @cli.group()
 def migrate() -> None:
-    """Online resharding by slots (docs/migration.md): plan, prepare, status.
+    """Online resharding by slots (docs/migration.md): plan, prepare, backfill, catch-up, status.
 
-    Dual write, backfill, catch-up, read shift and cutover are not implemented yet.
+    Dual write, read shift and cutover are not implemented yet.
     """
 
 
@@ -212,6 +219,10 @@ def status_cmd(config_path: str, state_ds: str, name: str) -> None:
         copied = sum(1 for s in state.slots.values() if s.done)
         console.print(f"slots: {copied} of {len(state.slots)} started are copied, "
                       f"{sum(s.rows_copied for s in state.slots.values()):,} rows")
+    if state.scans:
+        finished = sum(1 for s in state.scans.values() if s.done)
+        console.print(f"backfill scans: {finished} of {len(state.scans)} started are done, "
+                      f"{sum(s.rows_copied for s in state.scans.values()):,} rows copied")
     if state.stopped is not None:
         console.print(f"stopped: {state.stopped}")
 
@@ -233,3 +244,113 @@ def config_publish_cmd(config_path: str, data_source: str, document: str) -> Non
     click.echo(f"published {document} as version {version} of {source.where}")
     click.echo("applications follow it with: ConfigHolder(config_table_source(config, "
                f"{data_source!r})).watch(1.0)  # from ddm_core.migrate import config_table_source")
+
+
+@migrate.command("backfill")
+@_FROM
+@_TO
+@_STATE
+@_NAME
+@click.option("--batch", type=click.IntRange(min=1, max=MAX_BATCH_ROWS), default=BATCH_ROWS, show_default=True,
+              help="Source rows per checked batch.")
+@click.option("--max-rows-per-s", type=click.FloatRange(min=1), help="Ceiling on source rows read per second.")
+@click.option("--writes-stopped", is_flag=True,
+              help="The application does not write the moving tables now: record the dual-write phase as "
+                   "complete (it has nothing to do) and go on to backfill.")
+@click.option("--progress/--no-progress", default=True, help="Show per-scan progress bars on stderr.")
+def backfill_cmd(old_path: str, new_path: str, state_ds: str, name: str, batch: int, max_rows_per_s: float | None,
+                 writes_stopped: bool, progress: bool) -> None:
+    """Copy the moving slots' rows in checked batches (resumable: run it again after a crash)."""
+    old, new = _configs(old_path, new_path)
+    console = _console()
+    with Connections(old, new) as conns, MigrationLog(connector(old, state_ds), name) as log:
+        state = log.state()
+        if writes_stopped and state.phase is Phase.PREPARE and state.completed:
+            log.enter(Phase.DUAL_WRITE, detail={"writes_stopped": True}, state=state)
+            log.complete(Phase.DUAL_WRITE, detail={"writes_stopped": True})
+        plan = plan_migration(old, new, count="none", rate=1.0)
+        with _BackfillBars(conns, plan, old, new, enabled=progress) as bars:
+            result = backfill(old, new, plan, conns, log, batch=batch, max_rows_per_s=max_rows_per_s,
+                              progress=bars.update)
+    for report in result.scans:
+        console.print(f"{report.scan.describe()}: {report.rows_copied:,} rows copied"
+                      + (f" ({report.rows_read:,} read now in {report.batches} batch"
+                         f"{'es' if report.batches != 1 else ''})" if report.batches else ""))
+    rate = result.rows_read / result.seconds if result.seconds > 0 else 0.0
+    console.print(f"migration {name!r}: backfill completed; this run read {result.rows_read:,} rows "
+                  f"in {result.seconds:.1f} s ({rate:,.0f} rows/s, throttled {result.throttled:.1f} s)")
+
+
+class _BackfillBars:
+    """One rich progress bar per scan (rows read of the table's estimate), with rows/s."""
+
+    def __init__(self, conns: Connections, plan: MigrationPlan, old: ShardingConfig, new: ShardingConfig,
+                 *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tasks: dict[str, Any] = {}
+        self.progress: Any = None
+        self.started = False
+        if enabled:
+            self.progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[moved]:>10,} moved"), TextColumn("{task.fields[rate]}"),
+                TimeElapsedColumn(), console=Console(stderr=True),
+            )
+            for scan in backfill_scans(old, new, plan):
+                self.tasks[scan.name] = self.progress.add_task(
+                    scan.describe()[:60], total=max(estimated_rows(conns, scan), 1), moved=0, rate="")
+
+    def __enter__(self) -> "_BackfillBars":
+        return self
+
+    def update(self, report: ScanReport) -> None:
+        if self.progress is None:
+            return
+        if not self.started:  # drawn from the first batch on: a refused start draws nothing
+            self.progress.start()
+            self.started = True
+        task = self.tasks[report.scan.name]
+        speed = self.progress.tasks[task].speed
+        fields: dict[str, Any] = {"moved": report.rows_copied, "rate": f"{speed:,.0f} rows/s" if speed else ""}
+        if report.done:
+            total = self.progress.tasks[task].total
+            self.progress.update(task, completed=max(report.rows_read, 1) if report.rows_read else total,
+                                 total=max(report.rows_read, 1) if report.rows_read else total, **fields)
+        else:
+            self.progress.update(task, completed=report.rows_read, **fields)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None and self.started:
+            self.progress.stop()
+
+
+@migrate.command("catch-up")
+@_FROM
+@_TO
+@_STATE
+@_NAME
+@click.option("--max-lag", type=click.FloatRange(min=0.01, max=3600), default=MAX_LAG, show_default=True,
+              help="The gate: a pass over the remaining binlog shorter than this many seconds.")
+@click.option("--pass-timeout", type=click.FloatRange(min=1, max=86400), default=120.0, show_default=True,
+              help="Deadline of one pass, in seconds.")
+@click.option("--flush-rows", type=click.IntRange(min=1, max=100_000), default=FLUSH_ROWS, show_default=True,
+              help="Changes applied (and the binlog position recorded) per flush.")
+@click.option("--progress/--no-progress", default=True, help="Show a spinner on stderr.")
+def catch_up_cmd(old_path: str, new_path: str, state_ds: str, name: str, max_lag: float, pass_timeout: float,
+                 flush_rows: int, progress: bool) -> None:
+    """Apply the binlog changes made since the backfill started (resumable; needs binlog_format=ROW)."""
+    old, new = _configs(old_path, new_path)
+    console = _console()
+    with Connections(old, new) as conns, MigrationLog(connector(old, state_ds), name) as log, \
+            _status(console, progress) as spinner:
+        plan = plan_migration(old, new, count="none", rate=1.0)
+        result = catch_up(old, new, plan, conns, log, max_lag=max_lag, pass_timeout=pass_timeout,
+                          flush_rows=flush_rows,
+                          progress=lambda n, applied: spinner.update(f"pass {n}: {applied:,} changes applied"))
+    if result.completed:
+        console.print(f"migration {name!r}: catch-up completed after {result.passes} passes, "
+                      f"{result.applied:,} changes applied (last pass {result.last_pass:.2f} s)")
+    else:
+        console.print(f"migration {name!r}: catch-up not completed: the last of {result.passes} passes took "
+                      f"{result.last_pass:.2f} s (gate {max_lag:g} s); run it again")
+        raise SystemExit(1)

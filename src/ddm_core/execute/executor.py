@@ -51,6 +51,7 @@ import logging
 import os
 import threading
 import time
+from contextvars import copy_context
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -808,7 +809,8 @@ class Executor:
         try:
             for i, lane in enumerate(lanes):
                 own = lent[i] if lent is not None else None
-                futures.append(threads.submit(self._run_lane, lane, style, stream, deadline, own))
+                # The caller's context (ddm_core.observe.trace's id) goes with each lane to its worker thread.
+                futures.append(threads.submit(copy_context().run, self._run_lane, lane, style, stream, deadline, own))
         except BaseException:  # the threads are shut down: what never runs gives its connection back
             for i, lane in enumerate(lanes):
                 never_runs = i >= len(futures) or futures[i].cancel()

@@ -22,6 +22,7 @@ from ddm_core.metadata.model import (
     Endpoint,
     MetadataCenter,
     PoolSettings,
+    ProxySettings,
     ReadWriteSettings,
     RuntimeSettings,
     ShardedTable,
@@ -82,6 +83,23 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
     })  # fmt: skip
     if xa:
         out["xa"] = xa
+    proxy = _changed(config.proxy, ProxySettings(), {
+        "workers": "workers", "batch_rows": "batchRows", "shutdown_grace_ms": "shutdownGraceMs",
+        "slow_sql_ms": "slowSqlMs", "audit_log": "auditLog",
+    })  # fmt: skip
+    if config.proxy.users:
+        proxy["users"] = [
+            {"name": u.name, "passwordHash": u.password_hash, **({"rateLimit": u.rate_limit} if u.rate_limit else {}),
+             **({"unmask": True} if u.unmask else {})}
+            for u in config.proxy.users
+        ]  # fmt: skip
+    if config.proxy.table_rate_limits:
+        proxy["tableRateLimits"] = dict(config.proxy.table_rate_limits)
+    if config.proxy.masks:
+        proxy["masks"] = [{"column": m.column, "mask": m.mask, **({"table": m.table} if m.table else {})}
+                          for m in config.proxy.masks]  # fmt: skip
+    if proxy:
+        out["proxy"] = proxy
     metadata = _changed(config.metadata, MetadataCenter(), {
         "server": "server", "namespace": "namespace", "failover_snapshot": "failoverSnapshot",
     })  # fmt: skip

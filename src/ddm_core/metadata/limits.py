@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ddm_core._fast.id_layout import DEFAULT_EPOCH_MS
-from ddm_core.metadata.model import PoolSettings, ReadWriteSettings, RuntimeSettings, XaSettings
+from ddm_core.metadata.model import PoolSettings, ProxySettings, ReadWriteSettings, RuntimeSettings, XaSettings
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -116,6 +116,7 @@ class IntRange:
 _POOL = PoolSettings()
 _RUNTIME = RuntimeSettings()
 _XA = XaSettings()
+_PROXY = ProxySettings()
 _RW = ReadWriteSettings()
 _GENE_WORKER_BITS = 6  # GeneIdGenerator's default
 _MAX_BACKWARD_MS = 5  # the id generators' default
@@ -155,6 +156,14 @@ RANGES: Mapping[str, IntRange] = {
         1_000, _DAY_MS, _XA.abandon_after_ms, unit="ms", note="at most one day; must exceed xa.timeoutMs"
     ),
     "xa.maxConcurrent": IntRange(1, 1_000, _XA.max_concurrent, note="open XA transactions per executor"),
+    "proxy.workers": IntRange(1, 1_000, _PROXY.workers, note="threads running client statements at once"),
+    "proxy.batchRows": IntRange(1, 100_000, _PROXY.batch_rows, note="rows sent to the client per batch"),
+    "proxy.shutdownGraceMs": IntRange(
+        0, 3_600_000, _PROXY.shutdown_grace_ms, unit="ms", note="SIGTERM waits this long for running statements"
+    ),
+    "proxy.users.rateLimit": IntRange(1, 1_000_000, 0, off=True, note="statements per second of one user"),
+    "proxy.tableRateLimits": IntRange(1, 1_000_000, None, note="statements per second on one logic table"),
+    "proxy.slowSqlMs": IntRange(0, 3_600_000, _PROXY.slow_sql_ms, unit="ms", note="0: every statement is audited"),
     "readWrite.writeWindowMs": IntRange(
         1, 600_000, _RW.write_window_ms, unit="ms", note="reads after a write stay on the primary this long"
     ),

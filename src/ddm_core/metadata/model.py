@@ -47,6 +47,10 @@ __all__ = [
     "RuntimeSettings",
     "ReadWriteSettings",
     "XaSettings",
+    "ProxyUser",
+    "MaskRule",
+    "MASK_KINDS",
+    "ProxySettings",
     "MetadataCenter",
     "TableKind",
     "ConfigOrigin",
@@ -445,6 +449,66 @@ class XaSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ProxyUser:
+    """One account of the MySQL-protocol proxy (``ddm proxy``; docs/proxy.md).
+
+    Attributes:
+        name: The user name clients log in with.
+        password_hash: The ``mysql_native_password`` hash, ``*`` + 40 hex digits
+            (``SELECT PASSWORD('...')`` on MySQL / MariaDB); never the password.
+    """
+
+    name: str
+    password_hash: str = field(repr=False)
+    rate_limit: int = 0
+    unmask: bool = False
+
+
+#: Mask kinds of ``proxy.masks`` (docs/proxy.md#masking).
+MASK_KINDS = ("phone", "email", "full")
+
+
+@dataclass(frozen=True, slots=True)
+class MaskRule:
+    """A result column shown masked to users without ``unmask`` (``ddm proxy``; docs/proxy.md#masking).
+
+    Attributes:
+        column: The result column name it applies to (case-insensitive).
+        mask: ``phone`` (``138****1234``), ``email`` (``a***@example.com``) or ``full`` (``****``).
+        table: Only in statements on this logic table (``None``: any statement).
+    """
+
+    column: str
+    mask: str
+    table: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySettings:
+    """The MySQL-protocol proxy (``ddm proxy``; docs/proxy.md).
+
+    Attributes:
+        users: Accounts allowed to log in (none: nobody can).
+        workers: Threads running client statements at once (blocking driver calls).
+        batch_rows: Rows read from a result and sent to the client per batch.
+        shutdown_grace_ms: How long SIGTERM waits for running statements.
+        table_rate_limits: Logic table → statements per second (all users together).
+        masks: Result columns masked for users without ``unmask``.
+        slow_sql_ms: Statements at least this slow go to the audit log (0: every statement).
+        audit_log: The audit log file (JSON lines); ``None``: no audit log.
+    """
+
+    users: tuple[ProxyUser, ...] = ()
+    workers: int = 16
+    batch_rows: int = 500
+    shutdown_grace_ms: int = 10_000
+    table_rate_limits: Mapping[str, int] = _empty()
+    masks: tuple[MaskRule, ...] = ()
+    slow_sql_ms: int = 200
+    audit_log: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataCenter:
     """Where the configuration is published and snapshotted (docs/configuration.md#metadata).
 
@@ -500,6 +564,7 @@ class ShardingConfig:
         default_data_source: Where new single tables go (``None`` = none chosen).
         runtime: Runtime switches.
         xa: XA two-phase commit settings.
+        proxy: The MySQL-protocol proxy's users and limits (``ddm proxy``).
         metadata: Config-center location and snapshot file, when configured.
         algorithms: Every named sharding algorithm.
         key_generators: Every named key generator.
@@ -519,6 +584,7 @@ class ShardingConfig:
     runtime: RuntimeSettings = RuntimeSettings()
     xa: XaSettings = XaSettings()
     metadata: MetadataCenter = MetadataCenter()
+    proxy: ProxySettings = ProxySettings()
     algorithms: Mapping[str, AlgorithmSpec] = _empty()
     key_generators: Mapping[str, KeyGeneratorSpec] = _empty()
     name: str | None = None

@@ -59,6 +59,10 @@ from ddm_core.metadata.model import (
     SingleTable,
     Strategy,
     StrategyKind,
+    MASK_KINDS,
+    MaskRule,
+    ProxySettings,
+    ProxyUser,
     XaSettings,
     freeze,
 )
@@ -145,6 +149,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
     ctx.paths.default_data_source = top.field_path("defaultDataSource")
     props = freeze(dict(top.mapping("props")))
     xa = _xa(top.section("xa"))
+    proxy = _proxy(top.section("proxy"), ctx)
     top.finish()
     return dict(
         data_sources=data_sources,
@@ -156,6 +161,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
         default_data_source=default_ds,
         runtime=runtime,
         xa=xa,
+        proxy=proxy,
         metadata=metadata,
         name=name,
         props=props,
@@ -882,6 +888,78 @@ def _xa(sec: Section) -> XaSettings:
         abandon_after_ms=sec.int("abandonAfterMs", default=d.abandon_after_ms, bounds=RANGES["xa.abandonAfterMs"]),
         max_concurrent=sec.int("maxConcurrent", default=d.max_concurrent, bounds=RANGES["xa.maxConcurrent"]),
         recover_on_start=sec.bool("recoverOnStart", default=d.recover_on_start),
+    )
+    sec.finish()
+    return settings
+
+
+#: ``*`` and 40 hex digits: what ``SELECT PASSWORD('...')`` shows for ``mysql_native_password``.
+_NATIVE_HASH = re.compile(r"\*[0-9A-Fa-f]{40}")
+
+
+def _proxy(sec: Section, ctx: Context) -> ProxySettings:
+    """The ``proxy:`` section (docs/proxy.md): users with ``mysql_native_password`` hashes, limits."""
+    d = ProxySettings()
+    users: list[ProxyUser] = []
+    seen: set[str] = set()
+    upath = sec.field_path("users")
+    for i, item in enumerate(sec.list("users")):
+        path = join_path(upath, i)
+        user = Section(item, path, ctx.problems)
+        name = user.str("name", required=True)
+        password_hash = user.str("passwordHash", required=True)
+        rate_limit = user.int("rateLimit", default=0, bounds=RANGES["proxy.users.rateLimit"])
+        unmask = user.bool("unmask", default=False)
+        user.finish()
+        if name is None or password_hash is None:
+            continue
+        if name in seen:
+            ctx.problems.add(path, f"proxy user {name!r} is listed twice", name)
+            continue
+        if not _NATIVE_HASH.fullmatch(password_hash):
+            # the value is not echoed: it may be a password pasted by mistake
+            ctx.problems.add(
+                join_path(path, "passwordHash"),
+                f"proxy user {name!r}: passwordHash must be a mysql_native_password hash, "
+                "'*' and 40 hex digits (SELECT PASSWORD('...'))",
+                None,
+            )
+            continue
+        seen.add(name)
+        users.append(ProxyUser(name=name, password_hash=password_hash.upper(), rate_limit=rate_limit, unmask=unmask))
+    limits: dict[str, int] = {}
+    lpath = sec.field_path("tableRateLimits")
+    for table, value in sec.mapping("tableRateLimits").items():
+        bounds = RANGES["proxy.tableRateLimits"]
+        problem = bounds.problem(value) if isinstance(value, int) and not isinstance(value, bool) else (
+            f"must be {bounds.describe()}, not {value!r}")  # fmt: skip
+        if problem is not None:
+            ctx.problems.add(join_path(lpath, str(table)), problem, value)
+            continue
+        limits[str(table)] = value
+    masks: list[MaskRule] = []
+    mpath = sec.field_path("masks")
+    for i, item in enumerate(sec.list("masks")):
+        rule = Section(item, join_path(mpath, i), ctx.problems)
+        column, kind, table = rule.str("column", required=True), rule.str("mask", required=True), rule.str("table")
+        rule.finish()
+        if column is None or kind is None:
+            continue
+        if kind not in MASK_KINDS:
+            ctx.problems.add(join_path(join_path(mpath, i), "mask"), f"must be one of {', '.join(MASK_KINDS)}, not {kind!r}", kind)
+            continue
+        masks.append(MaskRule(column=column, mask=kind, table=table))
+    settings = ProxySettings(
+        users=tuple(users),
+        table_rate_limits=freeze(limits),
+        masks=tuple(masks),
+        slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, bounds=RANGES["proxy.slowSqlMs"]),
+        audit_log=sec.str("auditLog"),
+        workers=sec.int("workers", default=d.workers, bounds=RANGES["proxy.workers"]),
+        batch_rows=sec.int("batchRows", default=d.batch_rows, bounds=RANGES["proxy.batchRows"]),
+        shutdown_grace_ms=sec.int(
+            "shutdownGraceMs", default=d.shutdown_grace_ms, bounds=RANGES["proxy.shutdownGraceMs"]
+        ),
     )
     sec.finish()
     return settings

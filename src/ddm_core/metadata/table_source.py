@@ -44,7 +44,7 @@ from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
 from ddm_core.metadata.load import parse_config
 from ddm_core.metadata.reload import Fetched
 
-__all__ = ["TableSource", "DEFAULT_TABLE", "create_table_sql", "checksum_of"]
+__all__ = ["TableSource", "DEFAULT_TABLE", "create_table_sql", "checksum_of", "version_problem"]
 
 log = logging.getLogger("ddm_core.metadata")
 
@@ -65,6 +65,34 @@ _CREATE = """CREATE TABLE IF NOT EXISTS `{table}` (
 def checksum_of(body: str) -> str:
     """The checksum a row carries: SHA-256 (hex) of the body's UTF-8 bytes (= ``digest_of(body)``)."""
     return hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def version_problem(version: int, body: Any, checksum: Any, highest: int) -> str | None:
+    """Why a stored version may not be served (``None``: it may), for any versioned source.
+
+    Args:
+        version: Its number; ``highest``: the highest this process fetched (versions never go back).
+        body: The stored text (bytes are decoded as UTF-8); ``checksum``: what was stored with it.
+    """
+    if isinstance(body, (bytes, bytearray)):
+        try:
+            body = bytes(body).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"its body is not UTF-8 text (byte {exc.start})"
+    if not isinstance(body, str):
+        return f"its body is {type(body).__name__}, not text"
+    if version < highest:
+        return (
+            f"the newest version went back from {highest} to {version} (a row was deleted?); "
+            "to return to an earlier configuration, publish its content as a new version"
+        )
+    actual = checksum_of(body)
+    if actual != checksum:
+        return (
+            f"its checksum {str(checksum)[:16]}... does not match its body ({len(body)} characters, "
+            f"checksum {actual[:16]}...): the row was changed or cut after it was written"
+        )
+    return None
 
 
 def create_table_sql(table: str = DEFAULT_TABLE) -> str:
@@ -176,25 +204,7 @@ class TableSource:
         return Fetched(body, f"{version}:{checksum}", f"{self.where} version {version}")
 
     def _problem(self, version: int, body: Any, checksum: Any) -> str | None:
-        if isinstance(body, (bytes, bytearray)):
-            try:
-                body = bytes(body).decode("utf-8")
-            except UnicodeDecodeError as exc:
-                return f"its body is not UTF-8 text (byte {exc.start})"
-        if not isinstance(body, str):
-            return f"its body is {type(body).__name__}, not text"
-        if version < self._highest:
-            return (
-                f"the newest version went back from {self._highest} to {version} (a row was deleted?); "
-                "to return to an earlier configuration, publish its content as a new version"
-            )
-        actual = checksum_of(body)
-        if actual != checksum:
-            return (
-                f"its checksum {str(checksum)[:16]}... does not match its body ({len(body)} characters, "
-                f"checksum {actual[:16]}...): the row was changed or cut after it was written"
-            )
-        return None
+        return version_problem(version, body, checksum, self._highest)
 
     # -- publishing --------------------------------------------------------------------------
 

@@ -13,6 +13,10 @@ event          meaning
 ``batch``      a slot's copy reached ``high_water`` (the primary key of its last
                row, JSON), ``rows_copied`` rows so far, ``checksum`` of the batch
 ``slot_done``  a slot is copied completely
+``scan``       a backfill scan (one source physical table, ``detail.scan``) reached
+               ``high_water`` with ``rows_copied`` moving rows so far and the
+               ``checksum`` of the batch (docs/migration.md#backfill)
+``scan_done``  that scan is complete
 ``read_shift`` ``read_shift_pct`` of the moving slots' reads go to the new location
 ``stop``       the phase stopped with a report (``detail``); fixing the cause and
                running the step again resumes it
@@ -35,7 +39,8 @@ from ddm_core.errors import MigrationError, MigrationStateError
 from ddm_core.metadata.kept_connection import KeptConnection
 from ddm_core.migrate.phases import Phase, may_enter
 
-__all__ = ["MigrationLog", "MigrationState", "SlotProgress", "Event", "DEFAULT_TABLE", "create_table_sql"]
+__all__ = ["MigrationLog", "MigrationState", "SlotProgress", "ScanProgress", "Event", "DEFAULT_TABLE",
+           "create_table_sql"]
 
 #: The state table's default name.
 DEFAULT_TABLE = "ddm_migration"
@@ -105,6 +110,17 @@ class SlotProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class ScanProgress:
+    """How far a backfill scan of one source physical table is (the fields of :class:`SlotProgress`)."""
+
+    scan: str
+    high_water: tuple[Any, ...] | None = None
+    rows_copied: int = 0
+    checksum: str | None = None
+    done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class MigrationState:
     """A migration as its rows say.
 
@@ -119,6 +135,7 @@ class MigrationState:
         stopped: The report of the last ``stop`` of the current phase, if it has not
             been entered again since.
         history: Every ``enter`` / ``complete`` / ``stop`` row, in order.
+        scans: Progress per backfill scan that has any.
     """
 
     name: str
@@ -130,6 +147,7 @@ class MigrationState:
     plan: Any = None
     stopped: Any = None
     history: tuple[Event, ...] = ()
+    scans: Mapping[str, ScanProgress] = field(default_factory=dict)
 
 
 def _fold(name: str, events: Sequence[Event]) -> MigrationState:
@@ -140,6 +158,7 @@ def _fold(name: str, events: Sequence[Event]) -> MigrationState:
     plan: Any = None
     stopped: Any = None
     history: list[Event] = []
+    scans: dict[str, ScanProgress] = {}
     for ev in events:
         phase, shift = ev.phase, ev.read_shift_pct
         if ev.event == "enter":
@@ -162,8 +181,13 @@ def _fold(name: str, events: Sequence[Event]) -> MigrationState:
                 ev.checksum if ev.checksum is not None else was.checksum,
                 ev.event == "slot_done",
             )
+        elif ev.event in ("scan", "scan_done") and isinstance(ev.detail, dict) and "scan" in ev.detail:
+            name_ = str(ev.detail["scan"])
+            scans[name_] = ScanProgress(name_, ev.high_water, ev.rows_copied or 0, ev.checksum,
+                                        ev.event == "scan_done")
     return MigrationState(
-        name, phase, completed, shift, slots, events[-1].seq if events else 0, plan, stopped, tuple(history)
+        name, phase, completed, shift, slots, events[-1].seq if events else 0, plan, stopped, tuple(history),
+        scans,
     )
 
 
@@ -326,6 +350,26 @@ class MigrationLog:
             now,
             Event(0, "slot_done" if done else "batch", phase, slot, tuple(high_water), rows_copied, checksum,
                   now.read_shift_pct),
+        )
+        return self.state()
+
+    def record_scan(
+        self,
+        scan: str,
+        high_water: Sequence[Any] | None,
+        rows_copied: int,
+        checksum: str,
+        *,
+        done: bool = False,
+        phase: Phase = Phase.BACKFILL,
+    ) -> MigrationState:
+        """Record a backfill scan's high-water mark after a checked batch (``done``: the scan is complete)."""
+        now = self._in(phase, "record scan progress")
+        self._append(
+            now,
+            Event(0, "scan_done" if done else "scan", phase, None,
+                  tuple(high_water) if high_water is not None else None, rows_copied, checksum,
+                  now.read_shift_pct, {"scan": scan}),
         )
         return self.state()
 

@@ -1,0 +1,374 @@
+"""The backfill phase: copy the moving slots' rows to their new data sources, batch by checked batch.
+
+A slot is a hash of the shard key, so its rows cannot be read in key order
+without reading their whole table: the unit of work is a **scan** of one
+source physical table in primary-key order (docs/migration.md#backfill).
+Each batch of ``batch`` rows (10 000 by default) is
+
+1. read with one keyset query (``WHERE key > high water ORDER BY key LIMIT``);
+2. assigned to slots on the compiled batch path
+   (:func:`ddm_core.migrate.plan.slots_of_values`, i.e. ``hashing.slots_of`` on a
+   numpy array) and, through a slot → target lookup array, to the target
+   physical table of each moving row (the row keeps its table index);
+3. written with ``INSERT ... ON DUPLICATE KEY UPDATE`` every column, so a batch
+   replayed after a crash changes nothing;
+4. checked: the count and the 64-bit digest of the checker
+   (:class:`~ddm_core.migrate.checker.Checker`) over the batch's key range,
+   source rows of the target's slots against the target's rows, must agree;
+   a disagreement rewrites the batch once, then stops the phase with the
+   rows that differ (:class:`~ddm_core.errors.BackfillMismatchError`);
+5. recorded: only then is the batch's last key saved as the scan's high-water
+   mark in ``ddm_migration`` (a ``scan`` event with rows so far and the batch
+   checksum). A migrator killed anywhere resumes after the last recorded mark.
+
+Broadcast tables new data sources lack are scanned the same way, every row to
+every new data source. A rows/s ceiling throttles the reads.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ddm_core.algorithms.slot_based import GeneAlgorithm, SlotsAlgorithm
+from ddm_core.errors import BackfillMismatchError, MigrationError
+from ddm_core.metadata.model import ShardingConfig
+from ddm_core.migrate.binlog import binlog_positions
+from ddm_core.migrate.checker import Checker, Digest, RowSource, SlotFilter
+from ddm_core.migrate.connections import Connections
+from ddm_core.migrate.phases import Phase
+from ddm_core.migrate.plan import MigrationPlan, slots_of_values
+from ddm_core.migrate.state import MigrationLog, MigrationState
+from ddm_core.migrate.tables import keyset_chunks, primary_key, quote, table_columns, table_stats
+
+__all__ = ["Target", "Scan", "ScanReport", "BackfillResult", "Throttle", "ScanCopier", "backfill_scans",
+           "backfill", "estimated_rows", "BATCH_ROWS", "MAX_BATCH_ROWS"]
+
+#: Rows read per batch.
+BATCH_ROWS = 10_000
+#: The largest batch accepted (one INSERT of that many rows stays under PyMySQL's statement split).
+MAX_BATCH_ROWS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One target physical table of a scan and the slots whose rows go there (``None``: every row)."""
+
+    data_source: str
+    table: str
+    slots: tuple[int, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """One source physical table read in key order, its moving rows sent to ``targets``."""
+
+    table: str
+    source: str
+    physical: str
+    targets: tuple[Target, ...]
+
+    @property
+    def name(self) -> str:
+        """The scan's name in ``ddm_migration`` (``logic:data_source.physical``)."""
+        return f"{self.table}:{self.source}.{self.physical}"
+
+    def describe(self) -> str:
+        parts = []
+        for t in self.targets:
+            slots = "all rows" if t.slots is None else f"{len(t.slots)} slots ({_runs(t.slots)})"
+            parts.append(f"{t.data_source}.{t.table} {slots}")
+        return f"{self.source}.{self.physical} -> " + ", ".join(parts)
+
+
+def _runs(slots: Sequence[int]) -> str:
+    out: list[str] = []
+    start = prev = slots[0]
+    for s in [*slots[1:], None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if s is not None:
+            start = prev = s
+    return ", ".join(out[:4]) + (", ..." if len(out) > 4 else "")
+
+
+def backfill_scans(old: ShardingConfig, new: ShardingConfig, plan: MigrationPlan) -> list[Scan]:
+    """Every scan the plan needs, in plan order (tables, then broadcast copies)."""
+    scans: list[Scan] = []
+    for tp in plan.tables:
+        old_t, new_t = old.table(tp.table), new.table(tp.table)
+        assert old_t is not None and new_t is not None
+        by_source: dict[str, dict[str, list[int]]] = {}
+        for m in tp.moves:
+            by_source.setdefault(m.source, {}).setdefault(m.target, []).append(m.slot)
+        for source, targets in sorted(by_source.items()):
+            for index, physical in enumerate(old_t.tables_by_source[source]):
+                scans.append(Scan(tp.table, source, physical, tuple(
+                    Target(ds, new_t.tables_by_source[ds][index], tuple(sorted(slots)))
+                    for ds, slots in sorted(targets.items()))))
+    for b in plan.broadcasts:
+        scans.append(Scan(b.table, b.source, b.table, tuple(Target(ds, b.table, None) for ds in b.targets)))
+    return scans
+
+
+class Throttle:
+    """Keeps reads under ``rows_per_s`` (``None``: no ceiling); the clock and sleep are injectable."""
+
+    def __init__(self, rows_per_s: float | None, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if rows_per_s is not None and rows_per_s <= 0:
+            raise MigrationError(f"the backfill's rows/s ceiling must be positive, not {rows_per_s}")
+        self.rows_per_s, self.clock, self.sleep = rows_per_s, clock, sleep
+        self.started = clock()
+        self.rows = 0
+        self.slept = 0.0
+
+    def after(self, rows: int) -> float:
+        """Count ``rows`` read; sleep until the rate is back under the ceiling. Returns the seconds slept."""
+        self.rows += rows
+        if self.rows_per_s is None:
+            return 0.0
+        wait = self.rows / self.rows_per_s - (self.clock() - self.started)
+        if wait > 0:
+            self.sleep(wait)
+            self.slept += wait
+            return wait
+        return 0.0
+
+
+@dataclass(slots=True)
+class ScanReport:
+    """What one scan did in this run (``rows_copied``: moving rows in total, earlier runs included)."""
+
+    scan: Scan
+    rows_read: int = 0
+    rows_copied: int = 0
+    batches: int = 0
+    rewrites: int = 0
+    done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillResult:
+    """Every scan's report, and this run's seconds and throttle sleep."""
+
+    scans: tuple[ScanReport, ...]
+    seconds: float
+    throttled: float
+
+    @property
+    def rows_copied(self) -> int:
+        return sum(s.rows_copied for s in self.scans)
+
+    @property
+    def rows_read(self) -> int:
+        return sum(s.rows_read for s in self.scans)
+
+
+Progress = Callable[[ScanReport], None]
+
+
+class ScanCopier:
+    """One scan's copying tools: rows assigned to targets, upserted, checked (also used by catch-up)."""
+
+    def __init__(self, scan: Scan, old: ShardingConfig, conns: Connections) -> None:
+        self.scan, self.conns = scan, conns
+        src = scan.source
+        self.key = primary_key(conns, src, scan.physical)
+        self.table_order = table_columns(conns, src, scan.physical)
+        self.columns = [c for c in self.table_order if c not in self.key]
+        self.all_columns = [*self.key, *self.columns]
+        sharded = old.table(scan.table) if scan.targets[0].slots is not None else None
+        self.dest: np.ndarray | None = None
+        self.sharder: SlotsAlgorithm | GeneAlgorithm | None = None
+        self.shard_at = 0
+        filters: list[SlotFilter | None] = [None] * len(scan.targets)
+        if sharded is not None:
+            sharder = sharded.database_strategy.sharder
+            assert isinstance(sharder, (SlotsAlgorithm, GeneAlgorithm))
+            self.sharder, self.column = sharder, sharded.database_strategy.column or ""
+            bits = sharder.slot_bits if isinstance(sharder, SlotsAlgorithm) else sharder.gene_bits
+            self.dest = np.full(1 << bits, -1, dtype=np.int64)
+            for i, t in enumerate(scan.targets):
+                assert t.slots is not None
+                self.dest[np.asarray(t.slots, dtype=np.int64)] = i
+                filters[i] = SlotFilter.of_table(sharded, t.slots)
+            self.shard_at = [c.lower() for c in self.all_columns].index(self.column.lower())
+        self.checkers = [
+            Checker(RowSource(conns, [(src, scan.physical)], slots=f, label=f"{src}.{scan.physical}"),
+                    RowSource(conns, [(t.data_source, t.table)], slots=f, label=f"{t.data_source}.{t.table}"))
+            for t, f in zip(scan.targets, filters)
+        ]
+        self.upserts = [self._upsert_sql(t) for t in scan.targets]
+        self.sources = [c.a for c in self.checkers]
+        self.whole_targets = [RowSource(conns, [(t.data_source, t.table)]) for t in scan.targets]
+
+    def _upsert_sql(self, target: Target) -> str:
+        def q(name: str) -> str:
+            return quote(self.conns, target.data_source, name)
+
+        names = ", ".join(q(c) for c in self.all_columns)
+        update = ", ".join(f"{q(c)} = VALUES({q(c)})" for c in self.columns) or f"{q(self.key[0])} = {q(self.key[0])}"
+        marks = ", ".join(["%s"] * len(self.all_columns))
+        return (f"INSERT INTO {q(target.table)} ({names}) VALUES ({marks}) "
+                f"ON DUPLICATE KEY UPDATE {update}")
+
+    def assign(self, rows: Sequence[tuple[Any, ...]]) -> np.ndarray:
+        """The target index of each row (-1: its slot does not move), on the compiled batch path."""
+        if self.dest is None:
+            return np.zeros(len(rows), dtype=np.int64)  # broadcast: every row to every target
+        assert self.sharder is not None
+        slots = slots_of_values(self.sharder, self.column, [r[self.shard_at] for r in rows])
+        return np.asarray(self.dest[slots], dtype=np.int64)
+
+    def write(self, rows: Sequence[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+        """Upsert the moving rows of ``rows`` into their targets; returns the keys written to each target."""
+        where = self.assign(rows)
+        n = len(self.key)
+        written: list[list[tuple[Any, ...]]] = []
+        for i, target in enumerate(self.scan.targets):
+            picked = np.flatnonzero(where == i) if self.dest is not None else np.arange(len(rows))
+            batch = [rows[j] for j in picked.tolist()]
+            if batch:
+                self.conns.execute_many(target.data_source, self.upserts[i], batch)
+            written.append([tuple(r[:n]) for r in batch])
+        return written
+
+    def check(self, rng: tuple[Any, Any], written: Sequence[Sequence[tuple[Any, ...]]]) -> tuple[bool, Digest]:
+        """Source and target digests of the batch agree for every target?
+
+        The fast comparison, both aggregated by the servers: the source rows of
+        the keys written against every target row of the key range. A target
+        table that also holds rows of other slots in that range (it receives
+        from several source tables) fails it; then the slot-filtered digests of
+        the range decide (:class:`~ddm_core.migrate.checker.Checker`).
+        """
+        total, same = Digest(), True
+        for checker, source, target, keys in zip(self.checkers, self.sources, self.whole_targets, written):
+            a = source.digest_of_keys(keys, checker.shape_a) if keys else Digest()
+            if target.digest(rng, checker.shape_b) != a:
+                a, b = checker.digests(rng)
+                same = same and a == b
+            total = total + a
+        return same, total
+
+    def mismatch(self, rng: tuple[Any, Any]) -> str:
+        lines = []
+        for checker in self.checkers:
+            report = checker.compare_range(rng)
+            if report.found:
+                lines.append(report.summary())
+                lines.extend(f"    {line}" for d in report.differences[:10] for line in d.lines())
+        return "\n".join(lines)
+
+
+def backfill(
+    old: ShardingConfig,
+    new: ShardingConfig,
+    plan: MigrationPlan,
+    conns: Connections,
+    log: MigrationLog,
+    *,
+    batch: int = BATCH_ROWS,
+    max_rows_per_s: float | None = None,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BackfillResult:
+    """Run (or resume) the backfill phase of ``plan``.
+
+    The migration must be in ``backfill`` or have completed ``dual_write``
+    (backfill is then entered). Completed scans are skipped; the others resume
+    after their recorded high-water mark. The phase is completed when every
+    scan is.
+
+    Args:
+        conns: Connections reaching the data sources of both configurations.
+        log: The migration's state.
+        batch: Source rows per batch.
+        max_rows_per_s: Ceiling on source rows read per second.
+        progress: Called with a scan's report after each of its batches.
+
+    Raises:
+        MigrationStateError: the migration is not at backfill.
+        BackfillMismatchError: a batch still differs after being rewritten (recorded as a stop).
+    """
+    if not 1 <= batch <= MAX_BATCH_ROWS:
+        raise MigrationError(f"backfill batch {batch} is outside 1..{MAX_BATCH_ROWS}")
+    started = clock()
+    state = log.state()
+    scans = backfill_scans(old, new, plan)
+    reports = [ScanReport(s) for s in scans]
+    throttle = Throttle(max_rows_per_s, clock=clock, sleep=sleep)
+    if not (state.phase is Phase.BACKFILL and state.completed):
+        detail: dict[str, Any] = {"batch": batch, "scans": [s.name for s in scans]}
+        if state.phase is not Phase.BACKFILL:  # first entry: where catch-up starts reading the binlog
+            detail["binlog"] = binlog_positions(old, conns, sorted({s.source for s in scans}))
+        state = log.enter(Phase.BACKFILL, detail=detail, state=state)
+        for report in reports:
+            _run_scan(report, old, conns, log, state, batch, throttle, progress)
+        log.complete(Phase.BACKFILL)
+    else:
+        for report in reports:
+            done = state.scans.get(report.scan.name)
+            report.rows_copied, report.done = (done.rows_copied, done.done) if done else (0, False)
+    return BackfillResult(tuple(reports), clock() - started, throttle.slept)
+
+
+def _run_scan(report: ScanReport, old: ShardingConfig, conns: Connections, log: MigrationLog,
+              state: MigrationState, batch: int, throttle: Throttle, progress: Progress | None) -> None:
+    scan = report.scan
+    was = state.scans.get(scan.name)
+    if was is not None and was.done:
+        report.rows_copied, report.done = was.rows_copied, True
+        if progress is not None:
+            progress(report)
+        return
+    copier = ScanCopier(scan, old, conns)
+    high_water = was.high_water if was is not None else None
+    report.rows_copied = was.rows_copied if was is not None else 0
+    checksum = was.checksum if was is not None and was.checksum else Digest().hex
+    n = len(copier.key)
+    for rows in keyset_chunks(conns, scan.source, scan.physical, copier.columns, copier.key, batch,
+                              after=high_water):
+        last = tuple(rows[-1][:n])
+        rng = (tuple(high_water) if high_water is not None else None, last)
+        written = copier.write(rows)
+        same, digest = copier.check(rng, written)
+        if not same:  # rewrite once: a row changed between read and check (or a write was lost)
+            report.rewrites += 1
+            again = [r for chunk in keyset_chunks(conns, scan.source, scan.physical, copier.columns, copier.key,
+                                                  batch, after=rng[0], upto=last) for r in chunk]
+            written = copier.write(again)
+            same, digest = copier.check(rng, written)
+            if not same:
+                why = copier.mismatch(rng)
+                log.stop(Phase.BACKFILL, {"scan": scan.name, "after": rng[0], "upto": last, "differences": why})
+                raise BackfillMismatchError(
+                    f"backfill of {scan.describe()}: the batch after {rng[0]} up to {last} differs between source "
+                    f"and target after being written twice:\n{why}",
+                    table=scan.table, scan=scan.name, high_water=rng[0],
+                )
+        report.rows_copied += len(written[0]) if copier.dest is None else sum(len(w) for w in written)
+        report.rows_read += len(rows)
+        report.batches += 1
+        checksum = digest.hex
+        log.record_scan(scan.name, last, report.rows_copied, checksum)
+        high_water = last
+        if progress is not None:
+            progress(report)
+        throttle.after(len(rows))
+    log.record_scan(scan.name, high_water, report.rows_copied, checksum, done=True)
+    report.done = True
+    if progress is not None:
+        progress(report)
+
+
+def estimated_rows(conns: Connections, scan: Scan) -> int:
+    """Rows of a scan's source table (``information_schema`` estimate) for progress bars."""
+    return table_stats(conns, scan.source, scan.physical).rows

@@ -1,0 +1,284 @@
+"""The catch-up phase: changes made to moving rows since the backfill started, applied from the binlog.
+
+The backfill records each source server's binlog position (``SHOW MASTER
+STATUS``) in its ``enter`` row before it copies anything
+(:func:`ddm_core.migrate.binlog.binlog_positions`). Catch-up reads every server's binlog from there
+with ``mysql-replication`` (row events; the server needs ``log_bin``,
+``binlog_format=ROW`` and, for column names, ``binlog_row_metadata=FULL``):
+
+* only the source physical tables of the backfill scans are looked at; the
+  rows of each event are assigned to slots on the compiled batch path, and
+  rows of non-moving slots are ignored;
+* every apply is idempotent: an insert or an update's after image is an
+  ``INSERT ... ON DUPLICATE KEY UPDATE`` of the whole row at its target, a
+  delete (or the before image of an update that moved a row out of a slot) a
+  ``DELETE`` by primary key. Within one flushed batch only the last change of
+  a key is applied, so replaying the binlog from any earlier position (a
+  restart, the reader's known re-deliveries) converges on the source's rows;
+* the position is recorded (a ``scan`` event named ``binlog:host:port``, the
+  ``(file, position)`` after the last transaction applied) after each flush,
+  so a killed catch-up resumes from its last recorded position;
+* every read is bounded: the stream connection has a read timeout and each
+  pass a deadline (:class:`~ddm_core.errors.CatchUpTimeoutError`); a pass
+  reads without blocking up to the end of the binlog.
+
+The gate to the next phase: a pass — from the recorded position to the end
+of every server's binlog — that takes under ``max_lag`` seconds (1 s): at its
+end the targets are less than that behind their sources.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ddm_core.errors import CatchUpTimeoutError, MigrationError
+from ddm_core.metadata.model import ShardingConfig
+from ddm_core.migrate.backfill import Scan, ScanCopier, backfill_scans
+from ddm_core.migrate.binlog import server_of
+from ddm_core.migrate.connections import Connections
+from ddm_core.migrate.phases import Phase
+from ddm_core.migrate.plan import MigrationPlan
+from ddm_core.migrate.state import MigrationLog
+from ddm_core.migrate.tables import quote
+
+__all__ = ["CatchUpResult", "catch_up", "FLUSH_ROWS", "MAX_LAG"]
+
+#: Changes applied per flush (and position record).
+FLUSH_ROWS = 1000
+#: The gate: a pass over the remaining binlog shorter than this, in seconds.
+MAX_LAG = 1.0
+#: Read timeout of the binlog stream connection, in seconds.
+READ_TIMEOUT = 10
+
+
+def _sources(config: ShardingConfig, scans: Sequence[Scan]) -> dict[str, list[str]]:
+    """``server -> data sources`` read by ``scans``."""
+    out: dict[str, list[str]] = {}
+    for ds in sorted({s.source for s in scans}):
+        out.setdefault(server_of(config.data_sources[ds].primary), []).append(ds)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUpResult:
+    """Passes run, changes applied (upserts and deletes), the last pass's seconds, whether the gate passed."""
+
+    passes: int
+    applied: int
+    last_pass: float
+    completed: bool
+
+
+class _Applier:
+    """Row changes of the scans' source tables, collapsed per target key and applied idempotently."""
+
+    def __init__(self, old: ShardingConfig, conns: Connections, scans: Sequence[Scan]) -> None:
+        self.conns = conns
+        self.copiers: dict[tuple[str, str], ScanCopier] = {}
+        for scan in scans:
+            database = old.data_sources[scan.source].primary.database or ""
+            self.copiers[(database.lower(), scan.physical.lower())] = ScanCopier(scan, old, conns)
+        # (copier, target index, key) -> row to upsert, or None to delete; insertion order kept
+        self.pending: dict[tuple[int, int, tuple[Any, ...]], tuple[Any, ...] | None] = {}
+        self._ids = {id(c): c for c in self.copiers.values()}
+        self.applied = 0
+
+    def copier_of(self, schema: str, table: str) -> ScanCopier | None:
+        return self.copiers.get((schema.lower(), table.lower()))
+
+    def add(self, copier: ScanCopier, kind: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Queue the changes of one row event (``write``, ``update`` or ``delete``)."""
+        if kind == "update":
+            before = [_row(copier, r["before_values"]) for r in rows]
+            after = [_row(copier, r["after_values"]) for r in rows]
+            self._queue(copier, before, delete=True)
+            self._queue(copier, after, delete=False)
+        else:
+            self._queue(copier, [_row(copier, r["values"]) for r in rows], delete=kind == "delete")
+
+    def _queue(self, copier: ScanCopier, rows: list[tuple[Any, ...]], *, delete: bool) -> None:
+        if not rows:
+            return
+        where = copier.assign(rows)  # the compiled batch path: one call for the event's rows
+        n = len(copier.key)
+        ident = id(copier)
+        targets = range(len(copier.scan.targets))
+        for row, t in zip(rows, where.tolist()):
+            for i in (targets if copier.dest is None else ([t] if t >= 0 else [])):
+                key = (ident, i, tuple(row[:n]))
+                if delete:
+                    self.pending[key] = None
+                else:
+                    self.pending.pop(key, None)  # an upsert after a delete of the same key: keep order
+                    self.pending[key] = row
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def flush(self) -> int:
+        """Apply every queued change (deletes, then upserts: each key appears once). Returns how many."""
+        if not self.pending:
+            return 0
+        deletes: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
+        upserts: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
+        for (ident, i, key), row in self.pending.items():
+            if row is None:
+                deletes.setdefault((ident, i), []).append(key)
+            else:
+                upserts.setdefault((ident, i), []).append(row)
+        for (ident, i), keys in deletes.items():
+            copier = self._ids[ident]
+            target = copier.scan.targets[i]
+            cols = ", ".join(quote(self.conns, target.data_source, k) for k in copier.key)
+            marks = ", ".join(["%s"] * len(copier.key))
+            tup = f"({cols})" if len(copier.key) > 1 else cols
+            for start in range(0, len(keys), 500):
+                part = keys[start : start + 500]
+                sql = (f"DELETE FROM {quote(self.conns, target.data_source, target.table)} WHERE {tup} IN ("
+                       + ", ".join([f"({marks})" if len(copier.key) > 1 else "%s"] * len(part)) + ")")
+                self.conns.query(target.data_source, sql, [v for k in part for v in k])
+        for (ident, i), rows in upserts.items():
+            copier = self._ids[ident]
+            self.conns.execute_many(copier.scan.targets[i].data_source, copier.upserts[i], rows)
+        done = len(self.pending)
+        self.pending = {}
+        self.applied += done
+        return done
+
+
+def _row(copier: ScanCopier, values: dict[str, Any]) -> tuple[Any, ...]:
+    """A binlog row image in the copier's column order (by name; by position without row metadata)."""
+    lower = {str(k).lower(): v for k, v in values.items()}
+    names = [c.lower() for c in copier.all_columns]
+    if all(n in lower for n in names):
+        return tuple(lower[n] for n in names)
+    by_position = list(values.values())
+    if len(by_position) != len(names):
+        raise MigrationError(
+            f"binlog row of {copier.scan.source}.{copier.scan.physical} has {len(by_position)} columns, the table "
+            f"{len(names)}: set binlog_row_metadata=FULL on the source server", table=copier.scan.table)
+    order = [c.lower() for c in copier.table_order]
+    return tuple(by_position[order.index(n)] for n in names)
+
+
+def _reader_id(migration: str, server: str) -> int:
+    # A replica server id of its own per migration and server (must differ from every real replica's).
+    return 0x40000000 + zlib.crc32(f"{migration}@{server}".encode()) % 0x3FFFFFFF
+
+
+def catch_up(
+    old: ShardingConfig,
+    new: ShardingConfig,
+    plan: MigrationPlan,
+    conns: Connections,
+    log: MigrationLog,
+    *,
+    max_lag: float = MAX_LAG,
+    max_passes: int = 20,
+    pass_timeout: float = 120.0,
+    flush_rows: int = FLUSH_ROWS,
+    clock: Callable[[], float] = time.monotonic,
+    progress: Callable[[int, int], None] | None = None,
+) -> CatchUpResult:
+    """Run (or resume) the catch-up phase: binlog passes until one takes under ``max_lag`` seconds.
+
+    Args:
+        max_passes: Give up (the phase stays entered) after this many passes.
+        pass_timeout: Deadline of one pass, in seconds.
+        flush_rows: Changes applied (and the position recorded) per flush.
+        progress: Called as ``progress(pass number, changes applied so far)`` after each flush.
+
+    Raises:
+        MigrationStateError: the migration is not at catch-up or a completed backfill.
+        MigrationError: the backfill recorded no binlog position for a source server.
+        CatchUpTimeoutError: a pass did not reach the end of a binlog before its deadline.
+    """
+    from pymysqlreplication import BinLogStreamReader  # type: ignore[import-untyped]
+    from pymysqlreplication.event import XidEvent  # type: ignore[import-untyped]
+    from pymysqlreplication.row_event import (  # type: ignore[import-untyped]
+        DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent,
+    )
+
+    state = log.state()
+    if state.phase is Phase.CATCH_UP and state.completed:
+        return CatchUpResult(0, 0, 0.0, True)
+    scans = [s for s in backfill_scans(old, new, plan)]
+    start = _recorded_positions(log)
+    servers = _sources(old, scans)
+    for server in servers:
+        if start.get(server) is None:
+            raise MigrationError(
+                f"the backfill recorded no binlog position for server {server} (data sources "
+                f"{', '.join(servers[server])}): catch-up needs log_bin and binlog_format=ROW there",
+                migration=log.name)
+    state = log.enter(Phase.CATCH_UP, detail={"from": start}, state=state)
+    applier = _Applier(old, conns, scans)
+    schemas = sorted({(old.data_sources[s.source].primary.database or "") for s in scans})
+    tables = sorted({s.physical for s in scans})
+    kinds = {WriteRowsEvent: "write", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
+    passes, last = 0, float("inf")
+    while passes < max_passes:
+        passes += 1
+        began = clock()
+        for server, sources in servers.items():
+            name = f"binlog:{server}"
+            at = log.state().scans.get(name)
+            file, pos = (at.high_water if at is not None and at.high_water else start[server])
+            ep = old.data_sources[sources[0]].primary
+            settings = {"host": ep.host or "127.0.0.1", "port": ep.port or 3306, "user": ep.username or "root",
+                        "password": ep.password.reveal() if ep.password is not None else "",
+                        "read_timeout": READ_TIMEOUT, "write_timeout": READ_TIMEOUT, "connect_timeout": 5}
+            stream = BinLogStreamReader(
+                connection_settings=settings, server_id=_reader_id(log.name, server), log_file=file,
+                log_pos=int(pos), resume_stream=True, blocking=False,
+                only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent],
+                only_schemas=schemas, only_tables=tables,
+            )
+            committed: tuple[str, int] | None = None
+            try:
+                for event in stream:
+                    if clock() - began > pass_timeout:
+                        raise CatchUpTimeoutError(
+                            f"catch-up of server {server}: a pass did not reach the end of the binlog within "
+                            f"{pass_timeout:g} s (at {stream.log_file}:{stream.log_pos})", server=server)
+                    if isinstance(event, XidEvent):
+                        committed = (str(stream.log_file), int(stream.log_pos))
+                        if len(applier) >= flush_rows:
+                            applier.flush()
+                            log.record_scan(name, committed, applier.applied, "", phase=Phase.CATCH_UP)
+                            if progress is not None:
+                                progress(passes, applier.applied)
+                        continue
+                    copier = applier.copier_of(event.schema, event.table)
+                    if copier is not None:
+                        applier.add(copier, kinds[type(event)], event.rows)
+            except CatchUpTimeoutError:
+                raise
+            except MigrationError:
+                raise
+            except Exception as exc:  # driver / reader errors have no common base
+                raise MigrationError(f"catch-up of server {server}: reading the binlog failed: {exc}",
+                                     migration=log.name) from exc
+            finally:
+                stream.close()
+            applier.flush()
+            if committed is not None:
+                log.record_scan(name, committed, applier.applied, "", phase=Phase.CATCH_UP)
+            if progress is not None:
+                progress(passes, applier.applied)
+        last = clock() - began
+        if last < max_lag:
+            log.complete(Phase.CATCH_UP, detail={"passes": passes, "applied": applier.applied, "last_pass": last})
+            return CatchUpResult(passes, applier.applied, last, True)
+    return CatchUpResult(passes, applier.applied, last, False)
+
+
+def _recorded_positions(log: MigrationLog) -> dict[str, Any]:
+    """The binlog positions the backfill recorded on first entering (``server -> [file, pos]``)."""
+    for ev in log.events():
+        if ev.event == "enter" and ev.phase is Phase.BACKFILL and isinstance(ev.detail, dict):
+            return dict(ev.detail.get("binlog") or {})
+    return {}
