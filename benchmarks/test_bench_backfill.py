@@ -52,8 +52,9 @@ def _connect(database: str | None = None) -> Any:
                            autocommit=True, ssl_disabled=True)
 
 
-def _doc(names: list[str], count: int) -> dict[str, Any]:
-    urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
+def reshard_doc(names: list[str], count: int, port: int = 3306) -> dict[str, Any]:
+    """A SLOTS config over the first ``count`` databases (1: the source layout, 2: half the slots moved)."""
+    urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:{port}/{db}", "username": "root", "password": ""}
             for i, db in enumerate(names[:count])}
     layout = SlotMap.even(1, 10) if count == 1 else SlotMap.even(1, 10).moved_to(2)[0]
     return {
@@ -68,7 +69,7 @@ def _doc(names: list[str], count: int) -> dict[str, Any]:
 class Env:
     def __init__(self, names: list[str]) -> None:
         self.names = names
-        self.old, self.new = load_config(_doc(names, 1)), load_config(_doc(names, 2))
+        self.old, self.new = load_config(reshard_doc(names, 1)), load_config(reshard_doc(names, 2))
         with Executor(self.old, load_schema=False) as ex:
             ex.execute(DDL).close()
             for start in range(1, ROWS + 1, 2000):

@@ -34,11 +34,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from test_bench_backfill import reshard_doc  # noqa: E402
 from test_bench_executor import Paired, measure_pair  # noqa: E402
 from test_execute_support import PrivateMariaDB  # noqa: E402
 
 from ddm_core import load_config  # noqa: E402
-from ddm_core.algorithms.slot_based import slot_layout_spec  # noqa: E402
 from ddm_core.execute import Executor  # noqa: E402
 from ddm_core.migrate import Connections, connector  # noqa: E402
 from ddm_core.migrate.binlog import binlog_positions  # noqa: E402
@@ -46,7 +46,6 @@ from ddm_core.migrate.catchup import catch_up  # noqa: E402
 from ddm_core.migrate.phases import Phase  # noqa: E402
 from ddm_core.migrate.plan import plan_migration  # noqa: E402
 from ddm_core.migrate.state import MigrationLog  # noqa: E402
-from ddm_core.slots import SlotMap  # noqa: E402
 
 pytest.importorskip("pymysqlreplication")
 
@@ -57,24 +56,11 @@ DDL = ("CREATE TABLE t_order (order_id BIGINT NOT NULL PRIMARY KEY, user_id BIGI
 BINLOG_ARGS = ("--server-id=1", "--log-bin=binlog", "--binlog-format=ROW", "--binlog-row-metadata=FULL")
 
 
-def _doc(names: list[str], count: int, port: int) -> dict[str, Any]:
-    urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:{port}/{db}", "username": "root", "password": ""}
-            for i, db in enumerate(names[:count])}
-    layout = SlotMap.even(1, 10) if count == 1 else SlotMap.even(1, 10).moved_to(2)[0]
-    return {
-        "dataSources": urls, "pool": {"maxSize": 2, "minIdle": 0},
-        "tables": [{"logicTable": "t_order", "shardKey": "user_id", "algorithm": "slots", "slotCount": 1024,
-                    "shardCount": count, "tablePerShard": 2, "databases": list(urls), "tableKey": "user_id",
-                    "slots": slot_layout_spec(layout, list(urls))}],
-        "defaultDataSource": "ds_0",
-    }
-
-
 class Env:
     def __init__(self, server: PrivateMariaDB, names: list[str]) -> None:
         self.server, self.names = server, names
-        self.old = load_config(_doc(names, 1, server.port))
-        self.new = load_config(_doc(names, 2, server.port))
+        self.old = load_config(reshard_doc(names, 1, server.port))
+        self.new = load_config(reshard_doc(names, 2, server.port))
         with Executor(self.old, load_schema=False) as ex:
             ex.execute(DDL).close()
             for start in range(1, ROWS + 1, 2000):

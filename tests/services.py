@@ -13,7 +13,7 @@ import importlib
 import os
 import uuid
 from types import ModuleType
-from typing import Any, Iterator, NoReturn
+from typing import Any, Callable, Iterator, NoReturn
 
 import pytest
 
@@ -97,9 +97,9 @@ def mariadb_rows(database: str, sql: str, params: Any = None) -> list[tuple[Any,
 
 
 @contextlib.contextmanager
-def fresh_mariadb_databases(count: int = 2) -> Iterator[list[str]]:
-    """``count`` new databases ``ddm_test_<random>_<i>``, dropped afterwards."""
-    conn = mariadb_connect()
+def fresh_mariadb_databases(count: int = 2, connect: Callable[[], Any] | None = None) -> Iterator[list[str]]:
+    """``count`` new databases ``ddm_test_<random>_<i>``, dropped afterwards (``connect``: another server)."""
+    conn = connect() if connect is not None else mariadb_connect()
     names = [f"ddm_test_{uuid.uuid4().hex[:10]}_{i}" for i in range(count)]
     try:
         with conn.cursor() as cur:

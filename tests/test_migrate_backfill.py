@@ -8,11 +8,7 @@ by anything the backfill computed.
 
 from __future__ import annotations
 
-import random
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,7 +23,7 @@ from ddm_core.migrate.plan import plan_migration
 from ddm_core.migrate.state import MigrationLog
 from migrate_support import TABLES_PER_SOURCE
 from services import fresh_mariadb_databases, mariadb_rows
-from test_migrate_backfill_support import checker_differences, count_against_reference, setup_migration
+from test_migrate_backfill_support import checker_differences, count_against_reference, kill_and_restart, setup_migration
 
 ROWS = 6000
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,33 +132,12 @@ def test_a_migrator_killed_at_random_points_finishes_with_nothing_lost(eight: li
     cmd = [sys.executable, "-m", "ddm_core.cli", "migrate", "backfill", "--from", str(old_path), "--to",
            str(new_path), "--state", "ds_0", "--name", "crash", "--batch", "100", "--max-rows-per-s", "2000",
            "--no-progress"]
-    rng = random.Random(1313)
-    kills = 0
-    marks: list[int] = []
     with MigrationLog(connector(old, "ds_0"), "crash") as log:
-
-        def recorded() -> int:
-            return sum(1 for e in log.events() if e.event == "scan")
-
-        for _ in range(40):
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            if kills < 12:
-                goal = recorded() + rng.randint(1, 4)
-                while proc.poll() is None and recorded() < goal:
-                    time.sleep(0.01)
-                time.sleep(rng.uniform(0.0, 0.05))  # a batch of 100 takes 0.05 s at 2000 rows/s
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGKILL)
-                    kills += 1
-            out, err = proc.communicate(timeout=300)
-            marks.append(recorded())
-            if proc.returncode == 0:
-                assert b"backfill completed" in out
-                break
-            assert proc.returncode == -signal.SIGKILL, err.decode()
+        # A batch of 100 takes 0.05 s at 2000 rows/s: kills land anywhere inside one.
+        marks = kill_and_restart(cmd, lambda: sum(1 for e in log.events() if e.event == "scan"), kills=12,
+                                 seed=1313, steps=(1, 4), pause=0.05, done=b"backfill completed", cwd=ROOT)
         state = log.state()
         assert state.phase is Phase.BACKFILL and state.completed
-    assert kills == 12, marks
     assert len(set(marks)) >= 10, marks  # progress between kills, each at another point
     counts = count_against_reference(eight)
     assert (counts["lost"], counts["duplicated"], counts["differing"], counts["unexpected"]) == (0, 0, 0, 0), counts

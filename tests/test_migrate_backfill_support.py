@@ -8,7 +8,10 @@ tables read directly with PyMySQL, each placed by the scalar slot hash
 from __future__ import annotations
 
 import random
-from typing import Any
+import signal
+import subprocess
+import time
+from typing import Any, Callable
 
 from ddm_core import load_config
 from ddm_core.execute import Executor
@@ -113,3 +116,46 @@ def checker_differences(old: Any, new: Any) -> int:
         return found
 
 
+
+
+def kill_and_restart(
+    cmd: list[str],
+    recorded: Callable[[], int],
+    *,
+    kills: int,
+    seed: int,
+    steps: tuple[int, int],
+    pause: float,
+    done: bytes,
+    cwd: Any = None,
+) -> list[int]:
+    """Run ``cmd`` until it exits 0, SIGKILLing it ``kills`` times at random points.
+
+    Each kill waits until ``recorded()`` (progress saved in the state table) has
+    grown by ``steps`` (a random count in that range), then up to ``pause``
+    seconds more, so kills land inside reads, writes and records alike.
+
+    Returns:
+        ``recorded()`` after each run (the test checks progress was made between kills).
+    """
+    rng = random.Random(seed)
+    killed = 0
+    marks: list[int] = []
+    for _ in range(kills * 3 + 4):
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if killed < kills:
+            goal = recorded() + rng.randint(*steps)
+            while proc.poll() is None and recorded() < goal:
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.0, pause))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                killed += 1
+        out, err = proc.communicate(timeout=300)
+        marks.append(recorded())
+        if proc.returncode == 0:
+            assert done in out, out
+            break
+        assert proc.returncode == -signal.SIGKILL, err.decode()
+    assert killed == kills, marks
+    return marks

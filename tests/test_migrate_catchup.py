@@ -8,7 +8,6 @@ reference of test_migrate_backfill_support (the old tables read directly).
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -24,7 +23,7 @@ from ddm_core.migrate.plan import plan_migration
 from ddm_core.migrate.state import MigrationLog
 from services import fresh_mariadb_databases, require_module
 from test_execute_support import PrivateMariaDB
-from test_migrate_backfill_support import checker_differences, count_against_reference, setup_migration
+from test_migrate_backfill_support import checker_differences, count_against_reference, kill_and_restart, setup_migration
 
 require_module("pymysqlreplication", "the resharding catch-up tests")
 
@@ -43,18 +42,8 @@ def binlog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateM
 
 @pytest.fixture()
 def eight(binlog_server: PrivateMariaDB) -> Iterator[list[str]]:
-    names = [f"ddm_cu_{uuid.uuid4().hex[:8]}_{i}" for i in range(8)]
-    conn = binlog_server.raw()
-    try:
-        with conn.cursor() as cur:
-            for name in names:
-                cur.execute(f"CREATE DATABASE `{name}`")
+    with fresh_mariadb_databases(8, connect=binlog_server.raw) as names:
         yield names
-    finally:
-        with conn.cursor() as cur:
-            for name in names:
-                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        conn.close()
 
 
 def _changes(old: Any, round_: int) -> None:
@@ -132,11 +121,7 @@ def test_catch_up_needs_a_recorded_binlog_position() -> None:
 def test_a_catch_up_killed_at_random_points_converges(eight: list[str], binlog_server: PrivateMariaDB,
                                                         tmp_path: Path) -> None:
     """SIGKILL ``ddm migrate catch-up`` 6 times while it applies thousands of small transactions."""
-    import random
-    import signal
-    import subprocess
     import sys
-    import time
 
     import yaml
 
@@ -160,32 +145,12 @@ def test_a_catch_up_killed_at_random_points_converges(eight: list[str], binlog_s
     new_path.write_text(yaml.safe_dump(new_doc))
     cmd = [sys.executable, "-m", "ddm_core.cli", "migrate", "catch-up", "--from", str(old_path), "--to",
            str(new_path), "--state", "ds_0", "--name", "crash", "--flush-rows", "20", "--no-progress"]
-    rng = random.Random(77)
-    kills = 0
-    marks: list[int] = []
     with _log(old, "crash") as log:
-
-        def recorded() -> int:
-            return sum(1 for e in log.events() if e.event == "scan" and e.phase is Phase.CATCH_UP)
-
-        for _ in range(30):
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            if kills < 6:
-                goal = recorded() + rng.randint(1, 3)
-                while proc.poll() is None and recorded() < goal:
-                    time.sleep(0.005)
-                time.sleep(rng.uniform(0.0, 0.01))
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGKILL)
-                    kills += 1
-            out, err = proc.communicate(timeout=300)
-            marks.append(recorded())
-            if proc.returncode == 0:
-                assert b"catch-up completed" in out
-                break
-            assert proc.returncode == -signal.SIGKILL, err.decode()
+        marks = kill_and_restart(
+            cmd, lambda: sum(1 for e in log.events() if e.event == "scan" and e.phase is Phase.CATCH_UP),
+            kills=6, seed=77, steps=(1, 3), pause=0.01, done=b"catch-up completed",
+        )
         assert log.state().phase is Phase.CATCH_UP and log.state().completed
-    assert kills == 6, marks
     assert len(set(marks)) >= 5, marks  # progress between kills, each at another point
     counts = count_against_reference(eight, port)
     assert (counts["lost"], counts["duplicated"], counts["differing"], counts["unexpected"]) == (0, 0, 0, 0), counts

@@ -1,0 +1,271 @@
+"""``ddm proxy``: a point select through the proxy vs straight to MariaDB, from PyMySQL clients.
+
+A real ``ddm proxy`` subprocess (tests/test_proxy_support.py) serves
+``t_order`` over 2 data sources × 4 tables on the machine's MariaDB, 2000 rows.
+The direct baseline sends the statement the router would send (the physical
+table, the same key) to the right database over PyMySQL. Each timed round of
+a case follows one round of its baseline (pytest-benchmark ``setup``), so both
+see the same load; every statement's latency is kept, and ``extra_info``
+carries p50 / p99 (µs) and statements per second of both, and their ratios.
+Nothing here asserts a speed (docs/proxy.md#measured-costs reads them).
+
+=============================  =========================================  ================================
+case                           measured                                   baseline
+=============================  =========================================  ================================
+point select, N threads        ``SELECT ... WHERE user_id = %s AND        the physical statement on
+                               order_id = %s`` through the proxy          MariaDB directly
+probe, 1 thread                ``SELECT @@version`` (answered by the      point select directly
+                               proxy: protocol + session, no backend)
+executor in-process, 1 thread  the same point select on ddm-core's        point select directly
+                               Executor (route + pool + driver)
+=============================  =========================================  ================================
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+pytest.importorskip("mysql_mimic")  # the proxy extra
+
+from services import fresh_mariadb_databases  # noqa: E402
+from test_execute_support import ORDER_DDL  # noqa: E402
+from test_proxy_support import ProxyProcess, connect, proxy_config, write_config  # noqa: E402
+
+from ddm_core import Router, load_config  # noqa: E402
+from ddm_core.execute import Executor  # noqa: E402
+
+GROUP = "proxy"
+ROWS = 2000
+CALLS = 400  # statements per thread per round
+POINT = "SELECT order_id, amount FROM t_order WHERE user_id = %s AND order_id = %s"
+_OPEN: list[Any] = []  # client connections of the workers, closed with the module's proxy
+
+
+class Setup:
+    @classmethod
+    def on_port(cls, other: Setup, port: int) -> Setup:
+        """``other`` with clients pointed at another proxy on ``port``."""
+        copy = cls.__new__(cls)
+        copy.__dict__.update(other.__dict__)
+        copy.proxy = _Port(port)  # type: ignore[assignment]
+        return copy
+
+    def __init__(self, proxy: ProxyProcess, config: dict[str, Any], databases: list[str]) -> None:
+        self.proxy = proxy
+        self.config = config
+        self.databases = databases
+        router = Router(load_config(config))
+        # key -> (database, physical SQL): what the router sends, for the direct baseline
+        self.direct: dict[int, tuple[str, str]] = {}
+        for key in range(1, ROWS + 1):
+            unit = router.route(POINT, (key, key)).units[0]
+            self.direct[key] = (databases[int(unit.data_source.split("_")[1])], unit.sql)
+
+
+@pytest.fixture(scope="module")
+def setup() -> Iterator[Setup]:
+    import pymysql
+
+    with fresh_mariadb_databases(2) as databases:
+        config = proxy_config(databases, workers=16, batchRows=500)
+        config["pool"] = {"maxSize": 12, "minIdle": 4, "acquireTimeoutMs": 3000}
+        with Executor(load_config(config), load_schema=False) as ex:
+            ex.execute(ORDER_DDL).close()
+            ex.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES "
+                       + ", ".join(f"({i}, {i}, {i % 97})" for i in range(1, ROWS + 1))).close()  # fmt: skip
+        path = write_config(config, Path(tempfile.mkdtemp(prefix="ddm_bench_proxy_")) / "proxy.yaml")
+        proxy = ProxyProcess(path).start()
+        try:
+            yield Setup(proxy, config, databases)
+        finally:
+            for conn in _OPEN:
+                try:
+                    conn.close()
+                except pymysql.MySQLError:
+                    pass
+            _OPEN.clear()
+            proxy.stop()
+
+
+def _direct_connections(s: Setup) -> dict[str, Any]:
+    import pymysql
+
+    return {db: pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database=db, autocommit=True)
+            for db in s.databases}  # fmt: skip
+
+
+class _Port:
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+
+class Latencies:
+    """Per-statement seconds of every round after the warm-up ones."""
+
+    def __init__(self, warmup_rounds: int) -> None:
+        self.rounds: list[list[float]] = []
+        self.walls: list[float] = []
+        self.warmup = warmup_rounds
+
+    def add(self, samples: list[float], wall: float) -> None:
+        self.rounds.append(samples)
+        self.walls.append(wall)
+
+    def summary(self, statements: int) -> dict[str, float]:
+        kept = [x for r in self.rounds[self.warmup :] for x in r]
+        kept.sort()
+        walls = self.walls[self.warmup :]
+        return {
+            "p50_us": kept[len(kept) // 2] * 1e6,
+            "p99_us": kept[min(len(kept) - 1, int(len(kept) * 0.99))] * 1e6,
+            "qps": statements / statistics.median(walls),
+        }
+
+
+def _threaded(make_worker: Callable[[int], Callable[[list[float]], None]], threads: int, into: Latencies) -> Callable[[], None]:
+    """A round: ``threads`` workers (each with its own connection), all latencies into ``into``."""
+    workers = [make_worker(t) for t in range(threads)]
+
+    def run() -> None:
+        samples: list[list[float]] = [[] for _ in range(threads)]
+        pool = [threading.Thread(target=w, args=(samples[i],)) for i, w in enumerate(workers)]
+        start = time.perf_counter()
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        into.add([x for part in samples for x in part], time.perf_counter() - start)
+
+    return run
+
+
+def _proxy_worker(s: Setup, sql: str | None = None) -> Callable[[int], Callable[[list[float]], None]]:
+    def make(offset: int) -> Callable[[list[float]], None]:
+        conn = connect(s.proxy.port, autocommit=True)
+        _OPEN.append(conn)
+        cur = conn.cursor()
+
+        def work(out: list[float]) -> None:
+            clock = time.perf_counter
+            for i in range(CALLS):
+                key = (offset * CALLS + i) % ROWS + 1
+                t0 = clock()
+                if sql is None:
+                    cur.execute(POINT, (key, key))
+                else:
+                    cur.execute(sql)
+                cur.fetchall()
+                out.append(clock() - t0)
+
+        return work
+
+    return make
+
+
+def _direct_worker(s: Setup) -> Callable[[int], Callable[[list[float]], None]]:
+    def make(offset: int) -> Callable[[list[float]], None]:
+        conns = _direct_connections(s)
+        _OPEN.extend(conns.values())
+        cursors = {db: c.cursor() for db, c in conns.items()}
+
+        def work(out: list[float]) -> None:
+            clock = time.perf_counter
+            for i in range(CALLS):
+                key = (offset * CALLS + i) % ROWS + 1
+                db, sql = s.direct[key]
+                t0 = clock()
+                cursors[db].execute(sql, (key, key))
+                cursors[db].fetchall()
+                out.append(clock() - t0)
+
+        return work
+
+    return make
+
+
+def _executor_worker(ex: Executor) -> Callable[[int], Callable[[list[float]], None]]:
+    def make(offset: int) -> Callable[[list[float]], None]:
+        def work(out: list[float]) -> None:
+            clock = time.perf_counter
+            for i in range(CALLS):
+                key = (offset * CALLS + i) % ROWS + 1
+                t0 = clock()
+                with ex.execute(POINT, (key, key)) as result:
+                    result.fetchall()
+                out.append(clock() - t0)
+
+        return work
+
+    return make
+
+
+def _paired(benchmark: Any, case: str, threads: int, case_make: Any, base_make: Any, rounds: int = 8) -> None:
+    warmup = 2
+    mine, base = Latencies(warmup), Latencies(warmup)
+    case_round = _threaded(case_make, threads, mine)
+    base_round = _threaded(base_make, threads, base)
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        start = time.perf_counter()
+        base_round()
+        base_seconds.append(time.perf_counter() - start)
+        return (), {}
+
+    base_seconds: list[float] = []
+    benchmark.group = GROUP
+    benchmark.extra_info.update(case=case, items=threads * CALLS, unit="statement", higher_is_better=False)
+    benchmark.pedantic(case_round, setup=setup, rounds=rounds, warmup_rounds=warmup, iterations=1)
+    statements = threads * CALLS
+    a, b = mine.summary(statements), base.summary(statements)
+    benchmark.extra_info.update(
+        direct_median=statistics.median(base_seconds[warmup:]), direct_min=min(base_seconds[warmup:]),
+        p50_us=a["p50_us"], p99_us=a["p99_us"], qps=a["qps"],
+        direct_p50_us=b["p50_us"], direct_p99_us=b["p99_us"], direct_qps=b["qps"],
+        added_p50_us=a["p50_us"] - b["p50_us"], qps_ratio=a["qps"] / b["qps"],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("threads", [1, 8])
+def test_point_select_through_the_proxy_vs_direct(benchmark: Any, setup: Setup, threads: int) -> None:
+    _paired(benchmark, f"point select, {threads} thread(s): proxy vs direct", threads,
+            _proxy_worker(setup), _direct_worker(setup))  # fmt: skip
+
+
+def test_point_select_8_threads_through_two_proxy_processes(benchmark: Any, setup: Setup) -> None:
+    two = ProxyProcess(setup.proxy.config_path, "--processes", "2").start()
+    try:
+        for _ in range(400):  # both processes listening before the first round
+            if two.stderr.count("ddm proxy listening on") == 2:
+                break
+            time.sleep(0.05)
+        _paired(benchmark, "point select, 8 threads: 2 proxy processes vs direct", 8,
+                _proxy_worker(Setup.on_port(setup, two.port)), _direct_worker(setup))  # fmt: skip
+    finally:
+        for conn in _OPEN:
+            try:
+                conn.close()
+            except Exception:  # noqa: S110 - the proxy may have ended it
+                pass
+        _OPEN.clear()
+        two.stop()
+
+
+def test_probe_answered_by_the_proxy_vs_direct_point_select(benchmark: Any, setup: Setup) -> None:
+    _paired(benchmark, "SELECT @@version via proxy vs direct point select", 1,
+            _proxy_worker(setup, "SELECT @@version"), _direct_worker(setup))  # fmt: skip
+
+
+def test_executor_in_process_vs_direct(benchmark: Any, setup: Setup) -> None:
+    with Executor(load_config(setup.config), load_schema=False) as ex:
+        _paired(benchmark, "point select, Executor in-process vs direct", 1,
+                _executor_worker(ex), _direct_worker(setup))  # fmt: skip

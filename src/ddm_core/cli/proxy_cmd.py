@@ -1,0 +1,88 @@
+"""``ddm proxy``: serve a configuration over the MySQL protocol (docs/proxy.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+from typing import Any
+
+import click
+
+from ddm_core.cli.app import cli, config_option, load
+from ddm_core.errors import ProxyError
+
+__all__ = ["proxy"]
+
+#: Set in the processes ``--processes N`` starts: listen with SO_REUSEPORT on the given port.
+_CHILD_ENV = "DDM_PROXY_CHILD"
+
+
+@cli.command()
+@config_option()
+@click.option("--port", "-P", type=click.IntRange(0, 65535), default=3307, show_default=True,
+              help="TCP port to listen on (0: any free port, printed on start).")
+@click.option("--host", "-H", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--processes", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Proxy processes sharing the port (SO_REUSEPORT), each with its own pools.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True, help="Log level of the proxy's messages (stderr).")  # fmt: skip
+def proxy(config_path: str, port: int, host: str, processes: int, log_level: str) -> None:
+    """Serve CONFIG's logic tables to any MySQL client (users from its proxy: section).
+
+    \b
+      ddm proxy -c orders.yaml --port 3307
+      mysql -h 127.0.0.1 -P 3307 -u app -p
+
+    SIGTERM stops accepting, lets running statements finish (proxy.shutdownGraceMs),
+    ends the sessions and returns every backend connection.
+    """
+    try:
+        from ddm_core.proxy import ProxyServer
+    except ImportError as exc:
+        raise ProxyError(f"ddm proxy needs the proxy extra: pip install 'ddm-core[proxy]' ({exc})") from exc
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # mimic logs every refused statement at ERROR with its text; the proxy reports errors to clients.
+    logging.getLogger("mysql_mimic").setLevel(logging.CRITICAL)
+    config = load(config_path, check_env=True)
+    if processes > 1:
+        sys.exit(_run_processes(config_path, host, port, processes, log_level))
+
+    async def run() -> None:
+        server = ProxyServer(config, host=host, port=port, reuse_port=os.environ.get(_CHILD_ENV) == "1")
+        await server.start()
+        click.echo(f"ddm proxy listening on {host}:{server.port}", err=True)
+        await server.serve_until_signalled()
+
+    asyncio.run(run())
+
+
+def _run_processes(config_path: str, host: str, port: int, processes: int, log_level: str) -> int:
+    """Start ``processes`` proxies on one port, pass SIGTERM / SIGINT on, return the worst exit status."""
+    holder: socket.socket | None = None
+    if port == 0:
+        # Pick the port once for every process; the bound (not listening) socket keeps it ours.
+        holder = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        holder.bind((host, 0))
+        port = int(holder.getsockname()[1])
+    argv = [sys.executable, "-m", "ddm_core.cli", "proxy", "-c", config_path, "--host", host, "--port", str(port),
+            "--log-level", log_level]  # fmt: skip
+    children = [subprocess.Popen(argv, env={**os.environ, _CHILD_ENV: "1"}) for _ in range(processes)]
+
+    def forward(signum: int, _frame: Any) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    try:
+        return max(child.wait() for child in children)
+    finally:
+        if holder is not None:
+            holder.close()

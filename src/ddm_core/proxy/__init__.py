@@ -1,0 +1,15 @@
+"""``ddm proxy``: a MySQL-protocol server in front of ddm-core's router and executor (docs/proxy.md).
+
+Any MySQL client — the ``mysql`` / ``mariadb`` command line, PyMySQL,
+SQLAlchemy, JDBC, Go — connects to it and writes SQL against the logic tables;
+each statement is routed, run on the shared pools and merged exactly as the
+library does it. Needs the ``proxy`` extra (``pip install 'ddm-core[proxy]'``,
+which brings mysql-mimic).
+"""
+
+from __future__ import annotations
+
+from ddm_core.proxy.auth import native_password_hash
+from ddm_core.proxy.server import DEFAULT_PORT, Phase, ProxyServer
+
+__all__ = ["ProxyServer", "Phase", "DEFAULT_PORT", "native_password_hash"]

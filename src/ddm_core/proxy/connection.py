@@ -1,0 +1,158 @@
+"""mysql-mimic's connection, with what a sharding proxy needs on the wire.
+
+* OK packets carry the statement's affected rows and last insert id (mimic's
+  always say 0; PyMySQL's ``rowcount`` / ``lastrowid`` and SQLAlchemy read them).
+* Error packets carry the SQLSTATE of their code (1146 → ``42S02``, 1062 →
+  ``23000``; :func:`~ddm_core.proxy.mysql_errors.sqlstate_of`).
+* Rows of a :class:`~ddm_core.proxy.session.Batched` result are framed a
+  batch at a time and the socket drained after each, so a large result is
+  never buffered whole in the proxy.
+* COM_STMT_EXECUTE passes the parameter values to the router as values
+  (:mod:`ddm_core.proxy.prepared`), never pasted into the SQL.
+* Each command counts as running for the shutdown's grace period.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mysql_mimic import packets
+from mysql_mimic.connection import Connection
+from mysql_mimic.errors import MysqlError
+from mysql_mimic.results import ResultSet, ensure_result_set
+from mysql_mimic.types import Capabilities, ServerStatus, str_fixed, uint_1, uint_2, uint_len
+from mysql_mimic.utils import aiterate
+
+from ddm_core.errors import DdmError
+from ddm_core.proxy.mysql_errors import UNKNOWN_ERROR, error_info, sqlstate_of
+from ddm_core.proxy.prepared import read_execute
+from ddm_core.proxy.runtime import ProxyRuntime
+from ddm_core.proxy.session import Batched, Outcome, flatten
+
+__all__ = ["ProxyConnection"]
+
+_NO_ROWS = ResultSet(rows=[], columns=[])
+
+
+class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
+    """One client connection (protocol state); its :class:`~ddm_core.proxy.session.ProxySession` holds the rest."""
+
+    def __init__(self, *args: Any, runtime: ProxyRuntime, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.runtime = runtime
+        # A session starts in autocommit, as on MySQL; the handshake says so, and PyMySQL
+        # (autocommit off by default) then sends SET AUTOCOMMIT = 0.
+        self.status_flags = ServerStatus.SERVER_STATUS_AUTOCOMMIT
+        self._outcome: Outcome | None = None
+        self._batched: Batched | None = None
+        self._param_types: dict[int, bytes] = {}  # prepared statement id -> its parameter types
+
+    async def handle_query(self, data: bytes) -> None:
+        with self.runtime.statement():
+            await super().handle_query(data)
+
+    async def handle_stmt_execute(self, data: bytes) -> None:
+        # Not mimic's: it pastes parameter values into the SQL unescaped (proxy/prepared.py).
+        with self.runtime.statement():
+            execute = read_execute(data, self.capabilities, self.client_charset, self.get_stmt, self._param_types)
+            execute.stmt.param_buffers = None
+            result = await self.session.handle_prepared(execute.stmt.sql, execute.params)
+            if isinstance(result, Outcome):
+                self._outcome = result
+                await self.stream.write(self.ok())
+                return
+            if isinstance(result, Batched):
+                result_set = ResultSet(rows=flatten(result.batches), columns=result.columns)
+            else:
+                result_set = await ensure_result_set(result)
+            if not result_set:
+                await self.stream.write(self.ok())
+                return
+            await self._write_binary_resultset(result_set, execute.stmt, execute.use_cursor)
+
+    async def _write_binary_resultset(self, result_set: ResultSet, stmt: Any, use_cursor: bool) -> None:
+        # The binary-protocol result set, as mimic writes it.
+        await self.stream.write(uint_len(len(result_set.columns)))
+        for column in result_set.columns:
+            await self.stream.write(
+                packets.make_column_definition_41(
+                    server_charset=self.server_charset, name=column.name, column_type=column.type,
+                    character_set=column.character_set,
+                )
+            )  # fmt: skip
+
+        async def binary_rows() -> Any:
+            async for row in aiterate(result_set.rows):
+                yield packets.make_binary_resultrow(row, result_set.columns)
+
+        rows = binary_rows()
+        if use_cursor:
+            stmt.cursor = rows
+            await self.stream.write(self.ok_or_eof(flags=ServerStatus.SERVER_STATUS_CURSOR_EXISTS))
+            return
+        if not self.deprecate_eof():
+            await self.stream.write(self.eof())
+        async for row in rows:
+            await self.stream.write(row, drain=False)
+        await self.stream.write(self.ok_or_eof())
+
+    async def handle_stmt_close(self, data: bytes) -> None:
+        await super().handle_stmt_close(data)
+        self._param_types.pop(int.from_bytes(data[:4], "little"), None)
+
+    async def query(self, sql: str, query_attrs: dict[str, str]) -> ResultSet:
+        result = await self.session.handle_query(sql, query_attrs)
+        if isinstance(result, Outcome):
+            self._outcome = result  # the next ok() reports it
+            return _NO_ROWS
+        self._outcome = None
+        if isinstance(result, Batched):
+            self._batched = result  # write_text_resultset writes it batch by batch
+            return ResultSet(rows=flatten(result.batches), columns=result.columns)
+        self._batched = None
+        return await ensure_result_set(result)
+
+    def ok(self, **kwargs: Any) -> bytes:
+        outcome, self._outcome = self._outcome, None
+        if outcome is not None:
+            kwargs.setdefault("affected_rows", outcome.affected_rows)
+            kwargs.setdefault("last_insert_id", outcome.last_insert_id)
+        return bytes(super().ok(**kwargs))
+
+    def error(self, msg: Any = "", code: int = UNKNOWN_ERROR, **_: Any) -> bytes:
+        parts = [uint_1(0xFF), uint_2(int(code))]
+        if Capabilities.CLIENT_PROTOCOL_41 in self.capabilities:
+            parts.append(str_fixed(1, b"#"))
+            parts.append(str_fixed(5, sqlstate_of(int(code)).encode()))
+        parts.append(self.server_charset.encode(str(msg)))
+        return b"".join(parts)
+
+    async def write_text_resultset(self, result_set: ResultSet) -> None:
+        batched, self._batched = self._batched, None
+        if batched is None:
+            await super().write_text_resultset(result_set)
+            return
+        header = [packets.make_column_count(capabilities=self.capabilities, column_count=len(result_set.columns))]
+        header.extend(
+            packets.make_column_definition_41(
+                server_charset=self.server_charset, name=c.name, column_type=c.type, character_set=c.character_set
+            )
+            for c in result_set.columns
+        )
+        if not self.deprecate_eof():
+            header.append(self.eof())
+        self.stream.write_many(header)
+        sent = 0
+        try:
+            async for batch in batched.batches:
+                self.stream.write_text_rows(batch, result_set.columns)
+                sent += len(batch)
+                await self.stream.drain()  # one batch in flight: memory stays bounded
+        except DdmError as exc:  # a shard failed mid-result: the client gets an error packet, not a cut stream
+            info = error_info(exc)
+            raise MysqlError(info.message, code=info.code) from exc
+        finally:
+            # Now, not at garbage collection: a client gone mid-result returns the units' connections.
+            await batched.batches.aclose()
+        await self.stream.write(self.ok_or_eof(affected_rows=sent), drain=False)
+        await self.stream.drain()

@@ -1,0 +1,107 @@
+"""Comparison literals → parameters, so the router's plan cache serves text-protocol clients.
+
+Clients of the text protocol (PyMySQL, the ``mysql`` command line, JDBC
+without server-side prepares) put the values into the SQL text: every
+``WHERE user_id = 10086`` is a new text, so the router's plan cache (keyed by
+text) misses and sqlglot parses each statement — about 0.3 ms, most of a
+point select through the proxy (docs/proxy.md#measured-costs). This module
+turns the literals the router only *compares* back into parameters:
+
+* a number or a plain ``'...'`` string right after ``=``, ``<>``, ``!=``,
+  ``<``, ``<=``, ``>``, ``>=``, and the items of an ``IN (...)`` list;
+* nothing else: LIMIT counts, ``ORDER BY 1``, type arguments, INTERVALs,
+  introducers (``_utf8mb4'x'``, ``N'x'``, ``X'0A'``, ``DATE '...'``), JSON
+  paths (``->'$.a'``), negative, hex and exponent numbers, double-quoted text
+  and everything in comments stay as written.
+
+``WHERE user_id = 10086`` becomes ``WHERE user_id = %s`` with ``[10086]``:
+one text for every key, parsed once. The values go to the data source
+escaped by its driver, so the data source sees the same values. A statement
+holding ``%`` or ``?`` anywhere (a LIKE pattern, a modulo, a placeholder) is
+left alone, as is any statement other than SELECT / INSERT / REPLACE /
+UPDATE / DELETE / WITH.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["parameterize"]
+
+_TOKEN = re.compile(
+    r"""(?P<space>\s+)
+      |(?P<comment>/\*.*?\*/|--[ \t][^\n]*|--(?=\n|\Z)|\#[^\n]*)
+      |(?P<ident>`(?:[^`]|``)*`)
+      |(?P<string>'(?:[^'\\]|\\.|'')*')
+      |(?P<dstring>"(?:[^"\\]|\\.|"")*")
+      |(?P<number>(?<![\w.$])(?:\d+\.\d*|\.\d+|\d+)(?![\w.$]))
+      |(?P<op>->>|->|<=>|<<|>>|<=|>=|<>|!=|=|<|>)
+      |(?P<word>[A-Za-z_$][\w$]*)
+      |(?P<other>.)""",
+    re.S | re.X,
+)
+_COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">="})
+_STATEMENTS = frozenset({"SELECT", "INSERT", "REPLACE", "UPDATE", "DELETE", "WITH"})
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "_": "\\_"}
+
+
+def _string_value(token: str) -> str:
+    """The value of a MySQL ``'...'`` literal (default sql_mode: backslash escapes on)."""
+    body = token[1:-1]
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+        elif ch == "'" and body[i + 1 : i + 2] == "'":
+            out.append("'")
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def parameterize(sql: str) -> tuple[str, list[Any]] | None:
+    """``(text with %s, params)`` for ``sql``'s comparison literals; ``None`` when there are none to take."""
+    if "%" in sql or "?" in sql:
+        return None
+    parts: list[str] = []
+    params: list[Any] = []
+    previous = ""  # the last significant token, upper-cased for words
+    first_word: str | None = None
+    in_lists: list[bool] = []  # per open parenthesis: is it an IN (...) list?
+    for m in _TOKEN.finditer(sql):
+        kind = m.lastgroup
+        text = m.group()
+        if kind in ("space", "comment"):
+            parts.append(text)
+            continue
+        if kind == "word" and first_word is None:
+            first_word = text.upper()
+            if first_word not in _STATEMENTS:
+                return None
+        if kind in ("number", "string"):
+            in_list = bool(in_lists) and in_lists[-1] and previous in ("(", ",")
+            if previous in _COMPARISONS or in_list:
+                parts.append("%s")
+                if kind == "string":
+                    params.append(_string_value(text))
+                else:
+                    params.append(Decimal(text) if "." in text else int(text))
+                previous = "?"
+                continue
+        if text == "(":
+            in_lists.append(previous == "IN")
+        elif text == ")" and in_lists:
+            in_lists.pop()
+        parts.append(text)
+        previous = text.upper() if kind == "word" else text
+    if not params or first_word is None:
+        return None
+    return "".join(parts), params

@@ -1,0 +1,115 @@
+"""ddm-core errors → MySQL error packets: a code and SQLSTATE a MySQL client knows.
+
+A driver error from a data source keeps the server's own code (1146 unknown
+table, 1054 unknown column, 1064 syntax...): the client sees what one MySQL
+server would have said. ddm-core's own refusals get the nearest MySQL code and
+a message starting with ``ddm:`` so they are told apart from the server's
+(docs/proxy.md#errors).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ddm_core.errors import (
+    CrossShardTransactionError,
+    DataSourceUnavailableError,
+    DdmError,
+    DeepPaginationError,
+    DuplicateKeyError,
+    ExecutionError,
+    FullRouteError,
+    ParameterError,
+    PoolTimeoutError,
+    QueryTimeoutError,
+    RateLimitedError,
+    ShardKeyUpdateError,
+    ShardValueError,
+    TransactionError,
+    UnsupportedSQLError,
+)
+
+__all__ = ["MysqlErrorInfo", "sqlstate_of", "error_info", "ACCESS_DENIED", "UNKNOWN_DATABASE", "UNKNOWN_ERROR"]
+
+ACCESS_DENIED = 1045
+UNKNOWN_DATABASE = 1049
+UNKNOWN_ERROR = 1105
+NOT_SUPPORTED = 1235
+UNKNOWN_SYSTEM_VARIABLE = 1193
+TOO_MANY_CONNECTIONS = 1040
+FOREIGN_DATA_SOURCE = 1429  # ER_CONNECT_TO_FOREIGN_DATA_SOURCE: a data source cannot be reached
+QUERY_TIMEOUT = 3024  # ER_QUERY_TIMEOUT (MySQL 8)
+WRONG_VALUE = 1231
+USER_LIMIT_REACHED = 1226  # ER_USER_LIMIT_REACHED: a rate limit refused the statement
+TRUNCATED_WRONG_VALUE = 1292
+
+#: Code → SQLSTATE, as the MySQL server error reference gives them; anything else is HY000.
+_SQLSTATES: dict[int, str] = {
+    1040: "08004",
+    1045: "28000",
+    1046: "3D000",
+    1048: "23000",
+    1049: "42000",
+    1054: "42S22",
+    1062: "23000",
+    1064: "42000",
+    1065: "42000",
+    1146: "42S02",
+    1193: "HY000",
+    1213: "40001",
+    1226: "42000",
+    1231: "42000",
+    1235: "42000",
+    1406: "22001",
+    1451: "23000",
+    1452: "23000",
+    3169: "HY000",
+}
+
+
+def sqlstate_of(code: int) -> str:
+    """The SQLSTATE MySQL sends with ``code``."""
+    return _SQLSTATES.get(int(code), "HY000")
+
+
+class MysqlErrorInfo(NamedTuple):
+    """What goes into the error packet."""
+
+    code: int
+    message: str
+
+
+# ddm-core refusals, most specific first: the first class the error is an instance of decides.
+_REFUSALS: tuple[tuple[type[DdmError], int], ...] = (
+    (DuplicateKeyError, 1062),
+    (RateLimitedError, USER_LIMIT_REACHED),
+    (QueryTimeoutError, QUERY_TIMEOUT),
+    (PoolTimeoutError, TOO_MANY_CONNECTIONS),
+    (DataSourceUnavailableError, FOREIGN_DATA_SOURCE),
+    (FullRouteError, NOT_SUPPORTED),
+    (DeepPaginationError, NOT_SUPPORTED),
+    (ShardKeyUpdateError, NOT_SUPPORTED),
+    (CrossShardTransactionError, NOT_SUPPORTED),
+    (UnsupportedSQLError, NOT_SUPPORTED),
+    (ShardValueError, TRUNCATED_WRONG_VALUE),
+    (ParameterError, WRONG_VALUE),
+    (TransactionError, UNKNOWN_ERROR),
+)
+
+
+def error_info(exc: DdmError) -> MysqlErrorInfo:
+    """The code and message a client gets for ``exc``."""
+    if isinstance(exc, DuplicateKeyError):
+        return MysqlErrorInfo(1062, exc.message)
+    driver_code = exc.context.get("code")
+    if (
+        isinstance(exc, ExecutionError)
+        and not isinstance(exc, (DataSourceUnavailableError, PoolTimeoutError, QueryTimeoutError))
+        and isinstance(driver_code, int)
+    ):
+        # The data source's own error (1146, 1054, 1064...): its code, its words.
+        return MysqlErrorInfo(driver_code, exc.message)
+    for cls, code in _REFUSALS:
+        if isinstance(exc, cls):
+            return MysqlErrorInfo(code, f"ddm: {exc.message}")
+    return MysqlErrorInfo(UNKNOWN_ERROR, f"ddm: {exc.message}")

@@ -1,0 +1,87 @@
+"""COM_STMT_EXECUTE read into the statement and its parameter *values*.
+
+mysql-mimic 3.0.5 answers COM_STMT_EXECUTE by pasting the parameters into the
+SQL text, quoting strings without escaping them (``'{value}'``): a string
+parameter holding a quote would become SQL. It also refuses an execute that
+does not resend the parameter types, which libmariadb / libmysqlclient omit
+after the first execute of a statement (sysbench fails on it). Here the
+packet is read with mimic's own parameter reader, the types of the first
+execute are remembered per statement and put back when a later execute
+leaves them out, and the values go to the router as parameters of the ``?``
+text — so they are never SQL, and one statement is parsed once, whatever its
+values (docs/proxy.md#prepared-statements).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Callable, NamedTuple
+
+from mysql_mimic import packets
+from mysql_mimic.charset import CharacterSet
+from mysql_mimic.errors import MysqlError
+from mysql_mimic.types import Capabilities, read_uint_4, read_uint_len
+
+__all__ = ["Execute", "read_execute"]
+
+
+class Execute(NamedTuple):
+    stmt: Any  # mimic's PreparedStatement
+    use_cursor: bool
+    params: list[Any]
+
+
+def _lenenc_end(data: bytes, pos: int) -> int:
+    """Where a length-encoded string starting at ``pos`` ends."""
+    first = data[pos]
+    if first < 0xFB:
+        return pos + 1 + first
+    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
+    length = int.from_bytes(data[pos + 1 : pos + 1 + width], "little")
+    return pos + 1 + width + length
+
+
+def read_execute(
+    data: bytes,
+    capabilities: Capabilities,
+    charset: CharacterSet,
+    get_stmt: Callable[[int], Any],
+    types: dict[int, bytes],
+) -> Execute:
+    """The statement, cursor flag and parameter values of one COM_STMT_EXECUTE payload.
+
+    ``types`` maps statement id → the parameter-type bytes of its last execute
+    that sent them (updated here).
+
+    Raises:
+        MysqlError: an execute without types for a statement never executed with them.
+    """
+    reader = io.BytesIO(data)
+    stmt = get_stmt(read_uint_4(reader))
+    use_cursor, count_available = packets._read_cursor_flags(reader)
+    read_uint_4(reader)  # iteration count, always 1
+    attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in capabilities
+    count = stmt.num_params
+    if stmt.num_params > 0 or (attributes and count_available):
+        if attributes:
+            count = read_uint_len(reader)
+    if count == 0:
+        return Execute(stmt, use_cursor, [])
+    start = reader.tell()
+    flag_at = start + (count + 7) // 8  # after the NULL bitmap
+    if data[flag_at] == 0:
+        remembered = types.get(stmt.stmt_id)
+        if remembered is None:
+            raise MysqlError("the first execute of a prepared statement must send its parameter types", code=1210)
+        data = data[:flag_at] + b"\x01" + remembered + data[flag_at + 1 :]
+    else:
+        end = flag_at + 1
+        for _ in range(count):
+            end += 2  # type and unsigned flag
+            if attributes:
+                end = _lenenc_end(data, end)  # the (empty) name of a statement parameter
+        types[stmt.stmt_id] = data[flag_at + 1 : end]
+    reader = io.BytesIO(data)
+    reader.seek(start)
+    values = packets._read_params(capabilities, charset, reader, count, stmt.param_buffers)
+    return Execute(stmt, use_cursor, [value for _, value in values[: stmt.num_params]])

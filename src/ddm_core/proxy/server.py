@@ -1,0 +1,205 @@
+"""The proxy server: listen, authenticate, hand each connection a session; shut down cleanly.
+
+:class:`ProxyServer` owns one :class:`~ddm_core.execute.Executor` (the pools
+every session shares) and the worker threads. Shutdown (SIGTERM, SIGINT or
+:meth:`ProxyServer.shutdown`) goes through explicit phases:
+
+======== =====================================================================
+phase    what happens
+======== =====================================================================
+SERVING  accepting connections, running statements
+DRAINING the listening socket is closed; running commands may finish, up to
+         ``proxy.shutdownGraceMs``
+CLOSING  every client connection is ended (an open transaction is rolled back)
+CLOSED   the executor is closed: every backend connection is returned and
+         closed
+======== =====================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import logging
+import os
+import signal
+from typing import Any
+
+from mysql_mimic import MysqlServer
+from mysql_mimic.control import LocalControl, TooManyConnections
+from mysql_mimic.errors import ErrorCode
+from mysql_mimic.stream import MysqlStream
+
+from ddm_core.errors import ProxyError
+from ddm_core.execute import Executor
+from ddm_core.metadata.model import ShardingConfig
+from ddm_core.proxy.audit import AuditLog
+from ddm_core.proxy.auth import ConfigIdentityProvider
+from ddm_core.proxy.connection import ProxyConnection
+from ddm_core.proxy.masking import Masker
+from ddm_core.proxy.ratelimit import RateLimiter
+from ddm_core.proxy.runtime import ProxyRuntime
+from ddm_core.proxy.session import ProxySession
+from ddm_core.proxy.variables import proxy_variables
+from ddm_core.route.show_tables import LOGIC_DB
+
+__all__ = ["ProxyServer", "Phase", "DEFAULT_PORT"]
+
+log = logging.getLogger("ddm_core.proxy")
+
+DEFAULT_PORT = 3307
+
+
+class Phase(enum.Enum):
+    """Where the server is in its life (see the module docstring)."""
+
+    NEW = "new"
+    SERVING = "serving"
+    DRAINING = "draining"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
+    """A MySQL-protocol server over one sharding configuration.
+
+    Args:
+        config: The configuration (its ``proxy:`` section gives users and limits).
+        host: Address to listen on.
+        port: TCP port (0: any free one; :attr:`port` tells which).
+        reuse_port: Listen with ``SO_REUSEPORT``, so several proxy processes share the
+            port and the kernel spreads connections over them (``ddm proxy --processes``).
+        executor_options: Passed to the :class:`~ddm_core.execute.Executor`.
+    """
+
+    def __init__(self, config: ShardingConfig, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                 reuse_port: bool = False, **executor_options: Any) -> None:  # fmt: skip
+        settings = config.proxy
+        if not settings.users:
+            raise ProxyError("the configuration has no proxy.users: nobody could log in to the proxy "
+                             "(add `proxy: {users: [{name: ..., passwordHash: '*...'}]}`, docs/proxy.md)")  # fmt: skip
+        self.settings = settings
+        self.host = host
+        self.requested_port = port
+        self.phase = Phase.NEW
+        if config.name is None:
+            # Clients see one database and qualify names with it (SQLAlchemy: SHOW FULL TABLES
+            # FROM `logic_db`); the router treats a qualifier as logical only when it is config.name.
+            config = dataclasses.replace(config, name=LOGIC_DB)
+        unknown = [t for t in settings.table_rate_limits if config.kind_of(t) is None]
+        if unknown:
+            raise ProxyError(f"proxy.tableRateLimits names {', '.join(map(repr, unknown))}, which the "
+                             "configuration does not define as a logic table")  # fmt: skip
+        self.executor = Executor(config, **executor_options)
+        self.runtime = ProxyRuntime(
+            self.executor, proxy_variables(port), workers=settings.workers, batch_rows=settings.batch_rows,
+            limiter=RateLimiter({u.name: u.rate_limit for u in settings.users}, settings.table_rate_limits),
+            masker=Masker(settings.masks), unmasked=frozenset(u.name for u in settings.users if u.unmask),
+            audit=AuditLog(settings.audit_log, settings.slow_sql_ms) if settings.audit_log else None,
+        )  # fmt: skip
+        super().__init__(
+            session_factory=lambda: ProxySession(self.runtime),
+            identity_provider=ConfigIdentityProvider(settings.users),
+            # connection ids carry the process id, so those of sibling processes differ
+            control=LocalControl(server_id=os.getpid() % 65536),
+        )
+        self.reuse_port = reuse_port
+        self._connections: set[ProxyConnection] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopped = asyncio.Event()
+        self.borrowed_at_close: int | None = None  # set by shutdown(): 0 when every session gave its back
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the real one when 0 was asked)."""
+        sockets = self.sockets()
+        return int(sockets[0].getsockname()[1]) if sockets else self.requested_port
+
+    # -- connections ---------------------------------------------------------------------------
+
+    async def _client_connected_cb(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # mimic's own callback, with ProxyConnection and the connection remembered for shutdown.
+        stream = MysqlStream(reader, writer)
+        if self.phase is not Phase.SERVING:
+            writer.close()
+            return
+        connection = ProxyConnection(
+            stream=stream,
+            session=ProxySession(self.runtime),
+            control=self.control,
+            server_capabilities=self.capabilities,
+            identity_provider=self.identity_provider,
+            ssl=self.ssl,
+            runtime=self.runtime,
+        )
+        try:
+            connection.connection_id = await self.control.add(connection)
+        except TooManyConnections:
+            await stream.write(connection.error(msg="Too many connections", code=ErrorCode.CON_COUNT_ERROR))
+            writer.close()
+            return
+        task = asyncio.current_task()
+        self._connections.add(connection)
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await connection.start()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away; its session was closed by start()
+        finally:
+            self._connections.discard(connection)
+            if task is not None:
+                self._tasks.discard(task)
+            writer.close()
+            await self.control.remove(connection.connection_id)
+
+    # -- life ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the pools and start listening."""
+        await self.start_server(host=self.host, port=self.requested_port, reuse_port=self.reuse_port or None)
+        self.phase = Phase.SERVING
+        log.info("ddm proxy listening on %s:%s", self.host, self.port)
+
+    async def serve_until_signalled(self) -> None:
+        """Serve until SIGTERM / SIGINT (or :meth:`shutdown`), then shut down cleanly."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        if self.phase is Phase.NEW:
+            await self.start()
+        await self._stopped.wait()
+        await self.shutdown()
+
+    def request_stop(self) -> None:
+        """Ask :meth:`serve_until_signalled` to shut down (signal-handler safe)."""
+        self._stopped.set()
+
+    async def shutdown(self) -> None:
+        """Stop accepting, let running commands finish (grace period), end every session, close the pools."""
+        if self.phase in (Phase.CLOSING, Phase.CLOSED):
+            return
+        self.phase = Phase.DRAINING
+        self.close()  # the listening socket: no new connections
+        grace = self.settings.shutdown_grace_ms / 1000
+        loop = asyncio.get_running_loop()
+        idle = await loop.run_in_executor(None, self.runtime.wait_idle, grace)
+        if not idle:
+            log.warning("ddm proxy: %d statement(s) still running after %.1f s; ending them",
+                        self.runtime.running, grace)  # fmt: skip
+        self.phase = Phase.CLOSING
+        for connection in list(self._connections):
+            connection.kill()  # mimic cancels its task; the session's close() rolls back and returns connections
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=max(grace, 1.0))
+        await self.wait_closed()
+        self.runtime.workers.shutdown(wait=True)
+        self.borrowed_at_close = self.executor.borrowed()
+        self.executor.close()
+        if self.runtime.audit is not None:
+            self.runtime.audit.close()
+        self.phase = Phase.CLOSED
+        log.info("ddm proxy stopped: %d backend connection(s) were still borrowed at close; pools closed",
+                 self.borrowed_at_close)  # fmt: skip
+

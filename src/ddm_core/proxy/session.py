@@ -1,0 +1,373 @@
+"""One client session of the proxy ↔ one ddm-core session (autocommit or one open Transaction).
+
+Built on mysql-mimic's bare ``BaseSession``: the raw SQL text comes in and,
+unless it is a session statement (:mod:`ddm_core.proxy.statements`), goes to
+ddm-core's router untouched, so it is parsed once, by the router — mimic's
+sqlglot-based ``Session`` would parse every statement a second time.
+
+Each routed statement is routed once, checked against the rate limits with
+the logic tables of its plan, run (in the open transaction, else on its own),
+masked for users without ``unmask`` and, when slow, written to the audit log.
+
+Statements block (the drivers are synchronous), so they run on the proxy's
+worker threads, one at a time per session (a MySQL session is sequential);
+the event loop only frames packets. Rows go to the client batch by batch
+(``proxy.batchRows``): a streamed multi-shard result never sits whole in the
+proxy's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, Sequence, TypeVar
+
+from mysql_mimic.errors import MysqlError
+from mysql_mimic.results import ResultSet
+from mysql_mimic.schema import like_to_regex
+from mysql_mimic.session import BaseSession
+from mysql_mimic.types import ServerStatus
+from mysql_mimic.variables import SessionVariables
+
+from ddm_core.errors import DdmError
+from ddm_core.execute import Result, Transaction
+from ddm_core.execute.shared import style_of
+from ddm_core.proxy.columns import result_columns, text_columns
+from ddm_core.proxy.literals import parameterize
+from ddm_core.proxy.masking import Masker
+from ddm_core.proxy.mysql_errors import NOT_SUPPORTED, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info
+from ddm_core.proxy.runtime import ProxyRuntime
+from ddm_core.proxy.statements import Kind, classify, probe_items
+from ddm_core.proxy.variables import apply_set
+from ddm_core.route.plan import RoutePlan
+
+__all__ = ["ProxySession", "Outcome", "Batched", "flatten"]
+
+log = logging.getLogger("ddm_core.proxy")
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A statement without rows: what its OK packet says."""
+
+    affected_rows: int = 0
+    last_insert_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Batched:
+    """Rows that come in lists (``batches``), for the text protocol's fast path.
+
+    mimic's ``ResultSet`` is compiled and cannot be subclassed, so the
+    connection turns this into one (:func:`flatten` of the same batches, for
+    the binary protocol of prepared statements) and writes the batches itself.
+    """
+
+    batches: AsyncGenerator[list[tuple[Any, ...]], None]
+    columns: Sequence[Any]
+
+
+async def flatten(batches: AsyncIterator[list[tuple[Any, ...]]]) -> AsyncIterator[tuple[Any, ...]]:
+    async for batch in batches:
+        for row in batch:
+            yield row
+
+
+class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
+    """A client session: autocommit, transactions, session variables, and its statements."""
+
+    def __init__(self, runtime: ProxyRuntime) -> None:
+        self.runtime = runtime
+        self.variables = SessionVariables(runtime.variables)
+        self.username: str | None = None
+        self.database: str | None = None
+        self.connection: Any = None  # mimic's Connection, from init()
+        self._autocommit = True  # MySQL's default
+        self._tx: Transaction | None = None
+        self._closed = False
+        self._last_insert_id = 0
+
+    @property
+    def may_unmask(self) -> bool:
+        """The user sees masked columns as they are (``proxy.users[].unmask``)."""
+        return self.username in self.runtime.unmasked
+
+    # -- mimic's session interface ----------------------------------------------------------
+
+    async def init(self, connection: Any) -> None:
+        self.connection = connection
+        if self.database is not None:
+            self._check_database(self.database)
+        self._update_status()
+
+    async def use(self, database: str) -> None:
+        self._check_database(database)
+        self.database = database
+
+    async def close(self) -> None:
+        # Rolls back an open transaction and gives its pinned connections back.
+        self._closed = True
+        await self._in_thread(self._rollback)
+
+    async def reset(self) -> None:
+        await self._in_thread(self._rollback)
+        self._update_status()
+
+    async def handle_query(self, sql: str, attrs: dict[str, str]) -> Any:
+        with self.runtime.statement():
+            try:
+                return await self._answer(sql)
+            except DdmError as exc:
+                info = error_info(exc)
+                log.debug("statement refused (%s): %s", info.code, info.message)
+                raise MysqlError(info.message, code=info.code) from exc
+            finally:
+                self._update_status()
+
+    async def handle_prepared(self, sql: str, params: list[Any]) -> Any:
+        """A prepared statement's execute: ``sql`` with ``?`` marks and their values."""
+        try:
+            if not params:
+                return await self._answer(sql)
+            if classify(sql).kind is not Kind.ROUTED:
+                raise MysqlError("ddm: session statements take no parameters", code=NOT_SUPPORTED)
+            return await self._run(sql, params)
+        except DdmError as exc:
+            info = error_info(exc)
+            raise MysqlError(info.message, code=info.code) from exc
+        finally:
+            self._update_status()
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    async def _answer(self, sql: str) -> Any:
+        what = classify(sql)
+        kind = what.kind
+        if kind is Kind.ROUTED:
+            return await self._run(sql)
+        if kind is Kind.PROBE:
+            return self._probe(sql)
+        if kind is Kind.SET:
+            return await self._in_thread(apply_set, sql, self.variables, self._set_autocommit) or Outcome()
+        if kind is Kind.BEGIN:
+            return await self._in_thread(self._begin)
+        if kind is Kind.COMMIT:
+            await self._in_thread(self._commit)
+            return Outcome()
+        if kind is Kind.ROLLBACK:
+            await self._in_thread(self._rollback)
+            return Outcome()
+        if kind is Kind.USE:
+            await self.use(what.rest)
+            return Outcome()
+        if kind is Kind.SHOW_DATABASES:
+            return ResultSet(rows=[(self.runtime.schema,)], columns=text_columns(["Database"]))
+        if kind is Kind.SHOW_VARIABLES:
+            return self._show_variables(what.rest)
+        if kind is Kind.SHOW_NOTHING:
+            return ResultSet(rows=[], columns=text_columns(["Level", "Code", "Message"]))
+        if kind is Kind.PREVIEW:
+            return await self._in_thread(self._preview, what.rest)
+        raise MysqlError("Query was empty", code=1065)
+
+    # -- transactions (as dbapi.Connection keeps them) ------------------------------------------
+
+    def _begin(self) -> Outcome:
+        self._commit()  # MySQL commits an open transaction first
+        self._tx = self.runtime.executor.transaction()
+        return Outcome()
+
+    def _commit(self) -> None:
+        tx, self._tx = self._tx, None
+        if tx is not None:
+            tx.commit()
+
+    def _rollback(self) -> None:
+        tx, self._tx = self._tx, None
+        if tx is not None:
+            tx.rollback()
+
+    def _set_autocommit(self, on: bool) -> None:
+        if on:
+            self._commit()  # switching autocommit on commits, as on MySQL
+        self._autocommit = on
+
+    def _execute(self, plan: RoutePlan, style: str) -> Result:
+        if self._tx is None and not self._autocommit:
+            self._tx = self.runtime.executor.transaction()  # the first statement opens it
+        if self._tx is not None:
+            return self._tx.execute_plan(plan, caller_style=style)
+        return self.runtime.executor.execute_plan(plan, caller_style=style)
+
+    def _check_database(self, name: str) -> None:
+        if name.lower() not in (self.runtime.schema.lower(), "information_schema"):
+            raise MysqlError(f"Unknown database '{name}'", code=UNKNOWN_DATABASE)
+
+    def _update_status(self) -> None:
+        if self.connection is None:
+            return
+        flags = ServerStatus(0)
+        if self._autocommit:
+            flags |= ServerStatus.SERVER_STATUS_AUTOCOMMIT
+        if self._tx is not None:
+            flags |= ServerStatus.SERVER_STATUS_IN_TRANS
+        self.connection.status_flags = flags
+
+    # -- session facts --------------------------------------------------------------------------
+
+    def _probe(self, sql: str) -> ResultSet:
+        items = probe_items(sql) or []
+        values = [self._fact(item.what) for item in items]
+        return ResultSet(rows=[tuple(values)], columns=result_columns([(i.column, None) for i in items], [values]))
+
+    def _fact(self, what: str) -> Any:
+        if what.startswith("@@"):
+            name = what[2:]
+            if name == "autocommit":
+                return int(self._autocommit)
+            if name not in self.variables.schema:
+                raise MysqlError(f"Unknown system variable '{name}'", code=UNKNOWN_SYSTEM_VARIABLE)
+            value = self.variables.get(name)
+            return int(value) if isinstance(value, bool) else value
+        if what in ("DATABASE", "SCHEMA"):
+            return self.database
+        if what == "VERSION":
+            return self.variables.get("version")
+        if what == "LAST_INSERT_ID":
+            return self._last_insert_id
+        if what == "CONNECTION_ID":
+            return self.connection.connection_id if self.connection is not None else 0
+        return f"{self.username or ''}@{self.runtime.client_host(self.connection)}"
+
+    def _show_variables(self, like: str) -> ResultSet:
+        rows = [(k, None if v is None else str(int(v) if isinstance(v, bool) else v)) for k, v in self.variables.list()]
+        rows = [(k, ("ON" if self._autocommit else "OFF") if k == "autocommit" else v) for k, v in rows]
+        if like:
+            pattern = like_to_regex(like)
+            rows = [(k, v) for k, v in rows if pattern.fullmatch(k)]
+        return ResultSet(rows=rows, columns=text_columns(["Variable_name", "Value"]))
+
+    def _preview(self, sql: str) -> ResultSet:
+        if classify(sql).kind is not Kind.ROUTED:
+            raise MysqlError("ddm: PREVIEW takes a statement the router runs (not a session statement)",
+                             code=NOT_SUPPORTED)  # fmt: skip
+        plan = self.runtime.executor.router.route(sql, None)
+        rows = plan.explain()
+        return ResultSet(rows=rows, columns=text_columns(["data_source_name", "actual_sql", "params", "reason"]))
+
+    # -- routed statements ----------------------------------------------------------------------
+
+    async def _run(self, sql: str, params: list[Any] | None = None) -> Any:
+        started = self.runtime.clock()
+        first = await self._in_thread(self._start, sql, started, params)
+        if isinstance(first, Outcome):
+            return first
+        statement, rows = first
+        if len(rows) < self.runtime.batch_rows:  # all of it (finished in _start): the list-based path
+            return ResultSet(rows=rows, columns=statement.columns)
+        return Batched(self._batches(statement, rows), statement.columns)
+
+    def _start(
+        self, sql: str, started: float, given: list[Any] | None = None
+    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
+        # Literal values back into parameters: one text per statement shape, so the plan cache hits.
+        text, params = (sql, given) if given is not None else (parameterize(sql) or (sql, None))
+        plan = self.runtime.executor.router.route(text, params)
+        running = _Running(self, sql, plan, started)
+        try:
+            if self.runtime.limiter is not None:
+                self.runtime.limiter.admit(self.username, [t.logic_table for t in plan.tables])
+            result = self._execute(plan, style_of(text))
+        except DdmError as exc:
+            running.failed(exc)
+            raise
+        if result.description is None:
+            keys = result.generated_keys
+            inserted = keys[0] if keys and isinstance(keys[0], int) else result.lastrowid
+            result.close()
+            if isinstance(inserted, int) and inserted > 0:
+                self._last_insert_id = inserted
+            affected = max(result.rowcount, 0)
+            running.finish(affected)
+            return Outcome(affected, inserted if isinstance(inserted, int) else 0)
+        running.result = result
+        try:
+            rows = running.read(self.runtime.batch_rows)
+        except BaseException:
+            result.close(quiet=True)
+            raise
+        if len(rows) < self.runtime.batch_rows:
+            running.finish(len(rows))  # all of it: connections back now, no second thread hop
+        return running, rows
+
+    async def _batches(
+        self, statement: _Running, first: list[tuple[Any, ...]]
+    ) -> AsyncGenerator[list[tuple[Any, ...]], None]:
+        sent = 0
+        try:
+            batch = first
+            while batch:
+                yield batch
+                sent += len(batch)
+                if len(batch) < self.runtime.batch_rows:
+                    break
+                batch = await self._in_thread(statement.read, self.runtime.batch_rows)
+        finally:
+            # Also when the client went away mid-result: the streamed units give their connections back.
+            await self._in_thread(statement.finish, sent)
+
+    async def _in_thread(self, func: Callable[..., _T], *args: Any) -> _T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.runtime.workers, func, *args)
+
+
+class _Running:
+    """One routed statement with rows: its result, columns, masks and audit record."""
+
+    def __init__(self, session: ProxySession, sql: str, plan: RoutePlan, started: float) -> None:
+        self.session = session
+        self.sql = sql
+        self.plan = plan
+        self.started = started
+        self.result: Result | None = None
+        self.columns: list[Any] = []
+        self.masked: dict[int, str] = {}
+
+    def read(self, size: int) -> list[tuple[Any, ...]]:
+        """The next ``size`` rows, masked; the first call also settles the columns."""
+        assert self.result is not None
+        rows = self.result.fetchmany(size)
+        first = not self.columns
+        masker = self.session.runtime.masker
+        if first and masker is not None and not self.session.may_unmask:
+            names = [str(d[0]) for d in self.result.description]
+            self.masked = masker.columns(names, [t.logic_table for t in self.plan.tables])
+        if self.masked:
+            rows = Masker.apply(rows, self.masked)
+        if first:
+            # a masked column is text now, whatever the data source's type was
+            description = [(d[0], None) if i in self.masked else d for i, d in enumerate(self.result.description)]
+            self.columns = result_columns(description, rows)
+        return rows
+
+    def finish(self, rows: int) -> None:
+        """Close the result (returning its connections) and audit the statement."""
+        if self.result is not None:
+            self.result.close(quiet=True)
+        self._audit(rows, None)
+
+    def failed(self, exc: DdmError) -> None:
+        self._audit(0, exc.message)
+
+    def _audit(self, rows: int, error: str | None) -> None:
+        runtime = self.session.runtime
+        if runtime.audit is None:
+            return
+        ms = (runtime.clock() - self.started) * 1000
+        runtime.audit.record(
+            user=self.session.username, client=runtime.client_host(self.session.connection), sql=self.sql,
+            units=[(u.data_source, u.sql) for u in self.plan.units], rows=rows, ms=ms, error=error,
+        )  # fmt: skip

@@ -1,0 +1,142 @@
+"""Which statements the proxy answers itself, and which go to the router.
+
+Data statements (SELECT with tables, INSERT, UPDATE, DELETE, DDL, SHOW TABLES)
+go to ddm-core's router as they are, so each is parsed once, by the router.
+Session statements — transaction control, ``SET``, ``USE``, ``SHOW DATABASES``,
+``SHOW VARIABLES``, the FROM-less probes drivers send on connect (``SELECT
+@@version_comment LIMIT 1``, ``SELECT DATABASE()``) and ``PREVIEW <sql>`` — are
+recognised here by their first words, with no parse: they concern the client
+session, which no data source holds (docs/proxy.md#session-statements).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import NamedTuple
+
+__all__ = ["Kind", "Classified", "Probe", "classify", "probe_items"]
+
+
+class Kind(Enum):
+    """What a statement is, for the session."""
+
+    ROUTED = "routed"  # the router's: data, DDL, SHOW TABLES, anything not below
+    EMPTY = "empty"  # nothing but comments / whitespace / ';'
+    BEGIN = "begin"
+    COMMIT = "commit"
+    ROLLBACK = "rollback"
+    SET = "set"
+    USE = "use"
+    SHOW_DATABASES = "show databases"
+    SHOW_VARIABLES = "show variables"
+    SHOW_NOTHING = "show nothing"  # SHOW WARNINGS / ERRORS / STATUS: empty, as no statement left any
+    PROBE = "probe"  # FROM-less SELECT of session facts only
+    PREVIEW = "preview"
+
+
+class Classified(NamedTuple):
+    kind: Kind
+    rest: str = ""  # PREVIEW: the SQL to route; USE: the database; SHOW VARIABLES: the LIKE pattern
+
+
+_LEADING = re.compile(r"(?:\s+|/\*(?!!).*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re.S)
+_TRAILING = re.compile(r"[\s;]+\Z")
+_BEGIN = re.compile(r"(?:BEGIN(?:\s+WORK)?|START\s+TRANSACTION(?:\s+READ\s+(?:WRITE|ONLY))?)\Z", re.I)
+_COMMIT = re.compile(r"COMMIT(?:\s+WORK)?\Z", re.I)
+_ROLLBACK = re.compile(r"ROLLBACK(?:\s+WORK)?\Z", re.I)
+_USE = re.compile(r"USE\s+(`(?:[^`]|``)+`|\S+)\Z", re.I)
+_SHOW_DATABASES = re.compile(r"SHOW\s+(?:DATABASES|SCHEMAS)\Z", re.I)
+_SHOW_VARIABLES = re.compile(
+    r"SHOW\s+(?:(?:SESSION|LOCAL|GLOBAL)\s+)?VARIABLES(?:\s+LIKE\s+'((?:[^'\\]|\\.|'')*)')?\Z", re.I
+)
+_SHOW_NOTHING = re.compile(r"SHOW\s+(?:(?:SESSION|GLOBAL)\s+)?(?:WARNINGS|ERRORS|STATUS)(?:\s+LIKE\s+'[^']*')?\Z", re.I)
+_PREVIEW = re.compile(r"PREVIEW\s+(.+)\Z", re.I | re.S)
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+
+#: First words that can only be a session statement (anything else is the router's).
+_SESSION_WORDS = frozenset({"BEGIN", "START", "COMMIT", "ROLLBACK", "SET", "USE", "SHOW", "PREVIEW", "SELECT"})
+
+
+class Probe(NamedTuple):
+    """One item of a FROM-less probe: what it asks for and the column name it gets."""
+
+    what: str  # "@@<variable>" (lower case, scope dropped) or a function name (upper case)
+    column: str
+
+
+_PROBE_FUNCTIONS = frozenset({
+    "DATABASE", "SCHEMA", "VERSION", "LAST_INSERT_ID", "CONNECTION_ID", "USER", "CURRENT_USER",
+    "SESSION_USER", "SYSTEM_USER",
+})  # fmt: skip
+_PROBE_ITEM = re.compile(
+    r"(?P<expr>@@(?:(?:session|global|local)\.)?(?P<var>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<fn>[A-Za-z_]+)\s*\(\s*\)|(?P<bare>CURRENT_USER))"
+    r"(?:\s+(?:AS\s+)?(?P<alias>`(?:[^`]|``)+`|'[^']*'|[A-Za-z_][A-Za-z0-9_$]*))?\Z",
+    re.I,
+)
+_PROBE = re.compile(r"SELECT\s+(?P<items>.+?)(?:\s+LIMIT\s+\d+)?\Z", re.I | re.S)
+
+
+def _strip(sql: str) -> str:
+    """``sql`` without leading comments (MySQL ``/*! ... */`` kept) and trailing ``;`` / whitespace."""
+    start = _LEADING.match(sql)
+    text = sql[start.end() :] if start else sql
+    return _TRAILING.sub("", text)
+
+
+def classify(sql: str) -> Classified:
+    """What ``sql`` is (one look at its first words; no parse)."""
+    text = _strip(sql)
+    if not text:
+        return Classified(Kind.EMPTY)
+    first = _FIRST_WORD.match(text)
+    word = first.group(0).upper() if first else ""
+    if word not in _SESSION_WORDS:
+        return Classified(Kind.ROUTED)
+    if word == "SELECT":
+        return Classified(Kind.PROBE) if probe_items(text) is not None else Classified(Kind.ROUTED)
+    if word == "SET":
+        return Classified(Kind.SET)
+    for pattern, kind in ((_BEGIN, Kind.BEGIN), (_COMMIT, Kind.COMMIT), (_ROLLBACK, Kind.ROLLBACK)):
+        if pattern.match(text):
+            return Classified(kind)
+    m = _USE.match(text)
+    if m:
+        return Classified(Kind.USE, _unquote(m.group(1)))
+    if _SHOW_DATABASES.match(text):
+        return Classified(Kind.SHOW_DATABASES)
+    m = _SHOW_VARIABLES.match(text)
+    if m:
+        return Classified(Kind.SHOW_VARIABLES, m.group(1) or "")
+    if _SHOW_NOTHING.match(text):
+        return Classified(Kind.SHOW_NOTHING)
+    m = _PREVIEW.match(text)
+    if m:
+        return Classified(Kind.PREVIEW, m.group(1))
+    return Classified(Kind.ROUTED)
+
+
+def probe_items(text: str) -> list[Probe] | None:
+    """The items of a FROM-less SELECT of session facts only, or ``None`` when it is anything else."""
+    m = _PROBE.match(_strip(text))
+    if m is None:
+        return None
+    items: list[Probe] = []
+    for raw in m.group("items").split(","):
+        item = _PROBE_ITEM.match(raw.strip())
+        if item is None:
+            return None
+        fn = item.group("fn")
+        if fn is not None and fn.upper() not in _PROBE_FUNCTIONS:
+            return None
+        what = "@@" + item.group("var").lower() if item.group("var") else (fn or "CURRENT_USER").upper()
+        alias = item.group("alias")
+        items.append(Probe(what, _unquote(alias) if alias else item.group("expr")))
+    return items
+
+
+def _unquote(name: str) -> str:
+    if len(name) >= 2 and name[0] == name[-1] and name[0] in "`'":
+        return name[1:-1].replace(name[0] * 2, name[0])
+    return name

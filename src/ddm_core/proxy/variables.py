@@ -1,0 +1,143 @@
+"""Session variables of a proxy session: what clients read back, and ``SET`` applied to them.
+
+The values live in the client session (mysql-mimic's ``Variables``), not on
+the pooled backend connections, which many sessions share: ``SET sql_mode``
+or ``SET time_zone`` is remembered and answered back, but statements run with
+the data sources' own settings. Only ``autocommit`` and the transaction
+statements change how statements run (docs/proxy.md#session-statements).
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any, Callable
+
+import sqlglot
+from mysql_mimic.charset import CharacterSet
+from mysql_mimic.errors import MysqlError
+from mysql_mimic.intercept import TRANSACTION_CHARACTERISTICS, expression_to_value, setitem_kind
+from mysql_mimic.variables import DEFAULT, SYSTEM_VARIABLES, GlobalVariables, VariableSchema
+from sqlglot import exp
+
+from ddm_core.proxy.mysql_errors import NOT_SUPPORTED, UNKNOWN_SYSTEM_VARIABLE, WRONG_VALUE
+
+__all__ = ["proxy_variables", "apply_set", "SERVER_VERSION"]
+
+#: What clients see as the server version: MySQL 8.0's protocol and variable names
+#: (SQLAlchemy then reads ``transaction_isolation``), and who answers.
+SERVER_VERSION = f"8.0.35-ddm-core-{metadata.version('ddm-core')}"
+
+# mimic's defaults, except where they would mislead a client: sql_mode ANSI
+# (SQLAlchemy would quote identifiers with '"', which the data sources read as
+# strings) and the engine names.
+_OVERRIDES: dict[str, VariableSchema] = {
+    "version": (str, SERVER_VERSION, False),
+    "version_comment": (str, "ddm-core proxy", False),
+    "sql_mode": (str, "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION", True),
+    "transaction_isolation": (str, "REPEATABLE-READ", True),
+    "tx_isolation": (str, "REPEATABLE-READ", True),
+    "tx_read_only": (bool, False, True),
+    "default_storage_engine": (str, "InnoDB", True),
+    "default_tmp_storage_engine": (str, "InnoDB", True),
+    "foreign_key_checks": (bool, True, True),
+    "unique_checks": (bool, True, True),
+    "sql_notes": (bool, True, True),
+    "sql_safe_updates": (bool, False, True),
+    "net_read_timeout": (int, 30, True),
+    "group_concat_max_len": (int, 1024, True),
+    "lc_messages": (str, "en_US", True),
+    "character_set_system": (str, "utf8mb3", False),
+    "hostname": (str, "ddm-proxy", False),
+    "port": (int, 3307, False),
+}
+
+
+def proxy_variables(port: int) -> GlobalVariables:
+    """The global variables every session of one proxy starts from."""
+    schema = {**SYSTEM_VARIABLES, **_OVERRIDES, "port": (int, port, False)}
+    return GlobalVariables(schema)
+
+
+def apply_set(sql: str, variables: Any, set_autocommit: Callable[[bool], None]) -> None:
+    """Apply one ``SET`` statement to the session's ``variables``.
+
+    ``autocommit`` also goes to ``set_autocommit`` (the ddm session's switch).
+    A SET statement is parsed here, once; it is never routed.
+
+    Raises:
+        MysqlError: 1193 for an unknown variable, 1235 for a GLOBAL or user
+            variable or a computed value, 1231 for a value the variable refuses.
+    """
+    try:
+        tree = sqlglot.parse_one(sql, read="mysql")
+    except sqlglot.errors.ParseError as exc:
+        raise MysqlError(f"ddm: cannot read the SET statement: {exc}", code=1064) from exc
+    if not isinstance(tree, exp.Set):
+        raise MysqlError("ddm: cannot read the SET statement", code=1064)
+    for item in tree.expressions:
+        kind = setitem_kind(item)
+        if kind == "VARIABLE":
+            _set_variable(item, variables, set_autocommit)
+        elif kind in ("NAMES", "CHARACTER SET"):
+            _set_charset(item, variables, names=kind == "NAMES")
+        elif kind == "TRANSACTION":
+            for characteristic in (e.name.upper() for e in item.expressions):
+                name, value = TRANSACTION_CHARACTERISTICS[characteristic]
+                variables.set(name, value)
+        else:
+            raise MysqlError(f"ddm: SET {kind} is not supported by the proxy", code=NOT_SUPPORTED)
+
+
+def _set_variable(item: exp.SetItem, variables: Any, set_autocommit: Callable[[bool], None]) -> None:
+    assignment = item.this
+    left = assignment.left
+    if isinstance(left, exp.Parameter):
+        raise MysqlError("ddm: user variables (@name) are not supported by the proxy", code=NOT_SUPPORTED)
+    scope = (left.text("kind") if isinstance(left, exp.SessionParameter) else item.text("kind")) or "SESSION"
+    name = left.name.lower()
+    if scope.upper() not in ("SESSION", "LOCAL"):
+        raise MysqlError(f"ddm: SET {scope.upper()} {name} is not forwarded to the data sources", code=NOT_SUPPORTED)
+    if name not in variables.schema:
+        raise MysqlError(f"Unknown system variable '{name}'", code=UNKNOWN_SYSTEM_VARIABLE)
+    value = expression_to_value(assignment.right)
+    if name == "autocommit":
+        on = _as_bool(value, name)
+        set_autocommit(on)
+        variables.set(name, on)
+        return
+    try:
+        variables.set(name, value)
+    except (TypeError, ValueError) as exc:
+        raise MysqlError(f"Variable '{name}' can't be set to the value of '{value}'", code=WRONG_VALUE) from exc
+
+
+def _as_bool(value: Any, name: str) -> bool:
+    if value is DEFAULT:
+        return True
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.upper() in ("ON", "OFF", "TRUE", "FALSE"):
+        return value.upper() in ("ON", "TRUE")
+    raise MysqlError(f"Variable '{name}' can't be set to the value of '{value}'", code=WRONG_VALUE)
+
+
+def _set_charset(item: exp.SetItem, variables: Any, *, names: bool) -> None:
+    if item.name.upper() == "DEFAULT":
+        charset: Any = DEFAULT
+        collation: Any = DEFAULT
+    else:
+        charset = item.name.lower()
+        try:
+            known = CharacterSet[charset]
+        except KeyError as exc:
+            raise MysqlError(f"Unknown character set: '{charset}'", code=1115) from exc
+        collation = item.text("collate") or known.default_collation.name
+    variables.set("character_set_client", charset)
+    variables.set("character_set_results", charset)
+    if names:
+        variables.set("character_set_connection", charset)
+        variables.set("collation_connection", collation)
+    else:
+        variables.set("character_set_connection", variables.get("character_set_database"))

@@ -1,0 +1,362 @@
+"""``ddm proxy`` with real clients: PyMySQL, the ``mariadb`` command line, SQLAlchemy.
+
+One proxy subprocess for the module, over fresh databases on the machine's
+MariaDB. What the clients see is checked against the physical tables, read
+behind the proxy's back.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any, Iterator
+
+import pytest
+
+from services import fresh_mariadb_databases, mariadb_rows, require_module, require_service
+
+require_module("mysql_mimic", "ddm proxy")
+pymysql: Any = require_module("pymysql", "the proxy's client tests")
+
+from ddm_core import load_config  # noqa: E402
+from test_proxy_support import (  # noqa: E402
+    BATCH_ROWS,
+    PASSWORD,
+    SMALL,
+    USER,
+    ProxyProcess,
+    connect,
+    create_tables,
+    proxy_config,
+    write_config,
+)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ProxyProcess, dict[str, Any]]]:
+    with fresh_mariadb_databases(2) as databases:
+        config = proxy_config(databases)
+        create_tables(config)
+        path = write_config(config, tmp_path_factory.mktemp("proxy") / "proxy.yaml")
+        proxy = ProxyProcess(path).start()
+        try:
+            yield proxy, config
+        finally:
+            proxy.stop()
+
+
+@pytest.fixture()
+def proxy(setup: tuple[ProxyProcess, dict[str, Any]]) -> Iterator[ProxyProcess]:
+    """The module's proxy, with every table emptied (directly on the backends)."""
+    proxy, config = setup
+    for name, rows in _physical(config).items():
+        for ds_db, table in rows:
+            conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database=ds_db,
+                                   autocommit=True)  # fmt: skip
+            with conn.cursor() as cur:
+                cur.execute(f"DELETE FROM `{table}`")
+            conn.close()
+    yield proxy
+
+
+def _physical(config: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    """Logic table → (database, physical table) of every node."""
+    loaded = load_config(config)
+    out = {name: [(_database(config, ds), physical) for ds, tables in table.tables_by_source.items() for physical in tables]
+           for name, table in loaded.tables.items()}  # fmt: skip
+    out["t_dict"] = [(_database(config, ds), "t_dict") for ds in loaded.data_sources]
+    out["t_config"] = [(_database(config, "ds_0"), "t_config")]
+    return out
+
+
+def _database(config: dict[str, Any], data_source: str) -> str:
+    return str(config["dataSources"][data_source]["url"].rsplit("/", 1)[-1])
+
+
+def _backend_rows(config: dict[str, Any], table: str, columns: str = "*") -> list[tuple[Any, ...]]:
+    """Every row of logic ``table``, read from its physical tables directly."""
+    rows: list[tuple[Any, ...]] = []
+    for database, physical in _physical(config)[table]:
+        rows.extend(mariadb_rows(database, f"SELECT {columns} FROM `{physical}`"))
+    return sorted(rows)
+
+
+# -- PyMySQL ------------------------------------------------------------------------------------------
+
+
+def test_wrong_password_and_unknown_user_get_access_denied(proxy: ProxyProcess) -> None:
+    for user, password in ((USER, "wrong"), ("nobody", PASSWORD), (USER, "")):
+        with pytest.raises(pymysql.err.OperationalError) as info:
+            connect(proxy.port, user=user, password=password)
+        assert info.value.args[0] == 1045
+        assert info.value.sqlstate == "28000"
+    assert PASSWORD not in proxy.stderr
+
+
+def test_connect_probes_and_logic_schema(proxy: ProxyProcess) -> None:
+    conn = connect(proxy.port)
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@version, DATABASE(), @@session.autocommit AS ac, CONNECTION_ID()")
+        version, database, autocommit, connection_id = cur.fetchone()
+        assert version == conn.get_server_info() and "ddm-core" in version
+        assert database == "logic_db"
+        assert autocommit == 0  # PyMySQL turned it off on connect, as it does on MySQL
+        assert connection_id == conn.thread_id()
+        cur.execute("select @@version_comment limit 1")
+        assert cur.fetchall() == (("ddm-core proxy",),)
+        cur.execute("SHOW DATABASES")
+        assert cur.fetchall() == (("logic_db",),)
+        cur.execute("SHOW TABLES")
+        assert [r[0] for r in cur.fetchall()] == ["t_config", "t_dict", "t_order", SMALL]
+        assert cur.description[0][0] == "Tables_in_logic_db"
+        cur.execute("SHOW VARIABLES LIKE 'sql_mode'")
+        assert "ANSI_QUOTES" not in cur.fetchone()[1]
+    conn.close()
+
+
+def test_rowcount_lastrowid_and_last_insert_id(proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]) -> None:
+    conn = connect(proxy.port, autocommit=True)
+    with conn.cursor() as cur:
+        assert cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (1, 10, 5), (2, 11, 6)") == 2
+        assert cur.execute("INSERT INTO t_order (user_id, amount) VALUES (12, 7)") == 1
+        generated = cur.lastrowid
+        assert generated > 2  # a snowflake id from the router's key generator
+        cur.execute("SELECT LAST_INSERT_ID()")
+        assert cur.fetchone() == (generated,)
+        assert cur.execute("INSERT INTO t_config (name) VALUES ('a')") == 1
+        assert cur.lastrowid == 1  # the data source's AUTO_INCREMENT
+        assert cur.execute("UPDATE t_order SET amount = amount + 1 WHERE user_id IN (10, 11)") == 2
+        cur.execute("SELECT order_id, amount FROM t_order WHERE user_id = 10")
+        assert cur.fetchall() == ((1, 6),)
+    conn.close()
+    assert _backend_rows(setup[1], "t_order", "order_id, user_id, amount") == [
+        (1, 10, 6), (2, 11, 7), (generated, 12, 7),
+    ]  # fmt: skip
+
+
+def test_transactions_commit_rollback_and_autocommit(proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]) -> None:
+    config = setup[1]
+    conn = connect(proxy.port)  # PyMySQL: autocommit off
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (10, 20)")
+        assert conn.server_status & 1  # SERVER_STATUS_IN_TRANS
+        assert _backend_rows(config, "t_order", "order_id") == []  # not visible before commit
+        conn.rollback()
+        assert _backend_rows(config, "t_order", "order_id") == []
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (11, 20)")
+        conn.commit()
+        assert _backend_rows(config, "t_order", "order_id") == [(11,)]
+        conn.autocommit(True)
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (12, 20)")
+        cur.execute("ROLLBACK")
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (13, 20)")  # autocommit again
+        assert _backend_rows(config, "t_order", "order_id") == [(11,), (13,)]
+        cur.execute("SET autocommit = 0")
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (14, 20)")
+        cur.execute("SET autocommit = 1")  # commits the open transaction, as MySQL does
+        assert _backend_rows(config, "t_order", "order_id") == [(11,), (13,), (14,)]
+    conn.close()
+
+
+def test_errors_carry_mysql_codes_and_the_session_survives(proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]) -> None:
+    conn = connect(proxy.port)
+    with conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (30, 40)")
+        with pytest.raises(pymysql.err.ProgrammingError) as unknown:
+            cur.execute("SELECT * FROM no_such_table")
+        assert (unknown.value.args[0], unknown.value.sqlstate) == (1146, "42S02")
+        with pytest.raises(pymysql.err.IntegrityError) as duplicate:
+            cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (30, 40)")
+        assert (duplicate.value.args[0], duplicate.value.sqlstate) == (1062, "23000")
+        with pytest.raises(pymysql.err.MySQLError) as full:
+            cur.execute("SELECT * FROM t_order")  # no shard key, 8 shards, full routes refused
+        assert full.value.args[0] == 1235 and full.value.args[1].startswith("ddm: ")
+        assert "t_order" in full.value.args[1] and "user_id" in full.value.args[1]
+        with pytest.raises(pymysql.err.MySQLError) as unknown_var:
+            cur.execute("SELECT @@no_such_variable")
+        assert unknown_var.value.args[0] == 1193
+        with pytest.raises(pymysql.err.MySQLError) as unknown_db:
+            cur.execute("USE elsewhere")
+        assert unknown_db.value.args[0] == 1049
+        # The session and its transaction are still there: the first insert commits.
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (31, 40)")
+        cur.execute("COMMIT")
+        cur.execute("SELECT order_id FROM t_order WHERE user_id = 40 ORDER BY order_id")
+        assert cur.fetchall() == ((30,), (31,))
+    conn.close()
+    assert _backend_rows(setup[1], "t_order", "order_id") == [(30,), (31,)]
+
+
+def test_a_multi_shard_result_streams_in_batches_and_equals_the_backends(
+    proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]
+) -> None:
+    conn = connect(proxy.port, autocommit=True)
+    count = BATCH_ROWS * 9 + 3
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {SMALL} (order_id, user_id, amount, note) VALUES (%s, %s, %s, %s)",
+            [(i, i % 13, i * 3, f"n{i}" if i % 4 else None) for i in range(1, count + 1)],
+        )
+        cur.execute(f"SELECT order_id, user_id, amount, note FROM {SMALL} ORDER BY amount DESC")
+        rows = cur.fetchall()
+        assert len(rows) == count
+        assert [r[2] for r in rows] == sorted((r[2] for r in rows), reverse=True)
+        cur.execute(f"SELECT user_id, COUNT(*), SUM(amount) FROM {SMALL} GROUP BY user_id ORDER BY user_id")
+        grouped = cur.fetchall()
+    conn.close()
+    reference = _backend_rows(setup[1], SMALL, "order_id, user_id, amount, note")
+    assert sorted(rows) == reference
+    expected: dict[int, list[int]] = {}
+    for _, user_id, amount, _ in reference:
+        expected.setdefault(user_id, []).append(amount)
+    assert [(u, c, int(s)) for u, c, s in grouped] == [(u, len(a), sum(a)) for u, a in sorted(expected.items())]
+
+
+def test_an_unbuffered_client_can_stop_reading_midway(proxy: ProxyProcess) -> None:
+    conn = connect(proxy.port, autocommit=True)
+    with conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {SMALL} (order_id, user_id) VALUES (%s, %s)", [(i, i) for i in range(1, 60)])
+    with conn.cursor(pymysql.cursors.SSCursor) as cur:
+        cur.execute(f"SELECT order_id FROM {SMALL}")
+        assert cur.fetchone() is not None
+    with conn.cursor() as cur:  # the session goes on after the abandoned stream
+        cur.execute(f"SELECT COUNT(*) FROM {SMALL}")
+        assert cur.fetchone() == (59,)
+    conn.close()
+
+
+def test_preview_returns_the_route_plan_and_runs_nothing(proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]) -> None:
+    conn = connect(proxy.port, autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("PREVIEW INSERT INTO t_order (order_id, user_id) VALUES (50, 10086)")
+        assert [d[0] for d in cur.description] == ["data_source_name", "actual_sql", "params", "reason"]
+        plan = cur.fetchall()
+    conn.close()
+    assert len(plan) == 1
+    data_source, sql, _, reason = plan[0]
+    assert data_source in ("ds_0", "ds_1") and "t_order_" in sql and "user_id" in reason
+    assert _backend_rows(setup[1], "t_order", "order_id") == []
+
+
+def test_session_statements(proxy: ProxyProcess) -> None:
+    conn = connect(proxy.port, autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("SET NAMES utf8mb4 COLLATE utf8mb4_bin")
+        cur.execute("SELECT @@collation_connection, @@character_set_client")
+        assert cur.fetchone() == ("utf8mb4_bin", "utf8mb4")
+        cur.execute("SET SESSION sql_mode = 'STRICT_ALL_TABLES', time_zone = '+00:00'")
+        cur.execute("SELECT @@sql_mode, @@time_zone")
+        assert cur.fetchone() == ("STRICT_ALL_TABLES", "+00:00")
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        cur.execute("SELECT @@transaction_isolation")
+        assert cur.fetchone() == ("READ-COMMITTED",)
+        cur.execute("USE `logic_db`")
+        conn.select_db("logic_db")  # COM_INIT_DB
+        for refused, code in (("SET @x = 1", 1235), ("SET GLOBAL wait_timeout = 5", 1235), ("SET nonsense = 1", 1193)):
+            with pytest.raises(pymysql.err.MySQLError) as info:
+                cur.execute(refused)
+            assert info.value.args[0] == code, refused
+        cur.execute("SELECT 1 + 1")  # a FROM-less SELECT that is not a probe goes to a data source
+        assert cur.fetchone() == (2,)
+        conn.ping()
+    conn.close()
+
+
+def test_unicode_and_binary_values_round_trip(proxy: ProxyProcess) -> None:
+    conn = connect(proxy.port, autocommit=True, charset="utf8mb4")
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t_order (order_id, user_id, note) VALUES (%s, %s, %s)", (70, 5, "Grüße 東京 🚀"))
+        cur.execute("SELECT note, CAST(note AS BINARY) FROM t_order WHERE user_id = 5")
+        note, raw = cur.fetchone()
+    conn.close()
+    assert note == "Grüße 東京 🚀"
+    assert raw == "Grüße 東京 🚀".encode()
+
+
+def test_prepared_statements_bind_values_never_sql(proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]) -> None:
+    connector: Any = require_module("mysql.connector", "prepared statements against the proxy")
+    conn = connector.connect(host="127.0.0.1", port=proxy.port, user=USER, password=PASSWORD, database="logic_db",
+                             use_pure=True, ssl_disabled=True, autocommit=True)  # fmt: skip
+    try:
+        cur = conn.cursor(prepared=True)
+        insert = "INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, ?, ?)"
+        for key in (1, 2, 3):  # one statement, executed again with new values (types not resent)
+            cur.execute(insert, (key, key * 10, key + 100, None if key == 2 else f"it's {key}"))
+        assert cur.rowcount == 1
+        cur.execute("SELECT order_id, amount, note FROM t_order WHERE user_id = ?", (30,))
+        assert cur.fetchall() == [(3, 103, "it's 3")]
+        cur.execute("SELECT order_id FROM t_order WHERE user_id = ? AND note = ?", (10, "x' OR '1'='1"))
+        assert cur.fetchall() == []  # the quote is a value, not SQL
+        cur.execute("UPDATE t_order SET amount = ? WHERE user_id = ?", (7, 20))
+        assert cur.rowcount == 1
+        with pytest.raises(connector.Error) as info:
+            cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (?, ?)", (1, 10))
+        assert info.value.errno == 1062 and info.value.sqlstate == "23000"
+        cur.execute("SELECT note FROM t_order WHERE user_id = ?", (20,))
+        assert cur.fetchall() == [(None,)]
+    finally:
+        conn.close()
+    assert _backend_rows(setup[1], "t_order", "order_id, amount") == [(1, 101), (2, 7), (3, 103)]
+
+
+# -- the mariadb command line -----------------------------------------------------------------------------
+
+
+def _mariadb_cli(port: int, sql: str, *, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("mariadb") or shutil.which("mysql")
+    if binary is None:
+        require_service("the mariadb command-line client", "not on PATH")
+    return subprocess.run(
+        [binary, "--protocol=TCP", "-h", "127.0.0.1", "-P", str(port), "-u", USER, f"-p{password}", "--skip-ssl",
+         "--batch", "logic_db", "-e", sql],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_mariadb_cli_queries_errors_and_access_denied(proxy: ProxyProcess) -> None:
+    done = _mariadb_cli(proxy.port, "INSERT INTO t_order (order_id, user_id, amount) VALUES (80, 7, 9); "
+                                    "SELECT order_id, amount FROM t_order WHERE user_id = 7; SHOW TABLES;")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["order_id\tamount", "80\t9", "Tables_in_logic_db", "t_config", "t_dict",
+                                        "t_order", SMALL]  # fmt: skip
+    failed = _mariadb_cli(proxy.port, "SELECT * FROM no_such_table")
+    assert failed.returncode == 1 and "ERROR 1146 (42S02)" in failed.stderr
+    denied = _mariadb_cli(proxy.port, "SELECT 1", password="wrong")
+    assert denied.returncode == 1 and "ERROR 1045 (28000)" in denied.stderr
+
+
+# -- SQLAlchemy -------------------------------------------------------------------------------------------
+
+
+def test_sqlalchemy_engine_transactions_and_reflection(proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]) -> None:
+    sqlalchemy: Any = require_module("sqlalchemy", "the proxy's SQLAlchemy test")
+    from sqlalchemy import text
+
+    engine = sqlalchemy.create_engine(f"mysql+pymysql://{USER}:{PASSWORD}@127.0.0.1:{proxy.port}/logic_db",
+                                      pool_size=2)  # fmt: skip
+    try:
+        with engine.begin() as conn:
+            result = conn.execute(text("INSERT INTO t_order (order_id, user_id, amount) VALUES (:o, :u, :a)"),
+                                  [{"o": 90, "u": 3, "a": 1}, {"o": 91, "u": 3, "a": 2}])  # fmt: skip
+            assert result.rowcount == 2
+        with pytest.raises(sqlalchemy.exc.IntegrityError) as info:
+            with engine.begin() as conn:
+                conn.execute(text("INSERT INTO t_order (order_id, user_id) VALUES (92, 3)"))
+                conn.execute(text("INSERT INTO t_order (order_id, user_id) VALUES (90, 3)"))
+        assert info.value.orig.args[0] == 1062
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT order_id, amount FROM t_order WHERE user_id = :u ORDER BY order_id"),
+                                {"u": 3}).all()  # fmt: skip
+            assert [tuple(r) for r in rows] == [(90, 1), (91, 2)]  # 92 was rolled back with its transaction
+        assert sorted(sqlalchemy.inspect(engine).get_table_names()) == ["t_config", "t_dict", "t_order", SMALL]
+    finally:
+        engine.dispose()
+    assert _backend_rows(setup[1], "t_order", "order_id") == [(90,), (91,)]
+
+
+def test_proxy_logs_no_password_material(proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]) -> None:
+    stored = setup[1]["proxy"]["users"][0]["passwordHash"]
+    assert PASSWORD not in proxy.stderr and stored not in proxy.stderr and stored[1:] not in proxy.stderr.upper()
+

@@ -1,0 +1,96 @@
+"""The ``proxy:`` configuration section: users with mysql_native_password hashes, limits, refusals."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from ddm_core import load_config
+from ddm_core.errors import ConfigValidationError, ProxyError
+from ddm_core.metadata.dump import dump_native
+from ddm_core.metadata.model import ProxySettings
+
+from services import require_module
+
+require_module("mysql_mimic", "ddm proxy")
+
+from ddm_core.proxy import ProxyServer, native_password_hash  # noqa: E402
+
+BASE = """
+dataSources:
+  ds_0: {url: "mysql://127.0.0.1:3306/nowhere", username: root}
+"""
+HASH = native_password_hash("s3cret")
+
+
+def test_native_password_hash_is_mysqls_stored_form() -> None:
+    # MySQL: PASSWORD(p) = '*' + upper(hex(SHA1(SHA1(p)))), e.g. PASSWORD('root') below.
+    assert native_password_hash("root") == "*81F5E21E35407D884A6CD4A731AEBFB6AF209E1B"
+    expected = "*" + hashlib.sha1(hashlib.sha1(b"s3cret").digest()).hexdigest().upper()
+    assert HASH == expected
+
+
+def test_users_and_limits_are_read() -> None:
+    config = load_config(BASE + f"""
+proxy:
+  workers: 4
+  batchRows: 50
+  shutdownGraceMs: 2000
+  users:
+    - {{name: app, passwordHash: "{HASH}"}}
+    - {{name: report, passwordHash: "{HASH.lower()}"}}
+""")
+    proxy = config.proxy
+    assert [u.name for u in proxy.users] == ["app", "report"]
+    assert proxy.users[1].password_hash == HASH  # stored upper case
+    assert (proxy.workers, proxy.batch_rows, proxy.shutdown_grace_ms) == (4, 50, 2000)
+    assert HASH not in repr(proxy), "a password hash does not belong in a repr (logs)"
+
+
+def test_defaults_without_a_section() -> None:
+    assert load_config(BASE).proxy == ProxySettings()
+
+
+def test_a_plain_password_is_refused_and_not_echoed() -> None:
+    with pytest.raises(ConfigValidationError) as info:
+        load_config(BASE + "proxy: {users: [{name: app, passwordHash: hunter2}]}\n")
+    text = str(info.value)
+    assert "proxy.users[0].passwordHash" in text and "mysql_native_password" in text
+    assert "hunter2" not in text
+
+
+def test_duplicate_user_missing_fields_and_unknown_fields_are_named() -> None:
+    with pytest.raises(ConfigValidationError) as info:
+        load_config(BASE + f"""
+proxy:
+  users:
+    - {{name: app, passwordHash: "{HASH}"}}
+    - {{name: app, passwordHash: "{HASH}"}}
+    - {{name: nopass}}
+    - {{name: x, passwordHash: "{HASH}", password: plain}}
+  threads: 3
+""")
+    paths = {p.path for p in info.value.problems}
+    assert "proxy.users[1]" in paths
+    assert any(p.startswith("proxy.users[2]") for p in paths)
+    assert any(p.startswith("proxy.users[3]") for p in paths)
+    assert any(p.startswith("proxy.threads") or p == "proxy" for p in paths)
+    assert "plain" not in str(info.value)
+
+
+@pytest.mark.parametrize("field, value", [("workers", 0), ("workers", 1001), ("batchRows", 0), ("shutdownGraceMs", -1)])
+def test_numbers_out_of_range_are_refused(field: str, value: int) -> None:
+    with pytest.raises(ConfigValidationError, match=f"proxy.{field}"):
+        load_config(BASE + f"proxy: {{{field}: {value}}}\n")
+
+
+def test_the_section_survives_a_dump_and_reload() -> None:
+    config = load_config(BASE + f"proxy: {{workers: 3, users: [{{name: app, passwordHash: '{HASH}'}}]}}\n")
+    again = load_config(dump_native(config))
+    assert again.proxy == config.proxy
+
+
+def test_a_proxy_without_users_is_refused_before_anything_opens() -> None:
+    with pytest.raises(ProxyError, match="proxy.users"):
+        ProxyServer(load_config(BASE))

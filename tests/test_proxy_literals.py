@@ -1,0 +1,67 @@
+"""Comparison literals → parameters (ddm_core.proxy.literals): what is taken, what is left, same routes."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from services import require_module
+
+require_module("mysql_mimic", "ddm proxy")
+
+from ddm_core import Router, load_config  # noqa: E402
+from ddm_core.proxy.literals import parameterize  # noqa: E402
+from test_proxy_support import proxy_config  # noqa: E402
+
+
+@pytest.mark.parametrize("sql, text, params", [
+    ("SELECT a FROM t_order WHERE user_id = 10086 AND order_id = 7",
+     "SELECT a FROM t_order WHERE user_id = %s AND order_id = %s", [10086, 7]),
+    ("SELECT * FROM t WHERE a IN (1, 2, 'x''y') AND b >= 'it\\'s' LIMIT 10",
+     "SELECT * FROM t WHERE a IN (%s, %s, %s) AND b >= %s LIMIT 10", [1, 2, "x'y", "it's"]),
+    ("UPDATE t SET a = 5 WHERE id <> 3", "UPDATE t SET a = %s WHERE id <> %s", [5, 3]),
+    ("SELECT * FROM t WHERE h = 1.50 AND s != 'a\\nb'", "SELECT * FROM t WHERE h = %s AND s != %s",
+     [Decimal("1.50"), "a\nb"]),
+    ("SELECT a FROM t WHERE /* x = 5 */ b = 7 -- c = 9\n AND c = 't1'",
+     "SELECT a FROM t WHERE /* x = 5 */ b = %s -- c = 9\n AND c = %s", [7, "t1"]),
+    ("SELECT CAST(a AS DECIMAL(10,2)) FROM t WHERE a=2 ORDER BY 1",
+     "SELECT CAST(a AS DECIMAL(10,2)) FROM t WHERE a=%s ORDER BY 1", [2]),
+])  # fmt: skip
+def test_comparison_literals_become_parameters(sql: str, text: str, params: list[Any]) -> None:
+    assert parameterize(sql) == (text, params)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM t ORDER BY 1 LIMIT 5",  # no comparison
+    "SELECT * FROM t WHERE n LIKE 'a%' AND id = 1",  # a % anywhere: left alone
+    "SELECT * FROM t WHERE id = ?",
+    "SELECT * FROM t WHERE d = DATE '2024-01-01' AND e = _utf8mb4'x' AND f = 0x1A AND g = 1e3 AND h = -3",
+    "SELECT * FROM t WHERE j->'$.a' = j->>'$.b'",  # JSON paths stay literals
+    "SELECT * FROM t WHERE a = \"text\"",  # double quotes: a string or an identifier, by sql_mode
+    "SET autocommit = 1",
+    "SHOW TABLES LIKE 't'",
+    "INSERT INTO t (a) VALUES (1)",
+])  # fmt: skip
+def test_everything_else_stays_as_written(sql: str) -> None:
+    assert parameterize(sql) is None
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT order_id FROM t_order WHERE user_id = 10086",
+    "SELECT order_id FROM t_order WHERE user_id IN (1, 2, 3, 10086)",
+    "SELECT order_id FROM t_order WHERE user_id = 5 AND amount > 10 ORDER BY order_id LIMIT 3",
+    "UPDATE t_order SET amount = 3 WHERE user_id = 77",
+    "DELETE FROM t_order WHERE user_id = '12'",
+    "SELECT name FROM t_dict WHERE id = 4",
+])  # fmt: skip
+def test_the_parameterized_text_routes_where_the_literal_text_does(sql: str) -> None:
+    router = Router(load_config(proxy_config(["db_a", "db_b"])))
+    taken = parameterize(sql)
+    assert taken is not None
+    literal, parameterized = router.route(sql, None), router.route(*taken)
+    assert parameterized.kind == literal.kind
+    assert [(u.data_source, dict(u.tables)) for u in parameterized.units] == [
+        (u.data_source, dict(u.tables)) for u in literal.units
+    ]

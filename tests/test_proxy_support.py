@@ -1,0 +1,122 @@
+"""Shared pieces of the ``ddm proxy`` tests (no tests here).
+
+A proxy is a real ``ddm proxy`` subprocess (``python -m ddm_core.cli proxy
+--port 0``) over a sharded configuration on the machine's MariaDB, in fresh
+uniquely named databases; clients are real ones (PyMySQL, the ``mariadb``
+command line, SQLAlchemy).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ddm_core import load_config
+from ddm_core.execute import Executor
+from ddm_core.proxy import native_password_hash
+from test_execute_support import CONFIG_DDL_MYSQL, DICT_DDL, ORDER_DDL, sharding_config
+
+USER = "app"
+PASSWORD = "s3cret-Pw"
+BATCH_ROWS = 7  # small, so multi-batch streaming is exercised by a few dozen rows
+SMALL = "t_small"  # two shards: a full route on it is allowed (threshold 2); t_order's 8 are refused
+
+_LISTENING = re.compile(r"ddm proxy listening on (\S+):(\d+)")
+
+
+def proxy_config(databases: list[str], **proxy: Any) -> dict[str, Any]:
+    """``t_order`` on 2 × 4 tables, ``t_small`` on 2 × 1, ``t_dict`` broadcast, ``t_config`` single."""
+    urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
+            for i, db in enumerate(databases)}  # fmt: skip
+    config = sharding_config(urls, pool={"maxSize": 4, "minIdle": 1, "acquireTimeoutMs": 2000})
+    small = copy.deepcopy(config["tables"][0])
+    small.update(logicTable=SMALL, tablePerShard=1)
+    small.pop("keyGenerator", None)
+    config["tables"].append(small)
+    config["runtime"] = {"allowFullRoute": False, "fullRouteThreshold": 2}
+    config["proxy"] = {"users": [{"name": USER, "passwordHash": native_password_hash(PASSWORD)}],
+                       "batchRows": BATCH_ROWS, "workers": 4, **proxy}  # fmt: skip
+    return config
+
+
+def create_tables(config: dict[str, Any]) -> None:
+    with Executor(load_config(config)) as ex:
+        for ddl in (ORDER_DDL, ORDER_DDL.replace("t_order", SMALL), DICT_DDL, CONFIG_DDL_MYSQL):
+            ex.execute(ddl).close()
+
+
+def write_config(config: dict[str, Any], path: Path) -> Path:
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+class ProxyProcess:
+    """``ddm proxy`` in a subprocess on a free port; stderr collected by a thread."""
+
+    def __init__(self, config_path: Path, *extra_args: str) -> None:
+        self.config_path = config_path
+        self.extra_args = extra_args
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+
+    def start(self) -> ProxyProcess:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ddm_core.cli", "proxy", "-c", str(self.config_path), "--port", "0", *self.extra_args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        threading.Thread(target=self._read, daemon=True).start()
+        # A bound on start-up, not a measurement: a proxy that never listens fails here.
+        if not self._ready.wait(60) or not self.port:
+            self.stop()
+            raise AssertionError("ddm proxy did not start:\n" + self.stderr)
+        return self
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            m = _LISTENING.search(line)
+            if m and not self.port:
+                self.port = int(m.group(2))
+                self._ready.set()
+        self._ready.set()  # exited before listening
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def terminate(self) -> int:
+        """SIGTERM, then the exit status (the proxy shuts down by itself)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def connect(port: int, **extra: Any) -> Any:
+    """A PyMySQL connection to the proxy as the configured user."""
+    import pymysql
+
+    options: dict[str, Any] = {"user": USER, "password": PASSWORD, "database": "logic_db"}
+    options.update(extra)
+    return pymysql.connect(host="127.0.0.1", port=port, connect_timeout=10, **options)
