@@ -134,6 +134,21 @@ def test_scrape_after_real_traffic(installed: tuple[Executor, metrics.Metrics, s
     assert slow >= 1 and value(s, "ddm_slow_statements_total") == slow
 
 
+def test_statements_inside_transactions_are_counted(installed: tuple[Executor, metrics.Metrics, str]) -> None:
+    ex, _, url = installed
+    with ex.transaction() as tx:
+        tx.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (%s, %s, %s)", (70, 7, 7)).close()
+        with tx.execute(POINT, (7,)) as r:
+            assert r.fetchall() == [(70, 7)]
+        with pytest.raises(DuplicateKeyError):
+            tx.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (%s, %s, %s)", (70, 7, 7))
+    s = scrape(url)
+    assert value(s, "ddm_statements_total", table="t_order", kind="single") == 2
+    assert value(s, "ddm_rows_returned_total", table="t_order") == 1
+    source = node_of(ex, 7).split(".")[0]
+    assert value(s, "ddm_errors_total", table="t_order", data_source=source, error="DuplicateKeyError") == 1
+
+
 def test_hot_shard_and_full_route_alarms(installed: tuple[Executor, metrics.Metrics, str]) -> None:
     ex, _, url = installed
     insert_users(ex, range(1, 41))  # 40 single statements spread by the router

@@ -282,6 +282,10 @@ class Executor:
             if self._observer is not None:
                 self._observer.failed(plan, started, exc)
             raise
+        return self._observed(plan, started, result)
+
+    def _observed(self, plan: RoutePlan, started: float, result: Result) -> Result:
+        """A statement finished: the slow-SQL log and the observer hear of it."""
         self._slow_sql.observe(started, plan, result)
         if self._observer is not None:
             self._observer.finished(plan, started, result)
@@ -400,11 +404,15 @@ class Executor:
     def run_pinned(self, plan: RoutePlan, lanes: list[Lane], *, style: str, timeout: Any) -> Result:
         """Run ``plan`` on a transaction's lanes (pinned connections): no streaming, no partial results."""
         started = time.monotonic()
-        result = self._run(
-            plan, style=style, timeout=timeout, allow_partial=False, stream=False, lanes=lanes, started=started
-        )
-        self._slow_sql.observe(started, plan, result)
-        return result
+        try:
+            result = self._run(
+                plan, style=style, timeout=timeout, allow_partial=False, stream=False, lanes=lanes, started=started
+            )
+        except BaseException as exc:
+            if self._observer is not None:
+                self._observer.failed(plan, started, exc)
+            raise
+        return self._observed(plan, started, result)
 
     # -- running a plan ------------------------------------------------------------------------
 
