@@ -451,3 +451,22 @@ def test_r_log_hint_values_reach_hint_strategies_only() -> None:
     plan = router("R").route(HINT.format("SHARDING_DATABASE_VALUE=3") + "SELECT * FROM t_log WHERE user_id = 1002")
     assert [(u.data_source, t) for u in plan.units for _, t in u.tables[:1]] == [
         (r_log_node(1002).ds, r_log_node(1002).table("t_log"))]
+
+
+def test_logic_db_is_the_logical_schema_of_a_configuration_without_a_name() -> None:
+    """``SHOW TABLES`` answers ``Tables_in_logic_db`` then; qualifying with ``logic_db`` must route alike."""
+    from ddm_core import Router, load_config
+
+    config = load_config({
+        "dataSources": {"ds_0": "sqlite:///:memory:", "ds_1": "sqlite:///:memory:"},
+        "tables": [{"logicTable": "t_order", "shardKey": "user_id", "algorithm": "mod", "shardCount": 2,
+                    "databases": ["ds_0", "ds_1"]}],
+    })
+    assert config.name is None
+    router = Router(config)
+    plain = router.route("SELECT * FROM t_order WHERE user_id = %s", (5,))
+    qualified = router.route("SELECT * FROM logic_db.t_order WHERE user_id = %s", (5,))
+    backticked = router.route("SELECT * FROM `LOGIC_DB`.`t_order` WHERE user_id = %s", (5,))
+    assert [(u.data_source, u.sql) for u in qualified.units] == [(u.data_source, u.sql) for u in plain.units]
+    assert [u.data_source for u in backticked.units] == [u.data_source for u in plain.units]
+    assert "logic_db" not in qualified.units[0].sql.lower()

@@ -19,7 +19,6 @@ CLOSED   the executor is closed: every backend connection is returned and
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import enum
 import logging
 import os
@@ -42,7 +41,6 @@ from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.proxy.runtime import ProxyRuntime
 from ddm_core.proxy.session import ProxySession
 from ddm_core.proxy.variables import proxy_variables
-from ddm_core.route.show_tables import LOGIC_DB
 
 __all__ = ["ProxyServer", "Phase", "DEFAULT_PORT"]
 
@@ -83,10 +81,6 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         self.host = host
         self.requested_port = port
         self.phase = Phase.NEW
-        if config.name is None:
-            # Clients see one database and qualify names with it (SQLAlchemy: SHOW FULL TABLES
-            # FROM `logic_db`); the router treats a qualifier as logical only when it is config.name.
-            config = dataclasses.replace(config, name=LOGIC_DB)
         unknown = [t for t in settings.table_rate_limits if config.kind_of(t) is None]
         if unknown:
             raise ProxyError(f"proxy.tableRateLimits names {', '.join(map(repr, unknown))}, which the "

@@ -18,7 +18,7 @@ from ddm_core.metadata.model import TableKind
 from ddm_core.route.analyze import Analysis
 from ddm_core.route.template import QUOTED_OR_PARAM, Edit
 
-__all__ = ["param_edits", "table_edits", "span", "drops_schema", "is_logical_schema"]
+__all__ = ["param_edits", "table_edits", "span", "drops_schema", "is_logical_schema", "LOGIC_DB"]
 
 
 def param_edits(numbered: str) -> list[Edit]:
@@ -30,9 +30,14 @@ def param_edits(numbered: str) -> list[Edit]:
     ]
 
 
+#: The logical schema name when the configuration gives none (ShardingSphere's default database
+#: name; ``SHOW TABLES`` answers with it, so a qualifier naming it is logical too).
+LOGIC_DB = "logic_db"
+
+
 def is_logical_schema(name: str, logical_schema: str | None) -> bool:
-    """Does the qualifier ``name`` name the configuration's logical database?"""
-    return logical_schema is not None and name.lower() == logical_schema.lower()
+    """Does the qualifier ``name`` name the configuration's logical database (``config.name``, else ``logic_db``)?"""
+    return name.lower() == (logical_schema if logical_schema is not None else LOGIC_DB).lower()
 
 
 def drops_schema(kind: TableKind | None, qualifier: str, logical_schema: str | None) -> bool:
