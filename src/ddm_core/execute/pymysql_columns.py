@@ -2,7 +2,7 @@
 
 PyMySQL decodes every column-definition packet of every result (six
 length-coded strings, character-set and converter lookups): for a three-column
-point select that is about 115 k of the ~290 k instructions PyMySQL runs per
+point select that is about 124 k of the ~290 k instructions PyMySQL runs per
 statement (docs/notes.md, "Column descriptions, and counting instructions").
 A service sends the same few statement shapes over and over, so the server
 sends the same column packets over and over. :class:`ColumnCachingConnection`
