@@ -66,31 +66,28 @@ def _child(mode: str, n: int, tag: str) -> None:
     ex.close()
 
 
-def _load(tag: str) -> None:
+def _databases(tag: str, statement: str) -> None:
+    """``statement`` (``CREATE DATABASE`` / ``DROP DATABASE IF EXISTS``) for each of the 4 databases."""
     import pymysql
 
+    admin = pymysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
+    try:
+        with admin.cursor() as cur:
+            for i in range(4):
+                cur.execute(f"{statement} ddm_insn_{tag}_{i}")
+    finally:
+        admin.close()
+
+
+def _load(tag: str) -> None:
     from ddm_core import dbapi
     from ddm_core.execute import Executor
     from test_bench_executor import DDL, INSERT, make_rows, slots_config
 
-    admin = pymysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
-    with admin.cursor() as cur:
-        for i in range(4):
-            cur.execute(f"CREATE DATABASE ddm_insn_{tag}_{i}")
-    admin.close()
+    _databases(tag, "CREATE DATABASE")
     with Executor(slots_config([f"ddm_insn_{tag}_{i}" for i in range(4)])) as ex:
         ex.execute(DDL.format(table="t_order")).close()
         dbapi.connect(executor=ex, autocommit=True).cursor().executemany(INSERT, make_rows(1, 3000, 7))
-
-
-def _drop(tag: str) -> None:
-    import pymysql
-
-    admin = pymysql.connect(host="127.0.0.1", user="root", password="", autocommit=True)
-    with admin.cursor() as cur:
-        for i in range(4):
-            cur.execute(f"DROP DATABASE IF EXISTS ddm_insn_{tag}_{i}")
-    admin.close()
 
 
 def _count(mode: str, n: int, tag: str, out: Path) -> int:
@@ -118,7 +115,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             per = {m: (_count(m, n, tag, Path(tmp)) - _count(m, 0, tag, Path(tmp))) / n for m in CASES}
     finally:
-        _drop(tag)
+        _databases(tag, "DROP DATABASE IF EXISTS")
     print(f"| point select, {n} statements (callgrind) | instructions/statement | vs direct |")
     print("| --- | ---: | ---: |")
     for mode, label in CASES.items():
