@@ -42,6 +42,31 @@ def test_refused_connection_names_the_data_source(tmp_path: Any) -> None:
         assert_no_leaks(ex)
 
 
+def test_a_primary_without_replicas_has_a_circuit_breaker_too(tmp_path: Any) -> None:
+    """After readWrite.breakerFailures failed connects, the next fails at once, naming the endpoint."""
+    port = _free_port()  # nothing listens there
+    urls = {
+        "ds_0": {"url": f"mysql://127.0.0.1:{port}/nowhere", "username": "root", "password": ""},
+        "ds_1": f"sqlite:///{tmp_path / 'ok.db'}",
+    }
+    doc = sharding_config(urls, tables=1)
+    doc["readWrite"] = {"breakerFailures": 3, "breakerResetMs": 60_000}
+    with Executor(load_config(doc)) as ex:
+        with pytest.raises(DataSourceUnavailableError) as first:  # a real connect, refused
+            ex.execute("SELECT * FROM t_config WHERE id = %s", (1,))
+        assert "circuit breaker" not in str(first.value)
+        assert isinstance(first.value.__cause__, pymysql.err.OperationalError)
+        messages = []
+        for _ in range(3):  # a borrow may connect more than once (warm-up): 3 statements are plenty
+            with pytest.raises(DataSourceUnavailableError) as info:
+                ex.execute("SELECT * FROM t_config WHERE id = %s", (1,))
+            messages.append(str(info.value))
+        assert "circuit breaker is open after 3 consecutive connection failures" in messages[-1], messages
+        assert info.value.data_source == "ds_0" and "'ds_0'" in messages[-1]
+        assert isinstance(info.value.__cause__, pymysql.err.OperationalError)  # what opened it
+        assert_no_leaks(ex)
+
+
 def test_sqlite_file_that_cannot_be_opened(tmp_path: Any) -> None:
     urls = {"ds_0": f"sqlite:///{tmp_path / 'missing-dir' / 'x.db'}"}
     with Executor(load_config(sharding_config(urls, tables=1))) as ex:

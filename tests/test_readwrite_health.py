@@ -151,3 +151,21 @@ def test_errors_are_graded() -> None:
         StrategyRegistry({}).resolve("nope")
     assert info.value.log_level == logging.WARNING  # an unknown strategy: a configuration problem
     assert DataSourceUnavailableError("gone").log_level == logging.ERROR
+
+
+def test_the_executor_logs_a_refused_statement_at_its_grade(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from ddm_core import load_config
+    from ddm_core.errors import RoutingError
+    from ddm_core.execute import Executor
+
+    config = load_config({
+        "dataSources": {f"ds_{i}": f"sqlite:///{tmp_path / f'ds_{i}.db'}" for i in range(2)},
+        "tables": [{"logicTable": "t_order", "shardKey": "user_id", "algorithm": "mod", "shardCount": 2,
+                    "databases": ["ds_0", "ds_1"]}],
+    })
+    with Executor(config, load_schema=False) as ex, caplog.at_level(logging.DEBUG, logger="ddm_core.execute"):
+        with pytest.raises(RoutingError) as info:
+            ex.execute("UPDATE t_order SET amount = 1")  # no shard key: every shard, refused by default
+    refused = [r for r in caplog.records if r.getMessage().startswith("statement refused")]
+    assert [r.levelno for r in refused] == [info.value.log_level] == [logging.ERROR]
+    assert "t_order" in refused[0].getMessage()

@@ -243,7 +243,11 @@ class Executor:
                 refused everywhere (docs/operations.md#session-state); nothing was sent.
             ExecutionError: any other driver error (names data source and statement).
         """
-        plan = self._router.route(sql, params)
+        try:
+            plan = self._router.route(sql, params)
+        except DdmError as exc:  # graded: a caller's bug at ERROR, a configuration problem at WARNING
+            log.log(exc.log_level, "statement refused: %s", exc)
+            raise
         tx = CURRENT_TX.get()
         if tx is not None and tx.executor is self:
             return tx.execute_plan(plan, caller_style=style_of(sql), timeout=timeout)
@@ -513,6 +517,7 @@ class Executor:
                 self._split.mark_primary(ds, primary)  # its units run through the splitter
             else:
                 primary.split = None  # a reload took the replicas away
+                primary.breaker = self._split.breakers.of(ds, ds.primary)  # every endpoint has one
             entry = known[data_source] = (ds, primary)
         ds, primary = entry
         if read and ds.replicas:
