@@ -66,16 +66,21 @@ def reshard_doc(names: list[str], count: int, port: int = 3306) -> dict[str, Any
     }
 
 
+def fill_orders(config: Any, rows: int = ROWS) -> None:
+    """``t_order`` created on the source layout and filled with ``rows`` rows through the executor."""
+    with Executor(config, load_schema=False) as ex:
+        ex.execute(DDL).close()
+        for start in range(1, rows + 1, 2000):
+            values = ", ".join(f"({i}, {i * 2654435761 % (1 << 40)}, {i % 977}, 'note {i}')"
+                               for i in range(start, min(start + 2000, rows + 1)))
+            ex.execute(f"INSERT INTO t_order (order_id, user_id, amount, note) VALUES {values}").close()
+
+
 class Env:
     def __init__(self, names: list[str]) -> None:
         self.names = names
         self.old, self.new = load_config(reshard_doc(names, 1)), load_config(reshard_doc(names, 2))
-        with Executor(self.old, load_schema=False) as ex:
-            ex.execute(DDL).close()
-            for start in range(1, ROWS + 1, 2000):
-                values = ", ".join(f"({i}, {i * 2654435761 % (1 << 40)}, {i % 977}, 'note {i}')"
-                                   for i in range(start, min(start + 2000, ROWS + 1)))
-                ex.execute(f"INSERT INTO t_order (order_id, user_id, amount, note) VALUES {values}").close()
+        fill_orders(self.old)
         self.direct = _connect(names[1])
         with self.direct.cursor() as cur:
             for t in (0, 1):

@@ -34,12 +34,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from test_bench_backfill import reshard_doc  # noqa: E402
+from test_bench_backfill import fill_orders, reshard_doc  # noqa: E402
 from test_bench_executor import Paired, measure_pair  # noqa: E402
 from test_execute_support import PrivateMariaDB  # noqa: E402
 
 from ddm_core import load_config  # noqa: E402
-from ddm_core.execute import Executor  # noqa: E402
 from ddm_core.migrate import Connections, connector  # noqa: E402
 from ddm_core.migrate.binlog import binlog_positions  # noqa: E402
 from ddm_core.migrate.catchup import catch_up  # noqa: E402
@@ -51,8 +50,6 @@ pytest.importorskip("pymysqlreplication")
 
 ROWS = 20_000
 ROUNDS = 3
-DDL = ("CREATE TABLE t_order (order_id BIGINT NOT NULL PRIMARY KEY, user_id BIGINT NOT NULL, "
-       "amount INT NOT NULL DEFAULT 0, note VARCHAR(40), KEY by_user (user_id))")
 BINLOG_ARGS = ("--server-id=1", "--log-bin=binlog", "--binlog-format=ROW", "--binlog-row-metadata=FULL")
 
 
@@ -61,12 +58,7 @@ class Env:
         self.server, self.names = server, names
         self.old = load_config(reshard_doc(names, 1, server.port))
         self.new = load_config(reshard_doc(names, 2, server.port))
-        with Executor(self.old, load_schema=False) as ex:
-            ex.execute(DDL).close()
-            for start in range(1, ROWS + 1, 2000):
-                values = ", ".join(f"({i}, {i * 2654435761 % (1 << 40)}, {i % 977}, 'note {i}')"
-                                   for i in range(start, min(start + 2000, ROWS + 1)))
-                ex.execute(f"INSERT INTO t_order (order_id, user_id, amount, note) VALUES {values}").close()
+        fill_orders(self.old, ROWS)
         conn = server.raw(names[1])
         with conn.cursor() as cur:
             for t in (0, 1):

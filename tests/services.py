@@ -80,14 +80,14 @@ def mariadb_connect(**extra: Any) -> Any:
     __tracebackhide__ = True
     pymysql: Any = require_module("pymysql", "the MariaDB tests")
     try:
-        return pymysql.connect(**MARIADB, ssl_disabled=True, autocommit=True, connect_timeout=2, **extra)
+        return pymysql.connect(**{**MARIADB, "ssl_disabled": True, "autocommit": True, "connect_timeout": 2, **extra})
     except pymysql.MySQLError as exc:
         require_service(f"MariaDB on {MARIADB['host']}:{MARIADB['port']}", str(exc))
 
 
-def mariadb_rows(database: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
-    """Rows of ``sql`` in ``database``, read behind ddm-core's back."""
-    conn = mariadb_connect(database=database)
+def mariadb_rows(database: str, sql: str, params: Any = None, *, port: int | None = None) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` in ``database`` (on the server at ``port``, default :data:`MARIADB`), read behind ddm-core's back."""
+    conn = mariadb_connect(database=database, **({} if port is None else {"port": port}))
     try:
         with conn.cursor() as cur:
             cur.execute(sql, params)

@@ -16,13 +16,13 @@ from pathlib import Path
 
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from ddm_core.cli import cli
 from ddm_core.hashing import hash64
 from ddm_core.ids import gene_of
 from ddm_core.metadata import load_config
 from ddm_core.route import Router
+from cli_support import run
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -31,12 +31,6 @@ SS = str(EXAMPLES / "shardingsphere.yaml")
 SCHEMA = str(EXAMPLES / "schema.sql")
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> Result:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        runner = CliRunner()  # click >= 8.2 keeps stderr apart
-    return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
 
 
 def assert_error(result: Result, fragment: str) -> None:

@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from click.testing import CliRunner, Result
 
-from ddm_core.cli.app import cli
 from ddm_core.errors import ConfigPublishConflictError, ConfigRowError, ConfigValidationError
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.redis_source import RedisSource
 from services import require_module, require_service
+from cli_support import run
 
 redis: Any = require_module("redis", "the Redis configuration source")
 HERE = Path(__file__).resolve().parent
@@ -151,12 +150,6 @@ def test_start_from_the_snapshot_when_redis_is_unreachable(client: Any, prefix: 
     assert second.last_error is not None and "cannot read the newest version" in second.last_error.message
 
 
-def run(*args: str) -> Result:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(cli, list(args), catch_exceptions=False)
 
 
 def test_ddm_config_push_history_rollback(client: Any, prefix: str, tmp_path: Path) -> None:

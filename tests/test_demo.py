@@ -15,23 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
 from ddm_core import load_config
-from ddm_core.cli import cli
 from ddm_core.cli.demo import REGIONS, demo_config, demo_queries, generate_orders, parse_mysql_url, sqlite_sources
 from ddm_core.route import Router
 from test_execute_support import mysql_raw
+from cli_support import run
 
 ORDERS = 2000
 
 
-def run(*args: str) -> Result:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        runner = CliRunner()  # click >= 8.2 keeps stderr apart
-    return runner.invoke(cli, list(args), catch_exceptions=False)
 
 
 def sections(stdout: str) -> dict[str, str]:

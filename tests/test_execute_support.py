@@ -18,6 +18,7 @@ import socket
 import subprocess
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -241,14 +242,21 @@ class PrivateMariaDB:
         return mysql_raw(database, port=self.port)
 
 
-@pytest.fixture(scope="session")
-def private_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
-    server = PrivateMariaDB(tmp_path_factory.mktemp("mariadbd"))
+@contextmanager
+def running_mariadb(base: Path, server_args: tuple[str, ...] = ()) -> Iterator[PrivateMariaDB]:
+    """A private ``mariadbd`` in ``base``, started, and SIGKILLed (by its PID) afterwards."""
+    server = PrivateMariaDB(base, server_args)
     server.start()
     try:
         yield server
     finally:
         server.kill()
+
+
+@pytest.fixture(scope="session")
+def private_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
+    with running_mariadb(tmp_path_factory.mktemp("mariadbd")) as server:
+        yield server
 
 
 @pytest.fixture()

@@ -14,26 +14,19 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-from click.testing import CliRunner, Result
 
 from ddm_core import load_config
-from ddm_core.cli.app import cli
 from ddm_core.errors import ObserveError
 from ddm_core.execute import Executor
 from ddm_core.migrate.connections import Connections
 from ddm_core.observe.health import Baseline, check, take_baseline
 from services import fresh_mariadb_databases, mariadb_connect, mariadb_rows
 from test_execute_support import CONFIG_DDL_MYSQL, DICT_DDL, ORDER_DDL, sharding_config
+from cli_support import run
 
 ROWS = 1000
 
 
-def run(*args: str) -> Result:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(cli, list(args), catch_exceptions=False)
 
 
 @pytest.fixture()

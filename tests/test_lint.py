@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from click.testing import CliRunner, Result
 
 from ddm_core import load_config
-from ddm_core.cli.app import cli
 from ddm_core.observe.lint import lint_paths
 from ddm_core.observe.lint.sources import sql_of_file
+from cli_support import run
 
 FIXTURE = Path(__file__).resolve().parent / "lint_fixture"
 CONFIG = str(FIXTURE / "ddm.yaml")
@@ -37,12 +36,6 @@ EXPECTED = {
 }
 
 
-def run(*args: str) -> Result:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(cli, list(args), catch_exceptions=False)
 
 
 def test_every_known_finding_and_nothing_else() -> None:

@@ -24,20 +24,14 @@ from ddm_core.migrate.prepare import prepare
 from ddm_core.migrate.state import MigrationLog
 from ddm_core.slots import SlotMap
 from migrate_support import ORDER_DDL, TABLES_PER_SOURCE, reshard_docs
-from test_execute_support import mysql_raw
+from services import mariadb_rows
 
 __all__ = ["setup_migration", "reference", "count_against_reference", "checker_differences", "rows_of"]
 
 
 def rows_of(port: int, database: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
     """Rows of ``sql`` in ``database`` on the server at ``port``, read behind ddm-core's back."""
-    conn = mysql_raw(database, port=port)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, params)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+    return mariadb_rows(database, sql, params, port=port)
 
 
 def setup_migration(names: list[str], rows: int, name: str = "grow", *, port: int = 3306

@@ -22,7 +22,7 @@ from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import plan_migration
 from ddm_core.migrate.state import MigrationLog
 from services import fresh_mariadb_databases, require_module
-from test_execute_support import PrivateMariaDB
+from test_execute_support import PrivateMariaDB, running_mariadb
 from test_migrate_backfill_support import checker_differences, count_against_reference, kill_and_restart, setup_migration
 
 require_module("pymysqlreplication", "the resharding catch-up tests")
@@ -32,12 +32,8 @@ BINLOG_ARGS = ("--server-id=1", "--log-bin=binlog", "--binlog-format=ROW", "--bi
 
 @pytest.fixture(scope="module")
 def binlog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
-    server = PrivateMariaDB(tmp_path_factory.mktemp("binlog"), BINLOG_ARGS)
-    server.start()
-    try:
+    with running_mariadb(tmp_path_factory.mktemp("binlog"), BINLOG_ARGS) as server:
         yield server
-    finally:
-        server.kill()
 
 
 @pytest.fixture()

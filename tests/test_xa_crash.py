@@ -31,7 +31,7 @@ from ddm_core.execute import Executor
 from ddm_core.xa import GlobalState, recover, runtime_of
 from ddm_core.xa.xid import ours
 from services import fresh_mariadb_databases, mariadb_connect
-from test_execute_support import PrivateMariaDB, assert_no_leaks
+from test_execute_support import PrivateMariaDB, assert_no_leaks, running_mariadb
 from test_xa_support import all_trx, bank_config, check_bank, create_bank, detached_trx, ledger, prepared_xids, transfer
 
 TESTS = Path(__file__).resolve().parent
@@ -78,12 +78,8 @@ print("NO STOP", flush=True)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
-    s = PrivateMariaDB(tmp_path_factory.mktemp("xa_mariadbd"))
-    s.start()
-    try:
+    with running_mariadb(tmp_path_factory.mktemp("xa_mariadbd")) as s:
         yield s
-    finally:
-        s.kill()
 
 
 def _private_bank(server: PrivateMariaDB) -> dict[str, Any]:
@@ -178,12 +174,8 @@ def test_coordinator_killed_at_each_step(server: PrivateMariaDB, tmp_path: Path,
 def participant(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
     """ds_1's server; with the binary log on, MariaDB coordinates prepared XA through it (MDEV-742)."""
     args = () if request.param == "skip-log-bin" else ("--log-bin=mysql-bin", "--server-id=1", "--binlog-format=ROW")
-    s = PrivateMariaDB(tmp_path_factory.mktemp(f"xa_participant_{request.param}"), server_args=args)
-    s.start()
-    try:
+    with running_mariadb(tmp_path_factory.mktemp(f"xa_participant_{request.param}"), args) as s:
         yield s
-    finally:
-        s.kill()
 
 
 @pytest.fixture()

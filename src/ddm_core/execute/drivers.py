@@ -115,14 +115,14 @@ class Driver(ABC):
 
     def send(self, raw: Any, sql: str, params: Any) -> Any:
         """Send ``sql`` without waiting for the answer; returns the cursor :meth:`receive` reads it into."""
-        raise NotImplementedError(f"{type(self).__name__} cannot pipeline statements")
+        raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
 
     def receive(self, raw: Any, cursor: Any, wait: float | None) -> None:
         """Read the answer to what :meth:`send` sent into ``cursor`` (as ``cursor.execute`` would).
 
         ``wait``: seconds to wait for it at most (``None``: the connection's socket timeout).
         """
-        raise NotImplementedError(f"{type(self).__name__} cannot pipeline statements")
+        raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
 
     def begin(self, raw: Any) -> None:
         raw.cursor().execute("BEGIN")

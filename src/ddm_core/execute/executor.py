@@ -550,12 +550,7 @@ class Executor:
                 return False  # each unit returns at most one page
         # Every streamed unit holds a connection until the merger is done with it:
         # never stream more units into one pool than it can lend at once.
-        per_pool: dict[int, int] = {}
-        for lane in lanes:
-            n = per_pool[id(lane.pool)] = per_pool.get(id(lane.pool), 0) + 1
-            if n > lane.pool.max_size:
-                return False
-        return True
+        return _each_pool_can_lend(lanes)
 
     @staticmethod
     def _lend_all(lanes: list[Lane], deadline: float | None) -> list[Borrowed]:
@@ -738,15 +733,11 @@ class Executor:
         """Buffered units, one per lane, each pool able to lend its share at once, drivers that can split."""
         if not self.pipeline:
             return False
-        per_pool: dict[int, int] = {}
         for lane in lanes:
             pool = lane.pool
             if not pool.driver.can_pipeline or pool.split is not None or len(lane.items) != 1:
                 return False
-            n = per_pool[id(pool)] = per_pool.get(id(pool), 0) + 1
-            if n > pool.max_size:
-                return False
-        return True
+        return _each_pool_can_lend(lanes)
 
     def _pipeline(self, lanes: list[Lane], style: str, deadline: float | None, lent: list[Borrowed]) -> list[_LaneOutcome]:
         """Send every unit on its own connection, then read the answers in turn, all on the caller's thread.
@@ -957,6 +948,16 @@ def _as_router(source: Any) -> Router:
     raise TypeError(
         f"Executor needs a Router, ShardingConfig, ConfigHolder, path, YAML text or dict, got {type(source).__name__}"
     )
+
+
+def _each_pool_can_lend(lanes: list[Lane]) -> bool:
+    """Can every pool lend a connection to each of its lanes at the same time?"""
+    per_pool: dict[int, int] = {}
+    for lane in lanes:
+        n = per_pool[id(lane.pool)] = per_pool.get(id(lane.pool), 0) + 1
+        if n > lane.pool.max_size:
+            return False
+    return True
 
 
 def _close_quietly(obj: Any) -> None:

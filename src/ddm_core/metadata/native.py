@@ -309,9 +309,7 @@ def _tables(top: Section, ctx: Context, groups: _BindingGroups) -> dict[str, Sha
     raw = top.get("tables")
     tpath = top.field_path("tables")
     entries: list[tuple[str, Any]] = []
-    if raw is None:
-        pass
-    elif isinstance(raw, list):
+    if isinstance(raw, list):
         entries = [(join_path(tpath, i), item) for i, item in enumerate(raw)]
     elif isinstance(raw, Mapping):  # mapping form: {t_order: {...}}
         for key, item in raw.items():
@@ -319,7 +317,7 @@ def _tables(top: Section, ctx: Context, groups: _BindingGroups) -> dict[str, Sha
             if isinstance(item, dict):
                 item.setdefault("logicTable", key)
             entries.append((join_path(tpath, str(key)), item))
-    else:
+    elif raw is not None:
         ctx.problems.add(tpath, f"must be a list of tables, not {raw!r}", raw)
     if too_many(len(entries), MAX_LOGIC_TABLES, "logic tables", tpath, ctx.problems):
         return {}

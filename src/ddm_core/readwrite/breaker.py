@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, TypeVar
-
-import pybreaker
+import importlib
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError
 from ddm_core.metadata.model import DataSource, Endpoint
@@ -27,11 +26,27 @@ log = logging.getLogger("ddm_core.readwrite")
 
 T = TypeVar("T")
 
+if TYPE_CHECKING:
+    import pybreaker
 
-class _Logger(pybreaker.CircuitBreakerListener):
+
+def _pybreaker() -> Any:
+    """pybreaker, imported with the first breaker: it imports redis when installed (~70 ms), not ours to pay at import."""
+    return importlib.import_module("pybreaker")
+
+
+class _Logger:
+    """A pybreaker listener (its four hooks, duck-typed): remembers the last failure, logs opening and closing."""
+
     def __init__(self, owner: EndpointBreaker) -> None:
         self.owner = owner
         self.last: BaseException | None = None
+
+    def before_call(self, cb: pybreaker.CircuitBreaker, func: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Nothing to note before a connect."""
+
+    def success(self, cb: pybreaker.CircuitBreaker) -> None:
+        """Nothing to note: the breaker resets its own count."""
 
     def failure(self, cb: pybreaker.CircuitBreaker, exc: BaseException) -> None:
         self.last = exc
@@ -39,12 +54,12 @@ class _Logger(pybreaker.CircuitBreakerListener):
     def state_change(self, cb: pybreaker.CircuitBreaker, old_state: Any, new_state: Any) -> None:
         o = self.owner
         name = getattr(new_state, "name", str(new_state))
-        if name == pybreaker.STATE_OPEN:
+        if name == _pybreaker().STATE_OPEN:
             level = self.last.log_level if isinstance(self.last, DdmError) else logging.ERROR
             log.log(level, "circuit breaker of endpoint %r (data source %r) opened after %d consecutive "
                     "connection failures; connects fail fast for %g s", o.endpoint, o.data_source,
                     cb.fail_max, cb.reset_timeout, exc_info=self.last)  # fmt: skip
-        elif name == pybreaker.STATE_CLOSED:
+        elif name == _pybreaker().STATE_CLOSED:
             log.info("circuit breaker of endpoint %r (data source %r) closed again", o.endpoint, o.data_source)
 
 
@@ -55,7 +70,8 @@ class EndpointBreaker:
         self.data_source = data_source
         self.endpoint = endpoint
         self._listener = _Logger(self)
-        self.breaker = pybreaker.CircuitBreaker(
+        self._lib = lib = _pybreaker()
+        self.breaker = lib.CircuitBreaker(
             fail_max=failures, reset_timeout=reset_s, throw_new_error_on_trip=False,
             listeners=[self._listener], name=endpoint,
         )  # fmt: skip
@@ -67,7 +83,7 @@ class EndpointBreaker:
 
     @property
     def is_open(self) -> bool:
-        return self.breaker.current_state == pybreaker.STATE_OPEN
+        return bool(self.breaker.current_state == self._lib.STATE_OPEN)
 
     @property
     def failures(self) -> int:
@@ -81,8 +97,9 @@ class EndpointBreaker:
                 opened it is chained).
         """
         try:
-            return self.breaker.call(connect, *args)
-        except pybreaker.CircuitBreakerError as exc:
+            result: T = self.breaker.call(connect, *args)
+            return result
+        except self._lib.CircuitBreakerError as exc:
             raise DataSourceUnavailableError(
                 f"endpoint {self.endpoint!r} of data source {self.data_source!r} is unavailable: its circuit "
                 f"breaker is open after {self.breaker.fail_max} consecutive connection failures "
