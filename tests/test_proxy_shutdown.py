@@ -96,7 +96,12 @@ def test_processes_share_one_port_and_all_stop_on_sigterm(tmp_path: Any) -> None
         create_tables(config)
         proxy = ProxyProcess(write_config(config, tmp_path / "proxy.yaml"), "--processes", "2").start()
         try:
-            _wait_for(lambda: proxy.stderr.count("ddm proxy listening on") == 2, "both processes listening")
+            # As long as one process may take to start (ProxyProcess.start waits 60 s); say why if not.
+            try:
+                _wait_for(lambda: proxy.stderr.count("ddm proxy listening on") == 2, "both processes listening",
+                          tries=1200)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; stderr:\n{proxy.stderr}") from None
             clients = [connect(proxy.port, autocommit=True) for _ in range(16)]
             owners = set()
             for i, conn in enumerate(clients):
