@@ -3,6 +3,8 @@ new connections are refused, and no backend connection is left open."""
 
 from __future__ import annotations
 
+import re
+
 import threading
 import time
 from typing import Any
@@ -98,8 +100,9 @@ def test_processes_share_one_port_and_all_stop_on_sigterm(tmp_path: Any) -> None
         try:
             # As long as one process may take to start (ProxyProcess.start waits 60 s); say why if not.
             try:
-                _wait_for(lambda: proxy.stderr.count("ddm proxy listening on") == 2, "both processes listening",
-                          tries=1200)
+                # Each process prints the line once (its INFO log may repeat it, depending on the logging setup).
+                _wait_for(lambda: len(re.findall(r"^ddm proxy listening on", proxy.stderr, re.M)) == 2,
+                          "both processes listening", tries=1200)
             except AssertionError as exc:
                 raise AssertionError(f"{exc}; stderr:\n{proxy.stderr}") from None
             clients = [connect(proxy.port, autocommit=True) for _ in range(16)]
