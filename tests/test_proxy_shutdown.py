@@ -4,7 +4,6 @@ new connections are refused, and no backend connection is left open."""
 from __future__ import annotations
 
 import re
-
 import threading
 import time
 from typing import Any
