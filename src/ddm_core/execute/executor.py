@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ddm_core._text import shorten_sql
 from ddm_core.dialects import INPUT
-from ddm_core.errors import ConfigError, DdmError, ExecutionError, QueryTimeoutError
+from ddm_core.errors import ConfigError, DdmError, ExecutionError, PoolTimeoutError, QueryTimeoutError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
@@ -626,7 +626,16 @@ class Executor:
             if lent is not None:
                 lent.release()
             raise self._timeout_error(unit, pool)
-        borrowed = pinned if pinned is not None else (lent if lent is not None else pool.borrow(deadline))
+        held = pinned if pinned is not None else lent
+        if held is not None:
+            borrowed = held
+        else:
+            try:
+                borrowed = pool.borrow(deadline)
+            except PoolTimeoutError as exc:  # the deadline, not the acquire timeout, ended the wait
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise self._timeout_error(unit, pool) from exc
+                raise
         own = pinned is None
         sql = self._unit_sql(driver, unit, style)
         guard: Guard | None = None
