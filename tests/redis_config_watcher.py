@@ -1,6 +1,6 @@
 """A stand-alone application instance for tests/test_config_redis.py: follows a Redis configuration.
 
-``python tests/redis_config_watcher.py PREFIX SNAPSHOT`` prints ``ready <maxOffset>`` once
+``python tests/redis_config_watcher.py PREFIX SNAPSHOT [GROUP]`` prints ``ready <maxOffset>`` once
 following, ``serving <maxOffset> <origin>`` for every version installed and ``refused <message>``
 for every version the holder refuses; it exits when stdin closes.
 """
@@ -18,7 +18,8 @@ from ddm_core.metadata.redis_source import RedisSource
 
 def main() -> None:
     prefix, snapshot = sys.argv[1], sys.argv[2]
-    source = RedisSource(redis.Redis(host="127.0.0.1", port=6379), prefix=prefix)
+    group = sys.argv[3] if len(sys.argv) > 3 else None
+    source = RedisSource(redis.Redis(host="127.0.0.1", port=6379), prefix=prefix, group=group)
     holder = ConfigHolder(source, snapshot=snapshot, check_env=False)
     lock = threading.Lock()
 

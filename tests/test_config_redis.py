@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from ddm_core.errors import ConfigPublishConflictError, ConfigRowError, ConfigValidationError
+from ddm_core.errors import ConfigError, ConfigPublishConflictError, ConfigRowError, ConfigValidationError
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.redis_source import RedisSource
 from services import require_module, require_service
@@ -134,6 +134,57 @@ def test_two_processes_follow_one_configuration(client: Any, prefix: str, tmp_pa
             assert p.wait(timeout=30) == 0
 
 
+def _watchers(prefix: str, tmp_path: Path, groups: list[str | None]) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen([sys.executable, str(HERE / "redis_config_watcher.py"), prefix, str(tmp_path / f"snap{i}"),
+                          *([group] if group else [])],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE)  # fmt: skip
+        for i, group in enumerate(groups)
+    ]
+
+
+def test_a_version_for_a_group_reaches_only_that_group_until_promoted(client: Any, prefix: str, tmp_path: Path) -> None:
+    source = RedisSource(client, prefix=prefix)
+    source.publish(body(1000))
+    procs = _watchers(prefix, tmp_path, ["canary", None])
+    try:
+        canary, rest = (_reader(p) for p in procs)
+        assert _next(canary, "ready") == "ready 1000" and _next(rest, "ready") == "ready 1000"
+        assert source.publish(body(2000), group="canary") == 2
+        assert _next(canary, "the canary version") == f"serving 2000 Redis configuration {prefix!r} version 2"
+        # Everyone else keeps version 1: a version for everyone, published next, proves the notice was handled.
+        assert source.publish(body(1000).replace("ds_0", "ds_0 "), group=None) == 3
+        assert _next(rest, "version 3") == f"serving 1000 Redis configuration {prefix!r} version 3"
+        # The canary takes the newer of the two as well: version 3 is everyone's and higher than 2.
+        assert _next(canary, "version 3 in the canary") == f"serving 1000 Redis configuration {prefix!r} version 3"
+        assert source.publish(body(2500), group="canary") == 4
+        assert _next(canary, "version 4") == f"serving 2500 Redis configuration {prefix!r} version 4"
+        assert source.promote("canary") == 5  # the canary already serves this text: only the rest changes
+        assert _next(rest, "the promoted version") == f"serving 2500 Redis configuration {prefix!r} version 5"
+        assert [(v.version, v.group) for v in source.history()] == [
+            (5, ""), (4, "canary"), (3, ""), (2, "canary"), (1, "")]
+        assert RedisSource(client, prefix=prefix).latest()[0] == 5  # type: ignore[index]
+    finally:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.close()
+        for p in procs:
+            assert p.wait(timeout=30) == 0
+
+
+def test_group_names_and_promotions_are_checked(client: Any, prefix: str) -> None:
+    source = RedisSource(client, prefix=prefix)
+    with pytest.raises(ConfigError, match="rollout group 'one group'"):
+        RedisSource(client, prefix=prefix, group="one group")
+    with pytest.raises(ConfigRowError, match="nothing was published for group 'canary'"):
+        source.promote("canary")
+    source.publish(body(1000), group="canary")
+    assert source.latest() is None  # nothing for everyone yet
+    assert RedisSource(client, prefix=prefix, group="canary").fetch().content == body(1000)
+    with pytest.raises(ConfigPublishConflictError, match="the newest version is 1, not 0"):
+        source.publish(body(2000), expect_version=0)  # numbers are global: the group's version counts
+
+
 def test_start_from_the_snapshot_when_redis_is_unreachable(client: Any, prefix: str, tmp_path: Path) -> None:
     source = RedisSource(client, prefix=prefix)
     source.publish(body(1000))
@@ -170,3 +221,12 @@ def test_ddm_config_push_history_rollback(client: Any, prefix: str, tmp_path: Pa
     path.write_text(body(1000, data_source="ds_9"))
     invalid = run("config", "push", "--redis", url, "--prefix", prefix, str(path))
     assert invalid.exit_code == 2 and "ds_9" in invalid.stderr
+    path.write_text(body(3000))
+    canary = run("config", "push", "--redis", url, "--prefix", prefix, "--group", "canary", str(path))
+    assert canary.exit_code == 0 and canary.output.startswith("published version 4 for group 'canary'")
+    assert RedisSource(client, prefix=prefix).fetch().content == body(1000)  # everyone: still version 3
+    promoted = run("config", "promote", "--redis", url, "--prefix", prefix, "--group", "canary")
+    assert promoted.exit_code == 0 and promoted.output.startswith("published version 5 (group 'canary'")
+    assert RedisSource(client, prefix=prefix).fetch().content == body(3000)
+    hist = run("config", "history", "--redis", url, "--prefix", prefix)
+    assert [line.split("|")[2].strip() for line in hist.output.splitlines()[2:4]] == ["everyone", "canary"]

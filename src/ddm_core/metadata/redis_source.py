@@ -24,6 +24,14 @@ at the same Redis keys and see one configuration version. The rules of
 * **Notification**: :meth:`RedisSource.follow` subscribes to the channel and
   reloads the holder on each notice, and polls as well (a notice sent while
   an instance was disconnected is not replayed by Redis pub/sub).
+* **Staged rollout**: a version published for a named *group*
+  (``publish(body, group="canary")``) becomes ``<prefix>:latest:<group>``
+  and reaches only the instances whose source names that group
+  (``RedisSource(client, group="canary")``); they serve whichever of their
+  group's newest and everyone's newest has the higher number.
+  :meth:`RedisSource.promote` publishes the group's version for everyone, as a
+  new version; to take a group back, publish a good version for it (or for
+  everyone) again.
 
 The metadata layer imports no client library: the caller passes a
 ``redis.Redis`` client (``redis.Redis.from_url(url)``). One Redis, not a
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import re
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -53,16 +62,20 @@ log = logging.getLogger("ddm_core.metadata")
 
 DEFAULT_PREFIX = "ddm:config"
 
-# KEYS: latest, history. ARGV: expected version ('' = any), body, checksum, version-key prefix, channel, created.
+# KEYS: history, the key this version becomes the newest of (latest or a group's).
+# ARGV: expected version ('' = any), body, checksum, version-key prefix, channel, created, group ('' = everyone).
+# Numbers are global (the history's highest), so a group's version and everyone's are ordered.
+_GROUP = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
 _PUBLISH = """
-local latest = redis.call('GET', KEYS[1])
+local top = redis.call('ZREVRANGE', KEYS[1], 0, 0)
 local current = 0
-if latest then current = tonumber(string.match(latest, '^(%d+):')) end
+if top[1] then current = tonumber(top[1]) end
 if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= current then return {-1, current} end
 local n = current + 1
-redis.call('HSET', ARGV[4] .. n, 'body', ARGV[2], 'checksum', ARGV[3], 'created', ARGV[6])
-redis.call('ZADD', KEYS[2], n, n)
-redis.call('SET', KEYS[1], n .. ':' .. ARGV[3])
+redis.call('HSET', ARGV[4] .. n, 'body', ARGV[2], 'checksum', ARGV[3], 'created', ARGV[6], 'group', ARGV[7])
+redis.call('ZADD', KEYS[1], n, n)
+redis.call('SET', KEYS[2], n .. ':' .. ARGV[3])
 redis.call('PUBLISH', ARGV[5], n)
 return {n, current}
 """
@@ -75,10 +88,18 @@ class RedisVersion:
     version: int
     checksum: str
     created: str
+    group: str = ""  # the group it was published for ("": everyone)
 
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _check_group(group: str) -> str:
+    if not _GROUP.fullmatch(group):
+        raise ConfigError(f"configuration rollout group {group!r} must be 1-64 letters, digits, '_', '.' or '-'",
+                          group=group)  # fmt: skip
+    return group
 
 
 class RedisSource:
@@ -88,17 +109,23 @@ class RedisSource:
         client: A ``redis.Redis`` client (bytes or decoded responses).
         prefix: The keys' prefix.
         name: Names the source in messages (default: the prefix).
+        group: The rollout group this instance belongs to (``None``: none);
+            it also serves versions published for that group.
     """
 
-    def __init__(self, client: Any, *, prefix: str = DEFAULT_PREFIX, name: str | None = None) -> None:
+    def __init__(self, client: Any, *, prefix: str = DEFAULT_PREFIX, name: str | None = None,
+                 group: str | None = None) -> None:  # fmt: skip
         if not prefix or any(c.isspace() for c in prefix):
             raise ConfigError(f"Redis configuration prefix {prefix!r} must be a non-empty key without spaces",
                               prefix=prefix)  # fmt: skip
         self.client = client
         self.prefix = prefix
         self.name = name or prefix
+        self.group = None if group is None else _check_group(group)
         self.channel = f"{prefix}:changes"
         self._latest_key = f"{prefix}:latest"
+        # What this instance reads: everyone's newest, then its group's.
+        self._read_keys = [self._latest_key] + ([] if self.group is None else [self._group_key(self.group)])
         self._history_key = f"{prefix}:history"
         self._highest = 0
         self._reported: str | None = None
@@ -110,6 +137,9 @@ class RedisSource:
     def _version_key(self, version: int) -> str:
         return f"{self.prefix}:v:{version}"
 
+    def _group_key(self, group: str) -> str:
+        return f"{self._latest_key}:{group}"
+
     def _call(self, what: str, work: Callable[[], Any]) -> Any:
         try:
             return work()
@@ -119,15 +149,20 @@ class RedisSource:
     # -- ConfigSource ------------------------------------------------------------------------
 
     def latest(self) -> tuple[int, str] | None:
-        """``(version, checksum)`` of the newest version, or ``None`` when nothing was published."""
-        raw = self._call("read the newest version", lambda: self.client.get(self._latest_key))
-        if raw is None:
-            return None
+        """``(version, checksum)`` of the newest version this instance serves, or ``None`` when nothing was published.
+
+        With a group: the higher of everyone's newest and the group's newest (one round trip).
+        """
+        raws = self._call("read the newest version", lambda: self.client.mget(self._read_keys))
+        found = [self._parse_latest(key, raw) for key, raw in zip(self._read_keys, raws) if raw is not None]
+        return max(found) if found else None
+
+    def _parse_latest(self, key: str, raw: Any) -> tuple[int, str]:
         number, _, checksum = _text(raw).partition(":")
         try:
             return int(number), checksum
         except ValueError:
-            raise ConfigRowError(f"{self.where}: {self._latest_key} holds {_text(raw)[:40]!r}, not '<version>:<checksum>'",
+            raise ConfigRowError(f"{self.where}: {key} holds {_text(raw)[:40]!r}, not '<version>:<checksum>'",
                                  source=self.name) from None  # fmt: skip
 
     def changed(self, revision: str | None) -> bool:
@@ -161,13 +196,16 @@ class RedisSource:
 
     # -- publishing and history --------------------------------------------------------------
 
-    def publish(self, body: str, *, expect_version: int | None = None, validate: bool = True) -> int:
+    def publish(self, body: str, *, expect_version: int | None = None, validate: bool = True,
+                group: str | None = None) -> int:  # fmt: skip
         """Store ``body`` as the next version and announce it; returns that version.
 
         Args:
-            expect_version: The version this one follows (compare-and-set); ``None``: whatever is newest.
+            expect_version: The newest version number (anyone's, any group's) this one follows
+                (compare-and-set); ``None``: whatever is newest.
             validate: Load ``body`` first and refuse an invalid configuration (environment
                 variables are not checked: the publisher may not have the application's secrets).
+            group: Publish for this rollout group only (``None``: for everyone).
 
         Raises:
             ConfigValidationError: ``body`` is not a valid configuration.
@@ -180,11 +218,12 @@ class RedisSource:
                               "bytes (docs/config-limits.md)", source=self.name)  # fmt: skip
         if validate:
             parse_config(body, origin=f"{self.where} (to publish)", check_env=False)
+        target = self._latest_key if group is None else self._group_key(_check_group(group))
         created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         args = ("" if expect_version is None else str(expect_version), body, checksum_of(body),
-                f"{self.prefix}:v:", self.channel, created)  # fmt: skip
+                f"{self.prefix}:v:", self.channel, created, group or "")  # fmt: skip
         result = self._call("publish a version", lambda: self.client.eval(
-            _PUBLISH, 2, self._latest_key, self._history_key, *args))  # fmt: skip
+            _PUBLISH, 2, self._history_key, target, *args))  # fmt: skip
         version, current = int(result[0]), int(result[1])
         if version < 0:
             raise ConfigPublishConflictError(
@@ -192,8 +231,22 @@ class RedisSource:
                 "read the newest version and publish again",
                 source=self.name, version=current,
             )  # fmt: skip
-        log.info("%s: published version %d", self.where, version)
+        log.info("%s: published version %d%s", self.where, version, "" if group is None else f" for group {group!r}")
         return version
+
+    def promote(self, group: str, *, expect_version: int | None = None) -> int:
+        """Publish the newest version of ``group`` for everyone, as a new version; returns it.
+
+        Raises:
+            ConfigRowError: nothing was published for ``group``, or its version is unreadable.
+        """
+        key = self._group_key(_check_group(group))
+        raw = self._call("read the group's newest version", lambda: self.client.get(key))
+        if raw is None:
+            raise ConfigRowError(f"{self.where}: nothing was published for group {group!r}; "
+                                 "publish with --group first", source=self.name, group=group)  # fmt: skip
+        version, _ = self._parse_latest(key, raw)
+        return self.publish(self.body_of(version), expect_version=expect_version, validate=True)
 
     def history(self, limit: int = 20) -> list[RedisVersion]:
         """The newest ``limit`` versions, newest first."""
@@ -201,8 +254,8 @@ class RedisSource:
         out = []
         for raw in numbers:
             key = self._version_key(int(_text(raw)))
-            fields = self._call("read a version", lambda: self.client.hmget(key, "checksum", "created"))  # noqa: B023
-            out.append(RedisVersion(int(_text(raw)), _text(fields[0] or ""), _text(fields[1] or "")))
+            fields = self._call("read a version", lambda: self.client.hmget(key, "checksum", "created", "group"))  # noqa: B023
+            out.append(RedisVersion(int(_text(raw)), *(_text(f or "") for f in fields)))
         return out
 
     def body_of(self, version: int) -> str:
