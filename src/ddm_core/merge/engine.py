@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, Sequ
 from ddm_core._fast import SELECTED as _impl
 from ddm_core.errors import MergeError
 from ddm_core.merge.aggregate import DIALECTS, Reaggregator
-
+from ddm_core.merge.memory import MergeMemory
 from ddm_core.merge.spec import Aggregate, MergeSpec
 
 __all__ = ["UnitResult", "UnitRows", "Merged", "merge_results", "close_each"]
@@ -95,7 +95,7 @@ class Merged:
             caller wrote them (``AVG(amount)``) where the router knew them.
     """
 
-    __slots__ = ("description", "_rows", "_closers", "_remaining", "_closed")
+    __slots__ = ("description", "memory", "_rows", "_closers", "_remaining", "_closed")
 
     def __init__(
         self,
@@ -103,8 +103,10 @@ class Merged:
         rows: Iterator[Row],
         closers: Sequence[Any] = (),
         limit: int | None = None,
+        memory: MergeMemory | None = None,
     ) -> None:
         self.description = description
+        self.memory = memory  # what the merge held at once; reported when it closes
         self._rows = rows
         self._closers = list(closers)
         self._remaining = limit  # close the units as soon as the last row is out
@@ -168,6 +170,8 @@ class Merged:
         rows, self._rows = self._rows, iter(())
         closers, self._closers = [rows, *self._closers], []
         errors = close_each(closers)
+        if self.memory is not None:
+            self.memory.closed()
         if errors and not quiet:
             raise errors[0]
 
@@ -191,6 +195,7 @@ def merge_results(
     *,
     dialect: str = "mysql",
     heap_merge: HeapMergeFn | None = None,
+    memory: MergeMemory | None = None,
 ) -> Merged:
     """Merge the units' results as ``spec`` says.
 
@@ -204,6 +209,8 @@ def merge_results(
             and ``SUM(DISTINCT)`` (see :mod:`ddm_core.merge.aggregate`).
         heap_merge: The ordered merge to run (``None``: the selected
             implementation's); tests pass each twin in turn.
+        memory: Counts the rows the merge holds at once (:mod:`.memory`) and
+            is told when the result closes.
 
     Returns:
         A lazy :class:`Merged` iterator; close it (or exhaust it) to release the units.
@@ -216,7 +223,7 @@ def merge_results(
     units = list(units)
     sources = [u.rows for u in units]
     try:
-        return _build(spec, units, sources, dialect, heap_merge or _impl.merge.heap_merge)
+        return _build(spec, units, sources, dialect, heap_merge or _impl.merge.heap_merge, memory)
     except BaseException:
         close_each(sources)  # best effort while another error propagates
         raise
@@ -234,7 +241,12 @@ class _Layout(NamedTuple):
 
 
 def _build(
-    spec: MergeSpec, units: list[UnitResult], sources: list[Iterable[Row]], dialect: str, heap_merge: HeapMergeFn
+    spec: MergeSpec,
+    units: list[UnitResult],
+    sources: list[Iterable[Row]],
+    dialect: str,
+    heap_merge: HeapMergeFn,
+    memory: MergeMemory | None,
 ) -> Merged:
     if dialect not in DIALECTS:
         raise MergeError(f"dialect must be one of {DIALECTS}, not {dialect!r}", value=dialect)
@@ -251,16 +263,18 @@ def _build(
     if not units and not (spec.aggregates and not spec.group_by):
         # Nothing to merge (only aggregates without GROUP BY still owe their one row).
         visible = spec.visible if spec.visible is not None else 0
-        return Merged(_description(first, visible, spec.column_names), iter(()))
+        return Merged(_description(first, visible, spec.column_names), iter(()), memory=memory)
     layout = _resolve(spec, len(first) if first else None)
     description = _description(first, layout.visible or 0, spec.column_names)
 
+    if memory is not None:
+        memory.hold_buffered([src for src in sources if isinstance(src, (list, tuple))])
     closers: list[Any] = []
-    rows = _pipeline(spec, layout, sources, closers, offset, limit, dialect, heap_merge)
+    rows = _pipeline(spec, layout, sources, closers, offset, limit, dialect, heap_merge, memory)
     # Close every unit's rows too: heap_merge closes only what it iterated, and a
     # cursor's iterator is not the cursor.
     closers.extend(src for src in sources if not isinstance(src, (list, tuple)))
-    return Merged(description, rows, closers, limit)
+    return Merged(description, rows, closers, limit, memory)
 
 
 def _check_window(offset: Any, limit: Any) -> tuple[int, int | None]:
@@ -342,6 +356,7 @@ def _pipeline(
     limit: int | None,
     dialect: str,
     heap_merge: HeapMergeFn,
+    memory: MergeMemory | None,
 ) -> Iterator[Row]:
     width, visible, derived = layout.width, layout.visible, layout.derived
     having = spec.having
@@ -359,7 +374,7 @@ def _pipeline(
                 closers.append(merged)
                 rows = _stream_groups(merged, layout.group_by, keys, agg)
             else:
-                rows = _hash_groups(chain.from_iterable(sources), layout.group_by, agg, layout.order_by, having)
+                rows = _hash_groups(chain.from_iterable(sources), layout.group_by, agg, layout.order_by, having, memory)
                 having = None  # applied before sorting: fewer rows to sort
     elif layout.order_by:
         if having is None and not spec.distinct:
@@ -373,7 +388,7 @@ def _pipeline(
     if having is not None:
         rows = filter(having, rows)
     if spec.distinct:
-        rows = _distinct(rows, visible, derived)
+        rows = _distinct(rows, visible, derived, memory)
     if not windowed and (offset or limit is not None):
         rows = _window(rows, offset, limit)
     if visible is None:
@@ -484,6 +499,7 @@ def _hash_groups(
     agg: Reaggregator,
     order_by: Keys,
     having: Callable[[Sequence[Any]], bool] | None,
+    memory: MergeMemory | None = None,
 ) -> Iterator[Row]:
     """Every group in a dict (first-seen order), then HAVING, then sorted by ``order_by``."""
     group_key = _key_getter(group_by)
@@ -500,6 +516,8 @@ def _hash_groups(
             agg.add(state, row)
     out: list[Row] = [agg.result(state) for state in groups.values()]
     del groups
+    if memory is not None:
+        memory.hold_extra(len(out), out)
     if having is not None:
         out = [row for row in out if having(row)]
     _sort_rows(out, order_by)
@@ -515,9 +533,11 @@ def _sort_rows(rows: list[Row], keys: Keys) -> None:
             raise MergeError(f"sort key column {col} holds values that cannot be compared", column=col) from None
 
 
-def _distinct(rows: Iterator[Row], visible: int | None, derived: int) -> Iterator[Row]:
+def _distinct(rows: Iterator[Row], visible: int | None, derived: int, memory: MergeMemory | None = None) -> Iterator[Row]:
     """First occurrence of each distinct visible tuple; remembers only the distinct ones seen."""
     seen: set[tuple[Any, ...]] = set()
+    if memory is not None:
+        memory.watch(seen)  # it only grows: its size when the result closes is the most it held
     cut = slice(0, visible) if visible is not None else slice(0, -derived if derived else None)
     for row in rows:
         key = tuple(row[cut])
