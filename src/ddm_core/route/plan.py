@@ -82,6 +82,10 @@ class RoutePlan(NamedTuple):
         generated_keys: Key values the router generated for INSERT rows, in
             row order (empty when none were generated).
         force_primary: A hint asked for the primary even for reads.
+        dual: During a migration's dual-write phases, the units that write the
+            same rows at their new location (docs/migration.md#dual-write): run
+            after ``units`` succeed, best effort — a failure is logged and
+            counted, never raised (catch-up repairs it).
     """
 
     units: tuple[RouteUnit, ...]
@@ -92,6 +96,7 @@ class RoutePlan(NamedTuple):
     is_write: bool = False
     generated_keys: tuple[Any, ...] = ()
     force_primary: bool = False
+    dual: tuple[RouteUnit, ...] = ()
 
     @property
     def data_sources(self) -> tuple[str, ...]:
