@@ -100,3 +100,19 @@ def test_executemany_lands_every_row_once(tmp_path: Path, batch_rows: int | None
         assert [r[1:] for r in got] == rows
         assert [r[0] for r in got] == list(keys)  # keys in row order
         conn.close()
+
+
+def test_a_migrations_dual_units_are_regrouped_with_the_rows(tmp_path: Path) -> None:
+    router = Router(_config(tmp_path))
+    rows = [(u, 1, f"n{u}") for u in range(1, 1201)]
+    plans = _plans(router, rows, 400)
+    # The same rows written again elsewhere, as a migration's dual write does: every unit also on ds_9.
+    dual_plans = [p._replace(dual=tuple(u._replace(data_source="ds_9") for u in p.units)) for p in plans]
+    merged = regroup(dual_plans, "(%s, %s, %s)", "%s", _no_limits)
+    assert merged is not None and len(merged.dual) == len(merged.units) == 16
+    moved = {(ds.replace("ds_9", "*"), t): r for (ds, t), r in _rows_by_table(merged.dual, 4).items()}
+    assert moved == {("*", t): r for (_, t), r in _rows_by_table(merged.units, 4).items()}
+    assert regroup(plans, "(%s, %s, %s)", "%s", _no_limits).dual == ()  # type: ignore[union-attr]
+    odd = dual_plans[0]._replace(dual=tuple(u._replace(sql=u.sql + " ON DUPLICATE KEY UPDATE note = %s",
+                                                       params=(*u.params, "z")) for u in dual_plans[0].dual))
+    assert regroup([odd], "(%s, %s, %s)", "%s", _no_limits) is None  # run as routed, each with its dual units

@@ -9,6 +9,8 @@ back from ``information_schema.PROCESSLIST``).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import subprocess
 import sys
 import urllib.request
@@ -283,3 +285,40 @@ def test_trace_id_reaches_every_unit_of_a_fan_out(mysql_config: Any, mysql_datab
         worker.join()
     assert len(seen) == 16
     assert all(info.startswith("/* trace=fan-out-7 */ UPDATE t_order_") for info in seen.values()), seen
+
+
+def test_merge_memory_high_water_and_warning(installed: tuple[Executor, metrics.Metrics, str],
+                                             caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    ex, _, url = installed
+    rows = [(n, n % 97 + 1, n) for n in range(1, 12_001)]
+    for start in range(0, len(rows), 1000):
+        chunk = rows[start:start + 1000]
+        ex.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES " + ", ".join(["(%s, %s, %s)"] * len(chunk)),
+                   [v for row in chunk for v in row]).close()  # fmt: skip
+    # Buffered: a LIMIT 5 page holds the 5 rows of each unit; every row, without the LIMIT.
+    with ex.execute("SELECT order_id, amount FROM t_order ORDER BY amount LIMIT 5", stream=False) as r:
+        assert [row[1] for row in r.fetchall()] == [1, 2, 3, 4, 5]
+        units = r.units
+    s = scrape(url)
+    assert value(s, "ddm_merge_memory_high_water_rows", table="t_order") == 5 * units
+    with ex.execute("SELECT order_id, amount FROM t_order ORDER BY amount", stream=False) as r:
+        assert len(r.fetchall()) == 12_000
+    s = scrape(url)
+    assert value(s, "ddm_merge_memory_high_water_rows", table="t_order") == 12_000
+    assert value(s, "ddm_merges_total", table="t_order") == 2
+    held = value(s, "ddm_merge_memory_high_water_bytes", table="t_order")
+    assert 12_000 * 50 < held < 12_000 * 1000  # two ints in a tuple: about a hundred bytes a row
+    assert value(s, "ddm_merge_memory_warnings_total", table="t_order") == 0
+    # Above runtime.mergeMemoryWarnMb: a warning naming the table and the setting, counted.
+    low = dataclasses.replace(ex.config, runtime=dataclasses.replace(ex.config.runtime, merge_memory_warn_mb=1))
+    ex.router.use_config(low)
+    many = "SELECT order_id, amount, user_id FROM t_order ORDER BY amount"
+    for _ in range(3):
+        with caplog.at_level(logging.WARNING, logger="ddm_core.execute"), ex.execute(many, stream=False) as r:
+            assert len(r.fetchall()) == 12_000
+    s = scrape(url)
+    assert value(s, "ddm_merge_memory_warnings_total", table="t_order") == 3
+    assert value(s, "ddm_merges_total", table="t_order") == 5
+    warnings = [rec.getMessage() for rec in caplog.records if "mergeMemoryWarnMb" in rec.getMessage()]
+    assert len(warnings) == 1  # the same table again within 10 s: held back
+    assert "a merge over t_order held about" in warnings[0] and "12000 rows" in warnings[0]

@@ -50,6 +50,7 @@ __all__ = [
     "XaRecoveryError",
     # migration
     "MigrationError",
+    "MigrationFencedError",
     "MigrationStateError",
     "SchemaMismatchError",
     # id generation
@@ -358,6 +359,16 @@ class RateLimitedError(ProxyError):
 
 class MigrationError(DdmError):
     """A resharding migration cannot go on as asked (docs/migration.md)."""
+
+
+class MigrationFencedError(MigrationError):
+    """A write to slots a migration is moving is paused (its cutover, or a config source this
+    instance could not confirm recently); retryable: send it again in a few seconds.
+
+    Attributes:
+        table: The logic table written.
+        migration: The migration's name.
+    """
 
 
 class MigrationStateError(MigrationError):

@@ -59,24 +59,18 @@ def regroup(plans: Sequence[RoutePlan], row: str, placeholder: str, limits: Limi
         (run ``plans`` as they are then).
     """
     rows = (row, row[:-1] + ", " + placeholder + ")")  # the router appends a generated key
-    targets: dict[tuple[str, str, str, str], _Target] = {}
     keys: list[Any] = []
     for plan in plans:
         if plan.statement != "insert" or not plan.is_write:
             return None
         keys.extend(plan.generated_keys)
-        for unit in plan.units:
-            cut = _cut(unit, rows, placeholder)
-            if cut is None:
-                return None
-            head, template, tail, count, width = cut
-            key = (unit.data_source, head, template, tail)
-            target = targets.get(key)
-            if target is None:
-                target = targets[key] = _Target(unit.data_source, head, template, tail, unit.tables, width)
-            target.params.extend(unit.params)
-            target.rows += count
+    targets = _targets([u for plan in plans for u in plan.units], rows, placeholder)
+    # A migration's dual writes (docs/migration.md#dual-write) are regrouped the same way.
+    dual_targets = _targets([u for plan in plans for u in plan.dual], rows, placeholder)
+    if targets is None or dual_targets is None:
+        return None
     units = [u for t in targets.values() for u in _statements(t, limits(t.data_source))]
+    dual = [u for t in dual_targets.values() for u in _statements(t, limits(t.data_source))]
     nodes = tuple(dict.fromkeys(f"{t.data_source}.{physical}" for t in targets.values() for _, physical in t.tables))
     why = f"{sum(t.rows for t in targets.values())} row(s) routed in {len(plans)} chunk(s), regrouped per table"
     return RoutePlan(
@@ -88,7 +82,27 @@ def regroup(plans: Sequence[RoutePlan], row: str, placeholder: str, limits: Limi
         True,
         generated_keys=tuple(keys),
         force_primary=any(p.force_primary for p in plans),
+        dual=tuple(dual),
     )
+
+
+def _targets(
+    units: Sequence[RouteUnit], rows: tuple[str, str], placeholder: str
+) -> dict[tuple[str, str, str, str], _Target] | None:
+    """Every unit's rows joined per physical table (``None``: a unit is not of the expected shape)."""
+    targets: dict[tuple[str, str, str, str], _Target] = {}
+    for unit in units:
+        cut = _cut(unit, rows, placeholder)
+        if cut is None:
+            return None
+        head, template, tail, count, width = cut
+        key = (unit.data_source, head, template, tail)
+        target = targets.get(key)
+        if target is None:
+            target = targets[key] = _Target(unit.data_source, head, template, tail, unit.tables, width)
+        target.params.extend(unit.params)
+        target.rows += count
+    return targets
 
 
 def _cut(unit: RouteUnit, rows: tuple[str, str], placeholder: str) -> tuple[str, str, str, int, int] | None:

@@ -21,6 +21,9 @@
    raises);
 5. merge (:func:`ddm_core.merge.merge_results`) lazily and hand back a
    :class:`~ddm_core.execute.result.Result`.
+6. a migration's dual writes (``plan.dual``): once the units succeeded, each dual unit
+   runs on its data source's primary within the same deadline; a failure is counted
+   (:meth:`Executor.dual_write_failures`) and logged, never raised (docs/migration.md#dual-write).
 
 Connections go back to their pools on every path: success, driver error,
 timeout, a server that went away, a result abandoned or closed early
@@ -47,6 +50,7 @@ its connection returned before ``execute`` returns. ``stream=True`` /
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import logging
 import os
 import threading
@@ -62,10 +66,12 @@ from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
 from ddm_core.execute.session_state import refuse_unpinned
-from ddm_core.execute.shared import CURRENT_TX, DEFAULT, Lane, style_of
+from ddm_core.execute.shared import CURRENT_TX, DEFAULT, DualWriteKey, Lane, Throttle, style_of
 from ddm_core.execute.slow_sql import SlowSqlLog
 from ddm_core.execute.trace_comment import TRACE_COMMENT
 from ddm_core.execute.watchdog import Guard, Watchdog
+from ddm_core.merge.memory import MergeMemory
+from ddm_core.metadata.migration import routing_data_sources
 from ddm_core.metadata.model import DataSource, ShardingConfig
 from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
@@ -75,7 +81,7 @@ if TYPE_CHECKING:
     from ddm_core.execute.observer import StatementObserver
     from ddm_core.execute.transaction import Transaction
 
-__all__ = ["Executor", "DEFAULT"]
+__all__ = ["Executor", "DEFAULT", "DualWriteKey"]
 
 log = logging.getLogger("ddm_core.execute")
 
@@ -182,6 +188,14 @@ class Executor:
         self._full_slots = threading.BoundedSemaphore(full_route_concurrency)
         self._slow_sql = SlowSqlLog(lambda: self._router.config)  # runtime.slowSqlMs: docs/operations.md#slow-sql
         self._observer: StatementObserver | None = None  # ddm_core.observe (docs/observability.md)
+        # A migration's dual writes (plan.dual): counters, the observer's optional hooks, throttled warnings.
+        self._dual_lock = threading.Lock()
+        self._dual_done: dict[DualWriteKey, int] = {}
+        self._dual_failed: dict[DualWriteKey, int] = {}
+        self._dual_hooks: tuple[Any, Any] = (None, None)
+        self._dual_warn = Throttle(10.0)
+        self._merge_hook: Any = None  # MergeMemoryObserver.merge_memory of the observer, if it has one
+        self._merge_warn = Throttle(10.0)  # per logic table: a report query repeating must not flood the log
         self._threads: cf.ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         # Replicas: balancer, read-your-writes, lag monitor, breakers (docs/readwrite.md).
@@ -286,6 +300,8 @@ class Executor:
             if self._observer is not None:
                 self._observer.failed(plan, started, exc)
             raise
+        if plan.dual:  # a migration's dual write, once the old location took the write
+            self._run_dual(plan, caller_style, timeout, started)
         return self._observed(plan, started, result)
 
     def _observed(self, plan: RoutePlan, started: float, result: Result) -> Result:
@@ -296,8 +312,28 @@ class Executor:
         return result
 
     def set_observer(self, observer: StatementObserver | None) -> None:
-        """Tell ``observer`` about every statement :meth:`execute_plan` runs (``None``: nobody; docs/observability.md)."""
+        """Tell ``observer`` about every statement :meth:`execute_plan` runs (``None``: nobody; docs/observability.md).
+
+        If it has ``dual_write_done`` / ``dual_write_failed``
+        (:class:`~ddm_core.execute.observer.DualWriteObserver`), it hears of every dual-write unit too.
+        """
+        self._dual_hooks = (getattr(observer, "dual_write_done", None), getattr(observer, "dual_write_failed", None))
+        self._merge_hook = getattr(observer, "merge_memory", None)
         self._observer = observer
+
+    def dual_writes(self) -> dict[DualWriteKey, int]:
+        """Dual-write units (a migration's writes at the new location) that ran, per ``(data source, logic table)``."""
+        with self._dual_lock:
+            return dict(self._dual_done)
+
+    def dual_write_failures(self) -> dict[DualWriteKey, int]:
+        """Dual-write units that failed or were skipped, per ``(data source, logic table)``.
+
+        Each was logged (at most once per data source per 10 s) and never raised:
+        the migration's catch-up repairs the new location (docs/migration.md#dual-write).
+        """
+        with self._dual_lock:
+            return dict(self._dual_failed)
 
     def transaction(self, mode: str | None = None) -> Transaction:
         """A transaction: ``with executor.transaction() as tx: ...``.
@@ -404,6 +440,61 @@ class Executor:
 
     def primary_pool(self, data_source: str) -> EndpointPool:
         return self._pool_of(data_source, read=False)
+
+    def deadline_of(self, timeout: Any, started: float) -> float | None:
+        """The ``time.monotonic()`` deadline of a statement started at ``started`` (``None``: none)."""
+        seconds = self.timeout if timeout is DEFAULT else (timeout or None)
+        return started + seconds if seconds else None
+
+    def run_dual_unit(self, unit: RouteUnit, pinned: Borrowed | None, style: str, deadline: float | None) -> None:
+        """Run one dual-write unit on its data source's primary (``pinned``: a transaction's connection).
+
+        Raises whatever the unit raised (mapped); the caller counts it with :meth:`dual_write_failed`.
+        """
+        pool = self.primary_pool(unit.data_source)
+        if pinned is None and pool.split is not None:  # replicas: read-your-writes hears of the write
+            pool.split.run(self._run_unit, unit, pool, style, False, deadline, write=True)
+        else:
+            self._run_unit(unit, pool, pinned, style, False, deadline)
+
+    def dual_write_done(self, plan: RoutePlan, unit: RouteUnit) -> None:
+        """Count a dual-write unit that ran (and tell the observer)."""
+        key = DualWriteKey(unit.data_source, _logic_table(plan, unit))
+        with self._dual_lock:
+            self._dual_done[key] = self._dual_done.get(key, 0) + 1
+        _call_hook(self._dual_hooks[0], plan, unit)
+
+    def dual_write_failed(self, plan: RoutePlan, unit: RouteUnit, error: BaseException, what: str = "") -> None:
+        """Count, log (throttled per data source) and report a dual-write unit that failed; never raises.
+
+        Args:
+            what: What it means for the transaction, appended to the warning.
+        """
+        key = DualWriteKey(unit.data_source, _logic_table(plan, unit))
+        with self._dual_lock:
+            self._dual_failed[key] = self._dual_failed.get(key, 0) + 1
+        held = self._dual_warn.allow(unit.data_source)
+        if held is not None:
+            physical = ", ".join(p for _, p in unit.tables) or key.table
+            log.warning(
+                "dual write to %s on data source %r failed, the old location has the write and the migration's "
+                "catch-up repairs the new one%s%s: %s: %s",
+                physical, unit.data_source, f"; {what}" if what else "",
+                f" ({held} more dual-write failures on {unit.data_source!r} since the last warning)" if held else "",
+                type(error).__name__, error,
+            )  # fmt: skip
+        _call_hook(self._dual_hooks[1], plan, unit, error)
+
+    def _run_dual(self, plan: RoutePlan, style: str, timeout: Any, started: float) -> None:
+        """Outside transactions: each dual unit autocommitted on its primary, within the statement's deadline."""
+        deadline = self.deadline_of(timeout, started)
+        for unit in plan.dual:
+            try:
+                self.run_dual_unit(unit, None, style, deadline)
+            except Exception as exc:  # never the caller's problem: the old location has the write
+                self.dual_write_failed(plan, unit, exc)
+            else:
+                self.dual_write_done(plan, unit)
 
     def run_pinned(self, plan: RoutePlan, lanes: list[Lane], *, style: str, timeout: Any) -> Result:
         """Run ``plan`` on a transaction's lanes (pinned connections): no streaming, no partial results."""
@@ -527,8 +618,8 @@ class Executor:
 
     @staticmethod
     def _data_source(config: ShardingConfig, name: str) -> DataSource:
-        try:
-            return config.data_sources[name]
+        try:  # during a migration also the target's new data sources (dual writes, shifted reads)
+            return routing_data_sources(config)[name]
         except KeyError:
             raise ExecutionError(f"data source {name!r} is not configured", data_source=name) from None
 
@@ -908,7 +999,8 @@ class Executor:
         from ddm_core.merge import merge_results
 
         dialect = self._merge_dialect(plan)
-        merged = merge_results(plan.merge, ordered, dialect=dialect)
+        memory = MergeMemory(functools.partial(self._merge_memory_done, plan))
+        merged = merge_results(plan.merge, ordered, dialect=dialect, memory=memory)
         return Result(
             description=merged.description,
             rows=merged,
@@ -917,6 +1009,21 @@ class Executor:
             complete=complete,
             statement=plan.statement,
         )
+
+    def _merge_memory_done(self, plan: RoutePlan, memory: MergeMemory) -> None:
+        """A merged result closed: warn when it held more than ``runtime.mergeMemoryWarnMb``, tell the observer."""
+        over = memory.bytes > self.config.runtime.merge_memory_warn_mb << 20
+        if over:
+            tables = ", ".join(t.logic_table for t in plan.tables) or plan.statement
+            held = self._merge_warn.allow(tables)
+            if held is not None:
+                log.warning(
+                    "a merge over %s held about %d MB (%d rows) at once, above runtime.mergeMemoryWarnMb=%d%s; "
+                    "stream it (ORDER BY the group keys, a LIMIT, or a cursor over the shard key)",
+                    tables, memory.bytes >> 20, memory.rows, self.config.runtime.merge_memory_warn_mb,
+                    f" ({held} more since the last warning)" if held else "",
+                )  # fmt: skip
+        _call_hook(self._merge_hook, plan, memory, over)
 
     def _merge_dialect(self, plan: RoutePlan) -> str:
         """The backend whose result types the merge reproduces (the statement's dialect if unknown)."""
@@ -957,6 +1064,22 @@ def _as_router(source: Any) -> Router:
     raise TypeError(
         f"Executor needs a Router, ShardingConfig, ConfigHolder, path, YAML text or dict, got {type(source).__name__}"
     )
+
+
+def _logic_table(plan: RoutePlan, unit: RouteUnit) -> str:
+    """The logic table a dual-write unit is counted under."""
+    if unit.tables:
+        return unit.tables[0][0]
+    return plan.tables[0].logic_table if plan.tables else "(none)"
+
+
+def _call_hook(hook: Callable[..., None] | None, *args: Any) -> None:
+    if hook is None:
+        return
+    try:
+        hook(*args)
+    except Exception as exc:  # an observer must not break the statement
+        log.debug("observer hook %r failed: %s", hook, exc)
 
 
 def _each_pool_can_lend(lanes: list[Lane]) -> bool:

@@ -7,9 +7,11 @@ private names.
 
 from __future__ import annotations
 
+import threading
+import time
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Hashable, NamedTuple
 
 from ddm_core.errors import DdmError
 from ddm_core.execute.pools import Borrowed, EndpointPool
@@ -19,7 +21,7 @@ from ddm_core.route.plan import RouteUnit
 if TYPE_CHECKING:
     from ddm_core.execute.transaction import Transaction
 
-__all__ = ["DEFAULT", "CURRENT_TX", "Lane", "style_of"]
+__all__ = ["DEFAULT", "CURRENT_TX", "Lane", "style_of", "DualWriteKey", "Throttle"]
 
 
 class _Default:
@@ -57,3 +59,36 @@ def style_of(sql: str) -> str:
         return translate(sql).style  # cached: the router translated the same text
     except DdmError:
         return "format"
+
+
+class DualWriteKey(NamedTuple):
+    """What a migration's dual writes are counted under (``Executor.dual_writes()``)."""
+
+    data_source: str  # where the unit wrote: the new location
+    table: str  # the logic table
+
+
+class Throttle:
+    """Lets one message per key through every ``interval`` seconds, counting the ones held back.
+
+    For warnings that a sick data source would otherwise repeat on every
+    statement (a dual write to a server that is down).
+    """
+
+    def __init__(self, interval: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self._clock = clock
+        self._last: dict[Hashable, float] = {}
+        self._held: dict[Hashable, int] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: Hashable) -> int | None:
+        """``None``: hold this one back; else how many were held back since the last one let through."""
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            self._last[key] = now
+            return self._held.pop(key, 0)

@@ -33,12 +33,27 @@ transaction) works like this:
   NAMES``, ``LOCK TABLES``, ``COMMIT`` as SQL) is refused before anything is
   sent: :mod:`ddm_core.execute.session_state`.
 
+* **A migration's dual writes** (``plan.dual``, docs/migration.md#dual-write) run after
+  the statement's own units, inside the transaction. On a data source the
+  transaction already has a pin they share it (and its commit: a dual write on the
+  written data source commits atomically with it); elsewhere they run on a
+  *shadow participant*, a pinned connection of its own with ``BEGIN`` that no
+  cross-shard check counts. A failed dual unit never fails the statement: it is
+  logged and counted (``Executor.dual_write_failures()``), a shadow that failed is
+  rolled back and its later dual units in the transaction skipped. ``commit()``
+  commits the real participants as before, then best effort (logged and counted,
+  never raised) the shadows and read-only pins that carry dual writes; ``rollback()``
+  rolls back everything. Only a dual unit that ends or endangers a shared pin's
+  transaction (a deadlock, a lock-wait timeout, a cancel, a lost connection) leaves
+  the transaction *failed*, as the same error of any statement would.
+
 A transaction is not thread-safe: use it from one thread at a time.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from contextvars import Token
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -47,14 +62,15 @@ from ddm_core.errors import (
     ConfigError,
     CrossShardTransactionError,
     DataSourceUnavailableError,
+    DdmError,
     QueryTimeoutError,
     TransactionError,
 )
 from ddm_core.execute.driver_errors import map_driver_error
-from ddm_core.execute.pools import Borrowed
+from ddm_core.execute.pools import Borrowed, discard_on
 from ddm_core.execute.session_state import check_pinned, reset_or_discard
 from ddm_core.execute.shared import CURRENT_TX, DEFAULT, Lane, style_of
-from ddm_core.route.plan import RoutePlan
+from ddm_core.route.plan import RoutePlan, RouteUnit
 
 if TYPE_CHECKING:
     from ddm_core.execute.executor import Executor
@@ -63,6 +79,10 @@ if TYPE_CHECKING:
 __all__ = ["Transaction", "register_mode", "transaction_modes", "check_mode", "begin_transaction", "recover_mode"]
 
 log = logging.getLogger("ddm_core.execute")
+
+#: Server errors that roll back (or doom) a whole transaction, not just the statement:
+#: deadlock, lock-wait timeout, and the XA branch rollbacks (XA_RBROLLBACK, XA_RBTIMEOUT, XA_RBDEADLOCK).
+_ENDS_TRANSACTION = frozenset({1213, 1205, 1402, 1613, 1614})
 
 
 class Transaction:
@@ -80,6 +100,10 @@ class Transaction:
         self._state = "active"  # active | failed | committed | rolled back
         self._failure: BaseException | None = None
         self._token: Token[Any] | None = None
+        # Dual writes (plan.dual): shadow participants, the ones that failed, and what ran where.
+        self._shadows: dict[str, Borrowed] = {}
+        self._broken: dict[str, BaseException] = {}
+        self._dual_units: dict[str, list[tuple[RoutePlan, RouteUnit]]] = {}
 
     # -- state -------------------------------------------------------------------------
 
@@ -103,6 +127,11 @@ class Transaction:
         """The one data source this transaction wrote to, if any."""
         return self._written
 
+    @property
+    def shadow_data_sources(self) -> tuple[str, ...]:
+        """Data sources only dual writes reached (shadow participants), in first-use order."""
+        return tuple(self._shadows)
+
     # -- statements ---------------------------------------------------------------------
 
     def execute(self, sql: str, params: Any = None, *, timeout: float | None = None) -> Result:
@@ -123,6 +152,7 @@ class Transaction:
             TransactionError: the transaction is over, or failed.
         """
         self._check_usable()
+        started = time.monotonic() if plan.dual else 0.0
         changes_session = check_pinned(plan)  # refuses what even a pinned session must not run
         sources = plan.data_sources
         if plan.is_write:
@@ -147,7 +177,112 @@ class Transaction:
             raise
         if plan.is_write and sources:
             self._written = sources[0]
+        if plan.dual:
+            deadline = self.executor.deadline_of(DEFAULT if timeout is None else timeout, started)
+            self._run_dual(plan, caller_style, deadline)
         return result
+
+    # -- dual writes ------------------------------------------------------------------------
+
+    def _run_dual(self, plan: RoutePlan, style: str, deadline: float | None) -> None:
+        """Run ``plan.dual`` after its units succeeded: on a shared pin or a shadow participant, never raising."""
+        ex = self.executor
+        for unit in plan.dual:
+            ds = unit.data_source
+            pinned = self._pins.get(ds)
+            if pinned is not None:
+                if not self._dual_on_pin(plan, unit, pinned, style, deadline):
+                    return  # the shared transaction failed: nothing more runs in it
+                continue
+            broken = self._broken.get(ds)
+            if broken is not None:
+                ex.dual_write_failed(plan, unit, TransactionError(
+                    f"dual write skipped: this transaction's shadow participant {ds!r} failed earlier ({broken})",
+                    data_source=ds), "skipped")  # fmt: skip
+                continue
+            try:
+                shadow = self._shadows.get(ds) or self._pin_shadow(ds, deadline)
+                ex.run_dual_unit(unit, shadow, style, deadline)
+            except Exception as exc:
+                ex.dual_write_failed(plan, unit, exc, f"the shadow participant {ds!r} is rolled back "
+                                     "and skips the transaction's later dual writes")  # fmt: skip
+                self._break_shadow(ds, exc)  # counts the units it had run, after this one
+                continue
+            self._dual_units.setdefault(ds, []).append((plan, unit))
+            ex.dual_write_done(plan, unit)
+
+    def _dual_on_pin(
+        self, plan: RoutePlan, unit: RouteUnit, pinned: Borrowed, style: str, deadline: float | None
+    ) -> bool:
+        """A dual unit on a data source the transaction pinned shares the pin; ``False``: it ended the transaction."""
+        ex = self.executor
+        if deadline is not None and deadline <= time.monotonic():  # nothing sent: the pin is untouched
+            ex.dual_write_failed(plan, unit, QueryTimeoutError(
+                f"dual write not sent: the statement's deadline passed before it (data source {unit.data_source!r})",
+                data_source=unit.data_source, sql=unit.sql))  # fmt: skip
+            return True
+        try:
+            ex.run_dual_unit(unit, pinned, style, deadline)
+        except Exception as exc:
+            code = exc.context.get("code") if isinstance(exc, DdmError) else None
+            if isinstance(exc, (QueryTimeoutError, DataSourceUnavailableError)) or code in _ENDS_TRANSACTION:
+                # The statement's own writes on this connection are gone or in doubt: committing would lose them.
+                self._state = "failed"
+                self._failure = exc
+                ex.dual_write_failed(plan, unit, exc, "it shared the transaction's connection, which failed with it")
+                return False
+            ex.dual_write_failed(plan, unit, exc)  # the server undid only this statement
+            return True
+        self._dual_units.setdefault(unit.data_source, []).append((plan, unit))
+        ex.dual_write_done(plan, unit)
+        return True
+
+    def _pin_shadow(self, data_source: str, deadline: float | None) -> Borrowed:
+        """A shadow participant: a pinned connection with a plain ``BEGIN`` (never an XA branch)."""
+        pool = self.executor.primary_pool(data_source)
+        borrowed = pool.borrow(deadline)
+        try:
+            pool.driver.begin(borrowed.raw)
+        except BaseException as exc:
+            borrowed.release(discard=True)
+            if isinstance(exc, Exception):
+                raise map_driver_error(exc, data_source=data_source, endpoint=pool.endpoint.name, sql="BEGIN") from exc
+            raise
+        self._shadows[data_source] = borrowed
+        return borrowed
+
+    def _break_shadow(self, data_source: str, exc: BaseException) -> None:
+        """A shadow's dual unit failed: roll it back, return its connection, skip its later dual units."""
+        self._broken[data_source] = exc
+        shadow = self._shadows.pop(data_source, None)
+        lost = self._dual_units.pop(data_source, [])
+        if shadow is not None:
+            self._end_shadow(data_source, shadow, commit=False, doubtful=isinstance(exc, QueryTimeoutError) or discard_on(exc))
+        for plan, unit in lost:  # ran, but rolled back with the shadow
+            self.executor.dual_write_failed(plan, unit, exc, "rolled back with its shadow participant")
+
+    def _end_shadow(
+        self, data_source: str, pinned: Borrowed, *, commit: bool, doubtful: bool = False, dirty: bool = False
+    ) -> None:
+        """Commit (best effort: a failure is counted per unit it loses) or roll back a dual-write-only pin; release it."""
+        driver = pinned.pool.driver
+        discard = doubtful
+        try:
+            if commit:
+                driver.commit(pinned.raw)
+            elif not doubtful:
+                driver.rollback(pinned.raw)
+        except Exception as exc:
+            discard = True
+            if commit:
+                error = map_driver_error(exc, data_source=data_source, endpoint=pinned.pool.endpoint.name, sql="COMMIT")
+                for plan, unit in self._dual_units.get(data_source, ()):
+                    self.executor.dual_write_failed(plan, unit, error, "its COMMIT failed")
+            else:
+                log.warning("ROLLBACK of the dual writes on %s failed: %s", data_source, exc)
+        if dirty and not discard:
+            discard = not reset_or_discard(pinned)  # a read-only pin whose session a statement changed
+        pinned.release(discard=discard)
 
     def _check_write(self, plan: RoutePlan, sources: tuple[str, ...]) -> None:
         """Refuse a write that would reach a second data source (the XA mode overrides this)."""
@@ -182,6 +317,15 @@ class Transaction:
         pinned = self._pins.get(data_source)
         if pinned is not None:
             return pinned
+        shadow = self._shadows.pop(data_source, None)
+        if shadow is not None:
+            if self._adopts_shadows:  # the statement joins the dual writes' transaction there
+                self._pins[data_source] = shadow
+                return shadow
+            self._shadows[data_source] = shadow
+            self._break_shadow(data_source, TransactionError(
+                f"the transaction's own statements reached {data_source!r}, which its dual writes used "
+                "outside the transaction's branches", data_source=data_source))  # fmt: skip
         pool = self.executor.primary_pool(data_source)
         borrowed = pool.borrow()
         try:
@@ -193,6 +337,9 @@ class Transaction:
             raise
         self._pins[data_source] = borrowed
         return borrowed
+
+    #: A shadow participant may become a real one (its plain ``BEGIN`` is what a local pin opens with).
+    _adopts_shadows = True
 
     def _begin(self, data_source: str, pinned: Borrowed) -> None:
         """Open the transaction on a newly pinned connection (the XA mode starts a branch instead)."""
@@ -216,7 +363,10 @@ class Transaction:
                 state="failed",
             )
         self._check_usable()
-        order = [ds for ds in self._pins if ds != self._written]
+        # Read-only pins that carry dual writes commit after the written one, best effort: the new
+        # location must not keep rows whose old location's commit failed.
+        late = [ds for ds in self._dual_units if ds != self._written and ds in self._pins] if self._dual_units else ()
+        order = [ds for ds in self._pins if ds != self._written and ds not in late]
         if self._written in self._pins:
             order.append(self._written)
         try:
@@ -229,6 +379,8 @@ class Transaction:
         except BaseException:
             self._end("rolled back", rollback=True)
             raise
+        for ds in late:
+            self._end_shadow(ds, self._pins.pop(ds), commit=True, dirty=ds in self._dirty)
         self._end("committed", rollback=False)
 
     def rollback(self) -> None:
@@ -242,6 +394,11 @@ class Transaction:
         dirty, self._dirty = self._dirty, set()
         failed = self._state == "failed"
         self._state = state
+        if self._shadows or self._dual_units or self._broken:  # a migration's dual writes ran
+            shadows, self._shadows = self._shadows, {}
+            for ds, pinned in shadows.items():  # after the real participants (their commit is done by now)
+                self._end_shadow(ds, pinned, commit=state == "committed")
+            self._dual_units, self._broken = {}, {}
         for ds, pinned in pins.items():
             discard = failed
             if rollback and not discard:
@@ -275,7 +432,7 @@ class Transaction:
                 self._token = None
 
     def __del__(self) -> None:
-        if getattr(self, "_pins", None):
+        if getattr(self, "_pins", None) or getattr(self, "_shadows", None):
             try:
                 self._end("rolled back", rollback=True)
             except Exception:  # noqa: S110

@@ -85,8 +85,11 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
         out["xa"] = xa
     proxy = _changed(config.proxy, ProxySettings(), {
         "workers": "workers", "batch_rows": "batchRows", "shutdown_grace_ms": "shutdownGraceMs",
-        "slow_sql_ms": "slowSqlMs", "audit_log": "auditLog",
+        "slow_sql_ms": "slowSqlMs", "audit_log": "auditLog", "inline_statements": "inlineStatements",
     })  # fmt: skip
+    if config.proxy.tls is not None:
+        tls = config.proxy.tls
+        proxy["tls"] = {"cert": tls.cert, "key": tls.key, **({"required": True} if tls.required else {})}
     if config.proxy.users:
         proxy["users"] = [
             {"name": u.name, "passwordHash": u.password_hash, **({"rateLimit": u.rate_limit} if u.rate_limit else {}),
@@ -107,6 +110,15 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
         out["metadata"] = metadata
     if config.props:
         out["props"] = thaw(config.props)
+    migration = config.migration
+    if migration is not None:
+        out["migration"] = {
+            "name": migration.name,
+            "phase": migration.phase,
+            "readShiftPercent": migration.read_shift_pct,
+            "fenceAfterSeconds": migration.fence_after_s,
+            "target": to_native(migration.target, secrets=secrets),
+        }
     return out
 
 
@@ -256,6 +268,7 @@ def _runtime(rt: RuntimeSettings) -> dict[str, Any]:
         "allow_full_route": "allowFullRoute", "allow_dml_full_route": "allowDmlFullRoute",
         "full_route_threshold": "fullRouteThreshold",
         "max_offset": "maxOffset", "slow_sql_ms": "slowSqlMs", "sql_comment": "sqlComment", "app_name": "appName",
+        "merge_memory_warn_mb": "mergeMemoryWarnMb",
     })  # fmt: skip
 
 

@@ -150,6 +150,8 @@ RANGES: Mapping[str, IntRange] = {
         0, 10_000_000, _RUNTIME.max_offset, note="every shard returns OFFSET + LIMIT rows to the merge"
     ),
     "runtime.slowSqlMs": IntRange(0, 3_600_000, _RUNTIME.slow_sql_ms, unit="ms", note="at most one hour"),
+    "runtime.mergeMemoryWarnMb": IntRange(1, 1_048_576, _RUNTIME.merge_memory_warn_mb,
+                                          note="megabytes; at most 1 TiB"),  # fmt: skip
     "url.port": IntRange(1, 65_535, None, note="a TCP port; the backend's default when the URL gives none"),
     "xa.timeoutMs": IntRange(100, 3_600_000, _XA.timeout_ms, unit="ms", note="at most one hour of held locks"),
     "xa.abandonAfterMs": IntRange(

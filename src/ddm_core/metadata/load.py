@@ -26,6 +26,7 @@ from ddm_core.errors import ConfigError
 from ddm_core.metadata.bounds import Refused, check_object
 from ddm_core.metadata.build import Context
 from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
+from ddm_core.metadata.migration import attach_migration
 from ddm_core.metadata.model import ConfigOrigin, ShardingConfig, freeze
 from ddm_core.metadata.native import read_native
 from ddm_core.metadata.problems import ConfigValidationError, Problem
@@ -198,6 +199,7 @@ def parse_config(
         ctx.problems.raise_if_any()
     _refuse_foreign(doc, ctx)
     kwargs = read_shardingsphere(doc, ctx) if fmt == "shardingsphere" else read_native(doc, ctx)
+    pending = kwargs.pop("migration", None)  # needs the whole base configuration first
     config = ShardingConfig(
         **kwargs,
         algorithms=freeze(dict(ctx.algorithms)),
@@ -206,6 +208,9 @@ def parse_config(
     )
     validate(config, ctx)
     ctx.problems.raise_if_any()
+    if pending is not None:
+        config = attach_migration(config, pending, ctx)
+        ctx.problems.raise_if_any()
     for warning in ctx.warnings:
         log.warning("%s", warning)
     return dataclasses.replace(config, warnings=tuple(ctx.warnings)) if ctx.warnings else config

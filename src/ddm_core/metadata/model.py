@@ -23,9 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ddm_core.metadata.urls import Secret, format_url
+
+if TYPE_CHECKING:
+    from ddm_core.metadata.migration import MigrationRouting
 
 __all__ = [
     "EMPTY",
@@ -51,6 +54,7 @@ __all__ = [
     "MaskRule",
     "MASK_KINDS",
     "ProxySettings",
+    "ProxyTls",
     "MetadataCenter",
     "TableKind",
     "ConfigOrigin",
@@ -416,6 +420,8 @@ class RuntimeSettings:
         sql_comment: Prefix rewritten SQL with ``/* app=...,shard=... */``, so a
             shard's slow-query log names the application (docs/operations.md#sql-comments).
         app_name: The application in that comment and in metrics (``appName``).
+        merge_memory_warn_mb: A merge that held more than this many megabytes at
+            once is logged as a warning (docs/observability.md#merge-memory).
     """
 
     allow_full_route: bool = True
@@ -425,6 +431,7 @@ class RuntimeSettings:
     slow_sql_ms: int = 200
     sql_comment: bool = False
     app_name: str | None = None
+    merge_memory_warn_mb: int = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -484,6 +491,21 @@ class MaskRule:
 
 
 @dataclass(frozen=True, slots=True)
+class ProxyTls:
+    """TLS for the proxy's clients (``proxy.tls``; docs/proxy.md#tls).
+
+    Attributes:
+        cert: PEM certificate (chain) file the proxy presents.
+        key: PEM private key file of ``cert``.
+        required: Refuse clients that do not switch to TLS (else TLS is offered, not demanded).
+    """
+
+    cert: str
+    key: str
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ProxySettings:
     """The MySQL-protocol proxy (``ddm proxy``; docs/proxy.md).
 
@@ -496,6 +518,9 @@ class ProxySettings:
         masks: Result columns masked for users without ``unmask``.
         slow_sql_ms: Statements at least this slow go to the audit log (0: every statement).
         audit_log: The audit log file (JSON lines); ``None``: no audit log.
+        inline_statements: Run a statement that goes to one data source on the event loop, without
+            the hop to a worker thread (docs/proxy.md#how-it-is-built).
+        tls: TLS for clients (``None``: plain connections only).
     """
 
     users: tuple[ProxyUser, ...] = ()
@@ -506,6 +531,8 @@ class ProxySettings:
     masks: tuple[MaskRule, ...] = ()
     slow_sql_ms: int = 200
     audit_log: str | None = None
+    inline_statements: bool = True
+    tls: ProxyTls | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -570,6 +597,8 @@ class ShardingConfig:
         key_generators: Every named key generator.
         name: Logical database name (``databaseName``/``schemaName``/``name``).
         props: Other top-level properties from the source (ShardingSphere ``props``).
+        migration: The migration this version announces (its ``migration:``
+            block; docs/migration.md#dual-write), ``None`` outside a migration.
         origin: Where it came from (not part of equality).
         warnings: Things that load but look wrong (not part of equality).
     """
@@ -589,6 +618,7 @@ class ShardingConfig:
     key_generators: Mapping[str, KeyGeneratorSpec] = _empty()
     name: str | None = None
     props: Mapping[str, Any] = _empty()
+    migration: "MigrationRouting | None" = None
     origin: ConfigOrigin | None = field(default=None, compare=False)
     warnings: tuple[str, ...] = field(default=(), compare=False)
     _tables_lc: Mapping[str, ShardedTable] = field(init=False, compare=False, repr=False)

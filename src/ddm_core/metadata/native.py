@@ -62,10 +62,12 @@ from ddm_core.metadata.model import (
     MASK_KINDS,
     MaskRule,
     ProxySettings,
+    ProxyTls,
     ProxyUser,
     XaSettings,
     freeze,
 )
+from ddm_core.metadata.migration import read_migration
 from ddm_core.metadata.nodes import expand_names, expand_nodes, name_problem
 from ddm_core.metadata.problems import join_path
 
@@ -150,6 +152,8 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
     props = freeze(dict(top.mapping("props")))
     xa = _xa(top.section("xa"))
     proxy = _proxy(top.section("proxy"), ctx)
+    # the block of a version published during a migration (metadata/migration.py); attached by parse_config
+    migration = read_migration(top.section("migration"), ctx) if top.has("migration") else None
     top.finish()
     return dict(
         data_sources=data_sources,
@@ -165,6 +169,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
         metadata=metadata,
         name=name,
         props=props,
+        migration=migration,
     )
 
 
@@ -958,9 +963,19 @@ def _proxy(sec: Section, ctx: Context) -> ProxySettings:
         shutdown_grace_ms=sec.int(
             "shutdownGraceMs", default=d.shutdown_grace_ms, bounds=RANGES["proxy.shutdownGraceMs"]
         ),
+        inline_statements=sec.bool("inlineStatements", default=d.inline_statements),
+        tls=_proxy_tls(sec.section("tls")) if sec.has("tls") else None,
     )
     sec.finish()
     return settings
+
+
+def _proxy_tls(sec: Section) -> ProxyTls | None:
+    """``proxy.tls``: the certificate and key files (read when the proxy starts), and whether TLS is required."""
+    cert, key = sec.str("cert", required=True), sec.str("key", required=True)
+    required = sec.bool("required", default=False)
+    sec.finish()
+    return ProxyTls(cert=cert, key=key, required=required) if cert is not None and key is not None else None
 
 
 def _runtime(sec: Section, app_name: str | None) -> RuntimeSettings:
@@ -975,6 +990,9 @@ def _runtime(sec: Section, app_name: str | None) -> RuntimeSettings:
         slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, bounds=RANGES["runtime.slowSqlMs"]),
         sql_comment=sec.bool("sqlComment", default=d.sql_comment),
         app_name=sec.str("appName", default=app_name),
+        merge_memory_warn_mb=sec.int(
+            "mergeMemoryWarnMb", default=d.merge_memory_warn_mb, bounds=RANGES["runtime.mergeMemoryWarnMb"]
+        ),
     )
     sec.finish()
     return settings

@@ -26,13 +26,16 @@ but meaning the same is reported (a false alarm is safe; a silent move is not).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ddm_core.errors import PlacementChangeError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig, Strategy, thaw
 
-__all__ = ["PlacementChange", "placement_changes", "check_placement"]
+__all__ = ["PlacementChange", "placement_changes", "check_placement", "check_reload_placement"]
+
+log = logging.getLogger("ddm_core.metadata")
 
 _UNSET = object()
 _SHOWN_CHARS = 240  # long values are cut in messages
@@ -127,6 +130,34 @@ def check_placement(old: ShardingConfig, new: ShardingConfig, origin: str) -> No
     )
     first_table = next((c.table for c in changes if c.table is not None), None)
     raise PlacementChangeError("\n".join(lines), origin=origin, changes=changes, table=first_table)
+
+
+def check_reload_placement(serving: ShardingConfig, new: ShardingConfig, origin: str) -> bool:
+    """:func:`check_placement` for a reload, with the one announced exception.
+
+    A serving version carrying a ``migration:`` block announced its target: a new
+    version placing data exactly as that target does (the cutover's last step) is
+    accepted and logged at WARNING naming the migration. Anything else that moves
+    data is refused as :func:`check_placement` does.
+
+    Returns:
+        ``True`` when ``new`` changes placement as the serving migration announced.
+
+    Raises:
+        PlacementChangeError: ``new`` moves data otherwise.
+    """
+    migration = serving.migration
+    if migration is not None and not placement_changes(migration.target, new):
+        changes = placement_changes(serving, new)
+        if changes:
+            log.warning(
+                "configuration %s takes the placement migration %r announced (%d change%s):\n%s",
+                origin, migration.name, len(changes), "" if len(changes) == 1 else "s",
+                "\n".join(f"  - {c}" for c in changes),
+            )  # fmt: skip
+            return True
+    check_placement(serving, new, origin)
+    return False
 
 
 # -- what each version places ---------------------------------------------------------

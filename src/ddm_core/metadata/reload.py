@@ -17,7 +17,11 @@ naming each table and what moved, and the serving version stays. Placement
 changes come only as migration steps, through
 :meth:`ConfigHolder.publish` (or :meth:`ConfigHolder.reload`) with
 ``allow_placement_change=True`` — what the resharding engine calls once the
-rows are where the new version says.
+rows are where the new version says — or announced: a version carrying a
+``migration:`` block names its target, and the version placing data exactly as
+that target is taken (:func:`~ddm_core.metadata.placement.check_reload_placement`).
+:attr:`ConfigHolder.confirmed_at` says when the source last confirmed the
+serving version (routers fence a migration's writes on it).
 
 A source is any object with :meth:`ConfigSource.fetch` and
 :meth:`ConfigSource.changed` (:class:`FileSource` here; a config-center client
@@ -43,7 +47,7 @@ from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
 from ddm_core.metadata.dump import dump_native
 from ddm_core.metadata.load import digest_of, parse_config
 from ddm_core.metadata.model import ShardingConfig
-from ddm_core.metadata.placement import check_placement, placement_changes
+from ddm_core.metadata.placement import check_reload_placement, placement_changes
 
 __all__ = [
     "SourceUnavailableError",
@@ -310,6 +314,10 @@ class ConfigHolder:
         self._rejected_digest: str | None = None
         self._watch_stop: threading.Event | None = None
         self._watcher: threading.Thread | None = None
+        #: ``time.monotonic()`` of the last check that reached the source and found the serving
+        #: version current (a fetch, or ``changed()`` saying "no change"); ``-inf`` before any,
+        #: e.g. after starting from the snapshot. Routers fence migrating writes on it.
+        self.confirmed_at: float = float("-inf")
         self._current = self._start()
 
     # -- reading ---------------------------------------------------------------------
@@ -359,6 +367,7 @@ class ConfigHolder:
                 int(snap["version"]), config, snap["digest"], time.time(), snap["origin"], True
             )
         config = self._parse(fetched)
+        self.confirmed_at = time.monotonic()
         digest = digest_of(fetched.content)
         number = 1 if snap is None else int(snap["version"]) + (0 if snap["digest"] == digest else 1)
         version = ConfigVersion(number, config, digest, time.time(), fetched.origin)
@@ -399,6 +408,7 @@ class ConfigHolder:
             if not force and not retry and not current.from_snapshot and not self.source.changed(self._revision):
                 if self._rejected_digest is not None and self.last_error is not None:
                     return ReloadResult("rejected", current, self.last_error)  # the source still holds it
+                self.confirmed_at = time.monotonic()
                 return ReloadResult("unchanged", current)
             try:
                 fetched = self.source.fetch()
@@ -407,6 +417,7 @@ class ConfigHolder:
                 return ReloadResult("unreachable", current, exc)
             digest = digest_of(fetched.content)
             if digest == current.digest:
+                self.confirmed_at = time.monotonic()
                 self._revision = fetched.revision
                 self._rejected_digest = None
                 if current.from_snapshot:  # the source is back with the same content
@@ -421,7 +432,7 @@ class ConfigHolder:
             try:
                 config = self._parse(fetched)
                 if not allow_placement_change:
-                    check_placement(current.config, config, fetched.origin)
+                    check_reload_placement(current.config, config, fetched.origin)
             except ConfigError as exc:
                 self._revision = fetched.revision
                 self._rejected_digest = digest
@@ -436,6 +447,7 @@ class ConfigHolder:
             self._revision = fetched.revision
             self._rejected_digest = None
             self.last_error = None
+            self.confirmed_at = time.monotonic()
             return self._install(current, config, digest, fetched, migration=allow_placement_change)
 
     def publish(
@@ -486,7 +498,7 @@ class ConfigHolder:
             if parsed is None:
                 parsed = self._parse(fetched)
             if not allow_placement_change:
-                check_placement(current.config, parsed, origin)
+                check_reload_placement(current.config, parsed, origin)
             return self._install(current, parsed, digest, fetched, migration=allow_placement_change)
 
     def _install(

@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 
 from ddm_core.observe.routes import TableFigures, Thresholds, table_figures
 from ddm_core.observe.shadow import ShadowRouter
-from ddm_core.observe.statements import LATENCY_BUCKETS, StatementRecorder
+from ddm_core.observe.statements import LATENCY_BUCKETS, MergeHighWater, StatementRecorder
 
 if TYPE_CHECKING:
     from ddm_core.execute.executor import Executor
@@ -69,6 +69,16 @@ class DdmCollector(Collector):
         for key, n in sorted(snapshot.errors.items(), key=lambda kv: (kv[0].table, kv[0].data_source, kv[0].error)):
             errors.add_metric([key.table, key.data_source, key.error], n)
         yield errors
+        for name, doc, counts in (
+            ("ddm_dual_writes", "A migration's dual-write units that ran at the new location", snapshot.dual_writes),
+            ("ddm_dual_write_failures", "Dual-write units that failed or were skipped (catch-up repairs them)",
+             snapshot.dual_write_failures),
+        ):  # fmt: skip
+            family = CounterMetricFamily(name, doc, labels=["table", "data_source"])
+            for dual, n in sorted(counts.items(), key=lambda kv: (kv[0].table, kv[0].data_source)):
+                family.add_metric([dual.table, dual.data_source], n)
+            yield family
+        yield from _merge_families(snapshot.merge_memory)
         yield from _route_families(figures)
         yield from _cache_families(executors)
         yield from _pool_families(executors)
@@ -77,6 +87,21 @@ class DdmCollector(Collector):
         yield slow
         yield from _replica_families(executors)
         yield from _shadow_families(executors)
+
+
+def _merge_families(marks: dict[str, MergeHighWater]) -> Iterator[Metric]:
+    high = GaugeMetricFamily("ddm_merge_memory_high_water_bytes",
+                             "Most bytes (estimated) one merge over the table held at once", labels=["table"])  # fmt: skip
+    rows = GaugeMetricFamily("ddm_merge_memory_high_water_rows", "Rows held by that merge", labels=["table"])
+    merges = CounterMetricFamily("ddm_merges", "Merged multi-unit results closed", labels=["table"])
+    warned = CounterMetricFamily("ddm_merge_memory_warnings",
+                                 "Merges that held more than runtime.mergeMemoryWarnMb", labels=["table"])  # fmt: skip
+    for name, mark in sorted(marks.items()):
+        high.add_metric([name], mark.bytes)
+        rows.add_metric([name], mark.rows)
+        merges.add_metric([name], mark.merges)
+        warned.add_metric([name], mark.warnings)
+    yield from (high, rows, merges, warned)
 
 
 def _statement_families(figures: dict[str, TableFigures]) -> Iterator[Metric]:

@@ -15,14 +15,15 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ddm_core.execute.result import Result
-    from ddm_core.route.plan import RoutePlan
+    from ddm_core.merge.memory import MergeMemory
+    from ddm_core.route.plan import RoutePlan, RouteUnit
 
-__all__ = ["LATENCY_BUCKETS", "StatementRecorder", "Shape", "ErrorKey", "NO_TABLE"]
+__all__ = ["LATENCY_BUCKETS", "StatementRecorder", "Shape", "ErrorKey", "DualKey", "MergeHighWater", "NO_TABLE"]
 
 #: Upper bounds (seconds) of the latency histogram's buckets; one more bucket holds the rest.
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -64,11 +65,32 @@ class ErrorKey:
 
 
 @dataclass(frozen=True, slots=True)
+class DualKey:
+    """What a migration's dual-write unit is counted under (docs/migration.md#dual-write)."""
+
+    table: str
+    data_source: str  # the new location's data source
+
+
+@dataclass(slots=True)
+class MergeHighWater:
+    """The most one merge over a logic table held at once, and how many merges went over the warning threshold."""
+
+    bytes: int = 0
+    rows: int = 0
+    merges: int = 0
+    warnings: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """A copy of every counter, taken under the recorder's lock."""
 
     shapes: tuple[Shape, ...]
     errors: dict[ErrorKey, int]
+    dual_writes: dict[DualKey, int] = field(default_factory=dict)
+    dual_write_failures: dict[DualKey, int] = field(default_factory=dict)
+    merge_memory: dict[str, MergeHighWater] = field(default_factory=dict)
 
 
 class StatementRecorder:
@@ -80,6 +102,9 @@ class StatementRecorder:
         self._memo: dict[int, tuple[Any, Shape]] = {}
         self._shapes: dict[Any, Shape] = {}
         self._errors: dict[ErrorKey, int] = {}
+        self._dual: dict[DualKey, int] = {}
+        self._dual_failed: dict[DualKey, int] = {}
+        self._merge: dict[str, MergeHighWater] = {}
 
     # -- the hook (every statement) ----------------------------------------------------
 
@@ -107,6 +132,28 @@ class StatementRecorder:
             for name in names:
                 key = ErrorKey(name, source, type(error).__name__)
                 self._errors[key] = self._errors.get(key, 0) + 1
+
+    def dual_write_done(self, plan: RoutePlan, unit: RouteUnit) -> None:
+        key = _dual_key(plan, unit)
+        with self._lock:
+            self._dual[key] = self._dual.get(key, 0) + 1
+
+    def dual_write_failed(self, plan: RoutePlan, unit: RouteUnit, error: BaseException) -> None:
+        key = _dual_key(plan, unit)
+        with self._lock:
+            self._dual_failed[key] = self._dual_failed.get(key, 0) + 1
+
+    def merge_memory(self, plan: RoutePlan, memory: MergeMemory, over_threshold: bool) -> None:
+        names = [t.logic_table.lower() for t in plan.tables] or [NO_TABLE]
+        with self._lock:
+            for name in names:
+                mark = self._merge.get(name)
+                if mark is None:
+                    mark = self._merge[name] = MergeHighWater()
+                mark.merges += 1
+                mark.warnings += over_threshold
+                if memory.bytes > mark.bytes:
+                    mark.bytes, mark.rows = memory.bytes, memory.rows
 
     def _shape_of(self, plan: RoutePlan) -> Shape:
         """The shape of a plan whose tables tuple is not memoised yet (the slower lookup)."""
@@ -138,4 +185,11 @@ class StatementRecorder:
                 copy.count, copy.rows, copy.seconds = shape.count, shape.rows, shape.seconds
                 copy.buckets = list(shape.buckets)
                 copies.append(copy)
-            return Snapshot(tuple(copies), dict(self._errors))
+            merge = {name: MergeHighWater(m.bytes, m.rows, m.merges, m.warnings) for name, m in self._merge.items()}
+            return Snapshot(tuple(copies), dict(self._errors), dict(self._dual), dict(self._dual_failed), merge)
+
+
+def _dual_key(plan: RoutePlan, unit: RouteUnit) -> DualKey:
+    """A dual unit's logic table (its own first, else the plan's) and data source."""
+    table = unit.tables[0][0] if unit.tables else (plan.tables[0].logic_table if plan.tables else NO_TABLE)
+    return DualKey(table.lower(), unit.data_source)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ddm_core.errors import DataSourceUnavailableError
+from ddm_core.metadata.migration import routing_data_sources
 from ddm_core.metadata.model import DataSource, Endpoint, ShardingConfig
 from ddm_core.readwrite.breaker import EndpointBreaker, EndpointBreakers
 from ddm_core.readwrite.gtid import Position, format_position, parse_position, reached
@@ -149,7 +150,7 @@ class ReadWriteSplitter:
         return found
 
     def _data_source(self, name: str) -> DataSource:
-        return self._config().data_sources[name]
+        return routing_data_sources(self._config())[name]  # a migration's target data sources too
 
     # -- choosing ----------------------------------------------------------------------
 

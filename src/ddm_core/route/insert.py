@@ -24,15 +24,17 @@ from __future__ import annotations
 import re
 import threading
 import uuid
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from ddm_core.dialects import INPUT
-from ddm_core.errors import ShardKeyUpdateError, ShardValueError, UnsupportedSQLError
+from ddm_core.errors import MigrationError, ShardKeyUpdateError, ShardValueError, UnsupportedSQLError
 from ddm_core.hashing import slot_of
 from ddm_core.ids import GeneIdGenerator, Snowflake, gene_of
 from ddm_core.metadata.model import KeyGeneratorSpec, ShardedTable, TableKind
@@ -51,7 +53,7 @@ from ddm_core.route.table_schema import TableSchema, schema_of
 from ddm_core.route.targets import route_rows
 from ddm_core.route.template import Edit, Template, from_edits
 
-__all__ = ["compile_insert", "InsertStatement", "generator_for"]
+__all__ = ["compile_insert", "InsertStatement", "generator_for", "reuse_generated_keys"]
 
 _SCAN = re.compile(
     r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`|/\*.*?\*/|--(?=[\s\x00-\x1f]|\Z)[^\n]*|#[^\n]*"
@@ -78,6 +80,21 @@ def _generator(kind: str, worker_id: int, gene_bits: int) -> Any:
                 gen = GeneIdGenerator(worker_id, gene_bits) if kind == "GENE" else Snowflake(worker_id)
                 _GENERATORS[key] = gen
     return gen
+
+
+# Keys a route must use instead of generating (reuse_generated_keys); None: generate.
+_SUPPLIED_KEYS: ContextVar[tuple[Any, ...] | None] = ContextVar("ddm_supplied_keys", default=None)
+
+
+@contextmanager
+def reuse_generated_keys(keys: Sequence[Any]) -> Iterator[None]:
+    """Within the block, INSERTs routed in this context take ``keys`` (in row order) instead of
+    generating: a migration's dual-write route of a statement writes the rows the first route wrote."""
+    token = _SUPPLIED_KEYS.set(tuple(keys))
+    try:
+        yield
+    finally:
+        _SUPPLIED_KEYS.reset(token)
 
 
 def generator_for(spec: KeyGeneratorSpec) -> Any:
@@ -268,6 +285,15 @@ class InsertStatement:
         if spec is None or (rows is None and self.key_column is None):
             return None
         count = len(self.rows) if rows is None else len(rows)
+        supplied = _SUPPLIED_KEYS.get()
+        if supplied is not None:  # a migration's second route of the statement: the first one's keys
+            if len(supplied) != count:
+                raise MigrationError(
+                    f"INSERT into {self.table.name!r}: the dual-write route needs {count} generated key(s) "
+                    f"but the first route generated {len(supplied)}",
+                    table=self.table.name,
+                )
+            return list(supplied)
         gen = generator_for(spec)
         if gen is None:
             return [str(uuid.uuid4()) for _ in range(count)]

@@ -112,7 +112,7 @@ class OneRowInsert:
         # _make skips the NamedTuples' Python-level __new__, as the point SELECT path does.
         return RoutePlan._make(
             ((RouteUnit._make((data_source, sql, params, tables)),), RouteKind.SINGLE, why, NO_MERGE,
-             "insert", True, keys, False)
+             "insert", True, keys, False, ())
         )
 
     def _node_parts(self, node: int, with_key: bool) -> _NodeParts:

@@ -252,7 +252,7 @@ class QueryStatement:
         # _make skips the NamedTuple's Python-level __new__: this runs on every point route.
         return RoutePlan._make(
             ((RouteUnit._make((data_source, sql, params, tables)),), RouteKind.SINGLE, why, NO_MERGE,
-             self.statement, self.is_write, (), self.locking)
+             self.statement, self.is_write, (), self.locking, ())
         )
 
     def _build_multi(self) -> MultiRewrite:

@@ -8,20 +8,24 @@ params, hash / look up the shard (compiled core), and fill templates.
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping, Protocol, Sequence
 
-from ddm_core.errors import ConfigError, DdmError, UnsupportedSQLError
+from ddm_core.errors import ConfigError, DdmError, MigrationError, MigrationFencedError, UnsupportedSQLError
 from ddm_core.metadata import ConfigHolder
+from ddm_core.metadata.migration import MigrationRouting
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.compile import compile_statement, quote_statement
 from ddm_core.route.context import RouteContext
 from ddm_core.route.hints import Hint, current_hint
+from ddm_core.route.insert import reuse_generated_keys
 from ddm_core.route.placeholders import Translated, translate
-from ddm_core.route.plan import RoutePlan
+from ddm_core.route.plan import RoutePlan, RouteUnit
 from ddm_core.route.table_schema import TableSchema, statement_tables
 
 __all__ = ["Router", "CacheInfo", "Compiled"]
@@ -74,6 +78,7 @@ class Router:
         self._hits = 0
         self._misses = 0
         self._ctx = RouteContext(self._current_config(config))
+        self._migration = _Migrating.of(self, self._ctx.config)
 
     # -- configuration -------------------------------------------------------
 
@@ -103,6 +108,7 @@ class Router:
     def _switch(self, config: ShardingConfig) -> None:
         # A new context per version: its identity is the generation _compile checks.
         self._ctx = RouteContext(config, self._ctx.stats, self._ctx.schemas)
+        self._migration = _Migrating.of(self, config)
         self._cache.clear()
 
     # -- table metadata ------------------------------------------------------
@@ -138,6 +144,7 @@ class Router:
                 return
             ctx = self._ctx
             self._ctx = RouteContext(ctx.config, ctx.stats, MappingProxyType(current))
+            self._migration = _Migrating.of(self, ctx.config)  # its sub-routers take the schemas anew
             for cached, entry in list(self._cache.items()):
                 tables = statement_tables(entry.statement)
                 if tables is None or not tables.isdisjoint(changed):
@@ -169,6 +176,7 @@ class Router:
         """
         if self._holder is not None:
             self._sync()
+        migrating = self._migration  # None outside a migration: the one test on the hot path
         key: Any = sql
         if params is None and isinstance(sql, str) and "%" in sql:
             key = (sql,)  # sent unchanged without params, as PyMySQL does: ``%`` is modulo
@@ -186,7 +194,10 @@ class Router:
                 pass
         try:
             bound = entry.translated.bind(params)
-            return entry.statement.route(bound, current_hint())
+            plan = entry.statement.route(bound, current_hint())
+            if migrating is None:
+                return plan
+            return migrating.follow(plan, sql, params)
         except DdmError as err:  # no cost on the way through; on a refusal, name the statement
             quote_statement(err, sql)
             raise
@@ -223,3 +234,120 @@ class Router:
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
+
+
+_WRITE_PHASES = frozenset({"dual_write", "backfill", "catch_up", "verify", "shift_reads"})
+
+
+class _Migrating:
+    """What a router does for one configuration version carrying a migration block.
+
+    Sub-routers for the block's ``target`` and ``reads`` configurations are built
+    lazily, once per version; each has its own plan cache and context, sharing
+    nothing mutable with the main router.
+    """
+
+    __slots__ = ("router", "routing", "_target", "_reads", "_lock")
+
+    def __init__(self, router: Router, routing: MigrationRouting) -> None:
+        self.router = router
+        self.routing = routing
+        self._target: Router | None = None
+        self._reads: Router | None = None
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def of(router: Router, config: ShardingConfig) -> _Migrating | None:
+        return None if config.migration is None else _Migrating(router, config.migration)
+
+    def _sub(self, which: str) -> Router:
+        built: Router | None = getattr(self, which)
+        if built is not None:
+            return built
+        with self._lock:
+            sub: Router | None = getattr(self, which)
+            if sub is None:
+                config = self.routing.target if which == "_target" else self.routing.reads
+                sub = Router(config, cache_size=self.router._maxsize)
+                sub.set_schemas(self.router._ctx.schemas)
+                setattr(self, which, sub)
+            return sub
+
+    def follow(self, plan: RoutePlan, sql: str, params: Any) -> RoutePlan:
+        """``plan`` as the migration's phase wants it: dual units, a fence, or the shifted reads."""
+        m = self.routing
+        moving = [t.logic_table for t in plan.tables if t.logic_table.lower() in m.tables]
+        if not moving:
+            return plan
+        if plan.statement == "ddl":
+            raise MigrationError(
+                f"DDL on {moving[0]!r} is refused while migration {m.name!r} moves it ({m.phase}); "
+                "run it before the migration starts or after it finishes",
+                table=moving[0],
+                migration=m.name,
+            )
+        if not plan.is_write:
+            if m.read_shift_pct > 0 and not plan.force_primary:
+                return self._sub("_reads").route(sql, params)
+            return plan
+        with reuse_generated_keys(plan.generated_keys):
+            target = self._sub("_target").route(sql, params)
+        dual = self._dual(plan, target)
+        if not dual:
+            return plan
+        table = moving[0]
+        if m.phase == "cutover":
+            raise MigrationFencedError(
+                f"writes to {table} slot(s) moving in migration {m.name!r} are paused for its cutover; "
+                "retry in a few seconds",
+                table=table,
+                migration=m.name,
+            )
+        stale = self.unconfirmed_for()
+        if stale is not None:
+            shown = "ever" if math.isinf(stale) else f"{stale:.1f} s"
+            raise MigrationFencedError(
+                f"writes to {table} slot(s) moving in migration {m.name!r} are refused: config source not "
+                f"confirmed for {shown} (fenceAfterSeconds {m.fence_after_s:g}); retry in a few seconds",
+                table=table,
+                migration=m.name,
+            )
+        return plan._replace(dual=dual)
+
+    def unconfirmed_for(self) -> float | None:
+        """Seconds since the holder last confirmed its version, when longer than the fence (else ``None``)."""
+        holder = self.router._holder
+        if holder is None:
+            return None  # a plain configuration counts as confirmed
+        confirmed = getattr(holder, "confirmed_at", None)
+        age = math.inf if confirmed is None else time.monotonic() - confirmed
+        return age if age > self.routing.fence_after_s else None
+
+    def _dual(self, plan: RoutePlan, target: RoutePlan) -> tuple[RouteUnit, ...]:
+        """The target plan's units the primary plan does not run.
+
+        A unit identical in both is a physical table that does not move. A node the
+        primary plan writes with other rows holds, in the target plan, the rows that stay
+        there (already written) — unless slots move onto that data source, where rows
+        arriving and rows staying would share one statement: that is refused.
+        """
+        have = set(plan.units)
+        nodes = {(u.data_source, u.tables) for u in plan.units}
+        receiving = self.routing.receiving
+        out = []
+        for unit in target.units:
+            if unit in have:
+                continue
+            if (unit.data_source, unit.tables) in nodes:
+                for logic, _ in unit.tables:
+                    if unit.data_source in receiving.get(logic.lower(), ()):
+                        raise MigrationError(
+                            f"this write puts rows of {logic!r} that stay on {unit.data_source!r} and rows "
+                            f"that migration {self.routing.name!r} moves there into one statement; "
+                            "send them as separate statements",
+                            table=logic,
+                            migration=self.routing.name,
+                        )
+                continue
+            out.append(unit)
+        return tuple(out)

@@ -147,6 +147,10 @@ class XaTransaction(Transaction):
         gtrid: Its global transaction id (``ddm-...``).
     """
 
+    #: A dual write's shadow participant is a plain transaction, not a branch: never adopted
+    #: (docs/migration.md#dual-write); it is rolled back when the transaction itself needs that data source.
+    _adopts_shadows = False
+
     def __init__(self, executor: Executor) -> None:
         super().__init__(executor)
         self._rt = runtime_of(executor)
