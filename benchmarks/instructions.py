@@ -49,7 +49,8 @@ def _child(mode: str, n: int, tag: str) -> None:
 
         columns.connection_class = lambda module: module.connections.Connection  # type: ignore[assignment]
     names = [f"ddm_insn_{tag}_{i}" for i in range(4)]
-    ex = Executor(slots_config(names), load_schema=False)
+    # A deadline is armed as usual, long enough never to fire under valgrind's 50x slowdown on a busy machine.
+    ex = Executor(slots_config(names), load_schema=False, timeout=120.0)
     keys = [k for k in range(1, 3000) if ex.router.route(POINT, (k,)).units[0].data_source == "ds_0"]
     rnd = random.Random(1)
     keys = [rnd.choice(keys) for _ in range(n + 50)]  # 50 warm-up statements in both runs

@@ -30,7 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "slots": {"_fast"},
     "ids": {"_fast"},
     "algorithms": {"errors", "_text"} | FACES - {"ids"},
-    "metadata": {"algorithms", "dialects", "errors", "_text"} | FAST_LAYOUT,
+    # slots: which slots a migration moves is a fact of two configurations (metadata/slot_moves.py).
+    "metadata": {"algorithms", "dialects", "errors", "_text", "slots"} | FAST_LAYOUT,
     "merge": {"_fast", "dialects", "errors", "_text"},
     "route": {"metadata", "algorithms", "merge.spec", "dialects", "errors", "_text"} | FACES,
     "readwrite": {"metadata", "errors", "_text"},
@@ -41,7 +42,7 @@ ALLOWED: dict[str, set[str]] = {
     "outbox": {"execute", "route", "metadata", "dialects", "errors", "_text"},
     "idlease": {"execute", "route", "metadata", "dialects", "ids", "errors", "_text"},
     # Observability (docs/observability.md): reuses the migration's schema check and its connections.
-    "observe": {"execute", "route", "merge.spec", "metadata", "algorithms", "dialects", "errors", "_text",
+    "observe": {"execute", "route", "merge.spec", "merge.memory", "metadata", "algorithms", "dialects", "errors", "_text",
                 "migrate.schema_check", "migrate.connections", "migrate.tables", "ddl"} | FACES,
     "metrics": {"observe", "execute", "errors"},  # the face over observe/
     # The MySQL-protocol proxy (docs/proxy.md): a session is an executor transaction or autocommit.

@@ -81,7 +81,7 @@ def bad(block: dict[str, Any], target: dict[str, Any] | None = None) -> ConfigEr
 
 
 def test_validation_names_the_field() -> None:
-    assert "migration.phase" in str(bad({"phase": "finish"}))
+    assert "migration.phase" in str(bad({"phase": "rolled_back"}))
     assert "migration.readShiftPercent" in str(bad({"readShiftPercent": 150}))
     assert "migration.fenceAfterSeconds" in str(bad({"fenceAfterSeconds": 0}))
     assert "migration.readShift" in str(bad({"readShift": 5}))  # unknown key, named
@@ -139,9 +139,13 @@ def test_reads_at_0_50_100_percent() -> None:
             new_place += got != base.route(sql, (uid,)).units
         assert new_place == shifted and (shifted == 0) is (pct == 0)
         assert router.route("SELECT * FROM t_config").units == base.route("SELECT * FROM t_config").units
-        # a full-route read follows the whole reads placement: the new data sources at 100 %
-        full = {u.data_source for u in router.route("SELECT COUNT(*) FROM t_order").units}
-        assert ("ds_7" in full) is (pct > 0)
+        # A read over several tables stays on the base at every percentage: at the new location too it
+        # would count each moving row twice (the old tables keep their copies until finish).
+        full = router.route("SELECT COUNT(*) FROM t_order").units
+        assert full == base.route("SELECT COUNT(*) FROM t_order").units
+        moving, staying = user_in(True), user_in(False)
+        pair = "SELECT * FROM t_order WHERE user_id IN (%s, %s)"
+        assert router.route(pair, (moving, staying)).units == base.route(pair, (moving, staying)).units
 
 
 def test_reads_forced_to_the_primary_stay_on_the_base() -> None:
@@ -278,3 +282,21 @@ def test_routing_data_sources_include_the_targets() -> None:
     assert list(routing_data_sources(config)) == [f"ds_{i}" for i in range(8)]
     assert list(config.data_sources) == [f"ds_{i}" for i in range(4)]
     assert routing_data_sources(load_config(OLD)) == load_config(OLD).data_sources
+
+
+def test_finish_phase_writes_new_only_and_refuses_reads_that_would_see_old_copies() -> None:
+    finishing = load_config(migration_document(NEW, OLD, name="grow-8", phase="finish"))
+    assert finishing.migration is not None and finishing.migration.tables == frozenset({"t_order"})
+    router, target = Router(finishing), Router(load_config(NEW))
+    moving, staying = user_in(True), user_in(False)
+    for uid in (moving, staying):  # by key: the new placement, nothing written twice
+        for sql in ("SELECT * FROM t_order WHERE user_id = %s", "UPDATE t_order SET amount = 1 WHERE user_id = %s"):
+            plan = router.route(sql, (uid,))
+            assert plan.units == target.route(sql, (uid,)).units and plan.dual == ()
+    with pytest.raises(MigrationFencedError, match="wait for migration 'grow-8' to finish"):
+        router.route("SELECT COUNT(*) FROM t_order")
+    assert router.route("SELECT * FROM t_config").units == target.route("SELECT * FROM t_config").units
+    # Published at cutover and then replaced by the plain new configuration: neither moves placement.
+    cutover = migrating("cutover", 100)
+    assert placement_changes(cutover.migration.target, finishing) == ()  # type: ignore[union-attr]
+    assert placement_changes(finishing, load_config(NEW)) == ()

@@ -1,9 +1,10 @@
-"""``ddm migrate``: plan a resharding by slots, run its prepare phase, show its state, publish configurations.
+"""``ddm migrate``: plan and run a resharding by slots, step by resumable step (docs/migration.md).
 
-What exists: ``plan``, ``prepare``, ``backfill``, ``catch-up``, ``status`` and
-``config-publish`` (docs/migration.md); dual write, read shift and
-cutover are not implemented yet (``backfill --writes-stopped`` stands in for
-dual write while the application does not write the moving tables).
+The steps of :class:`ddm_core.migrate.Migration`: ``start`` (prepare, dual write,
+backfill, catch-up, verify), ``verify``, ``shift-reads PCT``, ``cutover``,
+``rollback``, ``finish`` and ``status``; each can be run again after a crash and
+continues. The single phases stay available: ``plan``, ``prepare``,
+``backfill``, ``catch-up`` and ``config-publish``.
 """
 
 from __future__ import annotations
@@ -135,9 +136,10 @@ _PROGRESS = click.option("--progress/--no-progress", default=True, help="Show a 
 
 @cli.group()
 def migrate() -> None:
-    """Online resharding by slots (docs/migration.md): plan, prepare, backfill, catch-up, status.
+    """Online resharding by slots (docs/migration.md).
 
-    Dual write, read shift and cutover are not implemented yet.
+    start | status | verify | shift-reads PCT | cutover | rollback | finish, each resumable;
+    plan, prepare, backfill, catch-up and config-publish run single phases.
     """
 
 
@@ -194,37 +196,82 @@ def prepare_cmd(old_path: str, new_path: str, state_ds: str, name: str, rate: fl
 
 
 @migrate.command("status")
-@click.option("--config", "-c", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="A configuration naming the state data source.")
+@click.option("--config", "-c", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="A configuration naming the state data source (or give --from/--to).")
+@click.option("--from", "old_path", type=click.Path(exists=True, dir_okay=False),
+              help="The configuration serving before the migration (orders the scans).")
+@click.option("--to", "new_path", type=click.Path(exists=True, dir_okay=False), help="The configuration migrated to.")
 @_STATE
 @_NAME
-def status_cmd(config_path: str, state_ds: str, name: str) -> None:
-    """The phase, read shift, per-slot progress and history of a migration."""
-    config = load(config_path, check_env=True)
+@click.option("--config-on", help="Data source holding the ddm_config table (shows its newest version).")
+def status_cmd(config_path: str | None, old_path: str | None, new_path: str | None, state_ds: str, name: str,
+               config_on: str | None) -> None:
+    """The phase, read shift, per-scan progress, catch-up lag, published versions and history."""
+    from ddm_core.migrate.migration import status_of
+
+    if config_path is None and old_path is None:
+        raise click.UsageError("give --config, or --from and --to")
+    config = load(config_path or old_path or "", check_env=True)
+    new = load(new_path, check_env=True) if new_path else None
     console = _console()
     with MigrationLog(connector(config, state_ds), name) as log:
         state = log.state()
     if state.phase is None:
         console.print(f"migration {name!r} has no recorded step")
         return
-    done = "completed" if state.completed else ("stopped" if state.stopped is not None else "in progress")
-    console.print(f"migration {name!r}: phase {state.phase} ({done}), reads shifted {state.read_shift_pct:g} %")
+    version = None
+    if config_on is not None:
+        with config_table_source(config, config_on) as source:
+            version = source.latest_version()
+    plan = plan_migration(config, new, count="none", rate=1.0) if new is not None and old_path else None
+    _print_status(console, status_of(state, config if plan else None, new, plan, version))
+
+
+def _print_status(console: Console, st: Any) -> None:
+    done = "completed" if st.completed else ("stopped" if st.stopped is not None else "in progress")
+    console.print(f"migration {st.name!r}: phase {st.phase} ({done}), reads shifted {st.read_shift_pct:g} %")
+    summary = Table(show_header=False)
+    summary.add_column("what")
+    summary.add_column("value")
+    if st.scans:
+        finished = sum(1 for s in st.scans if s.done)
+        summary.add_row("backfill", f"{finished} of {len(st.scans)} scans done, {st.rows_copied:,} rows copied")
+        started = [s for s in st.scans if s.done or s.high_water is not None]
+        console.print(f"backfill scans: {sum(1 for s in started if s.done)} of {len(started)} started are done, "
+                      f"{st.rows_copied:,} rows copied")
+    if st.catch_up_lag is not None:
+        summary.add_row("catch-up lag", f"{st.catch_up_lag:.2f} s (the last gate pass)")
+    for server, (file, pos) in st.binlog.items():
+        summary.add_row(f"binlog {server}", f"{file}:{pos}")
+    if st.findings is not None:
+        summary.add_row("verify", f"{st.findings.get('differences', 0)} differences, "
+                        f"{st.findings.get('transient', 0)} transient ({st.findings.get('rows', 0):,} rows)")
+    if st.published:
+        summary.add_row("published", ", ".join(f"{k} v{v}" for k, v in st.published.items()))
+    if st.config_version is not None:
+        summary.add_row("config table", f"newest version {st.config_version}")
+    if st.write_pause_s is not None:
+        summary.add_row("cutover write pause", f"{st.write_pause_s:.2f} s")
+    if st.finish_scans:
+        summary.add_row("finish", f"{sum(1 for s in st.finish_scans if s.done)} of {len(st.finish_scans)} scans "
+                        f"done, {sum(s.rows_copied for s in st.finish_scans):,} old rows deleted")
+    if st.stopped is not None:
+        summary.add_row("stopped", str(st.stopped)[:300])
+    console.print(summary)
+    if st.scans:
+        scans = Table()
+        for col, justify in (("scan", "left"), ("high water", "left"), ("rows copied", "right"), ("done", "left")):
+            scans.add_column(col, justify=justify)  # type: ignore[arg-type]
+        for s in st.scans:
+            hw = ", ".join(map(str, s.high_water)) if s.high_water else "-"
+            scans.add_row(s.scan, hw, f"{s.rows_copied:,}", "yes" if s.done else "")
+        console.print(scans)
     history = Table()
     for col in ("step", "event", "phase"):
         history.add_column(col)
-    for ev in state.history:
+    for ev in st.history:
         history.add_row(str(ev.seq), ev.event, str(ev.phase))
     console.print(history)
-    if state.slots:
-        copied = sum(1 for s in state.slots.values() if s.done)
-        console.print(f"slots: {copied} of {len(state.slots)} started are copied, "
-                      f"{sum(s.rows_copied for s in state.slots.values()):,} rows")
-    if state.scans:
-        finished = sum(1 for s in state.scans.values() if s.done)
-        console.print(f"backfill scans: {finished} of {len(state.scans)} started are done, "
-                      f"{sum(s.rows_copied for s in state.scans.values()):,} rows copied")
-    if state.stopped is not None:
-        console.print(f"stopped: {state.stopped}")
 
 
 @migrate.command("config-publish")
@@ -354,3 +401,168 @@ def catch_up_cmd(old_path: str, new_path: str, state_ds: str, name: str, max_lag
         console.print(f"migration {name!r}: catch-up not completed: the last of {result.passes} passes took "
                       f"{result.last_pass:.2f} s (gate {max_lag:g} s); run it again")
         raise SystemExit(1)
+
+
+# -- the Migration steps ----------------------------------------------------------------------------
+
+
+def _steps(f: Any) -> Any:
+    """The options every Migration step takes."""
+    options = [
+        _FROM, _TO, _STATE, _NAME,
+        click.option("--config-on", help="Data source holding the ddm_config table the application watches "
+                                         "(default: the state data source)."),
+        click.option("--fence-after-s", type=click.FloatRange(min=0.1, max=3600), default=5.0, show_default=True,
+                     help="An instance that did not confirm its version this long refuses writes to moving slots."),
+        click.option("--poll-s", type=click.FloatRange(min=0.05, max=3600), default=1.0, show_default=True,
+                     help="How often the application instances poll the ddm_config table."),
+        click.option("--batch", type=click.IntRange(min=1, max=MAX_BATCH_ROWS), default=BATCH_ROWS,
+                     show_default=True, help="Rows per backfill / finish batch."),
+        click.option("--max-rows-per-s", type=click.FloatRange(min=1), help="Ceiling on rows read per second."),
+        click.option("--max-replica-lag-s", type=click.FloatRange(min=0),
+                     help="Backfill pauses while the source's replicas lag more than this."),
+        click.option("--max-lag", type=click.FloatRange(min=0.01, max=3600), default=MAX_LAG, show_default=True,
+                     help="The catch-up gate: a binlog pass shorter than this many seconds."),
+        click.option("--flush-rows", type=click.IntRange(min=1, max=100_000), default=FLUSH_ROWS,
+                     show_default=True, help="Binlog changes applied (and the position recorded) per flush."),
+        click.option("--observation-s", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                     help="Seconds after cutover before finish may delete the old rows."),
+        click.option("--verify-cutover/--no-verify-cutover", default=True, show_default=True,
+                     help="Compare the moving slots once more while writes are paused at cutover."),
+        click.option("--progress/--no-progress", default=True, help="Show progress bars on stderr."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+class _Run:
+    """A Migration built from the step options, with rich progress on stderr and step lines on stdout."""
+
+    def __init__(self, opts: dict[str, Any]) -> None:
+        self.old, self.new = _configs(opts["old_path"], opts["new_path"])
+        self.console = _console()
+        self.progress = bool(opts["progress"])
+        self.conns = Connections(self.old, self.new)
+        self.bars: _BackfillBars | None = None
+        self.spinner = _status(self.console, self.progress)
+        from ddm_core.migrate.migration import Migration
+
+        self.migration = Migration(
+            self.old, self.new, name=opts["name"], state_on=opts["state_ds"],
+            config_source=opts["config_on"] or opts["state_ds"], conns=self.conns, batch=opts["batch"],
+            max_rows_per_s=opts["max_rows_per_s"], max_replica_lag_s=opts["max_replica_lag_s"],
+            fence_after_s=opts["fence_after_s"], poll_s=opts["poll_s"], observation_s=opts["observation_s"],
+            max_lag=opts["max_lag"], flush_rows=opts["flush_rows"], verify_cutover=opts["verify_cutover"], echo=self.echo,
+            on_scan=self.scan, on_catch_up=self.catch_up,
+        )
+
+    def echo(self, line: str) -> None:
+        self.spinner.update(line)
+        self.console.print(line)
+
+    def scan(self, report: ScanReport) -> None:
+        if not self.progress:
+            return
+        if self.bars is None:
+            self.spinner.__exit__()
+            self.bars = _BackfillBars(self.conns, self.migration.plan, self.old, self.new, enabled=True)
+        self.bars.update(report)
+
+    def catch_up(self, passes: int, applied: int) -> None:
+        self.spinner.update(f"catch-up pass {passes}: {applied:,} changes applied")
+
+    def __enter__(self) -> "_Run":
+        self.spinner.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bars is not None:
+            self.bars.__exit__()
+        self.spinner.__exit__()
+        self.migration.close()
+        self.conns.close()
+
+
+_SNIPPET = """point every application instance at the configuration table:
+
+    from ddm_core import load_config
+    from ddm_core.execute import Executor
+    from ddm_core.metadata import ConfigHolder
+    from ddm_core.migrate import config_table_source
+
+    holder = ConfigHolder(config_table_source(load_config({old!r}), {on!r}))
+    holder.watch({poll:g})          # poll every {poll:g} s (--poll-s); writes to moving slots fence after {fence:g} s
+    executor = Executor(holder)"""
+
+
+@migrate.command("start")
+@_steps
+def start_cmd(**opts: Any) -> None:
+    """Prepare, dual write, backfill, catch-up and verify (resumable: run it again after a crash)."""
+    with _Run(opts) as run:
+        run.console.print(_SNIPPET.format(old=opts["old_path"], on=opts["config_on"] or opts["state_ds"],
+                                          poll=opts["poll_s"], fence=opts["fence_after_s"]))
+        st = run.migration.start()
+        if run.bars is not None:
+            run.bars.__exit__()
+            run.bars = None
+        _print_status(run.console, st)
+        run.console.print(f"migration {opts['name']!r}: verify completed; next: ddm migrate shift-reads 1")
+
+
+@migrate.command("verify")
+@_steps
+def verify_cmd(**opts: Any) -> None:
+    """Compare every moving slot, old against new (the verify phase; afterwards only a comparison)."""
+    with _Run(opts) as run:
+        report = run.migration.verify()
+        run.console.print(report.summary())
+        for d in report.differences[:20]:
+            for line in d.lines():
+                run.console.print(f"    {line}")
+        run.console.print(f"migration {opts['name']!r}: " + ("consistent" if report.consistent else "differences"))
+    if not report.consistent:
+        raise SystemExit(1)
+
+
+@migrate.command("shift-reads")
+@click.argument("pct", type=click.FloatRange(min=0, max=100, min_open=True))
+@_steps
+def shift_reads_cmd(pct: float, **opts: Any) -> None:
+    """Send PCT % of the moving slots' reads to the new location (1 -> 10 -> 50 -> 100)."""
+    with _Run(opts) as run:
+        st = run.migration.shift_reads(pct)
+        run.console.print(f"migration {opts['name']!r}: reads shifted {st.read_shift_pct:g} %"
+                          + ("; next: ddm migrate cutover" if st.completed else ""))
+
+
+@migrate.command("cutover")
+@_steps
+def cutover_cmd(**opts: Any) -> None:
+    """Pause writes to the moving slots, catch up, publish the new configuration (resumable)."""
+    with _Run(opts) as run:
+        st = run.migration.cutover()
+        pause = st.write_pause_s
+        run.console.print(f"migration {opts['name']!r}: cutover completed; writes to the moving slots were paused "
+                          + (f"{pause:.2f} s" if pause is not None else "(unknown)"))
+
+
+@migrate.command("rollback")
+@_steps
+def rollback_cmd(**opts: Any) -> None:
+    """Return every read and write to the old location in one configuration version (before cutover)."""
+    with _Run(opts) as run:
+        run.migration.rollback()
+        run.console.print(f"migration {opts['name']!r}: rolled back")
+
+
+@migrate.command("finish")
+@click.option("--archive", help="Copy each deleted row to <old table><ARCHIVE> first (e.g. _archive).")
+@_steps
+def finish_cmd(archive: str | None, **opts: Any) -> None:
+    """Delete the moved slots' rows from their old tables in batches (after the observation period)."""
+    with _Run(opts) as run:
+        st = run.migration.finish(archive)
+        deleted = sum(s.rows_copied for s in st.finish_scans)
+        run.console.print(f"migration {opts['name']!r}: finish completed, {deleted:,} old rows deleted")

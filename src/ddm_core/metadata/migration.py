@@ -7,16 +7,22 @@ percentage, the fail-closed delay and the COMPLETE new configuration
 
     migration:
       name: grow-8
-      phase: dual_write          # dual_write, backfill, catch_up, verify, shift_reads, cutover
+      phase: dual_write          # dual_write, backfill, catch_up, verify, shift_reads, cutover, finish
       readShiftPercent: 0        # 0..100
       fenceAfterSeconds: 5       # > 0
       target: {...}              # to_native() of the new configuration
+
+Phase ``finish`` turns the block around: published at cutover, its base is the
+NEW configuration and its ``target`` the OLD one, whose tables still hold copies
+of the moved rows until ``ddm migrate finish`` deletes them. Writes follow the
+base only, and reads over several shards are refused (they would see both
+copies) until the plain new configuration is published.
 
 The base placement stays authoritative (a hot reload never moves data); the
 router derives from the block where each write is copied to (``target``) and
 where reads go (``reads``: the target placement for the *shifted* slots only).
 The target must differ from the base only by moves the migration planner
-accepts (:func:`ddm_core.migrate.plan.plan_migration`).
+accepts (:func:`ddm_core.metadata.slot_moves.slot_moves`).
 
 Shifted slots: the moving slots of a table ranked by xxh3_64 of the slot
 number (4 bytes, little endian), the first ``ceil(pct / 100 * n)`` of them. A
@@ -34,8 +40,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 import xxhash
 
+from ddm_core.algorithms.slot_based import slot_layout_spec
 from ddm_core.errors import ConfigError, DdmError
 from ddm_core.metadata.model import DataSource, ShardingConfig
+from ddm_core.metadata.slot_moves import slot_moves, slot_owners
+from ddm_core.slots import SlotMap
 
 if TYPE_CHECKING:
     from ddm_core.metadata.build import Context
@@ -52,7 +61,7 @@ __all__ = [
 ]
 
 #: Phases a published version may carry (the ones in which routers do something).
-MIGRATION_PHASES = ("dual_write", "backfill", "catch_up", "verify", "shift_reads", "cutover")
+MIGRATION_PHASES = ("dual_write", "backfill", "catch_up", "verify", "shift_reads", "cutover", "finish")
 
 
 @dataclass(frozen=True)
@@ -212,8 +221,6 @@ def migration_routing(
             of its own or moves nothing.
         MigrationError: the target changes placement in a way no slot migration makes.
     """
-    from ddm_core.migrate.plan import plan_migration, slot_owners
-
     problems = _check_values(name, phase, read_shift_pct, fence_after_s)
     if problems:
         field_name, why, value = problems[0]
@@ -223,20 +230,20 @@ def migration_routing(
             f"migration.target: carries a migration block of its own ({target.migration.name!r})",
             field="migration.target",
         )
-    plan = plan_migration(base, target, count="none")
-    if not plan.tables and not plan.broadcasts:
+    moved, copied = slot_moves(base, target)
+    if not moved and not copied:
         raise MigrationConfigError(
             f"migration.target: places every table as the configuration does; migration {name!r} moves nothing",
             field="migration.target",
         )
     shifted: dict[str, frozenset[int]] = {}
     receiving: dict[str, frozenset[str]] = {}
-    tables = {t.table.lower() for t in plan.tables} | {b.table.lower() for b in plan.broadcasts}
-    for b in plan.broadcasts:
+    tables = {t.table.lower() for t in moved} | {b.table.lower() for b in copied}
+    for b in copied:
         receiving[b.table.lower()] = frozenset(b.targets)
     reads_doc: dict[str, Any] | None = None
     whole = True  # every moving slot shifted: reads follow the target
-    for tp in plan.tables:
+    for tp in moved:
         key = tp.table.lower()
         receiving[key] = frozenset(m.target for m in tp.moves)
         chosen = shifted_slots((m.slot for m in tp.moves), float(read_shift_pct))
@@ -244,9 +251,11 @@ def migration_routing(
         if len(chosen) == len(tp.moves):
             continue
         whole = False
+        if read_shift_pct <= 0:
+            continue  # reads stay on the base (below): no reads configuration to build
         if reads_doc is None:
             reads_doc = _native(target)
-        _shift_table(reads_doc, base, target, tp.table, chosen, slot_owners)
+        _shift_table(reads_doc, base, target, tp.table, chosen)
     if whole:
         reads = target
     elif read_shift_pct <= 0 or not any(shifted.values()):
@@ -264,11 +273,8 @@ def migration_routing(
 
 def _shift_table(
     doc: dict[str, Any], base: ShardingConfig, target: ShardingConfig, table: str, chosen: frozenset[int],
-    slot_owners: Any,
 ) -> None:
     """Point ``table``'s database algorithm in ``doc`` at a slot map with only ``chosen`` at the new owners."""
-    from ddm_core.algorithms.slot_based import slot_layout_spec
-    from ddm_core.slots import SlotMap
 
     old_t, new_t = base.table(table), target.table(table)
     assert old_t is not None and new_t is not None

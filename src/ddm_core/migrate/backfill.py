@@ -27,6 +27,7 @@ every new data source. A rows/s ceiling throttles the reads.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -34,7 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ddm_core.algorithms.slot_based import GeneAlgorithm, SlotsAlgorithm
-from ddm_core.errors import BackfillMismatchError, MigrationError
+from ddm_core.errors import BackfillMismatchError, DataSourceUnavailableError, MigrationError
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate.binlog import binlog_positions
 from ddm_core.migrate.checker import Checker, Digest, RowSource, SlotFilter
@@ -45,7 +46,7 @@ from ddm_core.migrate.state import MigrationLog, MigrationState
 from ddm_core.migrate.tables import keyset_chunks, primary_key, quote, table_columns, table_stats
 
 __all__ = ["Target", "Scan", "ScanReport", "BackfillResult", "Throttle", "ScanCopier", "backfill_scans",
-           "backfill", "estimated_rows", "BATCH_ROWS", "MAX_BATCH_ROWS"]
+           "backfill", "estimated_rows", "replica_lag", "BATCH_ROWS", "MAX_BATCH_ROWS"]
 
 #: Rows read per batch.
 BATCH_ROWS = 10_000
@@ -117,28 +118,115 @@ def backfill_scans(old: ShardingConfig, new: ShardingConfig, plan: MigrationPlan
 
 
 class Throttle:
-    """Keeps reads under ``rows_per_s`` (``None``: no ceiling); the clock and sleep are injectable."""
+    """Keeps reads under ``rows_per_s`` (``None``: no ceiling) and pauses while a source's replicas lag.
+
+    Args:
+        rows_per_s: Ceiling on rows read per second.
+        max_replica_lag_s: Pause while the source data source's replicas are more
+            than this many seconds behind (``None``: do not look).
+        replica_lag: ``replica_lag(data source)``: the largest lag of its replicas in
+            seconds (``inf``: one is not replicating); default :func:`replica_lag`
+            on the configuration given as ``config``.
+        lag_poll: Seconds between two looks while paused.
+        lag_timeout: Give up (:class:`~ddm_core.errors.MigrationError`) after pausing this long at once.
+        clock, sleep: Injectable.
+    """
 
     def __init__(self, rows_per_s: float | None, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, max_replica_lag_s: float | None = None,
+                 replica_lag: Callable[[str], float] | None = None, config: ShardingConfig | None = None,
+                 lag_poll: float = 1.0, lag_timeout: float = 3600.0) -> None:
         if rows_per_s is not None and rows_per_s <= 0:
             raise MigrationError(f"the backfill's rows/s ceiling must be positive, not {rows_per_s}")
+        if max_replica_lag_s is not None and max_replica_lag_s < 0:
+            raise MigrationError(f"the backfill's replica lag ceiling must be >= 0 s, not {max_replica_lag_s}")
         self.rows_per_s, self.clock, self.sleep = rows_per_s, clock, sleep
+        self.max_replica_lag_s, self.lag_poll, self.lag_timeout = max_replica_lag_s, lag_poll, lag_timeout
+        if replica_lag is None and max_replica_lag_s is not None:
+            if config is None:
+                raise MigrationError("pausing on replica lag needs the configuration naming the replicas")
+            replica_lag = functools.partial(_lag_of, config)
+        self.replica_lag = replica_lag
         self.started = clock()
         self.rows = 0
         self.slept = 0.0
+        self.lag_paused = 0.0
 
-    def after(self, rows: int) -> float:
-        """Count ``rows`` read; sleep until the rate is back under the ceiling. Returns the seconds slept."""
+    def after(self, rows: int, source: str | None = None) -> float:
+        """Count ``rows`` read from ``source``; sleep until the rate is back under the ceiling and the
+        source's replicas are within the lag ceiling. Returns the seconds slept."""
         self.rows += rows
+        waited = self._lag_pause(source) if source is not None else 0.0
         if self.rows_per_s is None:
-            return 0.0
+            return waited
         wait = self.rows / self.rows_per_s - (self.clock() - self.started)
         if wait > 0:
             self.sleep(wait)
             self.slept += wait
-            return wait
-        return 0.0
+            return waited + wait
+        return waited
+
+    def _lag_pause(self, source: str) -> float:
+        if self.max_replica_lag_s is None or self.replica_lag is None:
+            return 0.0
+        began = self.clock()
+        while True:
+            lag = self.replica_lag(source)
+            if lag <= self.max_replica_lag_s:
+                return self.clock() - began
+            paused = self.clock() - began
+            if paused >= self.lag_timeout:
+                raise MigrationError(
+                    f"backfill paused {paused:.0f} s on data source {source!r}: its replicas are {lag:g} s behind "
+                    f"(ceiling {self.max_replica_lag_s:g} s); fix replication and run the step again",
+                    data_source=source)
+            self.sleep(self.lag_poll)
+            self.slept += self.lag_poll
+            self.lag_paused += self.lag_poll
+
+
+def _lag_of(config: ShardingConfig, data_source: str) -> float:
+    return replica_lag(config, data_source)  # the module function (Throttle's argument shadows the name)
+
+
+def replica_lag(config: ShardingConfig, data_source: str, *, connect_timeout: float = 5.0) -> float:
+    """The largest ``Seconds_Behind_Master`` of ``data_source``'s replicas (0 without replicas).
+
+    A replica whose replication threads are not both running (or that reports
+    no lag) counts as infinitely behind: the backfill waits for it.
+
+    Raises:
+        MigrationError: a configured replica is no replica (``SHOW SLAVE STATUS`` is empty).
+        DataSourceUnavailableError: a replica cannot be reached.
+    """
+    from ddm_core.execute.drivers import driver_for
+
+    ds = config.data_sources[data_source]
+    worst = 0.0
+    for ep in ds.replicas:
+        try:
+            conn = driver_for(ep.dialect).connect(ep, connect_timeout)
+        except Exception as exc:  # driver errors have no common base
+            raise DataSourceUnavailableError(
+                f"replica {ep.url} of data source {data_source!r}: cannot connect to read its lag: {exc}",
+                data_source=data_source) from exc
+        try:
+            cur = conn.cursor()
+            cur.execute("SHOW SLAVE STATUS")
+            row = cur.fetchone()
+            names = [d[0] for d in cur.description or ()]
+            cur.close()
+        finally:
+            conn.close()
+        if row is None:
+            raise MigrationError(
+                f"replica {ep.url} of data source {data_source!r} is not replicating (SHOW SLAVE STATUS is "
+                "empty): the backfill cannot pause on its lag", data_source=data_source)
+        status = dict(zip(names, row))
+        behind = status.get("Seconds_Behind_Master")
+        running = status.get("Slave_IO_Running") == "Yes" and status.get("Slave_SQL_Running") == "Yes"
+        worst = max(worst, float(behind) if running and behind is not None else float("inf"))
+    return worst
 
 
 @dataclass(slots=True)
@@ -151,6 +239,8 @@ class ScanReport:
     batches: int = 0
     rewrites: int = 0
     done: bool = False
+    #: Batches that still differed after the rewrite, left to catch-up (``under_writes`` only).
+    unsettled: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +369,9 @@ def backfill(
     progress: Progress | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    max_replica_lag_s: float | None = None,
+    lag_of: Callable[[str], float] | None = None,
+    under_writes: bool = False,
 ) -> BackfillResult:
     """Run (or resume) the backfill phase of ``plan``.
 
@@ -292,7 +385,13 @@ def backfill(
         log: The migration's state.
         batch: Source rows per batch.
         max_rows_per_s: Ceiling on source rows read per second.
+        max_replica_lag_s: Pause after a batch while the source data source's replicas lag more
+            than this many seconds (:func:`replica_lag`, or ``lag_of(data source)`` when given).
         progress: Called with a scan's report after each of its batches.
+        under_writes: The application writes the moving rows meanwhile (dual write): a batch
+            that still differs after its rewrite (a row deleted or changed again between the
+            read and the check) is counted (``ScanReport.unsettled``) and left to catch-up,
+            which replays every change since the binlog position recorded before the backfill.
 
     Raises:
         MigrationStateError: the migration is not at backfill.
@@ -304,14 +403,15 @@ def backfill(
     state = log.state()
     scans = backfill_scans(old, new, plan)
     reports = [ScanReport(s) for s in scans]
-    throttle = Throttle(max_rows_per_s, clock=clock, sleep=sleep)
+    throttle = Throttle(max_rows_per_s, clock=clock, sleep=sleep, max_replica_lag_s=max_replica_lag_s,
+                        replica_lag=lag_of, config=old)
     if not (state.phase is Phase.BACKFILL and state.completed):
         detail: dict[str, Any] = {"batch": batch, "scans": [s.name for s in scans]}
         if state.phase is not Phase.BACKFILL:  # first entry: where catch-up starts reading the binlog
             detail["binlog"] = binlog_positions(old, conns, sorted({s.source for s in scans}))
         state = log.enter(Phase.BACKFILL, detail=detail, state=state)
         for report in reports:
-            _run_scan(report, old, conns, log, state, batch, throttle, progress)
+            _run_scan(report, old, conns, log, state, batch, throttle, progress, under_writes)
         log.complete(Phase.BACKFILL)
     else:
         for report in reports:
@@ -321,7 +421,8 @@ def backfill(
 
 
 def _run_scan(report: ScanReport, old: ShardingConfig, conns: Connections, log: MigrationLog,
-              state: MigrationState, batch: int, throttle: Throttle, progress: Progress | None) -> None:
+              state: MigrationState, batch: int, throttle: Throttle, progress: Progress | None,
+              under_writes: bool = False) -> None:
     scan = report.scan
     was = state.scans.get(scan.name)
     if was is not None and was.done:
@@ -346,7 +447,9 @@ def _run_scan(report: ScanReport, old: ShardingConfig, conns: Connections, log: 
                                                   batch, after=rng[0], upto=last) for r in chunk]
             written = copier.write(again)
             same, digest = copier.check(rng, written)
-            if not same:
+            if not same and under_writes:
+                report.unsettled += 1
+            elif not same:
                 why = copier.mismatch(rng)
                 log.stop(Phase.BACKFILL, {"scan": scan.name, "after": rng[0], "upto": last, "differences": why})
                 raise BackfillMismatchError(
@@ -362,7 +465,7 @@ def _run_scan(report: ScanReport, old: ShardingConfig, conns: Connections, log: 
         high_water = last
         if progress is not None:
             progress(report)
-        throttle.after(len(rows))
+        throttle.after(len(rows), scan.source)
     log.record_scan(scan.name, high_water, report.rows_copied, checksum, done=True)
     report.done = True
     if progress is not None:

@@ -29,6 +29,7 @@ end the targets are less than that behind their sources.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import zlib
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from ddm_core.migrate.plan import MigrationPlan
 from ddm_core.migrate.state import MigrationLog
 from ddm_core.migrate.tables import quote
 
-__all__ = ["CatchUpResult", "catch_up", "FLUSH_ROWS", "MAX_LAG"]
+__all__ = ["CatchUpResult", "catch_up", "binlog_passes", "FLUSH_ROWS", "MAX_LAG"]
 
 #: Changes applied per flush (and position record).
 FLUSH_ROWS = 1000
@@ -196,16 +197,24 @@ def catch_up(
         MigrationError: the backfill recorded no binlog position for a source server.
         CatchUpTimeoutError: a pass did not reach the end of a binlog before its deadline.
     """
-    from pymysqlreplication import BinLogStreamReader  # type: ignore[import-untyped]
-    from pymysqlreplication.event import XidEvent  # type: ignore[import-untyped]
-    from pymysqlreplication.row_event import (  # type: ignore[import-untyped]
-        DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent,
-    )
+    if importlib.util.find_spec("pymysqlreplication") is None:  # fail before entering the phase
+        raise MigrationError("catch-up reads the binlog with mysql-replication: pip install 'ddm-core[migrate]'",
+                             migration=log.name)
 
     state = log.state()
     if state.phase is Phase.CATCH_UP and state.completed:
         return CatchUpResult(0, 0, 0.0, True)
-    scans = [s for s in backfill_scans(old, new, plan)]
+    start = _checked_start(old, new, plan, log)
+    state = log.enter(Phase.CATCH_UP, detail={"from": start}, state=state)
+    return binlog_passes(old, new, plan, conns, log, phase=Phase.CATCH_UP, complete=True, max_lag=max_lag,
+                         max_passes=max_passes, pass_timeout=pass_timeout, flush_rows=flush_rows, clock=clock,
+                         progress=progress)
+
+
+def _checked_start(old: ShardingConfig, new: ShardingConfig, plan: MigrationPlan, log: MigrationLog
+                   ) -> dict[str, Any]:
+    """The backfill's recorded binlog positions; refuses a source server without one."""
+    scans = backfill_scans(old, new, plan)
     start = _recorded_positions(log)
     servers = _sources(old, scans)
     for server in servers:
@@ -214,7 +223,41 @@ def catch_up(
                 f"the backfill recorded no binlog position for server {server} (data sources "
                 f"{', '.join(servers[server])}): catch-up needs log_bin and binlog_format=ROW there",
                 migration=log.name)
-    state = log.enter(Phase.CATCH_UP, detail={"from": start}, state=state)
+    return start
+
+
+def binlog_passes(
+    old: ShardingConfig,
+    new: ShardingConfig,
+    plan: MigrationPlan,
+    conns: Connections,
+    log: MigrationLog,
+    *,
+    phase: Phase,
+    complete: bool = False,
+    max_lag: float = MAX_LAG,
+    max_passes: int = 20,
+    pass_timeout: float = 120.0,
+    flush_rows: int = FLUSH_ROWS,
+    clock: Callable[[], float] = time.monotonic,
+    progress: Callable[[int, int], None] | None = None,
+) -> CatchUpResult:
+    """Binlog passes from the recorded positions until one takes under ``max_lag`` seconds.
+
+    The catch-up phase's work, also run in the later phases (verify, the read
+    shift, cutover) while the migration is in ``phase``: the positions reached
+    are recorded as ``scan`` events of that phase, so each phase continues where
+    the last pass stopped. ``complete``: complete ``phase`` when the gate passes.
+    """
+    from pymysqlreplication import BinLogStreamReader  # type: ignore[import-untyped]
+    from pymysqlreplication.event import XidEvent  # type: ignore[import-untyped]
+    from pymysqlreplication.row_event import (  # type: ignore[import-untyped]
+        DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent,
+    )
+
+    start = _checked_start(old, new, plan, log)
+    scans = backfill_scans(old, new, plan)
+    servers = _sources(old, scans)
     applier = _Applier(old, conns, scans)
     schemas = sorted({(old.data_sources[s.source].primary.database or "") for s in scans})
     tables = sorted({s.physical for s in scans})
@@ -248,7 +291,7 @@ def catch_up(
                         committed = (str(stream.log_file), int(stream.log_pos))
                         if len(applier) >= flush_rows:
                             applier.flush()
-                            log.record_scan(name, committed, applier.applied, "", phase=Phase.CATCH_UP)
+                            log.record_scan(name, committed, applier.applied, "", phase=phase)
                             if progress is not None:
                                 progress(passes, applier.applied)
                         continue
@@ -266,12 +309,13 @@ def catch_up(
                 stream.close()
             applier.flush()
             if committed is not None:
-                log.record_scan(name, committed, applier.applied, "", phase=Phase.CATCH_UP)
+                log.record_scan(name, committed, applier.applied, "", phase=phase)
             if progress is not None:
                 progress(passes, applier.applied)
         last = clock() - began
         if last < max_lag:
-            log.complete(Phase.CATCH_UP, detail={"passes": passes, "applied": applier.applied, "last_pass": last})
+            if complete:
+                log.complete(phase, detail={"passes": passes, "applied": applier.applied, "last_pass": last})
             return CatchUpResult(passes, applier.applied, last, True)
     return CatchUpResult(passes, applier.applied, last, False)
 

@@ -43,7 +43,15 @@ from ddm_core.migrate.tables import (
     table_columns,
     table_stats,
 )
-from ddm_core.slots import SlotMap
+from ddm_core.metadata.slot_moves import (
+    BroadcastCopy,
+    SlotMove,
+    TablePlan,
+    sharder_bits,
+    slot_moves,
+    slot_owners,
+    slot_sharder,
+)
 
 __all__ = [
     "SlotMove",
@@ -62,70 +70,6 @@ __all__ = [
 COUNT_BATCH = 10_000
 #: Rows copied to measure the copy rate.
 SAMPLE_ROWS = 5_000
-
-
-@dataclass(frozen=True, slots=True)
-class SlotMove:
-    """One slot of one table changing data source."""
-
-    slot: int
-    source: str
-    target: str
-    rows: int | None = None
-    bytes: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TablePlan:
-    """The slot moves of one logic table.
-
-    Attributes:
-        table: The logic table.
-        column: Its database sharding column.
-        slot_bits: log2 of its slot count.
-        moves: Each moving slot, in slot order.
-        fewest_moves: How many slots the smallest resize to the new number of data
-            sources would move (``SlotMap.moved_to``): more moves than that is
-            allowed, and worth a look.
-        counted: ``"exact"``, ``"estimate"`` or ``"none"`` (rows not looked at).
-    """
-
-    table: str
-    column: str
-    slot_bits: int
-    moves: tuple[SlotMove, ...]
-    fewest_moves: int
-    counted: str = "none"
-
-    @property
-    def rows(self) -> int:
-        return sum(m.rows or 0 for m in self.moves)
-
-    @property
-    def bytes(self) -> int:
-        return sum(m.bytes or 0 for m in self.moves)
-
-    def runs(self) -> list[tuple[int, int, str, str, int, int]]:
-        """Consecutive slots with the same source and target: ``(first, last, source, target, rows, bytes)``."""
-        out: list[tuple[int, int, str, str, int, int]] = []
-        for m in self.moves:
-            if out and out[-1][1] == m.slot - 1 and out[-1][2:4] == (m.source, m.target):
-                first, _, s, t, r, b = out[-1]
-                out[-1] = (first, m.slot, s, t, r + (m.rows or 0), b + (m.bytes or 0))
-            else:
-                out.append((m.slot, m.slot, m.source, m.target, m.rows or 0, m.bytes or 0))
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class BroadcastCopy:
-    """A broadcast table copied whole from ``source`` to data sources that lack it."""
-
-    table: str
-    source: str
-    targets: tuple[str, ...]
-    rows: int = 0
-    bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,97 +128,6 @@ class MigrationPlan:
         }
 
 
-# -- slot owners -------------------------------------------------------------------------------
-
-
-def _slot_sharder(table: ShardedTable, which: str) -> SlotsAlgorithm | GeneAlgorithm:
-    sharder = table.database_strategy.sharder
-    if not isinstance(sharder, (SlotsAlgorithm, GeneAlgorithm)):
-        kind = table.database_strategy.algorithm.type if table.database_strategy.algorithm else "none"
-        raise MigrationError(
-            f"table {table.name!r} in the {which} configuration shards databases by {kind}, not by SLOTS or "
-            "GENE: a migration moves slots between data sources",
-            table=table.name,
-        )
-    return sharder
-
-
-def _bits(sharder: SlotsAlgorithm | GeneAlgorithm) -> int:
-    return sharder.slot_bits if isinstance(sharder, SlotsAlgorithm) else sharder.gene_bits
-
-
-def slot_owners(table: ShardedTable, which: str = "") -> tuple[SlotMap, tuple[str, ...]]:
-    """The compiled slot map of a table's database strategy and the data source of each node."""
-    sharder = _slot_sharder(table, which)
-    ts = TargetSet(table.data_sources)
-    lut = sharder.layout.slot_lut(ts, sharder.label, sharder.name)
-    if min(lut) < 0:
-        raise MigrationError(f"table {table.name!r}: its slot layout names data sources it has no nodes on",
-                             table=table.name)
-    return SlotMap(np.asarray(lut, dtype=np.int32), len(ts)), tuple(ts.names)
-
-
-def _same_strategy(a: Strategy, b: Strategy) -> bool:
-    if a.kind != b.kind or tuple(c.lower() for c in a.columns) != tuple(c.lower() for c in b.columns):
-        return False
-    if a.algorithm is None or b.algorithm is None:
-        return a.algorithm is b.algorithm
-    return a.algorithm.type.upper() == b.algorithm.type.upper() and dict(a.algorithm.props) == dict(b.algorithm.props)
-
-
-def _table_moves(old: ShardedTable, new: ShardedTable) -> TablePlan:
-    old_sharder, new_sharder = _slot_sharder(old, "old"), _slot_sharder(new, "new")
-    problems = []
-    if type(old_sharder) is not type(new_sharder) or _bits(old_sharder) != _bits(new_sharder):
-        problems.append(f"its algorithm changes from {old_sharder.describe()} to {new_sharder.describe()}")
-    if tuple(old.database_strategy.columns) != tuple(new.database_strategy.columns):
-        problems.append(f"its database sharding columns change from {old.database_strategy.columns} "
-                        f"to {new.database_strategy.columns}")
-    if not _same_strategy(old.table_strategy, new.table_strategy):
-        problems.append("its table strategy changes (a slot migration moves rows between data sources only)")
-    counts_old = {len(v) for v in old.tables_by_source.values()}
-    counts_new = {len(v) for v in new.tables_by_source.values()}
-    if len(counts_old | counts_new) > 1:
-        problems.append("its data sources do not all hold the same number of physical tables")
-    if problems:
-        raise MigrationError(f"table {old.name!r} cannot be moved by slots: " + "; ".join(problems), table=old.name)
-    old_map, old_names = slot_owners(old, "old")
-    new_map, new_names = slot_owners(new, "new")
-    before = np.asarray(old_names, dtype=object)[np.asarray(old_map.nodes)]
-    after = np.asarray(new_names, dtype=object)[np.asarray(new_map.nodes)]
-    moving = np.flatnonzero(before != after)
-    grow = len(set(old_names) | set(new_names))
-    fewest = int(np.asarray(old_map.moved_to(grow)[1]).size) if grow >= old_map.n_nodes else int(moving.size)
-    moves = tuple(SlotMove(int(s), str(before[s]), str(after[s])) for s in moving)
-    return TablePlan(old.name, old.database_strategy.column or "", _bits(old_sharder), moves, fewest)
-
-
-def _slot_tables(plan: list[TablePlan]) -> set[str]:
-    return {t.table.lower() for t in plan}
-
-
-def _check_other_changes(old: ShardingConfig, new: ShardingConfig, moved: set[str], copied: set[str]) -> None:
-    others = [
-        c for c in placement_changes(old, new)
-        if not (c.table and c.table.lower() in moved)
-        and not (c.table and c.table.lower() in copied and c.aspect == "data sources")
-    ]
-    if others:
-        raise MigrationError(
-            "the new configuration changes placement in ways a slot migration does not make:\n"
-            + "\n".join(f"  - {c}" for c in others),
-            changes=tuple(others),
-        )
-
-
-def _broadcasts(old: ShardingConfig, new: ShardingConfig) -> list[BroadcastCopy]:
-    added = tuple(ds for ds in new.data_sources if ds not in old.data_sources)
-    if not added:
-        return []
-    source = old.default_data_source or next(iter(old.data_sources))
-    return [BroadcastCopy(name, source, added) for name in old.broadcast_tables if name in new.broadcast_tables]
-
-
 # -- counting ------------------------------------------------------------------------------------
 
 
@@ -283,7 +136,7 @@ def slots_of_values(sharder: SlotsAlgorithm | GeneAlgorithm, column: str, values
     if isinstance(sharder, GeneAlgorithm) and column.lower() not in sharder.key_columns:
         ids = np.asarray(values, dtype=np.uint64)
         return (ids & np.uint64(sharder.mask)).astype(np.int64)
-    bits = _bits(sharder)
+    bits = sharder_bits(sharder)
     if sharder.key_type == "auto":
         if all(type(v) is int for v in values):
             arr = np.asarray(values, dtype=np.int64) if values else np.zeros(0, dtype=np.int64)
@@ -297,9 +150,9 @@ def count_rows(
     conns: Connections, table: ShardedTable, data_source: str, *, batch: int = COUNT_BATCH
 ) -> np.ndarray:
     """Rows per slot of ``table``'s physical tables on ``data_source`` (an array over every slot)."""
-    sharder = _slot_sharder(table, "old")
+    sharder = slot_sharder(table, "old")
     column = table.database_strategy.column or ""
-    counts = np.zeros(1 << _bits(sharder), dtype=np.int64)
+    counts = np.zeros(1 << sharder_bits(sharder), dtype=np.int64)
     for physical in table.tables_by_source.get(data_source, ()):
         key = primary_key(conns, data_source, physical)
         extra = [] if column.lower() in (k.lower() for k in key) else [column]
@@ -409,19 +262,7 @@ def plan_migration(
         MigrationError: a table cannot be moved by slots, or the new configuration
             changes placement in another way.
     """
-    changed = {c.table.lower() for c in placement_changes(old, new) if c.table}
-    tables: list[TablePlan] = []
-    for table in old.tables.values():
-        if table.name.lower() not in changed:
-            continue
-        other = new.table(table.name)
-        if other is None:
-            raise MigrationError(f"table {table.name!r} is not in the new configuration", table=table.name)
-        plan = _table_moves(table, other)
-        if plan.moves:
-            tables.append(plan)
-    broadcasts = _broadcasts(old, new)
-    _check_other_changes(old, new, _slot_tables(tables), {b.table.lower() for b in broadcasts})
+    tables, broadcasts = slot_moves(old, new)
     added = tuple(ds for ds in new.data_sources if ds not in old.data_sources)
     measured = False
     if conns is not None and count != "none":

@@ -287,9 +287,22 @@ class _Migrating:
                 migration=m.name,
             )
         if not plan.is_write:
+            if m.phase == "finish" and len(plan.units) > 1:
+                raise MigrationFencedError(
+                    f"reads of {moving[0]} over several shards wait for migration {m.name!r} to finish: the old "
+                    "tables still hold copies of the moved rows (ddm migrate finish removes them); "
+                    "reads by shard key work meanwhile",
+                    table=moving[0],
+                    migration=m.name,
+                )
             if m.read_shift_pct > 0 and not plan.force_primary:
-                return self._sub("_reads").route(sql, params)
+                # One unit only: a read over several tables would see a moving row at both locations.
+                shifted = self._sub("_reads").route(sql, params)
+                if len(shifted.units) == 1:
+                    return shifted
             return plan
+        if m.phase == "finish":
+            return plan  # the base is the new placement already; the old copies get no writes
         with reuse_generated_keys(plan.generated_keys):
             target = self._sub("_target").route(sql, params)
         dual = self._dual(plan, target)

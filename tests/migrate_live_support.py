@@ -1,0 +1,230 @@
+"""Helpers of the Migration API and end-to-end tests (no tests here): a live application and its reference.
+
+* :func:`fill_old` creates and fills the old tables through the executor and
+  returns the reference rows (built by the test, not read back);
+* :class:`Writers` is the application: threads writing through an
+  ``Executor(ConfigHolder(config_table_source(...)))`` that watches the config
+  table, each thread owning its keys and keeping its own reference copy of
+  them, retrying a write the router fenced (``MigrationFencedError``);
+* :func:`placement_counts` reads every physical table of the NEW configuration
+  behind ddm-core's back and places each row with the scalar ``hashing.slot_of``,
+  the grown slot map of the test layout and ``hash64 % tables`` (the table rule
+  of HASH_MOD), none of the migration's code.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+from ddm_core import load_config
+from ddm_core.errors import MigrationFencedError
+from ddm_core.execute import Executor
+from ddm_core.hashing import hash64, slot_of
+from ddm_core.metadata import ConfigHolder
+from ddm_core.metadata.dump import dump_native
+from ddm_core.migrate import Connections, config_table_source
+from ddm_core.slots import SlotMap
+from migrate_support import ORDER_DDL, TABLES_PER_SOURCE, reshard_docs
+from services import mariadb_rows
+
+__all__ = ["BINLOG_ARGS", "docs", "fill_old", "Writers", "placement_counts", "publish_old"]
+
+BINLOG_ARGS = ("--server-id=1", "--log-bin=binlog", "--binlog-format=ROW", "--binlog-row-metadata=FULL")
+
+Row = tuple[int, int, str | None, int]  # user_id, amount, note, slow
+
+
+def docs(names: list[str], port: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The 4 -> 8 layout of migrate_support with pools large enough for the writer threads."""
+    old, new = reshard_docs(names, port=port)
+    for doc in (old, new):
+        doc["pool"] = {"maxSize": 8, "minIdle": 0, "acquireTimeoutMs": 10000}
+    return old, new
+
+
+def fill_old(old_doc: dict[str, Any], rows: int, seed: int = 5) -> dict[int, Row]:
+    """The old tables created through the executor and filled with ``rows`` rows; the reference of them.
+
+    The rows are written straight into the physical tables the old layout gives them (the even
+    slot map of ``slot_of(user_id)``, table ``hash64(user_id) % tables``: the rule
+    :func:`placement_counts` checks), 5 000 per statement, which is several times faster than
+    routing 200 000 rows.
+    """
+    rng = random.Random(seed)
+    ref: dict[int, Row] = {}
+    old = load_config(old_doc)
+    with Executor(old, timeout=60.0, load_schema=False) as ex:
+        ex.execute(ORDER_DDL).close()
+        ex.execute("CREATE TABLE t_dict (id INT NOT NULL PRIMARY KEY, name VARCHAR(40))").close()
+        ex.execute("INSERT INTO t_dict VALUES " + ", ".join(f"({i}, 'name {i}')" for i in range(1, 101))).close()
+    even = SlotMap.even(len(old.data_sources), 10)
+    by_table: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
+    for i in range(1, rows + 1):
+        note = None if i % 7 == 0 else ("" if i % 11 == 0 else f"note {i}")
+        user = rng.randrange(1, 1 << 40)
+        ref[i] = (user, i % 500, note, 0)
+        place = (even.node_of(slot_of(user, 10)), hash64(user) % TABLES_PER_SOURCE)
+        by_table.setdefault(place, []).append((i, user, i % 500, note))
+    with Connections(old) as conns:
+        for (d, t), values in sorted(by_table.items()):
+            for start in range(0, len(values), 5000):
+                conns.execute_many(f"ds_{d}", f"INSERT INTO t_order_{d}_{t} (order_id, user_id, amount, note) "
+                                              "VALUES (%s, %s, %s, %s)", values[start:start + 5000])
+    return ref
+
+
+def publish_old(old_doc: dict[str, Any]) -> None:
+    """Version 1 of the config table: the old configuration, as the application serves it before the migration."""
+    old = load_config(old_doc)
+    with config_table_source(old, "ds_0", create=True) as source:
+        if source.latest_version() == 0:
+            source.publish(dump_native(old, secrets="keep"))
+
+
+class Writers:
+    """Writer threads through one executor following the config table (the application)."""
+
+    def __init__(self, old_doc: dict[str, Any], reference: dict[int, Row], *, threads: int = 4,
+                 watch: float = 0.3, pause: float = 0.002, seed: int = 9) -> None:
+        self.holder = ConfigHolder(config_table_source(load_config(old_doc), "ds_0"))
+        self.holder.watch(watch)
+        self.executor = Executor(self.holder, timeout=30.0, load_schema=False)
+        self.threads = threads
+        self.pause = pause
+        # Each thread owns the keys = its number mod threads, and its own reference copy of them.
+        self.refs: list[dict[int, Row]] = [{k: v for k, v in reference.items() if k % threads == w}
+                                           for w in range(threads)]
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        self.ops = [0] * threads
+        self.fenced = [0] * threads
+        self.stale_reads = [0] * threads
+        self.missed = [0] * threads  # an UPDATE / DELETE of an owned live row that matched no row
+        self._seed = seed
+        self._workers = [threading.Thread(target=self._run, args=(w,), daemon=True) for w in range(threads)]
+
+    def start(self) -> "Writers":
+        for t in self._workers:
+            t.start()
+        return self
+
+    def _execute(self, w: int, sql: str, params: tuple[Any, ...]) -> Any:
+        while True:
+            try:
+                result = self.executor.execute(sql, params)
+                try:
+                    return result.fetchall() if sql.startswith("SELECT") else result.rowcount
+                finally:
+                    result.close()
+            except MigrationFencedError:
+                self.fenced[w] += 1  # paused for the cutover (or the config not confirmed): retry
+                time.sleep(0.02)
+
+    def _run(self, w: int) -> None:
+        rng = random.Random(self._seed * 1000 + w)
+        ref = self.refs[w]
+        live = list(ref)
+        at = {k: i for i, k in enumerate(live)}
+        next_id = 10_000_000 + w
+
+        def drop(k: int) -> None:
+            i = at.pop(k)
+            last = live.pop()
+            if last != k:
+                live[i] = last
+                at[last] = i
+
+        try:
+            while not self.stop.is_set():
+                op = rng.random()
+                if op < 0.35 or not live:
+                    key, next_id = next_id, next_id + self.threads
+                    row: Row = (rng.randrange(1, 1 << 40), rng.randrange(1000), f"ins {w}", 0)
+                    self._execute(w, "INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, ?, ?)",
+                                  (key, row[0], row[1], row[2]))
+                    ref[key] = row
+                    at[key] = len(live)
+                    live.append(key)
+                elif op < 0.75:
+                    key = live[rng.randrange(len(live))]
+                    user, was = ref[key][0], ref[key][1]
+                    # always a change: MariaDB counts changed rows, and a missed row must show as 0
+                    amount = (was + 1 + rng.randrange(999)) % 1000
+                    note = None if rng.random() < 0.1 else f"upd {w} {rng.random():.6f}"
+                    n = self._execute(w, "UPDATE t_order SET amount = ?, note = ? WHERE user_id = ? AND order_id = ?",
+                                      (amount, note, user, key))
+                    self.missed[w] += n != 1
+                    ref[key] = (user, amount, note, 0)
+                elif op < 0.9:
+                    key = live[rng.randrange(len(live))]
+                    n = self._execute(w, "DELETE FROM t_order WHERE user_id = ? AND order_id = ?", (ref[key][0], key))
+                    self.missed[w] += n != 1
+                    del ref[key]
+                    drop(key)
+                else:
+                    key = live[rng.randrange(len(live))]
+                    try:
+                        got = self._execute(w, "SELECT user_id, amount, note, slow FROM t_order WHERE user_id = ? "
+                                               "AND order_id = ?", (ref[key][0], key))
+                    except Exception as exc:  # a failed read changes nothing: note it, keep writing
+                        self.errors.append(f"writer {w} read: {type(exc).__name__}: {exc}")
+                    else:
+                        self.stale_reads[w] += [tuple(r) for r in got] != [ref[key]]
+                self.ops[w] += 1
+                if self.pause:
+                    time.sleep(self.pause)
+        except Exception as exc:  # a failed write leaves the reference unsure: stop; the test fails on it
+            self.errors.append(f"writer {w}: {type(exc).__name__}: {exc}")
+
+    def finish(self) -> dict[int, Row]:
+        """Stop the threads; the union of their reference copies."""
+        self.stop.set()
+        for t in self._workers:
+            t.join(timeout=60)
+        self.executor.close()
+        self.holder.stop()
+        out: dict[int, Row] = {}
+        for ref in self.refs:
+            out.update(ref)
+        return out
+
+    @property
+    def dual_failures(self) -> int:
+        return sum(self.executor.dual_write_failures().values())
+
+
+def placement_counts(names: list[str], port: int, reference: dict[int, Row], *, old_count: int = 4,
+                     layout: str = "new") -> dict[str, int]:
+    """Lost, duplicated, differing, extra and misplaced rows of a layout against ``reference``.
+
+    ``layout="new"``: every data source, the grown slot map (``SlotMap.moved_to``);
+    ``"old"``: the first ``old_count``, the even map. Every physical table is read;
+    a row counts as misplaced when its data source is not the map's owner of
+    ``slot_of(user_id)`` or its table not ``hash64(user_id) % tables``.
+    """
+    even = SlotMap.even(old_count, 10)
+    slot_map = even.moved_to(len(names))[0] if layout == "new" else even
+    dbs = names if layout == "new" else names[:old_count]
+    seen: dict[int, int] = {}
+    out = {"lost": 0, "duplicated": 0, "differing": 0, "extra": 0, "misplaced": 0, "rows": 0}
+    for d, db in enumerate(dbs):
+        for t in range(TABLES_PER_SOURCE):
+            for order_id, user, amount, note, slow in mariadb_rows(
+                    db, f"SELECT order_id, user_id, amount, note, slow FROM t_order_{d}_{t}", port=port):
+                out["rows"] += 1
+                seen[order_id] = seen.get(order_id, 0) + 1
+                if seen[order_id] > 1:
+                    out["duplicated"] += 1
+                    continue
+                if slot_map.node_of(slot_of(int(user), 10)) != d or hash64(int(user)) % TABLES_PER_SOURCE != t:
+                    out["misplaced"] += 1
+                want = reference.get(order_id)
+                if want is None:
+                    out["extra"] += 1
+                elif want != (user, amount, note, slow):
+                    out["differing"] += 1
+    out["lost"] = sum(1 for k in reference if k not in seen)
+    return out
