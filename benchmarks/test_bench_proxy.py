@@ -14,10 +14,15 @@ case                           measured                                   baseli
 =============================  =========================================  ================================
 point select, N threads        ``SELECT ... WHERE user_id = %s AND        the physical statement on
                                order_id = %s`` through the proxy          MariaDB directly
+point select, thread hop       the same through a second proxy with       the same
+                               ``inlineStatements: false``
 probe, 1 thread                ``SELECT @@version`` (answered by the      point select directly
                                proxy: protocol + session, no backend)
 executor in-process, 1 thread  the same point select on ddm-core's        point select directly
                                Executor (route + pool + driver)
+sysbench oltp_point_select,    sysbench's C client (prepared statements)  the same on an unsharded
+oltp_read_write, 1/8 threads   on ``sbtest1`` (2 x 2 tables) via the      ``sbtest1`` on MariaDB
+                               proxy (read_write with ``--skip_trx=on``)
 =============================  =========================================  ================================
 """
 
@@ -60,8 +65,10 @@ class Setup:
         copy.proxy = _Port(port)  # type: ignore[assignment]
         return copy
 
-    def __init__(self, proxy: ProxyProcess, config: dict[str, Any], databases: list[str]) -> None:
+    def __init__(self, proxy: ProxyProcess, config: dict[str, Any], databases: list[str],
+                 hopping: ProxyProcess | None = None) -> None:  # fmt: skip
         self.proxy = proxy
+        self.hopping = hopping  # the same proxy with inlineStatements: false (every statement on a worker)
         self.config = config
         self.databases = databases
         router = Router(load_config(config))
@@ -83,10 +90,13 @@ def setup() -> Iterator[Setup]:
             ex.execute(ORDER_DDL).close()
             ex.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES "
                        + ", ".join(f"({i}, {i}, {i % 97})" for i in range(1, ROWS + 1))).close()  # fmt: skip
-        path = write_config(config, Path(tempfile.mkdtemp(prefix="ddm_bench_proxy_")) / "proxy.yaml")
+        base = Path(tempfile.mkdtemp(prefix="ddm_bench_proxy_"))
+        path = write_config(config, base / "proxy.yaml")
+        hop_config = {**config, "proxy": {**config["proxy"], "inlineStatements": False}}
         proxy = ProxyProcess(path).start()
+        hopping = ProxyProcess(write_config(hop_config, base / "hopping.yaml")).start()
         try:
-            yield Setup(proxy, config, databases)
+            yield Setup(proxy, config, databases, hopping)
         finally:
             for conn in _OPEN:
                 try:
@@ -95,6 +105,7 @@ def setup() -> Iterator[Setup]:
                     pass
             _OPEN.clear()
             proxy.stop()
+            hopping.stop()
 
 
 def _direct_connections(s: Setup) -> dict[str, Any]:
@@ -241,6 +252,13 @@ def test_point_select_through_the_proxy_vs_direct(benchmark: Any, setup: Setup, 
             _proxy_worker(setup), _direct_worker(setup))  # fmt: skip
 
 
+@pytest.mark.parametrize("threads", [1, 8])
+def test_point_select_with_the_thread_hop_vs_direct(benchmark: Any, setup: Setup, threads: int) -> None:
+    assert setup.hopping is not None
+    _paired(benchmark, f"point select, {threads} thread(s): proxy with inlineStatements false vs direct", threads,
+            _proxy_worker(Setup.on_port(setup, setup.hopping.port)), _direct_worker(setup))  # fmt: skip
+
+
 def test_point_select_8_threads_through_two_proxy_processes(benchmark: Any, setup: Setup) -> None:
     two = ProxyProcess(setup.proxy.config_path, "--processes", "2").start()
     try:
@@ -269,3 +287,96 @@ def test_executor_in_process_vs_direct(benchmark: Any, setup: Setup) -> None:
     with Executor(load_config(setup.config), load_schema=False) as ex:
         _paired(benchmark, "point select, Executor in-process vs direct", 1,
                 _executor_worker(ex), _direct_worker(setup))  # fmt: skip
+
+
+# -- sysbench ---------------------------------------------------------------------------------------------
+#
+# sysbench's C client (libmariadb, prepared statements) against ``sbtest1`` sharded by ``id`` over
+# 2 data sources x 2 tables through the proxy, and against the same table unsharded on MariaDB.
+# ``oltp_read_write`` runs with ``--skip_trx=on``: its transactions write random ids, so a local
+# transaction reaches a second data source and is refused (1235); `ddm proxy` runs local
+# transactions only (XA is an Executor option the command does not expose). Skipped without sysbench.
+
+SB_ROWS = 2000
+SB_SECONDS = 10
+SB_DDL = ("CREATE TABLE sbtest1 (id INTEGER NOT NULL, k INTEGER DEFAULT '0' NOT NULL, c CHAR(120) DEFAULT '' NOT NULL, "
+          "pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id), KEY k_1 (k))")  # fmt: skip
+
+
+def _sysbench(test: str, port: int, user: str, password: str, database: str, threads: int, *extra: str) -> dict[str, float]:
+    import re
+    import shutil
+    import subprocess
+
+    binary = shutil.which("sysbench")
+    if binary is None:
+        pytest.skip("sysbench is not installed (apt-get install sysbench)")
+    done = subprocess.run(
+        [binary, test, "--db-driver=mysql", "--mysql-host=127.0.0.1", f"--mysql-port={port}", f"--mysql-user={user}",
+         f"--mysql-password={password}", f"--mysql-db={database}", "--mysql-ssl=off", "--tables=1",
+         f"--table-size={SB_ROWS}", f"--threads={threads}", f"--time={SB_SECONDS}", "--percentile=99", *extra, "run"],
+        capture_output=True, text=True, timeout=SB_SECONDS * 6, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = done.stdout
+
+    def number(pattern: str) -> float:
+        m = re.search(pattern, out)
+        assert m is not None, out
+        return float(m.group(1))
+
+    return {"qps": number(r"queries:\s+\d+\s+\(([\d.]+) per sec"), "tps": number(r"transactions:\s+\d+\s+\(([\d.]+) per sec"),
+            "avg_ms": number(r"avg:\s+([\d.]+)"), "p99_ms": number(r"99th percentile:\s+([\d.]+)"),
+            "errors": number(r"ignored errors:\s+(\d+)")}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sbtest() -> Iterator[tuple[ProxyProcess, str]]:
+    """A proxy over a sharded ``sbtest1`` and a plain ``sbtest1`` database on MariaDB, same rows."""
+    import pymysql
+
+    rows = [(i, (i * 7919) % SB_ROWS + 1, f"{i:0>11}-" * 10, f"{i:0>11}-" * 5) for i in range(1, SB_ROWS + 1)]
+    with fresh_mariadb_databases(3) as databases:
+        config = proxy_config(databases[:2], workers=16, batchRows=500)
+        config["pool"] = {"maxSize": 12, "minIdle": 4, "acquireTimeoutMs": 3000}
+        config["tables"].append({"logicTable": "sbtest1", "shardKey": "id", "algorithm": "slots", "slotCount": 1024,
+                                 "shardCount": 2, "tablePerShard": 2, "databases": ["ds_0", "ds_1"], "tableKey": "id"})
+        config["runtime"] = {"allowFullRoute": True, "allowDmlFullRoute": False, "fullRouteThreshold": 64}
+        values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+        flat = [v for row in rows for v in row]
+        with Executor(load_config(config), load_schema=False) as ex:
+            ex.execute(SB_DDL).close()
+            ex.execute("INSERT INTO sbtest1 (id, k, c, pad) VALUES " + values, flat).close()
+        direct = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database=databases[2], autocommit=True)
+        with direct.cursor() as cur:
+            cur.execute(SB_DDL)
+            cur.execute("INSERT INTO sbtest1 (id, k, c, pad) VALUES " + values, flat)
+        direct.close()
+        path = write_config(config, Path(tempfile.mkdtemp(prefix="ddm_bench_sysbench_")) / "proxy.yaml")
+        proxy = ProxyProcess(path).start()
+        try:
+            yield proxy, databases[2]
+        finally:
+            proxy.stop()
+
+
+@pytest.mark.parametrize("test", ["oltp_point_select", "oltp_read_write"])
+@pytest.mark.parametrize("threads", [1, 8])
+def test_sysbench_through_the_proxy_vs_direct(benchmark: Any, sbtest: tuple[ProxyProcess, str], test: str, threads: int) -> None:
+    from test_proxy_support import PASSWORD, USER
+
+    proxy, direct_db = sbtest
+    extra = ("--skip_trx=on", "--mysql-ignore-errors=1062") if test == "oltp_read_write" else ()
+    figures: dict[str, dict[str, float]] = {}
+
+    def run() -> None:  # one sysbench run each, proxy then direct, in the same minute
+        figures["proxy"] = _sysbench(test, proxy.port, USER, PASSWORD, "logic_db", threads, *extra)
+        figures["direct"] = _sysbench(test, 3306, "root", "", direct_db, threads, *extra)
+
+    benchmark.group = GROUP + " sysbench"
+    benchmark.extra_info.update(case=f"sysbench {test}, {threads} thread(s): proxy vs direct", items=1, unit="run",
+                                higher_is_better=False)  # fmt: skip
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    for side, f in figures.items():
+        benchmark.extra_info.update({f"{side}_{k}": v for k, v in f.items()})
+    benchmark.extra_info["qps_ratio"] = figures["proxy"]["qps"] / figures["direct"]["qps"]

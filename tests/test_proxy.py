@@ -7,13 +7,12 @@ behind the proxy's back.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from typing import Any, Iterator
 
 import pytest
 
-from services import fresh_mariadb_databases, mariadb_rows, require_module, require_service
+from services import fresh_mariadb_databases, mariadb_rows, require_module
 
 require_module("mysql_mimic", "ddm proxy")
 pymysql: Any = require_module("pymysql", "the proxy's client tests")
@@ -27,6 +26,7 @@ from test_proxy_support import (  # noqa: E402
     ProxyProcess,
     connect,
     create_tables,
+    mariadb_cli,
     proxy_config,
     write_config,
 )
@@ -304,26 +304,15 @@ def test_prepared_statements_bind_values_never_sql(proxy: ProxyProcess, setup: t
 # -- the mariadb command line -----------------------------------------------------------------------------
 
 
-def _mariadb_cli(port: int, sql: str, *, password: str = PASSWORD) -> subprocess.CompletedProcess[str]:
-    binary = shutil.which("mariadb") or shutil.which("mysql")
-    if binary is None:
-        require_service("the mariadb command-line client", "not on PATH")
-    return subprocess.run(
-        [binary, "--protocol=TCP", "-h", "127.0.0.1", "-P", str(port), "-u", USER, f"-p{password}", "--skip-ssl",
-         "--batch", "logic_db", "-e", sql],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-
-
 def test_mariadb_cli_queries_errors_and_access_denied(proxy: ProxyProcess) -> None:
-    done = _mariadb_cli(proxy.port, "INSERT INTO t_order (order_id, user_id, amount) VALUES (80, 7, 9); "
+    done = mariadb_cli(proxy.port, "INSERT INTO t_order (order_id, user_id, amount) VALUES (80, 7, 9); "
                                     "SELECT order_id, amount FROM t_order WHERE user_id = 7; SHOW TABLES;")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["order_id\tamount", "80\t9", "Tables_in_logic_db", "t_config", "t_dict",
                                         "t_order", SMALL]  # fmt: skip
-    failed = _mariadb_cli(proxy.port, "SELECT * FROM no_such_table")
+    failed = mariadb_cli(proxy.port, "SELECT * FROM no_such_table")
     assert failed.returncode == 1 and "ERROR 1146 (42S02)" in failed.stderr
-    denied = _mariadb_cli(proxy.port, "SELECT 1", password="wrong")
+    denied = mariadb_cli(proxy.port, "SELECT 1", password="wrong")
     assert denied.returncode == 1 and "ERROR 1045 (28000)" in denied.stderr
 
 
@@ -360,3 +349,34 @@ def test_proxy_logs_no_password_material(proxy: ProxyProcess, setup: tuple[Proxy
     stored = setup[1]["proxy"]["users"][0]["passwordHash"]
     assert PASSWORD not in proxy.stderr and stored not in proxy.stderr and stored[1:] not in proxy.stderr.upper()
 
+
+
+# -- one-unit statements on the event loop ----------------------------------------------------------------
+
+
+def test_only_repeated_one_unit_autocommit_statements_skip_the_thread_hop(proxy: ProxyProcess) -> None:
+    import re
+
+    own = ProxyProcess(proxy.config_path).start()  # its own count of statements run on the event loop
+    conn = connect(own.port, autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (1, 4, 5), (2, 4, 6)")
+        cur.execute(f"INSERT INTO {SMALL} (order_id, user_id) VALUES (1, 1), (2, 2)")
+        for order_id in (1, 2, 1, 2, 1):  # one shape: the first is routed on a worker, the next 4 may skip it
+            cur.execute("SELECT amount FROM t_order WHERE user_id = 4 AND order_id = %s", (order_id,))
+            assert cur.fetchall() == ((5 if order_id == 1 else 6,),)
+        for _ in range(3):  # two units: always on a worker
+            cur.execute(f"SELECT COUNT(*) FROM {SMALL}")
+            assert cur.fetchall() == ((2,),)
+    conn.autocommit(False)
+    with conn.cursor() as cur:
+        for _ in range(3):  # in a transaction (pinned connections): always on a worker
+            cur.execute("SELECT amount FROM t_order WHERE user_id = 4 AND order_id = 1")
+            assert cur.fetchall() == ((5,),)
+    conn.rollback()
+    conn.close()
+    assert own.terminate() == 0
+    counted = re.search(r"(\d+) statement\(s\) ran on the event loop", own.stderr)
+    assert counted is not None, own.stderr
+    # 4, or 3 when three of them happened to take over 5 ms each (the text then goes to the workers)
+    assert int(counted.group(1)) in (3, 4), own.stderr

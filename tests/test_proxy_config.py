@@ -94,3 +94,24 @@ def test_the_section_survives_a_dump_and_reload() -> None:
 def test_a_proxy_without_users_is_refused_before_anything_opens() -> None:
     with pytest.raises(ProxyError, match="proxy.users"):
         ProxyServer(load_config(BASE))
+
+
+def test_tls_and_inline_statements_are_read_dumped_and_reloaded() -> None:
+    config = load_config(BASE + f"""
+proxy:
+  users: [{{name: app, passwordHash: '{HASH}'}}]
+  inlineStatements: false
+  tls: {{cert: /etc/ddm/proxy.crt, key: /etc/ddm/proxy.key, required: true}}
+""")
+    tls = config.proxy.tls
+    assert tls is not None and (tls.cert, tls.key, tls.required) == ("/etc/ddm/proxy.crt", "/etc/ddm/proxy.key", True)
+    assert config.proxy.inline_statements is False
+    assert load_config(dump_native(config)).proxy == config.proxy
+    assert load_config(BASE).proxy.tls is None and load_config(BASE).proxy.inline_statements is True
+
+
+def test_tls_without_a_key_or_with_unknown_fields_is_named() -> None:
+    with pytest.raises(ConfigValidationError) as info:
+        load_config(BASE + "proxy: {tls: {cert: a.crt, requird: true}}\n")
+    text = str(info.value)
+    assert "proxy.tls.key" in text and "requird" in text

@@ -191,3 +191,58 @@ def test_every_statement_is_audited_as_a_json_line(governed: tuple[ProxyProcess,
     failed = [e for e in entries if "/* failed */" in e["sql"]]
     assert len(failed) == 1 and "1146" in failed[0]["error"] and failed[0]["rows"] == 0
     assert PASSWORD not in audit.read_text(encoding="utf-8")
+
+
+def test_masks_follow_the_projection() -> None:
+    from ddm_core.proxy.masking import projection_masks
+
+    masker = Masker([MaskRule("phone", "phone", "t_user"), MaskRule("email", "email")])
+
+    def plan(sql: str) -> tuple[dict[int, str], dict[str, str], str | None]:
+        found = projection_masks(masker, sql, ["t_user"])
+        return dict(found.positions), dict(found.by_name), found.refusal
+
+    assert plan("SELECT id, phone AS p FROM t_user WHERE id = ?") == ({1: "phone"}, {}, None)
+    assert plan("SELECT u.phone, o.phone FROM t_user u JOIN t_order o ON u.id = o.id") == ({0: "phone"}, {}, None)
+    # an expression over a masked column is masked whole: a part could show hidden digits
+    assert plan("SELECT CONCAT(phone, ''), UPPER(email) AS e, SUBSTR(phone, 1, 8), MAX(phone) FROM t_user")[0] == {
+        0: "full", 1: "full", 2: "full", 3: "full"}
+    assert plan("SELECT COUNT(phone), COUNT(DISTINCT email) FROM t_user") == ({}, {}, None)  # counts show no value
+    assert plan("SELECT * FROM t_user") == ({}, {"phone": "phone", "email": "email"}, None)
+    assert plan("SELECT u.* FROM t_user u") == ({}, {"phone": "phone", "email": "email"}, None)
+    assert plan("SELECT p FROM (SELECT phone AS p FROM t_user) d") == ({0: "phone"}, {}, None)
+    assert plan("SELECT * FROM (SELECT phone AS p FROM t_user) d")[1] == {"p": "phone"}
+    assert plan("WITH c AS (SELECT phone AS k FROM t_user) SELECT k FROM c") == ({0: "phone"}, {}, None)
+    assert plan("SELECT id FROM t_order UNION ALL SELECT phone FROM t_user") == ({0: "phone"}, {}, None)
+    assert plan("SELECT email FROM t_user UNION SELECT phone FROM t_user") == ({0: "full"}, {}, None)  # kinds differ
+    assert plan("SELECT (SELECT phone FROM t_user LIMIT 1) AS s FROM t_order") == ({0: "full"}, {}, None)
+    assert plan("SELECT phone FROM t_order") == ({}, {}, None)  # the rule is t_user's
+    refusal = plan("SELECT *, phone AS x FROM t_user")[2]
+    assert refusal is not None and "*" in refusal
+
+
+def test_masks_on_the_wire_by_projection(governed: tuple[ProxyProcess, dict[str, Any], Path]) -> None:
+    proxy = governed[0]
+    app = connect(proxy.port, autocommit=True)
+    admin = connect(proxy.port, autocommit=True, user=ADMIN)
+    with app.cursor() as cur:
+        cur.execute("INSERT INTO t_order (order_id, user_id, note) VALUES (2, 8, '13912345678')")
+        cur.execute("SELECT note AS n, o.note FROM t_order o WHERE o.user_id = 8")
+        assert cur.fetchall() == (("139****5678", "139****5678"),)
+        assert cur.description[0][0] == "n"
+        cur.execute("SELECT CONCAT(note, ''), SUBSTR(note, 1, 8), UPPER(note) FROM t_order WHERE user_id = 8")
+        assert cur.fetchall() == (("****", "****", "****"),)
+        cur.execute("SELECT COUNT(note) FROM t_order WHERE user_id = 8")
+        assert cur.fetchall() == ((1,),)
+        with pytest.raises(pymysql.err.MySQLError) as info:
+            cur.execute("SELECT *, note AS x FROM t_order WHERE user_id = 8")
+        assert info.value.args[0] == 1235 and "masked" in info.value.args[1] and "*" in info.value.args[1]
+        cur.execute("SELECT order_id, note FROM t_order WHERE user_id = 8")  # the session goes on
+        assert cur.fetchall() == ((2, "139****5678"),)
+    with admin.cursor() as cur:
+        cur.execute("SELECT note AS n, CONCAT(note, '') FROM t_order WHERE user_id = 8")
+        assert cur.fetchall() == (("13912345678", "13912345678"),)
+        cur.execute("SELECT *, note AS x FROM t_order WHERE user_id = 8")  # unmask: nothing to refuse
+        assert cur.fetchall()[0][-1] == "13912345678"
+    app.close()
+    admin.close()

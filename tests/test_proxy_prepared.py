@@ -70,3 +70,15 @@ def test_an_execute_without_types_and_none_remembered_is_refused() -> None:
     with pytest.raises(MysqlError):
         read_execute(_execute(1, [1], with_types=False, attributes=True), DEFAULT_SERVER_CAPABILITIES,
                      CharacterSet.utf8mb4, lambda i: stmt, {})  # fmt: skip
+
+
+def test_the_prepare_response_names_a_selects_columns() -> None:
+    # libmariadb (sysbench) reads no result of a statement whose prepare announced no columns.
+    from ddm_core.proxy.masking import projection_names
+
+    assert projection_names("SELECT c FROM sbtest1 WHERE id BETWEEN ? AND ?") == ["c"]
+    assert projection_names("SELECT SUM(k), c AS x, t.pad FROM sbtest1 t WHERE id = ?") == ["SUM(k)", "x", "pad"]
+    assert projection_names("SELECT a FROM t UNION SELECT b FROM u") == ["a"]
+    assert projection_names("SELECT * FROM sbtest1 WHERE id = ?") is None  # names unknown until it runs
+    assert projection_names("UPDATE sbtest1 SET k = k + 1 WHERE id = ?") is None
+    assert projection_names("SELECT FROM WHERE") is None

@@ -120,3 +120,20 @@ def connect(port: int, **extra: Any) -> Any:
     options: dict[str, Any] = {"user": USER, "password": PASSWORD, "database": "logic_db"}
     options.update(extra)
     return pymysql.connect(host="127.0.0.1", port=port, connect_timeout=10, **options)
+
+
+def mariadb_cli(port: int, sql: str, *, password: str = PASSWORD, tls: tuple[str, ...] = ("--skip-ssl",)
+                ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The ``mariadb`` command line against the proxy on ``port`` (``tls``: its TLS options)."""
+    import shutil
+
+    from services import require_service
+
+    binary = shutil.which("mariadb") or shutil.which("mysql")
+    if binary is None:
+        require_service("the mariadb command-line client", "not on PATH")
+    return subprocess.run(
+        [binary, "--protocol=TCP", "-h", "127.0.0.1", "-P", str(port), "-u", USER, f"-p{password}", *tls,
+         "--batch", "logic_db", "-e", sql],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip

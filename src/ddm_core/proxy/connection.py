@@ -14,38 +14,82 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from mysql_mimic import packets
 from mysql_mimic.connection import Connection
 from mysql_mimic.errors import MysqlError
+from mysql_mimic.packets import SSLRequest
 from mysql_mimic.results import ResultSet, ensure_result_set
-from mysql_mimic.types import Capabilities, ServerStatus, str_fixed, uint_1, uint_2, uint_len
+from mysql_mimic import ColumnType
+from mysql_mimic.types import Capabilities, ServerStatus, str_fixed, uint_1, uint_2, uint_4, uint_len
 from mysql_mimic.utils import aiterate
 
 from ddm_core.errors import DdmError
-from ddm_core.proxy.mysql_errors import UNKNOWN_ERROR, error_info, sqlstate_of
+from ddm_core.proxy.masking import projection_names
+from ddm_core.proxy.mysql_errors import INSECURE_TRANSPORT, UNKNOWN_ERROR, error_info, sqlstate_of
 from ddm_core.proxy.prepared import read_execute
 from ddm_core.proxy.runtime import ProxyRuntime
 from ddm_core.proxy.session import Batched, Outcome, flatten
+from ddm_core.proxy.tls import start_tls
 
 __all__ = ["ProxyConnection"]
 
 _NO_ROWS = ResultSet(rows=[], columns=[])
+INSECURE_TRANSPORT_MESSAGE = "Connections using insecure transport are prohibited: this ddm proxy requires TLS (proxy.tls.required)"
 
 
 class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
     """One client connection (protocol state); its :class:`~ddm_core.proxy.session.ProxySession` holds the rest."""
 
-    def __init__(self, *args: Any, runtime: ProxyRuntime, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, runtime: ProxyRuntime, tls_required: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.runtime = runtime
+        self.tls_required = tls_required
         # A session starts in autocommit, as on MySQL; the handshake says so, and PyMySQL
         # (autocommit off by default) then sends SET AUTOCOMMIT = 0.
         self.status_flags = ServerStatus.SERVER_STATUS_AUTOCOMMIT
         self._outcome: Outcome | None = None
         self._batched: Batched | None = None
         self._param_types: dict[int, bytes] = {}  # prepared statement id -> its parameter types
+
+    async def connection_phase(self) -> None:
+        # mimic's, but the switch to TLS keeps a ClientHello sent right behind the SSLRequest (proxy/tls.py).
+        plugin = self.identity_provider.get_default_plugin()
+        auth_data, auth_state = await plugin.start()
+        self.handshake_auth_data = auth_data
+        self.handshake_auth_plugin = plugin.name
+        await self.stream.write(packets.make_handshake_v10(
+            capabilities=self.server_capabilities, server_charset=self.server_charset,
+            server_version=str(self.session.variables.get("version")), connection_id=self.connection_id,
+            auth_data=auth_data, status_flags=self.status_flags, auth_plugin_name=plugin.name,
+        ))  # fmt: skip
+        response = packets.parse_handshake_response(capabilities=self.server_capabilities, data=await self.stream.read())
+        if isinstance(response, SSLRequest):
+            await start_tls(self.stream, self.ssl)
+            response = packets.parse_handshake_response_41(capabilities=self.server_capabilities,
+                                                           data=await self.stream.read())  # fmt: skip
+        self.capabilities = response.capabilities
+        self.max_packet_size = response.max_packet_size
+        self.session.variables.set("character_set_client", response.client_charset.name)
+        self.session.database = response.database
+        self.client_plugin_name = response.client_plugin
+        self.client_connect_attrs = response.connect_attrs
+        self.zstd_compression_level = response.zstd_compression_level
+        self.session.variables.set("external_user", response.username, force=True)
+        await self.authenticate(
+            auth_state=auth_state, server_plugin=plugin, username=response.username,
+            client_plugin_name=response.client_plugin, auth_response=response.auth_response,
+            connect_attrs=response.connect_attrs,
+        )  # fmt: skip
+        self.stream.reset_seq()
+
+    async def authenticate(self, *args: Any, **kwargs: Any) -> None:
+        # proxy.tls.required: a client that did not switch to TLS is refused before its credentials are looked at.
+        if self.tls_required and self.stream.writer.get_extra_info("ssl_object") is None:
+            await self.stream.write(self.error(msg=INSECURE_TRANSPORT_MESSAGE, code=INSECURE_TRANSPORT))
+            raise ConnectionAbortedError("a client without TLS refused (proxy.tls.required)")
+        await super().authenticate(*args, **kwargs)
 
     async def handle_query(self, data: bytes) -> None:
         with self.runtime.statement():
@@ -95,6 +139,26 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         async for row in rows:
             await self.stream.write(row, drain=False)
         await self.stream.write(self.ok_or_eof())
+
+    def com_stmt_prepare_response(self, statement: Any) -> Iterator[bytes]:
+        # mimic's says "no result columns", and libmariadb clients (sysbench) then take a SELECT for a
+        # statement without rows, never read its result, and fail the next statement with 2014
+        # (commands out of sync). The projection's names are enough for them: the execute sends the
+        # real column definitions. A * projection (names unknown until it runs) keeps mimic's answer.
+        names = projection_names(statement.sql)
+        if not names:
+            yield from super().com_stmt_prepare_response(statement)
+            return
+        yield b"".join([uint_1(0), uint_4(statement.stmt_id), uint_2(len(names)), uint_2(statement.num_params),
+                        uint_1(0), uint_2(0)])  # fmt: skip
+        for _ in range(statement.num_params):
+            yield packets.make_column_definition_41(server_charset=self.server_charset, name="?")
+        if statement.num_params:
+            yield self.eof()
+        for name in names:
+            yield packets.make_column_definition_41(server_charset=self.server_charset, name=name,
+                                                    column_type=ColumnType.VAR_STRING)  # fmt: skip
+        yield self.eof()
 
     async def handle_stmt_close(self, data: bytes) -> None:
         await super().handle_stmt_close(data)

@@ -42,6 +42,7 @@ QUERY_TIMEOUT = 3024  # ER_QUERY_TIMEOUT (MySQL 8)
 WRONG_VALUE = 1231
 USER_LIMIT_REACHED = 1226  # ER_USER_LIMIT_REACHED: a rate limit refused the statement
 TRUNCATED_WRONG_VALUE = 1292
+INSECURE_TRANSPORT = 3159  # ER_SECURE_TRANSPORT_REQUIRED: proxy.tls.required and the client did not use TLS
 
 #: Code → SQLSTATE, as the MySQL server error reference gives them; anything else is HY000.
 _SQLSTATES: dict[int, str] = {

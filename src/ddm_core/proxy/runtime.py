@@ -12,11 +12,48 @@ from mysql_mimic.variables import GlobalVariables
 
 from ddm_core.execute import Executor
 from ddm_core.proxy.audit import AuditLog
-from ddm_core.proxy.masking import Masker
+from ddm_core.proxy.masking import Masker, MaskPlan
 from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.route.show_tables import LOGIC_DB
 
-__all__ = ["ProxyRuntime"]
+__all__ = ["ProxyRuntime", "Shape", "Shapes", "INLINE_QUIET_SECONDS"]
+
+#: A one-unit statement runs on the event loop only when no other session started one this recently.
+INLINE_QUIET_SECONDS = 0.005
+
+
+class Shape:
+    """What the proxy learnt about one statement text (after literals became parameters)."""
+
+    __slots__ = ("inline", "slow", "masks")
+
+    def __init__(self, inline: bool) -> None:
+        #: Routed to one unit and quick so far: run on the event loop (session.py, _start_inline).
+        self.inline = inline
+        self.slow = 0  # slow runs on the event loop in a row
+        self.masks: MaskPlan | None = None  # its projection's masks, parsed on first need
+
+
+class Shapes:
+    """Statement texts seen, bounded (the oldest go first): the router has their plans cached."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._seen: dict[str, Shape] = {}
+        self._limit = limit
+
+    def get(self, text: str) -> Shape | None:
+        return self._seen.get(text)
+
+    def add(self, text: str, *, inline: bool) -> Shape:
+        shape = self._seen.get(text)
+        if shape is None:
+            if len(self._seen) >= self._limit:
+                try:
+                    del self._seen[next(iter(self._seen))]
+                except (KeyError, StopIteration, RuntimeError):  # another thread took it first
+                    pass
+            shape = self._seen[text] = Shape(inline)
+        return shape
 
 
 class ProxyRuntime:
@@ -32,12 +69,14 @@ class ProxyRuntime:
         audit: The slow-SQL audit log (``None``: none).
         unmasked: Users who see masked columns unmasked.
         clock: Monotonic seconds (statement times for the audit log).
+        inline: One-unit statements may run on the event loop (``proxy.inlineStatements``).
     """
 
     def __init__(
         self, executor: Executor, variables: GlobalVariables, *, workers: int, batch_rows: int,
         limiter: RateLimiter | None = None, masker: Masker | None = None, audit: AuditLog | None = None,
         unmasked: frozenset[str] = frozenset(), clock: Callable[[], float] = time.monotonic,
+        inline: bool = True,
     ) -> None:  # fmt: skip
         self.executor = executor
         self.variables = variables
@@ -49,8 +88,50 @@ class ProxyRuntime:
         self.clock = clock
         self.workers = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ddm-proxy")
         self.schema = executor.config.name or LOGIC_DB  # ProxyServer always names it
+        self.shapes = Shapes()
+        self.inline = inline
+        self.inlined = 0  # statements run on the event loop, without the thread hop
+        self._last_session: object | None = None  # who started the last routed statement, and when
+        self._last_at = 0.0
         self._running = 0
         self._idle = threading.Condition()
+        self._offloaded = 0  # statements on the worker threads now (changed on the event loop only)
+        # open client transactions and unfinished streamed results: backend connections held between commands
+        self._holding = 0
+        self._holding_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def offloaded(self) -> Iterator[None]:
+        """Count a call on the worker threads (the event loop awaits it)."""
+        self._offloaded += 1
+        try:
+            yield
+        finally:
+            self._offloaded -= 1
+
+    def holding(self, delta: int) -> None:
+        """One more (+1) or one fewer (-1) transaction or streamed result holding backend connections."""
+        with self._holding_lock:
+            self._holding += delta
+
+    def others_busy(self, session: object, now: float) -> bool:
+        """Another session started a statement within the last ``INLINE_QUIET_SECONDS`` (this one is noted).
+
+        Then clients are concurrent, and a statement blocking the loop would make theirs wait: the
+        worker threads overlap their backend round trips instead.
+        """
+        busy = self._last_session is not session and now - self._last_at < INLINE_QUIET_SECONDS
+        self._last_session, self._last_at = session, now
+        return busy
+
+    def may_inline(self) -> bool:
+        """A one-unit statement may run on the event loop: nothing on the workers, nothing holding connections.
+
+        Then the proxy holds no backend connection (no open transaction, no streamed result half
+        sent), so the statement's pool has one free and the loop never waits for a connection,
+        only for the data source's answer.
+        """
+        return self._offloaded == 0 and self._holding == 0 and self.inline
 
     @contextlib.contextmanager
     def statement(self) -> Iterator[None]:

@@ -40,6 +40,7 @@ from ddm_core.proxy.masking import Masker
 from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.proxy.runtime import ProxyRuntime
 from ddm_core.proxy.session import ProxySession
+from ddm_core.proxy.tls import tls_context
 from ddm_core.proxy.variables import proxy_variables
 
 __all__ = ["ProxyServer", "Phase", "DEFAULT_PORT"]
@@ -91,13 +92,16 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
             limiter=RateLimiter({u.name: u.rate_limit for u in settings.users}, settings.table_rate_limits),
             masker=Masker(settings.masks), unmasked=frozenset(u.name for u in settings.users if u.unmask),
             audit=AuditLog(settings.audit_log, settings.slow_sql_ms) if settings.audit_log else None,
+            inline=settings.inline_statements,
         )  # fmt: skip
         super().__init__(
             session_factory=lambda: ProxySession(self.runtime),
             identity_provider=ConfigIdentityProvider(settings.users),
             # connection ids carry the process id, so those of sibling processes differ
             control=LocalControl(server_id=os.getpid() % 65536),
+            ssl=tls_context(settings.tls) if settings.tls is not None else None,
         )
+        self.tls_required = settings.tls is not None and settings.tls.required
         self.reuse_port = reuse_port
         self._connections: set[ProxyConnection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -126,6 +130,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
             identity_provider=self.identity_provider,
             ssl=self.ssl,
             runtime=self.runtime,
+            tls_required=self.tls_required,
         )
         try:
             connection.connection_id = await self.control.add(connection)
@@ -194,6 +199,6 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         if self.runtime.audit is not None:
             self.runtime.audit.close()
         self.phase = Phase.CLOSED
-        log.info("ddm proxy stopped: %d backend connection(s) were still borrowed at close; pools closed",
-                 self.borrowed_at_close)  # fmt: skip
+        log.info("ddm proxy stopped: %d backend connection(s) were still borrowed at close; pools closed; "
+                 "%d statement(s) ran on the event loop", self.borrowed_at_close, self.runtime.inlined)  # fmt: skip
 

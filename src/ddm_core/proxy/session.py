@@ -35,12 +35,13 @@ from ddm_core.execute import Result, Transaction
 from ddm_core.execute.shared import style_of
 from ddm_core.proxy.columns import result_columns, text_columns
 from ddm_core.proxy.literals import parameterize
-from ddm_core.proxy.masking import Masker
+from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import NOT_SUPPORTED, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info
-from ddm_core.proxy.runtime import ProxyRuntime
+from ddm_core.proxy.runtime import ProxyRuntime, Shape
 from ddm_core.proxy.statements import Kind, classify, probe_items
 from ddm_core.proxy.variables import apply_set
-from ddm_core.route.plan import RoutePlan
+from ddm_core.route.placeholders import translate
+from ddm_core.route.plan import RouteKind, RoutePlan
 
 __all__ = ["ProxySession", "Outcome", "Batched", "flatten"]
 
@@ -177,17 +178,23 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     def _begin(self) -> Outcome:
         self._commit()  # MySQL commits an open transaction first
-        self._tx = self.runtime.executor.transaction()
+        self._open_transaction()
         return Outcome()
+
+    def _open_transaction(self) -> None:
+        self._tx = self.runtime.executor.transaction()
+        self.runtime.holding(1)
 
     def _commit(self) -> None:
         tx, self._tx = self._tx, None
         if tx is not None:
+            self.runtime.holding(-1)
             tx.commit()
 
     def _rollback(self) -> None:
         tx, self._tx = self._tx, None
         if tx is not None:
+            self.runtime.holding(-1)
             tx.rollback()
 
     def _set_autocommit(self, on: bool) -> None:
@@ -197,7 +204,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     def _execute(self, plan: RoutePlan, style: str) -> Result:
         if self._tx is None and not self._autocommit:
-            self._tx = self.runtime.executor.transaction()  # the first statement opens it
+            self._open_transaction()  # the first statement opens it
         if self._tx is not None:
             return self._tx.execute_plan(plan, caller_style=style)
         return self.runtime.executor.execute_plan(plan, caller_style=style)
@@ -261,23 +268,68 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     # -- routed statements ----------------------------------------------------------------------
 
     async def _run(self, sql: str, params: list[Any] | None = None) -> Any:
-        started = self.runtime.clock()
-        first = await self._in_thread(self._start, sql, started, params)
+        runtime = self.runtime
+        started = runtime.clock()
+        # Literal values back into parameters: one text per statement shape, so the plan cache hits.
+        text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
+        shape = runtime.shapes.get(text)
+        concurrent = runtime.others_busy(self, started)
+        if (shape is not None and shape.inline and not concurrent and self._tx is None and self._autocommit
+                and runtime.may_inline()):  # fmt: skip
+            first = self._start_inline(sql, text, bound, started, shape)
+        else:
+            first = await self._in_thread(self._start, sql, text, bound, started)
         if isinstance(first, Outcome):
             return first
         statement, rows = first
-        if len(rows) < self.runtime.batch_rows:  # all of it (finished in _start): the list-based path
+        if len(rows) < runtime.batch_rows:  # all of it (finished in _start): the list-based path
             return ResultSet(rows=rows, columns=statement.columns)
         return Batched(self._batches(statement, rows), statement.columns)
 
-    def _start(
-        self, sql: str, started: float, given: list[Any] | None = None
+    def _start_inline(
+        self, sql: str, text: str, params: Any, started: float, shape: Shape
     ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
-        # Literal values back into parameters: one text per statement shape, so the plan cache hits.
-        text, params = (sql, given) if given is not None else (parameterize(sql) or (sql, None))
+        # On the event loop, no thread hop: a text seen before (its route is cached) that went to one
+        # unit last time and was quick. The backend round trip blocks the loop meanwhile, so a
+        # statement that turns out wide, long or row-heavy goes to the workers from then on.
+        runtime = self.runtime
+        plan = runtime.executor.router.route(text, params)
+        if not _one_unit(plan):
+            shape.inline = False
+            return self._start_plan(sql, text, params, plan, started, shape)  # rare (routes can differ by value)
+        runtime.inlined += 1
+        first = self._start_plan(sql, text, params, plan, started, shape)
+        if not isinstance(first, Outcome) and len(first[1]) >= runtime.batch_rows:
+            shape.inline = False  # a streamed result: its later batches are read on the workers anyway
+        elif runtime.clock() - started > INLINE_SECONDS:
+            shape.slow += 1  # one slow run may be the scheduler's doing; a few are the statement's
+            shape.inline = shape.slow < INLINE_SLOW_RUNS
+        else:
+            shape.slow = 0
+        return first
+
+    def _start(
+        self, sql: str, text: str, params: Any, started: float
+    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
         plan = self.runtime.executor.router.route(text, params)
+        shape = self.runtime.shapes.add(text, inline=_one_unit(plan))
+        first = self._start_plan(sql, text, params, plan, started, shape)
+        if not isinstance(first, Outcome) and (len(first[1]) >= self.runtime.batch_rows):
+            shape.inline = False
+        return first
+
+    def _start_plan(
+        self, sql: str, text: str, params: Any, plan: RoutePlan, started: float, shape: Shape
+    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
         running = _Running(self, sql, plan, started)
         try:
+            masker = self.runtime.masker
+            if masker is not None and not self.may_unmask:
+                if shape.masks is None:  # once per statement text: its projection, parsed by sqlglot
+                    placeholders = translate(text, formatted=params is not None).sql
+                    shape.masks = projection_masks(masker, placeholders, [t.logic_table for t in plan.tables])
+                refuse_masked(shape.masks, sql)
+                running.masks = shape.masks
             if self.runtime.limiter is not None:
                 self.runtime.limiter.admit(self.username, [t.logic_table for t in plan.tables])
             result = self._execute(plan, style_of(text))
@@ -301,6 +353,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             raise
         if len(rows) < self.runtime.batch_rows:
             running.finish(len(rows))  # all of it: connections back now, no second thread hop
+        else:
+            running.hold()  # the rest is read batch by batch: its connections stay out meanwhile
         return running, rows
 
     async def _batches(
@@ -321,7 +375,23 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     async def _in_thread(self, func: Callable[..., _T], *args: Any) -> _T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.runtime.workers, func, *args)
+        with self.runtime.offloaded():
+            return await loop.run_in_executor(self.runtime.workers, func, *args)
+
+
+#: A statement text that ran on the event loop longer than this, ``INLINE_SLOW_RUNS`` times in a row,
+#: goes to the workers from then on (the loop serves no other client meanwhile).
+INLINE_SECONDS = 0.005
+INLINE_SLOW_RUNS = 3
+
+_INLINE_STATEMENTS = frozenset({"select", "insert", "update", "delete"})
+
+
+def _one_unit(plan: RoutePlan) -> bool:
+    """``plan`` is one quick round trip: one unit, no fan-out, no merge, no dual write."""
+    return (
+        len(plan.units) == 1 and plan.kind is RouteKind.SINGLE and not plan.dual and plan.statement in _INLINE_STATEMENTS
+    )
 
 
 class _Running:
@@ -334,17 +404,21 @@ class _Running:
         self.started = started
         self.result: Result | None = None
         self.columns: list[Any] = []
+        self.masks: MaskPlan | None = None  # None: nothing masked for this user
         self.masked: dict[int, str] = {}
+        self._holding = False
+
+    def hold(self) -> None:
+        self._holding = True
+        self.session.runtime.holding(1)
 
     def read(self, size: int) -> list[tuple[Any, ...]]:
         """The next ``size`` rows, masked; the first call also settles the columns."""
         assert self.result is not None
         rows = self.result.fetchmany(size)
         first = not self.columns
-        masker = self.session.runtime.masker
-        if first and masker is not None and not self.session.may_unmask:
-            names = [str(d[0]) for d in self.result.description]
-            self.masked = masker.columns(names, [t.logic_table for t in self.plan.tables])
+        if first and self.masks is not None:
+            self.masked = self.masks.columns([str(d[0]) for d in self.result.description])
         if self.masked:
             rows = Masker.apply(rows, self.masked)
         if first:
@@ -357,6 +431,9 @@ class _Running:
         """Close the result (returning its connections) and audit the statement."""
         if self.result is not None:
             self.result.close(quiet=True)
+        if self._holding:
+            self._holding = False
+            self.session.runtime.holding(-1)
         self._audit(rows, None)
 
     def failed(self, exc: DdmError) -> None:
