@@ -103,11 +103,7 @@ def _next(lines: "queue.Queue[str]", what: str) -> str:
 def test_two_processes_follow_one_configuration(client: Any, prefix: str, tmp_path: Path) -> None:
     source = RedisSource(client, prefix=prefix)
     source.publish(body(1000))
-    procs = [
-        subprocess.Popen([sys.executable, str(HERE / "redis_config_watcher.py"), prefix, str(tmp_path / f"snap{i}")],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE)  # fmt: skip
-        for i in range(2)
-    ]
+    procs = _watchers(prefix, tmp_path, [None, None])
     try:
         readers = [_reader(p) for p in procs]
         for lines in readers:
@@ -127,11 +123,16 @@ def test_two_processes_follow_one_configuration(client: Any, prefix: str, tmp_pa
         for lines in readers:
             assert _next(lines, "version 4") == f"serving 4000 Redis configuration {prefix!r} version 4"
     finally:
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.close()
-        for p in procs:
-            assert p.wait(timeout=30) == 0
+        _stop(procs)
+
+
+def _stop(procs: list[subprocess.Popen[str]]) -> None:
+    """Close every watcher's stdin (its signal to stop) and expect a clean exit."""
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.close()
+    for p in procs:
+        assert p.wait(timeout=30) == 0
 
 
 def _watchers(prefix: str, tmp_path: Path, groups: list[str | None]) -> list[subprocess.Popen[str]]:
@@ -165,11 +166,7 @@ def test_a_version_for_a_group_reaches_only_that_group_until_promoted(client: An
             (5, ""), (4, "canary"), (3, ""), (2, "canary"), (1, "")]
         assert RedisSource(client, prefix=prefix).latest()[0] == 5  # type: ignore[index]
     finally:
-        for p in procs:
-            assert p.stdin is not None
-            p.stdin.close()
-        for p in procs:
-            assert p.wait(timeout=30) == 0
+        _stop(procs)
 
 
 def test_group_names_and_promotions_are_checked(client: Any, prefix: str) -> None:

@@ -239,16 +239,22 @@ class Transaction:
 
     def _pin_shadow(self, data_source: str, deadline: float | None) -> Borrowed:
         """A shadow participant: a pinned connection with a plain ``BEGIN`` (never an XA branch)."""
+        borrowed = self._borrow_begun(data_source, lambda b: b.pool.driver.begin(b.raw), deadline)
+        self._shadows[data_source] = borrowed
+        return borrowed
+
+    def _borrow_begun(self, data_source: str, begin: Callable[[Borrowed], None], deadline: float | None = None
+                      ) -> Borrowed:  # fmt: skip
+        """A connection to ``data_source``'s primary with ``begin`` run on it (discarded if that fails)."""
         pool = self.executor.primary_pool(data_source)
         borrowed = pool.borrow(deadline)
         try:
-            pool.driver.begin(borrowed.raw)
+            begin(borrowed)
         except BaseException as exc:
             borrowed.release(discard=True)
             if isinstance(exc, Exception):
                 raise map_driver_error(exc, data_source=data_source, endpoint=pool.endpoint.name, sql="BEGIN") from exc
             raise
-        self._shadows[data_source] = borrowed
         return borrowed
 
     def _break_shadow(self, data_source: str, exc: BaseException) -> None:
@@ -326,15 +332,7 @@ class Transaction:
             self._break_shadow(data_source, TransactionError(
                 f"the transaction's own statements reached {data_source!r}, which its dual writes used "
                 "outside the transaction's branches", data_source=data_source))  # fmt: skip
-        pool = self.executor.primary_pool(data_source)
-        borrowed = pool.borrow()
-        try:
-            self._begin(data_source, borrowed)
-        except BaseException as exc:
-            borrowed.release(discard=True)
-            if isinstance(exc, Exception):
-                raise map_driver_error(exc, data_source=data_source, endpoint=pool.endpoint.name, sql="BEGIN") from exc
-            raise
+        borrowed = self._borrow_begun(data_source, lambda b: self._begin(data_source, b))
         self._pins[data_source] = borrowed
         return borrowed
 
