@@ -13,8 +13,11 @@ dual_write    the old configuration plus a ``migration:`` block: writes to
 shift_reads   the same block with ``readShiftPercent``: that share of the
               moving slots is read at the new location
 cutover       the block in phase ``cutover``: writes to moving slots refused
-target        the plain new configuration (watchers accept it: it is the
-              target the block announced); writes resume at the new location
+target        the new configuration with a block in phase ``finish`` naming the
+              old one (watchers accept it: it is the target the block
+              announced); writes resume at the new location, reads over several
+              shards wait until the old copies are deleted
+plain         the plain new configuration, published by ``finish``
 old           the plain old configuration: a rollback, in one version
 ============  ==============================================================
 
