@@ -143,6 +143,24 @@ def test_a_version_published_before_a_crash_is_not_published_again(eight: list[s
     assert checker_differences(old, new) == 0
 
 
+def test_rollback_while_a_cutover_pauses_writes(eight: list[str], binlog_server: PrivateMariaDB) -> None:
+    port = binlog_server.port
+    old_doc, new_doc = docs(eight, port)
+    fill_old(old_doc, 500)
+    publish_old(old_doc)
+    with _migration(old_doc, new_doc) as m:
+        m.start()
+        m.shift_reads(100)
+        # a cutover that paused writes and stopped there (its final check failed, or it was killed)
+        m.log.enter(Phase.CUTOVER)
+        m._publish("cutover", m.document("cutover", 100.0))
+        st = m.rollback()
+        assert (st.phase, st.completed) == (Phase.ROLLED_BACK, True)
+    assert [what for _, what in _versions(old_doc)][-3:] == ["shift_reads:100", "cutover:100", "plain"]
+    with config_table_source(load_config(old_doc), "ds_0") as source:
+        assert source.fetch().content == dump_native(load_config(old_doc), secrets="keep")
+
+
 def test_rollback_returns_to_the_old_configuration(eight: list[str], binlog_server: PrivateMariaDB) -> None:
     port = binlog_server.port
     old_doc, new_doc = docs(eight, port)

@@ -34,6 +34,7 @@ def test_the_phases_follow_the_issue_in_order() -> None:
     assert may_enter(Phase.VERIFY, False, Phase.CATCH_UP) is None  # differences found: repair
     assert may_enter(Phase.SHIFT_READS, False, Phase.ROLLED_BACK) is None
     assert "until cutover" in (may_enter(Phase.CUTOVER, True, Phase.ROLLED_BACK) or "")
+    assert may_enter(Phase.CUTOVER, False, Phase.ROLLED_BACK) is None  # writes paused: the old location is complete
     assert "over" in (may_enter(Phase.ROLLED_BACK, True, Phase.PREPARE) or "")
 
 

@@ -78,9 +78,17 @@ def test_anything_else_that_moves_data_is_refused() -> None:
     result = holder.reload()
     assert result.status == "rejected" and isinstance(result.error, PlacementChangeError)
     assert holder.config.migration is not None and holder.config.migration.phase == "dual_write"
+    # Before cutover the new location may not have caught up: the target itself is refused too.
+    with pytest.raises(PlacementChangeError):
+        holder.publish(NEW)
     # publish() without allow_placement_change follows the same rule
+    assert holder.publish(phase_doc(OLD, NEW, "cutover", 100)).status == "updated"
     with pytest.raises(PlacementChangeError):
         holder.publish(other)
+    assert holder.publish(phase_doc(NEW, OLD, "finish")).status == "updated"
+    # In the finish window the block names where the rows came from: going back there loses writes.
+    with pytest.raises(PlacementChangeError):
+        holder.publish(OLD)
     assert holder.publish(NEW).status == "updated"
 
 

@@ -135,10 +135,12 @@ def check_placement(old: ShardingConfig, new: ShardingConfig, origin: str) -> No
 def check_reload_placement(serving: ShardingConfig, new: ShardingConfig, origin: str) -> bool:
     """:func:`check_placement` for a reload, with the one announced exception.
 
-    A serving version carrying a ``migration:`` block announced its target: a new
-    version placing data exactly as that target does (the cutover's last step) is
-    accepted and logged at WARNING naming the migration. Anything else that moves
-    data is refused as :func:`check_placement` does.
+    A serving version carrying a ``migration:`` block in phase ``cutover`` announced
+    its target: a new version placing data exactly as that target does (the
+    cutover's last step) is accepted and logged at WARNING naming the migration.
+    Only from ``cutover``: before it the new location may not have caught up, and
+    in ``finish`` the block's target names the placement the rows left. Anything
+    else that moves data is refused as :func:`check_placement` does.
 
     Returns:
         ``True`` when ``new`` changes placement as the serving migration announced.
@@ -147,7 +149,7 @@ def check_reload_placement(serving: ShardingConfig, new: ShardingConfig, origin:
         PlacementChangeError: ``new`` moves data otherwise.
     """
     migration = serving.migration
-    if migration is not None and not placement_changes(migration.target, new):
+    if migration is not None and migration.phase == "cutover" and not placement_changes(migration.target, new):
         changes = placement_changes(serving, new)
         if changes:
             log.warning(

@@ -542,9 +542,15 @@ class Migration:
         if not (state.phase is Phase.ROLLED_BACK and not state.completed):
             if state.phase is Phase.ROLLED_BACK:
                 return self.status()
-            if state.phase not in ROLLBACK_FROM:
-                raise self._refuse("roll back", f"rollback is possible until {Phase.CUTOVER}; it is at "
+            # During a cutover the old location is complete until the new placement is published.
+            cutting = state.phase is Phase.CUTOVER and not state.completed
+            if state.phase not in ROLLBACK_FROM and not cutting:
+                raise self._refuse("roll back", f"rollback is possible until {Phase.CUTOVER} completes; it is at "
                                    f"{state.phase or 'no phase'}")
+            if cutting and (self._mark(state, _CONFIG + "target") is not None
+                            or self._newest()[1] == self.document("finish")):  # published, then killed
+                raise self._refuse("roll back", "the cutover published the new placement already: writes go "
+                                   "there only; run cutover again to complete it")
             self.log.enter(Phase.ROLLED_BACK, state=state)
         self._publish("rolled_back", dump_native(self.old, secrets="keep"))
         self._effective("rolled_back")

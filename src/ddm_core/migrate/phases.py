@@ -3,8 +3,10 @@
 The order is the issue's (docs/migration.md#phases): prepare, dual write,
 backfill, catch-up, then the verification that gates the read shift, the
 read shift itself, cutover and finish. Rollback returns every read and write
-to the old location and is possible until cutover: after it, writes go to the
-new location only and the old rows fall behind.
+to the old location and is possible until cutover completes: while a cutover
+runs, writes to the moving slots are paused and the old location is still
+complete (the migrator also checks that the new placement was not published
+yet); after it, writes go to the new location only and the old rows fall behind.
 
 Each phase is *entered* (its work starts) and later *completed* (its work is
 done and its gate passed); only a completed phase may be left forwards. Both
@@ -88,9 +90,9 @@ def may_enter(current: Phase | None, completed: bool, target: Phase) -> str | No
     if current in TERMINAL:
         return f"the migration is over ({current})"
     if target is Phase.ROLLED_BACK:
-        if current in ROLLBACK_FROM:
+        if current in ROLLBACK_FROM or (current is Phase.CUTOVER and not completed):
             return None
-        return f"rollback is possible until {Phase.CUTOVER}; from {current} the old location has fallen behind"
+        return f"rollback is possible until {Phase.CUTOVER} completes; from {current} the old location has fallen behind"
     if _BACK.get(current) is target:
         return None
     if target is current:
