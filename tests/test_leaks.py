@@ -224,6 +224,11 @@ def test_pool_exhaustion_names_the_data_source(mysql_executor: Executor) -> None
             ex.execute("SELECT 1 FROM t_order WHERE user_id = %s", (1,), timeout=0.25)
         assert isinstance(short.value.__cause__, PoolTimeoutError)
         assert short.value.__cause__.timeout <= 0.25 < ex.primary_pool(info.value.data_source).acquire_timeout
+        # The same for a statement that takes all its connections at once (streamed, several units).
+        with pytest.raises(QueryTimeoutError) as several:
+            ex.execute("SELECT user_id FROM t_order WHERE user_id IN (%s, %s, %s)", (1, 2, 3), timeout=0.25,
+                       stream=True)  # fmt: skip
+        assert isinstance(several.value.__cause__, PoolTimeoutError)
         for r in held:
             r.close()
         assert_no_leaks(ex, wait=0)

@@ -661,8 +661,13 @@ class Executor:
         try:
             for pool, indexes in order:
                 wait = None if deadline is None else deadline - time.monotonic()
-                for i, borrowed in zip(indexes, pool.borrow_many(len(indexes), wait)):
-                    lent[i] = borrowed
+                try:
+                    for i, borrowed in zip(indexes, pool.borrow_many(len(indexes), wait)):
+                        lent[i] = borrowed
+                except PoolTimeoutError as exc:  # the deadline, not the acquire timeout, ended the wait
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise Executor._timeout_error(lanes[indexes[0]].items[0][1], pool) from exc
+                    raise
         except BaseException:
             for b in lent:
                 if b is not None:
