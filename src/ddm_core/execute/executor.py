@@ -66,7 +66,7 @@ from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
 from ddm_core.execute.session_state import refuse_unpinned
-from ddm_core.execute.shared import CURRENT_TX, DEFAULT, DualWriteKey, Lane, Throttle, style_of
+from ddm_core.execute.shared import CURRENT_TX, DEFAULT, DualWriteKey, Lane, Throttle, dual_table, style_of
 from ddm_core.execute.slow_sql import SlowSqlLog
 from ddm_core.execute.trace_comment import TRACE_COMMENT
 from ddm_core.execute.watchdog import Guard, Watchdog
@@ -459,7 +459,7 @@ class Executor:
 
     def dual_write_done(self, plan: RoutePlan, unit: RouteUnit) -> None:
         """Count a dual-write unit that ran (and tell the observer)."""
-        key = DualWriteKey(unit.data_source, _logic_table(plan, unit))
+        key = DualWriteKey(unit.data_source, dual_table(plan, unit))
         with self._dual_lock:
             self._dual_done[key] = self._dual_done.get(key, 0) + 1
         _call_hook(self._dual_hooks[0], plan, unit)
@@ -470,7 +470,7 @@ class Executor:
         Args:
             what: What it means for the transaction, appended to the warning.
         """
-        key = DualWriteKey(unit.data_source, _logic_table(plan, unit))
+        key = DualWriteKey(unit.data_source, dual_table(plan, unit))
         with self._dual_lock:
             self._dual_failed[key] = self._dual_failed.get(key, 0) + 1
         held = self._dual_warn.allow(unit.data_source)
@@ -1069,13 +1069,6 @@ def _as_router(source: Any) -> Router:
     raise TypeError(
         f"Executor needs a Router, ShardingConfig, ConfigHolder, path, YAML text or dict, got {type(source).__name__}"
     )
-
-
-def _logic_table(plan: RoutePlan, unit: RouteUnit) -> str:
-    """The logic table a dual-write unit is counted under."""
-    if unit.tables:
-        return unit.tables[0][0]
-    return plan.tables[0].logic_table if plan.tables else "(none)"
 
 
 def _call_hook(hook: Callable[..., None] | None, *args: Any) -> None:

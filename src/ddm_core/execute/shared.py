@@ -21,7 +21,7 @@ from ddm_core.route.plan import RouteUnit
 if TYPE_CHECKING:
     from ddm_core.execute.transaction import Transaction
 
-__all__ = ["DEFAULT", "CURRENT_TX", "Lane", "style_of", "DualWriteKey", "Throttle"]
+__all__ = ["DEFAULT", "CURRENT_TX", "Lane", "style_of", "DualWriteKey", "dual_table", "Throttle"]
 
 
 class _Default:
@@ -66,6 +66,13 @@ class DualWriteKey(NamedTuple):
 
     data_source: str  # where the unit wrote: the new location
     table: str  # the logic table
+
+
+def dual_table(plan: Any, unit: RouteUnit) -> str:
+    """The logic table a dual-write unit is counted under: its own first, else the plan's."""
+    if unit.tables:
+        return unit.tables[0][0]
+    return plan.tables[0].logic_table if plan.tables else "(none)"
 
 
 class Throttle:

@@ -18,6 +18,8 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ddm_core.execute.shared import dual_table
+
 if TYPE_CHECKING:
     from ddm_core.execute.result import Result
     from ddm_core.merge.memory import MergeMemory
@@ -190,6 +192,5 @@ class StatementRecorder:
 
 
 def _dual_key(plan: RoutePlan, unit: RouteUnit) -> DualKey:
-    """A dual unit's logic table (its own first, else the plan's) and data source."""
-    table = unit.tables[0][0] if unit.tables else (plan.tables[0].logic_table if plan.tables else NO_TABLE)
-    return DualKey(table.lower(), unit.data_source)
+    """A dual unit's logic table (as the executor counts it) and data source."""
+    return DualKey(dual_table(plan, unit).lower(), unit.data_source)
