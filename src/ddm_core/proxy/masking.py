@@ -125,7 +125,7 @@ class MaskPlan:
 
 
 class _Refused(Exception):
-    pass
+    """A projection the masker cannot analyse safely: the statement is refused for masked users."""
 
 
 def _arg(node: exp.Expression, name: str) -> Any:

@@ -48,10 +48,8 @@ class Shapes:
         shape = self._seen.get(text)
         if shape is None:
             if len(self._seen) >= self._limit:
-                try:
+                with contextlib.suppress(KeyError, StopIteration, RuntimeError):  # another thread took it first
                     del self._seen[next(iter(self._seen))]
-                except (KeyError, StopIteration, RuntimeError):  # another thread took it first
-                    pass
             shape = self._seen[text] = Shape(inline)
         return shape
 
