@@ -14,6 +14,9 @@ Each round, per data source with replicas (MySQL / MariaDB endpoints):
    ``Seconds_Behind_Master`` is not, e.g. it reads 0 while the IO thread is
    cut off), or ``Seconds_Behind_Master`` when no heartbeat could be written
    this round, and ``@@gtid_slave_pos`` for the ``gtid`` read-your-writes mode.
+   The check waits a little for this round's beat (up to ``max_lag_ms``, at
+   most half the interval): read before it arrives, the row is the previous
+   round's and the lag would include the whole interval between two beats.
 
 A check that fails or times out marks the replica *unreachable*: it never
 brings one back (docs/readwrite.md#lag-and-health). Checks use connections of
@@ -27,6 +30,7 @@ import concurrent.futures as cf
 import dataclasses
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ddm_core.metadata.model import DataSource, Endpoint
@@ -44,7 +48,9 @@ log = logging.getLogger("ddm_core.readwrite")
 HEARTBEAT_TABLE = "ddm_heartbeat"
 _CREATE = f"CREATE TABLE IF NOT EXISTS {HEARTBEAT_TABLE} (id INT NOT NULL PRIMARY KEY, ts DATETIME(6) NOT NULL)"
 _BEAT = f"REPLACE INTO {HEARTBEAT_TABLE} (id, ts) VALUES (1, UTC_TIMESTAMP(6))"
-_LAG = f"SELECT TIMESTAMPDIFF(MICROSECOND, ts, UTC_TIMESTAMP(6)) FROM {HEARTBEAT_TABLE} WHERE id = 1"
+_BEAT_TIME = f"SELECT ts FROM {HEARTBEAT_TABLE} WHERE id = 1"
+_LAG = f"SELECT ts, TIMESTAMPDIFF(MICROSECOND, ts, UTC_TIMESTAMP(6)) FROM {HEARTBEAT_TABLE} WHERE id = 1"
+_BEAT_POLL_S = 0.002
 _MONITORED = ("mysql", "mariadb")
 
 
@@ -117,7 +123,7 @@ class LagMonitor:
         return pool
 
     def _check_data_source(self, ds: DataSource) -> None:
-        beat = ds.name in self._replicating and self._heartbeat(ds)
+        beat = self._heartbeat(ds) if ds.name in self._replicating else None
         primary_id = self._primary_id(ds)
         timeout = max(0.2, ds.read_write.lag_check_interval_ms / 1000.0)
         checks = self._pool_threads()
@@ -157,14 +163,14 @@ class LagMonitor:
             self._checks = cf.ThreadPoolExecutor(4, thread_name_prefix="ddm-replica-check")
         return self._checks
 
-    def _heartbeat(self, ds: DataSource) -> bool:
-        """Write the heartbeat on the primary; ``False`` when it could not be written this round."""
+    def _heartbeat(self, ds: DataSource) -> Any:
+        """Write the heartbeat on the primary: its time, ``None`` when it could not be written this round."""
         pool = self._probe_pool(ds, ds.primary)
         try:
             borrowed = pool.borrow()
         except Exception as exc:
             log.debug("heartbeat on %s: no connection: %s", ds.primary.name, exc)
-            return False
+            return None
         key = (ds.name, ds.primary.url)
         discard = False
         try:
@@ -172,29 +178,30 @@ class LagMonitor:
                 run_query(borrowed, _CREATE)
                 self._heartbeat_ready.add(key)
             run_query(borrowed, _BEAT)
-            return True
+            return run_query(borrowed, _BEAT_TIME)[0][0]
         except Exception as exc:  # no privilege, read-only primary...: Seconds_Behind_Master it is
             discard = True
             log.debug("heartbeat on %s failed: %s", ds.primary.name, exc)
-            return False
+            return None
         finally:
             borrowed.release(discard=discard)
 
-    def _check_replica(self, ds: DataSource, replica: Endpoint, beat: bool, primary_id: Any) -> Check:
+    def _check_replica(self, ds: DataSource, replica: Endpoint, beat: Any, primary_id: Any) -> Check:
         borrowed = self._probe_pool(ds, replica).borrow()
         discard = True
         try:
             if primary_id is not None and run_query(borrowed, "SELECT @@server_id")[0][0] == primary_id:
                 discard = False
                 return Check(Observation.CAUGHT_UP, lag_ms=0.0)  # the primary itself, under another name
-            check = _look(borrowed, ds.read_write.max_lag_ms, beat)
+            wait_s = min(ds.read_write.max_lag_ms, ds.read_write.lag_check_interval_ms / 2) / 1000.0
+            check = _look(borrowed, ds.read_write.max_lag_ms, beat, wait_s)
             discard = False
             return check
         finally:
             borrowed.release(discard=discard)
 
 
-def _look(borrowed: Any, max_lag_ms: int, beat: bool) -> Check:
+def _look(borrowed: Any, max_lag_ms: int, beat: Any, wait_s: float) -> Check:
     rows = run_query(borrowed, "SHOW SLAVE STATUS", dicts=True)
     if not rows:
         return Check(Observation.STOPPED, error="not a replica: SHOW SLAVE STATUS is empty")
@@ -208,15 +215,33 @@ def _look(borrowed: Any, max_lag_ms: int, beat: bool) -> Check:
         return Check(Observation.STOPPED, error=f"{why}: {error}" if error else why, position=position,
                      replicating=True)  # fmt: skip
     lag_ms = float(behind) * 1000.0
-    if beat:
+    if beat is not None:
         try:
-            found = run_query(borrowed, _LAG)
-            if found and found[0][0] is not None:
-                lag_ms = max(0.0, float(found[0][0]) / 1000.0)
+            heartbeat_lag = _heartbeat_lag(borrowed, beat, wait_s)
+            if heartbeat_lag is not None:
+                lag_ms = heartbeat_lag
         except Exception as exc:  # the table has not replicated yet: keep the fallback
             log.debug("heartbeat lag unreadable: %s", exc)
     observation = Observation.LAGGING if lag_ms > max_lag_ms else Observation.CAUGHT_UP
     return Check(observation, lag_ms=lag_ms, position=position, replicating=True)
+
+
+def _heartbeat_lag(borrowed: Any, beat: Any, wait_s: float) -> float | None:
+    """The replica's clock minus the newest heartbeat it shows, in ms, once it shows ``beat`` or ``wait_s`` passed.
+
+    A replica that has not applied this round's beat within the wait reads the
+    age of an older one: at least the wait, so an upper bound that errs towards
+    taking it out of reads.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = run_query(borrowed, _LAG)
+        if not found or found[0][1] is None:
+            return None
+        ts, micros = found[0]
+        if ts >= beat or time.monotonic() >= deadline:
+            return max(0.0, float(micros) / 1000.0)
+        time.sleep(_BEAT_POLL_S)
 
 
 def _position(borrowed: Any) -> Any:
