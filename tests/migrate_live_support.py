@@ -88,12 +88,14 @@ class Writers:
     """Writer threads through one executor following the config table (the application)."""
 
     def __init__(self, old_doc: dict[str, Any], reference: dict[int, Row], *, threads: int = 4,
-                 watch: float = 0.3, pause: float = 0.002, seed: int = 9) -> None:
+                 watch: float = 0.3, pause: float = 0.002, seed: int = 9,
+                 retry: tuple[type[Exception], ...] = (MigrationFencedError,)) -> None:
         self.holder = ConfigHolder(config_table_source(load_config(old_doc), "ds_0"))
         self.holder.watch(watch)
         self.executor = Executor(self.holder, timeout=30.0, load_schema=False)
         self.threads = threads
         self.pause = pause
+        self.retry = retry  # errors of a paused write: retried after a moment
         # Each thread owns the keys = its number mod threads, and its own reference copy of them.
         self.refs: list[dict[int, Row]] = [{k: v for k, v in reference.items() if k % threads == w}
                                            for w in range(threads)]
@@ -119,7 +121,7 @@ class Writers:
                     return result.fetchall() if sql.startswith("SELECT") else result.rowcount
                 finally:
                     result.close()
-            except MigrationFencedError:
+            except self.retry:
                 self.fenced[w] += 1  # paused for the cutover (or the config not confirmed): retry
                 time.sleep(0.02)
 

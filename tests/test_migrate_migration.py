@@ -153,7 +153,7 @@ def test_rollback_while_a_cutover_pauses_writes(eight: list[str], binlog_server:
         m.shift_reads(100)
         # a cutover that paused writes and stopped there (its final check failed, or it was killed)
         m.log.enter(Phase.CUTOVER)
-        m._publish("cutover", m.document("cutover", 100.0))
+        m.publisher.publish("cutover", m.document("cutover", 100.0))
         st = m.rollback()
         assert (st.phase, st.completed) == (Phase.ROLLED_BACK, True)
     assert [what for _, what in _versions(old_doc)][-3:] == ["shift_reads:100", "cutover:100", "plain"]

@@ -53,6 +53,9 @@ __all__ = [
     "MigrationFencedError",
     "MigrationStateError",
     "SchemaMismatchError",
+    # gray cut-over
+    "CutoverError",
+    "CutoverFencedError",
     # id generation
     "IdGenerationError",
     "WorkerIdError",
@@ -413,6 +416,28 @@ class BackfillMismatchError(MigrationError):
         table: The logic table.
         scan: The source physical table being copied (``ds.table``).
         high_water: The primary key the batch started after.
+    """
+
+
+# -- gray cut-over ----------------------------------------------------------------
+
+
+class CutoverError(DdmError):
+    """A statement cannot run as asked during a gray cut-over from a legacy database (docs/cutover.md#routing).
+
+    Attributes:
+        table: The logic table being cut over.
+        cutover: The cut-over's name.
+    """
+
+
+class CutoverFencedError(CutoverError):
+    """A write to a bucket whose transition is draining (paused), or sent by an instance whose config
+    source was not confirmed recently; retryable: send it again in a few seconds.
+
+    Attributes:
+        table: The logic table written.
+        cutover: The cut-over's name.
     """
 
 

@@ -103,6 +103,7 @@ def _register() -> None:
     from ddm_core.cli import verify_cmd  # noqa: F401
     from ddm_core.cli import health_cmd, lint_cmd, metrics_cmd  # noqa: F401  # observability: docs/observability.md
     from ddm_core.cli import config_center_cmd  # noqa: F401  # ddm config push|history|rollback (Redis)
+    from ddm_core.cli import cutover_cmd  # noqa: F401  # ddm cutover: docs/cutover.md
 
 
 _register()

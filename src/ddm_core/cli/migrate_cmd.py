@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ddm_core.cli.app import cli, load
+from ddm_core.cli.display import console as _console, duration as _duration, size as _size, spinner as _status
 from ddm_core.errors import ConfigError
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate import Connections, config_table_source, connector
@@ -31,53 +32,6 @@ from ddm_core.migrate.prepare import prepare
 from ddm_core.migrate.state import MigrationLog
 
 __all__ = ["migrate"]
-
-
-def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False, width=120)
-
-
-def _status(console: Console, enabled: bool) -> Any:
-    """A spinner on stderr for steps slower than a second (``--no-progress``: nothing)."""
-
-    class Spinner:
-        def __init__(self) -> None:
-            self._status: Any = None
-
-        def __enter__(self) -> "Spinner":
-            if enabled:
-                self._status = Console(stderr=True).status("starting")
-                self._status.start()
-            return self
-
-        def update(self, text: str) -> None:
-            if self._status is not None:
-                self._status.update(text)
-
-        def __exit__(self, *exc: object) -> None:
-            if self._status is not None:
-                self._status.stop()
-
-    return Spinner()
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown (no rows counted or no rate)"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _plan_tables(plan: MigrationPlan, per_slot: bool) -> Iterator[tuple[str, Table]]:

@@ -119,6 +119,11 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
             "fenceAfterSeconds": migration.fence_after_s,
             "target": to_native(migration.target, secrets=secrets),
         }
+    cutover = config.cutover
+    if cutover is not None:
+        from ddm_core.metadata.cutover import cutover_block  # it builds on this module's to_native
+
+        out["cutover"] = cutover_block(cutover, _data_source(cutover.legacy, secrets))
     return out
 
 

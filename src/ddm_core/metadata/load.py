@@ -26,6 +26,7 @@ from ddm_core.errors import ConfigError
 from ddm_core.metadata.bounds import Refused, check_object
 from ddm_core.metadata.build import Context
 from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
+from ddm_core.metadata.cutover import attach_cutover
 from ddm_core.metadata.migration import attach_migration
 from ddm_core.metadata.model import ConfigOrigin, ShardingConfig, freeze
 from ddm_core.metadata.native import read_native
@@ -200,6 +201,7 @@ def parse_config(
     _refuse_foreign(doc, ctx)
     kwargs = read_shardingsphere(doc, ctx) if fmt == "shardingsphere" else read_native(doc, ctx)
     pending = kwargs.pop("migration", None)  # needs the whole base configuration first
+    cutover = kwargs.pop("cutover", None)  # likewise
     config = ShardingConfig(
         **kwargs,
         algorithms=freeze(dict(ctx.algorithms)),
@@ -210,6 +212,9 @@ def parse_config(
     ctx.problems.raise_if_any()
     if pending is not None:
         config = attach_migration(config, pending, ctx)
+        ctx.problems.raise_if_any()
+    if cutover is not None:
+        config = attach_cutover(config, cutover, ctx)
         ctx.problems.raise_if_any()
     for warning in ctx.warnings:
         log.warning("%s", warning)

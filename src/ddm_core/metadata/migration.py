@@ -56,6 +56,7 @@ __all__ = [
     "MigrationSpec",
     "migration_document",
     "migration_routing",
+    "native_copy",
     "routing_data_sources",
     "shifted_slots",
 ]
@@ -96,11 +97,7 @@ class MigrationRouting:
 
     def data_sources_with(self, base: ShardingConfig) -> Mapping[str, DataSource]:
         """``base``'s data sources plus those only the target has (built once per version)."""
-        cached = self.__dict__.get("_routing_sources")
-        if cached is None or cached[0] is not base:
-            cached = (base, _with_new_sources(base.data_sources, self.target.data_sources))
-            object.__setattr__(self, "_routing_sources", cached)  # a cache, not part of the value
-        return cached[1]
+        return sources_with(self, base, self.target.data_sources)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +113,25 @@ class MigrationSpec:
 
 def routing_data_sources(config: ShardingConfig) -> Mapping[str, DataSource]:
     """Every data source a plan routed on ``config`` may name: its own, plus those only its
-    migration's target has (dual units and shifted reads go there). What an executor opens pools for."""
+    migration's target has (dual units and shifted reads go there), plus a cut-over's legacy
+    data source (docs/cutover.md#routing). What an executor opens pools for."""
     migration = config.migration
-    if migration is None:
-        return config.data_sources
-    return migration.data_sources_with(config)
+    if migration is not None:
+        return migration.data_sources_with(config)
+    cutover = config.cutover
+    if cutover is not None:
+        return cutover.data_sources_with(config)
+    return config.data_sources
+
+
+def sources_with(owner: Any, base: ShardingConfig, extra: Mapping[str, DataSource]) -> Mapping[str, DataSource]:
+    """``base``'s data sources plus those of ``extra`` it lacks, cached on ``owner`` (a frozen routing
+    object of ``base``'s version) — built once per version, not per statement."""
+    cached: tuple[ShardingConfig, Mapping[str, DataSource]] | None = owner.__dict__.get("_routing_sources")
+    if cached is None or cached[0] is not base:
+        cached = (base, _with_new_sources(base.data_sources, extra))
+        object.__setattr__(owner, "_routing_sources", cached)  # a cache, not part of the value
+    return cached[1]
 
 
 def _with_new_sources(base: Mapping[str, DataSource], target: Mapping[str, DataSource]) -> Mapping[str, DataSource]:
@@ -145,7 +156,8 @@ def shifted_slots(moving: Any, pct: float) -> frozenset[int]:
 # -- building ------------------------------------------------------------------------------------
 
 
-def _native(config: ShardingConfig | Mapping[str, Any]) -> dict[str, Any]:
+def native_copy(config: ShardingConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """A native document of ``config`` that the caller may change (passwords kept)."""
     if isinstance(config, ShardingConfig):
         from ddm_core.metadata.dump import to_native
 
@@ -191,9 +203,9 @@ def migration_document(
     if problems:
         field_name, why, value = problems[0]
         raise MigrationConfigError(f"migration.{field_name}: {why}", field=f"migration.{field_name}", value=value)
-    doc = _native(base)
+    doc = native_copy(base)
     doc.pop("migration", None)
-    target_doc = _native(target)
+    target_doc = native_copy(target)
     target_doc.pop("migration", None)
     doc["migration"] = {
         "name": name,
@@ -254,7 +266,7 @@ def migration_routing(
         if read_shift_pct <= 0:
             continue  # reads stay on the base (below): no reads configuration to build
         if reads_doc is None:
-            reads_doc = _native(target)
+            reads_doc = native_copy(target)
         _shift_table(reads_doc, base, target, tp.table, chosen)
     if whole:
         reads = target

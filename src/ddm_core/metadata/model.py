@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ddm_core.metadata.urls import Secret, format_url
 
 if TYPE_CHECKING:
+    from ddm_core.metadata.cutover import CutoverRouting
     from ddm_core.metadata.migration import MigrationRouting
 
 __all__ = [
@@ -599,6 +600,8 @@ class ShardingConfig:
         props: Other top-level properties from the source (ShardingSphere ``props``).
         migration: The migration this version announces (its ``migration:``
             block; docs/migration.md#dual-write), ``None`` outside a migration.
+        cutover: The gray cut-over from a legacy database this version announces
+            (its ``cutover:`` block; docs/cutover.md#routing), ``None`` outside one.
         origin: Where it came from (not part of equality).
         warnings: Things that load but look wrong (not part of equality).
     """
@@ -619,6 +622,7 @@ class ShardingConfig:
     name: str | None = None
     props: Mapping[str, Any] = _empty()
     migration: "MigrationRouting | None" = None
+    cutover: "CutoverRouting | None" = None
     origin: ConfigOrigin | None = field(default=None, compare=False)
     warnings: tuple[str, ...] = field(default=(), compare=False)
     _tables_lc: Mapping[str, ShardedTable] = field(init=False, compare=False, repr=False)

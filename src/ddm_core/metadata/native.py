@@ -67,6 +67,7 @@ from ddm_core.metadata.model import (
     XaSettings,
     freeze,
 )
+from ddm_core.metadata.cutover import read_cutover
 from ddm_core.metadata.migration import read_migration
 from ddm_core.metadata.nodes import expand_names, expand_nodes, name_problem
 from ddm_core.metadata.problems import join_path
@@ -154,6 +155,13 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
     proxy = _proxy(top.section("proxy"), ctx)
     # the block of a version published during a migration (metadata/migration.py); attached by parse_config
     migration = read_migration(top.section("migration"), ctx) if top.has("migration") else None
+    # likewise a gray cut-over's block (metadata/cutover.py); its legacy entry reads as a dataSources entry
+    cutover = None
+    if top.has("cutover"):
+        cutover = read_cutover(
+            top.section("cutover"), ctx,
+            lambda ds_name, spec, path: data_source_entry(ds_name, spec, path, default_pool, ctx, default_rw),
+        )  # fmt: skip
     top.finish()
     return dict(
         data_sources=data_sources,
@@ -170,6 +178,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
         name=name,
         props=props,
         migration=migration,
+        cutover=cutover,
     )
 
 
@@ -217,43 +226,57 @@ def _data_sources(
             ctx.problems.add(path, why, name)
             ctx.failed_data_sources.add(name)
             continue
-        if isinstance(spec, str):
-            spec = {"url": spec}
-        ds = Section(spec, path, ctx.problems, loose=True)
-        primary = _endpoint(ds, ds.str("primaryName", default=name), ctx, weight_default=1)
-        replicas: list[Endpoint] = []
-        rpath = ds.field_path("replicas")
-        for i, rspec in enumerate(ds.list("replicas")):
-            if isinstance(rspec, str):
-                rspec = {"url": rspec}
-            rsec = Section(rspec, join_path(rpath, i), ctx.problems, loose=True)
-            rname = rsec.str("name") or f"{name}.replica[{i}]"
-            rep = _endpoint(rsec, rname, ctx, weight_default=1, inherit=primary)
-            rsec.finish()
-            if rep is not None:
-                replicas.append(rep)
-        pool = _pool(ds.section("pool"), default_pool)
-        balancer = (ds.str("loadBalancer") or "weight").lower().replace("-", "_")
-        if balancer not in ("weight", "round_robin", "random"):
-            ctx.problems.add(
-                ds.field_path("loadBalancer"),
-                f"must be weight, round_robin or random, not {balancer!r}",
-                balancer,
-            )
-        tx_reads = (ds.str("transactionalReads") or "primary").lower()
-        if tx_reads not in ("primary", "fixed", "dynamic"):
-            ctx.problems.add(
-                ds.field_path("transactionalReads"),
-                f"must be primary, fixed or dynamic, not {tx_reads!r}",
-                tx_reads,
-            )
-        read_write = read_write_settings(ds.section("readWrite"), default_rw)
-        ds.finish()
-        if primary is not None:
-            out[name] = DataSource(name, primary, tuple(replicas), pool, balancer, tx_reads, read_write)
+        built = data_source_entry(name, spec, path, default_pool, ctx, default_rw)
+        if built is not None:
+            out[name] = built
         else:
             ctx.failed_data_sources.add(name)
     return out
+
+
+def data_source_entry(
+    name: str, spec: Any, path: str, default_pool: PoolSettings, ctx: Context,
+    default_rw: ReadWriteSettings = ReadWriteSettings(),
+) -> DataSource | None:
+    """One ``dataSources`` entry (a URL or a mapping) read at ``path``; ``None`` when it has problems.
+
+    Also what reads a cut-over's ``legacy`` data source (metadata/cutover.py).
+    """
+    if isinstance(spec, str):
+        spec = {"url": spec}
+    ds = Section(spec, path, ctx.problems, loose=True)
+    primary = _endpoint(ds, ds.str("primaryName", default=name), ctx, weight_default=1)
+    replicas: list[Endpoint] = []
+    rpath = ds.field_path("replicas")
+    for i, rspec in enumerate(ds.list("replicas")):
+        if isinstance(rspec, str):
+            rspec = {"url": rspec}
+        rsec = Section(rspec, join_path(rpath, i), ctx.problems, loose=True)
+        rname = rsec.str("name") or f"{name}.replica[{i}]"
+        rep = _endpoint(rsec, rname, ctx, weight_default=1, inherit=primary)
+        rsec.finish()
+        if rep is not None:
+            replicas.append(rep)
+    pool = _pool(ds.section("pool"), default_pool)
+    balancer = (ds.str("loadBalancer") or "weight").lower().replace("-", "_")
+    if balancer not in ("weight", "round_robin", "random"):
+        ctx.problems.add(
+            ds.field_path("loadBalancer"),
+            f"must be weight, round_robin or random, not {balancer!r}",
+            balancer,
+        )
+    tx_reads = (ds.str("transactionalReads") or "primary").lower()
+    if tx_reads not in ("primary", "fixed", "dynamic"):
+        ctx.problems.add(
+            ds.field_path("transactionalReads"),
+            f"must be primary, fixed or dynamic, not {tx_reads!r}",
+            tx_reads,
+        )
+    read_write = read_write_settings(ds.section("readWrite"), default_rw)
+    ds.finish()
+    if primary is None:
+        return None
+    return DataSource(name, primary, tuple(replicas), pool, balancer, tx_reads, read_write)
 
 
 def _endpoint(

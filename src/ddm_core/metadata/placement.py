@@ -135,6 +135,11 @@ def check_placement(old: ShardingConfig, new: ShardingConfig, origin: str) -> No
 def check_reload_placement(serving: ShardingConfig, new: ShardingConfig, origin: str) -> bool:
     """:func:`check_placement` for a reload, with the one announced exception.
 
+    A version starting a cut-over (a ``cutover:`` block, every bucket normal, after a
+    version placing the table on the legacy table the block names) and the one
+    ending it there are accepted too: with every bucket normal the router sends
+    the table's statements to the legacy table, where the previous version did.
+
     A serving version carrying a ``migration:`` block in phase ``cutover`` announced
     its target: a new version placing data exactly as that target does (the
     cutover's last step) is accepted and logged at WARNING naming the migration.
@@ -148,6 +153,11 @@ def check_reload_placement(serving: ShardingConfig, new: ShardingConfig, origin:
     Raises:
         PlacementChangeError: ``new`` moves data otherwise.
     """
+    started = _cutover_bracket(serving, new)
+    if started is not None:
+        log.warning("configuration %s %s cut-over %r: table %r moves between its legacy table and its shards "
+                    "with every bucket on the legacy table", origin, *started)
+        return True
     migration = serving.migration
     if migration is not None and migration.phase == "cutover" and not placement_changes(migration.target, new):
         changes = placement_changes(serving, new)
@@ -160,6 +170,37 @@ def check_reload_placement(serving: ShardingConfig, new: ShardingConfig, origin:
             return True
     check_placement(serving, new, origin)
     return False
+
+
+def _cutover_bracket(serving: ShardingConfig, new: ShardingConfig) -> tuple[str, str, str] | None:
+    """``(starts / ends, name, table)`` when ``new`` starts or ends an all-normal cut-over (see above)."""
+    for before, after, how in ((serving, new, "starts"), (new, serving, "ends")):
+        cut = after.cutover
+        if cut is None or before.cutover is not None or cut.paused or any(s.value != "normal" for s in cut.states):
+            continue
+        changes = placement_changes(before, after)
+        legacy_source = f"data source {cut.legacy_name!r}"
+        if all((c.table or "").lower() == cut.table.lower() or c.subject == legacy_source for c in changes) \
+                and _on_legacy(before, cut.table, cut.legacy_table, cut.legacy.primary):
+            return how, cut.name, cut.table
+    return None
+
+
+def _on_legacy(config: ShardingConfig, table: str, legacy_table: str, legacy: Any) -> bool:
+    """Does ``config`` place ``table`` whole on the database ``legacy`` names, as ``legacy_table``?"""
+    single = config.single_table(table)
+    sharded = config.table(table)
+    if single is not None:
+        source, physical = single.data_source, single.name
+    elif sharded is not None and len(sharded.data_nodes) == 1:
+        source, physical = sharded.data_nodes[0].data_source, sharded.data_nodes[0].table
+    else:
+        return False
+    ds = config.data_sources.get(source)
+    if ds is None or physical.lower() != legacy_table.lower():
+        return False
+    ep = ds.primary
+    return (ep.dialect, ep.host, ep.port, ep.database) == (legacy.dialect, legacy.host, legacy.port, legacy.database)
 
 
 # -- what each version places ---------------------------------------------------------

@@ -30,23 +30,23 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
 from ddm_core.algorithms.slot_based import GeneAlgorithm, SlotsAlgorithm
 from ddm_core.errors import BackfillMismatchError, DataSourceUnavailableError, MigrationError
-from ddm_core.metadata.model import ShardingConfig
+from ddm_core.metadata.model import ShardedTable, ShardingConfig
 from ddm_core.migrate.binlog import binlog_positions
-from ddm_core.migrate.checker import Checker, Digest, RowSource, SlotFilter
+from ddm_core.migrate.checker import Checker, Digest, RowFilter, RowSource, SlotFilter
 from ddm_core.migrate.connections import Connections
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import MigrationPlan, slots_of_values
-from ddm_core.migrate.state import MigrationLog, MigrationState
+from ddm_core.migrate.state import MigrationLog, WorkflowLog
 from ddm_core.migrate.tables import keyset_chunks, primary_key, quote, table_columns, table_stats
 
-__all__ = ["Target", "Scan", "ScanReport", "BackfillResult", "Throttle", "ScanCopier", "backfill_scans",
-           "backfill", "estimated_rows", "replica_lag", "BATCH_ROWS", "MAX_BATCH_ROWS"]
+__all__ = ["Target", "Scan", "Placement", "SlotPlacement", "ScanReport", "BackfillResult", "Throttle", "ScanCopier", "backfill_scans",
+           "backfill", "run_scan", "estimated_rows", "replica_lag", "BATCH_ROWS", "MAX_BATCH_ROWS"]
 
 #: Rows read per batch.
 BATCH_ROWS = 10_000
@@ -263,32 +263,75 @@ class BackfillResult:
 Progress = Callable[[ScanReport], None]
 
 
-class ScanCopier:
-    """One scan's copying tools: rows assigned to targets, upserted, checked (also used by catch-up)."""
+class Placement(Protocol):
+    """Which target of a scan each row goes to, decided by one shard column of the row.
 
-    def __init__(self, scan: Scan, old: ShardingConfig, conns: Connections) -> None:
+    A migration's scans place rows by slot (:class:`SlotPlacement`); a cut-over
+    places a legacy table's rows on the sharded table's nodes.
+    """
+
+    #: The column the placement reads (a column of the source table).
+    column: str
+
+    def assign(self, values: Sequence[Any]) -> np.ndarray:
+        """The target index of each row's ``column`` value (-1: the row goes nowhere)."""
+        ...
+
+    def filter(self, target: int) -> RowFilter:
+        """Keeps the source rows that go to ``target`` (the checker's view of that target)."""
+        ...
+
+
+class SlotPlacement:
+    """A migration scan's placement: a slot → target lookup array over the old table's slots."""
+
+    def __init__(self, table: ShardedTable, targets: Sequence[Target]) -> None:
+        sharder = table.database_strategy.sharder
+        assert isinstance(sharder, (SlotsAlgorithm, GeneAlgorithm))
+        self.table, self.sharder = table, sharder
+        self.column = table.database_strategy.column or ""
+        self.targets = tuple(targets)
+        bits = sharder.slot_bits if isinstance(sharder, SlotsAlgorithm) else sharder.gene_bits
+        self.dest = np.full(1 << bits, -1, dtype=np.int64)
+        for i, t in enumerate(targets):
+            assert t.slots is not None
+            self.dest[np.asarray(t.slots, dtype=np.int64)] = i
+
+    def assign(self, values: Sequence[Any]) -> np.ndarray:
+        return np.asarray(self.dest[slots_of_values(self.sharder, self.column, values)], dtype=np.int64)
+
+    def filter(self, target: int) -> RowFilter:
+        slots = self.targets[target].slots
+        assert slots is not None
+        return SlotFilter.of_table(self.table, slots)
+
+
+class ScanCopier:
+    """One scan's copying tools: rows assigned to targets, upserted, checked (also used by catch-up).
+
+    Args:
+        placement: Where each row goes; default: by slot of the old table
+            (targets with slots), every row to every target (targets without).
+    """
+
+    def __init__(self, scan: Scan, old: ShardingConfig, conns: Connections,
+                 placement: Placement | None = None) -> None:
         self.scan, self.conns = scan, conns
         src = scan.source
         self.key = primary_key(conns, src, scan.physical)
         self.table_order = table_columns(conns, src, scan.physical)
         self.columns = [c for c in self.table_order if c not in self.key]
         self.all_columns = [*self.key, *self.columns]
-        sharded = old.table(scan.table) if scan.targets[0].slots is not None else None
-        self.dest: np.ndarray | None = None
-        self.sharder: SlotsAlgorithm | GeneAlgorithm | None = None
+        if placement is None and scan.targets[0].slots is not None:
+            sharded = old.table(scan.table)
+            assert sharded is not None
+            placement = SlotPlacement(sharded, scan.targets)
+        self.placement = placement
         self.shard_at = 0
-        filters: list[SlotFilter | None] = [None] * len(scan.targets)
-        if sharded is not None:
-            sharder = sharded.database_strategy.sharder
-            assert isinstance(sharder, (SlotsAlgorithm, GeneAlgorithm))
-            self.sharder, self.column = sharder, sharded.database_strategy.column or ""
-            bits = sharder.slot_bits if isinstance(sharder, SlotsAlgorithm) else sharder.gene_bits
-            self.dest = np.full(1 << bits, -1, dtype=np.int64)
-            for i, t in enumerate(scan.targets):
-                assert t.slots is not None
-                self.dest[np.asarray(t.slots, dtype=np.int64)] = i
-                filters[i] = SlotFilter.of_table(sharded, t.slots)
-            self.shard_at = [c.lower() for c in self.all_columns].index(self.column.lower())
+        filters: list[RowFilter | None] = [None] * len(scan.targets)
+        if placement is not None:
+            filters = [placement.filter(i) for i in range(len(scan.targets))]
+            self.shard_at = [c.lower() for c in self.all_columns].index(placement.column.lower())
         self.checkers = [
             Checker(RowSource(conns, [(src, scan.physical)], slots=f, label=f"{src}.{scan.physical}"),
                     RowSource(conns, [(t.data_source, t.table)], slots=f, label=f"{t.data_source}.{t.table}"))
@@ -297,6 +340,11 @@ class ScanCopier:
         self.upserts = [self._upsert_sql(t) for t in scan.targets]
         self.sources = [c.a for c in self.checkers]
         self.whole_targets = [RowSource(conns, [(t.data_source, t.table)]) for t in scan.targets]
+
+    @property
+    def every_target(self) -> bool:
+        """Every row goes to every target (a broadcast copy)."""
+        return self.placement is None
 
     def _upsert_sql(self, target: Target) -> str:
         def q(name: str) -> str:
@@ -309,12 +357,10 @@ class ScanCopier:
                 f"ON DUPLICATE KEY UPDATE {update}")
 
     def assign(self, rows: Sequence[tuple[Any, ...]]) -> np.ndarray:
-        """The target index of each row (-1: its slot does not move), on the compiled batch path."""
-        if self.dest is None:
+        """The target index of each row (-1: it goes nowhere, e.g. its slot does not move), in one batch call."""
+        if self.placement is None:
             return np.zeros(len(rows), dtype=np.int64)  # broadcast: every row to every target
-        assert self.sharder is not None
-        slots = slots_of_values(self.sharder, self.column, [r[self.shard_at] for r in rows])
-        return np.asarray(self.dest[slots], dtype=np.int64)
+        return self.placement.assign([r[self.shard_at] for r in rows])
 
     def write(self, rows: Sequence[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
         """Upsert the moving rows of ``rows`` into their targets; returns the keys written to each target."""
@@ -322,7 +368,7 @@ class ScanCopier:
         n = len(self.key)
         written: list[list[tuple[Any, ...]]] = []
         for i, target in enumerate(self.scan.targets):
-            picked = np.flatnonzero(where == i) if self.dest is not None else np.arange(len(rows))
+            picked = np.arange(len(rows)) if self.every_target else np.flatnonzero(where == i)
             batch = [rows[j] for j in picked.tolist()]
             if batch:
                 self.conns.execute_many(target.data_source, self.upserts[i], batch)
@@ -411,7 +457,8 @@ def backfill(
             detail["binlog"] = binlog_positions(old, conns, sorted({s.source for s in scans}))
         state = log.enter(Phase.BACKFILL, detail=detail, state=state)
         for report in reports:
-            _run_scan(report, old, conns, log, state, batch, throttle, progress, under_writes)
+            run_scan(report, lambda scan: ScanCopier(scan, old, conns), conns, log, batch, throttle, progress,
+                     under_writes)
         log.complete(Phase.BACKFILL)
     else:
         for report in reports:
@@ -420,17 +467,18 @@ def backfill(
     return BackfillResult(tuple(reports), clock() - started, throttle.slept)
 
 
-def _run_scan(report: ScanReport, old: ShardingConfig, conns: Connections, log: MigrationLog,
-              state: MigrationState, batch: int, throttle: Throttle, progress: Progress | None,
-              under_writes: bool = False) -> None:
+def run_scan(report: ScanReport, copier_of: Callable[[Scan], ScanCopier], conns: Connections,
+             log: WorkflowLog[Any], batch: int, throttle: Throttle, progress: Progress | None,
+             under_writes: bool = False, phase: Any = Phase.BACKFILL) -> None:
+    """Copy one scan from its recorded high-water mark to its end, batch by checked batch (module docs)."""
     scan = report.scan
-    was = state.scans.get(scan.name)
+    was = log.scans().get(scan.name)
     if was is not None and was.done:
         report.rows_copied, report.done = was.rows_copied, True
         if progress is not None:
             progress(report)
         return
-    copier = ScanCopier(scan, old, conns)
+    copier = copier_of(scan)
     high_water = was.high_water if was is not None else None
     report.rows_copied = was.rows_copied if was is not None else 0
     checksum = was.checksum if was is not None and was.checksum else Digest().hex
@@ -451,22 +499,22 @@ def _run_scan(report: ScanReport, old: ShardingConfig, conns: Connections, log: 
                 report.unsettled += 1
             elif not same:
                 why = copier.mismatch(rng)
-                log.stop(Phase.BACKFILL, {"scan": scan.name, "after": rng[0], "upto": last, "differences": why})
+                log.stop(phase, {"scan": scan.name, "after": rng[0], "upto": last, "differences": why})
                 raise BackfillMismatchError(
                     f"backfill of {scan.describe()}: the batch after {rng[0]} up to {last} differs between source "
                     f"and target after being written twice:\n{why}",
                     table=scan.table, scan=scan.name, high_water=rng[0],
                 )
-        report.rows_copied += len(written[0]) if copier.dest is None else sum(len(w) for w in written)
+        report.rows_copied += len(written[0]) if copier.every_target else sum(len(w) for w in written)
         report.rows_read += len(rows)
         report.batches += 1
         checksum = digest.hex
-        log.record_scan(scan.name, last, report.rows_copied, checksum)
+        log.record_scan(scan.name, last, report.rows_copied, checksum, phase=phase)
         high_water = last
         if progress is not None:
             progress(report)
         throttle.after(len(rows), scan.source)
-    log.record_scan(scan.name, high_water, report.rows_copied, checksum, done=True)
+    log.record_scan(scan.name, high_water, report.rows_copied, checksum, done=True, phase=phase)
     report.done = True
     if progress is not None:
         progress(report)

@@ -33,7 +33,7 @@ import importlib.util
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ddm_core.errors import CatchUpTimeoutError, MigrationError
 from ddm_core.metadata.model import ShardingConfig
@@ -42,10 +42,10 @@ from ddm_core.migrate.binlog import server_of
 from ddm_core.migrate.connections import Connections
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import MigrationPlan
-from ddm_core.migrate.state import MigrationLog
+from ddm_core.migrate.state import MigrationLog, WorkflowLog
 from ddm_core.migrate.tables import quote
 
-__all__ = ["CatchUpResult", "catch_up", "binlog_passes", "FLUSH_ROWS", "MAX_LAG"]
+__all__ = ["CatchUpResult", "catch_up", "binlog_passes", "replay_passes", "Applier", "Keep", "FLUSH_ROWS", "MAX_LAG"]
 
 #: Changes applied per flush (and position record).
 FLUSH_ROWS = 1000
@@ -73,15 +73,15 @@ class CatchUpResult:
     completed: bool
 
 
-class _Applier:
+class Applier:
     """Row changes of the scans' source tables, collapsed per target key and applied idempotently."""
 
-    def __init__(self, old: ShardingConfig, conns: Connections, scans: Sequence[Scan]) -> None:
+    def __init__(self, config: ShardingConfig, conns: Connections, copiers: Sequence[ScanCopier]) -> None:
         self.conns = conns
         self.copiers: dict[tuple[str, str], ScanCopier] = {}
-        for scan in scans:
-            database = old.data_sources[scan.source].primary.database or ""
-            self.copiers[(database.lower(), scan.physical.lower())] = ScanCopier(scan, old, conns)
+        for copier in copiers:
+            database = config.data_sources[copier.scan.source].primary.database or ""
+            self.copiers[(database.lower(), copier.scan.physical.lower())] = copier
         # (copier, target index, key) -> row to upsert, or None to delete; insertion order kept
         self.pending: dict[tuple[int, int, tuple[Any, ...]], tuple[Any, ...] | None] = {}
         self._ids = {id(c): c for c in self.copiers.values()}
@@ -108,7 +108,7 @@ class _Applier:
         ident = id(copier)
         targets = range(len(copier.scan.targets))
         for row, t in zip(rows, where.tolist()):
-            for i in (targets if copier.dest is None else ([t] if t >= 0 else [])):
+            for i in (targets if copier.every_target else ([t] if t >= 0 else [])):
                 key = (ident, i, tuple(row[:n]))
                 if delete:
                     self.pending[key] = None
@@ -249,17 +249,53 @@ def binlog_passes(
     are recorded as ``scan`` events of that phase, so each phase continues where
     the last pass stopped. ``complete``: complete ``phase`` when the gate passes.
     """
+    start = _checked_start(old, new, plan, log)
+    copiers = [ScanCopier(scan, old, conns) for scan in backfill_scans(old, new, plan)]
+    return replay_passes(old, Applier(old, conns, copiers), log, start, phase=phase, complete=complete,
+                         max_lag=max_lag, max_passes=max_passes, pass_timeout=pass_timeout, flush_rows=flush_rows,
+                         clock=clock, progress=progress)
+
+
+#: ``keep(copier, kind, rows, position)``: the row images of one event to apply (a replay's filter).
+Keep = Callable[[ScanCopier, str, Sequence[dict[str, Any]], tuple[str, int]], Sequence[dict[str, Any]]]
+
+
+def replay_passes(
+    config: ShardingConfig,
+    applier: Applier,
+    log: WorkflowLog[Any],
+    start: Mapping[str, Any],
+    *,
+    phase: Any,
+    complete: bool = False,
+    max_lag: float = MAX_LAG,
+    max_passes: int = 20,
+    pass_timeout: float = 120.0,
+    flush_rows: int = FLUSH_ROWS,
+    clock: Callable[[], float] = time.monotonic,
+    progress: Callable[[int, int], None] | None = None,
+    keep: Keep | None = None,
+    position_prefix: str = "binlog:",
+) -> CatchUpResult:
+    """Binlog passes over the servers of ``applier``'s source tables until one takes under ``max_lag`` s.
+
+    Each server's binlog is read from the position last recorded in ``log`` (a
+    ``scan`` event named ``<position_prefix>host:port``), else from ``start``.
+
+    Args:
+        config: Names the data sources of the applier's scan sources (their servers and databases).
+        start: ``server -> [file, position]`` where a server's first pass begins.
+        keep: Filters each event's row images before they are queued (``None``: every row).
+    """
     from pymysqlreplication import BinLogStreamReader  # type: ignore[import-untyped]
     from pymysqlreplication.event import XidEvent  # type: ignore[import-untyped]
     from pymysqlreplication.row_event import (  # type: ignore[import-untyped]
         DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent,
     )
 
-    start = _checked_start(old, new, plan, log)
-    scans = backfill_scans(old, new, plan)
-    servers = _sources(old, scans)
-    applier = _Applier(old, conns, scans)
-    schemas = sorted({(old.data_sources[s.source].primary.database or "") for s in scans})
+    scans = [c.scan for c in applier.copiers.values()]
+    servers = _sources(config, scans)
+    schemas = sorted({(config.data_sources[s.source].primary.database or "") for s in scans})
     tables = sorted({s.physical for s in scans})
     kinds = {WriteRowsEvent: "write", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
     passes, last = 0, float("inf")
@@ -267,10 +303,10 @@ def binlog_passes(
         passes += 1
         began = clock()
         for server, sources in servers.items():
-            name = f"binlog:{server}"
-            at = log.state().scans.get(name)
+            name = f"{position_prefix}{server}"
+            at = log.scans().get(name)
             file, pos = (at.high_water if at is not None and at.high_water else start[server])
-            ep = old.data_sources[sources[0]].primary
+            ep = config.data_sources[sources[0]].primary
             settings = {"host": ep.host or "127.0.0.1", "port": ep.port or 3306, "user": ep.username or "root",
                         "password": ep.password.reveal() if ep.password is not None else "",
                         "read_timeout": READ_TIMEOUT, "write_timeout": READ_TIMEOUT, "connect_timeout": 5}
@@ -297,7 +333,10 @@ def binlog_passes(
                         continue
                     copier = applier.copier_of(event.schema, event.table)
                     if copier is not None:
-                        applier.add(copier, kinds[type(event)], event.rows)
+                        kind, rows = kinds[type(event)], event.rows
+                        if keep is not None:
+                            rows = keep(copier, kind, rows, (str(stream.log_file), int(stream.log_pos)))
+                        applier.add(copier, kind, rows)
             except CatchUpTimeoutError:
                 raise
             except MigrationError:

@@ -44,7 +44,7 @@ import random
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Protocol, Sequence
 
 import numpy as np
 
@@ -58,6 +58,7 @@ from ddm_core.migrate.tables import primary_key, quote, table_stats
 __all__ = [
     "Digest",
     "SlotFilter",
+    "RowFilter",
     "RowSource",
     "ColumnInfo",
     "RowShape",
@@ -111,6 +112,17 @@ class Digest:
     def of(cls, hashes: np.ndarray) -> "Digest":
         h = np.asarray(hashes, dtype=np.uint64)
         return cls(int(h.size), int(h.sum(dtype=np.uint64))) if h.size else cls()
+
+
+class RowFilter(Protocol):
+    """Which rows a :class:`RowSource` keeps, by the value of one column."""
+
+    @property
+    def column(self) -> str: ...
+
+    def keep(self, values: Sequence[Any]) -> np.ndarray:
+        """A bool mask over ``values`` (one batch call)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +200,7 @@ class RowSource:
         conns: Connections,
         parts: Sequence[tuple[str, str]],
         *,
-        slots: SlotFilter | None = None,
+        slots: RowFilter | None = None,
         label: str | None = None,
     ) -> None:
         if not parts:

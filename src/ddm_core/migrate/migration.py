@@ -49,7 +49,7 @@ from ddm_core.errors import MigrationError, MigrationStateError, SourceUnavailab
 from ddm_core.metadata.dump import dump_native
 from ddm_core.metadata.migration import migration_document
 from ddm_core.metadata.model import ShardingConfig
-from ddm_core.metadata.table_source import TableSource, checksum_of
+from ddm_core.metadata.table_source import TableSource
 from ddm_core.migrate.backfill import BATCH_ROWS, BackfillResult, ScanReport, backfill, backfill_scans
 from ddm_core.migrate.binlog import binlog_positions
 from ddm_core.migrate.catchup import FLUSH_ROWS, MAX_LAG, CatchUpResult, binlog_passes, catch_up
@@ -58,6 +58,7 @@ from ddm_core.migrate.connections import Connections, config_table_source, conne
 from ddm_core.migrate.phases import ROLLBACK_FROM, Phase
 from ddm_core.migrate.plan import MigrationPlan, plan_migration
 from ddm_core.migrate.prepare import prepare
+from ddm_core.migrate.publish import CONFIG_MARK, EFFECTIVE_MARK, Publisher
 from ddm_core.migrate.state import Event, MigrationLog, MigrationState, ScanProgress
 
 __all__ = ["Migration", "MigrationStatus", "READ_SHIFT_STEPS"]
@@ -69,7 +70,7 @@ MAX_LISTED = 100_000
 READ_SHIFT_STEPS = (1.0, 10.0, 50.0, 100.0)
 
 # Prefixes of the state table's scan names that are not backfill scans.
-_CONFIG, _EFFECTIVE, _FINISH, _STEP, _BINLOG = "config:", "effective:", "finish:", "step:", "binlog:"
+_CONFIG, _EFFECTIVE, _FINISH, _STEP, _BINLOG = CONFIG_MARK, EFFECTIVE_MARK, "finish:", "step:", "binlog:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +191,7 @@ class Migration:
         self.on_scan, self.on_catch_up = on_scan, on_catch_up
         self.clock, self.sleep, self.wall = clock, sleep, wall
         self._plan: MigrationPlan | None = None
+        self._publisher: Publisher | None = None
         self._ready = False
         self._sides: list[tuple[RowSource, RowSource, Any, Any]] | None = None
         self.last_backfill: BackfillResult | None = None
@@ -250,50 +252,13 @@ class Migration:
         text: str = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
         return text
 
-    def _newest(self) -> tuple[int, str | None]:
-        try:
-            fetched = self.source.fetch()
-        except SourceUnavailableError:
-            version = self.source.latest_version()  # unreachable raises again; an empty table is 0
-            if version:
-                raise
-            return 0, None
-        content = fetched.content if isinstance(fetched.content, str) else None
-        return int(fetched.revision.split(":", 1)[0]), content
-
-    def _publish(self, step: str, text: str) -> int:
-        """Publish ``text`` for ``step`` once (a recorded mark, or the newest row already holding it)."""
-        state = self._state()
-        mark = self._mark(state, _CONFIG + step)
-        if mark is not None and mark.high_water:
-            return int(mark.high_water[0])
-        self.source.create_table()
-        newest, body = self._newest()
-        if body == text:  # published before a crash, not yet recorded
-            version = newest
-        else:
-            version = self.source.publish(text, expect_version=newest)
-        self._record(_CONFIG + step, (version, self.wall()), checksum=checksum_of(text)[:32])
-        self.echo(f"published version {version} ({step}) to {self.source.where}")
-        return version
-
-    def _effective(self, step: str) -> None:
-        """Wait until every watcher took ``step``'s version or fences itself; record it."""
-        state = self._state()
-        if self._mark(state, _EFFECTIVE + step) is not None:
-            return
-        mark = self._mark(state, _CONFIG + step)
-        assert mark is not None and mark.high_water is not None
-        published_at = float(mark.high_water[1])
-        wait = published_at + self.fence_after_s + self.poll_s - self.wall()
-        if wait > 0:
-            self.echo(f"waiting {wait:.1f} s until every instance took version {mark.high_water[0]}")
-            self.sleep(wait)
-        self._record(_EFFECTIVE + step, (int(mark.high_water[0]), self.wall()))
-
-    def _published_at(self, step: str) -> float | None:
-        mark = self._mark(self._state(), _CONFIG + step)
-        return float(mark.high_water[1]) if mark is not None and mark.high_water else None
+    @property
+    def publisher(self) -> Publisher:
+        if self._publisher is None:
+            self._state()  # the state table exists before the first mark is read
+            self._publisher = Publisher(self.log, self.source, fence_after_s=self.fence_after_s, poll_s=self.poll_s,
+                                        echo=self.echo, sleep=self.sleep, wall=self.wall)
+        return self._publisher
 
     # -- start: prepare, dual write, backfill, catch-up, verify ----------------------------------
 
@@ -321,8 +286,8 @@ class Migration:
         if state.phase is Phase.PREPARE:
             state = self.log.enter(Phase.DUAL_WRITE, state=state)
         if state.phase is Phase.DUAL_WRITE and not state.completed:
-            version = self._publish("dual_write", self.document("dual_write"))
-            self._effective("dual_write")
+            version = self.publisher.publish("dual_write", self.document("dual_write"))
+            self.publisher.effective("dual_write")
             state = self.log.complete(Phase.DUAL_WRITE, detail={"version": version})
         if state.phase in (Phase.DUAL_WRITE, Phase.BACKFILL) and not (
                 state.phase is Phase.BACKFILL and state.completed):
@@ -478,8 +443,8 @@ class Migration:
             self._passes(f"shifting reads to {pct:g} %")
             if state.read_shift_pct != pct:
                 self.log.set_read_shift(pct)
-            self._publish(step, self.document("shift_reads", pct))
-        self._effective(step)
+            self.publisher.publish(step, self.document("shift_reads", pct))
+        self.publisher.effective(step)
         state = self._state()
         if pct == 100.0 and not state.completed:
             self.log.complete(Phase.SHIFT_READS, detail={"read_shift_pct": pct})
@@ -506,8 +471,8 @@ class Migration:
         elif state.phase is not Phase.CUTOVER:
             raise self._refuse("cut over", f"cutover follows reads shifted 100 %; it is at "
                                f"{state.phase or 'no phase'} ({state.read_shift_pct:g} %)")
-        self._publish("cutover", self.document("cutover", 100.0))
-        self._effective("cutover")
+        self.publisher.publish("cutover", self.document("cutover", 100.0))
+        self.publisher.effective("cutover")
         state = self._state()
         if self._mark(state, _STEP + "cutover:caught_up") is None:
             self._passes("the cutover")  # writes to moving slots are refused: this reaches the binlog's end
@@ -520,10 +485,10 @@ class Migration:
                     f"migration {self.name!r}: at cutover {left} rows of moving slots differ between old and new "
                     f"({report.summary()}); writes to them stay paused; run cutover again", migration=self.name)
             self._record(_STEP + "cutover:verified", (report.rows_a,))
-        self._publish("target", self.document("finish"))  # the new placement; old copies still there
-        fenced, resumed = self._published_at("cutover"), self._published_at("target")
+        self.publisher.publish("target", self.document("finish"))  # the new placement; old copies still there
+        fenced, resumed = self.publisher.published_at("cutover"), self.publisher.published_at("target")
         pause = resumed - fenced if fenced is not None and resumed is not None else None
-        self._effective("target")
+        self.publisher.effective("target")
         if self._state().phase is Phase.CUTOVER and self._state().stopped is not None:
             self.log.enter(Phase.CUTOVER)  # clears the stop of an earlier attempt
         self.log.complete(Phase.CUTOVER, detail={"write_pause_s": pause, "at": self.wall()})
@@ -548,12 +513,12 @@ class Migration:
                 raise self._refuse("roll back", f"rollback is possible until {Phase.CUTOVER} completes; it is at "
                                    f"{state.phase or 'no phase'}")
             if cutting and (self._mark(state, _CONFIG + "target") is not None
-                            or self._newest()[1] == self.document("finish")):  # published, then killed
+                            or self.publisher.newest()[1] == self.document("finish")):  # published, then killed
                 raise self._refuse("roll back", "the cutover published the new placement already: writes go "
                                    "there only; run cutover again to complete it")
             self.log.enter(Phase.ROLLED_BACK, state=state)
-        self._publish("rolled_back", dump_native(self.old, secrets="keep"))
-        self._effective("rolled_back")
+        self.publisher.publish("rolled_back", dump_native(self.old, secrets="keep"))
+        self.publisher.effective("rolled_back")
         self.log.complete(Phase.ROLLED_BACK)
         self.echo("rolled back: every read and write goes to the old location")
         return self.status()
@@ -591,8 +556,8 @@ class Migration:
         deleted = finish_scans(self.old, self.new, self.plan, self.conns, self.log, batch=self.batch,
                                archive=archive, max_rows_per_s=self.max_rows_per_s, clock=self.clock,
                                sleep=self.sleep, echo=self.echo)
-        self._publish("plain", dump_native(self.new, secrets="keep"))  # no copies left: every read allowed
-        self._effective("plain")
+        self.publisher.publish("plain", dump_native(self.new, secrets="keep"))  # no copies left: every read allowed
+        self.publisher.effective("plain")
         self.log.complete(Phase.FINISH, detail={"deleted": deleted, "archive": archive})
         self.echo(f"finish: {deleted:,} old rows of moved slots deleted" + (f" (archived to *{archive})" if archive
                                                                              else ""))

@@ -33,13 +33,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from enum import Enum
+from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
 
 from ddm_core.errors import MigrationError, MigrationStateError
 from ddm_core.metadata.kept_connection import KeptConnection
 from ddm_core.migrate.phases import Phase, may_enter
 
-__all__ = ["MigrationLog", "MigrationState", "SlotProgress", "ScanProgress", "Event", "DEFAULT_TABLE",
+__all__ = ["WorkflowLog", "MigrationLog", "MigrationState", "fold_scans", "SlotProgress", "ScanProgress", "Event", "DEFAULT_TABLE",
            "create_table_sql"]
 
 #: The state table's default name.
@@ -76,11 +77,11 @@ def create_table_sql(table: str = DEFAULT_TABLE) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One row of the state table."""
+    """One row of the state table (``phase``: a member of the workflow's phase enum)."""
 
     seq: int
     event: str
-    phase: Phase
+    phase: Any
     slot: int | None = None
     high_water: tuple[Any, ...] | None = None
     rows_copied: int | None = None
@@ -150,6 +151,16 @@ class MigrationState:
     scans: Mapping[str, ScanProgress] = field(default_factory=dict)
 
 
+def fold_scans(events: Sequence[Event]) -> dict[str, ScanProgress]:
+    """Progress per scan from the ``scan`` / ``scan_done`` rows (the last row of each scan wins)."""
+    scans: dict[str, ScanProgress] = {}
+    for ev in events:
+        if ev.event in ("scan", "scan_done") and isinstance(ev.detail, dict) and "scan" in ev.detail:
+            name = str(ev.detail["scan"])
+            scans[name] = ScanProgress(name, ev.high_water, ev.rows_copied or 0, ev.checksum, ev.event == "scan_done")
+    return scans
+
+
 def _fold(name: str, events: Sequence[Event]) -> MigrationState:
     phase: Phase | None = None
     completed = False
@@ -158,7 +169,6 @@ def _fold(name: str, events: Sequence[Event]) -> MigrationState:
     plan: Any = None
     stopped: Any = None
     history: list[Event] = []
-    scans: dict[str, ScanProgress] = {}
     for ev in events:
         phase, shift = ev.phase, ev.read_shift_pct
         if ev.event == "enter":
@@ -181,36 +191,68 @@ def _fold(name: str, events: Sequence[Event]) -> MigrationState:
                 ev.checksum if ev.checksum is not None else was.checksum,
                 ev.event == "slot_done",
             )
-        elif ev.event in ("scan", "scan_done") and isinstance(ev.detail, dict) and "scan" in ev.detail:
-            name_ = str(ev.detail["scan"])
-            scans[name_] = ScanProgress(name_, ev.high_water, ev.rows_copied or 0, ev.checksum,
-                                        ev.event == "scan_done")
     return MigrationState(
         name, phase, completed, shift, slots, events[-1].seq if events else 0, plan, stopped, tuple(history),
-        scans,
+        fold_scans(events),
     )
 
 
-class MigrationLog:
-    """The rows of one migration in the state table.
+class _StateLike(Protocol):
+    """What every workflow's folded state says (what :class:`WorkflowLog` relies on)."""
+
+    @property
+    def phase(self) -> Any: ...
+    @property
+    def completed(self) -> bool: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def stopped(self) -> Any: ...
+
+
+S = TypeVar("S", bound=_StateLike)
+_L = TypeVar("_L", bound="WorkflowLog[Any]")
+
+
+class WorkflowLog(Generic[S]):
+    """The rows of one workflow (a migration, a cut-over) in its append-only state table.
+
+    The storage and the steps every workflow shares: phases entered, completed
+    and stopped by the rules of ``may_enter``, and scan progress. Subclasses
+    name their phase enum, transition rule, default table and what the rows
+    fold to.
 
     Args:
         connect: Returns a new DB-API connection (MySQL / MariaDB, autocommit)
             to the data source holding the table
             (:func:`ddm_core.migrate.connector`).
-        name: The migration (letters, digits, ``_ . : -``; at most 64).
+        name: The workflow (letters, digits, ``_ . : -``; at most 64).
         table: The state table.
     """
 
-    def __init__(self, connect: Callable[[], Any], name: str, *, table: str = DEFAULT_TABLE) -> None:
+    #: The phase enum stored in the ``phase`` column.
+    phases: type[Enum] = Phase
+    #: How messages name the workflow.
+    kind = "migration"
+    #: How messages name the process running it.
+    actor = "migrator"
+    default_table = DEFAULT_TABLE
+
+    def __init__(self, connect: Callable[[], Any], name: str, *, table: str | None = None) -> None:
         if not _MIGRATION.fullmatch(name):
             raise MigrationError(
-                f"migration name {name!r} must be 1-64 letters, digits, '_', '.', ':' or '-'", migration=name
+                f"{self.kind} name {name!r} must be 1-64 letters, digits, '_', '.', ':' or '-'", migration=name
             )
+        table = table or self.default_table
         create_table_sql(table)  # checks the name
         self.name = name
         self.table = table
         self._kept = KeptConnection(connect)
+
+    @staticmethod
+    def may_enter(current: Any, completed: bool, target: Any) -> str | None:
+        """Why ``target`` cannot be entered from ``current`` (``None``: it can)."""
+        return may_enter(current, completed, target)
 
     # -- storage ---------------------------------------------------------------------------
 
@@ -218,7 +260,7 @@ class MigrationLog:
         return self._kept.run(
             work,
             lambda exc: MigrationError(
-                f"migration {self.name!r}: cannot {what} in table {self.table!r}: {exc}",
+                f"{self.kind} {self.name!r}: cannot {what} in table {self.table!r}: {exc}",
                 migration=self.name,
                 table=self.table,
             ),
@@ -227,7 +269,7 @@ class MigrationLog:
     def close(self) -> None:
         self._kept.close()
 
-    def __enter__(self) -> "MigrationLog":
+    def __enter__(self: _L) -> _L:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -238,20 +280,28 @@ class MigrationLog:
         self._cursor_run("create the table", lambda cur: cur.execute(create_table_sql(self.table)))
 
     def events(self) -> list[Event]:
-        """Every row of this migration, in order."""
+        """Every row of this workflow, in order."""
+        phases = self.phases
 
         def read(cur: Any) -> list[Event]:
             cur.execute(f"SELECT {_COLUMNS} FROM `{self.table}` WHERE migration = %s ORDER BY seq", (self.name,))
-            return [_event(row) for row in cur.fetchall()]
+            return [_event(row, phases) for row in cur.fetchall()]
 
         found: list[Event] = self._cursor_run("read the state", read)
         return found
 
-    def state(self) -> MigrationState:
-        """The migration as its rows say now."""
-        return _fold(self.name, self.events())
+    def state(self) -> S:
+        """The workflow as its rows say now (what :meth:`fold` makes of them)."""
+        return self.fold(self.events())
 
-    def _append(self, after: MigrationState, ev: Event) -> None:
+    def fold(self, events: Sequence[Event]) -> S:
+        raise NotImplementedError
+
+    def scans(self) -> Mapping[str, ScanProgress]:
+        """Progress per scan that has any."""
+        return fold_scans(self.events())
+
+    def _append(self, after: Any, ev: Event) -> None:
         """Insert ``ev`` as row ``after.seq + 1``; another writer of that number is a conflict."""
         seq = after.seq + 1
 
@@ -285,8 +335,8 @@ class MigrationLog:
                     if cur.fetchone() is None:
                         raise
             raise MigrationStateError(
-                f"migration {self.name!r}: another migrator wrote step {seq} first; only one migrator may "
-                "run a migration at a time (read the state again to resume after it stops)",
+                f"{self.kind} {self.name!r}: another {self.actor} wrote step {seq} first; only one {self.actor} may "
+                f"run a {self.kind} at a time (read the state again to resume after it stops)",
                 migration=self.name,
                 phase=after.phase,
             )
@@ -295,10 +345,10 @@ class MigrationLog:
 
     # -- transitions -----------------------------------------------------------------------
 
-    def enter(self, phase: Phase, *, detail: Any = None, state: MigrationState | None = None) -> MigrationState:
+    def enter(self, phase: Any, *, detail: Any = None, state: S | None = None) -> S:
         """Record that ``phase``'s work starts.
 
-        Entering the phase the migration is already in (not completed) is a
+        Entering the phase the workflow is already in (not completed) is a
         resume and records nothing.
 
         Raises:
@@ -307,32 +357,78 @@ class MigrationLog:
         now = state if state is not None else self.state()
         if now.phase is phase and not now.completed and now.stopped is None:
             return now
-        why = may_enter(now.phase, now.completed, phase)
+        why = self.may_enter(now.phase, now.completed, phase)
         if why is not None:
             raise MigrationStateError(
-                f"migration {self.name!r} cannot enter {phase}: {why}", migration=self.name, phase=now.phase
+                f"{self.kind} {self.name!r} cannot enter {phase}: {why}", migration=self.name, phase=now.phase
             )
-        shift = 0.0 if phase is Phase.ROLLED_BACK else now.read_shift_pct
-        self._append(now, Event(0, "enter", phase, read_shift_pct=shift, detail=detail))
+        self._append(now, Event(0, "enter", phase, read_shift_pct=self._shift_on_enter(now, phase), detail=detail))
         return self.state()
 
-    def complete(self, phase: Phase, *, detail: Any = None) -> MigrationState:
+    def _shift_on_enter(self, now: Any, phase: Any) -> float:
+        return 0.0
+
+    def complete(self, phase: Any, *, detail: Any = None) -> S:
         """Record that ``phase``'s work is done and its gate passed.
 
         Raises:
-            MigrationStateError: the migration is not in ``phase``.
+            MigrationStateError: the workflow is not in ``phase``.
         """
         now = self._in(phase, "complete it")
         if now.completed:
             return now
-        self._append(now, Event(0, "complete", phase, read_shift_pct=now.read_shift_pct, detail=detail))
+        self._append(now, Event(0, "complete", phase, read_shift_pct=self._shift(now), detail=detail))
         return self.state()
 
-    def stop(self, phase: Phase, report: Any) -> MigrationState:
+    def stop(self, phase: Any, report: Any) -> S:
         """Record that ``phase`` stopped with ``report`` (a JSON-able description of why)."""
         now = self._in(phase, "stop it")
-        self._append(now, Event(0, "stop", phase, read_shift_pct=now.read_shift_pct, detail=report))
+        self._append(now, Event(0, "stop", phase, read_shift_pct=self._shift(now), detail=report))
         return self.state()
+
+    def record_scan(
+        self,
+        scan: str,
+        high_water: Sequence[Any] | None,
+        rows_copied: int,
+        checksum: str,
+        *,
+        done: bool = False,
+        phase: Any = Phase.BACKFILL,
+    ) -> S:
+        """Record a scan's high-water mark after a checked batch (``done``: the scan is complete)."""
+        now = self._in(phase, "record scan progress")
+        self._append(
+            now,
+            Event(0, "scan_done" if done else "scan", phase, None,
+                  tuple(high_water) if high_water is not None else None, rows_copied, checksum,
+                  self._shift(now), {"scan": scan}),
+        )
+        return self.state()
+
+    @staticmethod
+    def _shift(now: Any) -> float:
+        return float(getattr(now, "read_shift_pct", 0.0))
+
+    def _in(self, phase: Any, doing: str) -> S:
+        now = self.state()
+        if now.phase is not phase:
+            raise MigrationStateError(
+                f"{self.kind} {self.name!r} is in {now.phase or 'no phase yet'}, not {phase}: cannot {doing}",
+                migration=self.name,
+                phase=now.phase,
+            )
+        return now
+
+
+class MigrationLog(WorkflowLog[MigrationState]):
+    """The rows of one migration in the state table (``ddm_migration``)."""
+
+    def fold(self, events: Sequence[Event]) -> MigrationState:
+        return _fold(self.name, events)
+
+    def _shift_on_enter(self, now: Any, phase: Any) -> float:
+        return 0.0 if phase is Phase.ROLLED_BACK else float(now.read_shift_pct)
 
     def record_batch(
         self,
@@ -353,26 +449,6 @@ class MigrationLog:
         )
         return self.state()
 
-    def record_scan(
-        self,
-        scan: str,
-        high_water: Sequence[Any] | None,
-        rows_copied: int,
-        checksum: str,
-        *,
-        done: bool = False,
-        phase: Phase = Phase.BACKFILL,
-    ) -> MigrationState:
-        """Record a backfill scan's high-water mark after a checked batch (``done``: the scan is complete)."""
-        now = self._in(phase, "record scan progress")
-        self._append(
-            now,
-            Event(0, "scan_done" if done else "scan", phase, None,
-                  tuple(high_water) if high_water is not None else None, rows_copied, checksum,
-                  now.read_shift_pct, {"scan": scan}),
-        )
-        return self.state()
-
     def set_read_shift(self, pct: float) -> MigrationState:
         """Record that ``pct`` % of the moving slots' reads go to the new location."""
         if not 0.0 <= pct <= 100.0:
@@ -381,23 +457,13 @@ class MigrationLog:
         self._append(now, Event(0, "read_shift", Phase.SHIFT_READS, read_shift_pct=float(pct)))
         return self.state()
 
-    def _in(self, phase: Phase, doing: str) -> MigrationState:
-        now = self.state()
-        if now.phase is not phase:
-            raise MigrationStateError(
-                f"migration {self.name!r} is in {now.phase or 'no phase yet'}, not {phase}: cannot {doing}",
-                migration=self.name,
-                phase=now.phase,
-            )
-        return now
 
-
-def _event(row: Sequence[Any]) -> Event:
+def _event(row: Sequence[Any], phases: type[Enum]) -> Event:
     seq, event, phase, slot, high_water, rows_copied, checksum, shift, detail, created = row
     return Event(
         int(seq),
         str(event),
-        Phase(phase),
+        phases(phase),
         int(slot) if slot is not None else None,
         tuple(json.loads(high_water)) if high_water is not None else None,
         int(rows_copied) if rows_copied is not None else None,

@@ -16,8 +16,18 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping, Protocol, Sequence
 
-from ddm_core.errors import ConfigError, DdmError, MigrationError, MigrationFencedError, UnsupportedSQLError
+from ddm_core.errors import (
+    ConfigError,
+    CutoverError,
+    CutoverFencedError,
+    DdmError,
+    MigrationError,
+    MigrationFencedError,
+    ShardKeyUpdateError,
+    UnsupportedSQLError,
+)
 from ddm_core.metadata import ConfigHolder
+from ddm_core.metadata.cutover import DUAL_STATES, L_AUTHORITATIVE, BucketState, CutoverRouting
 from ddm_core.metadata.migration import MigrationRouting
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.compile import compile_statement, quote_statement
@@ -78,7 +88,7 @@ class Router:
         self._hits = 0
         self._misses = 0
         self._ctx = RouteContext(self._current_config(config))
-        self._migration = _Migrating.of(self, self._ctx.config)
+        self._follower = _follower_of(self, self._ctx.config)
 
     # -- configuration -------------------------------------------------------
 
@@ -108,8 +118,14 @@ class Router:
     def _switch(self, config: ShardingConfig) -> None:
         # A new context per version: its identity is the generation _compile checks.
         self._ctx = RouteContext(config, self._ctx.stats, self._ctx.schemas)
-        self._migration = _Migrating.of(self, config)
+        self._follower = _follower_of(self, config)
         self._cache.clear()
+
+    @property
+    def _migration(self) -> _Migrating | None:
+        """The migration this version follows (``None`` also during a cut-over)."""
+        follower = self._follower
+        return follower if isinstance(follower, _Migrating) else None
 
     # -- table metadata ------------------------------------------------------
 
@@ -144,7 +160,7 @@ class Router:
                 return
             ctx = self._ctx
             self._ctx = RouteContext(ctx.config, ctx.stats, MappingProxyType(current))
-            self._migration = _Migrating.of(self, ctx.config)  # its sub-routers take the schemas anew
+            self._follower = _follower_of(self, ctx.config)  # its sub-routers take the schemas anew
             for cached, entry in list(self._cache.items()):
                 tables = statement_tables(entry.statement)
                 if tables is None or not tables.isdisjoint(changed):
@@ -176,7 +192,7 @@ class Router:
         """
         if self._holder is not None:
             self._sync()
-        migrating = self._migration  # None outside a migration: the one test on the hot path
+        follower = self._follower  # None outside a migration or cut-over: the one test on the hot path
         key: Any = sql
         if params is None and isinstance(sql, str) and "%" in sql:
             key = (sql,)  # sent unchanged without params, as PyMySQL does: ``%`` is modulo
@@ -194,10 +210,9 @@ class Router:
                 pass
         try:
             bound = entry.translated.bind(params)
-            plan = entry.statement.route(bound, current_hint())
-            if migrating is None:
-                return plan
-            return migrating.follow(plan, sql, params)
+            if follower is None:
+                return entry.statement.route(bound, current_hint())
+            return follower.follow(entry.statement, bound, sql, params)
         except DdmError as err:  # no cost on the way through; on a refusal, name the statement
             quote_statement(err, sql)
             raise
@@ -239,41 +254,75 @@ class Router:
 _WRITE_PHASES = frozenset({"dual_write", "backfill", "catch_up", "verify", "shift_reads"})
 
 
-class _Migrating:
-    """What a router does for one configuration version carrying a migration block.
+class _Following:
+    """What a router does for one configuration version carrying a migration or cut-over block.
 
-    Sub-routers for the block's ``target`` and ``reads`` configurations are built
-    lazily, once per version; each has its own plan cache and context, sharing
-    nothing mutable with the main router.
+    Sub-routers for the block's other configurations are built lazily, once per
+    version; each has its own plan cache and context, sharing nothing mutable
+    with the main router.
     """
 
-    __slots__ = ("router", "routing", "_target", "_reads", "_lock")
+    __slots__ = ("router", "_subs", "_lock")
 
-    def __init__(self, router: Router, routing: MigrationRouting) -> None:
+    fence_after_s: float
+
+    def __init__(self, router: Router) -> None:
         self.router = router
-        self.routing = routing
-        self._target: Router | None = None
-        self._reads: Router | None = None
+        self._subs: dict[str, Router] = {}
         self._lock = threading.Lock()
 
-    @staticmethod
-    def of(router: Router, config: ShardingConfig) -> _Migrating | None:
-        return None if config.migration is None else _Migrating(router, config.migration)
-
-    def _sub(self, which: str) -> Router:
-        built: Router | None = getattr(self, which)
+    def _sub(self, which: str, config: ShardingConfig) -> Router:
+        built = self._subs.get(which)
         if built is not None:
             return built
         with self._lock:
-            sub: Router | None = getattr(self, which)
+            sub = self._subs.get(which)
             if sub is None:
-                config = self.routing.target if which == "_target" else self.routing.reads
                 sub = Router(config, cache_size=self.router._maxsize)
                 sub.set_schemas(self.router._ctx.schemas)
-                setattr(self, which, sub)
+                self._subs[which] = sub
             return sub
 
-    def follow(self, plan: RoutePlan, sql: str, params: Any) -> RoutePlan:
+    def follow(self, statement: Compiled, bound: Sequence[Any], sql: str, params: Any) -> RoutePlan:
+        """The plan of ``statement`` as the block wants it."""
+        return self.follow_plan(statement.route(bound, current_hint()), sql, params)
+
+    def follow_plan(self, plan: RoutePlan, sql: str, params: Any) -> RoutePlan:
+        raise NotImplementedError
+
+    def unconfirmed_for(self) -> float | None:
+        """Seconds since the holder last confirmed its version, when longer than the fence (else ``None``)."""
+        holder = self.router._holder
+        if holder is None:
+            return None  # a plain configuration counts as confirmed
+        confirmed = getattr(holder, "confirmed_at", None)
+        age = math.inf if confirmed is None else time.monotonic() - confirmed
+        return age if age > self.fence_after_s else None
+
+
+def _follower_of(router: Router, config: ShardingConfig) -> _Following | None:
+    if config.migration is not None:
+        return _Migrating(router, config.migration)
+    if config.cutover is not None:
+        return _CuttingOver(router, config.cutover)
+    return None
+
+
+def _shown(stale: float) -> str:
+    return "ever" if math.isinf(stale) else f"{stale:.1f} s"
+
+
+class _Migrating(_Following):
+    """Follows a migration block: dual writes to the target, shifted reads, fences (docs/migration.md)."""
+
+    __slots__ = ("routing", "fence_after_s")
+
+    def __init__(self, router: Router, routing: MigrationRouting) -> None:
+        super().__init__(router)
+        self.routing = routing
+        self.fence_after_s = routing.fence_after_s
+
+    def follow_plan(self, plan: RoutePlan, sql: str, params: Any) -> RoutePlan:
         """``plan`` as the migration's phase wants it: dual units, a fence, or the shifted reads."""
         m = self.routing
         moving = [t.logic_table for t in plan.tables if t.logic_table.lower() in m.tables]
@@ -297,14 +346,14 @@ class _Migrating:
                 )
             if m.read_shift_pct > 0 and not plan.force_primary:
                 # One unit only: a read over several tables would see a moving row at both locations.
-                shifted = self._sub("_reads").route(sql, params)
+                shifted = self._sub("reads", m.reads).route(sql, params)
                 if len(shifted.units) == 1:
                     return shifted
             return plan
         if m.phase == "finish":
             return plan  # the base is the new placement already; the old copies get no writes
         with reuse_generated_keys(plan.generated_keys):
-            target = self._sub("_target").route(sql, params)
+            target = self._sub("target", m.target).route(sql, params)
         dual = self._dual(plan, target)
         if not dual:
             return plan
@@ -318,23 +367,13 @@ class _Migrating:
             )
         stale = self.unconfirmed_for()
         if stale is not None:
-            shown = "ever" if math.isinf(stale) else f"{stale:.1f} s"
             raise MigrationFencedError(
                 f"writes to {table} slot(s) moving in migration {m.name!r} are refused: config source not "
-                f"confirmed for {shown} (fenceAfterSeconds {m.fence_after_s:g}); retry in a few seconds",
+                f"confirmed for {_shown(stale)} (fenceAfterSeconds {m.fence_after_s:g}); retry in a few seconds",
                 table=table,
                 migration=m.name,
             )
         return plan._replace(dual=dual)
-
-    def unconfirmed_for(self) -> float | None:
-        """Seconds since the holder last confirmed its version, when longer than the fence (else ``None``)."""
-        holder = self.router._holder
-        if holder is None:
-            return None  # a plain configuration counts as confirmed
-        confirmed = getattr(holder, "confirmed_at", None)
-        age = math.inf if confirmed is None else time.monotonic() - confirmed
-        return age if age > self.routing.fence_after_s else None
 
     def _dual(self, plan: RoutePlan, target: RoutePlan) -> tuple[RouteUnit, ...]:
         """The target plan's units the primary plan does not run.
@@ -364,3 +403,112 @@ class _Migrating:
                 continue
             out.append(unit)
         return tuple(out)
+
+
+class _CuttingOver(_Following):
+    """Follows a cut-over block: each statement on its table goes to the legacy table or the shards
+    by the states of the buckets it touches (docs/cutover.md#routing)."""
+
+    __slots__ = ("routing", "fence_after_s", "_key")
+
+    def __init__(self, router: Router, routing: CutoverRouting) -> None:
+        super().__init__(router)
+        self.routing = routing
+        self.fence_after_s = routing.fence_after_s
+        self._key = routing.table.lower()
+
+    def follow(self, statement: Compiled, bound: Sequence[Any], sql: str, params: Any) -> RoutePlan:
+        hint = current_hint()
+        tables = statement_tables(getattr(statement, "inner", statement))  # a SQL-hinted statement's own
+        try:
+            plan: RoutePlan | None = statement.route(bound, hint)
+        except DdmError:
+            if tables is None or self._key not in tables:
+                raise
+            plan = None  # the shards refuse it (a full route, say): the legacy table may still take it
+        if tables is None:
+            assert plan is not None
+            tables = frozenset(t.logic_table.lower() for t in plan.tables)
+        if self._key not in tables:
+            assert plan is not None
+            return plan
+        c = self.routing
+        table = c.table
+        if len(tables) > 1:
+            others = ", ".join(sorted(tables - {self._key}))
+            raise CutoverError(
+                f"a statement naming {table!r} with other tables ({others}) is refused during cut-over {c.name!r}: "
+                f"the rows of {table!r} live in two places meanwhile; send it as separate statements",
+                table=table, cutover=c.name,
+            )  # fmt: skip
+        if _routes_by_hint(hint, statement):
+            raise CutoverError(
+                f"routing hints on {table!r} are refused during cut-over {c.name!r}: its buckets decide "
+                "where a statement goes", table=table, cutover=c.name,
+            )  # fmt: skip
+        keys = plan.generated_keys if plan is not None else ()
+        try:
+            with reuse_generated_keys(keys):
+                states_plan = self._sub("states", c.states_config).route(sql, params)
+        except ShardKeyUpdateError as err:  # the shards keep the row where it is; the buckets' states do not
+            raise CutoverError(
+                f"this UPDATE moves rows of {table} between buckets in different states of cut-over {c.name!r}; "
+                "delete and re-insert them instead", table=table, cutover=c.name,
+            ) from err  # fmt: skip
+        if states_plan.statement == "ddl":
+            raise CutoverError(
+                f"DDL on {table!r} is refused during cut-over {c.name!r}; run it before the cut-over starts "
+                "or after it finishes", table=table, cutover=c.name,
+            )  # fmt: skip
+        touched = {c.node_states[u.data_source] for u in states_plan.units}
+        states = {state for state, _ in touched}
+        gray_only = bool(states) and states == {BucketState.GRAY}
+        if not states_plan.is_write:
+            return self._shards(plan, statement, bound, hint) if gray_only else self._legacy(sql, params, keys)
+        if any(paused for _, paused in touched):
+            raise CutoverFencedError(
+                f"writes to {table} bucket(s) in transition in cut-over {c.name!r} are paused; "
+                "retry in a few seconds", table=table, cutover=c.name,
+            )  # fmt: skip
+        stale = self.unconfirmed_for()
+        if stale is not None:
+            raise CutoverFencedError(
+                f"writes to {table} during cut-over {c.name!r} are refused: config source not confirmed for "
+                f"{_shown(stale)} (fenceAfterSeconds {c.fence_after_s:g}); retry in a few seconds",
+                table=table, cutover=c.name,
+            )  # fmt: skip
+        if gray_only:
+            return self._shards(plan, statement, bound, hint)
+        if states <= L_AUTHORITATIVE:
+            legacy = self._legacy(sql, params, keys or states_plan.generated_keys)
+            # No dual when the shards refused the statement: the sync engine repairs them.
+            if plan is not None and states & DUAL_STATES:
+                return legacy._replace(dual=plan.units)
+            return legacy
+        raise CutoverError(
+            f"this write to {table} touches buckets served by the shards and buckets served by the legacy "
+            f"table in cut-over {c.name!r}; split it by shard key so each statement stays on one side",
+            table=table, cutover=c.name,
+        )  # fmt: skip
+
+    @staticmethod
+    def _shards(plan: RoutePlan | None, statement: Compiled, bound: Sequence[Any], hint: Any) -> RoutePlan:
+        if plan is None:
+            return statement.route(bound, hint)  # raises the shards' refusal again
+        return plan
+
+    def _legacy(self, sql: str, params: Any, keys: Sequence[Any]) -> RoutePlan:
+        with reuse_generated_keys(keys):
+            return self._sub("legacy", self.routing.legacy_config).route(sql, params)
+
+
+def _routes_by_hint(hint: Hint | None, statement: Compiled) -> bool:
+    """Does a context hint or the statement's SQL hint pick shards (more than the primary for reads)?"""
+    sql_hint = getattr(statement, "sql_hint", None)
+    if sql_hint is not None and sql_hint.routes:
+        return True
+    if hint is None:
+        return False
+    return bool(hint.database or hint.table or hint.strategy or hint.has_strategy_value) or (
+        hint.database_value is not None or hint.table_value is not None
+    )
