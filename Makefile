@@ -31,7 +31,7 @@ test-c: compile
 
 # The pure pass runs what exercises the compiled units and their callers; the operational
 # suites (servers killed, frozen, replicated; proxies, relays, migrations) run once, above.
-OPERATIONAL := proxy* xa* outbox* migrate* readwrite* id_lease* config_redis* config_table_source* \
+OPERATIONAL := proxy* xa* outbox* migrate* cutover* readwrite* id_lease* config_redis* config_table_source* \
 	observe* health* lint* frozen_data_source* execute_unavailable* leaks* watchdog* session_state* typing*
 PURE_SKIP := $(foreach t,$(OPERATIONAL),--ignore-glob='tests/test_$(t)')
 
