@@ -201,3 +201,50 @@ def test_two_application_processes_follow_every_state_change(setup: dict[str, An
             for child in children:
                 child.kill()
                 child.communicate(timeout=30)
+
+
+def test_the_cli_plans_starts_shows_moves_and_aborts(setup: dict[str, Any], tmp_path: Any) -> None:
+    import yaml
+    from click.testing import CliRunner
+
+    from ddm_core.cli import cli
+
+    s = setup
+    fill_legacy(s["legacy_server"].raw(), s["legacy_db"], 3000)
+    path = tmp_path / "sharded.yaml"
+    path.write_text(yaml.safe_dump(s["doc"]))
+    common = ["--config", str(path), "--table", "t_order", "--legacy", s["legacy"]["url"], "--name", "cli",
+              "--bucket-count", "20", "--fence-after-s", "0.5", "--poll-s", "0.2", "--hold-s", "0", "--no-progress"]
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        result = runner.invoke(cli, ["cutover", *args, *common], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    plan = run("plan")
+    assert "3,000 rows" in plan and "20 buckets" in plan and "8 shard tables" in plan
+    started = run("start")
+    assert "phase live" in started and "3,000 rows (done)" in started
+    moved = run("advance", "--buckets", "0-3")
+    assert "buckets 0-3 are pre_gray" in moved and _row(moved, "pre_gray") == ["4", "0-3", "legacy", "legacy + shards"]
+    status = run("status")
+    assert _row(status, "normal") == ["16", "4-19", "legacy", "legacy"]
+    assert _row(status, "forward sync behind") == ["0 B"] and _row(status, "reverse sync behind") == ["not reading"]
+    checked = run("check", "--sample", "500")
+    assert "500 rows in legacy.t_order, 500 in the shards of t_order: 0 missing, 0 extra" in checked
+    back = run("rollback", "--buckets", "0-3")
+    assert _row(back, "normal") == ["20", "0-19", "legacy", "legacy"]
+    assert _row(back, "last check") == ["500 keys sampled, 0 differ (0 by datetime precision only)"]
+    assert "phase rolled_back" in run("abort")
+    refused = runner.invoke(cli, ["cutover", "advance", "--buckets", "0", *common])
+    assert refused.exit_code == 2 and "rolled_back" in refused.output
+
+
+def _row(output: str, first: str) -> list[str]:
+    """The cells after ``first`` of the rich table row starting with it."""
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if cells and cells[0] == first:
+            return cells[1:]
+    raise AssertionError(f"no row {first!r} in:\n{output}")

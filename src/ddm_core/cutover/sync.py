@@ -184,21 +184,24 @@ class Sync:
     # -- lag -----------------------------------------------------------------------------------
 
     def behind(self, state: CutoverState) -> dict[str, int | None]:
-        """Binlog bytes between each direction's recorded position and its servers' ends now
-        (``None``: not reading yet, or the server moved to another binlog file meanwhile)."""
+        """Binlog bytes between each direction's position (recorded, else where it starts) and its
+        servers' ends now (``None``: not reading, or a server moved to another binlog file meanwhile)."""
         now = self.positions()
 
-        def gap(prefix: str, servers: Sequence[str]) -> int | None:
+        def gap(prefix: str, servers: Sequence[str], start: Mapping[str, Any]) -> int | None:
             total = 0
             for server in servers:
-                at, end = state.scans.get(prefix + server), now.get(server)
-                if at is None or not at.high_water or end is None or end[0] != at.high_water[0]:
+                at = state.scans.get(prefix + server)
+                mark = at.high_water if at is not None and at.high_water else start.get(server)
+                end = now.get(server)
+                if not mark or end is None or end[0] != mark[0]:
                     return None
-                total += max(0, end[1] - int(at.high_water[1]))
+                total += max(0, end[1] - int(mark[1]))
             return total
 
-        reverse = gap(REVERSE, self.shard_servers) if _earliest(state.switches) else None
-        return {"forward": gap(FORWARD, [self.legacy_server]), "reverse": reverse}
+        reverse = _earliest(state.switches)
+        return {"forward": gap(FORWARD, [self.legacy_server], self.copy_start(state)),
+                "reverse": gap(REVERSE, self.shard_servers, reverse) if reverse else None}
 
 
 def _value(image: Mapping[str, Any], column: str) -> Any:
