@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+
 import dataclasses
 from pathlib import Path
 
 import pytest
 import yaml
 
+from ddm_core.errors import ConfigError
 from ddm_core.hashing import slot_of
 from ddm_core.metadata import (
     ConfigValidationError,
@@ -308,6 +311,36 @@ def test_dump_never_writes_literal_passwords_unless_asked() -> None:
 def test_dump_compacts_data_nodes(orders: ShardingConfig) -> None:
     native = to_native(orders)
     assert native["tables"][0]["dataNodes"] == [f"ds_{d}.t_order_{d}_${{0..3}}" for d in range(4)]
+
+
+def test_a_long_auto_table_dumps_as_a_round_robin_and_loads_back() -> None:
+    """65 536 auto-table nodes spread over two data sources: listed, the dump would not fit a document."""
+    text = (CONFIGS / "ss_auto_tables.yaml").read_text().replace("sharding-count: 4", "sharding-count: 65536")
+    c = load_config(text)
+    assert len(c.table("t_order_auto").data_nodes) == 65536  # type: ignore[union-attr]
+    native = to_native(c)
+    auto = next(t for t in native["tables"] if t["logicTable"] == "t_order_auto")
+    assert auto["dataNodes"] == {"roundRobin": ["ds_0", "ds_1"], "tables": "t_order_auto_${0..65535}"}
+    dumped = dump_native(c, secrets="keep")
+    assert len(dumped.encode()) < 1 << 20
+    assert load_config(dumped) == c
+    short = next(t for t in to_native(load_config(CONFIGS / "ss_auto_tables.yaml"))["tables"]
+                 if t["logicTable"] == "t_order_auto")
+    assert isinstance(short["dataNodes"], list)  # short lists stay lists
+
+
+def test_round_robin_data_nodes_are_checked() -> None:
+    base = {"dataSources": {"a": "sqlite:///a.db", "b": "sqlite:///b.db"},
+            "tables": [{"logicTable": "t", "databaseStrategy": {"kind": "none"}}]}
+    for nodes, why in (({"roundRobin": [], "tables": "t_${0..3}"}, "roundRobin: must be a list of data source"),
+                       ({"roundRobin": ["a"], "tables": "x.t_${0..3}"}, r"dataNodes.tables: physical table name 'x.t_0' contains '.'")):
+        doc = copy.deepcopy(base)
+        doc["tables"][0]["dataNodes"] = nodes
+        with pytest.raises(ConfigError, match=why):
+            load_config(doc)
+    doc = copy.deepcopy(base)
+    doc["tables"][0]["dataNodes"] = {"roundRobin": ["a", "b"], "tables": "t_${0..2}"}
+    assert [str(n) for n in load_config(doc).table("t").data_nodes] == ["a.t_0", "b.t_1", "a.t_2"]  # type: ignore[union-attr]
 
 
 def test_ddm_application_block() -> None:

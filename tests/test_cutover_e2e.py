@@ -167,9 +167,11 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
         filled = time.monotonic()
         app = Writers(doc, reference, threads=4, watch=POLL, pause=0.003, retry=(CutoverFencedError,)).start()
         procs = _Processes(common, seed=2026)
+        probe = _LagProbe(app, legacy_server.port, legacy_db[0], shard_server.port, shard_dbs)
         rollback_s: list[float] = []
         try:
             procs.start_sync()
+            probe.thread.start()
             for step, delays in STEPS:
                 if step[0] == "rollback":
                     rollback_s.append(_timed_rollback(procs, step, delays, app, int(step[2].split("-")[0])))
@@ -177,8 +179,11 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
                     procs.run(step, delays)
             time.sleep(1.0)
         finally:
+            probe.stop.set()
+            probe.thread.join(timeout=90)
             final = app.finish()
             procs.stop_sync()
+        final.update(probe.rows)
         cut_done = time.monotonic()
         procs.run(["sync", "--seconds", "3"], [])  # the last changes, both ways
         with CutoverLog(connector(config, "ds_0"), "e2e") as log:
@@ -195,17 +200,79 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
               f"{sum(app.stale_reads)}; rollback decision -> instance on legacy "
               f"{', '.join(f'{s:.2f}' for s in rollback_s)} s; switches {len(state.switches)}; fill "
               f"{filled - began:.0f} s, cut-over {cut_done - filled:.0f} s; findings "
-              f"{[f.get('differences') for f in state.findings]}")
+              f"{[f.get('differences') for f in state.findings]}; sync lag under the writers: {probe.summary()}")
         assert set(found.values()) == {0}, found
         assert len(final) > ROWS // 2 and sum(app.ops) > 2000 and sum(app.missed) == 0
         assert sum(app.stale_reads) == 0
         assert procs.kills >= 10 and procs.sync_kills >= 3, (procs.kills, procs.sync_kills)
         assert len(state.switches) >= 7 and sum(app.fenced) > 0
+        assert probe.lags["forward"] and probe.lags["reverse"], probe.lags
         assert state.findings  # the sync's scheduled comparisons ran (under writes: printed, not asserted)
         procs.run(["check", "--sample", "3000"], [])  # exit 0: the sampled keys agree field by field
         procs.run(["finish"], [])
         with CutoverLog(connector(config, "ds_0"), "e2e") as log:
             assert log.state().phase is CutoverPhase.FINISHED
+
+
+class _LagProbe:
+    """Every ~0.5 s a row written through the application's executor, timed until the other side has it:
+    a normal bucket's row on the shards (forward sync), a gray bucket's on the legacy table (reverse)."""
+
+    def __init__(self, app: Writers, legacy_port: int, legacy_db: str, shard_port: int, shard_dbs: list[str]) -> None:
+        from ddm_core.cutover.placement import Buckets
+
+        self.app = app
+        self.legacy = (legacy_port, legacy_db)
+        self.shards = (shard_port, shard_dbs)
+        self.rows: dict[int, Row] = {}
+        self.lags: dict[str, list[float]] = {"forward": [], "reverse": []}
+        self.stop = threading.Event()
+        table = app.holder.config.table("t_order")
+        assert table is not None
+        self.buckets = Buckets(table, 100)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from services import mariadb_rows
+
+        rng = random.Random(7)
+        next_id = 900_000_000
+        while not self.stop.wait(0.5):
+            cut = self.app.holder.config.cutover
+            if cut is None:
+                continue
+            user = rng.randrange(1, 1 << 40)
+            state = cut.states[int(self.buckets.of([user])[0])]
+            if state not in (BucketState.NORMAL, BucketState.GRAY):
+                continue  # pre_gray / rollback write both sides at once: nothing to time
+            try:
+                self.app.executor.execute("INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, 1, "
+                                          "'probe')", (next_id, user)).close()
+            except CutoverFencedError:
+                continue  # a transition paused the bucket: the row was not written
+            written = time.monotonic()
+            self.rows[next_id] = (user, 1, "probe", 0)
+            if state is BucketState.NORMAL:
+                port, dbs = self.shards
+                where = [(db, f"t_order_{d}_{t}") for d, db in enumerate(dbs[:4]) for t in range(2)]
+            else:
+                port, db = self.legacy
+                where = [(db, "t_order")]
+            while time.monotonic() - written < 60 and not any(
+                    mariadb_rows(db, f"SELECT 1 FROM `{table}` WHERE order_id = %s", (next_id,), port=port)
+                    for db, table in where):
+                time.sleep(0.01)
+            self.lags["forward" if state is BucketState.NORMAL else "reverse"].append(time.monotonic() - written)
+            next_id += 1
+
+    def summary(self) -> str:
+        out = []
+        for direction, lags in self.lags.items():
+            if lags:
+                ordered = sorted(lags)
+                out.append(f"{direction} p50 {ordered[len(ordered) // 2]:.2f} s max {ordered[-1]:.2f} s "
+                           f"({len(ordered)} rows)")
+        return "; ".join(out)
 
 
 def _normal_document(doc: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:

@@ -217,8 +217,15 @@ def _strategy(strategy: Strategy) -> dict[str, Any] | None:
     return out
 
 
+#: Longer compacted node lists are written as a round robin when the nodes are one.
+_LONG_NODE_LIST = 256
+
+
 def _table(table: ShardedTable) -> dict[str, Any]:
-    out: dict[str, Any] = {"logicTable": table.name, "dataNodes": _compact(table.data_nodes)}
+    nodes: Any = _compact(table.data_nodes)
+    if len(nodes) > _LONG_NODE_LIST:
+        nodes = _round_robin(table.data_nodes) or nodes
+    out: dict[str, Any] = {"logicTable": table.name, "dataNodes": nodes}
     for key, strategy in (
         ("databaseStrategy", table.database_strategy),
         ("tableStrategy", table.table_strategy),
@@ -239,6 +246,22 @@ def _table(table: ShardedTable) -> dict[str, Any]:
 
 
 _NUMBERED = re.compile(r"^(.*?)(0|[1-9][0-9]*)$")
+
+
+def _round_robin(nodes: tuple[DataNode, ...]) -> dict[str, Any] | None:
+    """``{roundRobin: [...], tables: "t_${0..n}"}`` when table ``i`` is ``prefix + (first + i)`` on the
+    ``i % k``-th data source (an auto table), else ``None``."""
+    sources = list(dict.fromkeys(n.data_source for n in nodes))
+    first = _NUMBERED.match(nodes[0].table)
+    if first is None or any("$" in s or "," in s for s in sources):
+        return None
+    prefix, start = first.group(1), int(first.group(2))
+    for i, node in enumerate(nodes):
+        if node.data_source != sources[i % len(sources)] or node.table != f"{prefix}{start + i}":
+            return None
+    if "$" in prefix or "," in prefix:
+        return None
+    return {"roundRobin": sources, "tables": f"{prefix}${{{start}..{start + len(nodes) - 1}}}"}
 
 
 def _compact(nodes: tuple[DataNode, ...]) -> list[str]:

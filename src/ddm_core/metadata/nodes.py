@@ -121,7 +121,14 @@ def expand_names(
 def expand_nodes(
     value: Any, problems: Problems, path: str, *, budget: NameBudget, limit: int
 ) -> list[DataNode]:
-    """Expand ``actualDataNodes``-style text into nodes; each must be ``source.table``."""
+    """Expand ``actualDataNodes``-style text into nodes; each must be ``source.table``.
+
+    Also ``{roundRobin: [ds0, ds1], tables: "t_${0..99}"}``: table ``i`` on data source
+    ``i % len(roundRobin)`` — how an auto table spreads its tables, and how
+    ``dump_native`` writes a long one (a list of 65 536 nodes would not fit a document).
+    """
+    if isinstance(value, dict) and set(value) == {"roundRobin", "tables"}:
+        return _round_robin(value, problems, path, budget, limit)
     nodes: list[DataNode] = []
     for item_path, name in _expand_located(value, problems, path, budget, limit, "physical tables"):
         ds, dot, table = name.partition(".")
@@ -134,3 +141,20 @@ def expand_nodes(
             continue
         nodes.append(DataNode(ds.strip(), table.strip()))
     return nodes
+
+
+def _round_robin(value: dict[str, Any], problems: Problems, path: str, budget: NameBudget, limit: int
+                 ) -> list[DataNode]:
+    sources = value["roundRobin"]
+    spath = join_path(path, "roundRobin")
+    if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s.strip() for s in sources):
+        problems.add(spath, f"must be a list of data source names, not {sources!r}", sources)
+        return []
+    tables = expand_names(value["tables"], problems, join_path(path, "tables"), budget=budget, limit=limit,
+                          what="physical tables")
+    for name in tables:
+        why = name_problem(name, "physical table name")
+        if why is not None:
+            problems.add(join_path(path, "tables"), why, name)
+            return []
+    return [DataNode(sources[i % len(sources)].strip(), t) for i, t in enumerate(tables)]
