@@ -171,16 +171,18 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
         rollback_s: list[float] = []
         try:
             procs.start_sync()
-            probe.thread.start()
             for step, delays in STEPS:
                 if step[0] == "rollback":
                     rollback_s.append(_timed_rollback(procs, step, delays, app, int(step[2].split("-")[0])))
                 else:
                     procs.run(step, delays)
+                if step[0] == "start":
+                    probe.thread.start()  # the shard tables exist from here on
             time.sleep(1.0)
         finally:
             probe.stop.set()
-            probe.thread.join(timeout=90)
+            if probe.thread.is_alive():
+                probe.thread.join(timeout=90)
             final = app.finish()
             procs.stop_sync()
         final.update(probe.rows)
@@ -206,7 +208,7 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
         assert sum(app.stale_reads) == 0
         assert procs.kills >= 10 and procs.sync_kills >= 3, (procs.kills, procs.sync_kills)
         assert len(state.switches) >= 7 and sum(app.fenced) > 0
-        assert probe.lags["forward"] and probe.lags["reverse"], probe.lags
+        assert probe.errors == [] and probe.lags["forward"] and probe.lags["reverse"], (probe.errors, probe.lags)
         assert state.findings  # the sync's scheduled comparisons ran (under writes: printed, not asserted)
         procs.run(["check", "--sample", "3000"], [])  # exit 0: the sampled keys agree field by field
         procs.run(["finish"], [])
@@ -227,12 +229,19 @@ class _LagProbe:
         self.rows: dict[int, Row] = {}
         self.lags: dict[str, list[float]] = {"forward": [], "reverse": []}
         self.stop = threading.Event()
+        self.errors: list[str] = []
         table = app.holder.config.table("t_order")
         assert table is not None
         self.buckets = Buckets(table, 100)
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        try:
+            self._probe()
+        except Exception as exc:  # the test fails on it
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def _probe(self) -> None:
         from services import mariadb_rows
 
         rng = random.Random(7)

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from ddm_core.cutover.phases import CutoverPhase, may_enter
 from ddm_core.metadata.cutover import BucketState
-from ddm_core.migrate.state import Event, ScanProgress, WorkflowLog, fold_scans
+from ddm_core.migrate.state import Event, PhaseTrack, ScanProgress, WorkflowLog, fold_scans
 
 __all__ = ["CutoverLog", "CutoverState", "Transition", "Switch", "DEFAULT_TABLE", "authority_of"]
 
@@ -117,33 +117,24 @@ def _positions(raw: Any) -> dict[str, tuple[str, int]]:
 
 def _fold(name: str, events: Sequence[Event]) -> CutoverState:
     phase: CutoverPhase | None = None
-    completed, stopped = False, None
     plan: dict[str, Any] = {}
     states: list[BucketState] = []
     pending: Transition | None = None
     switches: list[Switch] = []
     findings: list[Mapping[str, Any]] = []
-    history: list[Event] = []
+    track = PhaseTrack()
     for ev in events:
         phase = ev.phase
-        if ev.event == "enter":
-            completed, stopped = False, None
-            history.append(ev)
-            if ev.phase is CutoverPhase.PREPARE and isinstance(ev.detail, dict):
+        if track.see(ev):
+            if ev.event == "enter" and ev.phase is CutoverPhase.PREPARE and isinstance(ev.detail, dict):
                 plan = dict(ev.detail)
                 states = [BucketState.NORMAL] * int(plan["buckets"])
-        elif ev.event == "complete":
-            completed = True
-            history.append(ev)
-        elif ev.event == "stop":
-            stopped = ev.detail
-            history.append(ev)
         elif ev.event == "transition":
-            history.append(ev)
+            track.history.append(ev)
             d = ev.detail
             pending = Transition(int(d["id"]), tuple(int(b) for b in d["buckets"]), BucketState(d["to"]))
         elif ev.event == "transition_done" and pending is not None:
-            history.append(ev)
+            track.history.append(ev)
             positions = ev.detail.get("positions") or {}
             if positions:
                 switches.append(Switch(frozenset(pending.buckets), authority_of(pending.to),
@@ -153,8 +144,9 @@ def _fold(name: str, events: Sequence[Event]) -> CutoverState:
             pending = None
         elif ev.event == "finding":
             findings.append(ev.detail)
-    return CutoverState(name, phase, completed, stopped, events[-1].seq if events else 0, plan, tuple(states),
-                        pending, tuple(switches), tuple(findings), tuple(history), fold_scans(events))
+    return CutoverState(name, phase, track.completed, track.stopped, events[-1].seq if events else 0, plan,
+                        tuple(states), pending, tuple(switches), tuple(findings), tuple(track.history),
+                        fold_scans(events))
 
 
 class CutoverLog(WorkflowLog[CutoverState]):

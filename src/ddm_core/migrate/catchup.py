@@ -234,26 +234,19 @@ def binlog_passes(
     log: MigrationLog,
     *,
     phase: Phase,
-    complete: bool = False,
-    max_lag: float = MAX_LAG,
-    max_passes: int = 20,
-    pass_timeout: float = 120.0,
-    flush_rows: int = FLUSH_ROWS,
-    clock: Callable[[], float] = time.monotonic,
-    progress: Callable[[int, int], None] | None = None,
+    **options: Any,
 ) -> CatchUpResult:
     """Binlog passes from the recorded positions until one takes under ``max_lag`` seconds.
 
     The catch-up phase's work, also run in the later phases (verify, the read
     shift, cutover) while the migration is in ``phase``: the positions reached
     are recorded as ``scan`` events of that phase, so each phase continues where
-    the last pass stopped. ``complete``: complete ``phase`` when the gate passes.
+    the last pass stopped. ``options`` are :func:`replay_passes`' (``complete``:
+    complete ``phase`` when the gate passes; ``max_lag``, ``max_passes``...).
     """
     start = _checked_start(old, new, plan, log)
     copiers = [ScanCopier(scan, old, conns) for scan in backfill_scans(old, new, plan)]
-    return replay_passes(old, Applier(old, conns, copiers), log, start, phase=phase, complete=complete,
-                         max_lag=max_lag, max_passes=max_passes, pass_timeout=pass_timeout, flush_rows=flush_rows,
-                         clock=clock, progress=progress)
+    return replay_passes(old, Applier(old, conns, copiers), log, start, phase=phase, **options)
 
 
 #: ``keep(copier, kind, rows, position)``: the row images of one event to apply (a replay's filter).

@@ -40,7 +40,7 @@ from ddm_core.errors import MigrationError, MigrationStateError
 from ddm_core.metadata.kept_connection import KeptConnection
 from ddm_core.migrate.phases import Phase, may_enter
 
-__all__ = ["WorkflowLog", "MigrationLog", "MigrationState", "fold_scans", "SlotProgress", "ScanProgress", "Event", "DEFAULT_TABLE",
+__all__ = ["WorkflowLog", "MigrationLog", "MigrationState", "PhaseTrack", "fold_scans", "SlotProgress", "ScanProgress", "Event", "DEFAULT_TABLE",
            "create_table_sql"]
 
 #: The state table's default name.
@@ -151,6 +151,28 @@ class MigrationState:
     scans: Mapping[str, ScanProgress] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class PhaseTrack:
+    """The fold of the phase rows every workflow has: ``enter``, ``complete``, ``stop``."""
+
+    completed: bool = False
+    stopped: Any = None
+    history: list[Event] = field(default_factory=list)
+
+    def see(self, ev: Event) -> bool:
+        """Take ``ev`` if it is a phase row (``True``), else leave it to the caller."""
+        if ev.event == "enter":
+            self.completed, self.stopped = False, None
+        elif ev.event == "complete":
+            self.completed = True
+        elif ev.event == "stop":
+            self.stopped = ev.detail
+        else:
+            return False
+        self.history.append(ev)
+        return True
+
+
 def fold_scans(events: Sequence[Event]) -> dict[str, ScanProgress]:
     """Progress per scan from the ``scan`` / ``scan_done`` rows (the last row of each scan wins)."""
     scans: dict[str, ScanProgress] = {}
@@ -163,25 +185,15 @@ def fold_scans(events: Sequence[Event]) -> dict[str, ScanProgress]:
 
 def _fold(name: str, events: Sequence[Event]) -> MigrationState:
     phase: Phase | None = None
-    completed = False
     shift = 0.0
     slots: dict[int, SlotProgress] = {}
     plan: Any = None
-    stopped: Any = None
-    history: list[Event] = []
+    track = PhaseTrack()
     for ev in events:
         phase, shift = ev.phase, ev.read_shift_pct
-        if ev.event == "enter":
-            completed, stopped = False, None
-            history.append(ev)
-            if ev.phase is Phase.PREPARE and ev.detail is not None:
+        if track.see(ev):
+            if ev.event == "enter" and ev.phase is Phase.PREPARE and ev.detail is not None:
                 plan = ev.detail
-        elif ev.event == "complete":
-            completed = True
-            history.append(ev)
-        elif ev.event == "stop":
-            stopped = ev.detail
-            history.append(ev)
         elif ev.event in ("batch", "slot_done") and ev.slot is not None:
             was = slots.get(ev.slot, SlotProgress(ev.slot))
             slots[ev.slot] = SlotProgress(
@@ -192,8 +204,8 @@ def _fold(name: str, events: Sequence[Event]) -> MigrationState:
                 ev.event == "slot_done",
             )
     return MigrationState(
-        name, phase, completed, shift, slots, events[-1].seq if events else 0, plan, stopped, tuple(history),
-        fold_scans(events),
+        name, phase, track.completed, shift, slots, events[-1].seq if events else 0, plan, track.stopped,
+        tuple(track.history), fold_scans(events),
     )
 
 
