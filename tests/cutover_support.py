@@ -7,20 +7,26 @@
   reference rows (built by the test, not read back);
 * :func:`read_side` reads every row of one side behind ddm-core's back, and
   :func:`misplaced` places each shard row with the scalar ``hashing.slot_of``,
-  the even slot map and ``hash64 % 2`` (none of the cut-over's code).
+  the even slot map and ``hash64 % 2`` (none of the cut-over's code);
+* :class:`LagProbe` times rows written through the application until the other
+  side has them (the sync lag under load).
 """
 
 from __future__ import annotations
 
 import random
+import threading
+import time
 from typing import Any
 
+from ddm_core.errors import CutoverFencedError
 from ddm_core.hashing import hash64, slot_of
+from ddm_core.metadata.cutover import BucketState
 from ddm_core.slots import SlotMap
 from migrate_support import ORDER_DDL
 from services import mariadb_rows
 
-__all__ = ["layout", "fill_legacy", "read_side", "shard_tables", "misplaced", "TABLES", "SHARDS", "Row"]
+__all__ = ["layout", "fill_legacy", "read_side", "shard_tables", "misplaced", "LagProbe", "TABLES", "SHARDS", "Row"]
 
 SHARDS, TABLES = 4, 2
 Row = tuple[int, int, str | None, int]  # user_id, amount, note, slow
@@ -84,3 +90,78 @@ def misplaced(found: dict[int, list[tuple[Row, tuple[str, str]]]], shard_dbs: li
             d = even.node_of(slot_of(user, 10))
             bad += (db, table) != (shard_dbs[d], f"t_order_{d}_{hash64(user) % TABLES}")
     return bad
+
+
+class LagProbe:
+    """Every ~0.5 s a row written through the application's executor, timed until the other side has it:
+    a normal bucket's row on the shards (forward sync), a gray bucket's on the legacy table (reverse)."""
+
+    def __init__(self, app: Any, legacy_port: int, legacy_db: str, shard_port: int, shard_dbs: list[str], *,
+                 buckets: int = 100) -> None:
+        from ddm_core.cutover.placement import Buckets
+
+        self.app = app
+        self.legacy = (legacy_port, legacy_db)
+        self.shards = (shard_port, shard_dbs)
+        self.rows: dict[int, Row] = {}
+        self.lags: dict[str, list[float]] = {"forward": [], "reverse": []}
+        #: Measurements are also kept per label (the test names what is going on: "steady", ...).
+        self.label = ""
+        self.labelled: dict[str, list[float]] = {}
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        table = app.holder.config.table("t_order")
+        assert table is not None
+        self.buckets = Buckets(table, buckets)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self._probe()
+        except Exception as exc:  # the test fails on it
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+
+    def _probe(self) -> None:
+        from services import mariadb_rows
+
+        rng = random.Random(7)
+        next_id = 900_000_000
+        while not self.stop.wait(0.5):
+            cut = self.app.holder.config.cutover
+            if cut is None:
+                continue
+            user = rng.randrange(1, 1 << 40)
+            state = cut.states[int(self.buckets.of([user])[0])]
+            if state not in (BucketState.NORMAL, BucketState.GRAY):
+                continue  # pre_gray / rollback write both sides at once: nothing to time
+            try:
+                self.app.executor.execute("INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, 1, "
+                                          "'probe')", (next_id, user)).close()
+            except CutoverFencedError:
+                continue  # a transition paused the bucket: the row was not written
+            written = time.monotonic()
+            self.rows[next_id] = (user, 1, "probe", 0)
+            if state is BucketState.NORMAL:
+                port, dbs = self.shards
+                where = [(db, f"t_order_{d}_{t}") for d, db in enumerate(dbs[:4]) for t in range(2)]
+            else:
+                port, db = self.legacy
+                where = [(db, "t_order")]
+            while time.monotonic() - written < 60 and not any(
+                    mariadb_rows(db, f"SELECT 1 FROM `{table}` WHERE order_id = %s", (next_id,), port=port)
+                    for db, table in where):
+                time.sleep(0.01)
+            direction = "forward" if state is BucketState.NORMAL else "reverse"
+            self.lags[direction].append(time.monotonic() - written)
+            if self.label:
+                self.labelled.setdefault(f"{self.label} {direction}", []).append(time.monotonic() - written)
+            next_id += 1
+
+    def summary(self) -> str:
+        out = []
+        for direction, lags in (*self.lags.items(), *self.labelled.items()):
+            if lags:
+                ordered = sorted(lags)
+                out.append(f"{direction} p50 {ordered[len(ordered) // 2]:.2f} s max {ordered[-1]:.2f} s "
+                           f"({len(ordered)} rows)")
+        return "; ".join(out)

@@ -23,7 +23,7 @@ from ddm_core.cutover import Cutover, CutoverPhase
 from ddm_core.errors import CutoverError, CutoverFencedError
 from ddm_core.metadata.cutover import BucketState
 from ddm_core.migrate import config_table_source
-from cutover_support import Row, fill_legacy, layout, misplaced, read_side, shard_tables
+from cutover_support import LagProbe, Row, fill_legacy, layout, misplaced, read_side, shard_tables
 from migrate_live_support import BINLOG_ARGS, Writers
 from services import fresh_mariadb_databases, require_module
 from test_execute_support import PrivateMariaDB, running_mariadb
@@ -92,10 +92,16 @@ def test_buckets_advance_and_roll_back_under_writers(setup: dict[str, Any]) -> N
                 time.sleep(0.1)  # not live yet: wait for start
 
         syncer = threading.Thread(target=sync, daemon=True)
+        probe = LagProbe(app, s["legacy_server"].port, s["legacy_db"], s["shard_server"].port, s["shard_dbs"],
+                         buckets=BUCKETS)
         try:
             status = cut.start()
             assert status.phase is CutoverPhase.LIVE and status.copy_done
             syncer.start()
+            probe.label = "steady"  # no transition: the sync's own pace
+            probe.thread.start()
+            time.sleep(4.0)
+            probe.label = ""
             cut.hold_s = 0.5
             cut.advance(range(0, 2))                       # 10 %: pre_gray
             assert cut.status().buckets_in(BucketState.PRE_GRAY) == (0, 1)
@@ -109,12 +115,19 @@ def test_buckets_advance_and_roll_back_under_writers(setup: dict[str, Any]) -> N
             cut.advance(range(0, BUCKETS))                 # rollback -> gray, normal -> pre_gray
             cut.advance(range(0, BUCKETS))                 # 100 %: every bucket gray
             assert cut.status().buckets_in(BucketState.GRAY) == tuple(range(BUCKETS))
-            time.sleep(0.5)
+            probe.label = "steady"
+            time.sleep(4.0)
         finally:
+            probe.stop.set()
+            if probe.thread.is_alive():
+                probe.thread.join(timeout=90)
             final = app.finish()
             stop.set()
             syncer.join(timeout=60)
+        final.update(probe.rows)
+        print(f"\nsync lag under 3 writers, the sync never killed: {probe.summary()}")
         assert not errors, errors
+        assert probe.errors == [], probe.errors
         assert not app.errors, app.errors[:5]
         cut.sync_once()
         cut.sync_once()

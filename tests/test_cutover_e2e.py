@@ -35,7 +35,7 @@ from ddm_core.cutover import CutoverLog, CutoverPhase
 from ddm_core.errors import CutoverFencedError
 from ddm_core.metadata.cutover import BucketState
 from ddm_core.migrate import config_table_source, connector
-from cutover_support import Row, fill_legacy, layout, misplaced, read_side, shard_tables
+from cutover_support import LagProbe, Row, fill_legacy, layout, misplaced, read_side, shard_tables
 from migrate_live_support import BINLOG_ARGS, Writers
 from services import fresh_mariadb_databases, require_module
 from test_execute_support import PrivateMariaDB, running_mariadb
@@ -167,7 +167,7 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
         filled = time.monotonic()
         app = Writers(doc, reference, threads=4, watch=POLL, pause=0.003, retry=(CutoverFencedError,)).start()
         procs = _Processes(common, seed=2026)
-        probe = _LagProbe(app, legacy_server.port, legacy_db[0], shard_server.port, shard_dbs)
+        probe = LagProbe(app, legacy_server.port, legacy_db[0], shard_server.port, shard_dbs)
         rollback_s: list[float] = []
         try:
             procs.start_sync()
@@ -214,74 +214,6 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
         procs.run(["finish"], [])
         with CutoverLog(connector(config, "ds_0"), "e2e") as log:
             assert log.state().phase is CutoverPhase.FINISHED
-
-
-class _LagProbe:
-    """Every ~0.5 s a row written through the application's executor, timed until the other side has it:
-    a normal bucket's row on the shards (forward sync), a gray bucket's on the legacy table (reverse)."""
-
-    def __init__(self, app: Writers, legacy_port: int, legacy_db: str, shard_port: int, shard_dbs: list[str]) -> None:
-        from ddm_core.cutover.placement import Buckets
-
-        self.app = app
-        self.legacy = (legacy_port, legacy_db)
-        self.shards = (shard_port, shard_dbs)
-        self.rows: dict[int, Row] = {}
-        self.lags: dict[str, list[float]] = {"forward": [], "reverse": []}
-        self.stop = threading.Event()
-        self.errors: list[str] = []
-        table = app.holder.config.table("t_order")
-        assert table is not None
-        self.buckets = Buckets(table, 100)
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self._probe()
-        except Exception as exc:  # the test fails on it
-            self.errors.append(f"{type(exc).__name__}: {exc}")
-
-    def _probe(self) -> None:
-        from services import mariadb_rows
-
-        rng = random.Random(7)
-        next_id = 900_000_000
-        while not self.stop.wait(0.5):
-            cut = self.app.holder.config.cutover
-            if cut is None:
-                continue
-            user = rng.randrange(1, 1 << 40)
-            state = cut.states[int(self.buckets.of([user])[0])]
-            if state not in (BucketState.NORMAL, BucketState.GRAY):
-                continue  # pre_gray / rollback write both sides at once: nothing to time
-            try:
-                self.app.executor.execute("INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, 1, "
-                                          "'probe')", (next_id, user)).close()
-            except CutoverFencedError:
-                continue  # a transition paused the bucket: the row was not written
-            written = time.monotonic()
-            self.rows[next_id] = (user, 1, "probe", 0)
-            if state is BucketState.NORMAL:
-                port, dbs = self.shards
-                where = [(db, f"t_order_{d}_{t}") for d, db in enumerate(dbs[:4]) for t in range(2)]
-            else:
-                port, db = self.legacy
-                where = [(db, "t_order")]
-            while time.monotonic() - written < 60 and not any(
-                    mariadb_rows(db, f"SELECT 1 FROM `{table}` WHERE order_id = %s", (next_id,), port=port)
-                    for db, table in where):
-                time.sleep(0.01)
-            self.lags["forward" if state is BucketState.NORMAL else "reverse"].append(time.monotonic() - written)
-            next_id += 1
-
-    def summary(self) -> str:
-        out = []
-        for direction, lags in self.lags.items():
-            if lags:
-                ordered = sorted(lags)
-                out.append(f"{direction} p50 {ordered[len(ordered) // 2]:.2f} s max {ordered[-1]:.2f} s "
-                           f"({len(ordered)} rows)")
-        return "; ".join(out)
 
 
 def _normal_document(doc: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,8 @@ from ddm_core.migrate.connections import Connections
 __all__ = ["Sync", "SyncPass", "FORWARD", "REVERSE"]
 
 FORWARD, REVERSE = "forward:", "reverse:"
+#: Seconds between two recorded positions of one direction: a restarted sync reads at most this much again.
+RECORD_EVERY_S = 2.0
 
 Position = tuple[str, int]
 
@@ -127,7 +129,7 @@ class Sync:
         return replay_passes(self.legacy_config, self._forward, self.log, self.copy_start(state), phase=state.phase,
                              max_lag=self.max_lag, max_passes=passes, pass_timeout=self.pass_timeout,
                              flush_rows=self.flush_rows, clock=self.clock, progress=progress, keep=keep,
-                             position_prefix=FORWARD)
+                             position_prefix=FORWARD, record_every_s=RECORD_EVERY_S)
 
     def reverse(self, state: CutoverState, *, passes: int = 1, progress: Callable[[int, int], None] | None = None
                 ) -> CatchUpResult | None:
@@ -143,7 +145,8 @@ class Sync:
         keep = self._keep(state.switches, "shards", lambda copier: servers[copier.scan.source])
         return replay_passes(self.sharded, self._reverse, self.log, start, phase=state.phase, max_lag=self.max_lag,
                              max_passes=passes, pass_timeout=self.pass_timeout, flush_rows=self.flush_rows,
-                             clock=self.clock, progress=progress, keep=keep, position_prefix=REVERSE)
+                             clock=self.clock, progress=progress, keep=keep, position_prefix=REVERSE,
+                             record_every_s=RECORD_EVERY_S)
 
     def drained(self, prefix: str, positions: Mapping[str, Position]) -> None:
         """Record that the ``prefix`` direction applied everything up to ``positions`` (a pass read past them).

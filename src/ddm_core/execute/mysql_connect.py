@@ -40,6 +40,7 @@ __all__ = [
     "pymysql_module",
     "socket_timeout_of",
     "connect_timeout_of",
+    "tls_arguments",
     "DEFAULT_SOCKET_TIMEOUT",
     "CHARSET",
 ]
@@ -107,7 +108,7 @@ def connect_timeout_of(options: Mapping[str, str], default: float, where: str = 
     return default if seconds is None else min(seconds, default)
 
 
-def _tls(options: Mapping[str, str], where: str) -> dict[str, Any]:
+def tls_arguments(options: Mapping[str, str], where: str) -> dict[str, Any]:
     """PyMySQL's TLS arguments for the URL's ``sslMode`` / ``useSSL`` (off by default)."""
     mode = _option(options, "sslMode")
     if mode is not None:
@@ -172,7 +173,7 @@ def open_mysql(
         connect_timeout=bound,
         read_timeout=bound,  # the handshake is read with these: a silent server fails the connect in time
         write_timeout=bound,
-        **_tls(options or {}, where),
+        **tls_arguments(options or {}, where),
     )
     # From now on the socket timeout applies: enforced by the kernel where it can be
     # (see _bound_by_the_kernel), else by PyMySQL, which reads these attributes before
