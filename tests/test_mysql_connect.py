@@ -23,7 +23,7 @@ from ddm_core.ddl import _connect as ddl_connect
 from ddm_core.errors import ConfigError, CrossShardTransactionError
 from ddm_core.execute import Executor
 from ddm_core.execute.drivers import driver_for
-from ddm_core.execute.mysql_connect import CHARSET, DEFAULT_SOCKET_TIMEOUT, _tls, open_mysql
+from ddm_core.execute.mysql_connect import CHARSET, DEFAULT_SOCKET_TIMEOUT, open_mysql, tls_arguments
 from test_execute_support import mysql_raw, sharding_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,12 +114,12 @@ def test_unusable_url_options_name_themselves(database: str, options: dict[str, 
 
 
 def test_tls_only_when_the_url_asks() -> None:
-    assert _tls({}, "x") == {"ssl_disabled": True}
-    assert _tls({"useSSL": "false"}, "x") == {"ssl_disabled": True}
-    assert _tls({"sslMode": "disabled"}, "x") == {"ssl_disabled": True}
-    assert _tls({"useSSL": "true"}, "x") == {"ssl_disabled": False}  # negotiated when the server offers it
-    assert _tls({"sslmode": "PREFERRED"}, "x") == {"ssl_disabled": False}
-    assert _tls({"sslMode": "REQUIRED"}, "x") == {"ssl": {"check_hostname": False, "verify_mode": "none"}}
+    assert tls_arguments({}, "x") == {"ssl_disabled": True}
+    assert tls_arguments({"useSSL": "false"}, "x") == {"ssl_disabled": True}
+    assert tls_arguments({"sslMode": "disabled"}, "x") == {"ssl_disabled": True}
+    assert tls_arguments({"useSSL": "true"}, "x") == {"ssl_disabled": False}  # negotiated when the server offers it
+    assert tls_arguments({"sslmode": "PREFERRED"}, "x") == {"ssl_disabled": False}
+    assert tls_arguments({"sslMode": "REQUIRED"}, "x") == {"ssl": {"check_hostname": False, "verify_mode": "none"}}
 
 
 def test_pymysql_still_has_what_the_recipe_relies_on() -> None:
