@@ -261,3 +261,16 @@ def _row(output: str, first: str) -> list[str]:
         if cells and cells[0] == first:
             return cells[1:]
     raise AssertionError(f"no row {first!r} in:\n{output}")
+
+
+def test_a_step_with_another_bucket_count_is_refused(setup: dict[str, Any]) -> None:
+    s = setup
+    fill_legacy(s["legacy_server"].raw(), s["legacy_db"], 100)
+    with _cutover(s, hold_s=0.0) as cut:
+        _publish_normal(s, cut)
+        cut.start()
+    with Cutover(load_config(s["doc"]), name="orders-go", table="t_order", legacy=s["legacy"], state_on="ds_0",
+                 config_source="ds_0", buckets=BUCKETS * 2) as other:
+        with pytest.raises(CutoverError, match=f"started for table 't_order' with {BUCKETS} buckets, not 't_order' "
+                                               f"with {BUCKETS * 2}"):
+            other.status()

@@ -190,7 +190,12 @@ class Cutover:
         if not self._ready:
             self.log.create_table()
             self._ready = True
-        return self.log.state()
+        state = self.log.state()
+        recorded = (state.plan.get("table"), state.plan.get("buckets"))
+        if state.plan and recorded != (self.table, self.buckets):
+            raise self._refuse("run", f"it was started for table {recorded[0]!r} with {recorded[1]} buckets, not "
+                               f"{self.table!r} with {self.buckets}; give the same table and bucket count")
+        return state
 
     def _document(self, states: Sequence[BucketState], paused: Iterable[int], table: str | None = None) -> dict[str, Any]:
         return cutover_document(self.config, name=self.name, table=table or self.table, legacy=self.legacy,
@@ -235,12 +240,15 @@ class Cutover:
             yield
         finally:
             self._locked = 0
-            cur = self._lock_conn.cursor()
             try:
+                cur = self._lock_conn.cursor()
                 cur.execute("SELECT RELEASE_LOCK(%s)", (self._lock_name,))
                 cur.fetchall()
-            finally:
                 cur.close()
+            except Exception:  # the connection is gone, and the server released the lock with it
+                with contextlib.suppress(Exception):
+                    self._lock_conn.close()
+                self._lock_conn = None
 
     @property
     def _lock_name(self) -> str:
