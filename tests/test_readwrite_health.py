@@ -151,6 +151,10 @@ def test_errors_are_graded() -> None:
         StrategyRegistry({}).resolve("nope")
     assert info.value.log_level == logging.WARNING  # an unknown strategy: a configuration problem
     assert DataSourceUnavailableError("gone").log_level == logging.ERROR
+    from ddm_core.errors import CutoverFencedError, MigrationFencedError
+
+    # a write paused by a migration's or a cut-over's transition: retried by the caller, logged at INFO
+    assert MigrationFencedError("paused").log_level == CutoverFencedError("paused").log_level == logging.INFO
 
 
 def test_the_executor_logs_a_refused_statement_at_its_grade(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:

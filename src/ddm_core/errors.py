@@ -373,6 +373,8 @@ class MigrationFencedError(MigrationError):
         migration: The migration's name.
     """
 
+    log_level = logging.INFO  # a pause the caller is told to retry, not a bug
+
 
 class MigrationStateError(MigrationError):
     """A migration step does not follow from its recorded state (wrong phase, another migrator).
@@ -439,6 +441,8 @@ class CutoverFencedError(CutoverError):
         table: The logic table written.
         cutover: The cut-over's name.
     """
+
+    log_level = logging.INFO  # a pause the caller is told to retry, not a bug
 
 
 # -- id generation -------------------------------------------------------------
