@@ -27,20 +27,16 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ddm_core.cutover.phases import CutoverPhase, may_enter
-from ddm_core.metadata.cutover import BucketState
+from ddm_core.metadata.cutover import L_AUTHORITATIVE, BucketState
 from ddm_core.migrate.state import Event, PhaseTrack, ScanProgress, WorkflowLog, fold_scans
 
 __all__ = ["CutoverLog", "CutoverState", "Transition", "Switch", "DEFAULT_TABLE", "authority_of"]
 
 DEFAULT_TABLE = "ddm_cutover"
 
-#: States in which the legacy table is authoritative for a bucket's rows.
-_ON_LEGACY = frozenset({BucketState.NORMAL, BucketState.PRE_GRAY, BucketState.ROLLBACK})
-
-
 def authority_of(state: BucketState) -> str:
     """``"legacy"`` or ``"shards"``: where a bucket in ``state`` takes its writes."""
-    return "legacy" if state in _ON_LEGACY else "shards"
+    return "legacy" if state in L_AUTHORITATIVE else "shards"
 
 
 @dataclass(frozen=True, slots=True)
