@@ -157,6 +157,13 @@ class LagProbe:
                 self.labelled.setdefault(f"{self.label} {direction}", []).append(time.monotonic() - written)
             next_id += 1
 
+    def finish(self) -> dict[int, Row]:
+        """Stop probing; the rows it wrote (part of the reference from now on)."""
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=90)
+        return self.rows
+
     def summary(self) -> str:
         out = []
         for direction, lags in (*self.lags.items(), *self.labelled.items()):

@@ -118,13 +118,11 @@ def test_buckets_advance_and_roll_back_under_writers(setup: dict[str, Any]) -> N
             probe.label = "steady"
             time.sleep(4.0)
         finally:
-            probe.stop.set()
-            if probe.thread.is_alive():
-                probe.thread.join(timeout=90)
+            probed = probe.finish()
             final = app.finish()
             stop.set()
             syncer.join(timeout=60)
-        final.update(probe.rows)
+        final.update(probed)
         print(f"\nsync lag under 3 writers, the sync never killed: {probe.summary()}")
         assert not errors, errors
         assert probe.errors == [], probe.errors

@@ -180,12 +180,10 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
                     probe.thread.start()  # the shard tables exist from here on
             time.sleep(1.0)
         finally:
-            probe.stop.set()
-            if probe.thread.is_alive():
-                probe.thread.join(timeout=90)
+            probed = probe.finish()
             final = app.finish()
             procs.stop_sync()
-        final.update(probe.rows)
+        final.update(probed)
         cut_done = time.monotonic()
         procs.run(["sync", "--seconds", "3"], [])  # the last changes, both ways
         with CutoverLog(connector(config, "ds_0"), "e2e") as log:
