@@ -82,22 +82,19 @@ def test_buckets_advance_and_roll_back_under_writers(setup: dict[str, Any]) -> N
         stop = threading.Event()
         errors: list[BaseException] = []
 
-        def sync() -> None:
-            while not stop.is_set():
-                try:
-                    daemon.run_sync(stop=stop.is_set, interval=0.05, check_every_s=1.0, sample=200)
-                except BaseException as exc:  # the test fails on it below
-                    errors.append(exc)
-                    return
-                time.sleep(0.1)  # not live yet: wait for start
+        def sync() -> None:  # started before the copy: it waits until the cut-over is live
+            try:
+                daemon.run_sync(stop=stop.is_set, interval=0.05, check_every_s=1.0, sample=200)
+            except BaseException as exc:  # the test fails on it below
+                errors.append(exc)
 
         syncer = threading.Thread(target=sync, daemon=True)
+        syncer.start()
         probe = LagProbe(app, s["legacy_server"].port, s["legacy_db"], s["shard_server"].port, s["shard_dbs"],
                          buckets=BUCKETS)
         try:
             status = cut.start()
             assert status.phase is CutoverPhase.LIVE and status.copy_done
-            syncer.start()
             probe.label = "steady"  # no transition: the sync's own pace
             probe.thread.start()
             time.sleep(4.0)

@@ -217,38 +217,50 @@ class Cutover:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the cut-over's lock (re-entrant within this object); the sync and every transition run under it."""
-        if self._locked:
-            self._locked += 1
-            try:
-                yield
-            finally:
-                self._locked -= 1
-            return
+        if not self._locked and not self._take_lock(self.lock_timeout):
+            raise self._refuse("take its lock", f"another cut-over process held it for {self.lock_timeout:g} s "
+                               "(ddm cutover sync, or another step); only one applies changes at a time")
+        self._locked += 1
+        try:
+            yield
+        finally:
+            self._locked -= 1
+            if not self._locked:
+                self._give_lock()
+
+    def _try_lock(self) -> bool:
+        """Take the lock if it is free within a second (the sync's rounds wait for transitions this way)."""
+        if self._locked or not self._take_lock(1.0):
+            return bool(self._locked)
+        self._locked = 1
+        return True
+
+    def _release(self) -> None:
+        self._locked -= 1
+        if not self._locked:
+            self._give_lock()
+
+    def _take_lock(self, timeout: float) -> bool:
         if self._lock_conn is None:
             self._lock_conn = connector(self.config, self.state_on)()
         cur = self._lock_conn.cursor()
         try:
-            cur.execute("SELECT GET_LOCK(%s, %s)", (self._lock_name, self.lock_timeout))
+            cur.execute("SELECT GET_LOCK(%s, %s)", (self._lock_name, timeout))
             got = cur.fetchone()
         finally:
             cur.close()
-        if not got or got[0] != 1:
-            raise self._refuse("take its lock", f"another cut-over process held it for {self.lock_timeout:g} s "
-                               "(ddm cutover sync, or another step); only one applies changes at a time")
-        self._locked = 1
+        return bool(got and got[0] == 1)
+
+    def _give_lock(self) -> None:
         try:
-            yield
-        finally:
-            self._locked = 0
-            try:
-                cur = self._lock_conn.cursor()
-                cur.execute("SELECT RELEASE_LOCK(%s)", (self._lock_name,))
-                cur.fetchall()
-                cur.close()
-            except Exception:  # the connection is gone, and the server released the lock with it
-                with contextlib.suppress(Exception):
-                    self._lock_conn.close()
-                self._lock_conn = None
+            cur = self._lock_conn.cursor()
+            cur.execute("SELECT RELEASE_LOCK(%s)", (self._lock_name,))
+            cur.fetchall()
+            cur.close()
+        except Exception:  # the connection is gone, and the server released the lock with it
+            with contextlib.suppress(Exception):
+                self._lock_conn.close()
+            self._lock_conn = None
 
     @property
     def _lock_name(self) -> str:
@@ -320,20 +332,30 @@ class Cutover:
     def run_sync(self, *, stop: Callable[[], bool] = lambda: False, interval: float = 0.2,
                  check_every_s: float = 600.0, sample: int = 1000,
                  on_pass: Callable[[SyncPass], None] | None = None) -> None:
-        """Sync both ways until ``stop()`` or the cut-over ends; a sampled comparison every ``check_every_s``."""
+        """Sync both ways until ``stop()`` or the cut-over ends; a sampled comparison every ``check_every_s``.
+
+        Started before the cut-over is live (``start`` still copying, holding the lock), it
+        waits for it; a transition holding the lock only delays the next round.
+        """
         next_check = self.clock() + check_every_s
         while not stop():
-            with self.locked():
-                state = self._state()
-                if state.phase is not CutoverPhase.LIVE:
-                    return
-                done = self.sync.both(state)
-                if self.clock() >= next_check:
-                    self._check(sample)
-                    next_check = self.clock() + check_every_s
-            if on_pass is not None:
+            phase = self._state().phase
+            if phase in (CutoverPhase.FINISHED, CutoverPhase.ROLLED_BACK):
+                return
+            done: SyncPass | None = None
+            if phase is CutoverPhase.LIVE and self._try_lock():
+                try:
+                    state = self._state()
+                    if state.phase is CutoverPhase.LIVE:
+                        done = self.sync.both(state)
+                        if self.clock() >= next_check:
+                            self._check(sample)
+                            next_check = self.clock() + check_every_s
+                finally:
+                    self._release()
+            if done is not None and on_pass is not None:
                 on_pass(done)
-            self.sleep(interval)
+            self.sleep(interval if done is not None else max(interval, 0.5))
 
     # -- transitions ------------------------------------------------------------------------------
 
