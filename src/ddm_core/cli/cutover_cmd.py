@@ -8,6 +8,7 @@ after a crash.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from typing import Any
@@ -26,7 +27,8 @@ from ddm_core.cutover.placement import Buckets
 from ddm_core.cutover.sync import SyncPass
 from ddm_core.metadata.cutover import BucketState, bucket_slots, format_buckets, parse_buckets
 from ddm_core.migrate.backfill import BATCH_ROWS, MAX_BATCH_ROWS, ScanReport
-from ddm_core.migrate.tables import keyset_chunks, primary_key, table_stats
+from ddm_core.migrate.plan import slot_counts
+from ddm_core.migrate.tables import table_stats
 
 __all__ = ["cutover"]
 
@@ -170,15 +172,10 @@ def plan_cmd(**opts: Any) -> None:
     with _Run(opts) as run:
         cut = run.cut
         scan = cut.sync.forward_scan
-        key = primary_key(cut.conns, scan.source, scan.physical)
         buckets = Buckets(cut.sync.table, cut.buckets)
-        counts = np.zeros(cut.buckets, dtype=np.int64)
-        column = buckets.column
-        extra = [] if column.lower() in (k.lower() for k in key) else [column]
-        at = [c.lower() for c in (*key, *extra)].index(column.lower())
-        for rows in keyset_chunks(cut.conns, scan.source, scan.physical, extra, key, 50_000):
-            np.add.at(counts, buckets.of([r[at] for r in rows]), 1)
-            run.spinner.update(f"counting: {int(counts.sum()):,} rows")
+        per_slot = slot_counts(cut.conns, buckets.sharder, buckets.column, scan.source, scan.physical, batch=50_000,
+                               progress=lambda rows: run.spinner.update(f"counting: {rows:,} rows"))
+        counts = np.bincount(buckets.lookup, weights=per_slot, minlength=cut.buckets).astype(np.int64)
         stats = table_stats(cut.conns, scan.source, scan.physical)
         run.console.print(f"{cut.table}: {int(counts.sum()):,} rows, {size(stats.data_bytes)} in {scan.source}.{scan.physical}; "
                           f"{cut.buckets} buckets of {len(bucket_slots(buckets.slot_count, cut.buckets, 0))} slots "
@@ -228,10 +225,8 @@ def sync_cmd(seconds: float | None, check_every_s: float, sample: int, **opts: A
             passes[1] += done.forward.applied + (done.reverse.applied if done.reverse else 0)
             run.spinner.update(f"sync: {passes[0]:,} passes, {passes[1]:,} changes applied")
 
-        try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops it, as SIGTERM does
             cut.run_sync(stop=stop.is_set, check_every_s=check_every_s, sample=sample, on_pass=on_pass)
-        except KeyboardInterrupt:
-            pass
         run.console.print(f"sync stopped: {passes[0]:,} passes, {passes[1]:,} changes applied")
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -231,11 +231,6 @@ class Migration:
 
     def _mark(self, state: MigrationState, key: str) -> ScanProgress | None:
         return state.scans.get(key)
-
-    def _record(self, key: str, values: Sequence[Any], *, done: bool = True, checksum: str = "") -> MigrationState:
-        state = self._state()
-        assert state.phase is not None
-        return self.log.record_scan(key, values, 0, checksum, done=done, phase=state.phase)
 
     # -- the configuration table --------------------------------------------------------------
 
@@ -476,7 +471,7 @@ class Migration:
         state = self._state()
         if self._mark(state, _STEP + "cutover:caught_up") is None:
             self._passes("the cutover")  # writes to moving slots are refused: this reaches the binlog's end
-            self._record(_STEP + "cutover:caught_up", (self.wall(),))
+            self.publisher.record(_STEP + "cutover:caught_up", (self.wall(),))
         if self.verify_cutover and self._mark(self._state(), _STEP + "cutover:verified") is None:
             report, left = self._settled("the cutover")
             if left:
@@ -484,7 +479,7 @@ class Migration:
                 raise MigrationError(
                     f"migration {self.name!r}: at cutover {left} rows of moving slots differ between old and new "
                     f"({report.summary()}); writes to them stay paused; run cutover again", migration=self.name)
-            self._record(_STEP + "cutover:verified", (report.rows_a,))
+            self.publisher.record(_STEP + "cutover:verified", (report.rows_a,))
         self.publisher.publish("target", self.document("finish"))  # the new placement; old copies still there
         fenced, resumed = self.publisher.published_at("cutover"), self.publisher.published_at("target")
         pause = resumed - fenced if fenced is not None and resumed is not None else None

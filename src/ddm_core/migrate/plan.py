@@ -61,6 +61,7 @@ __all__ = [
     "slot_owners",
     "plan_migration",
     "count_rows",
+    "slot_counts",
     "measure_copy_rate",
     "slots_of_values",
     "COUNT_BATCH",
@@ -154,11 +155,23 @@ def count_rows(
     column = table.database_strategy.column or ""
     counts = np.zeros(1 << sharder_bits(sharder), dtype=np.int64)
     for physical in table.tables_by_source.get(data_source, ()):
-        key = primary_key(conns, data_source, physical)
-        extra = [] if column.lower() in (k.lower() for k in key) else [column]
-        at = [k.lower() for k in (*key, *extra)].index(column.lower())
-        for rows in keyset_chunks(conns, data_source, physical, extra, key, batch):
-            counts += np.bincount(slots_of_values(sharder, column, [r[at] for r in rows]), minlength=counts.size)
+        counts += slot_counts(conns, sharder, column, data_source, physical, batch=batch)
+    return counts
+
+
+def slot_counts(
+    conns: Connections, sharder: SlotsAlgorithm | GeneAlgorithm, column: str, data_source: str, physical: str, *,
+    batch: int = COUNT_BATCH, progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """Rows per slot of one physical table, its keys and ``column`` read in key order (``progress``: rows so far)."""
+    counts = np.zeros(1 << sharder_bits(sharder), dtype=np.int64)
+    key = primary_key(conns, data_source, physical)
+    extra = [] if column.lower() in (k.lower() for k in key) else [column]
+    at = [k.lower() for k in (*key, *extra)].index(column.lower())
+    for rows in keyset_chunks(conns, data_source, physical, extra, key, batch):
+        counts += np.bincount(slots_of_values(sharder, column, [r[at] for r in rows]), minlength=counts.size)
+        if progress is not None:
+            progress(int(counts.sum()))
     return counts
 
 

@@ -30,6 +30,7 @@ write instead of interleaving with the first (:class:`~ddm_core.errors.Migration
 
 from __future__ import annotations
 
+import abc
 import json
 import re
 from dataclasses import dataclass, field
@@ -226,7 +227,7 @@ S = TypeVar("S", bound=_StateLike)
 _L = TypeVar("_L", bound="WorkflowLog[Any]")
 
 
-class WorkflowLog(Generic[S]):
+class WorkflowLog(abc.ABC, Generic[S]):
     """The rows of one workflow (a migration, a cut-over) in its append-only state table.
 
     The storage and the steps every workflow shares: phases entered, completed
@@ -306,8 +307,9 @@ class WorkflowLog(Generic[S]):
         """The workflow as its rows say now (what :meth:`fold` makes of them)."""
         return self.fold(self.events())
 
+    @abc.abstractmethod
     def fold(self, events: Sequence[Event]) -> S:
-        raise NotImplementedError
+        """The state these rows make."""
 
     def scans(self) -> Mapping[str, ScanProgress]:
         """Progress per scan that has any."""

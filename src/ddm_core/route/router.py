@@ -8,6 +8,8 @@ params, hash / look up the shard (compiled core), and fill templates.
 
 from __future__ import annotations
 
+import abc
+
 import math
 import threading
 import time
@@ -254,7 +256,7 @@ class Router:
 _WRITE_PHASES = frozenset({"dual_write", "backfill", "catch_up", "verify", "shift_reads"})
 
 
-class _Following:
+class _Following(abc.ABC):
     """What a router does for one configuration version carrying a migration or cut-over block.
 
     Sub-routers for the block's other configurations are built lazily, once per
@@ -283,12 +285,9 @@ class _Following:
                 self._subs[which] = sub
             return sub
 
+    @abc.abstractmethod
     def follow(self, statement: Compiled, bound: Sequence[Any], sql: str, params: Any) -> RoutePlan:
         """The plan of ``statement`` as the block wants it."""
-        return self.follow_plan(statement.route(bound, current_hint()), sql, params)
-
-    def follow_plan(self, plan: RoutePlan, sql: str, params: Any) -> RoutePlan:
-        raise NotImplementedError
 
     def unconfirmed_for(self) -> float | None:
         """Seconds since the holder last confirmed its version, when longer than the fence (else ``None``)."""
@@ -322,7 +321,10 @@ class _Migrating(_Following):
         self.routing = routing
         self.fence_after_s = routing.fence_after_s
 
-    def follow_plan(self, plan: RoutePlan, sql: str, params: Any) -> RoutePlan:
+    def follow(self, statement: Compiled, bound: Sequence[Any], sql: str, params: Any) -> RoutePlan:
+        return self._follow_plan(statement.route(bound, current_hint()), sql, params)
+
+    def _follow_plan(self, plan: RoutePlan, sql: str, params: Any) -> RoutePlan:
         """``plan`` as the migration's phase wants it: dual units, a fence, or the shifted reads."""
         m = self.routing
         moving = [t.logic_table for t in plan.tables if t.logic_table.lower() in m.tables]
