@@ -1,4 +1,4 @@
-"""The ``proxy:`` configuration section: users with mysql_native_password hashes, limits, refusals."""
+"""The ``proxy:`` configuration section: users with native and caching_sha2 hashes, limits, refusals."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from services import require_module
 
 require_module("mysql_mimic", "ddm proxy")
 
-from ddm_core.proxy import ProxyServer, native_password_hash  # noqa: E402
+from ddm_core.proxy import ProxyServer, native_password_hash, sha2_password_hash  # noqa: E402
 
 BASE = """
 dataSources:
@@ -115,3 +115,44 @@ def test_tls_without_a_key_or_with_unknown_fields_is_named() -> None:
         load_config(BASE + "proxy: {tls: {cert: a.crt, requird: true}}\n")
     text = str(info.value)
     assert "proxy.tls.key" in text and "requird" in text
+
+
+SHA2 = sha2_password_hash("s3cret")
+
+
+def test_sha2_hashes_are_read_with_or_instead_of_native_ones() -> None:
+    config = load_config(BASE + f"""
+proxy:
+  users:
+    - {{name: new, sha2Hash: "{SHA2.upper()}"}}
+    - {{name: dual, passwordHash: "{HASH}", sha2Hash: "{SHA2}"}}
+    - {{name: old, passwordHash: "{HASH}"}}
+""")
+    new, dual, old = config.proxy.users
+    assert (new.password_hash, new.sha2_hash) == (None, SHA2)  # stored lower case
+    assert (dual.password_hash, dual.sha2_hash) == (HASH, SHA2)
+    assert (old.password_hash, old.sha2_hash) == (HASH, None)
+    assert SHA2 not in repr(config.proxy) and SHA2.upper() not in repr(config.proxy)
+    assert load_config(dump_native(config)).proxy == config.proxy
+
+
+@pytest.mark.parametrize("value, also", [
+    ("hunter2", ""),
+    ("ab" * 31, ""),                    # 62 digits
+    ("zz" * 32, ""),                    # 64, not hex
+    ("$A$005$" + "x" * 63, "$A$"),      # MySQL's own authentication_string
+])  # fmt: skip
+def test_a_malformed_sha2_hash_names_the_user_and_field_and_is_not_echoed(value: str, also: str) -> None:
+    with pytest.raises(ConfigValidationError) as info:
+        load_config(BASE + f"proxy: {{users: [{{name: carol, sha2Hash: '{value}'}}]}}\n")
+    text = str(info.value)
+    assert "proxy.users[0].sha2Hash" in text and "'carol'" in text and "SHA256(SHA256(password))" in text
+    assert value not in text
+    assert also in text
+
+
+def test_a_user_without_any_hash_is_refused() -> None:
+    with pytest.raises(ConfigValidationError) as info:
+        load_config(BASE + "proxy: {users: [{name: dave}]}\n")
+    text = str(info.value)
+    assert "proxy.users[0]" in text and "'dave'" in text and "passwordHash" in text and "sha2Hash" in text

@@ -15,6 +15,7 @@ import click
 
 from ddm_core.cli.app import cli, config_option, load
 from ddm_core.errors import ProxyError
+from ddm_core.metadata.reload import ConfigHolder
 
 __all__ = ["proxy"]
 
@@ -30,8 +31,11 @@ _CHILD_ENV = "DDM_PROXY_CHILD"
 @click.option("--processes", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Proxy processes sharing the port (SO_REUSEPORT), each with its own pools.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True, help="Log level of the proxy's messages (stderr).")  # fmt: skip
-def proxy(config_path: str, port: int, host: str, processes: int, log_level: str) -> None:
+              show_default=True, help="Log level of the proxy's messages (stderr).")
+@click.option("--reload-interval", type=click.FloatRange(0), default=1.0, show_default=True,
+              help="Seconds between looks at CONFIG for a new version (hot reload, docs/proxy.md#reloading; "
+                   "0: never).")  # fmt: skip
+def proxy(config_path: str, port: int, host: str, processes: int, log_level: str, reload_interval: float) -> None:
     """Serve CONFIG's logic tables to any MySQL client (users from its proxy: section).
 
     \b
@@ -50,18 +54,27 @@ def proxy(config_path: str, port: int, host: str, processes: int, log_level: str
     logging.getLogger("mysql_mimic").setLevel(logging.CRITICAL)
     config = load(config_path, check_env=True)
     if processes > 1:
-        sys.exit(_run_processes(config_path, host, port, processes, log_level))
+        sys.exit(_run_processes(config_path, host, port, processes, log_level, reload_interval))
 
     async def run() -> None:
-        server = ProxyServer(config, host=host, port=port, reuse_port=os.environ.get(_CHILD_ENV) == "1")
+        # The executor and the proxy section follow the file's versions (ConfigHolder, as the library does).
+        holder = ConfigHolder(config_path, check_env=True) if reload_interval else None
+        server = ProxyServer(holder or config, host=host, port=port, reuse_port=os.environ.get(_CHILD_ENV) == "1")
         await server.start()
         click.echo(f"ddm proxy listening on {host}:{server.port}", err=True)
-        await server.serve_until_signalled()
+        if holder is not None:
+            holder.watch(reload_interval)
+        try:
+            await server.serve_until_signalled()
+        finally:
+            if holder is not None:
+                holder.stop()
 
     asyncio.run(run())
 
 
-def _run_processes(config_path: str, host: str, port: int, processes: int, log_level: str) -> int:
+def _run_processes(config_path: str, host: str, port: int, processes: int, log_level: str,
+                   reload_interval: float) -> int:  # fmt: skip
     """Start ``processes`` proxies on one port, pass SIGTERM / SIGINT on, return the worst exit status."""
     holder: socket.socket | None = None
     if port == 0:
@@ -71,7 +84,7 @@ def _run_processes(config_path: str, host: str, port: int, processes: int, log_l
         holder.bind((host, 0))
         port = int(holder.getsockname()[1])
     argv = [sys.executable, "-m", "ddm_core.cli", "proxy", "-c", config_path, "--host", host, "--port", str(port),
-            "--log-level", log_level]  # fmt: skip
+            "--log-level", log_level, "--reload-interval", str(reload_interval)]  # fmt: skip
     children = [subprocess.Popen(argv, env={**os.environ, _CHILD_ENV: "1"}) for _ in range(processes)]
 
     def forward(signum: int, _frame: Any) -> None:

@@ -86,14 +86,16 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
     proxy = _changed(config.proxy, ProxySettings(), {
         "workers": "workers", "batch_rows": "batchRows", "shutdown_grace_ms": "shutdownGraceMs",
         "slow_sql_ms": "slowSqlMs", "audit_log": "auditLog", "inline_statements": "inlineStatements",
+        "transaction_mode": "transactionMode",
     })  # fmt: skip
     if config.proxy.tls is not None:
         tls = config.proxy.tls
         proxy["tls"] = {"cert": tls.cert, "key": tls.key, **({"required": True} if tls.required else {})}
     if config.proxy.users:
         proxy["users"] = [
-            {"name": u.name, "passwordHash": u.password_hash, **({"rateLimit": u.rate_limit} if u.rate_limit else {}),
-             **({"unmask": True} if u.unmask else {})}
+            {"name": u.name, **({"passwordHash": u.password_hash} if u.password_hash is not None else {}),
+             **({"sha2Hash": u.sha2_hash} if u.sha2_hash is not None else {}),
+             **({"rateLimit": u.rate_limit} if u.rate_limit else {}), **({"unmask": True} if u.unmask else {})}
             for u in config.proxy.users
         ]  # fmt: skip
     if config.proxy.table_rate_limits:

@@ -462,14 +462,21 @@ class ProxyUser:
 
     Attributes:
         name: The user name clients log in with.
-        password_hash: The ``mysql_native_password`` hash, ``*`` + 40 hex digits
-            (``SELECT PASSWORD('...')`` on MySQL / MariaDB); never the password.
+        password_hash: The ``mysql_native_password`` hash, ``*`` + 40 upper-case hex digits
+            (``SELECT PASSWORD('...')`` on MySQL / MariaDB); never the password. ``None``: the
+            user cannot log in with that plugin.
+        rate_limit: Statements per second (0: no limit).
+        unmask: Sees masked columns as they are.
+        sha2_hash: The ``caching_sha2_password`` form, 64 lower-case hex digits of
+            SHA256(SHA256(password)); ``None``: the user cannot log in with that plugin. At
+            least one of the two hashes is set.
     """
 
     name: str
-    password_hash: str = field(repr=False)
+    password_hash: str | None = field(default=None, repr=False)
     rate_limit: int = 0
     unmask: bool = False
+    sha2_hash: str | None = field(default=None, repr=False)
 
 
 #: Mask kinds of ``proxy.masks`` (docs/proxy.md#masking).
@@ -522,6 +529,8 @@ class ProxySettings:
         inline_statements: Run a statement that goes to one data source on the event loop, without
             the hop to a worker thread (docs/proxy.md#how-it-is-built).
         tls: TLS for clients (``None``: plain connections only).
+        transaction_mode: What a client's ``BEGIN`` opens: ``local`` or ``xa`` (docs/proxy.md#xa-transactions);
+            a session changes its own with ``SET transaction_type``.
     """
 
     users: tuple[ProxyUser, ...] = ()
@@ -534,6 +543,7 @@ class ProxySettings:
     audit_log: str | None = None
     inline_statements: bool = True
     tls: ProxyTls | None = None
+    transaction_mode: str = "local"
 
 
 @dataclass(frozen=True, slots=True)

@@ -921,38 +921,25 @@ def _xa(sec: Section) -> XaSettings:
 
 #: ``*`` and 40 hex digits: what ``SELECT PASSWORD('...')`` shows for ``mysql_native_password``.
 _NATIVE_HASH = re.compile(r"\*[0-9A-Fa-f]{40}")
+#: 64 hex digits: SHA256(SHA256(password)), what ``caching_sha2_password`` verifies a scramble against.
+_SHA2_HASH = re.compile(r"[0-9A-Fa-f]{64}")
 
 
 def _proxy(sec: Section, ctx: Context) -> ProxySettings:
-    """The ``proxy:`` section (docs/proxy.md): users with ``mysql_native_password`` hashes, limits."""
+    """The ``proxy:`` section (docs/proxy.md): users with their password hashes, limits."""
     d = ProxySettings()
     users: list[ProxyUser] = []
     seen: set[str] = set()
     upath = sec.field_path("users")
     for i, item in enumerate(sec.list("users")):
-        path = join_path(upath, i)
-        user = Section(item, path, ctx.problems)
-        name = user.str("name", required=True)
-        password_hash = user.str("passwordHash", required=True)
-        rate_limit = user.int("rateLimit", default=0, bounds=RANGES["proxy.users.rateLimit"])
-        unmask = user.bool("unmask", default=False)
-        user.finish()
-        if name is None or password_hash is None:
+        user = _proxy_user(Section(item, join_path(upath, i), ctx.problems), ctx)
+        if user is None:
             continue
-        if name in seen:
-            ctx.problems.add(path, f"proxy user {name!r} is listed twice", name)
+        if user.name in seen:
+            ctx.problems.add(join_path(upath, i), f"proxy user {user.name!r} is listed twice", user.name)
             continue
-        if not _NATIVE_HASH.fullmatch(password_hash):
-            # the value is not echoed: it may be a password pasted by mistake
-            ctx.problems.add(
-                join_path(path, "passwordHash"),
-                f"proxy user {name!r}: passwordHash must be a mysql_native_password hash, "
-                "'*' and 40 hex digits (SELECT PASSWORD('...'))",
-                None,
-            )
-            continue
-        seen.add(name)
-        users.append(ProxyUser(name=name, password_hash=password_hash.upper(), rate_limit=rate_limit, unmask=unmask))
+        seen.add(user.name)
+        users.append(user)
     limits: dict[str, int] = {}
     lpath = sec.field_path("tableRateLimits")
     for table, value in sec.mapping("tableRateLimits").items():
@@ -988,9 +975,56 @@ def _proxy(sec: Section, ctx: Context) -> ProxySettings:
         ),
         inline_statements=sec.bool("inlineStatements", default=d.inline_statements),
         tls=_proxy_tls(sec.section("tls")) if sec.has("tls") else None,
+        transaction_mode=_proxy_transaction_mode(sec, d.transaction_mode),
     )
     sec.finish()
     return settings
+
+
+def _proxy_transaction_mode(sec: Section, default: str) -> str:
+    """``proxy.transactionMode``: ``local`` or ``xa`` (the proxy's own field; docs/proxy.md#xa-transactions)."""
+    mode = sec.str("transactionMode", default=default)
+    if not isinstance(mode, str) or mode.lower() not in ("local", "xa"):
+        sec.problems.add(sec.field_path("transactionMode"), f"must be local or xa, not {mode!r}", mode)
+        return default
+    return mode.lower()
+
+
+def _proxy_user(user: Section, ctx: Context) -> ProxyUser | None:
+    """One ``proxy.users`` entry: a name and at least one of ``passwordHash`` / ``sha2Hash``.
+
+    A malformed hash is named with its user and field but never echoed: it may be a
+    password pasted by mistake.
+    """
+    name = user.str("name", required=True)
+    native = user.str("passwordHash")
+    sha2 = user.str("sha2Hash")
+    rate_limit = user.int("rateLimit", default=0, bounds=RANGES["proxy.users.rateLimit"])
+    unmask = user.bool("unmask", default=False)
+    user.finish()
+    if name is None:
+        return None
+    ok = True
+    if native is None and sha2 is None:
+        ctx.problems.add(user.path, f"proxy user {name!r} has no password hash: give passwordHash "
+                         "(mysql_native_password) or sha2Hash (caching_sha2_password), or both", None)  # fmt: skip
+        ok = False
+    if native is not None and not _NATIVE_HASH.fullmatch(native):
+        ctx.problems.add(user.field_path("passwordHash"), f"proxy user {name!r}: passwordHash must be a "
+                         "mysql_native_password hash, '*' and 40 hex digits (SELECT PASSWORD('...'))",
+                         None)  # fmt: skip
+        ok = False
+    if sha2 is not None and not _SHA2_HASH.fullmatch(sha2):
+        # MySQL's own caching_sha2_password authentication_string ($A$005$...) is a salted,
+        # iterated crypt: no scramble can be checked against it.
+        mysql_form = " (MySQL's $A$... authentication_string cannot be used)" if sha2.startswith("$A$") else ""
+        ctx.problems.add(user.field_path("sha2Hash"), f"proxy user {name!r}: sha2Hash must be 64 hex digits, "
+                         f"SHA256(SHA256(password)){mysql_form}; docs/proxy.md#users-and-passwords", None)  # fmt: skip
+        ok = False
+    if not ok:
+        return None
+    return ProxyUser(name=name, password_hash=native.upper() if native is not None else None, rate_limit=rate_limit,
+                     unmask=unmask, sha2_hash=sha2.lower() if sha2 is not None else None)  # fmt: skip
 
 
 def _proxy_tls(sec: Section) -> ProxyTls | None:

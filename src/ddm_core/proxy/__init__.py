@@ -9,7 +9,7 @@ which brings mysql-mimic).
 
 from __future__ import annotations
 
-from ddm_core.proxy.auth import native_password_hash
+from ddm_core.proxy.auth import native_password_hash, sha2_password_hash
 from ddm_core.proxy.server import DEFAULT_PORT, Phase, ProxyServer
 
-__all__ = ["ProxyServer", "Phase", "DEFAULT_PORT", "native_password_hash"]
+__all__ = ["ProxyServer", "Phase", "DEFAULT_PORT", "native_password_hash", "sha2_password_hash"]

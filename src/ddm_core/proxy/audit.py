@@ -62,6 +62,21 @@ class AuditLog:
             self._file.flush()
         return True
 
+    def configure(self, path: str | Path, threshold_ms: int) -> None:
+        """A reload's ``auditLog`` / ``slowSqlMs``: another file is opened before the old one is closed.
+
+        Raises:
+            OSError: the new file cannot be opened (the old one stays in use).
+        """
+        path = Path(path)
+        new_file = open(path, "a", encoding="utf-8") if path != self.path else None  # noqa: SIM115 - kept open
+        with self._lock:
+            self.threshold_ms = threshold_ms
+            if new_file is not None:
+                old, self._file, self.path = self._file, new_file, path
+                if old is not None:
+                    old.close()
+
     def close(self) -> None:
         with self._lock:
             if self._file is not None:

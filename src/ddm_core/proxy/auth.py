@@ -1,22 +1,57 @@
-"""Who may log in to the proxy: the ``proxy.users`` of the configuration, ``mysql_native_password``.
+"""Who may log in to the proxy: the ``proxy.users`` of the configuration (docs/proxy.md#users-and-passwords).
 
-The configuration holds only the stored form of each password (``*`` +
-SHA1(SHA1(password)) in hex, what ``SELECT PASSWORD('...')`` prints); the
-client proves it knows the password by a scramble of the server's nonce, so
-no password crosses the wire or reaches a log. An unknown user name is
-refused like a wrong password (1045), so the answer does not tell which names
-exist.
+Two plugins, both by scramble, so no password crosses the wire or reaches a log:
+
+* ``mysql_native_password``: the configuration holds ``*`` + SHA1(SHA1(password))
+  in hex (``passwordHash``, what ``SELECT PASSWORD('...')`` prints).
+* ``caching_sha2_password`` (MySQL 8's default), its fast-auth path: the
+  configuration holds SHA256(SHA256(password)) in hex (``sha2Hash``), which is
+  exactly the entry MySQL keeps in its in-memory cache. The client sends
+  XOR(SHA256(password), SHA256(SHA256(SHA256(password)) + nonce)); the server
+  XORs SHA256(stored + nonce) off it, hashes the result and compares with the
+  stored value, then answers the fast-auth-success byte 0x03 and an OK packet.
+  Since the stored value *is* the cache entry, the cache is never cold: full
+  authentication (the plain password over TLS, or RSA-encrypted) could only
+  check the same value, so a scramble that does not match is refused at once
+  (1045) rather than asking for the password.
+
+A user with both hashes logs in with whichever plugin its client speaks. An
+unknown user name is refused like a wrong password (1045), so the answer does
+not tell which names exist. The user table is replaced whole on a reload
+(:meth:`ProxyUsers.replace`); each connection looks users up when it
+authenticates, so new connections see the new table at once.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import hashlib
+import hmac
+from typing import Any, Mapping, Optional, Sequence
 
 from mysql_mimic import AuthPlugin, IdentityProvider, NativePasswordAuthPlugin, NoLoginAuthPlugin, User
+from mysql_mimic import packets, utils
+from mysql_mimic.auth import AuthInfo, AuthState, Forbidden, Success
 
 from ddm_core.metadata.model import ProxyUser
 
-__all__ = ["ConfigIdentityProvider", "native_password_hash"]
+__all__ = [
+    "ProxyUsers",
+    "ConnectionIdentity",
+    "NativePlugin",
+    "CachingSha2Plugin",
+    "native_password_hash",
+    "sha2_password_hash",
+    "sha2_scramble_matches",
+    "NATIVE",
+    "SHA2",
+    "FAST_AUTH_SUCCESS",
+]
+
+NATIVE = "mysql_native_password"
+SHA2 = "caching_sha2_password"
+#: The "fast" authentication result byte of caching_sha2_password that means success (0x04 would ask
+#: for full authentication, which this proxy never needs: see the module docstring).
+FAST_AUTH_SUCCESS = b"\x03"
 
 
 def native_password_hash(password: str) -> str:
@@ -24,19 +59,140 @@ def native_password_hash(password: str) -> str:
     return "*" + str(NativePasswordAuthPlugin.create_auth_string(password)).upper()
 
 
-class ConfigIdentityProvider(IdentityProvider):  # type: ignore[misc]  # mimic ships no types
-    """Users from the configuration; every other name gets the no-login plugin (access denied)."""
+def sha2_password_hash(password: str) -> str:
+    """64 lower-case hex digits, SHA256(SHA256(password)): the ``sha2Hash`` of ``password``."""
+    return hashlib.sha256(hashlib.sha256(password.encode("utf-8")).digest()).hexdigest()
+
+
+def sha2_scramble_matches(stored_hex: str, scramble: bytes, nonce: bytes) -> bool:
+    """``scramble`` is what a client knowing the password of ``stored_hex`` sends for ``nonce``.
+
+    ``stored_hex`` is SHA256(SHA256(password)); the scramble is
+    XOR(SHA256(password), SHA256(SHA256(SHA256(password)) + nonce)).
+    """
+    stored = bytes.fromhex(stored_hex)
+    if len(scramble) != len(stored):  # also the empty answer of a client without a password
+        return False
+    mix = hashlib.sha256(stored + nonce).digest()
+    candidate = bytes(a ^ b for a, b in zip(scramble, mix))  # SHA256(password) if the password is right
+    return hmac.compare_digest(hashlib.sha256(candidate).digest(), stored)
+
+
+def _nonce(auth_info: Optional[AuthInfo]) -> bytes | None:
+    """The handshake's nonce when the client's answer is a scramble of it, else ``None`` (switch first).
+
+    mimic starts a plugin with the client's answer only when the client already speaks
+    that plugin: its answer then scrambles the handshake's nonce, whichever plugin the
+    handshake named.
+    """
+    if auth_info is None or not auth_info.handshake_auth_data:
+        return None
+    return bytes(auth_info.handshake_auth_data).rstrip(b"\x00")  # mimic's nonces hold no NUL
+
+
+class NativePlugin(NativePasswordAuthPlugin):  # type: ignore[misc]  # mimic ships no types
+    """mimic's ``mysql_native_password``, also when the handshake named ``caching_sha2_password``.
+
+    mimic's own plugin reuses the handshake's nonce only when the handshake named it, and
+    otherwise sends a fresh one as "more data", which a native client does not expect.
+    """
+
+    async def auth(self, auth_info: Optional[AuthInfo] = None) -> AuthState:
+        nonce = _nonce(auth_info)
+        if nonce is None or auth_info is None:
+            nonce = utils.nonce(20)
+            auth_info = yield nonce + b"\x00"  # some clients expect the terminating NUL
+        if self.verify_scramble(auth_info.user.auth_string, auth_info.data, nonce):
+            yield Success(auth_info.user.name)
+        else:
+            yield Forbidden()
+
+
+class CachingSha2Plugin(AuthPlugin):  # type: ignore[misc]  # mimic ships no types
+    """``caching_sha2_password``, fast authentication against the stored SHA256(SHA256(password)).
+
+    Args:
+        connection: The client's connection: the fast-auth-success byte is written to its
+            stream before the OK packet. (mimic's exchange knows "send more data, read the
+            answer" only; after 0x03 the client reads the OK packet and sends nothing.)
+    """
+
+    name = SHA2
+    client_plugin_name = SHA2
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    async def auth(self, auth_info: Optional[AuthInfo] = None) -> AuthState:
+        nonce = _nonce(auth_info)
+        if nonce is None or auth_info is None:
+            nonce = utils.nonce(20)
+            auth_info = yield nonce + b"\x00"
+        if sha2_scramble_matches(auth_info.user.auth_string or "", auth_info.data, nonce):
+            await self._connection.stream.write(packets.make_auth_more_data(FAST_AUTH_SUCCESS))
+            yield Success(auth_info.user.name)
+        else:
+            yield Forbidden()
+
+
+class ProxyUsers:
+    """The users of one proxy (``proxy.users``), replaced whole by a reload."""
 
     def __init__(self, users: Sequence[ProxyUser]) -> None:
-        # mimic compares the hex of SHA1(SHA1(password)), without the leading '*'
-        self._hashes = {u.name: u.password_hash[1:].lower() for u in users}
-        self._plugins: list[AuthPlugin] = [NativePasswordAuthPlugin(), NoLoginAuthPlugin()]
+        self._users: Mapping[str, ProxyUser] = {}
+        self.replace(users)
+
+    def replace(self, users: Sequence[ProxyUser]) -> None:
+        """The new table (one assignment: a connection authenticating meanwhile sees one or the other)."""
+        self._users = {u.name: u for u in users}
+
+    def get(self, name: str) -> ProxyUser | None:
+        return self._users.get(name)
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self._users)
+
+    @property
+    def handshake_plugin(self) -> str:
+        """The plugin the handshake names: ``caching_sha2_password`` when any user has a ``sha2Hash``.
+
+        Clients answer the handshake with their scramble for that plugin; a user without its
+        hash is switched to the other (one more round trip). With native users only, the
+        handshake stays ``mysql_native_password``, as before ``sha2Hash`` existed.
+        """
+        return SHA2 if any(u.sha2_hash is not None for u in self._users.values()) else NATIVE
+
+    def for_connection(self) -> ConnectionIdentity:
+        """The view one connection authenticates with (:meth:`ConnectionIdentity.bind` it)."""
+        return ConnectionIdentity(self)
+
+
+class ConnectionIdentity(IdentityProvider):  # type: ignore[misc]  # mimic ships no types
+    """One connection's identity provider: the plugins, bound to its stream, over the shared user table."""
+
+    def __init__(self, users: ProxyUsers) -> None:
+        self._users = users
+        self._connection: Any = None
+        self._plugins: list[AuthPlugin] = []
+
+    def bind(self, connection: Any) -> None:
+        """Attach the connection (its stream carries the fast-auth result; its client plugin picks the user's)."""
+        self._connection = connection
+        native, sha2 = NativePlugin(), CachingSha2Plugin(connection)
+        first, second = (sha2, native) if self._users.handshake_plugin == SHA2 else (native, sha2)
+        self._plugins = [first, second, NoLoginAuthPlugin()]
 
     def get_plugins(self) -> Sequence[AuthPlugin]:
         return self._plugins
 
     async def get_user(self, username: str) -> User:
-        stored = self._hashes.get(username)
-        if stored is None:
+        user = self._users.get(username)
+        if user is None:
             return User(name=username, auth_plugin=NoLoginAuthPlugin.name)
-        return User(name=username, auth_string=stored, auth_plugin=NativePasswordAuthPlugin.name)
+        stored = {SHA2: user.sha2_hash, NATIVE: user.password_hash[1:].lower() if user.password_hash else None}
+        available = [name for name in (self._plugins[0].name, self._plugins[1].name) if stored[name] is not None]
+        # The client's own plugin when the user has its hash (no switch), else the handshake's, else the other.
+        client = str(getattr(self._connection, "client_plugin_name", None))
+        plugin = client if client in available else available[0]
+        return User(name=username, auth_string=stored[plugin], auth_plugin=plugin)

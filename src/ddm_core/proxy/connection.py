@@ -7,30 +7,34 @@
 * Rows of a :class:`~ddm_core.proxy.session.Batched` result are framed a
   batch at a time and the socket drained after each, so a large result is
   never buffered whole in the proxy.
-* COM_STMT_EXECUTE passes the parameter values to the router as values
-  (:mod:`ddm_core.proxy.prepared`), never pasted into the SQL.
+* COM_STMT_PREPARE announces the result columns the executes will return,
+  asked of a data source (:mod:`ddm_core.proxy.described`); COM_STMT_EXECUTE
+  passes the parameter values to the router as values
+  (:mod:`ddm_core.proxy.prepared`), never pasted into the SQL, and sends the
+  announced column definitions (flags, lengths and all) when the result's
+  types are the announced ones.
 * Each command counts as running for the shutdown's grace period.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Sequence
 
 from mysql_mimic import packets
 from mysql_mimic.connection import Connection
 from mysql_mimic.errors import MysqlError
 from mysql_mimic.packets import SSLRequest
+from mysql_mimic.prepared import REGEX_PARAM, PreparedStatement
 from mysql_mimic.results import ResultSet, ensure_result_set
-from mysql_mimic import ColumnType
 from mysql_mimic.types import Capabilities, ServerStatus, str_fixed, uint_1, uint_2, uint_4, uint_len
 from mysql_mimic.utils import aiterate
 
 from ddm_core.errors import DdmError
-from ddm_core.proxy.masking import projection_names
+from ddm_core.proxy.columns import Column, wire_columns
 from ddm_core.proxy.mysql_errors import INSECURE_TRANSPORT, UNKNOWN_ERROR, error_info, sqlstate_of
 from ddm_core.proxy.prepared import read_execute
 from ddm_core.proxy.runtime import ProxyRuntime
-from ddm_core.proxy.session import Batched, Outcome, flatten
+from ddm_core.proxy.session import Batched, Outcome, Rows, flatten
 from ddm_core.proxy.tls import start_tls
 
 __all__ = ["ProxyConnection"]
@@ -52,6 +56,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._outcome: Outcome | None = None
         self._batched: Batched | None = None
         self._param_types: dict[int, bytes] = {}  # prepared statement id -> its parameter types
+        self._announced: dict[int, list[Column]] = {}  # prepared statement id -> the columns its prepare announced
 
     async def connection_phase(self) -> None:
         # mimic's, but the switch to TLS keeps a ClientHello sent right behind the SSLRequest (proxy/tls.py).
@@ -105,64 +110,69 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
                 self._outcome = result
                 await self.stream.write(self.ok())
                 return
+            rows: Any
             if isinstance(result, Batched):
-                result_set = ResultSet(rows=flatten(result.batches), columns=result.columns)
+                rows, columns = flatten(result.batches), result.columns
+            elif isinstance(result, Rows):
+                rows, columns = result.rows, result.columns
             else:
                 result_set = await ensure_result_set(result)
-            if not result_set:
+                rows, columns = result_set.rows, [Column.of(c) for c in result_set.columns]
+            if not columns:
                 await self.stream.write(self.ok())
                 return
-            await self._write_binary_resultset(result_set, execute.stmt, execute.use_cursor)
+            columns = _as_announced(self._announced.get(execute.stmt.stmt_id), columns)
+            await self._write_binary_resultset(columns, rows, execute.stmt, execute.use_cursor)
 
-    async def _write_binary_resultset(self, result_set: ResultSet, stmt: Any, use_cursor: bool) -> None:
-        # The binary-protocol result set, as mimic writes it.
-        await self.stream.write(uint_len(len(result_set.columns)))
-        for column in result_set.columns:
-            await self.stream.write(
-                packets.make_column_definition_41(
-                    server_charset=self.server_charset, name=column.name, column_type=column.type,
-                    character_set=column.character_set,
-                )
-            )  # fmt: skip
+    async def _write_binary_resultset(self, columns: list[Column], rows: Any, stmt: Any, use_cursor: bool) -> None:
+        # The binary-protocol result set, as mimic writes it, with the columns' full definitions.
+        self.stream.write_many([uint_len(len(columns)), *(c.packet(self.server_charset) for c in columns)])
+        wire = wire_columns(columns)
 
         async def binary_rows() -> Any:
-            async for row in aiterate(result_set.rows):
-                yield packets.make_binary_resultrow(row, result_set.columns)
+            async for row in aiterate(rows):
+                yield packets.make_binary_resultrow(row, wire)
 
-        rows = binary_rows()
+        encoded = binary_rows()
         if use_cursor:
-            stmt.cursor = rows
+            stmt.cursor = encoded
             await self.stream.write(self.ok_or_eof(flags=ServerStatus.SERVER_STATUS_CURSOR_EXISTS))
             return
         if not self.deprecate_eof():
             await self.stream.write(self.eof())
-        async for row in rows:
+        async for row in encoded:
             await self.stream.write(row, drain=False)
         await self.stream.write(self.ok_or_eof())
 
-    def com_stmt_prepare_response(self, statement: Any) -> Iterator[bytes]:
-        # mimic's says "no result columns", and libmariadb clients (sysbench) then take a SELECT for a
-        # statement without rows, never read its result, and fail the next statement with 2014
-        # (commands out of sync). The projection's names are enough for them: the execute sends the
-        # real column definitions. A * projection (names unknown until it runs) keeps mimic's answer.
-        names = projection_names(statement.sql)
-        if not names:
-            yield from super().com_stmt_prepare_response(statement)
-            return
-        yield b"".join([uint_1(0), uint_4(statement.stmt_id), uint_2(len(names)), uint_2(statement.num_params),
-                        uint_1(0), uint_2(0)])  # fmt: skip
-        for _ in range(statement.num_params):
-            yield packets.make_column_definition_41(server_charset=self.server_charset, name="?")
-        if statement.num_params:
-            yield self.eof()
-        for name in names:
-            yield packets.make_column_definition_41(server_charset=self.server_charset, name=name,
-                                                    column_type=ColumnType.VAR_STRING)  # fmt: skip
-        yield self.eof()
+    async def handle_stmt_prepare(self, data: bytes) -> None:
+        # mimic's announces no result columns, and libmariadb clients (sysbench) then take a SELECT for a
+        # statement without rows, never read its result, and fail the next statement with 2014 (commands
+        # out of sync). Here the columns are asked of a data source (proxy/described.py); a statement
+        # whose columns cannot be known gets an error packet (MysqlError) and no statement id.
+        sql = self.client_charset.decode(data)
+        count = len(REGEX_PARAM.findall(sql))
+        with self.runtime.statement():
+            columns = await self.session.handle_prepare(sql, count)
+        stmt = PreparedStatement(stmt_id=next(self.prepared_stmt_seq), sql=sql, num_params=count)
+        self.prepared_stmts[stmt.stmt_id] = stmt
+        self._announced[stmt.stmt_id] = columns
+        out = [b"".join([uint_1(0), uint_4(stmt.stmt_id), uint_2(len(columns)), uint_2(count), uint_1(0), uint_2(0)])]
+        eof = [] if self.deprecate_eof() else [self.eof()]  # libmysqlclient asks for no EOF, libmariadb reads one
+        if count:
+            out.extend(packets.make_column_definition_41(server_charset=self.server_charset, name="?")
+                       for _ in range(count))  # fmt: skip
+            out.extend(eof)
+        if columns:
+            out.extend(c.packet(self.server_charset) for c in columns)
+            out.extend(eof)
+        self.stream.write_many(out)
+        await self.stream.drain()
 
     async def handle_stmt_close(self, data: bytes) -> None:
         await super().handle_stmt_close(data)
-        self._param_types.pop(int.from_bytes(data[:4], "little"), None)
+        stmt_id = int.from_bytes(data[:4], "little")
+        self._param_types.pop(stmt_id, None)
+        self._announced.pop(stmt_id, None)
 
     async def query(self, sql: str, query_attrs: dict[str, str]) -> ResultSet:
         result = await self.session.handle_query(sql, query_attrs)
@@ -172,8 +182,10 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._outcome = None
         if isinstance(result, Batched):
             self._batched = result  # write_text_resultset writes it batch by batch
-            return ResultSet(rows=flatten(result.batches), columns=result.columns)
+            return ResultSet(rows=flatten(result.batches), columns=wire_columns(result.columns))
         self._batched = None
+        if isinstance(result, Rows):
+            return ResultSet(rows=result.rows, columns=wire_columns(result.columns))
         return await ensure_result_set(result)
 
     def ok(self, **kwargs: Any) -> bytes:
@@ -220,3 +232,14 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             await batched.batches.aclose()
         await self.stream.write(self.ok_or_eof(affected_rows=sent), drain=False)
         await self.stream.drain()
+
+
+def _as_announced(announced: Sequence[Column] | None, sent: list[Column]) -> list[Column]:
+    """The prepare's column where the result's has its type (it also has the flags, lengths, tables), else the result's.
+
+    A result may differ from the announcement: a table altered behind the proxy's back, or an
+    expression whose type MariaDB fixes only once it sees the values (``SELECT ? + 1``).
+    """
+    if announced is None or len(announced) != len(sent):
+        return sent
+    return [a if a.type == b.type else b for a, b in zip(announced, sent)]

@@ -27,6 +27,9 @@ from ddm_core.errors import (
     ShardValueError,
     TransactionError,
     UnsupportedSQLError,
+    XaBranchAbortedError,
+    XaCapacityError,
+    XaTimeoutError,
 )
 
 __all__ = ["MysqlErrorInfo", "sqlstate_of", "error_info", "ACCESS_DENIED", "UNKNOWN_DATABASE", "UNKNOWN_ERROR"]
@@ -42,6 +45,8 @@ QUERY_TIMEOUT = 3024  # ER_QUERY_TIMEOUT (MySQL 8)
 WRONG_VALUE = 1231
 USER_LIMIT_REACHED = 1226  # ER_USER_LIMIT_REACHED: a rate limit refused the statement
 TRUNCATED_WRONG_VALUE = 1292
+LOCK_DEADLOCK = 1213  # ER_LOCK_DEADLOCK (40001): retry the whole transaction
+TX_IN_PROGRESS = 1568  # ER_CANT_CHANGE_TX_CHARACTERISTICS: SET transaction_type inside a transaction
 INSECURE_TRANSPORT = 3159  # ER_SECURE_TRANSPORT_REQUIRED: proxy.tls.required and the client did not use TLS
 
 #: Code → SQLSTATE, as the MySQL server error reference gives them; anything else is HY000.
@@ -64,6 +69,7 @@ _SQLSTATES: dict[int, str] = {
     1406: "22001",
     1451: "23000",
     1452: "23000",
+    1568: "25001",
     3169: "HY000",
 }
 
@@ -94,6 +100,10 @@ _REFUSALS: tuple[tuple[type[DdmError], int], ...] = (
     (UnsupportedSQLError, NOT_SUPPORTED),
     (ShardValueError, TRUNCATED_WRONG_VALUE),
     (ParameterError, WRONG_VALUE),
+    # XA through the proxy (docs/proxy.md#xa-transactions): a deadlock's code, so clients retry the transaction
+    (XaBranchAbortedError, LOCK_DEADLOCK),
+    (XaTimeoutError, QUERY_TIMEOUT),
+    (XaCapacityError, TOO_MANY_CONNECTIONS),
     (TransactionError, UNKNOWN_ERROR),
 )
 

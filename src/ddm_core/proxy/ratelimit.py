@@ -53,12 +53,26 @@ class RateLimiter:
         users: User name → statements per second (users not listed, or at 0, are not limited).
         tables: Logic table → statements per second (matched case-insensitively).
         clock: Monotonic seconds.
+        previous: The limiter this one replaces (a reload): a bucket whose rate did not change
+            is kept with its tokens (and the lock is shared, as sessions may still hold the old
+            limiter for a statement), so a reload neither refills nor empties it.
     """
 
-    def __init__(self, users: Mapping[str, int], tables: Mapping[str, int], clock: Clock = time.monotonic) -> None:
-        self._users = {name: TokenBucket(rate, clock) for name, rate in users.items() if rate > 0}
-        self._tables = {name.lower(): (name, TokenBucket(rate, clock)) for name, rate in tables.items()}
-        self._lock = threading.Lock()
+    def __init__(self, users: Mapping[str, int], tables: Mapping[str, int], clock: Clock = time.monotonic,
+                 previous: RateLimiter | None = None) -> None:  # fmt: skip
+        old_users: dict[str, TokenBucket] = previous._users if previous is not None else {}
+        old_tables = {key: b for key, (_, b) in previous._tables.items()} if previous is not None else {}
+
+        def bucket(old: TokenBucket | None, rate: int) -> TokenBucket:
+            return old if old is not None and old.rate == rate else TokenBucket(rate, clock)
+
+        self._users: dict[str, TokenBucket] = {
+            name: bucket(old_users.get(name), rate) for name, rate in users.items() if rate > 0
+        }
+        self._tables: dict[str, tuple[str, TokenBucket]] = {
+            name.lower(): (name, bucket(old_tables.get(name.lower()), rate)) for name, rate in tables.items()
+        }
+        self._lock: threading.Lock = previous._lock if previous is not None else threading.Lock()
 
     @property
     def active(self) -> bool:

@@ -1,4 +1,11 @@
-"""What every session of one proxy shares: the executor, the worker threads, the statement count."""
+"""What every session of one proxy shares: the executor, the worker threads, the statement count.
+
+The governance part — rate limits, who is unmasked, the masks, the audit log —
+comes from the ``proxy:`` section and is replaced by :meth:`ProxyRuntime.configure`
+at start and on every reload: each is one attribute, assigned whole, so a
+statement reads one limiter, one masker; a session takes the new ones at its
+next statement.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,13 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from mysql_mimic import context
 from mysql_mimic.variables import GlobalVariables
 
 from ddm_core.execute import Executor
+from ddm_core.metadata.model import MaskRule, ProxySettings
 from ddm_core.proxy.audit import AuditLog
+from ddm_core.proxy.described import ResultShapes
 from ddm_core.proxy.masking import Masker, MaskPlan
 from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.route.show_tables import LOGIC_DB
@@ -87,6 +97,7 @@ class ProxyRuntime:
         self.workers = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ddm-proxy")
         self.schema = executor.config.name or LOGIC_DB  # ProxyServer always names it
         self.shapes = Shapes()
+        self.described = ResultShapes()  # prepared statements' result columns by text (proxy/described.py)
         self.inline = inline
         self.inlined = 0  # statements run on the event loop, without the thread hop
         self._last_session: object | None = None  # who started the last routed statement, and when
@@ -97,6 +108,53 @@ class ProxyRuntime:
         # open client transactions and unfinished streamed results: backend connections held between commands
         self._holding = 0
         self._holding_lock = threading.Lock()
+        self._limiter = limiter  # also when inactive: a reload keeps the tokens of unchanged buckets
+        self._mask_rules: tuple[MaskRule, ...] | None = None  # as configure() last took them
+        # Per client connection (mimic's connection id), on the event loop only: commands running
+        # now, and the connections to end once they are between commands (a reload removed their user).
+        self._commands: dict[int, int] = {}
+        self._revoked: dict[int, Callable[[], None]] = {}
+
+    def configure(self, settings: ProxySettings) -> None:
+        """Take ``settings``' user and table rate limits, unmask list, masks, audit log and ``inlineStatements``.
+
+        Called at start and by each reload. Rate buckets whose rate did not change keep their
+        tokens; the statement texts' mask plans are dropped when the masks changed. The audit
+        file is opened first, so an unwritable one (``OSError``) leaves everything as it was.
+        """
+        audit = self.audit
+        if settings.audit_log is None:
+            audit = None
+        elif audit is None:
+            audit = AuditLog(settings.audit_log, settings.slow_sql_ms)
+        else:
+            audit.configure(settings.audit_log, settings.slow_sql_ms)
+        limiter = RateLimiter({u.name: u.rate_limit for u in settings.users}, settings.table_rate_limits,
+                              clock=self.clock, previous=self._limiter)  # fmt: skip
+        self._limiter = limiter
+        self.limiter = limiter if limiter.active else None
+        self.unmasked = frozenset(u.name for u in settings.users if u.unmask)
+        self.inline = settings.inline_statements
+        if settings.masks != self._mask_rules:
+            masker = Masker(settings.masks)
+            self.masker = masker if masker.active else None
+            # After the masker: a session that meets the new texts reads the new masker too.
+            self.shapes = Shapes()
+            self._mask_rules = settings.masks
+        old_audit, self.audit = self.audit, audit
+        if old_audit is not None and old_audit is not audit:
+            old_audit.close()
+
+    def revoke(self, connection_id: int, end: Callable[[], None]) -> None:
+        """Call ``end`` (the connection's kill) now if it runs no command, else when its command is done.
+
+        For the sessions of a user a reload removed: ended between commands, so no statement
+        is cut off half-way and an open transaction rolls back as on a disconnect. Event loop only.
+        """
+        if self._commands.get(connection_id):
+            self._revoked[connection_id] = end
+        else:
+            end()
 
     @contextlib.contextmanager
     def offloaded(self) -> Iterator[None]:
@@ -133,7 +191,15 @@ class ProxyRuntime:
 
     @contextlib.contextmanager
     def statement(self) -> Iterator[None]:
-        """Count one client command as running (shutdown waits for the count to reach zero)."""
+        """Count one client command as running (shutdown waits for the count to reach zero).
+
+        Entered on the event loop, in the connection's task (mimic's ``connection_id`` context
+        variable names it); a connection :meth:`revoke`-d meanwhile is ended once its last
+        command is done.
+        """
+        cid = context.connection_id.get(None)
+        if cid is not None:
+            self._commands[cid] = self._commands.get(cid, 0) + 1
         with self._idle:
             self._running += 1
         try:
@@ -143,6 +209,14 @@ class ProxyRuntime:
                 self._running -= 1
                 if self._running == 0:
                     self._idle.notify_all()
+            if cid is not None:
+                left = self._commands.pop(cid, 1) - 1
+                if left:
+                    self._commands[cid] = left
+                else:
+                    end = self._revoked.pop(cid, None)
+                    if end is not None:
+                        end()
 
     @property
     def running(self) -> int:

@@ -33,12 +33,11 @@ from mysql_mimic.stream import MysqlStream
 from ddm_core.errors import ProxyError
 from ddm_core.execute import Executor
 from ddm_core.metadata.model import ShardingConfig
-from ddm_core.proxy.audit import AuditLog
-from ddm_core.proxy.auth import ConfigIdentityProvider
+from ddm_core.metadata.reload import ConfigHolder, ConfigVersion
+from ddm_core.proxy.auth import ProxyUsers
 from ddm_core.proxy.connection import ProxyConnection
-from ddm_core.proxy.masking import Masker
-from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.proxy.runtime import ProxyRuntime
+from ddm_core.proxy.section import in_force, restart_only_changes, section_problems
 from ddm_core.proxy.session import ProxySession
 from ddm_core.proxy.tls import tls_context
 from ddm_core.proxy.variables import proxy_variables
@@ -64,7 +63,9 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
     """A MySQL-protocol server over one sharding configuration.
 
     Args:
-        config: The configuration (its ``proxy:`` section gives users and limits).
+        config: The configuration (its ``proxy:`` section gives users and limits), or a
+            :class:`~ddm_core.metadata.ConfigHolder`: the executor then follows its versions,
+            and so does the proxy section (:meth:`take`, docs/proxy.md#reloading).
         host: Address to listen on.
         port: TCP port (0: any free one; :attr:`port` tells which).
         reuse_port: Listen with ``SO_REUSEPORT``, so several proxy processes share the
@@ -72,31 +73,26 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         executor_options: Passed to the :class:`~ddm_core.execute.Executor`.
     """
 
-    def __init__(self, config: ShardingConfig, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+    def __init__(self, config: ShardingConfig | ConfigHolder, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                  reuse_port: bool = False, **executor_options: Any) -> None:  # fmt: skip
-        settings = config.proxy
-        if not settings.users:
-            raise ProxyError("the configuration has no proxy.users: nobody could log in to the proxy "
-                             "(add `proxy: {users: [{name: ..., passwordHash: '*...'}]}`, docs/proxy.md)")  # fmt: skip
+        holder = config if isinstance(config, ConfigHolder) else None
+        loaded = config.config if isinstance(config, ConfigHolder) else config
+        settings = loaded.proxy
+        problems = section_problems(settings, loaded)
+        if problems:
+            raise ProxyError("; ".join(problems))
         self.settings = settings
         self.host = host
         self.requested_port = port
         self.phase = Phase.NEW
-        unknown = [t for t in settings.table_rate_limits if config.kind_of(t) is None]
-        if unknown:
-            raise ProxyError(f"proxy.tableRateLimits names {', '.join(map(repr, unknown))}, which the "
-                             "configuration does not define as a logic table")  # fmt: skip
         self.executor = Executor(config, **executor_options)
-        self.runtime = ProxyRuntime(
-            self.executor, proxy_variables(port), workers=settings.workers, batch_rows=settings.batch_rows,
-            limiter=RateLimiter({u.name: u.rate_limit for u in settings.users}, settings.table_rate_limits),
-            masker=Masker(settings.masks), unmasked=frozenset(u.name for u in settings.users if u.unmask),
-            audit=AuditLog(settings.audit_log, settings.slow_sql_ms) if settings.audit_log else None,
-            inline=settings.inline_statements,
-        )  # fmt: skip
+        self.runtime = ProxyRuntime(self.executor, proxy_variables(port), workers=settings.workers,
+                                    batch_rows=settings.batch_rows)  # fmt: skip
+        self.runtime.configure(settings)
+        self.users = ProxyUsers(settings.users)
         super().__init__(
             session_factory=lambda: ProxySession(self.runtime),
-            identity_provider=ConfigIdentityProvider(settings.users),
+            identity_provider=self.users.for_connection(),  # unbound, no plugins: each connection gets its own
             # connection ids carry the process id, so those of sibling processes differ
             control=LocalControl(server_id=os.getpid() % 65536),
             ssl=tls_context(settings.tls) if settings.tls is not None else None,
@@ -106,7 +102,58 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         self._connections: set[ProxyConnection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.borrowed_at_close: int | None = None  # set by shutdown(): 0 when every session gave its back
+        self._unsubscribe = holder.subscribe(self._on_version) if holder is not None else None
+
+    # -- reloads -------------------------------------------------------------------------------
+
+    def _on_version(self, new: ConfigVersion, old: ConfigVersion) -> None:
+        # The holder's listener, on its watcher thread: the proxy section is taken on the event loop.
+        loop = self._loop
+        if loop is None:
+            self.take(new.config, new.number)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(self.take, new.config, new.number)
+
+    def take(self, config: ShardingConfig, version: int | None = None) -> bool:
+        """Make ``config``'s proxy section the one in force; ``False`` when refused (logged at WARNING).
+
+        Users, their rate limits and ``unmask``, table rate limits, masks, the audit log and
+        ``inlineStatements`` follow at once: new connections authenticate against the new users,
+        sessions take the rest at their next statement. ``workers``, ``batchRows`` and ``tls``
+        keep their start values (a WARNING names them). The sessions of a user no longer listed
+        are ended once they are between commands. Call on the event loop once serving.
+        """
+        name = f"configuration version {version}" if version is not None else "the configuration"
+        settings = config.proxy
+        problems = section_problems(settings, config)
+        if problems:
+            log.warning("ddm proxy: %s: its proxy section is refused, the one in force stays: %s",
+                        name, "; ".join(problems))  # fmt: skip
+            return False
+        try:
+            self.runtime.configure(settings)
+        except OSError as exc:
+            log.warning("ddm proxy: %s: its proxy section is refused, the one in force stays: proxy.auditLog "
+                        "%r cannot be opened: %s", name, settings.audit_log, exc.strerror or exc)  # fmt: skip
+            return False
+        later = restart_only_changes(self.settings, settings)
+        if later:
+            log.warning("ddm proxy: %s changes proxy.%s, which take effect at the next start",
+                        name, ", proxy.".join(later))  # fmt: skip
+        before = self.users.names
+        self.users.replace(settings.users)
+        self.settings = in_force(self.settings, settings)
+        removed = before - self.users.names
+        ended = [c for c in self._connections if c.session.username in removed]
+        for connection in ended:
+            self.runtime.revoke(connection.connection_id, connection.kill)
+        added = ", ".join(sorted(self.users.names - before)) or "none"
+        log.info("ddm proxy: the proxy section of %s is in force: %d user(s) (added: %s; removed: %s, "
+                 "%d session(s) ended)", name, len(settings.users), added, ", ".join(sorted(removed)) or "none",
+                 len(ended))  # fmt: skip
+        return True
 
     @property
     def port(self) -> int:
@@ -122,16 +169,18 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         if self.phase is not Phase.SERVING:
             writer.close()
             return
+        identity = self.users.for_connection()  # the users in force now, bound to this connection
         connection = ProxyConnection(
             stream=stream,
             session=ProxySession(self.runtime),
             control=self.control,
             server_capabilities=self.capabilities,
-            identity_provider=self.identity_provider,
+            identity_provider=identity,
             ssl=self.ssl,
             runtime=self.runtime,
             tls_required=self.tls_required,
         )
+        identity.bind(connection)
         try:
             connection.connection_id = await self.control.add(connection)
         except TooManyConnections:
@@ -157,6 +206,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
 
     async def start(self) -> None:
         """Open the pools and start listening."""
+        self._loop = asyncio.get_running_loop()  # reloads are taken on it
         await self.start_server(host=self.host, port=self.requested_port, reuse_port=self.reuse_port or None)
         self.phase = Phase.SERVING
         log.info("ddm proxy listening on %s:%s", self.host, self.port)
@@ -180,6 +230,8 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         if self.phase in (Phase.CLOSING, Phase.CLOSED):
             return
         self.phase = Phase.DRAINING
+        if self._unsubscribe is not None:
+            self._unsubscribe()  # a version arriving now is not taken
         self.close()  # the listening socket: no new connections
         grace = self.settings.shutdown_grace_ms / 1000
         loop = asyncio.get_running_loop()

@@ -6,8 +6,11 @@ ddm-core's router untouched, so it is parsed once, by the router — mimic's
 sqlglot-based ``Session`` would parse every statement a second time.
 
 Each routed statement is routed once, checked against the rate limits with
-the logic tables of its plan, run (in the open transaction, else on its own),
+the logic tables of its plan, run (in the open transaction — local or XA, as
+``proxy.transactionMode`` / ``SET transaction_type`` say — else on its own),
 masked for users without ``unmask`` and, when slow, written to the audit log.
+A prepared statement's result columns are asked of a data source at prepare
+time (:mod:`ddm_core.proxy.described`).
 
 Statements block (the drivers are synchronous), so they run on the proxy's
 worker threads, one at a time per session (a MySQL session is sequential);
@@ -24,7 +27,9 @@ from dataclasses import dataclass
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Sequence, TypeVar
 
 from mysql_mimic.errors import MysqlError
-from mysql_mimic.results import ResultSet
+from mysql_mimic import ColumnType
+from mysql_mimic.charset import CharacterSet
+from mysql_mimic.results import ResultColumn, ResultSet
 from mysql_mimic.schema import like_to_regex
 from mysql_mimic.session import BaseSession
 from mysql_mimic.types import ServerStatus
@@ -33,17 +38,20 @@ from mysql_mimic.variables import SessionVariables
 from ddm_core.errors import DdmError
 from ddm_core.execute import Result, Transaction
 from ddm_core.execute.shared import style_of
-from ddm_core.proxy.columns import result_columns, text_columns
+from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
+from ddm_core.proxy.described import describe
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
-from ddm_core.proxy.mysql_errors import NOT_SUPPORTED, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info
+from ddm_core.proxy.mysql_errors import (
+    NOT_SUPPORTED, TX_IN_PROGRESS, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info,
+)  # fmt: skip
 from ddm_core.proxy.runtime import ProxyRuntime, Shape
-from ddm_core.proxy.statements import Kind, classify, probe_items
-from ddm_core.proxy.variables import apply_set
+from ddm_core.proxy.statements import Kind, classify, probe_items, returns_rows
+from ddm_core.proxy.variables import TRANSACTION_TYPE, apply_set
 from ddm_core.route.placeholders import translate
 from ddm_core.route.plan import RouteKind, RoutePlan
 
-__all__ = ["ProxySession", "Outcome", "Batched", "flatten"]
+__all__ = ["ProxySession", "Outcome", "Rows", "Batched", "flatten"]
 
 log = logging.getLogger("ddm_core.proxy")
 
@@ -59,6 +67,14 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Rows:
+    """A routed statement's whole result (shorter than one batch) and its columns."""
+
+    rows: list[tuple[Any, ...]]
+    columns: list[Column]
+
+
+@dataclass(frozen=True, slots=True)
 class Batched:
     """Rows that come in lists (``batches``), for the text protocol's fast path.
 
@@ -68,13 +84,22 @@ class Batched:
     """
 
     batches: AsyncGenerator[list[tuple[Any, ...]], None]
-    columns: Sequence[Any]
+    columns: list[Column]
 
 
 async def flatten(batches: AsyncIterator[list[tuple[Any, ...]]]) -> AsyncIterator[tuple[Any, ...]]:
     async for batch in batches:
         for row in batch:
             yield row
+
+
+#: Session statements answered with rows (their columns are known before they run).
+_ANSWERS_WITH_ROWS = frozenset({Kind.PROBE, Kind.SHOW_DATABASES, Kind.SHOW_VARIABLES, Kind.SHOW_NOTHING})
+PREVIEW_COLUMNS = ("data_source_name", "actual_sql", "params", "reason")
+
+
+def _columns_of(wire: Sequence[ResultColumn]) -> list[Column]:
+    return [Column.of(c) for c in wire]
 
 
 class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
@@ -88,6 +113,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self.connection: Any = None  # mimic's Connection, from init()
         self._autocommit = True  # MySQL's default
         self._tx: Transaction | None = None
+        # What BEGIN opens: proxy.transactionMode, then the session's SET transaction_type
+        self._tx_mode = runtime.executor.config.proxy.transaction_mode
+        self.variables.set(TRANSACTION_TYPE, self._tx_mode.upper())
         self._closed = False
         self._last_insert_id = 0
 
@@ -142,6 +170,46 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         finally:
             self._update_status()
 
+    async def handle_prepare(self, sql: str, params: int) -> list[Column]:
+        """The columns every execute of ``sql`` (``params`` ``?`` marks) returns; ``[]``: a statement without rows.
+
+        Raises:
+            MysqlError: the columns cannot be known (the statement is refused, or its data source
+                cannot prepare it): the prepare fails rather than announce columns it may not return.
+        """
+        what = classify(sql)
+        try:
+            if what.kind is Kind.ROUTED:
+                return await self._in_thread(self._describe, sql, params) if returns_rows(sql) else []
+            if what.kind is Kind.PREVIEW:
+                return _columns_of(text_columns(PREVIEW_COLUMNS))
+            if what.kind in _ANSWERS_WITH_ROWS:  # the session's own answers: cheap, and change nothing
+                answer = await self._answer(sql)
+                return _columns_of(answer.columns)
+            return []
+        except DdmError as exc:
+            info = error_info(exc)
+            message = f"{info.message} (the prepared statement's result columns cannot be known, so it is not prepared)"
+            raise MysqlError(message, code=info.code) from exc
+
+    def _describe(self, sql: str, params: int) -> list[Column]:
+        runtime = self.runtime
+        config = runtime.executor.config
+        shape = runtime.described.get(sql, config)
+        if shape is None:
+            shape = describe(runtime.executor, sql, params, runtime.schema)
+            runtime.described.put(sql, config, shape)
+        columns, tables = shape
+        masker = runtime.masker
+        if masker is None or self.may_unmask:
+            return columns
+        # As the executes will mask them (_start_plan): a masked column is a string column
+        masks = projection_masks(masker, translate(sql, formatted=params > 0).sql, list(tables))
+        refuse_masked(masks, sql)
+        masked = masks.columns([c.name for c in columns])
+        return [Column(c.name, ColumnType.STRING, int(CharacterSet.utf8mb4), org_name=c.name) if i in masked else c
+                for i, c in enumerate(columns)]  # fmt: skip
+
     # -- dispatch ----------------------------------------------------------------------------
 
     async def _answer(self, sql: str) -> Any:
@@ -152,7 +220,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if kind is Kind.PROBE:
             return self._probe(sql)
         if kind is Kind.SET:
-            return await self._in_thread(apply_set, sql, self.variables, self._set_autocommit) or Outcome()
+            return await self._in_thread(apply_set, sql, self.variables, self._set_autocommit,
+                                         self._set_transaction_mode) or Outcome()  # fmt: skip
         if kind is Kind.BEGIN:
             return await self._in_thread(self._begin)
         if kind is Kind.COMMIT:
@@ -177,12 +246,17 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     # -- transactions (as dbapi.Connection keeps them) ------------------------------------------
 
     def _begin(self) -> Outcome:
+        if self._tx is not None and self._tx.state == "failed":
+            # A timeout or a lost data source failed it, and the client got that error then: BEGIN rolls
+            # it back and starts afresh (committing it would only raise that it was not committed).
+            self._rollback()
         self._commit()  # MySQL commits an open transaction first
         self._open_transaction()
         return Outcome()
 
     def _open_transaction(self) -> None:
-        self._tx = self.runtime.executor.transaction()
+        # xa: every data source written is a branch, committed in two phases (docs/proxy.md#xa-transactions)
+        self._tx = self.runtime.executor.transaction(mode=self._tx_mode)
         self.runtime.holding(1)
 
     def _commit(self) -> None:
@@ -196,6 +270,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if tx is not None:
             self.runtime.holding(-1)
             tx.rollback()
+
+    def _set_transaction_mode(self, mode: str) -> None:
+        if self._tx is not None and mode != self._tx_mode:
+            raise MysqlError("Transaction characteristics can't be changed while a transaction is in progress",
+                             code=TX_IN_PROGRESS)  # fmt: skip
+        self._tx_mode = mode
 
     def _set_autocommit(self, on: bool) -> None:
         if on:
@@ -214,6 +294,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             raise MysqlError(f"Unknown database '{name}'", code=UNKNOWN_DATABASE)
 
     def _update_status(self) -> None:
+        tx = self._tx
+        if tx is not None and tx.state == "rolled back":
+            # The library ended it (an XA deadlock or lock-wait timeout rolls every branch back): as on
+            # MySQL the transaction is over, and the session's next statement or BEGIN starts a new one.
+            self._tx = None
+            self.runtime.holding(-1)
         if self.connection is None:
             return
         flags = ServerStatus(0)
@@ -263,7 +349,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                              code=NOT_SUPPORTED)  # fmt: skip
         plan = self.runtime.executor.router.route(sql, None)
         rows = plan.explain()
-        return ResultSet(rows=rows, columns=text_columns(["data_source_name", "actual_sql", "params", "reason"]))
+        return ResultSet(rows=rows, columns=text_columns(PREVIEW_COLUMNS))
 
     # -- routed statements ----------------------------------------------------------------------
 
@@ -283,7 +369,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return first
         statement, rows = first
         if len(rows) < runtime.batch_rows:  # all of it (finished in _start): the list-based path
-            return ResultSet(rows=rows, columns=statement.columns)
+            return Rows(rows, statement.columns)
         return Batched(self._batches(statement, rows), statement.columns)
 
     def _start_inline(
@@ -336,6 +422,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         except DdmError as exc:
             running.failed(exc)
             raise
+        if plan.statement == "ddl":
+            self.runtime.described.clear()  # a table's columns may have changed: prepared statements re-describe
         if result.description is None:
             keys = result.generated_keys
             inserted = keys[0] if keys and isinstance(keys[0], int) else result.lastrowid
@@ -403,7 +491,7 @@ class _Running:
         self.plan = plan
         self.started = started
         self.result: Result | None = None
-        self.columns: list[Any] = []
+        self.columns: list[Column] = []
         self.masks: MaskPlan | None = None  # None: nothing masked for this user
         self.masked: dict[int, str] = {}
         self._holding = False
@@ -424,7 +512,7 @@ class _Running:
         if first:
             # a masked column is text now, whatever the data source's type was
             description = [(d[0], None) if i in self.masked else d for i, d in enumerate(self.result.description)]
-            self.columns = result_columns(description, rows)
+            self.columns = described_columns(description, rows, self.plan.merge.aggregates)
         return rows
 
     def finish(self, rows: int) -> None:

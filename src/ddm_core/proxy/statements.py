@@ -15,7 +15,7 @@ import re
 from enum import Enum
 from typing import NamedTuple
 
-__all__ = ["Kind", "Classified", "Probe", "classify", "probe_items"]
+__all__ = ["Kind", "Classified", "Probe", "classify", "probe_items", "returns_rows"]
 
 
 class Kind(Enum):
@@ -115,6 +115,17 @@ def classify(sql: str) -> Classified:
     if m:
         return Classified(Kind.PREVIEW, m.group(1))
     return Classified(Kind.ROUTED)
+
+
+#: First words of the statements that return rows (a prepared one's columns are announced at prepare).
+_ROW_WORDS = frozenset({"SELECT", "WITH", "SHOW", "VALUES", "TABLE", "DESC", "DESCRIBE", "EXPLAIN"})
+
+
+def returns_rows(sql: str) -> bool:
+    """``sql`` is a query (``SELECT``, ``WITH``, ``SHOW``, ...), not DML, DDL or a session statement."""
+    text = _strip(sql).lstrip("( \t\r\n")
+    first = _FIRST_WORD.match(text)
+    return first is not None and first.group(0).upper() in _ROW_WORDS
 
 
 def probe_items(text: str) -> list[Probe] | None:

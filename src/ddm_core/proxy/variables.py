@@ -3,12 +3,15 @@
 The values live in the client session (mysql-mimic's ``Variables``), not on
 the pooled backend connections, which many sessions share: ``SET sql_mode``
 or ``SET time_zone`` is remembered and answered back, but statements run with
-the data sources' own settings. Only ``autocommit`` and the transaction
-statements change how statements run (docs/proxy.md#session-statements).
+the data sources' own settings. Only ``autocommit``, ``transaction_type``
+(``LOCAL`` or ``XA``: what the session's transactions are, ShardingSphere-Proxy's
+name; docs/proxy.md#xa-transactions) and the transaction statements change how
+statements run (docs/proxy.md#session-statements).
 """
 
 from __future__ import annotations
 
+import re
 from importlib import metadata
 from typing import Any, Callable
 
@@ -21,7 +24,7 @@ from sqlglot import exp
 
 from ddm_core.proxy.mysql_errors import NOT_SUPPORTED, UNKNOWN_SYSTEM_VARIABLE, WRONG_VALUE
 
-__all__ = ["proxy_variables", "apply_set", "SERVER_VERSION"]
+__all__ = ["proxy_variables", "apply_set", "SERVER_VERSION", "TRANSACTION_TYPE", "TRANSACTION_TYPES"]
 
 #: What clients see as the server version: MySQL 8.0's protocol and variable names
 #: (SQLAlchemy then reads ``transaction_isolation``), and who answers.
@@ -49,7 +52,14 @@ _OVERRIDES: dict[str, VariableSchema] = {
     "character_set_system": (str, "utf8mb3", False),
     "hostname": (str, "ddm-proxy", False),
     "port": (int, 3307, False),
+    "transaction_type": (str, "LOCAL", True),
 }
+
+#: The session variable naming the session's transaction mode, and its values → the executor's modes.
+TRANSACTION_TYPE = "transaction_type"
+TRANSACTION_TYPES = {"LOCAL": "local", "XA": "xa"}
+#: ShardingSphere's DistSQL spelling, ``SET [DIST] VARIABLE name = value``: read as ``SET name = value``.
+_DIST_SQL = re.compile(r"\s*SET\s+(?:DIST\s+)?VARIABLE\s+", re.I)
 
 
 def proxy_variables(port: int) -> GlobalVariables:
@@ -58,16 +68,23 @@ def proxy_variables(port: int) -> GlobalVariables:
     return GlobalVariables(schema)
 
 
-def apply_set(sql: str, variables: Any, set_autocommit: Callable[[bool], None]) -> None:
+def apply_set(
+    sql: str, variables: Any, set_autocommit: Callable[[bool], None],
+    set_transaction_mode: Callable[[str], None] | None = None,
+) -> None:  # fmt: skip
     """Apply one ``SET`` statement to the session's ``variables``.
 
-    ``autocommit`` also goes to ``set_autocommit`` (the ddm session's switch).
+    ``autocommit`` also goes to ``set_autocommit`` (the ddm session's switch), ``transaction_type``
+    to ``set_transaction_mode`` (``"local"`` / ``"xa"``; it raises while a transaction is open).
     A SET statement is parsed here, once; it is never routed.
 
     Raises:
         MysqlError: 1193 for an unknown variable, 1235 for a GLOBAL or user
             variable or a computed value, 1231 for a value the variable refuses.
     """
+    dist = _DIST_SQL.match(sql)
+    if dist is not None:
+        sql = "SET " + sql[dist.end() :]
     try:
         tree = sqlglot.parse_one(sql, read="mysql")
     except sqlglot.errors.ParseError as exc:
@@ -77,7 +94,7 @@ def apply_set(sql: str, variables: Any, set_autocommit: Callable[[bool], None]) 
     for item in tree.expressions:
         kind = setitem_kind(item)
         if kind == "VARIABLE":
-            _set_variable(item, variables, set_autocommit)
+            _set_variable(item, variables, set_autocommit, set_transaction_mode)
         elif kind in ("NAMES", "CHARACTER SET"):
             _set_charset(item, variables, names=kind == "NAMES")
         elif kind == "TRANSACTION":
@@ -88,7 +105,10 @@ def apply_set(sql: str, variables: Any, set_autocommit: Callable[[bool], None]) 
             raise MysqlError(f"ddm: SET {kind} is not supported by the proxy", code=NOT_SUPPORTED)
 
 
-def _set_variable(item: exp.SetItem, variables: Any, set_autocommit: Callable[[bool], None]) -> None:
+def _set_variable(
+    item: exp.SetItem, variables: Any, set_autocommit: Callable[[bool], None],
+    set_transaction_mode: Callable[[str], None] | None,
+) -> None:  # fmt: skip
     assignment = item.this
     left = assignment.left
     if isinstance(left, exp.Parameter):
@@ -99,7 +119,19 @@ def _set_variable(item: exp.SetItem, variables: Any, set_autocommit: Callable[[b
         raise MysqlError(f"ddm: SET {scope.upper()} {name} is not forwarded to the data sources", code=NOT_SUPPORTED)
     if name not in variables.schema:
         raise MysqlError(f"Unknown system variable '{name}'", code=UNKNOWN_SYSTEM_VARIABLE)
-    value = expression_to_value(assignment.right)
+    right = assignment.right
+    # ``= XA`` (DistSQL writes the value bare) is a name to sqlglot: its text is the value
+    bare = isinstance(right, (exp.Column, exp.Var)) and name == TRANSACTION_TYPE
+    value = right.name if bare else expression_to_value(right)
+    if name == TRANSACTION_TYPE:
+        mode = TRANSACTION_TYPES.get(str(value).upper()) if isinstance(value, str) else None
+        if mode is None:
+            raise MysqlError(f"Variable '{name}' can't be set to the value of '{value}' (LOCAL or XA)",
+                             code=WRONG_VALUE)  # fmt: skip
+        if set_transaction_mode is not None:
+            set_transaction_mode(mode)
+        variables.set(name, str(value).upper())
+        return
     if name == "autocommit":
         on = _as_bool(value, name)
         set_autocommit(on)
