@@ -12,8 +12,10 @@ Cases (one data source's point selects, SLOTS 4×4 layout, 3 columns, 1 row):
   (its routing, done while preparing the list, is left in the figure: ~10 k
   instructions, so the comparison favours direct slightly);
 * ``ddm`` — ``ddm_core.connect(executor=...)`` cursor: route, pool, deadline, result;
-* ``ddm, stock PyMySQL columns`` — the same, with the column-description cache
-  (``execute/pymysql_columns.py``) switched off.
+* ``ddm, pure twins`` — the same with ``DDM_NO_EXTENSIONS=1`` (the result reader's
+  pure-Python twin, ``_fast/wire_py.py``);
+* ``ddm, stock PyMySQL reading`` — the same, with stock PyMySQL reading the results
+  (no column-description cache, no ``wire`` reader: ``execute/pymysql_results.py`` off).
 
 Usage (MariaDB on 127.0.0.1:3306, valgrind installed)::
 
@@ -22,6 +24,7 @@ Usage (MariaDB on 127.0.0.1:3306, valgrind installed)::
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
@@ -34,7 +37,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-CASES = {"direct": "direct PyMySQL", "ddm": "ddm-core facade", "ddm_nocache": "ddm-core, stock PyMySQL columns"}
+CASES = {
+    "direct": "direct PyMySQL",
+    "ddm": "ddm-core facade",
+    "ddm_pure": "ddm-core facade, pure twins",
+    "ddm_stock": "ddm-core, stock PyMySQL reading",
+}
 
 
 def _child(mode: str, n: int, tag: str) -> None:
@@ -44,10 +52,10 @@ def _child(mode: str, n: int, tag: str) -> None:
     from ddm_core.execute import Executor
     from test_bench_executor import POINT, slots_config
 
-    if mode == "ddm_nocache":
-        import ddm_core.execute.pymysql_columns as columns
+    if mode == "ddm_stock":
+        import ddm_core.execute.pymysql_results as results
 
-        columns.connection_class = lambda module: module.connections.Connection  # type: ignore[assignment]
+        results.connection_class = lambda module: module.connections.Connection  # type: ignore[assignment]
     names = [f"ddm_insn_{tag}_{i}" for i in range(4)]
     # A deadline is armed as usual, long enough never to fire under valgrind's 50x slowdown on a busy machine.
     ex = Executor(slots_config(names), load_schema=False, timeout=120.0)
@@ -92,10 +100,11 @@ def _load(tag: str) -> None:
 
 
 def _count(mode: str, n: int, tag: str, out: Path) -> int:
+    env = {**os.environ, **({"DDM_NO_EXTENSIONS": "1"} if mode == "ddm_pure" else {})}
     proc = subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out / f'{mode}.{n}.out'}",
          sys.executable, __file__, "--child", mode, str(n), tag],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, env=env,
     )
     found = re.search(r"refs:\s*([\d,]+)", proc.stderr)
     if found is None:

@@ -35,7 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "merge": {"_fast", "dialects", "errors", "_text"},
     "route": {"metadata", "algorithms", "merge.spec", "dialects", "errors", "_text"} | FACES,
     "readwrite": {"metadata", "errors", "_text"},
-    "execute": {"route", "merge", "metadata", "dialects", "errors", "_text", "readwrite"},
+    "execute": {"_fast", "route", "merge", "metadata", "dialects", "errors", "_text", "readwrite"},
     # Operations packages: over every layer (and the DDL tool), never each other's internals.
     "migrate": {"ddl", "execute", "route", "merge", "metadata", "algorithms", "dialects", "errors", "_text"} | FACES,
     # The gray cut-over (docs/cutover.md): the migration's copy, replay, checker and publisher, reused.
@@ -49,7 +49,7 @@ ALLOWED: dict[str, set[str]] = {
                 "migrate.schema_check", "migrate.connections", "migrate.tables", "ddl"} | FACES,
     "metrics": {"observe", "execute", "errors"},  # the face over observe/
     # The MySQL-protocol proxy (docs/proxy.md): a session is an executor transaction or autocommit.
-    "proxy": {"execute", "route", "metadata", "errors", "_text"},
+    "proxy": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text"},
 }
 # ids re-exports lease_worker_id from idlease lazily (module __getattr__): importing ids loads no executor.
 ALLOWED["ids"] = ALLOWED["ids"] | {"idlease"}

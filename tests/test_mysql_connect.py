@@ -157,7 +157,7 @@ def test_cross_shard_write_refusal_says_what_to_do(tmp_path: Path) -> None:
     assert "planned" not in message  # the XA mode exists: the way out is real
 
 
-# -- column descriptions decoded once per shape (execute/pymysql_columns.py) -------------------------
+# -- column descriptions decoded once per shape (execute/pymysql_results.py) -------------------------
 
 TYPED_COLUMNS = (
     "i TINYINT, si SMALLINT UNSIGNED, mi MEDIUMINT, bi BIGINT UNSIGNED, b BIT(5), bo BOOLEAN, "
@@ -175,7 +175,7 @@ TYPED_ROW = (
 def test_cached_column_descriptions_match_stock_pymysql(database: str) -> None:
     stock = mysql_raw(database)
     cached = open_mysql(host="127.0.0.1", port=3306, user="root", password="", database=database, connect_timeout=5)
-    assert type(cached).__name__ == "ColumnCachingConnection"
+    assert type(cached).__name__ == "FastResultConnection"
     queries = [
         "SELECT * FROM typed",
         "SELECT i, d, tx FROM typed",

@@ -70,7 +70,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence, TypeVar
 
 from ddm_core.errors import (
     ConfigError,
@@ -247,17 +247,26 @@ def to_pep249(exc: DdmError) -> Error:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _reraise(exc: DdmError) -> NoReturn:
+    """Raise ``exc`` as its PEP 249 facade class (as it is, when it already is one)."""
+    if isinstance(exc, Error):
+        raise exc
+    raise to_pep249(exc).with_traceback(exc.__traceback__) from exc.__cause__
+
+
 def _translated(func: F) -> F:
-    """Re-raise ddm-core errors escaping ``func`` as their PEP 249 facade classes."""
+    """Re-raise ddm-core errors escaping ``func`` as their PEP 249 facade classes.
+
+    The per-statement methods (``Cursor.execute``, ``fetch*``) catch inline
+    instead: a wrapper is one more Python frame on every statement.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except DdmError as exc:
-            if isinstance(exc, Error):
-                raise
-            raise to_pep249(exc).with_traceback(exc.__traceback__) from exc.__cause__
+            _reraise(exc)
 
     return wrapper  # type: ignore[return-value]
 
@@ -427,16 +436,19 @@ class Connection:
                 executor.close()
 
     def _run(self, sql: str, params: Any) -> Result:
-        return self._run_plan(self._live().router.route(sql, params), style_of(sql))
-
-    def _run_plan(self, plan: RoutePlan, style: str) -> Result:
-        """Run a routed plan: in the open (or implicitly opened) transaction, or on its own in autocommit."""
         executor = self._live()
-        if self._tx is None and not self._autocommit:
-            self._tx = executor.transaction(mode=self._mode)
-        if self._tx is not None:
-            return self._tx.execute_plan(plan, caller_style=style)
-        return executor.execute_plan(plan, caller_style=style)
+        return self._run_plan(executor.router.route(sql, params), style_of(sql), executor)
+
+    def _run_plan(self, plan: RoutePlan, style: str, executor: Executor | None = None) -> Result:
+        """Run a routed plan: in the open (or implicitly opened) transaction, or on its own in autocommit."""
+        if executor is None:
+            executor = self._live()
+        tx = self._tx
+        if tx is None:
+            if self._autocommit:
+                return executor.execute_plan(plan, caller_style=style)
+            tx = self._tx = executor.transaction(mode=self._mode)
+        return tx.execute_plan(plan, caller_style=style)
 
     def __enter__(self) -> Connection:
         return self
@@ -557,24 +569,34 @@ class Cursor:
         self._generated = ()
         self._complete = True
 
-    @_translated
     def execute(self, query: str, args: Any = None) -> int:
         """Run one statement. Returns the affected row count (as PyMySQL does)."""
         conn = self._check()
-        self._reset()
-        result = conn._run(query, args)
-        self._take(result)
-        return self.rowcount
+        previous = self._result
+        if previous is not None:
+            self._result = None
+            previous.close(quiet=True)
+        try:
+            result = conn._run(query, args)
+        except BaseException as exc:
+            self._reset()
+            if isinstance(exc, DdmError):
+                _reraise(exc)
+            raise
+        return self._take(result)
 
-    def _take(self, result: Result) -> None:
+    def _take(self, result: Result) -> int:
+        """Take a statement's result (every attribute of the last statement is set here); its row count."""
         self._lastrowid = result.lastrowid
         self._generated = result.generated_keys
         self._complete = result.complete
         if result.description is None:
-            self._rowcount = result.rowcount
+            self._rowcount = count = result.rowcount
             result.close()
-        else:
-            self._result = result
+            return count
+        self._rowcount = -1
+        self._result = result
+        return result.rowcount
 
     @_translated
     def executemany(self, query: str, seq_of_args: Iterable[Any]) -> int:
@@ -635,17 +657,23 @@ class Cursor:
             raise ProgrammingError("no result set: execute a statement that returns rows first")
         return self._result
 
-    @_translated
     def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows().fetchone()
+        try:
+            return self._rows().fetchone()
+        except DdmError as exc:
+            _reraise(exc)
 
-    @_translated
     def fetchmany(self, size: int | None = None) -> list[tuple[Any, ...]]:
-        return self._rows().fetchmany(self.arraysize if size is None else size)
+        try:
+            return self._rows().fetchmany(self.arraysize if size is None else size)
+        except DdmError as exc:
+            _reraise(exc)
 
-    @_translated
     def fetchall(self) -> list[tuple[Any, ...]]:
-        return self._rows().fetchall()
+        try:
+            return self._rows().fetchall()
+        except DdmError as exc:
+            _reraise(exc)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.fetchone, None)

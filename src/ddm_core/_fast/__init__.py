@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge")
+UNITS = ("hashing", "slots", "ids", "merge", "wire")
 
 
 class Implementation(NamedTuple):
@@ -33,6 +33,7 @@ class Implementation(NamedTuple):
     slots: ModuleType
     ids: ModuleType
     merge: ModuleType
+    wire: ModuleType
 
 
 def load(name: str) -> Implementation:

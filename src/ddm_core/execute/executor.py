@@ -817,7 +817,7 @@ class Executor:
                     borrowed.release(discard=True)
             raise self._timeout_error(unit, pool)
         if not streaming:
-            _close_quietly(cursor)
+            pool.driver.done(cursor)
             if own:
                 borrowed.release()
         return result

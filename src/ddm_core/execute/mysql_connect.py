@@ -5,7 +5,7 @@ Every caller gets the same defaults:
 * ``charset="utf8mb4"`` — also what PyMySQL encodes parameters with;
 * ``autocommit=True`` — transactions are explicit ``BEGIN`` s (docs/operations.md#transactions);
 * each result shape's column descriptions decoded once per connection
-  (:mod:`~ddm_core.execute.pymysql_columns`);
+  (:mod:`~ddm_core.execute.pymysql_results`);
 * ``memoryview`` and ``bytearray`` parameters bound as ``bytes`` (:func:`~ddm_core.execute.params.teach_pymysql`);
 * TLS off unless the endpoint asks for it (``useSSL=true`` or ``sslMode=PREFERRED`` /
   ``REQUIRED`` in the URL): a TLS handshake costs ~20 ms per connect, a plain one ~1 ms
@@ -159,7 +159,7 @@ def open_mysql(
         ConfigError: an URL option has a value ddm-core cannot use.
         pymysql.err.MySQLError: the server refused or did not answer (mapped by callers).
     """
-    from ddm_core.execute.pymysql_columns import connection_class
+    from ddm_core.execute.pymysql_results import connection_class
 
     bound = max(0.05, float(connect_timeout))
     raw = connection_class(pymysql_module())(

@@ -1,24 +1,42 @@
-"""PyMySQL connections that decode each result shape's column descriptions once.
+"""PyMySQL connections that read buffered results in one loop and decode each column shape once.
 
-PyMySQL decodes every column-definition packet of every result (six
-length-coded strings, character-set and converter lookups): for a three-column
-point select that is about 124 k of the ~290 k instructions PyMySQL runs per
-statement (docs/notes.md, "Column descriptions, and counting instructions").
-A service sends the same few statement shapes over and over, so the server
-sends the same column packets over and over. :class:`ColumnCachingConnection`
-keys the decoded columns by the packets' bytes (and the connection's
-encoding): the packets are still read from the socket — the protocol needs
-that — but decoded only the first time.
+Two costs of stock PyMySQL on a short result, both paid on the hot path
+(docs/notes.md, "Reading results"):
 
-The decoding itself stays PyMySQL's: on a miss its own ``_get_descriptions``
-runs over the packets just read, so converters, encodings and the
-``description`` 7-tuples are exactly what stock PyMySQL produces
-(tests/test_mysql_connect.py compares them for every column type).
+* **Column descriptions.** PyMySQL decodes every column-definition packet of
+  every result (six length-coded strings, character-set and converter
+  lookups): for a three-column point select about 124 k of the ~290 k
+  instructions it runs per statement. A service sends the same few statement
+  shapes over and over, so the server sends the same column packets over and
+  over. The decoded columns are keyed by the packets' bytes (and the
+  connection's encoding): the packets are still read from the socket — the
+  protocol needs that — but decoded only the first time. The decoding itself
+  stays PyMySQL's: on a miss its own ``_get_descriptions`` runs over the
+  packets just read, so converters, encodings and the ``description``
+  7-tuples are exactly what stock PyMySQL produces.
+* **Packets.** PyMySQL reads each packet through three method calls and a
+  packet object. The column and row packets of a buffered result are read by
+  the ``wire`` unit (compiled, with a pure twin) in one loop that decodes each
+  row's values as PyMySQL's ``_read_row_from_packet`` does. Anything unusual —
+  an error packet, a wrong sequence number, a lost connection — comes back to
+  this module, which raises what PyMySQL raises for it.
+
+Unbuffered results (``SSCursor``) read their rows one by one, as stock
+PyMySQL does. tests/test_mysql_connect.py and tests/test_wire.py compare
+both ways, every column type, types included.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import struct
+from typing import TYPE_CHECKING, Any, Callable
+
+from ddm_core._fast import SELECTED
+
+if TYPE_CHECKING:
+    from ddm_core._fast import wire
+else:
+    wire = SELECTED.wire
 
 __all__ = ["connection_class", "CACHE_SHAPES"]
 
@@ -26,10 +44,11 @@ __all__ = ["connection_class", "CACHE_SHAPES"]
 CACHE_SHAPES = 256
 
 _CLASS: type[Any] | None = None
+_EOF_FIELDS = struct.Struct("<xhh")  # an EOF packet: 0xFE, warnings, server status
 
 
 def connection_class(pymysql: Any) -> type[Any]:
-    """``pymysql.connections.Connection`` with cached column descriptions (built once, lazily)."""
+    """``pymysql.connections.Connection`` reading results as described above (built once, lazily)."""
     global _CLASS
     if _CLASS is None:
         _CLASS = _build(pymysql)
@@ -40,31 +59,64 @@ def _build(pymysql: Any) -> type[Any]:
     connections = pymysql.connections
     needed = ("MySQLResult", "MysqlPacket", "Connection")
     if not all(hasattr(connections, n) for n in needed) or not all(
-        hasattr(connections.MySQLResult, m) for m in ("_get_descriptions", "read", "init_unbuffered_query")
+        hasattr(connections.MySQLResult, m)
+        for m in ("_get_descriptions", "_read_rowdata_packet", "read", "init_unbuffered_query")
     ):
         return connections.Connection  # type: ignore[no-any-return]  # a PyMySQL without these internals: stock
     base_result: Any = connections.MySQLResult
     packet_class: Any = connections.MysqlPacket
+    err = connections.err
+    lost = connections.CR.CR_SERVER_LOST
+    more_results = pymysql.constants.SERVER_STATUS.SERVER_MORE_RESULTS_EXISTS
 
-    class ColumnCachingResult(base_result):  # type: ignore[misc]
+    def read_with(conn: Any, reader: Callable[..., tuple[Any, int, bytes, int]], arg: Any) -> tuple[Any, bytes]:
+        """Run a ``wire`` reader on the connection's stream; raise for every outcome but EOF."""
+        try:
+            got, conn._next_seq_id, last, outcome = reader(conn._rfile.read, conn._next_seq_id, arg)
+        except OSError as exc:  # as PyMySQL's _read_bytes: the stream is unusable
+            conn._force_close()
+            raise err.OperationalError(lost, f"Lost connection to MySQL server during query ({exc})") from exc
+        except BaseException:  # a converter failed mid-result: the rest of it is still unread
+            conn._force_close()
+            raise
+        if outcome == wire.EOF:
+            return got, last
+        if outcome == wire.ERROR:
+            packet_class(last, conn.encoding).raise_for_error()
+        conn._force_close()
+        if outcome == wire.OUT_OF_SEQUENCE:
+            if last[3] == 0:  # MariaDB sends an error packet numbered 0 when it shuts down
+                raise err.OperationalError(lost, "Lost connection to MySQL server during query")
+            raise err.InternalError(f"Packet sequence number wrong - got {last[3]} expected {conn._next_seq_id}")
+        if outcome == wire.LOST:
+            raise err.OperationalError(lost, "Lost connection to MySQL server during query")
+        raise err.InternalError("Protocol error, expecting EOF after the column definitions")
+
+    class FastResult(base_result):  # type: ignore[misc]
+        connection: Any  # PyMySQL's: the connection while the result is read, then None
+
         def _get_descriptions(self) -> None:
             conn = self.connection
-            read = conn._read_packet
-            columns = tuple(read().get_all_data() for _ in range(self.field_count))
-            eof = read()
-            if not eof.is_eof_packet():
-                raise connections.err.InternalError("Protocol error, expecting EOF after the column definitions")
+            columns, eof = read_with(conn, wire.read_columns, self.field_count)
             key = (conn.encoding, columns)
             cache: dict[Any, Any] = conn.ddm_columns
             hit = cache.get(key)
             if hit is None:
-                hit = _decode(self, conn, columns, eof.get_all_data())
+                hit = _decode(self, conn, columns, eof)
                 if len(cache) >= CACHE_SHAPES:
                     cache.clear()
                 cache[key] = hit
             fields, converters, self.description = hit
             self.fields = list(fields)
             self.converters = list(converters)
+
+        def _read_rowdata_packet(self) -> None:
+            rows, eof = read_with(self.connection, wire.read_rows, self.converters)
+            self.warning_count, status = _EOF_FIELDS.unpack_from(eof)
+            self.has_next = status & more_results
+            self.connection = None  # as PyMySQL: no cycle through the connection
+            self.affected_rows = len(rows)
+            self.rows = tuple(rows)
 
     def _decode(result: Any, conn: Any, columns: tuple[bytes, ...], eof: bytes) -> tuple[Any, ...]:
         """PyMySQL's own decoding, fed the packets already read."""
@@ -81,8 +133,8 @@ def _build(pymysql: Any) -> type[Any]:
             del conn._read_packet
         return tuple(result.fields), tuple(result.converters), result.description
 
-    class ColumnCachingConnection(connections.Connection):  # type: ignore[misc, name-defined]
-        """A PyMySQL connection whose results decode each column list shape once."""
+    class FastResultConnection(connections.Connection):  # type: ignore[misc, name-defined]
+        """A PyMySQL connection whose results are read as this module describes."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.ddm_columns: dict[Any, Any] = {}
@@ -91,7 +143,7 @@ def _build(pymysql: Any) -> type[Any]:
         def _read_query_result(self, unbuffered: bool = False) -> Any:
             # PyMySQL's own method, with the result class swapped.
             self._result = None
-            result = ColumnCachingResult(self)
+            result = FastResult(self)
             if unbuffered:
                 result.init_unbuffered_query()
             else:
@@ -101,4 +153,4 @@ def _build(pymysql: Any) -> type[Any]:
                 self.server_status = result.server_status
             return result.affected_rows
 
-    return ColumnCachingConnection
+    return FastResultConnection
