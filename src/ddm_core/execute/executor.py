@@ -530,14 +530,10 @@ class Executor:
             partial_ok = self.allow_partial if allow_partial is None else allow_partial
             return self._assemble(plan, plan.units, [_LaneOutcome(error=exc)], partial_ok, seconds)
         if result.description is None:
-            return Result(
-                description=None,
-                rows=None,
-                rowcount=max(result.rowcount, 0),
-                lastrowid=result.lastrowid if plan.statement == "insert" else None,
-                generated_keys=plan.generated_keys,
-                statement=plan.statement,
-                unit_count=1,
+            statement = plan.statement
+            return Result.counted(
+                max(result.rowcount, 0), result.lastrowid if statement == "insert" else None,
+                plan.generated_keys, statement,
             )
         if plan.merge.is_trivial:
             return Result.buffered(result.description, result.rows, statement=plan.statement)

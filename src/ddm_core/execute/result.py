@@ -253,6 +253,25 @@ class Result:
         self._count = 0
         return self
 
+    @classmethod
+    def counted(cls, rowcount: int, lastrowid: Any, generated_keys: tuple[Any, ...], statement: str) -> Result:
+        """A statement without rows (one unit's row count): what ``Result(description=None, ...)`` builds, without keywords."""
+        self = cls.__new__(cls)
+        self.description = None
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+        self.generated_keys = generated_keys
+        self.complete = True
+        self.statement = statement
+        self.units = 1
+        self.arraysize = 1
+        self._rows = None
+        self._buffer = None
+        self._pos = 0
+        self._closers = ()
+        self._count = 0
+        return self
+
     # -- reading ------------------------------------------------------------------
 
     def __iter__(self) -> Result:

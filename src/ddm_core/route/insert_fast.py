@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ddm_core.route.conditions import Param, Source
 from ddm_core.route.context import physical_name
 from ddm_core.route.fast import GENERATED, PointRoute, miss_note, row_route
-from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
+from ddm_core.route.plan import RoutePlan, TableRoute, single_unit_plan
 from ddm_core.route.template import Template
 
 if TYPE_CHECKING:
@@ -109,11 +109,7 @@ class OneRowInsert:
         else:
             keys = (generated[0],)
             params = self.head.params_of(bound) + keys + self.tail.params_of(bound)
-        # _make skips the NamedTuples' Python-level __new__, as the point SELECT path does.
-        return RoutePlan._make(
-            ((RouteUnit._make((data_source, sql, params, tables)),), RouteKind.SINGLE, why, NO_MERGE,
-             "insert", True, keys, False, ())
-        )
+        return single_unit_plan(data_source, sql, params, tables, why, "insert", True, keys)
 
     def _node_parts(self, node: int, with_key: bool) -> _NodeParts:
         """The unit's data source, SQL, tables and reason on ``node`` (what the general path builds)."""

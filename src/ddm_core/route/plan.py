@@ -23,6 +23,7 @@ __all__ = [
     "MergeSpec",
     "RoutePlan",
     "NO_MERGE",
+    "single_unit_plan",
 ]
 
 
@@ -107,3 +108,24 @@ class RoutePlan(NamedTuple):
         """Rows of ``(data source, SQL, params, why)`` — the route preview."""
         why = "; ".join(f"{t.logic_table}: {t.reason}" for t in self.tables) or self.kind.value
         return [(u.data_source, u.sql, repr(list(u.params)), why) for u in self.units]
+
+
+_new_tuple = tuple.__new__
+
+
+def single_unit_plan(
+    data_source: str, sql: str, params: tuple[Any, ...], physical: tuple[tuple[str, str], ...],
+    why: tuple[TableRoute, ...], statement: str, is_write: bool, generated_keys: tuple[Any, ...] = (),
+    force_primary: bool = False,
+) -> RoutePlan:
+    """The plan of a statement a fast path routed to one node (``RouteKind.SINGLE``, nothing to merge).
+
+    ``physical``: the unit's logic → physical tables; ``why``: the plan's
+    :class:`TableRoute` s. Built with ``tuple.__new__`` directly: the
+    NamedTuples' ``__new__`` and ``_make`` are a Python frame each, and this
+    runs on every point route.
+    """
+    unit = _new_tuple(RouteUnit, (data_source, sql, params, physical))
+    return _new_tuple(
+        RoutePlan, ((unit,), RouteKind.SINGLE, why, NO_MERGE, statement, is_write, generated_keys, force_primary, ())
+    )

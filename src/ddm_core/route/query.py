@@ -20,7 +20,7 @@ from ddm_core.route.coerce import Normalizer, coerce_conditions
 from ddm_core.route.conditions import Eq, Literal, Param, Source
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
-from ddm_core.route.plan import MergeSpec, NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
+from ddm_core.route.plan import MergeSpec, NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute, single_unit_plan
 from ddm_core.route.fast import PointRoute, miss_note, point_route
 from ddm_core.route.targets import Picked
 from ddm_core.route.template import Template
@@ -249,11 +249,7 @@ class QueryStatement:
     def _single_plan(self, i: int, bound: Sequence[Any]) -> RoutePlan:
         data_source, sql, tables, why = self._node_parts(i)
         params = self.template.params_of(bound)
-        # _make skips the NamedTuple's Python-level __new__: this runs on every point route.
-        return RoutePlan._make(
-            ((RouteUnit._make((data_source, sql, params, tables)),), RouteKind.SINGLE, why, NO_MERGE,
-             self.statement, self.is_write, (), self.locking, ())
-        )
+        return single_unit_plan(data_source, sql, params, tables, why, self.statement, self.is_write, (), self.locking)
 
     def _build_multi(self) -> MultiRewrite:
         assert self._multi_factory is not None
