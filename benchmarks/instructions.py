@@ -19,7 +19,10 @@ Cases (one data source's point selects, SLOTS 4×4 layout, 3 columns, 1 row):
 
 Usage (MariaDB on 127.0.0.1:3306, valgrind installed)::
 
-    python benchmarks/instructions.py [N]
+    python benchmarks/instructions.py [N] [--update]
+
+``--update`` counts ``UPDATE ... WHERE user_id = %s`` (no result columns: ddm-core's own
+path without the result reading) instead of the point select.
 """
 
 from __future__ import annotations
@@ -45,12 +48,14 @@ CASES = {
 }
 
 
-def _child(mode: str, n: int, tag: str) -> None:
+def _child(mode: str, n: int, tag: str, statement: str) -> None:
     import pymysql
 
     from ddm_core import dbapi
     from ddm_core.execute import Executor
-    from test_bench_executor import POINT, slots_config
+    from test_bench_executor import POINT, UPDATE, slots_config
+
+    sql = UPDATE if statement == "update" else POINT
 
     if mode == "ddm_stock":
         import ddm_core.execute.pymysql_results as results
@@ -64,14 +69,16 @@ def _child(mode: str, n: int, tag: str) -> None:
     keys = [rnd.choice(keys) for _ in range(n + 50)]  # 50 warm-up statements in both runs
     if mode == "direct":
         cur = pymysql.connect(host="127.0.0.1", user="root", password="", database=names[0], autocommit=True).cursor()
-        for unit in [ex.router.route(POINT, (k,)).units[0] for k in keys]:
+        for unit in [ex.router.route(sql, (k,)).units[0] for k in keys]:
             cur.execute(unit.sql, unit.params)
-            cur.fetchall()
+            if sql is POINT:
+                cur.fetchall()
     else:
         facade = dbapi.connect(executor=ex, autocommit=True).cursor()
         for k in keys:
-            facade.execute(POINT, (k,))
-            facade.fetchall()
+            facade.execute(sql, (k,))
+            if sql is POINT:
+                facade.fetchall()
     ex.close()
 
 
@@ -99,11 +106,11 @@ def _load(tag: str) -> None:
         dbapi.connect(executor=ex, autocommit=True).cursor().executemany(INSERT, make_rows(1, 3000, 7))
 
 
-def _count(mode: str, n: int, tag: str, out: Path) -> int:
+def _count(mode: str, n: int, tag: str, out: Path, statement: str) -> int:
     env = {**os.environ, **({"DDM_NO_EXTENSIONS": "1"} if mode == "ddm_pure" else {})}
     proc = subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out / f'{mode}.{n}.out'}",
-         sys.executable, __file__, "--child", mode, str(n), tag],
+         sys.executable, __file__, "--child", mode, str(n), tag, statement],
         capture_output=True, text=True, check=True, env=env,
     )
     found = re.search(r"refs:\s*([\d,]+)", proc.stderr)
@@ -114,19 +121,22 @@ def _count(mode: str, n: int, tag: str, out: Path) -> int:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _child(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        _child(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
         return
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    args = [a for a in sys.argv[1:] if a != "--update"]
+    statement = "update" if "--update" in sys.argv[1:] else "point select"
+    n = int(args[0]) if args else 1000
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is needed (apt-get install -y valgrind)")
     tag = uuid.uuid4().hex[:8]
     _load(tag)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            per = {m: (_count(m, n, tag, Path(tmp)) - _count(m, 0, tag, Path(tmp))) / n for m in CASES}
+            per = {m: (_count(m, n, tag, Path(tmp), statement) - _count(m, 0, tag, Path(tmp), statement)) / n
+                   for m in CASES}
     finally:
         _databases(tag, "DROP DATABASE IF EXISTS")
-    print(f"| point select, {n} statements (callgrind) | instructions/statement | vs direct |")
+    print(f"| {statement}, {n} statements (callgrind) | instructions/statement | vs direct |")
     print("| --- | ---: | ---: |")
     for mode, label in CASES.items():
         print(f"| {label} | {per[mode] / 1000:,.0f} k | {per[mode] / per['direct']:.2f}× |")
