@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ddm_core.dbapi as dbapi
 from ddm_core import load_config
 from ddm_core.errors import ExecutionError, SessionStateError, UnsupportedSQLError
 from ddm_core.execute import Executor
 from ddm_core.execute.drivers import driver_for
-from ddm_core.execute.session_state import effect_of
+from ddm_core.execute.session_state import code_of, effect_of
 from test_execute_support import ORDER_DDL, assert_no_leaks, mysql_raw, sharding_config
 
 # -- classification (no server) -------------------------------------------------------------------
@@ -390,3 +392,32 @@ def test_sqlite_temporary_tables_are_pinned_and_dropped(tmp_path: Path) -> None:
             ex.execute("SELECT COUNT(*) FROM ddm_tmp")
         assert ex.pool_stats()["ds_0"].discards == 0  # reset in place, not reconnected
         assert_no_leaks(ex)
+
+
+# -- code_of: what the classification reads -------------------------------------------------------
+
+_PIECES = st.sampled_from([
+    "SET ", "@x := 1", "autocommit", " ", "\n", "'it''s'", '"q\\"x"', "`na``me`", "/* c */", "/*!40101 SET NAMES utf8 */",
+    "-- note\n", "--x", "# hash\n", "a-b", "10/2", "%s", ", ", "(", ")", "'unclosed", "/* unclosed",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=12))
+def test_code_of_blanks_strings_and_comments_and_keeps_the_rest(pieces: list[str]) -> None:
+    sql = "".join(pieces)
+    code = code_of(sql)
+    ordinary = [p for p in pieces if not any(ch in p for ch in "`'\"/#-")]
+    if ordinary == pieces:  # no quote or comment: the text itself, upper-cased
+        assert code == sql.upper()
+    if not {"'unclosed", "/* unclosed"} & set(pieces):  # every string and comment closes
+        assert "IT''S" not in code and " C " not in code.replace("/*", "")  # strings blanked, comments dropped
+        if "/*!40101 SET NAMES utf8 */" in pieces:
+            assert "SET NAMES UTF8" in code  # an executable comment is kept: MySQL runs it
+
+
+def test_code_of_examples() -> None:
+    assert code_of("set @a := 'x' -- c\n, `auto``commit` = 0 /* y */ # z") == "SET @A := ''  \n, AUTO_COMMIT = 0    "
+    assert code_of("INSERT INTO t VALUES (%s, %s), (%s, %s)") == "INSERT INTO T VALUES (%S, %S), (%S, %S)"
+    assert code_of("select 10-2, 4/2, 'a''b' \"c\"") == "SELECT 10-2, 4/2, '' \"\""
+

@@ -143,6 +143,7 @@ def _skip_quoted(sql: str, i: int) -> int:
 
 
 _EXECUTABLE = re.compile(r"/\*M?!\d*")
+_SPECIAL = re.compile(r"[`'\"/#-]")  # what may start a quoted name, a string or a comment
 
 
 def code_of(sql: str) -> str:
@@ -155,6 +156,14 @@ def code_of(sql: str) -> str:
     i = 0
     n = len(sql)
     while i < n:
+        # Ordinary text is copied a run at a time (a 1000-row INSERT is one run), not a character at a time.
+        special = _SPECIAL.search(sql, i)
+        if special is None:
+            out.append(sql[i:])
+            break
+        if special.start() > i:
+            out.append(sql[i : special.start()])
+            i = special.start()
         c = sql[i]
         if c == "`":  # a quoted name still names something (SET `autocommit`): keep it, one word
             end = _skip_quoted(sql, i)
