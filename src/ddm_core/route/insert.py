@@ -201,11 +201,17 @@ class InsertStatement:
             texts = [head]
             params = list(head_params)
             for i, r in enumerate(by_node[node]):
-                text, row_params = self.rows[r].template.fill(slot, bound)
-                if generated is not None:
-                    text, row_params = self._with_key(text, row_params, generated[r])
+                template = self.rows[r].template
+                constant = template.constant
+                if constant is not None and generated is None:  # a plain VALUES row: no formatting, one slice
+                    text, first, end = constant
+                    params.extend(bound[first:end])
+                else:
+                    text, row_params = template.fill(slot, bound)
+                    if generated is not None:
+                        text, row_params = self._with_key(text, row_params, generated[r])
+                    params.extend(row_params)
                 texts.append(text if i == 0 else ", " + text)
-                params.extend(row_params)
             tail, tail_params = self.suffix.fill(slot, bound)
             texts.append(tail)
             params.extend(tail_params)

@@ -24,6 +24,7 @@ params in order.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
@@ -65,6 +66,9 @@ def _unquoted(physical: str) -> str:
     if physical[:1] == "`":
         return physical[1:-1].replace("``", "`")
     return physical
+
+
+_FORMATTER = string.Formatter()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +114,7 @@ class Template:
         names: Name slots (per-physical-table object names), usually none.
     """
 
-    __slots__ = ("fmt", "params", "names", "_identity")
+    __slots__ = ("fmt", "params", "names", "_identity", "constant")
 
     def __init__(self, fmt: str, params: tuple[int, ...], names: tuple[NameSlot, ...] = ()) -> None:
         self.fmt = fmt
@@ -118,6 +122,13 @@ class Template:
         self.names = names
         # Every parameter once, in the caller's order: the common case needs no reordering.
         self._identity = params == tuple(range(len(params)))
+        #: ``(text, first, end)`` when the SQL names no table and its params are ``bound[first:end]``
+        #: in order (a VALUES row): what :meth:`fill` returns, without formatting (bulk INSERT rows).
+        self.constant: tuple[str, int, int] | None = None
+        if not names and all(field is None for _, field, _, _ in _FORMATTER.parse(fmt)):
+            first = params[0] if params else 0
+            if params == tuple(range(first, first + len(params))):
+                self.constant = (fmt.format(), first, first + len(params))
 
     def fill(self, physical: Sequence[str], bound: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
         """The unit's SQL and params for these physical table names."""
