@@ -116,3 +116,23 @@ def test_a_migrations_dual_units_are_regrouped_with_the_rows(tmp_path: Path) -> 
     odd = dual_plans[0]._replace(dual=tuple(u._replace(sql=u.sql + " ON DUPLICATE KEY UPDATE note = %s",
                                                        params=(*u.params, "z")) for u in dual_plans[0].dual))
     assert regroup([odd], "(%s, %s, %s)", "%s", _no_limits) is None  # run as routed, each with its dual units
+
+
+def test_a_constant_row_template_is_what_fill_gives() -> None:
+    """``Template.constant`` (the bulk path's shortcut) equals ``fill`` wherever it is set, and only there."""
+    from ddm_core.route.template import Template
+
+    bound = list(range(100, 112))
+    physical = ["t_order_0_1"]
+    cases = [
+        (Template("(%s, %s, %s)", (3, 4, 5)), True),
+        (Template("(%s, 'a{{b}}', NOW())", (0,)), True),  # escaped braces: formatted once
+        (Template("(%s, %s)", (5, 3)), False),  # parameters out of order
+        (Template("(%s, (SELECT 1 FROM {0}))", (2,)), False),  # names a table
+        (Template("()", ()), True),
+    ]
+    for template, constant in cases:
+        assert (template.constant is not None) is constant, template.fmt
+        if template.constant is not None:
+            text, first, end = template.constant
+            assert (text, tuple(bound[first:end])) == template.fill(physical, bound)
