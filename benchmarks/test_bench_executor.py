@@ -480,7 +480,7 @@ def test_executemany_20k_rows(bench: Bench, benchmark: Any) -> None:
     try:
         measure_pair(benchmark, ddm_round, Paired(direct_round, lambda: (fresh_rows(),)),
                      case=f"executemany {BULK_ROWS:,} rows, autocommit (vs one table)", target="<= 1.00",
-                     items=BULK_ROWS, unit="row", rounds=7, warmup_rounds=1)
+                     items=BULK_ROWS, unit="row", rounds=15, warmup_rounds=1)
     finally:
         conn.close()
         one.close()
