@@ -160,6 +160,7 @@ class InsertStatement:
                     column=c,
                 )
         self._one_row: OneRowInsert | None | bool = None  # the fast path, decided on first use
+        self._uniform = _uniform_rows(rows)
 
     def route(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan:
         if self.normalize is not None:
@@ -198,20 +199,16 @@ class InsertStatement:
             data_node = table.data_nodes[node]
             slot[0] = physical_name(data_node.table)
             head, head_params = self.prefix.fill(slot, bound)
-            texts = [head]
             params = list(head_params)
-            for i, r in enumerate(by_node[node]):
-                template = self.rows[r].template
-                constant = template.constant
-                if constant is not None and generated is None:  # a plain VALUES row: no formatting, one slice
-                    text, first, end = constant
-                    params.extend(bound[first:end])
-                else:
-                    text, row_params = template.fill(slot, bound)
-                    if generated is not None:
-                        text, row_params = self._with_key(text, row_params, generated[r])
-                    params.extend(row_params)
-                texts.append(text if i == 0 else ", " + text)
+            uniform = self._uniform
+            if uniform is not None and generated is None:  # a bulk INSERT: every row the same text
+                text, width = uniform
+                chosen = by_node[node]
+                for r in chosen:
+                    params.extend(bound[r * width : r * width + width])
+                texts = [head, ", ".join([text] * len(chosen))]
+            else:
+                texts = [head, *self._row_texts(by_node[node], slot, bound, generated, params)]
             tail, tail_params = self.suffix.fill(slot, bound)
             texts.append(tail)
             params.extend(tail_params)
@@ -232,6 +229,19 @@ class InsertStatement:
             generated_keys=tuple(keys),
             force_primary=bool(hint and hint.force_primary),
         )
+
+    def _row_texts(
+        self, rows: list[int], slot: list[str], bound: Sequence[Any], generated: list[Any] | None, params: list[Any]
+    ) -> list[str]:
+        """The rows' texts, ``", "``-joined, on one node; their params appended to ``params``."""
+        texts = []
+        for i, r in enumerate(rows):
+            text, row_params = self.rows[r].template.fill(slot, bound)
+            if generated is not None:
+                text, row_params = self._with_key(text, row_params, generated[r])
+            texts.append(text if i == 0 else ", " + text)
+            params.extend(row_params)
+        return texts
 
     # -- values -------------------------------------------------------------------
 
@@ -564,3 +574,17 @@ def _check_on_duplicate(tree: exp.Insert, table: ShardedTable) -> None:
                 column=name,
             )
 
+
+def _uniform_rows(rows: Sequence[_Row]) -> tuple[str, int] | None:
+    """``(row text, params per row)`` when every row is the same constant text taking the next
+    ``width`` parameters (``executemany``'s chunks), else ``None``: the bulk path's shortcut."""
+    if not rows:
+        return None
+    first = rows[0].template.constant
+    if first is None or first[1] != 0:
+        return None
+    text, _, width = first
+    for r, row in enumerate(rows):
+        if row.template.constant != (text, r * width, r * width + width):
+            return None
+    return text, width

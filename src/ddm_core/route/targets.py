@@ -298,9 +298,10 @@ def route_rows(
                 table=table.name,
             )
         return np.full(n_rows, forced[0], dtype=np.intp)
+    arrays = {c: _array(v) for c, v in columns.items()}  # once: each database's rows are a mask of it
     if table.auto:
         targets = router.tables_of[""]
-        picked = _level(router.tb, targets, columns, n_rows, hint, "table", table.name)
+        picked = _level(router.tb, targets, arrays, n_rows, hint, "table", table.name)
         lut = np.array([router.auto_index[t] for t in targets], dtype=np.intp)
         nodes: np.ndarray = lut[picked]
         return nodes
@@ -312,13 +313,13 @@ def route_rows(
             )
         ds_index = np.full(n_rows, router.sources.position[sources[0]], dtype=np.intp)
     else:
-        ds_index = _level(router.db, router.sources, columns, n_rows, hint, "database", table.name)
+        ds_index = _level(router.db, router.sources, arrays, n_rows, hint, "database", table.name)
     out = np.empty(n_rows, dtype=np.intp)
     for k in np.unique(ds_index).tolist():
         ds = router.sources[k]
         mask = ds_index == k
         targets = router.tables_of[ds]
-        sub = {c: [v for v, m in zip(vals, mask.tolist()) if m] for c, vals in columns.items()}
+        sub = {c: values[mask] for c, values in arrays.items()}
         picked = _level(router.tb, targets, sub, int(mask.sum()), hint, "table", table.name)
         lut = np.array([router.index[(ds, t)] for t in targets], dtype=np.intp)
         out[mask] = lut[picked]
@@ -328,7 +329,7 @@ def route_rows(
 def _level(
     strategy: Strategy,
     targets: TargetSet,
-    columns: Mapping[str, Sequence[Any]],
+    columns: Mapping[str, np.ndarray],
     n_rows: int,
     hint: Hint | None,
     level: str,
@@ -363,7 +364,7 @@ def _level(
                 table=table,
                 column=column,
             )
-        arrays[column] = _array(values)
+        arrays[column] = values
     return np.asarray(algorithm.batch(targets, arrays), dtype=np.intp)
 
 
