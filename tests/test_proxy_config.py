@@ -117,6 +117,64 @@ def test_tls_without_a_key_or_with_unknown_fields_is_named() -> None:
     assert "proxy.tls.key" in text and "requird" in text
 
 
+def test_client_certificates_are_read_dumped_and_reloaded() -> None:
+    config = load_config(BASE + f"""
+proxy:
+  users:
+    - {{name: app, passwordHash: '{HASH}'}}
+    - {{name: svc, passwordHash: '{HASH}', requireCertSubject: 'CN=svc,O=Acme\\, Inc.'}}
+  tls: {{cert: p.crt, key: p.key, clientCa: /etc/ddm/clients.pem, clientCert: REQUIRED}}
+""")
+    tls = config.proxy.tls
+    assert tls is not None and (tls.client_ca, tls.client_cert) == ("/etc/ddm/clients.pem", "required")
+    assert [u.require_cert_subject for u in config.proxy.users] == [None, "CN=svc,O=Acme\\, Inc."]
+    assert load_config(dump_native(config)).proxy == config.proxy
+    # clientCa alone asks for a certificate (optional), and the dump keeps that
+    alone = load_config(BASE + "proxy: {tls: {cert: p.crt, key: p.key, clientCa: ca.pem}}\n")
+    assert alone.proxy.tls is not None and alone.proxy.tls.client_cert == "optional"
+    assert load_config(dump_native(alone)).proxy.tls == alone.proxy.tls
+    plain = load_config(BASE + "proxy: {tls: {cert: p.crt, key: p.key}}\n").proxy.tls
+    assert plain is not None and (plain.client_ca, plain.client_cert) == (None, "none")
+
+
+@pytest.mark.parametrize(
+    "proxy, field, words",
+    [
+        ("{tls: {cert: p.crt, key: p.key, clientCa: ca.pem, clientCert: always}}", "proxy.tls.clientCert",
+         "none, optional, required"),
+        ("{tls: {cert: p.crt, key: p.key, clientCert: required}}", "proxy.tls.clientCa", "is required"),
+        (f"{{users: [{{name: svc, passwordHash: '{HASH}', requireCertSubject: 'CN=svc,XY=1'}}], "
+         "tls: {cert: p.crt, key: p.key, clientCa: ca.pem}}", "proxy.users[0].requireCertSubject", "unknown attribute 'XY'"),
+        (f"{{users: [{{name: svc, passwordHash: '{HASH}', requireCertSubject: 'svc'}}], "
+         "tls: {cert: p.crt, key: p.key, clientCa: ca.pem}}", "proxy.users[0].requireCertSubject", "ATTRIBUTE=value"),
+        (f"{{users: [{{name: svc, passwordHash: '{HASH}', requireCertSubject: 'CN=svc'}}], "
+         "tls: {cert: p.crt, key: p.key}}", "proxy.users[0].requireCertSubject", "clientCert is not optional"),
+        (f"{{users: [{{name: svc, passwordHash: '{HASH}', requireCertSubject: 'CN=svc'}}]}}",
+         "proxy.users[0].requireCertSubject", "clientCert is not optional"),
+    ],
+)  # fmt: skip
+def test_bad_client_certificate_settings_are_named(proxy: str, field: str, words: str) -> None:
+    with pytest.raises(ConfigValidationError) as info:
+        load_config(BASE + f"proxy: {proxy}\n")
+    text = str(info.value)
+    assert field in text and words in text, text
+
+
+def test_cert_subjects_match_exactly_in_any_order() -> None:
+    from ddm_core.metadata.cert_subject import certificate_subject, format_subject, parse_subject
+
+    # getpeercert()'s form: relative distinguished names of (long name, value)
+    cert = {"subject": ((("organizationName", "Acme, Inc."),), (("commonName", "svc"),))}
+    assert parse_subject("CN=svc,O=Acme\\, Inc.") == certificate_subject(cert)
+    assert parse_subject("/O=Acme, Inc./CN=svc") == certificate_subject(cert)  # MySQL's REQUIRE SUBJECT form
+    assert parse_subject(" cn = svc , o=Acme\\, Inc.") == certificate_subject(cert)
+    assert parse_subject("CN=svc") != certificate_subject(cert)  # an attribute missing
+    assert parse_subject("CN=SVC,O=Acme\\, Inc.") != certificate_subject(cert)  # values keep their case
+    assert format_subject(certificate_subject(cert)) == "CN=svc,O=Acme\\, Inc."
+    with pytest.raises(ValueError, match="is not ATTRIBUTE=value"):
+        parse_subject("/")
+
+
 SHA2 = sha2_password_hash("s3cret")
 
 

@@ -91,11 +91,14 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
     if config.proxy.tls is not None:
         tls = config.proxy.tls
         proxy["tls"] = {"cert": tls.cert, "key": tls.key, **({"required": True} if tls.required else {})}
+        if tls.client_ca is not None:  # clientCert too: its default depends on clientCa
+            proxy["tls"].update(clientCa=tls.client_ca, clientCert=tls.client_cert)
     if config.proxy.users:
         proxy["users"] = [
             {"name": u.name, **({"passwordHash": u.password_hash} if u.password_hash is not None else {}),
              **({"sha2Hash": u.sha2_hash} if u.sha2_hash is not None else {}),
-             **({"rateLimit": u.rate_limit} if u.rate_limit else {}), **({"unmask": True} if u.unmask else {})}
+             **({"rateLimit": u.rate_limit} if u.rate_limit else {}), **({"unmask": True} if u.unmask else {}),
+             **({"requireCertSubject": u.require_cert_subject} if u.require_cert_subject is not None else {})}
             for u in config.proxy.users
         ]  # fmt: skip
     if config.proxy.table_rate_limits:

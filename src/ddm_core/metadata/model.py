@@ -56,6 +56,7 @@ __all__ = [
     "MASK_KINDS",
     "ProxySettings",
     "ProxyTls",
+    "CLIENT_CERT_MODES",
     "MetadataCenter",
     "TableKind",
     "ConfigOrigin",
@@ -470,6 +471,9 @@ class ProxyUser:
         sha2_hash: The ``caching_sha2_password`` form, 64 lower-case hex digits of
             SHA256(SHA256(password)); ``None``: the user cannot log in with that plugin. At
             least one of the two hashes is set.
+        require_cert_subject: The subject the user's client certificate must have, as written
+            (``CN=app,O=Acme``; MySQL's ``REQUIRE SUBJECT``), checked besides the password;
+            ``None``: no certificate asked of this user (docs/proxy.md#client-certificates).
     """
 
     name: str
@@ -477,6 +481,7 @@ class ProxyUser:
     rate_limit: int = 0
     unmask: bool = False
     sha2_hash: str | None = field(default=None, repr=False)
+    require_cert_subject: str | None = None
 
 
 #: Mask kinds of ``proxy.masks`` (docs/proxy.md#masking).
@@ -506,11 +511,20 @@ class ProxyTls:
         cert: PEM certificate (chain) file the proxy presents.
         key: PEM private key file of ``cert``.
         required: Refuse clients that do not switch to TLS (else TLS is offered, not demanded).
+        client_ca: PEM CA bundle that signs client certificates (``None``: none are asked for).
+        client_cert: ``none``, ``optional`` (a certificate is asked for; one sent must verify against
+            ``client_ca``) or ``required`` (a client without one fails the TLS handshake).
     """
 
     cert: str
     key: str
     required: bool = False
+    client_ca: str | None = None
+    client_cert: str = "none"
+
+
+#: ``proxy.tls.clientCert`` values (docs/proxy.md#client-certificates).
+CLIENT_CERT_MODES = ("none", "optional", "required")
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,9 +64,11 @@ from ddm_core.metadata.model import (
     ProxySettings,
     ProxyTls,
     ProxyUser,
+    CLIENT_CERT_MODES,
     XaSettings,
     freeze,
 )
+from ddm_core.metadata.cert_subject import parse_subject
 from ddm_core.metadata.cutover import read_cutover
 from ddm_core.metadata.migration import read_migration
 from ddm_core.metadata.nodes import expand_names, expand_nodes, name_problem
@@ -931,9 +933,17 @@ def _proxy(sec: Section, ctx: Context) -> ProxySettings:
     users: list[ProxyUser] = []
     seen: set[str] = set()
     upath = sec.field_path("users")
+    tls = _proxy_tls(sec.section("tls")) if sec.has("tls") else None
     for i, item in enumerate(sec.list("users")):
         user = _proxy_user(Section(item, join_path(upath, i), ctx.problems), ctx)
         if user is None:
+            continue
+        no_certificates = tls.client_cert == "none" if tls is not None else not sec.has("tls")  # (a bad tls: named)
+        if user.require_cert_subject is not None and no_certificates:
+            # No certificate is ever asked for: the user could never log in.
+            ctx.problems.add(join_path(join_path(upath, i), "requireCertSubject"), f"proxy user {user.name!r} "
+                             "requires a client certificate, but proxy.tls.clientCert is not optional or required",
+                             user.require_cert_subject)  # fmt: skip
             continue
         if user.name in seen:
             ctx.problems.add(join_path(upath, i), f"proxy user {user.name!r} is listed twice", user.name)
@@ -974,7 +984,7 @@ def _proxy(sec: Section, ctx: Context) -> ProxySettings:
             "shutdownGraceMs", default=d.shutdown_grace_ms, bounds=RANGES["proxy.shutdownGraceMs"]
         ),
         inline_statements=sec.bool("inlineStatements", default=d.inline_statements),
-        tls=_proxy_tls(sec.section("tls")) if sec.has("tls") else None,
+        tls=tls,
         transaction_mode=_proxy_transaction_mode(sec, d.transaction_mode),
     )
     sec.finish()
@@ -1001,10 +1011,19 @@ def _proxy_user(user: Section, ctx: Context) -> ProxyUser | None:
     sha2 = user.str("sha2Hash")
     rate_limit = user.int("rateLimit", default=0, bounds=RANGES["proxy.users.rateLimit"])
     unmask = user.bool("unmask", default=False)
+    subject = user.str("requireCertSubject")
     user.finish()
     if name is None:
         return None
     ok = True
+    if subject is not None:
+        try:
+            parse_subject(subject)
+        except ValueError as exc:
+            ctx.problems.add(user.field_path("requireCertSubject"), f"proxy user {name!r}: requireCertSubject "
+                             f"{subject!r} is not a certificate subject like 'CN=app,O=Acme': {exc}",
+                             subject)  # fmt: skip
+            ok = False
     if native is None and sha2 is None:
         ctx.problems.add(user.path, f"proxy user {name!r} has no password hash: give passwordHash "
                          "(mysql_native_password) or sha2Hash (caching_sha2_password), or both", None)  # fmt: skip
@@ -1024,15 +1043,31 @@ def _proxy_user(user: Section, ctx: Context) -> ProxyUser | None:
     if not ok:
         return None
     return ProxyUser(name=name, password_hash=native.upper() if native is not None else None, rate_limit=rate_limit,
-                     unmask=unmask, sha2_hash=sha2.lower() if sha2 is not None else None)  # fmt: skip
+                     unmask=unmask, sha2_hash=sha2.lower() if sha2 is not None else None,
+                     require_cert_subject=subject)  # fmt: skip
 
 
 def _proxy_tls(sec: Section) -> ProxyTls | None:
-    """``proxy.tls``: the certificate and key files (read when the proxy starts), and whether TLS is required."""
+    """``proxy.tls``: the certificate and key files (read when the proxy starts), whether TLS is required,
+    and client certificates: the CA that signs them and whether one is asked for (``clientCert``; given
+    ``clientCa`` alone, ``optional``)."""
     cert, key = sec.str("cert", required=True), sec.str("key", required=True)
     required = sec.bool("required", default=False)
+    client_ca = sec.str("clientCa")
+    client_cert = sec.str("clientCert", default="optional" if client_ca is not None else "none")
     sec.finish()
-    return ProxyTls(cert=cert, key=key, required=required) if cert is not None and key is not None else None
+    ok = True
+    if not isinstance(client_cert, str) or client_cert.lower() not in CLIENT_CERT_MODES:
+        sec.problems.add(sec.field_path("clientCert"), f"must be one of {', '.join(CLIENT_CERT_MODES)}, "
+                         f"not {client_cert!r}", client_cert)  # fmt: skip
+        ok = False
+    elif client_cert.lower() != "none" and client_ca is None:
+        sec.problems.add(sec.field_path("clientCa"), f"is required with clientCert: {client_cert.lower()} "
+                         "(the CA bundle that signs client certificates)", None)  # fmt: skip
+        ok = False
+    if cert is None or key is None or not ok:
+        return None
+    return ProxyTls(cert=cert, key=key, required=required, client_ca=client_ca, client_cert=client_cert.lower())
 
 
 def _runtime(sec: Section, app_name: str | None) -> RuntimeSettings:

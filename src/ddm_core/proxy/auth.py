@@ -20,19 +20,29 @@ unknown user name is refused like a wrong password (1045), so the answer does
 not tell which names exist. The user table is replaced whole on a reload
 (:meth:`ProxyUsers.replace`); each connection looks users up when it
 authenticates, so new connections see the new table at once.
+
+A user with ``requireCertSubject`` (MySQL's ``REQUIRE SUBJECT``) must also have
+sent a client certificate, verified in the TLS handshake against
+``proxy.tls.clientCa``, with exactly that subject. As in MySQL both checks must
+pass: the password first, then the certificate; either failing is the same 1045,
+and the certificate's reason goes to the log at INFO (user, connection, the
+subjects: no secrets).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any, Mapping, Optional, Sequence
+import logging
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from mysql_mimic import AuthPlugin, IdentityProvider, NativePasswordAuthPlugin, NoLoginAuthPlugin, User
 from mysql_mimic import packets, utils
 from mysql_mimic.auth import AuthInfo, AuthState, Forbidden, Success
 
+from ddm_core.metadata.cert_subject import certificate_subject, format_subject, parse_subject
 from ddm_core.metadata.model import ProxyUser
+from ddm_core.proxy.tls import peer_certificate
 
 __all__ = [
     "ProxyUsers",
@@ -52,6 +62,11 @@ SHA2 = "caching_sha2_password"
 #: The "fast" authentication result byte of caching_sha2_password that means success (0x04 would ask
 #: for full authentication, which this proxy never needs: see the module docstring).
 FAST_AUTH_SUCCESS = b"\x03"
+
+log = logging.getLogger("ddm_core.proxy")
+
+#: Whether the user of this name may log in on this connection besides its password (its certificate).
+Gate = Callable[[str], bool]
 
 
 def native_password_hash(password: str) -> str:
@@ -95,14 +110,20 @@ class NativePlugin(NativePasswordAuthPlugin):  # type: ignore[misc]  # mimic shi
 
     mimic's own plugin reuses the handshake's nonce only when the handshake named it, and
     otherwise sends a fresh one as "more data", which a native client does not expect.
+
+    Args:
+        gate: Asked once the password is right (the user's client certificate).
     """
+
+    def __init__(self, gate: Gate) -> None:
+        self._gate = gate
 
     async def auth(self, auth_info: Optional[AuthInfo] = None) -> AuthState:
         nonce = _nonce(auth_info)
         if nonce is None or auth_info is None:
             nonce = utils.nonce(20)
             auth_info = yield nonce + b"\x00"  # some clients expect the terminating NUL
-        if self.verify_scramble(auth_info.user.auth_string, auth_info.data, nonce):
+        if self.verify_scramble(auth_info.user.auth_string, auth_info.data, nonce) and self._gate(auth_info.user.name):
             yield Success(auth_info.user.name)
         else:
             yield Forbidden()
@@ -115,20 +136,24 @@ class CachingSha2Plugin(AuthPlugin):  # type: ignore[misc]  # mimic ships no typ
         connection: The client's connection: the fast-auth-success byte is written to its
             stream before the OK packet. (mimic's exchange knows "send more data, read the
             answer" only; after 0x03 the client reads the OK packet and sends nothing.)
+        gate: Asked once the password is right, before the fast-auth-success byte.
     """
 
     name = SHA2
     client_plugin_name = SHA2
 
-    def __init__(self, connection: Any) -> None:
+    def __init__(self, connection: Any, gate: Gate) -> None:
         self._connection = connection
+        self._gate = gate
 
     async def auth(self, auth_info: Optional[AuthInfo] = None) -> AuthState:
         nonce = _nonce(auth_info)
         if nonce is None or auth_info is None:
             nonce = utils.nonce(20)
             auth_info = yield nonce + b"\x00"
-        if sha2_scramble_matches(auth_info.user.auth_string or "", auth_info.data, nonce):
+        if sha2_scramble_matches(auth_info.user.auth_string or "", auth_info.data, nonce) and self._gate(
+            auth_info.user.name
+        ):
             await self._connection.stream.write(packets.make_auth_more_data(FAST_AUTH_SUCCESS))
             yield Success(auth_info.user.name)
         else:
@@ -179,9 +204,28 @@ class ConnectionIdentity(IdentityProvider):  # type: ignore[misc]  # mimic ships
     def bind(self, connection: Any) -> None:
         """Attach the connection (its stream carries the fast-auth result; its client plugin picks the user's)."""
         self._connection = connection
-        native, sha2 = NativePlugin(), CachingSha2Plugin(connection)
+        native, sha2 = NativePlugin(self.certificate_allows), CachingSha2Plugin(connection, self.certificate_allows)
         first, second = (sha2, native) if self._users.handshake_plugin == SHA2 else (native, sha2)
         self._plugins = [first, second, NoLoginAuthPlugin()]
+
+    def certificate_allows(self, name: str) -> bool:
+        """The user's ``requireCertSubject`` is met by the connection's verified client certificate (or unset)."""
+        user = self._users.get(name)
+        required = user.require_cert_subject if user is not None else None
+        if required is None:
+            return True
+        connection_id = getattr(self._connection, "connection_id", None)
+        cert = peer_certificate(self._connection.stream.writer)
+        if cert is None:
+            log.info("ddm proxy: connection %s: user %r refused: it requires a client certificate with subject "
+                     "%s and the client sent none", connection_id, name, required)  # fmt: skip
+            return False
+        subject = certificate_subject(cert)
+        if subject != parse_subject(required):
+            log.info("ddm proxy: connection %s: user %r refused: its client certificate's subject %s is not the "
+                     "required %s", connection_id, name, format_subject(subject), required)  # fmt: skip
+            return False
+        return True
 
     def get_plugins(self) -> Sequence[AuthPlugin]:
         return self._plugins

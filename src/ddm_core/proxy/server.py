@@ -97,7 +97,9 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
             control=LocalControl(server_id=os.getpid() % 65536),
             ssl=tls_context(settings.tls) if settings.tls is not None else None,
         )
-        self.tls_required = settings.tls is not None and settings.tls.required
+        # clientCert: required implies TLS: a plain client would otherwise skip the certificate
+        tls = settings.tls
+        self.tls_required = tls is not None and (tls.required or tls.client_cert == "required")
         self.reuse_port = reuse_port
         self._connections: set[ProxyConnection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()

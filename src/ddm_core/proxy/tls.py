@@ -12,6 +12,7 @@ so the proxy's connection calls it in its own copy of the connection phase).
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from asyncio import sslproto
 from typing import Any
@@ -19,13 +20,28 @@ from typing import Any
 from ddm_core.errors import ProxyError
 from ddm_core.metadata.model import ProxyTls
 
-__all__ = ["tls_context", "start_tls"]
+__all__ = ["tls_context", "start_tls", "peer_certificate"]
+
+log = logging.getLogger("ddm_core.proxy")
 
 
 def tls_context(tls: ProxyTls) -> ssl.SSLContext:
-    """The server-side TLS context of ``proxy.tls`` (TLS 1.2 or later; the files are read now)."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    """The server-side TLS context of ``proxy.tls`` (TLS 1.2 or later; the files are read now).
+
+    With ``clientCert`` ``optional`` or ``required`` the handshake asks for a client
+    certificate, and one sent must verify against ``clientCa`` alone (the system's CA store is
+    not loaded: it would let any publicly signed certificate in).
+    """
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)  # a server context: it trusts no CA yet
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if tls.client_cert != "none" and tls.client_ca is not None:
+        try:
+            context.load_verify_locations(cafile=tls.client_ca)
+        except FileNotFoundError as exc:
+            raise ProxyError(f"proxy.tls.clientCa: cannot read {tls.client_ca!r}") from exc
+        except (ssl.SSLError, OSError) as exc:
+            raise ProxyError(f"proxy.tls.clientCa: {tls.client_ca!r} is not a PEM CA bundle ({exc})") from exc
+        context.verify_mode = ssl.CERT_REQUIRED if tls.client_cert == "required" else ssl.CERT_OPTIONAL
     try:
         context.load_cert_chain(tls.cert, tls.key)
     except FileNotFoundError as exc:
@@ -54,12 +70,23 @@ async def start_tls(stream: Any, context: ssl.SSLContext) -> None:
     loop.call_soon(transport.resume_reading)
     try:
         await waiter
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, ssl.SSLError):  # e.g. no client certificate, or one of another CA: the client sees 2013
+            peer = transport.get_extra_info("peername")
+            log.info("ddm proxy: TLS handshake with %s failed: %s", f"{peer[0]}:{peer[1]}" if peer else "a client",
+                     exc.reason or exc)  # fmt: skip
         transport.close()
         raise
     tls_transport = protocol._app_transport
     stream.writer._transport = tls_transport  # as mimic does: reader and writer go on over TLS
     stream.reader._transport = tls_transport
+
+
+def peer_certificate(writer: Any) -> dict[str, Any] | None:
+    """The client's verified certificate on a connection (``getpeercert()``); ``None``: no TLS or none sent."""
+    ssl_object = writer.get_extra_info("ssl_object")
+    cert = ssl_object.getpeercert() if ssl_object is not None else None
+    return cert or None  # {} when the context did not ask for one
 
 
 def _feed(protocol: sslproto.SSLProtocol, data: bytes) -> None:
