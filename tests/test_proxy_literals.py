@@ -65,3 +65,48 @@ def test_the_parameterized_text_routes_where_the_literal_text_does(sql: str) -> 
     assert [(u.data_source, dict(u.tables)) for u in parameterized.units] == [
         (u.data_source, dict(u.tables)) for u in literal.units
     ]
+
+
+# -- the per-skeleton choice: the same answers as the token walk --------------------------------------
+
+_FRAGMENTS = ["SELECT", "UPDATE", "SHOW", " ", "  ", "\n", "a", "t_1", "`x = 1`", "`a``b`", "/* = 5 */", "-- = 3\n",
+              "# x\n", '"q = 1"', "=", "<>", "!=", "<", "<=", ">=", "->", "->>", "<=>", "IN", "in", "(", ")", ",",
+              ".", "$", "-", "+", "1", "42", "1.5", ".5", "7.", "'s'", "''", "'it''s'", "'a\\'b'", "'1'", "x1",
+              "1e3", "0x1A", "DATE", "N", "_utf8mb4", "LIMIT", "AND", "WHERE", "FROM"]  # fmt: skip
+
+
+def _random_statements(count: int, seed: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        body = "".join(rng.choice(_FRAGMENTS) + rng.choice(["", " "]) for _ in range(rng.randint(1, 14)))
+        out.append(rng.choice(["SELECT ", "DELETE ", "WITH ", "SET ", ""]) + body)
+    return out
+
+
+def test_the_remembered_choice_answers_as_the_token_walk_does() -> None:
+    from ddm_core.proxy.literals import walk
+
+    statements = _random_statements(4000, seed=7)
+    statements += ["SELECT a FROM t_order WHERE user_id = 10086 AND order_id = 7",
+                   "SELECT * FROM t WHERE a IN (1, 2, 'x''y') AND b >= 'it\\'s' LIMIT 10",
+                   "SELECT * FROM t WHERE j->'$.a' = j->>'$.b' AND c = '%'"]  # fmt: skip
+    for sql in statements:
+        expected = walk(sql)
+        assert parameterize(sql) == expected, sql  # the first of its skeleton: walked, remembered
+        assert parameterize(sql) == expected, sql  # the remembered choice
+
+
+def test_other_literal_values_of_one_skeleton_are_taken_alike() -> None:
+    from ddm_core.proxy.literals import walk
+
+    shape = "SELECT a FROM t WHERE id = {0} AND s = {1} AND c IN ({0}, {1}) LIMIT {0}"
+    values = [("1", "'a'"), ("2.50", "''"), ("10086", "'it''s'"), ("7.", "'x\\'y'"), (".5", "'1'")]
+    for number, string in values:
+        sql = shape.format(number, string)
+        assert parameterize(sql) == walk(sql)
+    text, params = parameterize(shape.format("3", "'z'")) or ("", [])
+    assert text == "SELECT a FROM t WHERE id = %s AND s = %s AND c IN (%s, %s) LIMIT 3"
+    assert params == [3, "z", 3, "z"]

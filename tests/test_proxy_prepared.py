@@ -346,3 +346,23 @@ def test_libmariadb_reads_the_rows_of_a_prepared_select_star(wire: tuple[int, st
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     printed = [line.split("\t") for line in done.stdout.splitlines() if line.startswith(("rows", "query"))]
     assert printed == [["rows", "3"], ["rows", "2"], ["rows", "1"], ["query", "1", "alpha"]]
+
+
+def test_a_prepared_cursor_keeps_its_transaction_across_executes(wire: tuple[int, str]) -> None:
+    # mysql-connector's C client sends COM_STMT_RESET before each execute; mimic's answer to it rolled the
+    # session's transaction back (session.reset), so each insert undid the one before.
+    port, _ = wire
+    conn = _connect(port, "logic_db", use_pure=False)
+    try:
+        conn.autocommit = False
+        cur = conn.cursor(prepared=True)
+        insert = "INSERT INTO t_kinds (id, user_id, name) VALUES (?, ?, ?)"
+        cur.execute(insert, (900, 77, "first"))
+        cur.execute(insert, (901, 77, "second"))
+        cur.execute("SELECT id FROM t_kinds WHERE user_id = ? ORDER BY id", (77,))
+        assert cur.fetchall() == [(900,), (901,)]  # both, in one open transaction
+        conn.rollback()
+        cur.execute("SELECT id FROM t_kinds WHERE user_id = ?", (77,))
+        assert cur.fetchall() == []
+    finally:
+        conn.close()

@@ -14,13 +14,25 @@
   announced column definitions (flags, lengths and all) when the result's
   types are the announced ones.
 * Each command counts as running for the shutdown's grace period.
+* A whole result shorter than one batch (:class:`~ddm_core.proxy.session.Rows`,
+  every point select) is written in one go, text or binary: its column-count
+  and column-definition packets framed once per column list and connection and
+  reused, the rows by mimic's compiled row encoders, the closing OK / EOF packet
+  built here — the same bytes as mimic's ``write_text_resultset`` (and as the
+  row-by-row binary write), without its per-packet Python (sequence counter,
+  capability flags, charset lookups).
+* COM_STMT_RESET resets the statement only; mimic's also reset the session,
+  which rolled back an open transaction before every execute of a
+  mysql-connector prepared cursor.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Sequence
 
 from mysql_mimic import packets
+from mysql_mimic.charset import CharacterSet
 from mysql_mimic.connection import Connection
 from mysql_mimic.errors import MysqlError
 from mysql_mimic.packets import SSLRequest
@@ -40,6 +52,10 @@ from ddm_core.proxy.tls import start_tls
 __all__ = ["ProxyConnection"]
 
 _NO_ROWS = ResultSet(rows=[], columns=[])
+_HEADER = struct.Struct("<I")
+_STATUS_WARNINGS = struct.Struct("<HH")
+#: Framed result headers kept per connection (one per column list seen); cleared when full.
+_HEADERS_LIMIT = 256
 INSECURE_TRANSPORT_MESSAGE = "Connections using insecure transport are prohibited: this ddm proxy requires TLS (proxy.tls.required)"
 
 
@@ -57,6 +73,18 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._batched: Batched | None = None
         self._param_types: dict[int, bytes] = {}  # prepared statement id -> its parameter types
         self._announced: dict[int, list[Column]] = {}  # prepared statement id -> the columns its prepare announced
+        # (columns, charset, seq, binary) -> (columns, framed column count + definitions, mimic's columns, next seq)
+        self._headers: dict[Any, tuple[list[Column], bytes, list[Any], int]] = {}
+        self._protocol_41: bool | None = None  # the client's capabilities, read once (they do not change)
+        self._deprecate_eof = False
+
+    @property
+    def server_charset(self) -> CharacterSet:
+        return _charset(self.session.variables, "character_set_results")
+
+    @property
+    def client_charset(self) -> CharacterSet:
+        return _charset(self.session.variables, "character_set_client")
 
     async def connection_phase(self) -> None:
         # mimic's, but the switch to TLS keeps a ClientHello sent right behind the SSLRequest (proxy/tls.py).
@@ -97,8 +125,87 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         await super().authenticate(*args, **kwargs)
 
     async def handle_query(self, data: bytes) -> None:
+        # mimic's, with a one-go write of a whole short result (_write_rows)
         with self.runtime.statement():
-            await super().handle_query(data)
+            com_query = packets.parse_com_query(capabilities=self.capabilities, client_charset=self.client_charset,
+                                                data=data)  # fmt: skip
+            result = await self.session.handle_query(com_query.sql, com_query.query_attrs)
+            if isinstance(result, Rows) and result.columns and self._fast_frames():
+                self._outcome = self._batched = None
+                self._write_rows(result.columns, result.rows)
+                await self.stream.drain()
+                return
+            result_set = await self._result_set(result)
+            if not result_set:
+                await self.stream.write(self.ok())
+                return
+            await self.write_text_resultset(result_set)
+
+    def _fast_frames(self) -> bool:
+        """The client speaks protocol 4.1 (every client since MySQL 4.1): _write_rows builds its packets itself."""
+        if self._protocol_41 is None:
+            self._protocol_41 = Capabilities.CLIENT_PROTOCOL_41 in self.capabilities
+            self._deprecate_eof = bool(self.deprecate_eof())
+        return self._protocol_41
+
+    def _write_rows(self, columns: list[Column], rows: list[tuple[Any, ...]]) -> None:
+        """Buffer a whole text result set: the bytes mimic's ``write_text_resultset`` writes."""
+        stream = self.stream
+        charset = self.server_charset
+        wire, seq = self._start_result(columns, charset, binary=False)
+        stream.seq.value = seq
+        stream.write_text_rows(rows, wire)
+        stream.seq.value = _frame(stream._buffer, stream.seq.value, self._end_of_result(len(rows)))
+
+    def _start_result(self, columns: list[Column], charset: Any, binary: bool) -> tuple[list[Any], int]:
+        """Buffer a result's header (cached), and the EOF after it unless deprecated: mimic's columns, next seq."""
+        stream = self.stream
+        # By the list's identity: a statement shape's columns are one list (columns.described_columns,
+        # a prepare's announcement), kept alive by the entry itself, so its id is not reused meanwhile.
+        key = (id(columns), charset, stream.seq.value, binary)
+        known = self._headers.get(key)
+        if known is None or known[0] is not columns:
+            known = (columns, *self._frame_header(columns, charset, binary))
+            if len(self._headers) >= _HEADERS_LIMIT:
+                self._headers.clear()
+            self._headers[key] = known
+        _, header, wire, seq = known
+        buffer = stream._buffer
+        buffer += header
+        if not self._deprecate_eof:  # the EOF after the definitions carries the status: framed per statement
+            seq = _frame(buffer, seq, b"\xfe" + _STATUS_WARNINGS.pack(0, int(self.status_flags)))
+        return wire, seq
+
+    def _end_of_result(self, affected_rows: int) -> bytes:
+        """mimic's ``ok_or_eof(affected_rows=...)`` for a protocol 4.1 client."""
+        status = int(self.status_flags)
+        if self._deprecate_eof:  # the OK packet that ends a result: 0xFE, affected rows, last insert id 0
+            return b"".join([b"\xfe", uint_len(affected_rows), b"\x00", _STATUS_WARNINGS.pack(status, 0)])
+        return b"\xfe" + _STATUS_WARNINGS.pack(0, status)  # EOF: warnings, then status
+
+    def _frame_header(self, columns: list[Column], charset: Any, binary: bool) -> tuple[bytes, list[Any], int]:
+        """The framed column count and definitions, mimic's columns, next seq.
+
+        Text results: mimic's definitions (name, type, character set); binary ones (prepared
+        statements): the columns' full definitions, as ``_write_binary_resultset`` writes them.
+        """
+        wire = wire_columns(columns)
+        payloads: list[bytes]
+        if binary:
+            payloads = [uint_len(len(columns)), *(c.packet(charset) for c in columns)]
+        else:
+            payloads = [packets.make_column_count(capabilities=self.capabilities, column_count=len(wire))]
+            payloads.extend(
+                packets.make_column_definition_41(
+                    server_charset=charset, name=c.name, column_type=c.type, character_set=c.character_set
+                )
+                for c in wire
+            )
+        framed = bytearray()
+        seq = self.stream.seq.value
+        for payload in payloads:
+            seq = _frame(framed, seq, payload)
+        return bytes(framed), wire, seq
 
     async def handle_stmt_execute(self, data: bytes) -> None:
         # Not mimic's: it pastes parameter values into the SQL unescaped (proxy/prepared.py).
@@ -126,6 +233,15 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
 
     async def _write_binary_resultset(self, columns: list[Column], rows: Any, stmt: Any, use_cursor: bool) -> None:
         # The binary-protocol result set, as mimic writes it, with the columns' full definitions.
+        if not use_cursor and isinstance(rows, list) and self._fast_frames():  # a whole short result: in one go
+            stream = self.stream
+            wire, seq = self._start_result(columns, self.server_charset, binary=True)
+            buffer = stream._buffer
+            for row in rows:
+                seq = _frame(buffer, seq, packets.make_binary_resultrow(row, wire))
+            stream.seq.value = _frame(buffer, seq, self._end_of_result(0))
+            await stream.drain()
+            return
         self.stream.write_many([uint_len(len(columns)), *(c.packet(self.server_charset) for c in columns)])
         wire = wire_columns(columns)
 
@@ -168,6 +284,15 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self.stream.write_many(out)
         await self.stream.drain()
 
+    async def handle_stmt_reset(self, data: bytes) -> None:
+        # mimic's also calls session.reset(), which here rolls back the open transaction: but
+        # COM_STMT_RESET resets one prepared statement (its long data, its cursor), nothing of the
+        # session's. mysql-connector sends it before every execute of a prepared cursor.
+        stmt = self.get_stmt(packets.parse_com_stmt_reset(data).stmt_id)
+        stmt.param_buffers = None
+        stmt.cursor = None
+        await self.stream.write(self.ok())
+
     async def handle_stmt_close(self, data: bytes) -> None:
         await super().handle_stmt_close(data)
         stmt_id = int.from_bytes(data[:4], "little")
@@ -175,7 +300,9 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._announced.pop(stmt_id, None)
 
     async def query(self, sql: str, query_attrs: dict[str, str]) -> ResultSet:
-        result = await self.session.handle_query(sql, query_attrs)
+        return await self._result_set(await self.session.handle_query(sql, query_attrs))
+
+    async def _result_set(self, result: Any) -> ResultSet:
         if isinstance(result, Outcome):
             self._outcome = result  # the next ok() reports it
             return _NO_ROWS
@@ -234,6 +361,32 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         await self.stream.drain()
 
 
+def _charset(variables: Any, name: str) -> CharacterSet:
+    """mimic's ``CharacterSet[str(variables.get(name))]``, without its Python on every statement.
+
+    mimic 3.0.5's variables keep the values set in ``_values`` (else the schema's default), and
+    ``CharacterSet[...]`` is an enum lookup in Python: both read twice a statement.
+    """
+    value = variables._values.get(name)
+    if value is None:
+        value = variables.get(name)
+    charset = _CHARSETS.get(value)
+    if charset is None:
+        charset = CharacterSet[str(value)]
+        _CHARSETS[value] = charset
+    return charset
+
+
+_CHARSETS: dict[Any, CharacterSet] = {}
+
+
+def _frame(buffer: bytearray, seq: int, payload: bytes) -> int:
+    """Append one packet (``payload`` shorter than 16 MiB) with sequence number ``seq``; the next one's."""
+    buffer += _HEADER.pack(len(payload) | (seq << 24))
+    buffer += payload
+    return (seq + 1) % 256
+
+
 def _as_announced(announced: Sequence[Column] | None, sent: list[Column]) -> list[Column]:
     """The prepare's column where the result's has its type (it also has the flags, lengths, tables), else the result's.
 
@@ -242,4 +395,6 @@ def _as_announced(announced: Sequence[Column] | None, sent: list[Column]) -> lis
     """
     if announced is None or len(announced) != len(sent):
         return sent
+    if all(a.type == b.type for a, b in zip(announced, sent)):
+        return announced if isinstance(announced, list) else list(announced)  # the same list: its header is cached
     return [a if a.type == b.type else b for a, b in zip(announced, sent)]

@@ -20,6 +20,13 @@ escaped by its driver, so the data source sees the same values. A statement
 holding ``%`` or ``?`` anywhere (a LIKE pattern, a modulo, a placeholder) is
 left alone, as is any statement other than SELECT / INSERT / REPLACE /
 UPDATE / DELETE / WITH.
+
+Which literals are taken depends only on the text around them (the
+statement's *skeleton*: everything but the number and string literals), so
+the token walk runs once per skeleton. Later statements of that skeleton are
+split at their literals by one regex call in C (:data:`_LITERALS`, the same
+token patterns) and the remembered choice applied — a point select costs a few
+dozen interpreted instructions instead of a thousand (docs/proxy.md#measured-costs).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["parameterize"]
+__all__ = ["parameterize", "walk"]
 
 _TOKEN = re.compile(
     r"""(?P<space>\s+)
@@ -42,6 +49,19 @@ _TOKEN = re.compile(
       |(?P<other>.)""",
     re.S | re.X,
 )
+#: The tokens that may hold a literal's characters without being one (comments, `identifiers`,
+#: "double-quoted" text), then string and number literals: _TOKEN's patterns, so a split here cuts
+#: where _TOKEN's walk finds its string and number tokens (no other token can hold a match's start:
+#: words, spaces and operators hold no quote, comment mark or number a lookbehind lets through).
+_LITERALS = re.compile(
+    r"""(/\*.*?\*/|--[ \t][^\n]*|--(?=\n|\Z)|\#[^\n]*|`(?:[^`]|``)*`|"(?:[^"\\]|\\.|"")*")
+      |('(?:[^'\\]|\\.|'')*')
+      |((?<![\w.$])(?:\d+\.\d*|\.\d+|\d+)(?![\w.$]))""",
+    re.S | re.X,
+)
+#: skeleton -> the literals taken (index into the split, string or not), or None: nothing to take
+_CHOICES: dict[Any, tuple[tuple[int, bool], ...] | None] = {}
+_CHOICES_LIMIT = 4096
 _COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">="})
 _STATEMENTS = frozenset({"SELECT", "INSERT", "REPLACE", "UPDATE", "DELETE", "WITH"})
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "_": "\\_"}
@@ -71,6 +91,44 @@ def parameterize(sql: str) -> tuple[str, list[Any]] | None:
     """``(text with %s, params)`` for ``sql``'s comparison literals; ``None`` when there are none to take."""
     if "%" in sql or "?" in sql:
         return None
+    # [text, other, string, number, text, other, ...]: one of other / string / number per match
+    parts: list[str | None] = _LITERALS.split(sql)
+    key = (tuple(parts[0::4]), tuple(parts[1::4]), tuple(map(bool, parts[2::4])))
+    try:
+        choice = _CHOICES[key]
+    except KeyError:
+        return _first_of_skeleton(sql, parts, key)
+    if choice is None:
+        return None
+    params: list[Any] = []
+    for index, is_string in choice:
+        if is_string:
+            params.append(_string_value(parts[index]))  # type: ignore[arg-type]  # a string match here
+        else:
+            text = parts[index]
+            params.append(Decimal(text) if "." in text else int(text))  # type: ignore[operator, arg-type]
+        parts[index] = "%s"
+    return "".join(filter(None, parts)), params
+
+
+def _first_of_skeleton(sql: str, parts: list[str | None], key: Any) -> tuple[str, list[Any]] | None:
+    """The token walk (:func:`walk`), its choice kept for ``sql``'s skeleton when the split agrees with it."""
+    taken: list[bool] = []
+    result = walk(sql, taken)
+    literals = [i for i in range(2, len(parts), 4) if parts[i] is not None or parts[i + 1] is not None]
+    if len(literals) == len(taken):  # always, by the patterns; a disagreement is simply not remembered
+        if len(_CHOICES) >= _CHOICES_LIMIT:
+            _CHOICES.clear()
+        choice = tuple((i if parts[i] is not None else i + 1, parts[i] is not None)
+                       for i, took in zip(literals, taken) if took)  # fmt: skip
+        _CHOICES[key] = choice if result is not None else None
+    return result
+
+
+def walk(sql: str, taken: list[bool] | None = None) -> tuple[str, list[Any]] | None:
+    """:func:`parameterize` by the token walk, uncached (the reference); ``taken`` gets, per literal, whether it was taken."""
+    if "%" in sql or "?" in sql:
+        return None
     parts: list[str] = []
     params: list[Any] = []
     previous = ""  # the last significant token, upper-cased for words
@@ -88,7 +146,10 @@ def parameterize(sql: str) -> tuple[str, list[Any]] | None:
                 return None
         if kind in ("number", "string"):
             in_list = bool(in_lists) and in_lists[-1] and previous in ("(", ",")
-            if previous in _COMPARISONS or in_list:
+            take = previous in _COMPARISONS or in_list
+            if taken is not None:
+                taken.append(take)
+            if take:
                 parts.append("%s")
                 if kind == "string":
                     params.append(_string_value(text))

@@ -9,8 +9,9 @@ next statement.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextlib
+import logging
+import queue
 import threading
 import time
 from typing import Any, Callable, Iterator
@@ -26,7 +27,9 @@ from ddm_core.proxy.masking import Masker, MaskPlan
 from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.route.show_tables import LOGIC_DB
 
-__all__ = ["ProxyRuntime", "Shape", "Shapes", "INLINE_QUIET_SECONDS"]
+__all__ = ["ProxyRuntime", "Workers", "Shape", "Shapes", "INLINE_QUIET_SECONDS"]
+
+log = logging.getLogger("ddm_core.proxy")
 
 #: A one-unit statement runs on the event loop only when no other session started one this recently.
 INLINE_QUIET_SECONDS = 0.005
@@ -94,7 +97,7 @@ class ProxyRuntime:
         self.audit = audit
         self.unmasked = unmasked
         self.clock = clock
-        self.workers = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ddm-proxy")
+        self.workers = Workers(workers, "ddm-proxy")
         self.schema = executor.config.name or LOGIC_DB  # ProxyServer always names it
         self.shapes = Shapes()
         self.described = ResultShapes()  # prepared statements' result columns by text (proxy/described.py)
@@ -103,7 +106,8 @@ class ProxyRuntime:
         self._last_session: object | None = None  # who started the last routed statement, and when
         self._last_at = 0.0
         self._running = 0
-        self._idle = threading.Condition()
+        self._idle_lock = threading.Lock()  # taken directly on the hot path (a Condition's with is Python code)
+        self._idle = threading.Condition(self._idle_lock)
         self._offloaded = 0  # statements on the worker threads now (changed on the event loop only)
         # open client transactions and unfinished streamed results: backend connections held between commands
         self._holding = 0
@@ -189,34 +193,35 @@ class ProxyRuntime:
         """
         return self._offloaded == 0 and self._holding == 0 and self.inline
 
-    @contextlib.contextmanager
-    def statement(self) -> Iterator[None]:
+    def statement(self) -> _Command:
         """Count one client command as running (shutdown waits for the count to reach zero).
 
         Entered on the event loop, in the connection's task (mimic's ``connection_id`` context
         variable names it); a connection :meth:`revoke`-d meanwhile is ended once its last
-        command is done.
+        command is done. A plain context-manager object: a generator-based one costs a few
+        hundred interpreted instructions a statement.
         """
-        cid = context.connection_id.get(None)
+        return _Command(self)
+
+    def _enter(self, cid: int | None) -> None:
         if cid is not None:
             self._commands[cid] = self._commands.get(cid, 0) + 1
-        with self._idle:
+        with self._idle_lock:
             self._running += 1
-        try:
-            yield
-        finally:
-            with self._idle:
-                self._running -= 1
-                if self._running == 0:
-                    self._idle.notify_all()
-            if cid is not None:
-                left = self._commands.pop(cid, 1) - 1
-                if left:
-                    self._commands[cid] = left
-                else:
-                    end = self._revoked.pop(cid, None)
-                    if end is not None:
-                        end()
+
+    def _exit(self, cid: int | None) -> None:
+        with self._idle_lock:
+            self._running -= 1
+            if self._running == 0:
+                self._idle.notify_all()
+        if cid is not None:
+            left = self._commands.pop(cid, 1) - 1
+            if left:
+                self._commands[cid] = left
+            else:
+                end = self._revoked.pop(cid, None)
+                if end is not None:
+                    end()
 
     @property
     def running(self) -> int:
@@ -242,3 +247,79 @@ class ProxyRuntime:
         except AttributeError:
             return "%"
         return str(peer[0]) if peer else "%"
+
+
+class _Command:
+    """:meth:`ProxyRuntime.statement`'s context manager: one client command running."""
+
+    __slots__ = ("runtime", "cid")
+
+    def __init__(self, runtime: ProxyRuntime) -> None:
+        self.runtime = runtime
+        self.cid: int | None = None
+
+    def __enter__(self) -> None:
+        self.cid = context.connection_id.get(None)
+        self.runtime._enter(self.cid)
+
+    def __exit__(self, *_: object) -> None:
+        self.runtime._exit(self.cid)
+
+
+class Workers:
+    """The threads running statements: calls in, nothing out (the caller hands its outcome back itself).
+
+    ``concurrent.futures.ThreadPoolExecutor`` makes a ``Future`` (with its ``Condition``) and a work
+    item per call and settles them on the worker: ~340 interpreted instructions a statement the
+    proxy never reads (session.py's hop passes the outcome to the loop itself). Here a call is one
+    C-level queue put and get. Threads start as calls need them, up to ``size``.
+    """
+
+    def __init__(self, size: int, name: str) -> None:
+        self._size = size
+        self._name = name
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = threading.Semaphore(0)  # released by a worker waiting for a call
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def submit(self, call: Callable[[], None]) -> None:
+        """Run ``call`` on a worker; exceptions are logged (callers catch their own).
+
+        Raises:
+            RuntimeError: after :meth:`shutdown`, as ``ThreadPoolExecutor`` does.
+        """
+        if self._closed:
+            raise RuntimeError("cannot run statements after the proxy's workers were shut down")
+        self._queue.put(call)
+        if not self._idle.acquire(blocking=False) and len(self._threads) < self._size:
+            with self._lock:
+                if len(self._threads) < self._size:
+                    thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}",
+                                              daemon=True)  # fmt: skip
+                    self._threads.append(thread)
+                    thread.start()
+
+    def _work(self) -> None:
+        get, idle = self._queue.get, self._idle
+        while True:
+            call = get()
+            if call is None:
+                return
+            try:
+                call()
+            except BaseException:  # noqa: B036  # a call's own failure, not the worker's
+                log.exception("a proxy worker's call failed")
+            idle.release()
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop taking calls; the queued ones still run, then the threads end (joined with ``wait``)."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._queue.put(None)
+        if wait:
+            for thread in threads:
+                thread.join()

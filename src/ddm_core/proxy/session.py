@@ -96,6 +96,10 @@ async def flatten(batches: AsyncIterator[list[tuple[Any, ...]]]) -> AsyncIterato
 #: Session statements answered with rows (their columns are known before they run).
 _ANSWERS_WITH_ROWS = frozenset({Kind.PROBE, Kind.SHOW_DATABASES, Kind.SHOW_VARIABLES, Kind.SHOW_NOTHING})
 PREVIEW_COLUMNS = ("data_source_name", "actual_sql", "params", "reason")
+#: (autocommit, in a transaction) -> the status flags: made once (enum flag arithmetic is Python code)
+_STATUS = {(autocommit, in_tx): ServerStatus((ServerStatus.SERVER_STATUS_AUTOCOMMIT if autocommit else 0)
+                                             | (ServerStatus.SERVER_STATUS_IN_TRANS if in_tx else 0))
+           for autocommit in (False, True) for in_tx in (False, True)}  # fmt: skip
 
 
 def _columns_of(wire: Sequence[ResultColumn]) -> list[Column]:
@@ -146,15 +150,15 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._update_status()
 
     async def handle_query(self, sql: str, attrs: dict[str, str]) -> Any:
-        with self.runtime.statement():
-            try:
-                return await self._answer(sql)
-            except DdmError as exc:
-                info = error_info(exc)
-                log.debug("statement refused (%s): %s", info.code, info.message)
-                raise MysqlError(info.message, code=info.code) from exc
-            finally:
-                self._update_status()
+        # Counted as running by the connection's handle_query (runtime.statement), as every command is.
+        try:
+            return await self._answer(sql)
+        except DdmError as exc:
+            info = error_info(exc)
+            log.debug("statement refused (%s): %s", info.code, info.message)
+            raise MysqlError(info.message, code=info.code) from exc
+        finally:
+            self._update_status()
 
     async def handle_prepared(self, sql: str, params: list[Any]) -> Any:
         """A prepared statement's execute: ``sql`` with ``?`` marks and their values."""
@@ -302,12 +306,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             self.runtime.holding(-1)
         if self.connection is None:
             return
-        flags = ServerStatus(0)
-        if self._autocommit:
-            flags |= ServerStatus.SERVER_STATUS_AUTOCOMMIT
-        if self._tx is not None:
-            flags |= ServerStatus.SERVER_STATUS_IN_TRANS
-        self.connection.status_flags = flags
+        self.connection.status_flags = _STATUS[self._autocommit, self._tx is not None]
 
     # -- session facts --------------------------------------------------------------------------
 
@@ -462,9 +461,36 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             await self._in_thread(statement.finish, sent)
 
     async def _in_thread(self, func: Callable[..., _T], *args: Any) -> _T:
+        # run_in_executor's, without chaining a concurrent future to an asyncio one (wrap_future's
+        # callbacks and state copies: ~560 interpreted instructions a hop): the worker hands the
+        # outcome to the loop in one call_soon_threadsafe. A call whose waiter was cancelled before a
+        # worker took it does not run, as with run_in_executor.
         loop = asyncio.get_running_loop()
+        done: asyncio.Future[_T] = loop.create_future()
+
+        def run() -> None:
+            if done.cancelled():
+                return
+            try:
+                value = func(*args)
+            except BaseException as exc:  # noqa: B036  # handed to the awaiting task, as run_in_executor does
+                loop.call_soon_threadsafe(_settle, done, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, done, value, None)
+
         with self.runtime.offloaded():
-            return await loop.run_in_executor(self.runtime.workers, func, *args)
+            self.runtime.workers.submit(run)
+            return await done
+
+
+def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
+    """On the loop: a worker's outcome into the future its caller awaits (unless the caller gave up)."""
+    if done.cancelled():
+        return
+    if exc is not None:
+        done.set_exception(exc)
+    else:
+        done.set_result(value)
 
 
 #: A statement text that ran on the event loop longer than this, ``INLINE_SLOW_RUNS`` times in a row,

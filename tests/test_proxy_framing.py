@@ -1,0 +1,161 @@
+"""The proxy's one-go text result (ProxyConnection._write_rows): the bytes mimic's own write_text_resultset sends.
+
+Two connections over socket pairs, one written by mimic's ``write_text_resultset``,
+one by the proxy's fast path, the same rows and columns: every value type the
+executor returns, NULLs, a long value (length-encoded over 250 bytes), with and
+without ``CLIENT_DEPRECATE_EOF``, in two character sets and with the status
+flags of autocommit and of an open transaction; twice each (the second from
+the cached header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import socket
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from services import require_module
+
+require_module("mysql_mimic", "ddm proxy")
+
+from mysql_mimic import ColumnType  # noqa: E402
+from mysql_mimic.connection import Connection  # noqa: E402
+from mysql_mimic.results import ResultSet  # noqa: E402
+from mysql_mimic.stream import MysqlStream  # noqa: E402
+from mysql_mimic.types import Capabilities, ServerStatus  # noqa: E402
+from mysql_mimic.variables import GlobalVariables, SessionVariables  # noqa: E402
+
+from ddm_core.proxy.columns import BINARY, Column, wire_columns  # noqa: E402
+from ddm_core.proxy.connection import ProxyConnection  # noqa: E402
+
+UTF8MB4 = 45
+COLUMNS = [
+    Column("id", ColumnType.LONGLONG), Column("amount", ColumnType.NEWDECIMAL), Column("ratio", ColumnType.DOUBLE),
+    Column("at", ColumnType.DATETIME), Column("day", ColumnType.DATE), Column("span", ColumnType.TIME),
+    Column("blob", ColumnType.BLOB, BINARY), Column("name", ColumnType.VAR_STRING, UTF8MB4),
+    Column("flag", ColumnType.TINY), Column("nothing", ColumnType.VAR_STRING, UTF8MB4),
+]  # fmt: skip
+ROWS = [
+    (1, Decimal("12.50"), 0.1, dt.datetime(2024, 2, 29, 23, 59, 58, 123456), dt.date(2024, 1, 1),
+     dt.timedelta(hours=-26, seconds=5), b"\x00\xff", "Zoë ✓", True, None),
+    (-(2**63), Decimal("-0.000"), 1e300, dt.datetime(1970, 1, 1), dt.date(9999, 12, 31),
+     dt.timedelta(0), b"", "", False, "x" * 300),
+    (None, None, None, None, None, None, None, None, None, None),
+]  # fmt: skip
+CLIENT = Capabilities.CLIENT_PROTOCOL_41 | Capabilities.CLIENT_TRANSACTIONS
+
+
+class _Session:
+    def __init__(self, results_charset: str) -> None:
+        self.variables = SessionVariables(GlobalVariables())
+        self.variables.set("character_set_results", results_charset)
+
+
+async def _connection(cls: type[Connection], capabilities: Capabilities, charset: str,
+                      status: ServerStatus) -> tuple[Connection, socket.socket]:  # fmt: skip
+    ours, theirs = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=ours)
+    kwargs: dict[str, Any] = {"runtime": None} if cls is ProxyConnection else {}
+    conn = cls(stream=MysqlStream(reader, writer), session=_Session(charset), control=None, identity_provider=None,
+               **kwargs)  # fmt: skip
+    conn.capabilities = capabilities
+    conn.status_flags = status
+    theirs.setblocking(False)
+    return conn, theirs
+
+
+def _received(sock: socket.socket) -> bytes:
+    out = b""
+    while True:
+        try:
+            chunk = sock.recv(1 << 16)
+        except BlockingIOError:
+            return out
+        out += chunk
+
+
+@pytest.mark.parametrize("deprecate_eof", [False, True])
+@pytest.mark.parametrize("charset", ["utf8mb4", "latin1"])
+@pytest.mark.parametrize("status", [ServerStatus.SERVER_STATUS_AUTOCOMMIT, ServerStatus.SERVER_STATUS_IN_TRANS])
+def test_the_one_go_result_is_byte_for_byte_mimics(deprecate_eof: bool, charset: str, status: ServerStatus) -> None:
+    capabilities = CLIENT | Capabilities.CLIENT_DEPRECATE_EOF if deprecate_eof else CLIENT
+
+    async def run() -> None:
+        mimic, mimic_peer = await _connection(Connection, capabilities, charset, status)
+        proxy, proxy_peer = await _connection(ProxyConnection, capabilities, charset, status)
+        assert proxy._fast_frames()
+        for rows in (ROWS, ROWS[:1], [], ROWS):  # the last from the cached header
+            mimic.stream.seq.value = proxy.stream.seq.value = 1  # the answer to a command (seq 0)
+            await mimic.write_text_resultset(ResultSet(rows=list(rows), columns=wire_columns(COLUMNS)))
+            proxy._write_rows(COLUMNS, list(rows))
+            await proxy.stream.drain()
+            await asyncio.sleep(0.01)
+            expected, got = _received(mimic_peer), _received(proxy_peer)
+            assert expected and got == expected
+            assert proxy.stream.seq.value == mimic.stream.seq.value
+        for conn in (mimic, proxy):
+            conn.stream.writer.close()
+        mimic_peer.close()
+        proxy_peer.close()
+
+    asyncio.run(run())
+
+
+def test_a_changed_character_set_gets_its_own_header() -> None:
+    async def run() -> None:
+        proxy, peer = await _connection(ProxyConnection, CLIENT, "utf8mb4", ServerStatus.SERVER_STATUS_AUTOCOMMIT)
+        mimic, mimic_peer = await _connection(Connection, CLIENT, "latin1", ServerStatus.SERVER_STATUS_AUTOCOMMIT)
+        columns = [Column("naïve", ColumnType.VAR_STRING, UTF8MB4)]
+        proxy.stream.seq.value = 1
+        proxy._write_rows(columns, [("é",)])
+        proxy.session.variables.set("character_set_results", "latin1")  # SET NAMES latin1
+        await proxy.stream.drain()
+        _received(peer)
+        for conn in (proxy, mimic):
+            conn.stream.seq.value = 1
+        proxy._write_rows(columns, [("é",)])
+        await proxy.stream.drain()
+        await mimic.write_text_resultset(ResultSet(rows=[("é",)], columns=wire_columns(columns)))
+        await asyncio.sleep(0.01)
+        assert _received(peer) == _received(mimic_peer)
+        for conn in (mimic, proxy):
+            conn.stream.writer.close()
+        peer.close()
+        mimic_peer.close()
+
+    asyncio.run(run())
+
+
+async def _rows_one_by_one(rows: list[tuple[Any, ...]]) -> Any:
+    for row in rows:
+        yield row
+
+
+@pytest.mark.parametrize("deprecate_eof", [False, True])
+def test_the_one_go_binary_result_is_byte_for_byte_the_streamed_one(deprecate_eof: bool) -> None:
+    # Prepared statements' results: a whole list in one go, an async iterator (a streamed result) row by row.
+    capabilities = CLIENT | Capabilities.CLIENT_DEPRECATE_EOF if deprecate_eof else CLIENT
+    rows = [r for r in ROWS if r[9] is None or len(r[9]) < 250] + [ROWS[1][:9] + ("y" * 300,)]
+
+    async def run() -> None:
+        status = ServerStatus.SERVER_STATUS_AUTOCOMMIT
+        one_go, one_go_peer = await _connection(ProxyConnection, capabilities, "utf8mb4", status)
+        streamed, streamed_peer = await _connection(ProxyConnection, capabilities, "utf8mb4", status)
+        for batch in (rows, rows[:1], [], rows):  # the last from the cached header
+            one_go.stream.seq.value = streamed.stream.seq.value = 1
+            await one_go._write_binary_resultset(COLUMNS, list(batch), None, False)
+            await streamed._write_binary_resultset(COLUMNS, _rows_one_by_one(list(batch)), None, False)
+            await asyncio.sleep(0.01)
+            expected, got = _received(streamed_peer), _received(one_go_peer)
+            assert expected and got == expected
+            assert one_go.stream.seq.value == streamed.stream.seq.value
+        for conn in (one_go, streamed):
+            conn.stream.writer.close()
+        one_go_peer.close()
+        streamed_peer.close()
+
+    asyncio.run(run())
