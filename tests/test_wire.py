@@ -200,7 +200,7 @@ def test_multi_result_call_and_warnings_as_stock(connections: Any) -> None:
 
 
 def test_a_procedures_second_result_never_reaches_the_next_statement(connections: Any) -> None:
-    """The executor lets a buffered MySQL cursor go unclosed (``MySQLDriver.done``): the next command drains."""
+    """The executor lets a buffered MySQL cursor go unclosed (``MySQLDriver.closes_buffered``): the next command drains."""
     from ddm_core.execute import Executor
     from ddm_core.metadata import load_config
 

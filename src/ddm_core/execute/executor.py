@@ -813,7 +813,8 @@ class Executor:
                     borrowed.release(discard=True)
             raise self._timeout_error(unit, pool)
         if not streaming:
-            pool.driver.done(cursor)
+            if pool.driver.closes_buffered:
+                _close_quietly(cursor)
             if own:
                 borrowed.release()
         return result
