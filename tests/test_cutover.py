@@ -269,3 +269,27 @@ def test_a_step_with_another_bucket_count_is_refused(setup: dict[str, Any]) -> N
         with pytest.raises(CutoverError, match=f"started for table 't_order' with {BUCKETS} buckets, not 't_order' "
                                                f"with {BUCKETS * 2}"):
             other.status()
+
+
+def test_the_comparison_schedule_survives_a_restarted_sync(setup: dict[str, Any]) -> None:
+    """A sync restarted more often than ``check_every_s`` still compares: the schedule is read from the log."""
+    s = setup
+    fill_legacy(s["legacy_server"].raw(), s["legacy_db"], 300)
+    now = [time.time()]
+    with _cutover(s, hold_s=0.0, wall=lambda: now[0]) as cut:
+        _publish_normal(s, cut)
+        cut.start()
+
+        def one_life() -> int:  # one process's life: a single pass, then it is stopped
+            passes: list[object] = []
+            cut.run_sync(stop=lambda: bool(passes), interval=0.01, check_every_s=600.0, sample=50,
+                         on_pass=passes.append)
+            return len(cut.log.state().findings)
+
+        assert one_life() == 1          # never compared: compared after its first pass
+        now[0] += 599.0
+        assert one_life() == 1          # the last comparison is 599 s old: not due
+        now[0] += 2.0
+        assert one_life() == 2          # 601 s: due, though no process lived that long
+        last = cut.log.state().findings[-1]
+        assert last["differences"] == 0 and last["sampled"] == 50 and last["at"] == now[0]

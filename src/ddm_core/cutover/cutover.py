@@ -335,9 +335,11 @@ class Cutover:
         """Sync both ways until ``stop()`` or the cut-over ends; a sampled comparison every ``check_every_s``.
 
         Started before the cut-over is live (``start`` still copying, holding the lock), it
-        waits for it; a transition holding the lock only delays the next round.
+        waits for it; a transition holding the lock only delays the next round. The schedule
+        is kept in the log, not in the process: a comparison is due ``check_every_s`` after the
+        last recorded one (a cut-over never compared: after the first pass), so a sync that is
+        restarted more often than that still compares.
         """
-        next_check = self.clock() + check_every_s
         while not stop():
             phase = self._state().phase
             if phase in (CutoverPhase.FINISHED, CutoverPhase.ROLLED_BACK):
@@ -348,9 +350,9 @@ class Cutover:
                     state = self._state()
                     if state.phase is CutoverPhase.LIVE:
                         done = self.sync.both(state)
-                        if self.clock() >= next_check:
+                        last = state.findings[-1]["at"] if state.findings else None
+                        if last is None or self.wall() >= float(last) + check_every_s:
                             self._check(sample)
-                            next_check = self.clock() + check_every_s
                 finally:
                     self._release()
             if done is not None and on_pass is not None:
