@@ -16,6 +16,8 @@ point select, N threads        ``SELECT ... WHERE user_id = %s AND        the ph
                                order_id = %s`` through the proxy          MariaDB directly
 point select, thread hop       the same through a second proxy with       the same
                                ``inlineStatements: false``
+point select, asyncio loop     the same through a proxy on asyncio's      the same
+                               own loop (``--loop asyncio``)
 probe, 1 thread                ``SELECT @@version`` (answered by the      point select directly
                                proxy: protocol + session, no backend)
 executor in-process, 1 thread  the same point select on ddm-core's        point select directly
@@ -30,6 +32,7 @@ transactions, 1/8 threads      proxy with ``transactionMode: xa``         transa
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -261,15 +264,16 @@ def test_point_select_with_the_thread_hop_vs_direct(benchmark: Any, setup: Setup
             _proxy_worker(Setup.on_port(setup, setup.hopping.port)), _direct_worker(setup))  # fmt: skip
 
 
-def test_point_select_8_threads_through_two_proxy_processes(benchmark: Any, setup: Setup) -> None:
-    two = ProxyProcess(setup.proxy.config_path, "--processes", "2").start()
+@contextlib.contextmanager
+def _another_proxy(setup: Setup, *args: str, processes: int = 1) -> Iterator[Setup]:
+    """The module's configuration served by one more ``ddm proxy`` started with ``args``."""
+    other = ProxyProcess(setup.proxy.config_path, *args).start()
     try:
-        for _ in range(400):  # both processes listening before the first round
-            if two.stderr.count("ddm proxy listening on") == 2:
+        for _ in range(400):  # every process listening before the first round
+            if other.stderr.count("ddm proxy listening on") >= processes:
                 break
             time.sleep(0.05)
-        _paired(benchmark, "point select, 8 threads: 2 proxy processes vs direct", 8,
-                _proxy_worker(Setup.on_port(setup, two.port)), _direct_worker(setup))  # fmt: skip
+        yield Setup.on_port(setup, other.port)
     finally:
         for conn in _OPEN:
             try:
@@ -277,7 +281,20 @@ def test_point_select_8_threads_through_two_proxy_processes(benchmark: Any, setu
             except Exception:  # noqa: S110 - the proxy may have ended it
                 pass
         _OPEN.clear()
-        two.stop()
+        other.stop()
+
+
+def test_point_select_8_threads_through_two_proxy_processes(benchmark: Any, setup: Setup) -> None:
+    with _another_proxy(setup, "--processes", "2", processes=2) as two:
+        _paired(benchmark, "point select, 8 threads: 2 proxy processes vs direct", 8,
+                _proxy_worker(two), _direct_worker(setup))  # fmt: skip
+
+
+@pytest.mark.parametrize("threads", [1, 8])
+def test_point_select_on_the_asyncio_loop(benchmark: Any, setup: Setup, threads: int) -> None:
+    with _another_proxy(setup, "--loop", "asyncio") as plain:
+        _paired(benchmark, f"point select, {threads} thread(s): proxy on asyncio's own loop vs direct", threads,
+                _proxy_worker(plain), _direct_worker(setup))  # fmt: skip
 
 
 def test_probe_answered_by_the_proxy_vs_direct_point_select(benchmark: Any, setup: Setup) -> None:

@@ -380,3 +380,81 @@ def test_only_repeated_one_unit_autocommit_statements_skip_the_thread_hop(proxy:
     assert counted is not None, own.stderr
     # 4, or 3 when three of them happened to take over 5 ms each (the text then goes to the workers)
     assert int(counted.group(1)) in (3, 4), own.stderr
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_concurrent_clients_overlap_on_the_event_loop(proxy: ProxyProcess, loop: str) -> None:
+    """Eight clients at once: one-unit statements are sent from the loop and awaited without a thread.
+
+    Each statement sleeps 50 ms on its data source: overlapped, 8 clients × 10 statements take far
+    less than the 4 s one after another would, every answer is the client's own, most statements ran
+    on the event loop although the clients were concurrent, and no backend connection is left.
+    """
+    import re
+    import threading
+    import time
+
+    own = ProxyProcess(proxy.config_path, "--loop", loop).start()
+    assert f"(event loop: {loop})" in own.stderr
+    loader = connect(own.port, autocommit=True)
+    with loader.cursor() as cur:
+        cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES "
+                    + ", ".join(f"({k}, {k}, {k * 7})" for k in range(1, 9)))  # fmt: skip
+    loader.close()
+    answers: dict[int, list[Any]] = {k: [] for k in range(1, 9)}
+    errors: list[BaseException] = []
+
+    def client(key: int) -> None:
+        try:
+            conn = connect(own.port, autocommit=True)
+            with conn.cursor() as cur:
+                for _ in range(10):
+                    cur.execute("SELECT amount, SLEEP(0.05) FROM t_order WHERE user_id = %s AND order_id = %s",
+                                (key, key))  # fmt: skip
+                    answers[key].append(cur.fetchall())
+            conn.close()
+        except BaseException as exc:  # noqa: B036 - the test fails on it below
+            errors.append(exc)
+
+    began = time.monotonic()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(1, 9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    took = time.monotonic() - began
+    assert errors == []
+    assert all(answers[k] == [((k * 7, 0),)] * 10 for k in answers), answers
+    assert took < 8 * 10 * 0.05 * 0.75, took  # overlapped, not one statement after another
+    assert own.terminate() == 0
+    counted = re.search(r"(\d+) backend connection\(s\) were still borrowed.*?(\d+) statement\(s\) ran on the event loop",
+                        own.stderr)  # fmt: skip
+    assert counted is not None, own.stderr
+    assert int(counted.group(1)) == 0
+    assert int(counted.group(2)) >= 40, own.stderr  # the first of each client's texts is routed on a worker
+
+
+def test_sigterm_lets_a_statement_sent_from_the_loop_finish(proxy: ProxyProcess) -> None:
+    import re
+    import threading
+    import time
+
+    own = ProxyProcess(proxy.config_path).start()
+    conn = connect(own.port, autocommit=True)
+    sql = "SELECT SLEEP(amount) FROM t_order WHERE user_id = %s AND order_id = %s"  # one text, two sleeps
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (1, 1, 0), (2, 1, 2)")
+        for _ in range(2):  # routed on a worker, then sent from the loop
+            cur.execute(sql, (1, 1))
+            assert cur.fetchall() == ((0,),)
+    answer: list[Any] = []
+    running = threading.Thread(target=lambda: (conn.cursor().execute(sql, (1, 2)), answer.append(conn.cursor())))
+    running.start()
+    time.sleep(0.5)  # the 2 s statement is with its data source now
+    assert own.terminate() == 0
+    running.join(10)
+    assert answer, own.stderr  # answered before the session ended
+    counted = re.search(r"(\d+) backend connection\(s\) were still borrowed.*?(\d+) statement\(s\) ran on the event loop",
+                        own.stderr)  # fmt: skip
+    assert counted is not None, own.stderr
+    assert int(counted.group(1)) == 0 and int(counted.group(2)) >= 2, own.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import signal
@@ -16,6 +15,8 @@ import click
 from ddm_core.cli.app import cli, config_option, load
 from ddm_core.errors import ProxyError
 from ddm_core.metadata.reload import ConfigHolder
+from ddm_core.proxy.eventloop import LOOPS, chosen
+from ddm_core.proxy.eventloop import run as run_loop
 
 __all__ = ["proxy"]
 
@@ -35,7 +36,10 @@ _CHILD_ENV = "DDM_PROXY_CHILD"
 @click.option("--reload-interval", type=click.FloatRange(0), default=1.0, show_default=True,
               help="Seconds between looks at CONFIG for a new version (hot reload, docs/proxy.md#reloading; "
                    "0: never).")  # fmt: skip
-def proxy(config_path: str, port: int, host: str, processes: int, log_level: str, reload_interval: float) -> None:
+@click.option("--loop", "loop_name", type=click.Choice(LOOPS), default="auto", show_default=True,
+              help="Event loop: uvloop (in C; auto picks it when installed) or asyncio's own.")
+def proxy(config_path: str, port: int, host: str, processes: int, log_level: str, reload_interval: float,
+          loop_name: str) -> None:  # fmt: skip
     """Serve CONFIG's logic tables to any MySQL client (users from its proxy: section).
 
     \b
@@ -53,15 +57,16 @@ def proxy(config_path: str, port: int, host: str, processes: int, log_level: str
     # mimic logs every refused statement at ERROR with its text; the proxy reports errors to clients.
     logging.getLogger("mysql_mimic").setLevel(logging.CRITICAL)
     config = load(config_path, check_env=True)
+    loop = chosen(loop_name)
     if processes > 1:
-        sys.exit(_run_processes(config_path, host, port, processes, log_level, reload_interval))
+        sys.exit(_run_processes(config_path, host, port, processes, log_level, reload_interval, loop))
 
     async def run() -> None:
         # The executor and the proxy section follow the file's versions (ConfigHolder, as the library does).
         holder = ConfigHolder(config_path, check_env=True) if reload_interval else None
         server = ProxyServer(holder or config, host=host, port=port, reuse_port=os.environ.get(_CHILD_ENV) == "1")
         await server.start()
-        click.echo(f"ddm proxy listening on {host}:{server.port}", err=True)
+        click.echo(f"ddm proxy listening on {host}:{server.port} (event loop: {loop})", err=True)
         if holder is not None:
             holder.watch(reload_interval)
         try:
@@ -70,11 +75,11 @@ def proxy(config_path: str, port: int, host: str, processes: int, log_level: str
             if holder is not None:
                 holder.stop()
 
-    asyncio.run(run())
+    run_loop(run(), loop)
 
 
 def _run_processes(config_path: str, host: str, port: int, processes: int, log_level: str,
-                   reload_interval: float) -> int:  # fmt: skip
+                   reload_interval: float, loop: str) -> int:  # fmt: skip
     """Start ``processes`` proxies on one port, pass SIGTERM / SIGINT on, return the worst exit status."""
     holder: socket.socket | None = None
     if port == 0:
@@ -84,7 +89,7 @@ def _run_processes(config_path: str, host: str, port: int, processes: int, log_l
         holder.bind((host, 0))
         port = int(holder.getsockname()[1])
     argv = [sys.executable, "-m", "ddm_core.cli", "proxy", "-c", config_path, "--host", host, "--port", str(port),
-            "--log-level", log_level, "--reload-interval", str(reload_interval)]  # fmt: skip
+            "--log-level", log_level, "--reload-interval", str(reload_interval), "--loop", loop]  # fmt: skip
     children = [subprocess.Popen(argv, env={**os.environ, _CHILD_ENV: "1"}) for _ in range(processes)]
 
     def forward(signum: int, _frame: Any) -> None:

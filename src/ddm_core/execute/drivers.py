@@ -126,6 +126,10 @@ class Driver(ABC):
         """
         raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
 
+    def fileno(self, raw: Any) -> int:
+        """The socket :meth:`receive` reads from: readable once the answer to :meth:`send` arrives."""
+        raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
+
     def begin(self, raw: Any) -> None:
         raw.cursor().execute("BEGIN")
 
@@ -250,6 +254,9 @@ class MySQLDriver(Driver):
             finally:
                 raw._read_timeout = saved
         cursor._do_get_result()
+
+    def fileno(self, raw: Any) -> int:
+        return int(raw._sock.fileno())
 
     def begin(self, raw: Any) -> None:
         raw.begin()

@@ -65,6 +65,7 @@ from ddm_core.errors import ConfigError, DdmError, ExecutionError, PoolTimeoutEr
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
+from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.shared import CURRENT_TX, DEFAULT, DualWriteKey, Lane, Throttle, dual_table, style_of
 from ddm_core.execute.slow_sql import SlowSqlLog
@@ -529,6 +530,9 @@ class Executor:
         except QueryTimeoutError as exc:  # allow_partial decides, as for any plan
             partial_ok = self.allow_partial if allow_partial is None else allow_partial
             return self._assemble(plan, plan.units, [_LaneOutcome(error=exc)], partial_ok, seconds)
+        return self._single_result(plan, result)
+
+    def _single_result(self, plan: RoutePlan, result: UnitResult) -> Result:
         if result.description is None:
             statement = plan.statement
             return Result.counted(
@@ -538,6 +542,74 @@ class Executor:
         if plan.merge.is_trivial:
             return Result.buffered(result.description, result.rows, statement=plan.statement)
         return self._rows_result(plan, [result], True)
+
+    # -- sent without waiting ---------------------------------------------------------------
+
+    def send_single(self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT) -> SentUnit | None:
+        """Send a one-unit plan outside any transaction and return at once; ``None``: it cannot go so now.
+
+        The caller waits for ``fileno`` to be readable (an event loop: without a thread) and calls
+        :meth:`SentUnit.finish`, which returns what :meth:`execute_plan` would. ``None`` (nothing
+        sent) when the plan is not one unit, is a dual write, its data source has replicas, its
+        driver cannot split a statement, the executor streams every statement, or its pool has
+        no idle connection that needs no check: then :meth:`execute_plan` runs it (docs/proxy.md).
+        """
+        if self._closed or len(plan.units) != 1 or plan.kind is RouteKind.FULL or plan.dual or self.stream is True:
+            return None
+        refuse_unpinned(plan)
+        unit = plan.units[0]
+        pool = self._pool_of(unit.data_source, read=not (plan.is_write or plan.force_primary))
+        if pool.split is not None or not pool.driver.can_pipeline:
+            return None
+        borrowed = pool.lend_idle()
+        if borrowed is None:
+            return None
+        started = time.monotonic()
+        seconds = self.timeout if timeout is DEFAULT else (timeout or None)
+        deadline = started + seconds if seconds else None
+        driver = pool.driver
+        sql = self._unit_sql(driver, unit, caller_style)
+        guard = borrowed.guard if deadline is not None else None
+        cursor = None
+        try:
+            try:
+                if guard is not None and deadline is not None:
+                    guard.arm(deadline)
+                cursor = driver.send(borrowed.raw, sql, unit.params)
+                fileno = driver.fileno(borrowed.raw)
+            except BaseException as exc:
+                error = self._unit_failed(exc, unit, pool, borrowed, True, cursor, guard, sql)
+                if error is exc:
+                    raise
+                raise error from exc
+        except BaseException as exc:
+            if self._observer is not None:
+                self._observer.failed(plan, started, exc)
+            raise
+        return SentUnit(self, plan, unit, pool, borrowed, cursor, guard, sql, started, deadline, seconds, fileno)
+
+    def finish_sent(self, sent: SentUnit) -> Result:
+        """:meth:`SentUnit.finish`: the answer read, the connection given back, the statement observed."""
+        plan, unit, pool, borrowed, cursor, guard = sent.plan, sent.unit, sent.pool, sent.borrowed, sent.cursor, sent.guard
+        try:
+            try:
+                wait = None if sent.deadline is None else max(0.001, sent.deadline - time.monotonic() + self.cancel_grace)
+                try:
+                    pool.driver.receive(borrowed.raw, cursor, wait)
+                    read = self._read_unit(unit, borrowed, cursor, False, sent.sql)
+                except BaseException as exc:
+                    error = self._unit_failed(exc, unit, pool, borrowed, True, cursor, guard, sent.sql)
+                    if error is exc:
+                        raise
+                    raise error from exc
+                result = self._single_result(plan, self._unit_done(unit, pool, borrowed, True, cursor, guard, read))
+            except QueryTimeoutError as exc:  # allow_partial decides, as in execute_plan
+                result = self._assemble(plan, plan.units, [_LaneOutcome(error=exc)], self.allow_partial, sent.seconds)
+        except BaseException as exc:
+            if self._observer is not None:
+                self._observer.failed(plan, sent.started, exc)
+            raise
+        return self._observed(plan, sent.started, result)
 
     def _run(
         self,

@@ -247,6 +247,25 @@ class EndpointPool:
             raise
         return Borrowed(self, conn)
 
+    def lend_idle(self) -> Borrowed | None:
+        """An idle connection that needs no check now, or ``None``: never waits, opens, pings or recycles.
+
+        For callers that must not block (an event loop sending a statement, docs/proxy.md):
+        anything :meth:`borrow` would do beyond taking the top of the stack is left to it.
+        """
+        if not self._idle or not self._warm:
+            return None
+        with self._lock:
+            if not self._idle:
+                return None
+            conn = self._idle[-1]
+            now = _monotonic()
+            if now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime):
+                return None
+            self._idle.pop()
+            self._borrows += 1
+        return Borrowed(self, conn)
+
     def _wait_for_one(self, deadline: float | None) -> _Connection | None:
         """Under the lock, with every connection lent: wait for a return (``None``: open a new one)."""
         end = _monotonic() + self.acquire_timeout

@@ -359,10 +359,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
         shape = runtime.shapes.get(text)
         concurrent = runtime.others_busy(self, started)
-        if (shape is not None and shape.inline and not concurrent and self._tx is None and self._autocommit
-                and runtime.may_inline()):  # fmt: skip
-            first = self._start_inline(sql, text, bound, started, shape)
-        else:
+        first: Any = None
+        if shape is not None and shape.inline and self._tx is None and self._autocommit and runtime.inline:
+            first = await self._start_sent(sql, text, bound, started, shape)
+            if first is None and shape.inline and not concurrent and runtime.may_inline():
+                first = self._start_inline(sql, text, bound, started, shape)
+        if first is None:
             first = await self._in_thread(self._start, sql, text, bound, started)
         if isinstance(first, Outcome):
             return first
@@ -371,12 +373,59 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return Rows(rows, statement.columns)
         return Batched(self._batches(statement, rows), statement.columns)
 
+    async def _start_sent(
+        self, sql: str, text: str, params: Any, started: float, shape: Shape
+    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]] | None:
+        # Sent from the event loop and awaited without a thread: the loop frames other clients'
+        # packets meanwhile, so concurrent clients overlap their round trips on one thread. None:
+        # the executor declined (no idle connection, replicas, a driver that cannot split a
+        # statement, a wider route for these values) and nothing was sent or counted.
+        runtime = self.runtime
+        plan = runtime.executor.router.route(text, params)
+        if not _one_unit(plan):
+            shape.inline = False  # rare (routes can differ by value): the workers run it
+            return None
+        running = _Running(self, sql, plan, started)
+        self._admit(running, text, params, plan, shape)
+        try:
+            sent = runtime.executor.send_single(plan, caller_style=style_of(text))
+        except DdmError as exc:
+            running.failed(exc)
+            raise
+        if sent is None:
+            return await self._in_thread(self._run_admitted, running, plan, style_of(text))
+        try:
+            await _readable(sent.fileno)
+        except BaseException:  # cancelled (the client went away, a shutdown): the answer is never read
+            sent.abandon()
+            raise
+        runtime.inlined += 1
+        read_from = runtime.clock()
+        try:
+            result = sent.finish()
+        except DdmError as exc:
+            running.failed(exc)
+            raise
+        first = self._settle(running, plan, result)
+        # The answer is read on the loop once it starts to arrive: a statement whose rows keep
+        # coming for long, or a full batch of them, goes to the workers from then on.
+        if runtime.clock() - read_from > INLINE_SECONDS:
+            shape.slow += 1
+            shape.inline = shape.slow < INLINE_SLOW_RUNS
+        else:
+            shape.slow = 0
+        if not isinstance(first, Outcome) and len(first[1]) >= runtime.batch_rows:
+            shape.inline = False
+        return first
+
     def _start_inline(
         self, sql: str, text: str, params: Any, started: float, shape: Shape
     ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
-        # On the event loop, no thread hop: a text seen before (its route is cached) that went to one
-        # unit last time and was quick. The backend round trip blocks the loop meanwhile, so a
-        # statement that turns out wide, long or row-heavy goes to the workers from then on.
+        # On the event loop, blocking it for the round trip, when the executor cannot send without
+        # waiting (a driver that cannot split a statement, a pool without an idle connection) and no
+        # other client is active: a text seen before (its route is cached) that went to one unit
+        # last time and was quick. A statement that turns out wide, long or row-heavy goes to the
+        # workers from then on.
         runtime = self.runtime
         plan = runtime.executor.router.route(text, params)
         if not _one_unit(plan):
@@ -407,20 +456,39 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self, sql: str, text: str, params: Any, plan: RoutePlan, started: float, shape: Shape
     ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
         running = _Running(self, sql, plan, started)
+        self._admit(running, text, params, plan, shape)
+        return self._run_admitted(running, plan, style_of(text))
+
+    def _admit(self, running: _Running, text: str, params: Any, plan: RoutePlan, shape: Shape) -> None:
+        """Masks and rate limits: refused here, nothing reaches a data source."""
         try:
             masker = self.runtime.masker
             if masker is not None and not self.may_unmask:
                 if shape.masks is None:  # once per statement text: its projection, parsed by sqlglot
                     placeholders = translate(text, formatted=params is not None).sql
                     shape.masks = projection_masks(masker, placeholders, [t.logic_table for t in plan.tables])
-                refuse_masked(shape.masks, sql)
+                refuse_masked(shape.masks, running.sql)
                 running.masks = shape.masks
             if self.runtime.limiter is not None:
                 self.runtime.limiter.admit(self.username, [t.logic_table for t in plan.tables])
-            result = self._execute(plan, style_of(text))
         except DdmError as exc:
             running.failed(exc)
             raise
+
+    def _run_admitted(
+        self, running: _Running, plan: RoutePlan, style: str
+    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
+        try:
+            result = self._execute(plan, style)
+        except DdmError as exc:
+            running.failed(exc)
+            raise
+        return self._settle(running, plan, result)
+
+    def _settle(
+        self, running: _Running, plan: RoutePlan, result: Result
+    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
+        """A statement's result: a count as an OK outcome, else its first batch of rows."""
         if plan.statement == "ddl":
             self.runtime.described.clear()  # a table's columns may have changed: prepared statements re-describe
         if result.description is None:
@@ -481,6 +549,22 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         with self.runtime.offloaded():
             self.runtime.workers.submit(run)
             return await done
+
+
+async def _readable(fd: int) -> None:
+    """Until ``fd`` has something to read (a data source's answer arriving)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def on_ready() -> None:  # may run again before the awaiting task resumes
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, on_ready)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
 
 
 def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:

@@ -1,0 +1,50 @@
+"""A one-unit statement sent without waiting: the answer is read once its socket is readable.
+
+:meth:`Executor.send_single` borrows an idle connection, arms the deadline and
+sends; an event loop waits for :attr:`SentUnit.fileno` to become readable and
+calls :meth:`SentUnit.finish`, which reads the answer and returns the same
+:class:`Result` ``execute_plan`` would (docs/proxy.md#how-it-is-built). No
+thread waits for the data source meanwhile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ddm_core.execute.executor import Executor
+    from ddm_core.execute.pools import Borrowed, EndpointPool
+    from ddm_core.execute.result import Result
+    from ddm_core.execute.watchdog import Guard
+    from ddm_core.route.plan import RoutePlan, RouteUnit
+
+__all__ = ["SentUnit"]
+
+
+@dataclass(slots=True, eq=False)
+class SentUnit:
+    """A sent unit whose answer is not read yet; :meth:`finish` or :meth:`abandon` it exactly once."""
+
+    executor: Executor
+    plan: RoutePlan
+    unit: RouteUnit
+    pool: EndpointPool
+    borrowed: Borrowed
+    cursor: Any
+    guard: Guard | None
+    sql: str
+    started: float
+    deadline: float | None
+    seconds: float | None
+    fileno: int
+
+    def finish(self) -> Result:
+        """Read the answer (blocking only until its last packet is in) and give the connection back."""
+        return self.executor.finish_sent(self)
+
+    def abandon(self) -> None:
+        """The caller gave up (a client gone, a shutdown): the connection, in an unknown state, is discarded."""
+        if self.guard is not None:
+            self.guard.disarm()
+        self.borrowed.release(discard=True)
