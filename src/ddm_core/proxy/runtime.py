@@ -41,7 +41,7 @@ class Shape:
     __slots__ = ("inline", "slow", "masks")
 
     def __init__(self, inline: bool) -> None:
-        #: Routed to one unit and quick so far: run on the event loop (session.py, _start_inline).
+        #: Routed to one unit and quick so far: run from the event loop (session.py, _start_sent / _start_inline).
         self.inline = inline
         self.slow = 0  # slow runs on the event loop in a row
         self.masks: MaskPlan | None = None  # its projection's masks, parsed on first need

@@ -13,8 +13,10 @@ A prepared statement's result columns are asked of a data source at prepare
 time (:mod:`ddm_core.proxy.described`).
 
 Statements block (the drivers are synchronous), so they run on the proxy's
-worker threads, one at a time per session (a MySQL session is sequential);
-the event loop only frames packets. Rows go to the client batch by batch
+worker threads, one at a time per session (a MySQL session is sequential),
+while the event loop frames packets; a repeated one-unit autocommit statement
+is instead sent from the loop and its answer awaited without a thread
+(``Executor.send_single``, docs/proxy.md#how-it-is-built). Rows go to the client batch by batch
 (``proxy.batchRows``): a streamed multi-shard result never sits whole in the
 proxy's memory.
 """
