@@ -458,3 +458,48 @@ def test_sigterm_lets_a_statement_sent_from_the_loop_finish(proxy: ProxyProcess)
                         own.stderr)  # fmt: skip
     assert counted is not None, own.stderr
     assert int(counted.group(1)) == 0 and int(counted.group(2)) >= 2, own.stderr
+
+
+def test_a_full_pool_never_blocks_the_loop_that_must_read_the_answers(
+        setup: tuple[ProxyProcess, dict[str, Any]], proxy: ProxyProcess, tmp_path: Any) -> None:  # fmt: skip
+    """One connection per data source: A's statement, sent from the loop, holds it for 1 s.
+
+    B's statement (same text, same data source, started when the clients are not concurrent)
+    finds no idle connection. Blocking the loop to wait for one would wait for A's answer, which
+    only the loop reads (until the acquire timeout): B must wait on a worker instead.
+    """
+    import threading
+    import time
+
+    _, config = setup
+    narrow = {**config, "pool": {"maxSize": 1, "minIdle": 1, "acquireTimeoutMs": 4000}}
+    own = ProxyProcess(write_config(narrow, tmp_path / "narrow.yaml")).start()
+    sql = "SELECT SLEEP(amount) FROM t_order WHERE user_id = %s AND order_id = %s"
+    first = connect(own.port, autocommit=True)
+    with first.cursor() as cur:  # user 4's rows live on one data source
+        cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (1, 4, 1), (2, 4, 0)")
+        for _ in range(2):
+            cur.execute(sql, (4, 2))
+    second = connect(own.port, autocommit=True)
+    second.cursor().execute(sql, (4, 2))  # a worker warms the text for this session too
+    outcome: dict[str, Any] = {}
+
+    def a() -> None:
+        with first.cursor() as cur:
+            cur.execute(sql, (4, 1))
+            outcome["a"] = cur.fetchall()
+
+    t = threading.Thread(target=a)
+    t.start()
+    time.sleep(0.3)  # A is with the data source; past the 5 ms that make clients concurrent
+    began = time.monotonic()
+    with second.cursor() as cur:
+        cur.execute(sql, (4, 2))
+        outcome["b"] = cur.fetchall()
+    waited = time.monotonic() - began
+    t.join(10)
+    first.close()
+    second.close()
+    assert own.terminate() == 0
+    assert outcome == {"a": ((0,),), "b": ((0,),)}
+    assert waited < 3.0, waited  # A's second ended it, not the 4 s acquire timeout

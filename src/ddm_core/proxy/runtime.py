@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from mysql_mimic import context
 from mysql_mimic.variables import GlobalVariables
@@ -27,12 +27,9 @@ from ddm_core.proxy.masking import Masker, MaskPlan
 from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.route.show_tables import LOGIC_DB
 
-__all__ = ["ProxyRuntime", "Workers", "Shape", "Shapes", "INLINE_QUIET_SECONDS"]
+__all__ = ["ProxyRuntime", "Workers", "Shape", "Shapes"]
 
 log = logging.getLogger("ddm_core.proxy")
-
-#: A one-unit statement runs on the event loop only when no other session started one this recently.
-INLINE_QUIET_SECONDS = 0.005
 
 
 class Shape:
@@ -41,7 +38,7 @@ class Shape:
     __slots__ = ("inline", "slow", "masks")
 
     def __init__(self, inline: bool) -> None:
-        #: Routed to one unit and quick so far: run from the event loop (session.py, _start_sent / _start_inline).
+        #: Routed to one unit and quick so far: sent from the event loop (session.py, _start_sent).
         self.inline = inline
         self.slow = 0  # slow runs on the event loop in a row
         self.masks: MaskPlan | None = None  # its projection's masks, parsed on first need
@@ -103,15 +100,9 @@ class ProxyRuntime:
         self.described = ResultShapes()  # prepared statements' result columns by text (proxy/described.py)
         self.inline = inline
         self.inlined = 0  # statements run on the event loop, without the thread hop
-        self._last_session: object | None = None  # who started the last routed statement, and when
-        self._last_at = 0.0
         self._running = 0
         self._idle_lock = threading.Lock()  # taken directly on the hot path (a Condition's with is Python code)
         self._idle = threading.Condition(self._idle_lock)
-        self._offloaded = 0  # statements on the worker threads now (changed on the event loop only)
-        # open client transactions and unfinished streamed results: backend connections held between commands
-        self._holding = 0
-        self._holding_lock = threading.Lock()
         self._limiter = limiter  # also when inactive: a reload keeps the tokens of unchanged buckets
         self._mask_rules: tuple[MaskRule, ...] | None = None  # as configure() last took them
         # Per client connection (mimic's connection id), on the event loop only: commands running
@@ -159,39 +150,6 @@ class ProxyRuntime:
             self._revoked[connection_id] = end
         else:
             end()
-
-    @contextlib.contextmanager
-    def offloaded(self) -> Iterator[None]:
-        """Count a call on the worker threads (the event loop awaits it)."""
-        self._offloaded += 1
-        try:
-            yield
-        finally:
-            self._offloaded -= 1
-
-    def holding(self, delta: int) -> None:
-        """One more (+1) or one fewer (-1) transaction or streamed result holding backend connections."""
-        with self._holding_lock:
-            self._holding += delta
-
-    def others_busy(self, session: object, now: float) -> bool:
-        """Another session started a statement within the last ``INLINE_QUIET_SECONDS`` (this one is noted).
-
-        Then clients are concurrent, and a statement blocking the loop would make theirs wait: the
-        worker threads overlap their backend round trips instead.
-        """
-        busy = self._last_session is not session and now - self._last_at < INLINE_QUIET_SECONDS
-        self._last_session, self._last_at = session, now
-        return busy
-
-    def may_inline(self) -> bool:
-        """A one-unit statement may run on the event loop: nothing on the workers, nothing holding connections.
-
-        Then the proxy holds no backend connection (no open transaction, no streamed result half
-        sent), so the statement's pool has one free and the loop never waits for a connection,
-        only for the data source's answer.
-        """
-        return self._offloaded == 0 and self._holding == 0 and self.inline
 
     def statement(self) -> _Command:
         """Count one client command as running (shutdown waits for the count to reach zero).

@@ -263,18 +263,15 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     def _open_transaction(self) -> None:
         # xa: every data source written is a branch, committed in two phases (docs/proxy.md#xa-transactions)
         self._tx = self.runtime.executor.transaction(mode=self._tx_mode)
-        self.runtime.holding(1)
 
     def _commit(self) -> None:
         tx, self._tx = self._tx, None
         if tx is not None:
-            self.runtime.holding(-1)
             tx.commit()
 
     def _rollback(self) -> None:
         tx, self._tx = self._tx, None
         if tx is not None:
-            self.runtime.holding(-1)
             tx.rollback()
 
     def _set_transaction_mode(self, mode: str) -> None:
@@ -305,7 +302,6 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             # The library ended it (an XA deadlock or lock-wait timeout rolls every branch back): as on
             # MySQL the transaction is over, and the session's next statement or BEGIN starts a new one.
             self._tx = None
-            self.runtime.holding(-1)
         if self.connection is None:
             return
         self.connection.status_flags = _STATUS[self._autocommit, self._tx is not None]
@@ -360,12 +356,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # Literal values back into parameters: one text per statement shape, so the plan cache hits.
         text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
         shape = runtime.shapes.get(text)
-        concurrent = runtime.others_busy(self, started)
         first: Any = None
         if shape is not None and shape.inline and self._tx is None and self._autocommit and runtime.inline:
             first = await self._start_sent(sql, text, bound, started, shape)
-            if first is None and shape.inline and not concurrent and runtime.may_inline():
-                first = self._start_inline(sql, text, bound, started, shape)
         if first is None:
             first = await self._in_thread(self._start, sql, text, bound, started)
         if isinstance(first, Outcome):
@@ -379,9 +372,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self, sql: str, text: str, params: Any, started: float, shape: Shape
     ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]] | None:
         # Sent from the event loop and awaited without a thread: the loop frames other clients'
-        # packets meanwhile, so concurrent clients overlap their round trips on one thread. None:
-        # the executor declined (no idle connection, replicas, a driver that cannot split a
-        # statement, a wider route for these values) and nothing was sent or counted.
+        # packets meanwhile, so concurrent clients overlap their round trips on one thread. When the
+        # executor declines (no idle connection, replicas, a driver that cannot split a statement),
+        # a worker runs it. None: its route is wider for these values; nothing was sent or counted.
         runtime = self.runtime
         plan = runtime.executor.router.route(text, params)
         if not _one_unit(plan):
@@ -418,30 +411,6 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             shape.slow = 0
         if not isinstance(first, Outcome) and len(first[1]) >= runtime.batch_rows:
             shape.inline = False
-        return first
-
-    def _start_inline(
-        self, sql: str, text: str, params: Any, started: float, shape: Shape
-    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
-        # On the event loop, blocking it for the round trip, when the executor cannot send without
-        # waiting (a driver that cannot split a statement, a pool without an idle connection) and no
-        # other client is active: a text seen before (its route is cached) that went to one unit
-        # last time and was quick. A statement that turns out wide, long or row-heavy goes to the
-        # workers from then on.
-        runtime = self.runtime
-        plan = runtime.executor.router.route(text, params)
-        if not _one_unit(plan):
-            shape.inline = False
-            return self._start_plan(sql, text, params, plan, started, shape)  # rare (routes can differ by value)
-        runtime.inlined += 1
-        first = self._start_plan(sql, text, params, plan, started, shape)
-        if not isinstance(first, Outcome) and len(first[1]) >= runtime.batch_rows:
-            shape.inline = False  # a streamed result: its later batches are read on the workers anyway
-        elif runtime.clock() - started > INLINE_SECONDS:
-            shape.slow += 1  # one slow run may be the scheduler's doing; a few are the statement's
-            shape.inline = shape.slow < INLINE_SLOW_RUNS
-        else:
-            shape.slow = 0
         return first
 
     def _start(
@@ -510,8 +479,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             raise
         if len(rows) < self.runtime.batch_rows:
             running.finish(len(rows))  # all of it: connections back now, no second thread hop
-        else:
-            running.hold()  # the rest is read batch by batch: its connections stay out meanwhile
+        # else the rest is read batch by batch (_batches): its connections stay out meanwhile
         return running, rows
 
     async def _batches(
@@ -548,9 +516,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             else:
                 loop.call_soon_threadsafe(_settle, done, value, None)
 
-        with self.runtime.offloaded():
-            self.runtime.workers.submit(run)
-            return await done
+        self.runtime.workers.submit(run)
+        return await done
 
 
 async def _readable(fd: int) -> None:
@@ -606,11 +573,6 @@ class _Running:
         self.columns: list[Column] = []
         self.masks: MaskPlan | None = None  # None: nothing masked for this user
         self.masked: dict[int, str] = {}
-        self._holding = False
-
-    def hold(self) -> None:
-        self._holding = True
-        self.session.runtime.holding(1)
 
     def read(self, size: int) -> list[tuple[Any, ...]]:
         """The next ``size`` rows, masked; the first call also settles the columns."""
@@ -631,9 +593,6 @@ class _Running:
         """Close the result (returning its connections) and audit the statement."""
         if self.result is not None:
             self.result.close(quiet=True)
-        if self._holding:
-            self._holding = False
-            self.session.runtime.holding(-1)
         self._audit(rows, None)
 
     def failed(self, exc: DdmError) -> None:
