@@ -272,6 +272,38 @@ def test_a_healthy_data_source_is_not_delayed(ex: Executor, frozen_sources: Froz
     ex.execute("DELETE FROM t_order WHERE user_id = %s", (healthy_user,)).close()
 
 
+@pytest.mark.parametrize("timeout", [STATEMENT_TIMEOUT, None], ids=["deadline", "no-deadline"])
+def test_a_statement_sent_without_waiting_fails_in_time(config: Any, frozen_sources: Frozen, timeout: float | None
+                                                       ) -> None:  # fmt: skip
+    """``send_single``: an event loop waits for the socket until ``answer_by``, then ``finish`` fails at once.
+
+    The bound is the deadline plus the cancel grace, or (no deadline) the data source's socket timeout;
+    the wait for readability below is what ``ddm proxy``'s loop does.
+    """
+    import select
+
+    ex = Executor(config, timeout=timeout, cancel_grace=0.5)
+    try:
+        user = user_on(ex, "ds_0")
+        point_select(ex, user)()  # warm and just used: lent idle, no ping
+        with frozen_sources.frozen():
+            sent = ex.send_single(ex.router.route("SELECT user_id FROM t_order WHERE user_id = %s", (user,)))
+            assert sent is not None and sent.answer_by is not None
+            bound = (STATEMENT_TIMEOUT + 0.5) if timeout else SOCKET_TIMEOUT
+            assert abs(sent.answer_by - (sent.started + bound)) < 0.01
+            began = time.monotonic()
+            readable, _, _ = select.select([sent.fileno], [], [], max(0.0, sent.answer_by - time.monotonic()))
+            # the frozen server said nothing; at the deadline the guard's cancel may end the socket itself
+            assert timeout is not None or not readable
+            with pytest.raises(FAILURES) as info:
+                sent.finish()
+            assert time.monotonic() - began < bound + 0.5  # the read after answer_by gives up at once
+            assert "ds_0" in str(info.value)
+        assert_no_leaks(ex, wait=5.0)
+    finally:
+        ex.close()
+
+
 def test_private_server_is_answering_again(frozen_sources: Frozen) -> None:
     """Sanity: after the freezes the private server answers, so the tests above froze a live server."""
     raw = frozen_sources.server.raw()

@@ -130,6 +130,10 @@ class Driver(ABC):
         """The socket :meth:`receive` reads from: readable once the answer to :meth:`send` arrives."""
         raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
 
+    def socket_timeout(self, endpoint: Endpoint) -> float | None:
+        """Seconds a read from ``endpoint`` may wait for the server (``None``: unbounded)."""
+        return None
+
     def begin(self, raw: Any) -> None:
         raw.cursor().execute("BEGIN")
 
@@ -257,6 +261,9 @@ class MySQLDriver(Driver):
 
     def fileno(self, raw: Any) -> int:
         return int(raw._sock.fileno())
+
+    def socket_timeout(self, endpoint: Endpoint) -> float | None:
+        return socket_timeout_of(endpoint.options, f"endpoint {endpoint.name!r} ({endpoint.url})")
 
     def begin(self, raw: Any) -> None:
         raw.begin()

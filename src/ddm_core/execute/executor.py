@@ -568,6 +568,13 @@ class Executor:
         seconds = self.timeout if timeout is DEFAULT else (timeout or None)
         deadline = started + seconds if seconds else None
         driver = pool.driver
+        # By then the answer has begun (past the deadline, as a pipelined read, the cancel grace more),
+        # even if the data source is frozen and never answers the cancel either.
+        if deadline is not None:
+            answer_by: float | None = deadline + self.cancel_grace
+        else:
+            bound = driver.socket_timeout(pool.endpoint)
+            answer_by = None if bound is None else started + bound
         sql = self._unit_sql(driver, unit, caller_style)
         guard = borrowed.guard if deadline is not None else None
         cursor = None
@@ -586,14 +593,14 @@ class Executor:
             if self._observer is not None:
                 self._observer.failed(plan, started, exc)
             raise
-        return SentUnit(self, plan, unit, pool, borrowed, cursor, guard, sql, started, deadline, seconds, fileno)
+        return SentUnit(self, plan, unit, pool, borrowed, cursor, guard, sql, started, deadline, seconds, fileno, answer_by)
 
     def finish_sent(self, sent: SentUnit) -> Result:
         """:meth:`SentUnit.finish`: the answer read, the connection given back, the statement observed."""
         plan, unit, pool, borrowed, cursor, guard = sent.plan, sent.unit, sent.pool, sent.borrowed, sent.cursor, sent.guard
         try:
             try:
-                wait = None if sent.deadline is None else max(0.001, sent.deadline - time.monotonic() + self.cancel_grace)
+                wait = None if sent.answer_by is None else max(0.001, sent.answer_by - time.monotonic())
                 try:
                     pool.driver.receive(borrowed.raw, cursor, wait)
                     read = self._read_unit(unit, borrowed, cursor, False, sent.sql)

@@ -38,6 +38,9 @@ class SentUnit:
     deadline: float | None
     seconds: float | None
     fileno: int
+    #: ``time.monotonic()`` by which the answer must have begun (``None``: no bound): an event loop
+    #: waiting for ``fileno`` calls :meth:`finish` by then anyway, which fails in time.
+    answer_by: float | None
 
     def finish(self) -> Result:
         """Read the answer (blocking only until its last packet is in) and give the connection back."""

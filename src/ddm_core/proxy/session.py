@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Sequence, TypeVar
 
@@ -390,7 +391,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if sent is None:
             return await self._in_thread(self._run_admitted, running, plan, style_of(text))
         try:
-            await _readable(sent.fileno)
+            await _readable(sent.fileno, sent.answer_by)
         except BaseException:  # cancelled (the client went away, a shutdown): the answer is never read
             sent.abandon()
             raise
@@ -520,8 +521,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         return await done
 
 
-async def _readable(fd: int) -> None:
-    """Until ``fd`` has something to read (a data source's answer arriving)."""
+async def _readable(fd: int, until: float | None) -> None:
+    """Until ``fd`` has something to read (a data source's answer arriving), or ``until`` (monotonic) passed.
+
+    Past ``until`` the answer is read anyway: the read fails at once (a frozen data source answers
+    neither the statement nor its cancel), so the client gets its error and the connection goes.
+    """
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[None] = loop.create_future()
 
@@ -530,10 +535,13 @@ async def _readable(fd: int) -> None:
             ready.set_result(None)
 
     loop.add_reader(fd, on_ready)
+    timer = None if until is None else loop.call_later(max(0.0, until - time.monotonic()), on_ready)
     try:
         await ready
     finally:
         loop.remove_reader(fd)
+        if timer is not None:
+            timer.cancel()
 
 
 def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
