@@ -1,0 +1,121 @@
+"""``ddm proxy`` with a frozen data source: its client gets an error in time and nobody else waits.
+
+``ds_0`` lives on a private ``mariadbd`` that the test stops with SIGSTOP; ``ds_1`` on the
+shared MariaDB. Statements on ``ds_0`` were sent from the proxy's event loop (a repeated
+one-unit text): the frozen server answers neither them nor their cancel, so the deadline's
+guard (or, failing that, the bound on the wait for the answer: the deadline plus the cancel
+grace) ends the wait, while the loop goes on serving the client of ``ds_1``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from typing import Any, Iterator
+
+import pymysql
+import pytest
+
+from services import fresh_mariadb_databases, require_module
+from test_execute_support import PrivateMariaDB
+from test_frozen_data_source import Frozen
+
+require_module("mysql_mimic", "the proxy tests")
+
+from test_proxy_support import ProxyProcess, connect, create_tables, proxy_config, write_config  # noqa: E402
+
+DEADLINE = 3.0 + 1.0  # the proxy executor's statement timeout and cancel grace (the defaults)
+
+
+@pytest.fixture(scope="module")
+def frozen_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ProxyProcess, Frozen, int, int]]:
+    server = PrivateMariaDB(tmp_path_factory.mktemp("frozen-proxy-mariadbd"))
+    server.start()
+    private_db = f"ddm_proxy_frozen_{uuid.uuid4().hex[:8]}"
+    raw = server.raw()
+    with raw.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {private_db}")
+    raw.close()
+    frozen = Frozen(server, private_db, "")
+    try:
+        with fresh_mariadb_databases(2) as databases:
+            config = proxy_config(databases)
+            config["dataSources"]["ds_0"]["url"] = f"mysql://127.0.0.1:{server.port}/{private_db}"
+            create_tables(config)
+            proxy = ProxyProcess(write_config(config, tmp_path_factory.mktemp("proxy") / "proxy.yaml")).start()
+            try:
+                conn = connect(proxy.port, autocommit=True)
+                with conn.cursor() as cur:
+                    users = {}
+                    for user in range(1, 200):  # one user on each data source
+                        cur.execute(f"PREVIEW SELECT 1 FROM t_order WHERE user_id = {user}")
+                        users.setdefault(str(cur.fetchall()[0][0]), user)
+                    cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (1, %s, 10), (2, %s, 20)",
+                                (users["ds_0"], users["ds_1"]))  # fmt: skip
+                conn.close()
+                yield proxy, frozen, users["ds_0"], users["ds_1"]
+            finally:
+                frozen.resume()
+                proxy.stop()
+    finally:
+        frozen.resume()
+        server.kill()  # by the PID of the process started above
+
+
+POINT = "SELECT amount FROM t_order WHERE user_id = %s AND order_id = %s"
+
+
+def test_a_frozen_data_source_fails_its_statement_in_time_and_stalls_no_one(
+        frozen_proxy: tuple[ProxyProcess, Frozen, int, int]) -> None:  # fmt: skip
+    proxy, frozen, on_frozen, on_healthy = frozen_proxy
+    victim, bystander = connect(proxy.port, autocommit=True), connect(proxy.port, autocommit=True)
+    with victim.cursor() as cur:
+        for _ in range(3):  # routed on a worker, then sent from the loop
+            cur.execute(POINT, (on_frozen, 1))
+            assert cur.fetchall() == ((10,),)
+    outcome: dict[str, Any] = {}
+
+    def frozen_statement() -> None:
+        began = time.monotonic()
+        try:
+            with victim.cursor() as cur:
+                cur.execute(POINT, (on_frozen, 1))
+        except pymysql.MySQLError as exc:
+            outcome["error"] = exc
+        outcome["seconds"] = time.monotonic() - began
+
+    with frozen.frozen():
+        t = threading.Thread(target=frozen_statement, daemon=True)
+        t.start()
+        time.sleep(0.3)
+        worst = 0.0
+        with bystander.cursor() as cur:
+            for _ in range(20):  # meanwhile the loop serves the other data source's client at once
+                began = time.monotonic()
+                cur.execute(POINT, (on_healthy, 2))
+                assert cur.fetchall() == ((20,),)
+                worst = max(worst, time.monotonic() - began)
+        t.join(3 * DEADLINE)
+        assert not t.is_alive(), "the statement on the frozen data source was still waiting"
+    assert worst < 1.0, worst
+    assert isinstance(outcome.get("error"), pymysql.MySQLError), outcome
+    assert outcome["seconds"] < DEADLINE + 1.5, outcome
+    victim.close()
+    again = connect(proxy.port, autocommit=True)  # resumed: served again
+    with again.cursor() as cur:
+        for _ in range(3):
+            cur.execute(POINT, (on_frozen, 1))
+            assert cur.fetchall() == ((10,),)
+    again.close()
+    bystander.close()
+
+
+def test_the_proxy_stops_with_nothing_borrowed(frozen_proxy: tuple[ProxyProcess, Frozen, int, int]) -> None:
+    proxy = frozen_proxy[0]
+    assert proxy.terminate() == 0
+    counted = re.search(r"(\d+) backend connection\(s\) were still borrowed", proxy.stderr)
+    assert counted is not None and int(counted.group(1)) == 0, proxy.stderr
+
+
