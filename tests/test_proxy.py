@@ -395,7 +395,11 @@ def test_concurrent_clients_overlap_on_the_event_loop(proxy: ProxyProcess, loop:
     import time
 
     own = ProxyProcess(proxy.config_path, "--loop", loop).start()
-    assert f"(event loop: {loop})" in own.stderr
+    for _ in range(200):  # the start line naming the loop follows the server's own "listening" log line
+        if "(event loop:" in own.stderr:
+            break
+        time.sleep(0.05)
+    assert f"(event loop: {loop})" in own.stderr, own.stderr
     loader = connect(own.port, autocommit=True)
     with loader.cursor() as cur:
         cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES "
