@@ -241,6 +241,15 @@ class PrivateMariaDB:
     def raw(self, database: str | None = None) -> Any:
         return mysql_raw(database, port=self.port)
 
+    def create_database(self, prefix: str) -> str:
+        """A new database named ``prefix`` plus a random suffix; its name."""
+        name = f"{prefix}{uuid.uuid4().hex[:8]}"
+        conn = self.raw()
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {name}")
+        conn.close()
+        return name
+
 
 @contextmanager
 def running_mariadb(base: Path, server_args: tuple[str, ...] = ()) -> Iterator[PrivateMariaDB]:

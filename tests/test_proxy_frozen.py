@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-import uuid
 from typing import Any, Iterator
 
 import pymysql
@@ -33,11 +32,7 @@ DEADLINE = 3.0 + 1.0  # the proxy executor's statement timeout and cancel grace 
 def frozen_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ProxyProcess, Frozen, int, int]]:
     server = PrivateMariaDB(tmp_path_factory.mktemp("frozen-proxy-mariadbd"))
     server.start()
-    private_db = f"ddm_proxy_frozen_{uuid.uuid4().hex[:8]}"
-    raw = server.raw()
-    with raw.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {private_db}")
-    raw.close()
+    private_db = server.create_database("ddm_proxy_frozen_")
     frozen = Frozen(server, private_db, "")
     try:
         with fresh_mariadb_databases(2) as databases:

@@ -183,11 +183,7 @@ def split_bank(participant: PrivateMariaDB) -> Iterator[dict[str, Any]]:
     """ds_0 (and the log) on the machine's MariaDB, ds_1 on the private participant server."""
     if participant.proc is None:
         participant.start()
-    db = f"xa_{uuid.uuid4().hex[:6]}"
-    conn = participant.raw()
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {db}")
-    conn.close()
+    db = participant.create_database("xa_")
     with fresh_mariadb_databases(1) as (main_db,):
         config = bank_config({"ds_0": f"mysql://127.0.0.1:3306/{main_db}",
                               "ds_1": f"mysql://127.0.0.1:{participant.port}/{db}"})
