@@ -46,6 +46,7 @@ UNIT_ROWS = [
     ("route", "`SlotMap.route(int)`"),
     ("route_many", "`SlotMap.route_many` (1 M int64 array)"),
     ("next_id", "`Snowflake.next_id()`"),
+    ("next_id_clock", "`Snowflake(clock=...).next_id()`"),
     ("next_ids", "`Snowflake.next_ids(200 000)`"),
 ]
 MERGE_KS = (4, 16, 64)

@@ -7,14 +7,30 @@ near 4.1 M ids/s means "at the cap", not "as fast as the code could go".
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from ddm_core._fast import Implementation
 
 #: ~50 ms per round at the cap: the partly used first millisecond weighs <= 2 %.
 N_IDS = 200_000
 
 
-def test_next_id(impl: Implementation, measure) -> None:
-    next_id = impl.ids.Snowflake(1).next_id
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+#: The compiled clock, and an injected one: the path of a leased worker id
+#: (``clock=lease.clock``), where every id reads the clock through Python and
+#: ``read_clock`` checks what it returned.
+CLOCKS = {"next_id": (None, "Snowflake.next_id()"), "next_id_clock": (_wall_ms, "Snowflake(clock=...).next_id()")}
+
+
+@pytest.mark.parametrize("case", list(CLOCKS))
+def test_next_id(impl: Implementation, measure, case: str) -> None:
+    clock, label = CLOCKS[case]
+    next_id = impl.ids.Snowflake(1, clock=clock).next_id
     loop = range(N_IDS)
 
     def calls() -> None:
@@ -23,9 +39,9 @@ def test_next_id(impl: Implementation, measure) -> None:
 
     measure(
         calls,
-        case="next_id",
+        case=case,
         impl=impl.name,
-        group=f"Snowflake.next_id(), {N_IDS} calls",
+        group=f"{label}, {N_IDS} calls",
         items=N_IDS,
         unit="id",
         rounds=10 if impl.name == "cython" else 5,

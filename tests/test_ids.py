@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -23,12 +24,14 @@ import ddm_core.ids
 from ddm_core._fast import SELECTED, Implementation
 from ddm_core.errors import (
     ClockMovedBackwardsError,
+    ClockReadError,
     DdmError,
     IdCountError,
     IdGenerationError,
     IdTypeError,
     ShardValueError,
     WorkerIdError,
+    WorkerLeaseLostError,
 )
 
 FAST = settings(max_examples=100, deadline=None)
@@ -476,14 +479,92 @@ def test_next_ids_count(impl: Implementation) -> None:
     assert gen.decode(gen.next_id()).sequence == 3, "failed calls consumed no sequence"
 
 
-@pytest.mark.parametrize("reading", [None, "soon", float("nan"), float("inf"), object()])
+def _generator(impl: Implementation, kind: str, clock: Callable[[], Any]) -> tuple[Any, Callable[[], int]]:
+    """A Snowflake or a GeneIdGenerator (worker 1) on ``clock``, and its draw."""
+    if kind == "snowflake":
+        snowflake = impl.ids.Snowflake(1, clock=clock)
+        return snowflake, snowflake.next_id
+    gene = impl.ids.GeneIdGenerator(1, clock=clock)
+    return gene, lambda: gene.next_id(5)
+
+
+def _both_generators(impl: Implementation, clock: Callable[[], Any]) -> list[tuple[Any, Callable[[], int]]]:
+    return [_generator(impl, kind, clock) for kind in ("snowflake", "gene")]
+
+
+@pytest.mark.parametrize(
+    "reading",
+    [None, "soon", float("nan"), float("inf"), object(), str(T0), b"1700000000000", True, complex(T0, 0)],
+)
 def test_clock_reading_that_is_no_number(impl: Implementation, reading: Any) -> None:
-    for gen in (impl.ids.Snowflake(1, clock=lambda: reading), impl.ids.GeneIdGenerator(1, clock=lambda: reading)):
-        draw = gen.next_id if isinstance(gen, impl.ids.Snowflake) else lambda: gen.next_id(5)
+    for _, draw in _both_generators(impl, lambda: reading):
         with pytest.raises(IdTypeError) as info:
             draw()
         assert isinstance(info.value, DdmError) and isinstance(info.value, TypeError)
         assert "not a number of milliseconds" in str(info.value)
+
+
+@FAST
+@given(ms=st.integers(0, (1 << 62) - 1), spell=st.sampled_from([str, lambda n: f" {n}\n", lambda n: str(n).encode()]))
+def test_clock_reading_that_spells_a_number_is_refused(impl: Implementation, ms: int, spell: Any) -> None:
+    # docs/worker-leases.md: a clock must return a number; text that looks like one is not
+    # silently parsed (a clock reading a file or a header returns text by mistake).
+    reading = spell(ms)
+
+    def header_clock() -> Any:
+        return reading
+
+    for _, draw in _both_generators(impl, header_clock):
+        with pytest.raises(IdTypeError) as info:
+            draw()
+        assert "header_clock" in str(info.value) and repr(reading) in str(info.value)
+        assert info.value.reading == reading
+
+
+@pytest.mark.parametrize(
+    "reading", [float(T0) + 0.75, np.int64(T0), np.float64(T0), Decimal(T0) + Decimal("0.5"), Fraction(2 * T0 + 1, 2)]
+)
+def test_clock_reading_that_is_a_number_is_truncated(impl: Implementation, reading: Any) -> None:
+    for gen, draw in _both_generators(impl, lambda: reading):
+        assert gen.decode(draw()).timestamp_ms == T0
+
+
+@pytest.mark.parametrize("kind", ["snowflake", "gene"])
+def test_clock_that_raises_is_wrapped_and_named(impl: Implementation, kind: str) -> None:
+    failure = OSError("time server unreachable")
+    script = ScriptedClock([T0] * 3)
+    calls = []
+
+    def remote_clock() -> int:
+        calls.append(1)
+        if len(calls) == 2:
+            raise failure
+        return script()
+
+    gen, draw = _generator(impl, kind, remote_clock)
+    first = draw()
+    with pytest.raises(ClockReadError) as info:
+        draw()
+    err = info.value
+    assert isinstance(err, IdGenerationError) and isinstance(err, DdmError)
+    assert err.__cause__ is failure
+    assert "remote_clock" in err.clock and "remote_clock" in str(err)
+    assert "OSError: time server unreachable" in str(err)
+    # The failed reading used no sequence number.
+    assert gen.decode(draw())[:3] == (T0, 1, gen.decode(first).sequence + 1)
+
+
+def test_clock_that_raises_a_ddm_error_passes_it_unchanged(impl: Implementation) -> None:
+    # A leased worker id's clock refuses with WorkerLeaseLostError: it already says what happened.
+    lost = WorkerLeaseLostError("the lease of worker id 1 in 'orders' was lost", namespace="orders")
+
+    def lease_clock() -> int:
+        raise lost
+
+    for _, draw in _both_generators(impl, lease_clock):
+        with pytest.raises(WorkerLeaseLostError) as info:
+            draw()
+        assert info.value is lost
 
 
 # -- a jump back while already waiting ----------------------------------------------------------------

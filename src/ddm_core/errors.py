@@ -62,6 +62,7 @@ __all__ = [
     "ClockMovedBackwardsError",
     "IdCountError",
     "IdTypeError",
+    "ClockReadError",
     "WorkerLeaseError",
     "NoFreeWorkerIdError",
     "WorkerLeaseLostError",
@@ -462,6 +463,14 @@ class IdCountError(IdGenerationError, ValueError):
 
 class IdTypeError(IdGenerationError, TypeError):
     """An id generator got a value of the wrong type: a count that is no int, a clock reading that is no number."""
+
+
+class ClockReadError(IdGenerationError):
+    """An id generator's injected clock raised instead of returning milliseconds (the cause is chained).
+
+    Attributes:
+        clock: The clock, by name.
+    """
 
 
 class WorkerLeaseError(IdGenerationError):

@@ -1,4 +1,4 @@
-"""Bit layouts of snowflake and gene ids, shared by both id twins (nothing here is hot).
+"""Bit layouts of snowflake and gene ids, shared by both id twins (nothing here is hot but ``read_clock``).
 
 Every id is a positive signed 64-bit integer (bit 63 is always 0)::
 
@@ -17,10 +17,11 @@ Why gene ids, and the clock rules: docs/operations.md#global-ids.
 
 from __future__ import annotations
 
+import numbers
 import operator
 from typing import Any, Callable, NamedTuple
 
-from ddm_core.errors import IdCountError, IdGenerationError, IdTypeError, WorkerIdError
+from ddm_core.errors import ClockReadError, DdmError, IdCountError, IdGenerationError, IdTypeError, WorkerIdError
 
 __all__ = [
     "TIME_BITS",
@@ -142,18 +143,55 @@ def clock_range_error(now: int, epoch_ms: int) -> IdGenerationError:
 
 
 def read_clock(clock: Callable[[], Any], epoch_ms: int) -> int:
-    """One reading of an injected clock, as an int in ``[0, CLOCK_END)``."""
-    reading = clock()
+    """One reading of an injected clock, as an int in ``[0, CLOCK_END)``.
+
+    Raises:
+        ClockReadError: the clock raised (its own ``DdmError``, such as a lost worker
+            lease, passes unchanged: it already says what happened).
+        IdTypeError: it returned something that is no number (``None``, the text ``"1700000000000"``).
+        IdGenerationError: the reading is outside ``[0, CLOCK_END)``.
+    """
     try:
-        now = int(reading)
-    except (TypeError, ValueError, OverflowError):  # None, "soon", NaN, inf: no millisecond
+        reading = clock()
+    except DdmError:
+        raise
+    except Exception as exc:
+        raise ClockReadError(
+            f"the id generator's clock {_clock_name(clock)} raised {type(exc).__name__}: {exc}",
+            clock=_clock_name(clock),
+        ) from exc
+    if type(reading) is int and 0 <= reading < CLOCK_END:  # the hot path: one type check, one range check
+        return reading
+    return _milliseconds(clock, reading, epoch_ms)
+
+
+def _milliseconds(clock: Callable[[], Any], reading: Any, epoch_ms: int) -> int:
+    """``read_clock``'s slow path: a reading that is not a plain in-range int.
+
+    A number is truncated (``time.time() * 1000``); text is refused even when it
+    spells one, and so is a bool.
+    """
+    now: int | None = None
+    if isinstance(reading, numbers.Number) and not isinstance(reading, bool):
+        try:
+            now = int(reading)
+        except (TypeError, ValueError, OverflowError):  # complex, NaN, inf: no millisecond
+            pass
+    if now is None:
         raise IdTypeError(
-            f"the id generator's clock {clock!r} returned {reading!r}, not a number of milliseconds",
+            f"the id generator's clock {_clock_name(clock)} returned {type(reading).__name__} {reading!r}, "
+            "not a number of milliseconds",
             reading=reading,
-        ) from None
+        )
     if not 0 <= now < CLOCK_END:
         raise clock_range_error(now, epoch_ms)
     return now
+
+
+def _clock_name(clock: Callable[[], Any]) -> str:
+    """How errors name an injected clock: its qualified name (``WorkerLease.clock``), else its repr."""
+    name = getattr(clock, "__qualname__", None)
+    return name if isinstance(name, str) else repr(clock)
 
 
 def check_count(n: Any) -> int:

@@ -77,8 +77,9 @@ cdef class _Sequencer:
     cdef int64_t _now(self) except? -1:
         if self._clock is None:
             return ddm_now_ms()
-        # Checked in Python: a reading beyond int64 (or negative) is an
-        # IdGenerationError, as in the twin, and int64 arithmetic stays exact.
+        # Checked in Python, once for both twins: a clock that raises is a
+        # ClockReadError, a reading that is no number an IdTypeError, one beyond
+        # int64 (or negative) an IdGenerationError; int64 arithmetic stays exact.
         return read_clock(self._clock, self._epoch)
 
     cdef int64_t _wait_until(self, int64_t target) except? -1:

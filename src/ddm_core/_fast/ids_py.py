@@ -7,7 +7,11 @@ one (never a duplicate, never None); when the clock steps back by at most
 raises :class:`ClockMovedBackwardsError` saying by how much. The rule is
 checked on every clock reading, waits included: a jump back that happens while
 the generator already waits (at sequence rollover, or catching up a small step)
-raises instead of being waited out with the lock held. Bit layouts are
+raises instead of being waited out with the lock held. An injected clock that
+raises fails the call with :class:`ClockReadError` naming the clock (its own
+``DdmError``, such as a lost worker lease, passes unchanged); one that returns
+no number (``None``, text such as ``"1700000000000"``) with ``IdTypeError``
+(``read_clock`` in :mod:`ddm_core._fast.id_layout`). Bit layouts are
 documented in :mod:`ddm_core._fast.id_layout`.
 """
 
