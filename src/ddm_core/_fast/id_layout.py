@@ -172,7 +172,7 @@ def _milliseconds(clock: Callable[[], Any], reading: Any, epoch_ms: int) -> int:
     spells one, and so is a bool.
     """
     now: int | None = None
-    if isinstance(reading, numbers.Number) and not isinstance(reading, bool):
+    if _is_number(reading):
         try:
             now = int(reading)
         except (TypeError, ValueError, OverflowError):  # complex, NaN, inf: no millisecond
@@ -186,6 +186,11 @@ def _milliseconds(clock: Callable[[], Any], reading: Any, epoch_ms: int) -> int:
     if not 0 <= now < CLOCK_END:
         raise clock_range_error(now, epoch_ms)
     return now
+
+
+def _is_number(value: Any) -> bool:
+    """A number, as a clock reading: not a bool, nor text, even text that spells a number."""
+    return isinstance(value, numbers.Number) and not isinstance(value, bool)
 
 
 def _clock_name(clock: Callable[[], Any]) -> str:
