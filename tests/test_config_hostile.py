@@ -459,7 +459,7 @@ def _problem(source: str, path: str) -> str:
         (NATIVE + "pool: {acquireTimeoutMs: 1000000000000}\n", "pool.acquireTimeoutMs", "not 1000000000000"),
         (NATIVE + "pool: {maxLifetimeMs: 500}\n", "pool.maxLifetimeMs", "0 (off) or an integer from 1000"),
         (NATIVE + "pool: {minIdle: '²'}\n", "pool.minIdle", "must be an integer from 0 to 1000, not '²'"),
-        (NATIVE + "runtime: {slowSqlMs: -1}\n", "runtime.slowSqlMs", "from 0 to 3600000, not -1"),
+        (NATIVE + "runtime: {slowSqlMs: -1}\n", "runtime.slowSqlMs", "0 (off) or an integer from 1 to 3600000, not -1"),
         (NATIVE + "runtime: {maxOffset: 10000001}\n", "runtime.maxOffset", "from 0 to 10000000"),
         (NATIVE + "runtime: {fullRouteThreshold: 65537}\n", "runtime.fullRouteThreshold", "from 0 to 65536"),
         (NATIVE + "tables:\n  - {logicTable: t, shardKey: k, databases: [ds_0, ds_1], shardCount: 0}\n",

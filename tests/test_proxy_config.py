@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from ddm_core import load_config
 from ddm_core.errors import ConfigValidationError, ProxyError
+from ddm_core.execute.slow_sql import SlowSqlLog
 from ddm_core.metadata.dump import dump_native
-from ddm_core.metadata.model import ProxySettings
+from ddm_core.metadata.model import ProxySettings, ShardingConfig
 
 from services import require_module
 
 require_module("mysql_mimic", "ddm proxy")
 
 from ddm_core.proxy import ProxyServer, native_password_hash, sha2_password_hash  # noqa: E402
+from ddm_core.proxy.audit import AuditLog  # noqa: E402
 
 BASE = """
 dataSources:
@@ -214,3 +222,73 @@ def test_a_user_without_any_hash_is_refused() -> None:
         load_config(BASE + "proxy: {users: [{name: dave}]}\n")
     text = str(info.value)
     assert "proxy.users[0]" in text and "'dave'" in text and "passwordHash" in text and "sha2Hash" in text
+
+
+# -- slowSqlMs: 0 is off, in the library and in the proxy -----------------------------------------------------------
+
+
+def _with_slow_sql_ms(config: ShardingConfig, slow_sql_ms: int) -> ShardingConfig:
+    """``config`` with both ``runtime.slowSqlMs`` and ``proxy.slowSqlMs`` set, as an application builds one in code."""
+    return dataclasses.replace(config, runtime=dataclasses.replace(config.runtime, slow_sql_ms=slow_sql_ms),
+                               proxy=dataclasses.replace(config.proxy, slow_sql_ms=slow_sql_ms))  # fmt: skip
+
+
+@contextlib.contextmanager
+def _audit_log_of(config: ShardingConfig) -> Iterator[AuditLog]:
+    """The audit log a proxy over ``config`` writes to (the server is built as ``ddm proxy`` builds it, not started)."""
+    server = ProxyServer(config)
+    try:
+        audit = server.runtime.audit
+        assert audit is not None
+        yield audit
+    finally:
+        server.executor.close()
+        if server.runtime.audit is not None:
+            server.runtime.audit.close()
+
+
+def _record(audit: AuditLog, ms: float) -> bool:
+    return audit.record(user="app", client="127.0.0.1", sql="SELECT 1", units=[], rows=1, ms=ms)
+
+
+@pytest.mark.parametrize("slow_sql_ms", [0, 1, 200, 3_600_000])
+def test_slow_sql_ms_means_the_same_in_the_library_and_the_proxy(tmp_path: Path, slow_sql_ms: int) -> None:
+    # One word, one meaning: the statements the library's slow-SQL log takes are the ones the
+    # proxy's audit log takes, and 0 is off in both (a statement of two hours is in neither).
+    audit_file = tmp_path / "audit.jsonl"
+    loaded = load_config(BASE + f"proxy: {{auditLog: '{audit_file}', users: [{{name: app, passwordHash: '{HASH}'}}]}}\n")
+    config = _with_slow_sql_ms(loaded, slow_sql_ms)
+    library = SlowSqlLog(lambda: config).threshold(0.0)  # seconds, as the executor compares them
+    taken = []
+    with _audit_log_of(config) as audit:
+        for elapsed_ms in sorted({0.0, 0.5, max(slow_sql_ms - 1, 0), slow_sql_ms, slow_sql_ms + 0.5, 7_200_000.0}):
+            audited = _record(audit, elapsed_ms)
+            assert audited == (elapsed_ms / 1000 >= library), (slow_sql_ms, elapsed_ms)
+            taken += [elapsed_ms] if audited else []
+    assert len(audit_file.read_text().splitlines()) == len(taken)
+    assert (taken == []) == (slow_sql_ms == 0)
+
+
+def test_audit_log_with_slow_sql_ms_0_is_refused_and_names_audit_all() -> None:
+    # slowSqlMs: 0 once audited every statement here; read as off, such a file would silently stop auditing.
+    user = f"users: [{{name: app, passwordHash: '{HASH}'}}]"
+    with pytest.raises(ConfigValidationError) as info:
+        load_config(BASE + f"proxy: {{auditLog: audit.jsonl, slowSqlMs: 0, {user}}}\n")
+    assert [p.path for p in info.value.problems] == ["proxy.slowSqlMs"]
+    assert "auditAll: true" in str(info.value) and "turns the audit log off" in str(info.value)
+    with pytest.raises(ConfigValidationError) as info:
+        load_config(BASE + f"proxy: {{auditAll: true, {user}}}\n")
+    assert [p.path for p in info.value.problems] == ["proxy.auditAll"]
+    assert "needs auditLog" in str(info.value)
+    assert load_config(BASE + f"proxy: {{slowSqlMs: 0, {user}}}\n").proxy.audit_threshold_ms == math.inf
+
+
+def test_audit_all_writes_every_statement_and_survives_a_dump(tmp_path: Path) -> None:
+    audit_file = tmp_path / "audit.jsonl"
+    config = load_config(BASE + f"proxy: {{auditLog: '{audit_file}', auditAll: true, slowSqlMs: 0,"
+                                f" users: [{{name: app, passwordHash: '{HASH}'}}]}}\n")  # fmt: skip
+    assert config.proxy.audit_all is True
+    assert load_config(dump_native(config)).proxy == config.proxy
+    with _audit_log_of(config) as audit:
+        assert _record(audit, 0.0)
+    assert json.loads(audit_file.read_text())["sql"] == "SELECT 1"

@@ -118,7 +118,7 @@ def governed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ProxyPr
             databases,
             tableRateLimits={SMALL: 1},
             masks=[{"column": "note", "mask": "phone", "table": "t_order"}, {"column": "name", "mask": "full"}],
-            slowSqlMs=0,
+            auditAll=True,
             auditLog=str(audit),
         )
         config["proxy"]["users"].append({"name": ADMIN, "passwordHash": native_password_hash(PASSWORD), "unmask": True})

@@ -149,7 +149,7 @@ def test_an_open_session_sees_a_new_mask_limit_and_audit_threshold_at_its_next_s
         assert cur.fetchall() == ((1, "13812341234"),)
         audit = tmp_path / "audit.jsonl"
         masked = reloading.config(masks=[{"column": "note", "mask": "phone", "table": "t_order"}],
-                                  tableRateLimits={"t_order": 1}, auditLog=str(audit), slowSqlMs=0)  # fmt: skip
+                                  tableRateLimits={"t_order": 1}, auditLog=str(audit), auditAll=True)  # fmt: skip
         reloading.publish(masked, "is in force")  # the new t_order bucket starts full: one token
         cur.execute(select)  # the same text: its mask plan was dropped with the old masks
         assert cur.fetchall() == ((1, "138****1234"),)

@@ -84,6 +84,7 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
     if xa:
         out["xa"] = xa
     proxy = _changed(config.proxy, ProxySettings(), {
+        "audit_all": "auditAll",
         "workers": "workers", "batch_rows": "batchRows", "shutdown_grace_ms": "shutdownGraceMs",
         "slow_sql_ms": "slowSqlMs", "audit_log": "auditLog", "inline_statements": "inlineStatements",
         "transaction_mode": "transactionMode",

@@ -152,8 +152,16 @@ class Section:
         return number
 
     def bool(self, *names: builtins.str, default: Any = None) -> Any:
+        """``true`` / ``false`` (or their text, ``on`` / ``off``, ``yes`` / ``no``); ``default`` when absent.
+
+        Written but blank (``allowFullRoute:``, ``~``, ``null``, ``''``) is a problem, never the
+        default: a switch written to refuse something must not load as the default that allows it.
+        """
         value = self.get(*names, default=MISSING)
-        if value is MISSING or value is None:
+        if value is MISSING:
+            return default
+        if value is None:
+            self.problems.add(self.field_path(*names), "must be true or false, not blank (empty, ~ or null)", None)
             return default
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "on", "off", "yes", "no"):
             value = value.strip().lower() in ("true", "on", "yes")

@@ -121,6 +121,9 @@ _RW = ReadWriteSettings()
 _GENE_WORKER_BITS = 6  # GeneIdGenerator's default
 _MAX_BACKWARD_MS = 5  # the id generators' default
 _DAY_MS = 86_400_000
+#: ``runtime.slowSqlMs`` and ``proxy.slowSqlMs`` share one meaning of 0, off: the proxy audits every
+#: statement with ``proxy.auditAll: true`` instead (docs/proxy.md#audit-log).
+_SLOW_SQL_NOTE = "at most one hour; 0 is off in both sections"
 
 #: Field → range, by the field's name in ddm-core's own format (ShardingSphere
 #: spellings map to the same entries; see docs/config-limits.md).
@@ -149,7 +152,7 @@ RANGES: Mapping[str, IntRange] = {
     "runtime.maxOffset": IntRange(
         0, 10_000_000, _RUNTIME.max_offset, note="every shard returns OFFSET + LIMIT rows to the merge"
     ),
-    "runtime.slowSqlMs": IntRange(0, 3_600_000, _RUNTIME.slow_sql_ms, unit="ms", note="at most one hour"),
+    "runtime.slowSqlMs": IntRange(1, 3_600_000, _RUNTIME.slow_sql_ms, off=True, unit="ms", note=_SLOW_SQL_NOTE),
     "runtime.mergeMemoryWarnMb": IntRange(1, 1_048_576, _RUNTIME.merge_memory_warn_mb,
                                           note="megabytes; at most 1 TiB"),  # fmt: skip
     "url.port": IntRange(1, 65_535, None, note="a TCP port; the backend's default when the URL gives none"),
@@ -165,7 +168,7 @@ RANGES: Mapping[str, IntRange] = {
     ),
     "proxy.users.rateLimit": IntRange(1, 1_000_000, 0, off=True, note="statements per second of one user"),
     "proxy.tableRateLimits": IntRange(1, 1_000_000, None, note="statements per second on one logic table"),
-    "proxy.slowSqlMs": IntRange(0, 3_600_000, _PROXY.slow_sql_ms, unit="ms", note="0: every statement is audited"),
+    "proxy.slowSqlMs": IntRange(1, 3_600_000, _PROXY.slow_sql_ms, off=True, unit="ms", note=_SLOW_SQL_NOTE),
     "readWrite.writeWindowMs": IntRange(
         1, 600_000, _RW.write_window_ms, unit="ms", note="reads after a write stay on the primary this long"
     ),

@@ -20,6 +20,7 @@ What the router reads, cheaply:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
@@ -418,7 +419,7 @@ class RuntimeSettings:
         full_route_threshold: A table with more shards than this needs a shard key
             when ``allow_full_route`` is false.
         max_offset: Deepest OFFSET accepted across shards (use a cursor beyond).
-        slow_sql_ms: Statements slower than this are logged as slow.
+        slow_sql_ms: Statements at least this slow are logged as slow (0: off, as ``proxy.slowSqlMs``).
         sql_comment: Prefix rewritten SQL with ``/* app=...,shard=... */``, so a
             shard's slow-query log names the application (docs/operations.md#sql-comments).
         app_name: The application in that comment and in metrics (``appName``).
@@ -538,8 +539,9 @@ class ProxySettings:
         shutdown_grace_ms: How long SIGTERM waits for running statements.
         table_rate_limits: Logic table → statements per second (all users together).
         masks: Result columns masked for users without ``unmask``.
-        slow_sql_ms: Statements at least this slow go to the audit log (0: every statement).
+        slow_sql_ms: Statements at least this slow go to the audit log (0: off, as ``runtime.slowSqlMs``).
         audit_log: The audit log file (JSON lines); ``None``: no audit log.
+        audit_all: Every statement goes to the audit log, however fast (``auditAll``).
         inline_statements: Run a statement that goes to one data source on the event loop, without
             the hop to a worker thread (docs/proxy.md#how-it-is-built).
         tls: TLS for clients (``None``: plain connections only).
@@ -555,9 +557,18 @@ class ProxySettings:
     masks: tuple[MaskRule, ...] = ()
     slow_sql_ms: int = 200
     audit_log: str | None = None
+    audit_all: bool = False
     inline_statements: bool = True
     tls: ProxyTls | None = None
     transaction_mode: str = "local"
+
+    @property
+    def audit_threshold_ms(self) -> float:
+        """Statements at least this slow are audited: ``0.0`` with ``audit_all``, ``inf`` (none) when
+        ``slow_sql_ms`` is 0, which means off here as it does for ``runtime.slowSqlMs``."""
+        if self.audit_all:
+            return 0.0
+        return float(self.slow_sql_ms) if self.slow_sql_ms > 0 else math.inf
 
 
 @dataclass(frozen=True, slots=True)

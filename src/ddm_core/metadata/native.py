@@ -978,6 +978,7 @@ def _proxy(sec: Section, ctx: Context) -> ProxySettings:
         masks=tuple(masks),
         slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, bounds=RANGES["proxy.slowSqlMs"]),
         audit_log=sec.str("auditLog"),
+        audit_all=sec.bool("auditAll", default=d.audit_all),
         workers=sec.int("workers", default=d.workers, bounds=RANGES["proxy.workers"]),
         batch_rows=sec.int("batchRows", default=d.batch_rows, bounds=RANGES["proxy.batchRows"]),
         shutdown_grace_ms=sec.int(
@@ -987,8 +988,19 @@ def _proxy(sec: Section, ctx: Context) -> ProxySettings:
         tls=tls,
         transaction_mode=_proxy_transaction_mode(sec, d.transaction_mode),
     )
+    _check_audit(sec, settings)
     sec.finish()
     return settings
+
+
+def _check_audit(sec: Section, settings: ProxySettings) -> None:
+    """``auditLog`` with ``slowSqlMs: 0`` (off) would audit nothing; ``auditAll`` without ``auditLog`` has no file."""
+    if settings.audit_log is not None and settings.slow_sql_ms == 0 and not settings.audit_all:
+        sec.problems.add(sec.field_path("slowSqlMs"), "is 0, which turns the audit log off (as runtime.slowSqlMs: "
+                         "0 turns the slow-SQL log off), yet auditLog is set; write auditAll: true to audit every "
+                         "statement (what slowSqlMs: 0 meant here before), or remove auditLog", 0)  # fmt: skip
+    if settings.audit_all and settings.audit_log is None:
+        sec.problems.add(sec.field_path("auditAll"), "needs auditLog, the file every statement is written to", True)
 
 
 def _proxy_transaction_mode(sec: Section, default: str) -> str:

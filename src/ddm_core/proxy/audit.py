@@ -1,6 +1,7 @@
 """The proxy's slow-SQL audit log: one JSON object a line (docs/proxy.md#audit-log).
 
-A statement at least ``proxy.slowSqlMs`` slow (0: every statement) is written
+A statement at least ``proxy.slowSqlMs`` slow (0: off; every statement with
+``proxy.auditAll``, see ``ProxySettings.audit_threshold_ms``) is written
 with who ran it, from where, the logic SQL, the physical SQL of each unit,
 the rows sent or affected and the milliseconds from routing to the last row.
 SQL text is shortened (``_text.shorten_sql``); passwords never pass through
@@ -27,10 +28,10 @@ class AuditLog:
 
     Args:
         path: The JSON-lines file.
-        threshold_ms: Statements at least this slow are recorded.
+        threshold_ms: Statements at least this slow are recorded (``0``: every one, ``inf``: none).
     """
 
-    def __init__(self, path: str | Path, threshold_ms: int) -> None:
+    def __init__(self, path: str | Path, threshold_ms: float) -> None:
         self.path = Path(path)
         self.threshold_ms = threshold_ms
         self._lock = threading.Lock()
@@ -62,7 +63,7 @@ class AuditLog:
             self._file.flush()
         return True
 
-    def configure(self, path: str | Path, threshold_ms: int) -> None:
+    def configure(self, path: str | Path, threshold_ms: float) -> None:
         """A reload's ``auditLog`` / ``slowSqlMs``: another file is opened before the old one is closed.
 
         Raises:

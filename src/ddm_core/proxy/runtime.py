@@ -121,9 +121,9 @@ class ProxyRuntime:
         if settings.audit_log is None:
             audit = None
         elif audit is None:
-            audit = AuditLog(settings.audit_log, settings.slow_sql_ms)
+            audit = AuditLog(settings.audit_log, settings.audit_threshold_ms)
         else:
-            audit.configure(settings.audit_log, settings.slow_sql_ms)
+            audit.configure(settings.audit_log, settings.audit_threshold_ms)
         limiter = RateLimiter({u.name: u.rate_limit for u in settings.users}, settings.table_rate_limits,
                               clock=self.clock, previous=self._limiter)  # fmt: skip
         self._limiter = limiter
