@@ -39,6 +39,7 @@ __all__ = [
     "QueryTimeoutError",
     "DuplicateKeyError",
     "MergeError",
+    "CollationError",
     # transaction
     "TransactionError",
     "CrossShardTransactionError",
@@ -286,6 +287,10 @@ class DuplicateKeyError(ExecutionError):
 
 class MergeError(ExecutionError, TypeError):
     """Shard results cannot be merged (for example incomparable sort keys)."""
+
+
+class CollationError(MergeError):
+    """A merge would compare strings of a collation ddm-core cannot reproduce; the message names it."""
 
 
 # -- transaction ---------------------------------------------------------------

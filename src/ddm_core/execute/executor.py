@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from ddm_core._text import shorten_sql
 from ddm_core.dialects import INPUT
 from ddm_core.errors import ConfigError, DdmError, ExecutionError, PoolTimeoutError, QueryTimeoutError
+from ddm_core.execute.collations import ResultCollations
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
@@ -79,6 +80,7 @@ from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 from ddm_core.route.router import Router
 
 if TYPE_CHECKING:
+    from ddm_core.merge.collation import Collation
     from ddm_core.execute.observer import StatementObserver
     from ddm_core.execute.transaction import Transaction
 
@@ -197,6 +199,7 @@ class Executor:
         self._dual_warn = Throttle(10.0)
         self._merge_hook: Any = None  # MergeMemoryObserver.merge_memory of the observer, if it has one
         self._merge_warn = Throttle(10.0)  # per logic table: a report query repeating must not flood the log
+        self._collations = ResultCollations()  # string columns' collations per statement, for the merge
         self._threads: cf.ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         # Replicas: balancer, read-your-writes, lag monitor, breakers (docs/readwrite.md).
@@ -307,6 +310,8 @@ class Executor:
 
     def _observed(self, plan: RoutePlan, started: float, result: Result) -> Result:
         """A statement finished: the slow-SQL log and the observer hear of it."""
+        if plan.statement == "ddl":
+            self._collations.clear()  # a column's collation may have changed
         self._slow_sql.observe(started, plan, result)
         if self._observer is not None:
             self._observer.finished(plan, started, result)
@@ -841,12 +846,12 @@ class Executor:
             return UnitResult(unit.data_source, None, (), cursor.rowcount, getattr(cursor, "lastrowid", None) or None)
         if not stream:
             rows = cursor.fetchall()
-            return UnitResult(unit.data_source, description, rows, len(rows))
+            return UnitResult(unit.data_source, description, rows, len(rows), sql=sql)
         first = cursor.fetchmany(self.fetch_batch)
         if len(first) < self.fetch_batch:  # everything fitted in the first batch
-            return UnitResult(unit.data_source, description, first, len(first))
+            return UnitResult(unit.data_source, description, first, len(first), sql=sql)
         rows_iter = StreamRows(cursor, borrowed, first, self.fetch_batch, self.drain_limit, sql)
-        return UnitResult(unit.data_source, description, rows_iter, -1)
+        return UnitResult(unit.data_source, description, rows_iter, -1, sql=sql)
 
     def _unit_failed(
         self,
@@ -1081,7 +1086,8 @@ class Executor:
 
         dialect = self._merge_dialect(plan)
         memory = MergeMemory(functools.partial(self._merge_memory_done, plan))
-        merged = merge_results(plan.merge, ordered, dialect=dialect, memory=memory)
+        collations = self._column_collations(plan, ordered)
+        merged = merge_results(plan.merge, ordered, dialect=dialect, memory=memory, collations=collations)
         return Result(
             description=merged.description,
             rows=merged,
@@ -1090,6 +1096,21 @@ class Executor:
             complete=complete,
             statement=plan.statement,
         )
+
+    def _column_collations(self, plan: RoutePlan, ordered: list[UnitResult]) -> list[Collation | None] | None:
+        """How the merge compares each string column (execute/collations.py); None: no strings compared."""
+        first = next((u for u in ordered if u.description and u.sql), None)
+        if first is None:
+            return None
+        try:
+            return self._collations.for_merge(
+                plan.merge, first.description, first.data_source, first.sql,
+                functools.partial(self._pool_of, read=True), None,
+            )  # fmt: skip
+        except BaseException:
+            for unit in ordered:
+                _close_quietly(unit)
+            raise
 
     def _merge_memory_done(self, plan: RoutePlan, memory: MergeMemory) -> None:
         """A merged result closed: warn when it held more than ``runtime.mergeMemoryWarnMb``, tell the observer."""

@@ -148,9 +148,11 @@ class UnitResult:
         rows: A list (buffered) or a :class:`StreamRows`.
         rowcount: Rows affected (DML) or returned (buffered SELECT); -1 when unknown.
         lastrowid: The driver's ``lastrowid`` after an INSERT, else ``None``.
+        sql: The SQL the unit ran, in its driver's paramstyle ("": not recorded);
+            the merge describes its columns' collations from it.
     """
 
-    __slots__ = ("data_source", "description", "rows", "rowcount", "lastrowid")
+    __slots__ = ("data_source", "description", "rows", "rowcount", "lastrowid", "sql")
 
     def __init__(
         self,
@@ -159,12 +161,14 @@ class UnitResult:
         rows: Any,
         rowcount: int,
         lastrowid: Any = None,
+        sql: str = "",
     ) -> None:
         self.data_source = data_source
         self.description = description
         self.rows = rows
         self.rowcount = rowcount
         self.lastrowid = lastrowid
+        self.sql = sql
 
     def close(self) -> None:
         close = getattr(self.rows, "close", None)

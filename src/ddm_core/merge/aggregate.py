@@ -6,11 +6,14 @@ value one unsharded table would have given:
 
 * ``COUNT`` — the sum of the partial counts (``0`` when there are none).
 * ``SUM`` — the sum of the non-NULL partial sums; NULL when every one is NULL.
-* ``MIN`` / ``MAX`` — over the non-NULL partials; NULL when there are none.
+* ``MIN`` / ``MAX`` — over the non-NULL partials; NULL when there are none. A
+  string column with a collation key compares by it; of equal values the first
+  partial (in unit order) is kept.
 * ``AVG`` — ``sum(partial sums) / sum(partial counts)``; NULL when the count is 0.
 * ``COUNT(DISTINCT x)`` / ``SUM(DISTINCT x)`` — the units grouped by ``x`` too,
   so the column holds raw ``x`` values: count / sum the distinct non-NULL ones
-  (``0`` / NULL when there are none). The units sent raw values, so a MySQL
+  (``0`` / NULL when there are none); ``COUNT(DISTINCT)`` counts distinct
+  collation keys of a string column that has one. The units sent raw values, so a MySQL
   ``SUM(DISTINCT int_column)`` is turned into the ``Decimal`` MySQL returns.
 
 Numbers (MySQL semantics, ``dialect="mysql"``):
@@ -34,7 +37,7 @@ Each backend's rules are answers of its :class:`~ddm_core.dialects.Dialect`
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ddm_core import dialects
 from ddm_core.dialects import EXACT as _CTX
@@ -47,7 +50,7 @@ __all__ = ["Reaggregator", "DIALECTS", "avg_value"]
 #: ``dialect`` values :func:`ddm_core.merge.merge_results` understands: every backend's name.
 DIALECTS = dialects.KINDS
 
-_COUNT, _SUM, _MIN, _MAX, _AVG, _COUNT_DISTINCT, _SUM_DISTINCT = range(7)
+_COUNT, _SUM, _MIN, _MAX, _AVG, _COUNT_DISTINCT, _SUM_DISTINCT, _MIN_KEYED, _MAX_KEYED = range(9)
 _KINDS = {"COUNT": _COUNT, "SUM": _SUM, "MIN": _MIN, "MAX": _MAX, "AVG": _AVG}
 
 
@@ -92,15 +95,23 @@ class Reaggregator:
     Args:
         aggregates: The spec's aggregates, column indexes already resolved (>= 0).
         dialect: See :func:`avg_value`.
+        keys: Collation key functions by column (:mod:`ddm_core.merge.keys`):
+            ``MIN`` / ``MAX`` and ``COUNT(DISTINCT)`` of those columns compare keys.
 
     A group's state is a list ``[first_row, acc_0, acc_1, ...]``; columns that
     are not aggregates keep the first partial row's value (group keys are equal
     in every partial row; other columns are MySQL's ``ANY_VALUE``).
     """
 
-    __slots__ = ("_ops", "_dialect")
+    __slots__ = ("_ops", "_dialect", "_keys")
 
-    def __init__(self, aggregates: Sequence[Aggregate], dialect: str = dialects.INPUT) -> None:
+    def __init__(
+        self,
+        aggregates: Sequence[Aggregate],
+        dialect: str = dialects.INPUT,
+        keys: Mapping[int, Callable[[Any], Any]] | None = None,
+    ) -> None:
+        keys = keys or {}
         ops: list[tuple[int, int, int, int]] = []  # (kind, column, arg, count_arg)
         for agg in aggregates:
             kind = _KINDS.get(str(agg.func).upper())
@@ -117,9 +128,12 @@ class Reaggregator:
             else:
                 if len(agg.args) != 1:
                     raise MergeError(f"{agg.func} needs one arg column, not {agg.args!r}", value=agg)
+                if agg.args[0] in keys and kind in (_MIN, _MAX):
+                    kind = _MIN_KEYED if kind == _MIN else _MAX_KEYED
                 ops.append((kind, agg.column, agg.args[0], -1))
         self._ops = tuple(ops)
         self._dialect = dialects.dialect_for(dialect)
+        self._keys = keys
 
     def start(self, row: Sequence[Any]) -> list[Any]:
         """A new group whose first partial row is ``row``."""
@@ -157,6 +171,11 @@ class Reaggregator:
             elif kind == _SUM:
                 acc = state[i]
                 state[i] = v if acc is None else _add(acc, v)
+            elif kind == _MIN_KEYED or kind == _MAX_KEYED:
+                acc = state[i]  # (key, value): the value's key, computed once
+                k = self._keys[arg](v)
+                if acc is None or (k < acc[0] if kind == _MIN_KEYED else acc[0] < k):
+                    state[i] = (k, v)
             elif kind == _MIN or kind == _MAX:
                 acc = state[i]
                 try:
@@ -169,6 +188,8 @@ class Reaggregator:
                         column=arg,
                     ) from None
             else:
+                if kind == _COUNT_DISTINCT and arg in self._keys:
+                    v = self._keys[arg](v)  # distinct under the collation
                 try:
                     state[i].add(v)
                 except TypeError:
@@ -188,6 +209,8 @@ class Reaggregator:
                 out[count_arg] = acc[1]  # the derived COUNT(x), now the total
             elif kind == _COUNT_DISTINCT:
                 out[column] = len(acc)
+            elif kind == _MIN_KEYED or kind == _MAX_KEYED:
+                out[column] = None if acc is None else acc[1]
             elif kind == _SUM_DISTINCT:
                 total: Any = None
                 for v in acc:

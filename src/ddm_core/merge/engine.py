@@ -16,10 +16,14 @@ parsed here). What it does, cheapest first:
 
 Order follows MySQL: NULL first ascending, last descending; ties keep unit order.
 
-Known differences from one MySQL table: group keys and DISTINCT compare values
-with Python equality, so strings are case- and trailing-space-sensitive
-(MySQL's default collations are neither). If a case-insensitive collation made
-a unit return group keys out of Python's order, the streamed group merge
+Strings compare as their columns' collations say when the caller passes them
+(``collations``; the executor reads them from the data source, see
+:mod:`.collation`): ``'a' = 'A'`` and ``'b ' = 'b'`` under ``utf8mb4_general_ci``,
+in ``ORDER BY``, ``GROUP BY``, ``DISTINCT``, ``MIN`` / ``MAX`` and
+``COUNT(DISTINCT)``. A group, a DISTINCT row and a ``MIN`` / ``MAX`` show the
+first spelling met in unit order (one table shows the first in its scan).
+Without collations strings compare as Python compares them. Should the units
+still deliver group keys out of the merge's order, the streamed group merge
 raises :class:`~ddm_core.errors.MergeError` rather than split a group in two.
 """
 
@@ -33,6 +37,8 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, Sequ
 from ddm_core._fast import SELECTED as _impl
 from ddm_core.errors import MergeError
 from ddm_core.merge.aggregate import DIALECTS, Reaggregator
+from ddm_core.merge.collation import Collation
+from ddm_core.merge.keys import ColumnKeys, column_keys, decorated, row_key
 from ddm_core.merge.memory import MergeMemory
 from ddm_core.merge.spec import Aggregate, MergeSpec
 
@@ -196,6 +202,7 @@ def merge_results(
     dialect: str = "mysql",
     heap_merge: HeapMergeFn | None = None,
     memory: MergeMemory | None = None,
+    collations: Sequence[Collation | None] | None = None,
 ) -> Merged:
     """Merge the units' results as ``spec`` says.
 
@@ -211,6 +218,8 @@ def merge_results(
             implementation's); tests pass each twin in turn.
         memory: Counts the rows the merge holds at once (:mod:`.memory`) and
             is told when the result closes.
+        collations: The collation of each unit-row column (``None``: compare
+            its values as they are); see :func:`ddm_core.merge.collation.collation_for`.
 
     Returns:
         A lazy :class:`Merged` iterator; close it (or exhaust it) to release the units.
@@ -223,7 +232,7 @@ def merge_results(
     units = list(units)
     sources = [u.rows for u in units]
     try:
-        return _build(spec, units, sources, dialect, heap_merge or _impl.merge.heap_merge, memory)
+        return _build(spec, units, sources, dialect, heap_merge or _impl.merge.heap_merge, memory, collations)
     except BaseException:
         close_each(sources)  # best effort while another error propagates
         raise
@@ -247,6 +256,7 @@ def _build(
     dialect: str,
     heap_merge: HeapMergeFn,
     memory: MergeMemory | None,
+    collations: Sequence[Collation | None] | None = None,
 ) -> Merged:
     if dialect not in DIALECTS:
         raise MergeError(f"dialect must be one of {DIALECTS}, not {dialect!r}", value=dialect)
@@ -270,7 +280,8 @@ def _build(
     if memory is not None:
         memory.hold_buffered([src for src in sources if isinstance(src, (list, tuple))])
     closers: list[Any] = []
-    rows = _pipeline(spec, layout, sources, closers, offset, limit, dialect, heap_merge, memory)
+    keys = column_keys(collations)
+    rows = _pipeline(spec, layout, sources, closers, offset, limit, dialect, heap_merge, memory, keys)
     # Close every unit's rows too: heap_merge closes only what it iterated, and a
     # cursor's iterator is not the cursor.
     closers.extend(src for src in sources if not isinstance(src, (list, tuple)))
@@ -357,6 +368,7 @@ def _pipeline(
     dialect: str,
     heap_merge: HeapMergeFn,
     memory: MergeMemory | None,
+    keys: ColumnKeys,
 ) -> Iterator[Row]:
     width, visible, derived = layout.width, layout.visible, layout.derived
     having = spec.having
@@ -364,31 +376,31 @@ def _pipeline(
     windowed = False  # offset / limit already applied
     rows: Iterator[Row]
     if grouped:
-        agg = Reaggregator(layout.aggregates, dialect)
+        agg = Reaggregator(layout.aggregates, dialect, keys)
         if not layout.group_by:
             rows = _fold_all(chain.from_iterable(sources), agg, _min_width(layout))
         else:
-            keys = _stream_keys(layout.order_by, layout.group_by)
-            if keys is not None:
-                merged = heap_merge(sources, keys)
-                closers.append(merged)
-                rows = _stream_groups(merged, layout.group_by, keys, agg)
+            stream_keys = _stream_keys(layout.order_by, layout.group_by)
+            if stream_keys is not None:
+                merged = _ordered(heap_merge, sources, stream_keys, keys, closers)
+                rows = _stream_groups(merged, layout.group_by, stream_keys, agg, keys)
             else:
-                rows = _hash_groups(chain.from_iterable(sources), layout.group_by, agg, layout.order_by, having, memory)
+                rows = _hash_groups(
+                    chain.from_iterable(sources), layout.group_by, agg, layout.order_by, having, memory, keys
+                )
                 having = None  # applied before sorting: fewer rows to sort
     elif layout.order_by:
         if having is None and not spec.distinct:
-            rows = heap_merge(sources, layout.order_by, offset=offset, limit=limit)
+            rows = _ordered(heap_merge, sources, layout.order_by, keys, closers, offset, limit)
             windowed = True
         else:
-            rows = heap_merge(sources, layout.order_by)
-        closers.append(rows)
+            rows = _ordered(heap_merge, sources, layout.order_by, keys, closers)
     else:
         rows = chain.from_iterable(sources)
     if having is not None:
         rows = filter(having, rows)
     if spec.distinct:
-        rows = _distinct(rows, visible, derived, memory)
+        rows = _distinct(rows, visible, derived, memory, keys)
     if not windowed and (offset or limit is not None):
         rows = _window(rows, offset, limit)
     if visible is None:
@@ -397,6 +409,27 @@ def _pipeline(
     elif width is None or visible < width:
         rows = map(itemgetter(slice(0, visible)), rows)
     return rows
+
+
+def _ordered(
+    heap_merge: HeapMergeFn,
+    sources: list[Iterable[Row]],
+    order_by: Keys,
+    keys: ColumnKeys,
+    closers: list[Any],
+    offset: int = 0,
+    limit: int | None = None,
+) -> Iterator[Row]:
+    """The heap merge of ``sources`` on ``order_by``, strings under their collations."""
+    if not any(col in keys for col, _ in order_by):
+        merged = heap_merge(sources, order_by, offset=offset, limit=limit)
+        closers.append(merged)
+        return merged  # type: ignore[no-any-return]
+    # The merge compares each row's keys, computed once, and hands the row back.
+    marked, marked_keys = decorated(sources, order_by, keys)
+    merged = heap_merge(marked, marked_keys, offset=offset, limit=limit)
+    closers.append(merged)
+    return map(itemgetter(-1), merged)
 
 
 def _window(rows: Iterator[Row], offset: int, limit: int | None) -> Iterator[Row]:
@@ -434,10 +467,6 @@ def _stream_keys(order_by: Keys, group_by: tuple[int, ...]) -> Keys | None:
     return None
 
 
-def _key_getter(columns: Sequence[int]) -> Callable[[Row], Any]:
-    return itemgetter(*columns) if columns else (lambda row: ())
-
-
 def _fold_all(rows: Iterator[Row], agg: Reaggregator, width: int) -> Iterator[Row]:
     """Aggregates without GROUP BY: exactly one row, even over no rows."""
     state = None
@@ -449,10 +478,12 @@ def _fold_all(rows: Iterator[Row], agg: Reaggregator, width: int) -> Iterator[Ro
     yield agg.empty(width) if state is None else agg.result(state)
 
 
-def _stream_groups(rows: Iterator[Row], group_by: tuple[int, ...], keys: Keys, agg: Reaggregator) -> Iterator[Row]:
+def _stream_groups(
+    rows: Iterator[Row], group_by: tuple[int, ...], keys: Keys, agg: Reaggregator, column_keys: ColumnKeys
+) -> Iterator[Row]:
     """Groups from rows sorted by ``keys``: one group in memory at a time."""
-    group_key = _key_getter(group_by)
-    sort_key = _key_getter([c for c, _ in keys])
+    group_key = row_key(group_by, column_keys)
+    sort_key = row_key([c for c, _ in keys], column_keys)
     descs = [d for _, d in keys]
     state: list[Any] | None = None
     current: Any = None
@@ -500,9 +531,11 @@ def _hash_groups(
     order_by: Keys,
     having: Callable[[Sequence[Any]], bool] | None,
     memory: MergeMemory | None = None,
+    column_keys: ColumnKeys | None = None,
 ) -> Iterator[Row]:
     """Every group in a dict (first-seen order), then HAVING, then sorted by ``order_by``."""
-    group_key = _key_getter(group_by)
+    column_keys = column_keys or {}
+    group_key = row_key(group_by, column_keys)
     groups: dict[Any, list[Any]] = {}
     for row in rows:
         k = group_key(row)
@@ -520,27 +553,39 @@ def _hash_groups(
         memory.hold_extra(len(out), out)
     if having is not None:
         out = [row for row in out if having(row)]
-    _sort_rows(out, order_by)
+    _sort_rows(out, order_by, column_keys)
     yield from out
 
 
-def _sort_rows(rows: list[Row], keys: Keys) -> None:
+def _sort_rows(rows: list[Row], keys: Keys, column_keys: ColumnKeys) -> None:
     """Sort in place like MySQL: NULL first ascending, last descending; stable."""
     for col, desc in reversed(keys):
+        value = row_key((col,), column_keys)
         try:
-            rows.sort(key=lambda r: (False,) if r[col] is None else (True, r[col]), reverse=desc)
+            rows.sort(key=lambda r: (False,) if r[col] is None else (True, value(r)), reverse=desc)
         except TypeError:
             raise MergeError(f"sort key column {col} holds values that cannot be compared", column=col) from None
 
 
-def _distinct(rows: Iterator[Row], visible: int | None, derived: int, memory: MergeMemory | None = None) -> Iterator[Row]:
+def _distinct(
+    rows: Iterator[Row],
+    visible: int | None,
+    derived: int,
+    memory: MergeMemory | None = None,
+    column_keys: ColumnKeys | None = None,
+) -> Iterator[Row]:
     """First occurrence of each distinct visible tuple; remembers only the distinct ones seen."""
     seen: set[tuple[Any, ...]] = set()
     if memory is not None:
         memory.watch(seen)  # it only grows: its size when the result closes is the most it held
     cut = slice(0, visible) if visible is not None else slice(0, -derived if derived else None)
+    keyed = sorted(column_keys.items()) if column_keys else []
+    if visible is not None:
+        keyed = [(col, key) for col, key in keyed if col < visible]
     for row in rows:
         key = tuple(row[cut])
+        if keyed:
+            key = _collated(key, keyed)
         try:
             if key in seen:
                 continue
@@ -548,3 +593,12 @@ def _distinct(rows: Iterator[Row], visible: int | None, derived: int, memory: Me
         except TypeError:
             raise MergeError(f"DISTINCT over an unhashable value in {key!r}", value=key) from None
         yield row
+
+
+def _collated(values: tuple[Any, ...], keyed: list[tuple[int, Callable[[Any], Any]]]) -> tuple[Any, ...]:
+    """``values`` with each keyed column's value replaced by its collation key."""
+    out = list(values)
+    for col, key in keyed:
+        if col < len(out):
+            out[col] = key(out[col])
+    return tuple(out)

@@ -1,0 +1,267 @@
+"""Comparing strings the way the database does: one sort key per collation.
+
+MySQL and MariaDB compare a string column by its collation: ``utf8mb4_general_ci``
+(MariaDB's default) takes ``'a' = 'A' = 'á'``, and every collation that is not
+``NO PAD`` ignores trailing spaces (``'b ' = 'b'``). Python compares code points.
+A merge that compares values itself (``ORDER BY``, ``MIN`` / ``MAX``, ``GROUP BY``,
+``DISTINCT``, ``COUNT(DISTINCT)``) compares :meth:`Collation.key` of each value
+instead: two values are equal under the collation exactly when their keys are
+equal, and ordered as their keys are. Keys are ``str`` (their characters are
+weights), so they hash, and the compiled heap merge compares them in C.
+
+How a key is made:
+
+* **Weights.** Each character becomes its weight (``str.translate``): the code
+  point for ``_bin``; for ``general_ci`` the upper-case letter without its accent,
+  computed from Unicode 3.0-era character data (what MySQL's table was built
+  from, see :func:`_general_ci_weight`), every character beyond U+FFFF weighing
+  U+FFFD; for ``latin1_swedish_ci`` MySQL's 256-entry sort order.
+* **PAD SPACE** (:func:`pad_key`). The shorter string compares as if padded with
+  spaces: trailing spaces are dropped, and a character that sorts below the
+  space (a tab, a newline) makes a string sort *before* the same string without
+  it (``'a\\t' < 'a'``). The key encodes that, so the ordering stays a plain
+  ``str`` comparison. ``NO PAD`` collations use the weights as they are.
+
+Every key is tested against MariaDB itself (``tests/test_merge_collation.py``:
+every BMP character for ``general_ci``, all 256 ``latin1`` bytes, strings with
+trailing spaces and control characters). A collation not listed in
+:data:`SUPPORTED` is refused with :class:`~ddm_core.errors.CollationError` naming
+it — when a merge would compare a column of it, never before.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Callable, NamedTuple
+
+from ddm_core.errors import CollationError
+
+__all__ = ["Collation", "collation_for", "collation_name", "pad_key", "SUPPORTED", "BINARY"]
+
+#: The ``binary`` character set / collation: bytes, compared as bytes (Python's order).
+BINARY = 63
+
+# Reserved key characters (weights >= 3 stand for themselves, see pad_key).
+_LOW = "\x00"  # prefix of a weight that sorts below the space
+_SPACE_BEFORE_LOW = "\x01"  # a space followed, after more spaces, by such a weight
+_END = "\x02"  # the end of the string: where the padding spaces begin
+
+
+class Collation(NamedTuple):
+    """How one collation compares strings.
+
+    Attributes:
+        id: The collation's number in the MySQL protocol.
+        name: Its name (``utf8mb4_general_ci``).
+        key: ``str`` → its sort key; ``None`` when Python's own order is the
+            collation's (``utf8mb4_nopad_bin``, ``binary``).
+    """
+
+    id: int
+    name: str
+    key: Callable[[str], str] | None
+
+
+def pad_key(weights: str, space: str = " ") -> str:
+    """The key of a PAD SPACE comparison over ``weights`` (``space``: the space's weight).
+
+    Comparing two keys with ``<`` / ``==`` is comparing the weight strings with
+    the shorter one padded by ``space`` weights. Trailing spaces are dropped and
+    the end is marked with a character below every weight; a weight below the
+    space is escaped below that mark, and a space whose run of spaces ends in
+    such a weight sorts between the two (the padding of a shorter string meets
+    these spaces, and the weight after them decides). Weights must be >= 3.
+    """
+    weights = weights.rstrip(space)
+    if not weights or min(weights) >= space:  # nothing sorts below the padding: the common case
+        return weights + _END
+    out: list[str] = []
+    low_follows = False  # scanning backwards: the next non-space weight sorts below the space
+    for ch in reversed(weights):
+        if ch == space:
+            out.append(_SPACE_BEFORE_LOW if low_follows else space)
+        elif ch < space:
+            out.append(ch)
+            out.append(_LOW)
+            low_follows = True
+        else:
+            out.append(ch)
+            low_follows = False
+    out.reverse()
+    out.append(_END)
+    return "".join(out)
+
+
+# -- weights ------------------------------------------------------------------------------
+
+
+class _Weights(dict[int, str]):
+    """A ``str.translate`` table that weighs a character the first time it is seen."""
+
+    def __init__(self, weigh: Callable[[int], str]) -> None:
+        super().__init__()
+        self._weigh = weigh
+
+    def __missing__(self, code: int) -> str:
+        weight = self._weigh(code)
+        self[code] = weight
+        return weight
+
+
+_UCD_3 = unicodedata.ucd_3_2_0
+#: Characters of Unicode 3.1 / 3.2 (MySQL's general_ci table predates them): no case pairs there.
+_AFTER_3_0 = frozenset({0x220, 0x3D8, 0x3D9, 0x3F4, 0x3F5, 0x48A, 0x48B, 0x4C5, 0x4C6, 0x4C9, 0x4CA, 0x4CD, 0x4CE,
+                        *range(0x500, 0x510)})  # fmt: skip
+#: Weights general_ci gives that no case or decomposition rule explains (ß = S, lunate sigma = Σ).
+_GENERAL_CI_SPECIAL = {0xDF: 0x53, 0x3F2: 0x3A3}
+#: Letters general_ci keeps apart from their base letter (Cyrillic short i is a letter of its own).
+_GENERAL_CI_KEPT = frozenset({0x419, 0x439})
+
+
+def _assigned_3_0(code: int) -> bool:
+    return code not in _AFTER_3_0 and _UCD_3.category(chr(code)) != "Cn"
+
+
+def _general_ci_weight(code: int) -> int:
+    """MySQL's ``general_ci`` weight: the upper-case base letter, Unicode 3.0 data.
+
+    A Latin, Greek or Cyrillic letter with a canonical decomposition weighs as
+    its base letter (``é`` → ``E``, ``ῷ`` → ``Ω``); everything else as its simple
+    upper-case mapping when both characters were in Unicode 3.0, else as itself.
+    Beyond the BMP every character weighs U+FFFD.
+    """
+    if code > 0xFFFF:
+        return 0xFFFD
+    special = _GENERAL_CI_SPECIAL.get(code)
+    if special is not None:
+        return special
+    ch = chr(code)
+    if (code < 0x530 or 0x1E00 <= code < 0x2000) and code not in _GENERAL_CI_KEPT:
+        parts = _UCD_3.decomposition(ch).split()
+        if len(parts) > 1 and not parts[0].startswith("<"):
+            base = int(parts[0], 16)
+            if _UCD_3.category(chr(base)).startswith("L"):
+                return _general_ci_weight(base)
+    if _assigned_3_0(code):
+        upper = ch.upper()
+        if len(upper) == 1 and _assigned_3_0(ord(upper)):
+            return ord(upper)
+    return code
+
+
+# MySQL's latin1 is Windows-1252, with its five unassigned bytes passed through as C1 controls.
+_LATIN1 = "".join(
+    chr(b) if b in (0x81, 0x8D, 0x8F, 0x90, 0x9D) else bytes([b]).decode("cp1252") for b in range(256)
+)
+#: MySQL's sort order for latin1_swedish_ci, by byte (Å Ä Ö after Z, Ü = Y, Æ = Ä, Ø = Ö).
+_LATIN1_SWEDISH = bytes.fromhex(
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+    "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+    "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+    "604142434445464748494a4b4c4d4e4f505152535455565758595a7b7c7d7e7f"
+    "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+    "414141415c5b5c434545454549494949444e4f4f4f4f5dd7d85555555959dedf"
+    "414141415c5b5c434545454549494949444e4f4f4f4f5df7d85555555959deff"
+)
+
+
+def _latin1_table(order: bytes, name: str) -> _Weights:
+    """Weights by latin1 byte; a character latin1 cannot hold is refused (it cannot come from such a column)."""
+
+    def outside(code: int) -> str:
+        raise CollationError(
+            f"character U+{code:04X} is not in latin1, yet a {name} column returned it: "
+            "ddm-core cannot compare it as the database would", collation=name,
+        )  # fmt: skip
+
+    table = _Weights(outside)
+    table.update({ord(ch): chr(w) for ch, w in zip(_LATIN1, order)})
+    return table
+
+
+# -- the collations -------------------------------------------------------------------------
+
+
+def _padded(table: dict[int, str] | None) -> Callable[[str], str]:
+    if table is None:
+        return pad_key
+    return lambda value: pad_key(value.translate(table))
+
+
+def _unpadded(table: dict[int, str]) -> Callable[[str], str]:
+    return lambda value: value.translate(table)
+
+
+def _build() -> dict[int, Collation]:
+    general = _Weights(lambda code: chr(_general_ci_weight(code)))
+    swedish = _latin1_table(_LATIN1_SWEDISH, "latin1_swedish_ci")
+    latin1_bin = _latin1_table(bytes(range(256)), "latin1_bin")
+    keys: dict[int, tuple[str, Callable[[str], str] | None]] = {
+        BINARY: ("binary", None),
+        # code point order, trailing spaces ignored / kept
+        46: ("utf8mb4_bin", _padded(None)),
+        83: ("utf8mb3_bin", _padded(None)),
+        1070: ("utf8mb4_nopad_bin", None),
+        1107: ("utf8mb3_nopad_bin", None),
+        # general_ci
+        45: ("utf8mb4_general_ci", _padded(general)),
+        33: ("utf8mb3_general_ci", _padded(general)),
+        1069: ("utf8mb4_general_nopad_ci", _unpadded(general)),
+        1057: ("utf8mb3_general_nopad_ci", _unpadded(general)),
+        # latin1 (byte order is not code point order: ``€`` is byte 0x80)
+        8: ("latin1_swedish_ci", _padded(swedish)),
+        1032: ("latin1_swedish_nopad_ci", _unpadded(swedish)),
+        47: ("latin1_bin", _padded(latin1_bin)),
+        1071: ("latin1_nopad_bin", _unpadded(latin1_bin)),
+    }
+    return {cid: Collation(cid, name, key) for cid, (name, key) in keys.items()}
+
+
+_COLLATIONS = _build()
+
+#: The collation ids ddm-core compares exactly as the database does.
+SUPPORTED = frozenset(_COLLATIONS)
+
+#: Names of collations that are refused, for the message (MySQL's and MariaDB's numbers agree on these).
+_REFUSED_NAMES = {
+    5: "latin1_german1_ci", 15: "latin1_danish_ci", 31: "latin1_german2_ci", 48: "latin1_general_ci",
+    49: "latin1_general_cs", 94: "latin1_spanish_ci", 192: "utf8mb3_unicode_ci", 214: "utf8mb3_unicode_520_ci",
+    223: "utf8mb3_general_mysql500_ci", 224: "utf8mb4_unicode_ci", 246: "utf8mb4_unicode_520_ci",
+    255: "utf8mb4_0900_ai_ci", 305: "utf8mb4_0900_as_cs", 309: "utf8mb4_0900_bin",
+    1216: "utf8mb3_unicode_nopad_ci", 1238: "utf8mb3_unicode_520_nopad_ci", 1248: "utf8mb4_unicode_nopad_ci",
+    1270: "utf8mb4_unicode_520_nopad_ci",
+}  # fmt: skip
+
+
+def collation_name(collation_id: int) -> str:
+    """The collation's name, or ``collation id N`` when ddm-core does not know it."""
+    known = _COLLATIONS.get(collation_id)
+    if known is not None:
+        return known.name
+    return _REFUSED_NAMES.get(collation_id, f"collation id {collation_id}")
+
+
+def collation_for(collation_id: int, column: str = "") -> Collation:
+    """The :class:`Collation` with this protocol number.
+
+    Args:
+        collation_id: The column's collation number (a column definition's
+            character set field, read without result conversion).
+        column: The column's name, for the error.
+
+    Raises:
+        CollationError: ddm-core cannot compare strings as this collation does.
+    """
+    found = _COLLATIONS.get(collation_id)
+    if found is None:
+        name = collation_name(collation_id)
+        where = f"column {column!r}" if column else "a column"
+        supported = ", ".join(sorted(c.name for c in _COLLATIONS.values()))
+        raise CollationError(
+            f"{where} has collation {name}, which ddm-core cannot compare across shards as the database "
+            f"does; merging its values would give wrong answers. Compare it on one of: {supported} "
+            f"(e.g. ORDER BY {column or 'the column'} COLLATE utf8mb4_bin), or query one shard",
+            collation=name, column=column,
+        )  # fmt: skip
+    return found

@@ -1,0 +1,466 @@
+"""Strings merged across shards compare as their collation says, proven against MariaDB.
+
+Three levels, each against the real server (MariaDB on 127.0.0.1:3306):
+
+* the keys (:mod:`ddm_core.merge.collation`): every BMP character under
+  ``utf8mb4_general_ci`` and every latin1 byte under the latin1 collations is
+  weighed as ``WEIGHT_STRING`` weighs it; generated strings (case, accents,
+  trailing spaces, tabs and newlines before and after spaces) compare under
+  every supported collation exactly as ``STRCMP`` says;
+* the merge engine on its own (both heap-merge twins): the rows of the report
+  that found the problem;
+* the executor and ``ddm proxy`` over two data sources against the same rows in
+  one unsharded table: ORDER BY with LIMIT / OFFSET and tie-breaks, MIN / MAX,
+  GROUP BY, DISTINCT and COUNT(DISTINCT) on generated data.
+
+How results are compared: rows in a total order (the id breaks ties) must be
+equal value for value, types included. Where one table shows *a* spelling of
+equal strings — the value of a group, of a DISTINCT row, of MIN / MAX — the
+spellings must be equal under the collation (and be ``str``), and every count
+exact: MariaDB shows the first row of its scan, ddm-core the first in unit order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import uuid
+from collections import Counter
+from typing import Any, Callable, Iterator, Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ddm_core import load_config
+from ddm_core._fast import Implementation
+from ddm_core.errors import CollationError
+from ddm_core.execute import Executor
+from ddm_core.merge import UnitRows, merge_results
+from ddm_core.merge.collation import SUPPORTED, collation_for, collation_name, pad_key
+from ddm_core.merge.spec import Aggregate, MergeSpec
+from test_execute_support import assert_no_leaks, mysql_raw
+from test_proxy_support import USER, PASSWORD, ProxyProcess, connect, write_config
+from ddm_core.proxy import native_password_hash
+
+GENERAL, BIN, LATIN1, NOPAD_BIN = 45, 46, 8, 1070
+
+#: Characters whose comparisons differ between collations: case, accents, ß, Swedish letters,
+#: Cyrillic short i, Greek, the euro sign (byte 0x80 in latin1), spaces and controls around them.
+UTF8_ALPHABET = "aAáÁäÄbBcCeEéÉßsSåÅöÖøØüÜyYzZйиЙΣσς€ \t\n"
+LATIN1_ALPHABET = "".join(ch for ch in UTF8_ALPHABET if ch.encode("cp1252", "ignore"))
+
+strings = st.text(alphabet=UTF8_ALPHABET, max_size=6)
+latin1_strings = st.text(alphabet=LATIN1_ALPHABET, max_size=6)
+
+TEXT_COLLATIONS = sorted(
+    (cid for cid in SUPPORTED if cid != 63), key=lambda cid: collation_name(cid)
+)  # fmt: skip
+
+
+def key_of(collation_id: int) -> Callable[[str], Any]:
+    key = collation_for(collation_id).key
+    return key if key is not None else (lambda s: s)
+
+
+def sign(x: int) -> int:
+    return (x > 0) - (x < 0)
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Any]:
+    """A raw connection to a fresh database (dropped afterwards)."""
+    try:
+        admin = mysql_raw()
+    except Exception as exc:  # not a silent skip: these tests need the server
+        pytest.fail(f"MariaDB on 127.0.0.1:3306 (root, no password) is needed: {exc}")
+    name = f"ddm_coll_{uuid.uuid4().hex[:8]}"
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    conn = mysql_raw(name)
+    try:
+        yield conn
+    finally:
+        conn.close()
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.close()
+
+
+def query(conn: Any, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall())
+
+
+def assert_same_order(keys: dict[Any, Any], weights: dict[Any, Any]) -> None:
+    """``keys`` orders (and ties) the characters exactly as the server's ``weights`` do."""
+    chars = sorted(weights, key=lambda c: (weights[c], c))
+    for a, b in itertools.pairwise(chars):
+        want = (weights[a] > weights[b]) - (weights[a] < weights[b])
+        got = (keys[a] > keys[b]) - (keys[a] < keys[b])
+        assert got == want, f"U+{ord(a):04X} vs U+{ord(b):04X}: the server says {want}, the key {got}"
+
+
+# -- the keys against the server ------------------------------------------------------------------
+
+
+def test_general_ci_weighs_every_bmp_character_as_mariadb(server: Any) -> None:
+    rows = query(server, (
+        # Each character followed by "x": a lone space would be trailing padding, weighed as nothing.
+        "SELECT seq, WEIGHT_STRING(CONCAT(CONVERT(CHAR(seq USING utf32) USING utf8mb4), 'x') COLLATE utf8mb4_general_ci) "
+        "FROM seq_0_to_65535 WHERE seq NOT BETWEEN 55296 AND 57343"
+    ))  # fmt: skip
+    assert len(rows) == 63488
+    weights = {chr(cp): w for cp, w in rows}
+    key = key_of(GENERAL)
+    assert_same_order({ch: key(ch + "x") for ch in weights}, weights)
+    # Beyond the BMP every character weighs as U+FFFD.
+    for ch in ("😀", "𝔘", "\U00020000"):
+        (same,), = query(server, "SELECT %s = _utf8mb4 X'EFBFBD' COLLATE utf8mb4_general_ci", [ch])
+        assert same == 1 and key(ch) == key("\ufffd")
+
+
+@pytest.mark.parametrize("collation", ["latin1_swedish_ci", "latin1_swedish_nopad_ci", "latin1_bin", "latin1_nopad_bin"])
+def test_latin1_collations_weigh_every_byte_as_mariadb(server: Any, collation: str) -> None:
+    rows = query(server, (
+        "SELECT CONVERT(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) USING utf8mb4), "
+        f"WEIGHT_STRING(CONCAT(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1), 'x') COLLATE {collation}) "
+        "FROM seq_0_to_255"
+    ))  # fmt: skip
+    weights = dict(rows)
+    assert len(weights) == 256
+    cid = next(c for c in SUPPORTED if collation_name(c) == collation)
+    key = key_of(cid)
+    assert_same_order({ch: key(ch + "x") for ch in weights}, weights)
+
+
+@pytest.fixture(scope="module")
+def strcmp_table(server: Any) -> str:
+    columns = ", ".join(
+        f"c{cid} VARCHAR(12) CHARACTER SET {collation_name(cid).split('_')[0]} COLLATE {collation_name(cid)}"
+        for cid in TEXT_COLLATIONS
+    )
+    query(server, f"CREATE TABLE strs (i INT PRIMARY KEY, {columns})")
+    return "strs"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          database=None)  # fmt: skip
+@given(utf8=st.lists(strings, min_size=2, max_size=10), latin1=st.lists(latin1_strings, min_size=10, max_size=10))
+def test_keys_compare_strings_as_mariadb_strcmp(
+    server: Any, strcmp_table: str, utf8: list[str], latin1: list[str]
+) -> None:
+    query(server, f"DELETE FROM {strcmp_table}")
+    values = []
+    for i, s in enumerate(utf8):
+        values.append([i] + [latin1[i] if collation_name(cid).startswith("latin1") else s for cid in TEXT_COLLATIONS])
+    with server.cursor() as cur:
+        cur.executemany(f"INSERT INTO {strcmp_table} VALUES ({', '.join(['%s'] * len(values[0]))})", values)
+    pairs = ", ".join(f"STRCMP(a.c{cid}, b.c{cid})" for cid in TEXT_COLLATIONS)
+    got = query(server, f"SELECT a.i, b.i, {pairs} FROM {strcmp_table} a JOIN {strcmp_table} b")
+    stored = {row[0]: row[1:] for row in values}
+    for a, b, *cmps in got:
+        for n, (cid, server_says) in enumerate(zip(TEXT_COLLATIONS, cmps)):
+            key = key_of(cid)
+            x, y = key(stored[a][n]), key(stored[b][n])
+            assert sign((x > y) - (x < y)) == server_says, (
+                f"{collation_name(cid)}: {stored[a][n]!r} vs {stored[b][n]!r}: the server says {server_says}"
+            )
+
+
+def test_pad_space_keys() -> None:
+    # The shorter string is padded with spaces: a tab sorts before the padding, "x" after it.
+    assert pad_key("a") == pad_key("a   ")
+    assert pad_key("a\t") < pad_key("a") < pad_key("a x") < pad_key("ax")
+    assert pad_key("a \t") < pad_key("a") and pad_key("a\t") < pad_key("a \t")
+    assert pad_key("") == pad_key(" ") and pad_key("\n") < pad_key("")
+
+
+def test_an_unsupported_collation_is_refused_by_name() -> None:
+    with pytest.raises(CollationError) as info:
+        collation_for(224, "name")
+    assert "utf8mb4_unicode_ci" in str(info.value) and "'name'" in str(info.value)
+    assert info.value.collation == "utf8mb4_unicode_ci"
+    with pytest.raises(CollationError, match="collation id 99999"):
+        collation_for(99999)
+
+
+# -- the merge engine on its own --------------------------------------------------------------------
+
+REPORT = list(enumerate(["a", "a", "A", "B", "B", "b ", "c", "e", "é", "Zz"], 1))  # (id, name) of the report
+
+
+def unit_rows(rows: list[tuple[Any, ...]], order: Sequence[tuple[int, bool]]) -> list[tuple[Any, ...]]:
+    """Rows as one shard returns them: sorted by ``(column, descending)`` keys under general_ci."""
+    key = key_of(GENERAL)
+    out = list(rows)
+    for col, desc in reversed(order):  # stable sorts, least significant key first
+        out.sort(key=lambda r: key(r[col]) if isinstance(r[col], str) else r[col], reverse=desc)
+    return out
+
+
+def test_merge_engine_follows_the_collation(impl: Implementation) -> None:
+    merge = functools.partial(merge_results, heap_merge=impl.merge.heap_merge)
+    general = collation_for(GENERAL)
+    odd, even = [r for r in REPORT if r[0] % 2], [r for r in REPORT if not r[0] % 2]
+    desc = (("id",), ("name",))
+
+    def units(order: tuple[tuple[int, bool], ...]) -> list[UnitRows]:
+        return [UnitRows(desc, unit_rows(part, order)) for part in (odd, even)]
+
+    order = ((1, False), (0, False))
+    assert [r[0] for r in merge(MergeSpec(order_by=order), units(order), collations=[None, general])] == list(
+        range(1, 11)
+    )
+    # DESC with a window: equal names fall through to the id.
+    order = ((1, True), (0, False))
+    windowed = merge(MergeSpec(order_by=order, offset=2, limit=4), units(order), collations=[None, general])
+    assert [r[0] for r in windowed] == [9, 7, 4, 5]
+
+    # MIN / MAX over partial rows: Zz is the largest, a spelling of "a" the smallest.
+    partial = [UnitRows((("mx",), ("mn",)), [("é", "a")]), UnitRows((("mx",), ("mn",)), [("Zz", "A")])]
+    spec = MergeSpec(aggregates=(Aggregate("MAX", 0, (0,)), Aggregate("MIN", 1, (1,))))
+    assert merge(spec, partial, collations=[general, general]).fetchall() == [("Zz", "a")]
+
+    # GROUP BY name with COUNT(*), streamed (units sorted by name) and hashed (ORDER BY the count).
+    def grouped(order_by: tuple[tuple[int, bool], ...]) -> list[tuple[Any, ...]]:
+        parts = []
+        for part in (odd, even):
+            counts: dict[str, list[Any]] = {}
+            for _, name in part:
+                counts.setdefault(key_of(GENERAL)(name), [name, 0])[1] += 1
+            parts.append(UnitRows((("name",), ("n",)), unit_rows([tuple(v) for v in counts.values()], ((0, False),))))
+        spec = MergeSpec(group_by=(0,), aggregates=(Aggregate("COUNT", 1, (1,)),), order_by=order_by)
+        return merge(spec, parts, collations=[general, None]).fetchall()
+
+    want = {"a": 3, "b": 3, "c": 1, "e": 2, "zz": 1}
+    for order_by in (((0, False),), ((1, True), (0, False))):
+        got = grouped(order_by)
+        assert {key_of(GENERAL)(n): c for n, c in got} == {key_of(GENERAL)(n): c for n, c in want.items()}
+        assert len(got) == 5
+
+    # DISTINCT and COUNT(DISTINCT): five names.
+    names = [UnitRows((("name",),), unit_rows([(n,) for _, n in part], ((0, False),))) for part in (odd, even)]
+    assert len(merge(MergeSpec(distinct=True, order_by=((0, False),)), names, collations=[general]).fetchall()) == 5
+    spec = MergeSpec(aggregates=(Aggregate("COUNT", 0, (0,), distinct=True),))
+    names = [UnitRows((("n",),), unit_rows([(n,) for _, n in part], ((0, False),))) for part in (odd, even)]
+    assert merge(spec, names, collations=[general]).fetchall() == [(5,)]
+
+
+# -- through the executor and the proxy, against one unsharded table -------------------------------
+
+#: The sharded table: one column per collation ddm-core matches, plus one it refuses.
+TABLE_DDL = (
+    "CREATE TABLE t_s (id INT NOT NULL PRIMARY KEY, "
+    "g VARCHAR(12) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci, "
+    "b VARCHAR(12) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, "
+    "l VARCHAR(12) CHARACTER SET latin1 COLLATE latin1_swedish_ci, "
+    "n VARCHAR(12) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_nopad_ci, "
+    "u VARCHAR(12) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci)"
+)
+COLUMNS = {"g": GENERAL, "b": BIN, "l": LATIN1, "n": 1069}
+
+
+def shard_config(urls: dict[str, Any]) -> dict[str, Any]:
+    names = list(urls)
+    return {
+        "dataSources": urls,
+        "pool": {"maxSize": 6, "minIdle": 1, "acquireTimeoutMs": 3000},
+        "tables": [{"logicTable": "t_s", "shardKey": "id", "algorithm": "mod", "shardCount": len(names),
+                    "databases": names, "tablePerShard": 2}],
+        "defaultDataSource": names[0],
+        "runtime": {"allowFullRoute": True, "allowDmlFullRoute": True, "fullRouteThreshold": 8, "sqlComment": False},
+    }  # fmt: skip
+
+
+@contextlib.contextmanager
+def sharded_and_reference() -> Iterator[tuple[dict[str, Any], Executor, Any]]:
+    """Two data sources holding t_s over 4 tables, and one reference database holding it whole."""
+    admin = mysql_raw()
+    tag = uuid.uuid4().hex[:8]
+    names = [f"ddm_colx_{tag}_{i}" for i in range(3)]
+    with admin.cursor() as cur:
+        for name in names:
+            cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    ref = mysql_raw(names[-1])
+    config = shard_config({f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
+                           for i, db in enumerate(names[:-1])})  # fmt: skip
+    executor = Executor(load_config(config), timeout=20.0)
+    try:
+        executor.execute(TABLE_DDL).close()
+        query(ref, TABLE_DDL)
+        yield config, executor, ref
+        assert_no_leaks(executor)
+    finally:
+        executor.close()
+        ref.close()
+        with admin.cursor() as cur:
+            for name in names:
+                cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.close()
+
+
+@pytest.fixture(scope="module")
+def shards() -> Iterator[tuple[dict[str, Any], Executor, Any]]:
+    with sharded_and_reference() as setup:
+        yield setup
+
+
+def load(executor: Executor, ref: Any, rows: list[tuple[Any, ...]]) -> None:
+    executor.execute("DELETE FROM t_s").close()
+    query(ref, "DELETE FROM t_s")
+    if not rows:
+        return
+    sql = "INSERT INTO t_s (id, g, b, l, n, u) VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
+    flat = [v for row in rows for v in row]
+    executor.execute(sql, flat).close()
+    query(ref, sql, flat)
+
+
+def same_under(collation_id: int | None, got: Any, want: Any) -> bool:
+    """Equal values of equal types; strings equal under the collation (any spelling one table could show)."""
+    if got is None or want is None:
+        return got is want
+    if type(got) is not type(want):
+        return False
+    if isinstance(got, str) and collation_id is not None:
+        key = key_of(collation_id)
+        return bool(key(got) == key(want))
+    return bool(got == want)
+
+
+def assert_rows(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]], collations: Sequence[int | None], sql: str) -> None:
+    assert len(got) == len(want), f"{sql}: {len(got)} rows, one table {len(want)}\n{got}\n{want}"
+    for g, w in zip(got, want):
+        assert all(same_under(c, x, y) for c, x, y in zip(collations, g, w)), f"{sql}:\n  got  {got}\n  want {want}"
+
+
+def assert_groups(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]], collation_id: int, sql: str) -> None:
+    """Rows (group value, exact values...): the same groups under the collation, in any order."""
+    key = key_of(collation_id)
+
+    def table(rows: list[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
+        assert all(r[0] is None or type(r[0]) is str for r in rows), rows
+        return Counter((None if r[0] is None else key(r[0]), *((type(v), v) for v in r[1:])) for r in rows)
+
+    assert table(got) == table(want), f"{sql}:\n  got  {got}\n  want {want}"
+
+
+#: (id, g, b, l, n, u) rows: the same string in every column (latin1's alphabet, which all of them can hold).
+generated_rows = st.lists(
+    st.tuples(st.integers(1, 10_000), st.one_of(st.none(), latin1_strings)),
+    max_size=24, unique_by=lambda r: r[0],
+).map(lambda rows: [(i, s, s, s, s, s) for i, s in rows])
+
+
+def queries(draw: st.DrawFn) -> tuple[str, str, list[int | None]]:
+    """One query over a drawn column: (kind, sql, collation per result column)."""
+    col = draw(st.sampled_from(sorted(COLUMNS)))
+    cid = COLUMNS[col]
+    direction = draw(st.sampled_from(["", " DESC"]))
+    window = draw(st.sampled_from(["", " LIMIT 5", " LIMIT 4 OFFSET 2", " LIMIT 3 OFFSET 7"]))
+    kind = draw(st.sampled_from(["order", "minmax", "group", "group_by_count", "distinct", "count_distinct"]))
+    if kind == "order":
+        tie = draw(st.sampled_from(["id", "id DESC"]))
+        return kind, f"SELECT id, {col} FROM t_s ORDER BY {col}{direction}, {tie}{window}", [None, cid]
+    if kind == "minmax":
+        return kind, f"SELECT MIN({col}), MAX({col}), COUNT({col}) FROM t_s", [cid, cid, None]
+    if kind == "group":
+        return kind, f"SELECT {col}, COUNT(*), MIN(id) FROM t_s GROUP BY {col} ORDER BY {col}{direction}", [cid, None, None]
+    if kind == "group_by_count":
+        return kind, f"SELECT {col}, COUNT(*) FROM t_s GROUP BY {col} ORDER BY COUNT(*) DESC, {col}", [cid, None]
+    if kind == "distinct":
+        return kind, f"SELECT DISTINCT {col} FROM t_s ORDER BY {col}{direction}{window}", [cid]
+    return kind, f"SELECT COUNT(DISTINCT {col}), COUNT(*) FROM t_s", [None, None]
+
+
+def assert_same_answer(kind: str, sql: str, collations: list[int | None], got: list[Any], want: list[Any]) -> None:
+    """``got`` is an answer one table could have given to ``sql``."""
+    if kind == "order":
+        assert_rows(got, want, [None, None], sql)  # total order: the very rows, exact spellings
+    elif kind in ("group", "group_by_count", "distinct"):
+        # Ordered by the group value (then unique): the same groups in the same order under the collation.
+        assert_rows(got, want, collations, sql)
+        assert_groups(got, want, collations[0] or GENERAL, sql)
+    else:
+        assert_rows(got, want, collations, sql)
+
+
+def run_executor(executor: Executor, sql: str) -> list[tuple[Any, ...]]:
+    with executor.execute(sql) as result:
+        return result.fetchall()
+
+
+@settings(max_examples=80, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@given(rows=generated_rows, data=st.data())
+def test_executor_merges_strings_as_one_table(
+    shards: tuple[dict[str, Any], Executor, Any], rows: list[tuple[Any, ...]], data: st.DataObject
+) -> None:
+    _, executor, ref = shards
+    load(executor, ref, rows)
+    for _ in range(4):
+        kind, sql, collations = data.draw(st.composite(queries)(), label="query")
+        assert_same_answer(kind, sql, collations, run_executor(executor, sql), query(ref, sql))
+
+
+def test_executor_answers_the_report(shards: tuple[dict[str, Any], Executor, Any]) -> None:
+    _, executor, ref = shards
+    load(executor, ref, [(i, s, s, s, s, s) for i, s in REPORT])
+    assert run_executor(executor, "SELECT MAX(g), MIN(g) FROM t_s")[0][0] == "Zz"
+    sql = "SELECT id, g FROM t_s ORDER BY g, id"
+    assert run_executor(executor, sql) == query(ref, sql)
+    sql = "SELECT id, g FROM t_s ORDER BY g DESC, id LIMIT 4 OFFSET 2"
+    assert run_executor(executor, sql) == query(ref, sql)
+    sql = "SELECT g, COUNT(*) FROM t_s GROUP BY g"
+    assert_groups(run_executor(executor, sql), query(ref, sql), GENERAL, sql)
+    assert len(run_executor(executor, "SELECT DISTINCT g FROM t_s")) == 5
+    assert run_executor(executor, "SELECT COUNT(DISTINCT g) FROM t_s") == [(5,)]
+
+
+def test_executor_refuses_a_collation_it_cannot_match(shards: tuple[dict[str, Any], Executor, Any]) -> None:
+    _, executor, ref = shards
+    load(executor, ref, [(i, s, s, s, s, s) for i, s in REPORT])
+    with pytest.raises(CollationError) as info:
+        run_executor(executor, "SELECT id, u FROM t_s ORDER BY u, id")
+    assert "utf8mb4_unicode_ci" in str(info.value) and "'u'" in str(info.value)
+    with pytest.raises(CollationError, match="utf8mb4_unicode_ci"):
+        run_executor(executor, "SELECT u, COUNT(*) FROM t_s GROUP BY u")
+    # Not compared, not refused: the column is only carried along.
+    sql = "SELECT id, u FROM t_s ORDER BY id"
+    assert run_executor(executor, sql) == query(ref, sql)
+    sql = "SELECT id, u FROM t_s ORDER BY u COLLATE utf8mb4_bin, id"  # the caller picks a comparable collation
+    assert run_executor(executor, sql) == query(ref, sql)
+
+
+def test_proxy_merges_strings_as_one_table(
+    shards: tuple[dict[str, Any], Executor, Any], tmp_path: Any
+) -> None:
+    config, executor, ref = shards
+    load(executor, ref, [(i, s, s, s, s, s) for i, s in REPORT] + [(20, "É", "É", "É", "É", "É"), (21, None, None, None, None, None)])
+    proxied = {**config, "proxy": {"users": [{"name": USER, "passwordHash": native_password_hash(PASSWORD)}]}}
+    proxy = ProxyProcess(write_config(proxied, tmp_path / "collation.yaml")).start()
+    try:
+        client = connect(proxy.port)
+        try:
+            for col, cid in sorted(COLUMNS.items()):
+                checks = [
+                    ("order", f"SELECT id, {col} FROM t_s ORDER BY {col}, id", [None, cid]),
+                    ("order", f"SELECT id, {col} FROM t_s ORDER BY {col} DESC, id LIMIT 4 OFFSET 2", [None, cid]),
+                    ("minmax", f"SELECT MIN({col}), MAX({col}) FROM t_s", [cid, cid]),
+                    ("group", f"SELECT {col}, COUNT(*) FROM t_s GROUP BY {col} ORDER BY {col}", [cid, None]),
+                    ("group_by_count", f"SELECT {col}, COUNT(*) FROM t_s GROUP BY {col} ORDER BY COUNT(*) DESC, {col}", [cid, None]),
+                    ("distinct", f"SELECT DISTINCT {col} FROM t_s ORDER BY {col}", [cid]),
+                    ("count_distinct", f"SELECT COUNT(DISTINCT {col}) FROM t_s", [None]),
+                ]  # fmt: skip
+                for kind, sql, collations in checks:
+                    assert_same_answer(kind, sql, collations, query(client, sql), query(ref, sql))
+        finally:
+            client.close()
+    finally:
+        proxy.stop()
