@@ -9,12 +9,13 @@ with ``mysql-replication`` (row events; the server needs ``log_bin``,
 * only the source physical tables of the backfill scans are looked at; the
   rows of each event are assigned to slots on the compiled batch path, and
   rows of non-moving slots are ignored;
-* every apply is idempotent: an insert or an update's after image is an
-  ``INSERT ... ON DUPLICATE KEY UPDATE`` of the whole row at its target, a
-  delete (or the before image of an update that moved a row out of a slot) a
-  ``DELETE`` by primary key. Within one flushed batch only the last change of
-  a key is applied, so replaying the binlog from any earlier position (a
-  restart, the reader's known re-deliveries) converges on the source's rows;
+* the row images only name the keys that changed: a flush copies each key's
+  row as the source holds it *now*, under the source's row lock, to its
+  target (or deletes it there), so an apply never sets back a newer version
+  the application's dual write put there meanwhile
+  (:mod:`ddm_core.migrate.keycopy`). Every apply is idempotent, and replaying
+  the binlog from any earlier position (a restart, the reader's known
+  re-deliveries) converges on the source's rows;
 * the position is recorded (a ``scan`` event named ``binlog:host:port``, the
   ``(file, position)`` after the last transaction applied) after each flush,
   so a killed catch-up resumes from its last recorded position;
@@ -42,10 +43,10 @@ from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate.backfill import Scan, ScanCopier, backfill_scans
 from ddm_core.migrate.binlog import server_of
 from ddm_core.migrate.connections import Connections
+from ddm_core.migrate.keycopy import Applier
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import MigrationPlan
 from ddm_core.migrate.state import MigrationLog, WorkflowLog
-from ddm_core.migrate.tables import quote
 
 __all__ = ["CatchUpResult", "catch_up", "binlog_passes", "replay_passes", "Applier", "Keep", "FLUSH_ROWS", "MAX_LAG"]
 
@@ -73,101 +74,6 @@ class CatchUpResult:
     applied: int
     last_pass: float
     completed: bool
-
-
-class Applier:
-    """Row changes of the scans' source tables, collapsed per target key and applied idempotently."""
-
-    def __init__(self, config: ShardingConfig, conns: Connections, copiers: Sequence[ScanCopier]) -> None:
-        self.conns = conns
-        self.copiers: dict[tuple[str, str], ScanCopier] = {}
-        for copier in copiers:
-            database = config.data_sources[copier.scan.source].primary.database or ""
-            self.copiers[(database.lower(), copier.scan.physical.lower())] = copier
-        # (copier, target index, key) -> row to upsert, or None to delete; insertion order kept
-        self.pending: dict[tuple[int, int, tuple[Any, ...]], tuple[Any, ...] | None] = {}
-        self._ids = {id(c): c for c in self.copiers.values()}
-        self.applied = 0
-        # Per position name: where this applier's passes got to (applied), and when it was last recorded.
-        self.reached: dict[str, tuple[str, int]] = {}
-        self.recorded: dict[str, float] = {}
-
-    def copier_of(self, schema: str, table: str) -> ScanCopier | None:
-        return self.copiers.get((schema.lower(), table.lower()))
-
-    def add(self, copier: ScanCopier, kind: str, rows: Sequence[dict[str, Any]]) -> None:
-        """Queue the changes of one row event (``write``, ``update`` or ``delete``)."""
-        if kind == "update":
-            before = [_row(copier, r["before_values"]) for r in rows]
-            after = [_row(copier, r["after_values"]) for r in rows]
-            self._queue(copier, before, delete=True)
-            self._queue(copier, after, delete=False)
-        else:
-            self._queue(copier, [_row(copier, r["values"]) for r in rows], delete=kind == "delete")
-
-    def _queue(self, copier: ScanCopier, rows: list[tuple[Any, ...]], *, delete: bool) -> None:
-        if not rows:
-            return
-        where = copier.assign(rows)  # the compiled batch path: one call for the event's rows
-        n = len(copier.key)
-        ident = id(copier)
-        targets = range(len(copier.scan.targets))
-        for row, t in zip(rows, where.tolist()):
-            for i in (targets if copier.every_target else ([t] if t >= 0 else [])):
-                key = (ident, i, tuple(row[:n]))
-                if delete:
-                    self.pending[key] = None
-                else:
-                    self.pending.pop(key, None)  # an upsert after a delete of the same key: keep order
-                    self.pending[key] = row
-
-    def __len__(self) -> int:
-        return len(self.pending)
-
-    def flush(self) -> int:
-        """Apply every queued change (deletes, then upserts: each key appears once). Returns how many."""
-        if not self.pending:
-            return 0
-        deletes: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
-        upserts: dict[tuple[int, int], list[tuple[Any, ...]]] = {}
-        for (ident, i, key), row in self.pending.items():
-            if row is None:
-                deletes.setdefault((ident, i), []).append(key)
-            else:
-                upserts.setdefault((ident, i), []).append(row)
-        for (ident, i), keys in deletes.items():
-            copier = self._ids[ident]
-            target = copier.scan.targets[i]
-            cols = ", ".join(quote(self.conns, target.data_source, k) for k in copier.key)
-            marks = ", ".join(["%s"] * len(copier.key))
-            tup = f"({cols})" if len(copier.key) > 1 else cols
-            for start in range(0, len(keys), 500):
-                part = keys[start : start + 500]
-                sql = (f"DELETE FROM {quote(self.conns, target.data_source, target.table)} WHERE {tup} IN ("
-                       + ", ".join([f"({marks})" if len(copier.key) > 1 else "%s"] * len(part)) + ")")
-                self.conns.query(target.data_source, sql, [v for k in part for v in k])
-        for (ident, i), rows in upserts.items():
-            copier = self._ids[ident]
-            self.conns.execute_many(copier.scan.targets[i].data_source, copier.upserts[i], rows)
-        done = len(self.pending)
-        self.pending = {}
-        self.applied += done
-        return done
-
-
-def _row(copier: ScanCopier, values: dict[str, Any]) -> tuple[Any, ...]:
-    """A binlog row image in the copier's column order (by name; by position without row metadata)."""
-    lower = {str(k).lower(): v for k, v in values.items()}
-    names = [c.lower() for c in copier.all_columns]
-    if all(n in lower for n in names):
-        return tuple(lower[n] for n in names)
-    by_position = list(values.values())
-    if len(by_position) != len(names):
-        raise MigrationError(
-            f"binlog row of {copier.scan.source}.{copier.scan.physical} has {len(by_position)} columns, the table "
-            f"{len(names)}: set binlog_row_metadata=FULL on the source server", table=copier.scan.table)
-    order = [c.lower() for c in copier.table_order]
-    return tuple(by_position[order.index(n)] for n in names)
 
 
 def _reader_id(migration: str, server: str) -> int:

@@ -1,0 +1,214 @@
+"""Catch-up racing the application's dual writes, on a private mariadbd (--log-bin, ROW, full row metadata).
+
+During dual write the application writes a moving row at its old location
+first, then the same row at the new one. A binlog pass reads changes, then
+applies them; a dual write committed in between (or while the pass copies
+that very row) is newer than what the pass read, and its own binlog event may
+lie beyond the pass. Each race below is driven to its exact interleaving
+(an applier that runs the application's write just before it applies, a
+connection wrapper that runs it just before the first write to a target
+table) and the new location must then hold the old location's row, not an
+older one: an updated row is not set back, a deleted row does not come back, a
+row inserted again is not deleted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from ddm_core import load_config
+from ddm_core.execute import Executor
+from ddm_core.hashing import hash64, slot_of
+from ddm_core.metadata.migration import migration_document
+from ddm_core.migrate import Connections, connector
+from ddm_core.migrate.backfill import ScanCopier, backfill, backfill_scans
+from ddm_core.migrate.catchup import Applier, catch_up, replay_passes
+from ddm_core.migrate.phases import Phase
+from ddm_core.migrate.plan import plan_migration
+from ddm_core.migrate.state import MigrationLog
+from ddm_core.slots import SlotMap
+from migrate_live_support import BINLOG_ARGS
+from migrate_support import TABLES_PER_SOURCE
+from services import fresh_mariadb_databases, require_module
+from test_execute_support import PrivateMariaDB, running_mariadb
+from test_migrate_backfill_support import rows_of, setup_migration
+
+require_module("pymysqlreplication", "the catch-up ordering tests")
+
+COLUMNS = "order_id, user_id, amount, note, slow"
+
+# (the application's write the pass reads, the newer write racing the pass's apply, the row expected after)
+WRITES = {
+    "an update": (("update", 101), ("update", 202), 202),
+    "a delete": (("update", 101), ("delete", None), None),
+    "an insert after a delete": (("delete", None), ("insert", 303), 303),
+}
+
+
+@pytest.fixture(scope="module")
+def binlog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
+    with running_mariadb(tmp_path_factory.mktemp("order"), BINLOG_ARGS) as server:
+        yield server
+
+
+class _Migration:
+    """4 -> 8 with 400 rows, backfilled and caught up; an application dual-writing; one moving row."""
+
+    def __init__(self, names: list[str], port: int) -> None:
+        self.names, self.port = names, port
+        self.old, self.new, old_doc, new_doc = setup_migration(names, 400, port=port)
+        self.plan = plan_migration(self.old, self.new, count="none", rate=1.0)
+        self.conns = Connections(self.old, self.new)
+        self.log = MigrationLog(connector(self.old, "ds_0"), "grow")
+        backfill(self.old, self.new, self.plan, self.conns, self.log)
+        assert catch_up(self.old, self.new, self.plan, self.conns, self.log).completed
+        self.start = next(e.detail["binlog"] for e in self.log.events()
+                          if e.event == "enter" and e.phase is Phase.BACKFILL)
+        dual = migration_document(old_doc, new_doc, name="grow", phase="dual_write")
+        self.app = Executor(load_config(dual), timeout=60.0, load_schema=False)
+        self.order_id, self.user_id = self._moving_row()
+
+    def _moving_row(self) -> tuple[int, int]:
+        """A row whose slot moves (its old and new data sources differ)."""
+        even = SlotMap.even(4, 10)
+        grown, _ = even.moved_to(8)
+        for order_id, user_id in rows_of(self.port, self.names[0], "SELECT order_id, user_id FROM t_order_0_0"):
+            if grown.node_of(slot_of(int(user_id), 10)) != 0:
+                return int(order_id), int(user_id)
+        raise AssertionError("no moving row on ds_0")
+
+    def _at(self, slot_map: SlotMap) -> tuple[str, str]:
+        d = slot_map.node_of(slot_of(self.user_id, 10))
+        return self.names[d], f"t_order_{d}_{hash64(self.user_id) % TABLES_PER_SOURCE}"
+
+    def row(self, where: str) -> tuple[Any, ...] | None:
+        """The moving row read behind ddm-core's back at its ``old`` or ``new`` location (``None``: no row)."""
+        even = SlotMap.even(4, 10)
+        db, table = self._at(even if where == "old" else even.moved_to(8)[0])
+        rows = rows_of(self.port, db, f"SELECT {COLUMNS} FROM {table} WHERE order_id = %s", (self.order_id,))
+        return tuple(rows[0]) if rows else None
+
+    def write(self, kind: str, amount: int | None) -> None:
+        """The application's write of the moving row (through the executor: old location, then new)."""
+        if kind == "update":
+            sql, params = ("UPDATE t_order SET amount = ?, note = ? WHERE user_id = ? AND order_id = ?",
+                           (amount, f"v{amount}", self.user_id, self.order_id))
+        elif kind == "delete":
+            sql, params = "DELETE FROM t_order WHERE user_id = ? AND order_id = ?", (self.user_id, self.order_id)
+        else:
+            sql, params = ("INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, ?, ?)",
+                           (self.order_id, self.user_id, amount, f"v{amount}"))
+        self.app.execute(sql, params).close()
+
+    def applier(self, conns: Connections, cls: type[Applier] = Applier, **kw: Any) -> Applier:
+        copiers = [ScanCopier(scan, self.old, conns) for scan in backfill_scans(self.old, self.new, self.plan)]
+        return cls(self.old, conns, copiers, **kw)
+
+    def one_pass(self, applier: Applier) -> None:
+        result = replay_passes(self.old, applier, self.log, self.start, phase=Phase.CATCH_UP, max_passes=1)
+        assert result.passes == 1 and result.applied >= 1, result
+
+    def close(self) -> None:
+        self.app.close()
+        self.log.close()
+        self.conns.close()
+
+
+@pytest.fixture()
+def migration(binlog_server: PrivateMariaDB) -> Iterator[_Migration]:
+    with fresh_mariadb_databases(8, connect=binlog_server.raw) as names:
+        m = _Migration(names, binlog_server.port)
+        try:
+            yield m
+        finally:
+            m.close()
+
+
+def _expected(m: _Migration, amount: int | None) -> tuple[Any, ...] | None:
+    return None if amount is None else (m.order_id, m.user_id, amount, f"v{amount}", 0)
+
+
+class _RaceBeforeApply(Applier):
+    """An applier that runs ``race`` once when a pass has read its changes and is about to apply them."""
+
+    def __init__(self, *args: Any, race: Callable[[], None]) -> None:
+        super().__init__(*args)
+        self.race: Callable[[], None] | None = race
+
+    def flush(self) -> int:
+        if len(self) and self.race is not None:
+            race, self.race = self.race, None
+            race()
+        return super().flush()
+
+
+@pytest.mark.parametrize("case", list(WRITES))
+def test_a_dual_write_between_reading_the_binlog_and_applying_it_is_kept(migration: _Migration, case: str) -> None:
+    m = migration
+    (first, amount), racing, want = WRITES[case]
+    m.write(first, amount)
+    assert m.row("new") == m.row("old")  # the dual write reached the new location too
+    applier = m.applier(m.conns, _RaceBeforeApply, race=lambda: m.write(*racing))
+    m.one_pass(applier)
+    assert m.row("old") == _expected(m, want)
+    assert m.row("new") == m.row("old"), f"{case}: the pass applied an older version over the dual write"
+
+
+def _lock_waits(port: int) -> int:
+    return int(rows_of(port, "information_schema", "SELECT COUNT(*) FROM INNODB_TRX WHERE trx_state = 'LOCK WAIT'")[0][0])
+
+
+class _RaceAtFirstTargetWrite(Connections):
+    """Connections that run ``race`` once, just before the first INSERT or DELETE on a target data source."""
+
+    def __init__(self, m: _Migration, race: Callable[[], None]) -> None:
+        super().__init__(m.old, m.new)
+        self.targets = {ds for ds in m.new.data_sources if ds not in m.old.data_sources}
+        self.race: Callable[[], None] | None = race
+
+    def query(self, data_source: str, sql: str, params: Any = None, *, many: bool = False) -> list[tuple[Any, ...]]:
+        if (self.race is not None and data_source in self.targets
+                and sql.lstrip().upper().startswith(("INSERT", "DELETE"))):
+            race, self.race = self.race, None
+            race()
+        return super().query(data_source, sql, params, many=many)
+
+
+@pytest.mark.parametrize("case", list(WRITES))
+def test_a_dual_write_racing_the_copy_of_its_row_waits_for_it(migration: _Migration, case: str) -> None:
+    """The application writes the row while the pass has read it and not yet written it at the new location.
+
+    The application's write runs in a thread; the pass goes on once that write has either finished or
+    is waiting for a row lock (``INNODB_TRX``), so both orders the servers allow are taken as they come.
+    """
+    m = migration
+    (first, amount), racing, want = WRITES[case]
+    m.write(first, amount)
+    done, errors, waited = threading.Event(), [], []
+
+    def write() -> None:
+        try:
+            m.write(*racing)
+        except BaseException as exc:  # reported by the test below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    def race() -> None:
+        threading.Thread(target=write, daemon=True).start()
+        deadline = time.monotonic() + 60
+        while not done.is_set() and _lock_waits(m.port) == 0:
+            assert time.monotonic() < deadline, "the application's write neither finished nor waited for a lock"
+            time.sleep(0.002)
+        waited.append(not done.is_set())
+
+    with _RaceAtFirstTargetWrite(m, race) as conns:
+        m.one_pass(m.applier(conns))
+    assert done.wait(60) and errors == [], errors
+    assert m.row("old") == _expected(m, want)
+    assert m.row("new") == m.row("old"), f"{case}: the pass wrote an older version over the dual write"
+    assert waited == [True]  # the application's write waited for the pass's lock on the old location
