@@ -29,6 +29,8 @@ from mysql_mimic.stream import MysqlStream  # noqa: E402
 from mysql_mimic.types import Capabilities, ServerStatus  # noqa: E402
 from mysql_mimic.variables import GlobalVariables, SessionVariables  # noqa: E402
 
+from ddm_core.metadata.model import ProxySettings  # noqa: E402
+from ddm_core.proxy.admission import Admission  # noqa: E402
 from ddm_core.proxy.columns import BINARY, Column, wire_columns  # noqa: E402
 from ddm_core.proxy.connection import ProxyConnection  # noqa: E402
 
@@ -59,7 +61,9 @@ async def _connection(cls: type[Connection], capabilities: Capabilities, charset
                       status: ServerStatus) -> tuple[Connection, socket.socket]:  # fmt: skip
     ours, theirs = socket.socketpair()
     reader, writer = await asyncio.open_connection(sock=ours)
-    kwargs: dict[str, Any] = {"runtime": None} if cls is ProxyConnection else {}
+    kwargs: dict[str, Any] = (
+        {"runtime": None, "admission": Admission(ProxySettings()), "host": "127.0.0.1"} if cls is ProxyConnection else {}
+    )
     conn = cls(stream=MysqlStream(reader, writer), session=_Session(charset), control=None, identity_provider=None,
                **kwargs)  # fmt: skip
     conn.capabilities = capabilities

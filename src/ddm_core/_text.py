@@ -1,8 +1,27 @@
-"""Statements shortened for error messages and one-line output."""
+"""Statements as text: shortened for error messages, and the lexical forms that hide SQL.
+
+The forms (strings, quoted identifiers, comments) are regular expression sources shared by every
+scanner of statement text. They are written unrolled — ``'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'`` —
+never as a repetition of alternatives (``'(?:[^'\\]|\\.|'')*'``): Python's ``re`` keeps
+backtracking state for each repetition of a group, so the second form costs about a hundred bytes
+per character of a literal, and one 8 MB string literal took gigabytes (docs/proxy.md#limits).
+A run of plain characters (``[^'\\]*``) keeps none.
+"""
 
 from __future__ import annotations
 
-__all__ = ["SQL_SHOWN", "shorten_sql", "first_line"]
+__all__ = [
+    "SQL_SHOWN", "shorten_sql", "first_line", "SINGLE_QUOTED", "DOUBLE_QUOTED", "BACKTICKED", "BLOCK_COMMENT",
+]  # fmt: skip
+
+#: ``'...'``: backslash escapes and doubled quotes inside.
+SINGLE_QUOTED = r"'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'"
+#: ``"..."``: as ``'...'``.
+DOUBLE_QUOTED = r'"[^"\\]*(?:(?:\\.|"")[^"\\]*)*"'
+#: `` `name` ``: doubled backticks inside.
+BACKTICKED = r"`[^`]*(?:``[^`]*)*`"
+#: ``/* ... */`` (compile with ``re.S``).
+BLOCK_COMMENT = r"/\*.*?\*/"
 
 #: Characters of a statement an error message quotes: enough to recognise it,
 #: short enough that a 10 000-row INSERT does not flood a log line.

@@ -180,5 +180,13 @@ class Dialect(ABC):
     def is_disconnect(self, exc: BaseException, code: Any) -> bool:
         """Does driver exception ``exc`` (error code ``code``) mean the connection is gone or never came?"""
 
+    def ends_connection(self, exc: BaseException, code: Any) -> bool:
+        """After ``exc``, does the server close this connection although the server itself is fine?
+
+        Such a connection is not given back to its pool, and the error is not an outage (no
+        breaker counts it): a statement larger than the server's packet limit, for one.
+        """
+        return False
+
     def __repr__(self) -> str:
         return f"<Dialect {self.name}>"

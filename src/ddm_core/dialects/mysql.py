@@ -16,6 +16,9 @@ __all__ = ["MySQL", "MariaDB"]
 #: shutdown (1053), connection killed (1927, MariaDB), cannot connect (2002, 2003),
 #: server gone away (2006), lost during query (2013), lost at handshake (2055).
 DISCONNECT_CODES = frozenset({1053, 1927, 2002, 2003, 2006, 2013, 2055})
+#: ER_NET_PACKET_TOO_LARGE, ER_NET_READ_ERROR, ER_NET_READ_INTERRUPTED, ER_NET_ERROR_ON_WRITE,
+#: ER_NET_WRITE_INTERRUPTED: the server answers, then closes the connection.
+ENDS_CONNECTION_CODES = frozenset({1153, 1158, 1159, 1160, 1161})
 #: ER_DUP_ENTRY.
 DUPLICATE_KEY = 1062
 
@@ -65,6 +68,9 @@ class MySQL(Dialect):
         if name == "InterfaceError":  # PyMySQL's "(0, '')": the connection was already closed
             return True
         return bool(name == "OperationalError" and code in DISCONNECT_CODES)
+
+    def ends_connection(self, exc: BaseException, code: Any) -> bool:
+        return code in ENDS_CONNECTION_CODES
 
 
 class MariaDB(MySQL):

@@ -27,7 +27,7 @@ from ddm_core._text import shorten_sql
 from ddm_core.dialects import dialect_of_error
 from ddm_core.errors import DataSourceUnavailableError, DdmError, DuplicateKeyError, ExecutionError
 
-__all__ = ["map_driver_error", "is_disconnect"]
+__all__ = ["map_driver_error", "is_disconnect", "ends_connection"]
 
 
 def _code(exc: BaseException) -> Any:
@@ -49,6 +49,12 @@ def is_disconnect(exc: BaseException) -> bool:
         return True
     dialect = dialect_of_error(exc)  # which codes mean what is the backend's knowledge
     return dialect is not None and dialect.is_disconnect(exc, _code(exc))
+
+
+def ends_connection(exc: BaseException) -> bool:
+    """Does the server close the connection after ``exc``, although it is up (a packet too large)?"""
+    dialect = dialect_of_error(exc)
+    return dialect is not None and dialect.ends_connection(exc, _code(exc))
 
 
 def _is_duplicate(exc: BaseException) -> bool:

@@ -52,7 +52,7 @@ from functools import partial
 from typing import Any
 
 from ddm_core.errors import ExecutionError, PoolTimeoutError
-from ddm_core.execute.driver_errors import is_disconnect, map_driver_error
+from ddm_core.execute.driver_errors import ends_connection, is_disconnect, map_driver_error
 from ddm_core.execute.drivers import Driver, driver_for
 from ddm_core.execute.watchdog import Guard, Watchdog
 from ddm_core.metadata.model import DataSource, Endpoint, PoolSettings
@@ -260,7 +260,7 @@ class EndpointPool:
                 return None
             conn = self._idle[-1]
             now = _monotonic()
-            if now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime):
+            if self._needs_check(conn, now):
                 return None
             self._idle.pop()
             self._borrows += 1
@@ -369,9 +369,13 @@ class EndpointPool:
 
     def _fit(self, conn: _Connection, now: float) -> _Connection:
         """An idle connection about to be lent: checked if it sat idle or grew old (see :meth:`_checked`)."""
-        if now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime):
+        if self._needs_check(conn, now):
             return self._checked(conn, now)
         return conn
+
+    def _needs_check(self, conn: _Connection, now: float) -> bool:
+        """It sat idle long enough to be pinged, or is old enough to be recycled."""
+        return now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime)
 
     def _checked(self, conn: _Connection, now: float) -> _Connection:
         """An idle connection made fit to lend: recycled when too old, pinged after a pause."""
@@ -608,4 +612,4 @@ def _counts(s: PoolStats) -> tuple[int, ...]:
 
 def discard_on(exc: BaseException) -> bool:
     """Should a connection that raised ``exc`` be discarded rather than reused?"""
-    return is_disconnect(exc) or not isinstance(exc, Exception)
+    return is_disconnect(exc) or ends_connection(exc) or not isinstance(exc, Exception)

@@ -32,6 +32,7 @@ from ddm_core.metadata.model import (
     XaSettings,
     thaw,
 )
+from ddm_core.metadata.native import PROXY_LIMIT_FIELDS
 from ddm_core.metadata.yaml_tags import Tagged
 
 __all__ = ["to_native", "dump_native"]
@@ -87,7 +88,7 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
         "audit_all": "auditAll",
         "workers": "workers", "batch_rows": "batchRows", "shutdown_grace_ms": "shutdownGraceMs",
         "slow_sql_ms": "slowSqlMs", "audit_log": "auditLog", "inline_statements": "inlineStatements",
-        "transaction_mode": "transactionMode",
+        "transaction_mode": "transactionMode", **PROXY_LIMIT_FIELDS,
     })  # fmt: skip
     if config.proxy.tls is not None:
         tls = config.proxy.tls

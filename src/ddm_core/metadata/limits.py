@@ -168,6 +168,24 @@ RANGES: Mapping[str, IntRange] = {
     ),
     "proxy.users.rateLimit": IntRange(1, 1_000_000, 0, off=True, note="statements per second of one user"),
     "proxy.tableRateLimits": IntRange(1, 1_000_000, None, note="statements per second on one logic table"),
+    "proxy.maxConnections": IntRange(1, 100_000, _PROXY.max_connections, note="client connections at once"),
+    "proxy.maxUserConnections": IntRange(1, 100_000, 0, off=True, note="connections of one user at once"),
+    "proxy.connectTimeoutMs": IntRange(
+        100, 3_600_000, _PROXY.connect_timeout_ms, unit="ms", note="from connecting to being logged in"
+    ),
+    "proxy.backLog": IntRange(1, 65_535, None, note="queued connections; default 80 + maxConnections / 5"),
+    "proxy.maxAllowedPacket": IntRange(
+        1_024, 1_073_741_824, _PROXY.max_allowed_packet, note="bytes; the largest statement a client may send"
+    ),
+    "proxy.maxConnectErrors": IntRange(1, 1_000_000, _PROXY.max_connect_errors,
+                                       note="failed handshakes in a row before a host is blocked"),  # fmt: skip
+    "proxy.hostBlockMs": IntRange(1_000, _DAY_MS, _PROXY.host_block_ms, unit="ms", note="how long a host stays blocked"),
+    "proxy.failedLoginsBeforeDelay": IntRange(
+        1, 1_000, _PROXY.failed_logins_before_delay, off=True, note="failed logins in a row before answers are delayed"
+    ),
+    "proxy.failedLoginDelayMaxMs": IntRange(
+        1_000, 3_600_000, _PROXY.failed_login_delay_max_ms, unit="ms", note="the longest delay of a login answer"
+    ),
     "proxy.slowSqlMs": IntRange(1, 3_600_000, _PROXY.slow_sql_ms, off=True, unit="ms", note=_SLOW_SQL_NOTE),
     "readWrite.writeWindowMs": IntRange(
         1, 600_000, _RW.write_window_ms, unit="ms", note="reads after a write stay on the primary this long"

@@ -547,6 +547,18 @@ class ProxySettings:
         tls: TLS for clients (``None``: plain connections only).
         transaction_mode: What a client's ``BEGIN`` opens: ``local`` or ``xa`` (docs/proxy.md#xa-transactions);
             a session changes its own with ``SET transaction_type``.
+        max_connections: Client connections at once; one more is refused with error 1040.
+        max_user_connections: Connections of one user at once (0: no limit of its own); error 1203.
+        connect_timeout_ms: A client must have logged in this long after connecting, else it is dropped.
+        back_log: Connections the kernel queues before the proxy accepts them (``None``: 80 +
+            ``max_connections`` / 5, as MySQL's ``back_log``).
+        max_allowed_packet: The largest statement or packet a client may send, in bytes (error 1153).
+        max_connect_errors: Handshakes in a row from one host that fail (malformed, timed out,
+            dropped) before the host is blocked (error 1129); a login resets the count.
+        host_block_ms: How long a blocked host stays blocked.
+        failed_logins_before_delay: Failed logins in a row from one host before its next attempts
+            are answered late (0: never delayed).
+        failed_login_delay_max_ms: The longest such delay (it starts at one second and doubles).
     """
 
     users: tuple[ProxyUser, ...] = ()
@@ -561,6 +573,15 @@ class ProxySettings:
     inline_statements: bool = True
     tls: ProxyTls | None = None
     transaction_mode: str = "local"
+    max_connections: int = 151
+    max_user_connections: int = 0
+    connect_timeout_ms: int = 10_000
+    back_log: int | None = None
+    max_allowed_packet: int = 16 * 1024 * 1024
+    max_connect_errors: int = 100
+    host_block_ms: int = 300_000
+    failed_logins_before_delay: int = 3
+    failed_login_delay_max_ms: int = 30_000
 
     @property
     def audit_threshold_ms(self) -> float:

@@ -987,10 +987,25 @@ def _proxy(sec: Section, ctx: Context) -> ProxySettings:
         inline_statements=sec.bool("inlineStatements", default=d.inline_statements),
         tls=tls,
         transaction_mode=_proxy_transaction_mode(sec, d.transaction_mode),
+        **_proxy_limits(sec, d),
     )
     _check_audit(sec, settings)
     sec.finish()
     return settings
+
+
+#: The ``proxy:`` section's connection limits (docs/proxy.md#security-model): attribute → field.
+PROXY_LIMIT_FIELDS = {
+    "max_connections": "maxConnections", "max_user_connections": "maxUserConnections",
+    "connect_timeout_ms": "connectTimeoutMs", "back_log": "backLog", "max_allowed_packet": "maxAllowedPacket",
+    "max_connect_errors": "maxConnectErrors", "host_block_ms": "hostBlockMs",
+    "failed_logins_before_delay": "failedLoginsBeforeDelay", "failed_login_delay_max_ms": "failedLoginDelayMaxMs",
+}  # fmt: skip
+
+
+def _proxy_limits(sec: Section, d: ProxySettings) -> dict[str, Any]:
+    return {attr: sec.int(name, default=getattr(d, attr), bounds=RANGES[f"proxy.{name}"])
+            for attr, name in PROXY_LIMIT_FIELDS.items()}  # fmt: skip
 
 
 def _check_audit(sec: Section, settings: ProxySettings) -> None:

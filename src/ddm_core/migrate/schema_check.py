@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from ddm_core._text import SINGLE_QUOTED
 from ddm_core.errors import SchemaMismatchError
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate.connections import Connections
@@ -47,7 +48,7 @@ __all__ = [
 
 _IDENT = r"`(?:[^`]|``)+`"
 _HEADER = re.compile(r"\s*CREATE\s+(?:TEMPORARY\s+)?TABLE\s+(" + _IDENT + r"|\S+)\s*\(", re.IGNORECASE)
-_OPTION = re.compile(r"([A-Z_]+(?: [A-Z_]+)?)=('(?:[^'\\]|\\.|'')*'|\S+)")
+_OPTION = re.compile(rf"([A-Z_]+(?: [A-Z_]+)?)=({SINGLE_QUOTED}|\S+)")
 _INT_WIDTH = re.compile(r"\b((?:tiny|small|medium|big)?int)\(\d+\)(?! zerofill)", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
 _IGNORED_OPTIONS = {"AUTO_INCREMENT"}

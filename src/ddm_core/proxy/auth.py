@@ -45,6 +45,7 @@ from ddm_core.metadata.model import ProxyUser
 from ddm_core.proxy.tls import peer_certificate
 
 __all__ = [
+    "exchange",
     "ProxyUsers",
     "ConnectionIdentity",
     "NativePlugin",
@@ -158,6 +159,59 @@ class CachingSha2Plugin(AuthPlugin):  # type: ignore[misc]  # mimic ships no typ
             yield Success(auth_info.user.name)
         else:
             yield Forbidden()
+
+
+#: Extra round trips a plugin may ask of a client before its login is refused.
+_MORE_DATA_ROUNDS = 3
+
+
+async def exchange(
+    connection: Any,
+    username: str,
+    auth_response: bytes,
+    client_plugin_name: str | None,
+    connect_attrs: dict[str, str],
+    auth_state: AuthState | None = None,
+    server_plugin: AuthPlugin | None = None,
+) -> str | None:
+    """The authentication exchange of one login: the name logged in as, or ``None`` (refused).
+
+    mimic's, without its last step: mimic writes the OK or error packet itself and,
+    after an error, carried on into the command phase, so a refused client could
+    run statements. Here the caller writes the answer and ends a refused
+    connection. Plugin switches and "more data" rounds are read as mimic does,
+    with the rounds bounded.
+    """
+    identity = connection.identity_provider
+    stream = connection.stream
+    user = await identity.get_user(username)  # an unknown name gets a user no password matches
+    user_plugin = identity.get_plugin(user.auth_plugin or "") or identity.get_default_plugin()
+    auth_info = AuthInfo(username=username, data=auth_response, connect_attrs=connect_attrs, user=user,
+                         client_plugin_name=client_plugin_name, handshake_auth_data=connection.handshake_auth_data,
+                         handshake_plugin_name=connection.handshake_auth_plugin)  # fmt: skip
+    speaks = user_plugin.client_plugin_name is None or user_plugin.client_plugin_name == client_plugin_name
+    if (server_plugin is not None and auth_state is not None and server_plugin.name == user_plugin.name
+            and server_plugin.client_plugin_name in (None, client_plugin_name)):  # fmt: skip
+        decision = await auth_state.asend(auth_info)  # the handshake's plugin was the user's: its answer is in
+    elif speaks:
+        decision, auth_state = await user_plugin.start(auth_info)
+    else:  # the user's plugin is another: switch the client to it
+        decision, auth_state = await user_plugin.start()
+        if user_plugin.client_plugin_name and isinstance(decision, bytes):
+            await stream.write(packets.make_auth_switch_request(server_charset=connection.server_charset,
+                                                                plugin_name=user_plugin.client_plugin_name,
+                                                                plugin_provided_data=decision))  # fmt: skip
+            auth_info = auth_info.copy(await stream.read())
+            decision = await auth_state.asend(auth_info)
+    rounds = 0
+    while not isinstance(decision, (Success, Forbidden)):
+        rounds += 1
+        if rounds > _MORE_DATA_ROUNDS or auth_state is None:
+            return None
+        await stream.write(packets.make_auth_more_data(decision))
+        auth_info = auth_info.copy(await stream.read())
+        decision = await auth_state.asend(auth_info)
+    return str(decision.authenticated_as) if isinstance(decision, Success) else None
 
 
 class ProxyUsers:

@@ -24,32 +24,49 @@
 * COM_STMT_RESET resets the statement only; mimic's also reset the session,
   which rolled back an open transaction before every execute of a
   mysql-connector prepared cursor.
+* The login (docs/proxy.md#security-model): the client's packets are read
+  strictly (:mod:`ddm_core.proxy.client_packets`) within
+  ``proxy.connectTimeoutMs``; a refused login gets its error and the
+  connection is closed, so nothing runs for a client that has not logged in.
+  COM_CHANGE_USER is a login too: refused, the connection is closed (as
+  MariaDB does); accepted, the session is reset. COM_RESET_CONNECTION rolls
+  back the open transaction and resets the session, as on MySQL.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import struct
 from typing import Any, Sequence
 
-from mysql_mimic import packets
+from mysql_mimic import context, packets
 from mysql_mimic.charset import CharacterSet
 from mysql_mimic.connection import Connection
-from mysql_mimic.errors import MysqlError
+from mysql_mimic.constants import KillKind
+from mysql_mimic.errors import ErrorCode, MysqlError
 from mysql_mimic.packets import SSLRequest
+from mysql_mimic.stream import ConnectionClosed
 from mysql_mimic.prepared import REGEX_PARAM, PreparedStatement
 from mysql_mimic.results import ResultSet, ensure_result_set
 from mysql_mimic.types import Capabilities, ServerStatus, str_fixed, uint_1, uint_2, uint_4, uint_len
 from mysql_mimic.utils import aiterate
 
 from ddm_core.errors import DdmError
+from ddm_core.proxy.admission import Admission, Refusal
+from ddm_core.proxy.auth import exchange
+from ddm_core.proxy.client_packets import MalformedPacket, change_user, field_list, handshake_response
 from ddm_core.proxy.columns import Column, wire_columns
-from ddm_core.proxy.mysql_errors import INSECURE_TRANSPORT, UNKNOWN_ERROR, error_info, sqlstate_of
+from ddm_core.proxy.mysql_errors import ACCESS_DENIED, INSECURE_TRANSPORT, UNKNOWN_ERROR, error_info, sqlstate_of
 from ddm_core.proxy.prepared import read_execute
 from ddm_core.proxy.runtime import ProxyRuntime
 from ddm_core.proxy.session import Batched, Outcome, Rows, flatten
+from ddm_core.proxy.stream import PACKET_TOO_LARGE, PacketTooLarge
 from ddm_core.proxy.tls import start_tls
 
 __all__ = ["ProxyConnection"]
+
+log = logging.getLogger("ddm_core.proxy")
 
 _NO_ROWS = ResultSet(rows=[], columns=[])
 _HEADER = struct.Struct("<I")
@@ -57,15 +74,33 @@ _STATUS_WARNINGS = struct.Struct("<HH")
 #: Framed result headers kept per connection (one per column list seen); cleared when full.
 _HEADERS_LIMIT = 256
 INSECURE_TRANSPORT_MESSAGE = "Connections using insecure transport are prohibited: this ddm proxy requires TLS (proxy.tls.required)"
+#: Prepared statements one connection may hold (MySQL's max_prepared_stmt_count is per server: 16 382).
+MAX_PREPARED_STATEMENTS = 1_024
+PREPARED_STATEMENTS_LIMIT = 1461  # ER_MAX_PREPARED_STMT_COUNT_REACHED
+
+
+class _Refused(BaseException):
+    """The client was answered with an error during a login: the connection ends.
+
+    A BaseException, as CancelledError is: mimic's command loop answers every Exception a
+    command raises with an error packet and reads the next command, and this one must end it.
+    """
 
 
 class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
     """One client connection (protocol state); its :class:`~ddm_core.proxy.session.ProxySession` holds the rest."""
 
-    def __init__(self, *args: Any, runtime: ProxyRuntime, tls_required: bool = False, **kwargs: Any) -> None:
+    _kill: KillKind | None  # mimic's: what a kill asked for
+
+    def __init__(self, *args: Any, runtime: ProxyRuntime, admission: Admission, host: str, tls_required: bool = False,
+                 **kwargs: Any) -> None:  # fmt: skip
         super().__init__(*args, **kwargs)
         self.runtime = runtime
+        self.admission = admission
+        self.host = host
         self.tls_required = tls_required
+        self.logged_in_as: str | None = None  # counted by the admission under this name
+        self._too_long: set[int] = set()  # prepared statements whose long data passed proxy.maxAllowedPacket
         # A session starts in autocommit, as on MySQL; the handshake says so, and PyMySQL
         # (autocommit off by default) then sends SET AUTOCOMMIT = 0.
         self.status_flags = ServerStatus.SERVER_STATUS_AUTOCOMMIT
@@ -86,8 +121,63 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
     def client_charset(self) -> CharacterSet:
         return _charset(self.session.variables, "character_set_client")
 
+    # -- login -----------------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        # mimic's, with the login bounded and a refused one ending the connection.
+        context.connection_id.set(self.connection_id)
+        delay = self.admission.login_delay(self.host)
+        if delay:  # this host failed to log in often in a row: it waits before its greeting
+            await asyncio.sleep(delay)
+        if not await self._log_in():
+            return
+        try:
+            await self.session.init(self)
+        except MysqlError as exc:  # e.g. the database the client named does not exist
+            await self.stream.write(self.error(msg=exc.msg, code=exc.code))
+            return
+        try:
+            await self.command_phase()
+        except asyncio.CancelledError:
+            if self._kill is not KillKind.CONNECTION:
+                raise
+            await self.stream.write(self.error(msg="Session was killed", code=ErrorCode.SESSION_WAS_KILLED))
+            self._kill = None
+        finally:
+            await self.session.close()
+
+    async def _log_in(self) -> bool:
+        """The handshake and login, within ``proxy.connectTimeoutMs``; ``False``: refused (answered) or failed."""
+        try:
+            async with asyncio.timeout(self.admission.connect_timeout):
+                await self.connection_phase()
+            return True
+        except _Refused:
+            return False
+        except TimeoutError:
+            reason = "it did not log in within proxy.connectTimeoutMs"
+        except PacketTooLarge as exc:
+            await self._answer_and_end(Refusal(PACKET_TOO_LARGE, str(exc)))
+            reason = str(exc)
+        except (ConnectionClosed, ConnectionError, asyncio.IncompleteReadError) as exc:
+            reason = f"the client went away ({type(exc).__name__})"
+        except Exception as exc:  # noqa: BLE001  # anything else read from the client is a bad handshake
+            await self._answer_and_end(Refusal(ErrorCode.HANDSHAKE_ERROR, "Bad handshake"))
+            reason = str(exc) if isinstance(exc, (MalformedPacket, MysqlError)) else f"{type(exc).__name__}: {exc}"
+        self.admission.handshake_failed(self.host)
+        log.info("ddm proxy: connection %s from %s: handshake failed: %s", self.connection_id, self.host, reason)
+        return False
+
+    async def _answer_and_end(self, refusal: Refusal) -> None:
+        """Write ``refusal``'s error packet if the client is still there (the connection ends after)."""
+        try:
+            await self.stream.write(self.error(msg=refusal.message, code=refusal.code))
+        except (ConnectionError, RuntimeError):
+            pass
+
     async def connection_phase(self) -> None:
-        # mimic's, but the switch to TLS keeps a ClientHello sent right behind the SSLRequest (proxy/tls.py).
+        # mimic's, with the client's packets read strictly (client_packets.py), and the switch to TLS
+        # keeping a ClientHello sent right behind the SSLRequest (proxy/tls.py).
         plugin = self.identity_provider.get_default_plugin()
         auth_data, auth_state = await plugin.start()
         self.handshake_auth_data = auth_data
@@ -97,11 +187,14 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             server_version=str(self.session.variables.get("version")), connection_id=self.connection_id,
             auth_data=auth_data, status_flags=self.status_flags, auth_plugin_name=plugin.name,
         ))  # fmt: skip
-        response = packets.parse_handshake_response(capabilities=self.server_capabilities, data=await self.stream.read())
+        response = handshake_response(self.server_capabilities, await self.stream.read())
         if isinstance(response, SSLRequest):
+            if self.ssl is None:
+                raise MalformedPacket("the client asked for TLS, which this proxy does not offer")
             await start_tls(self.stream, self.ssl)
-            response = packets.parse_handshake_response_41(capabilities=self.server_capabilities,
-                                                           data=await self.stream.read())  # fmt: skip
+            response = handshake_response(self.server_capabilities, await self.stream.read())
+            if isinstance(response, SSLRequest):
+                raise MalformedPacket("the client asked for TLS twice")
         self.capabilities = response.capabilities
         self.max_packet_size = response.max_packet_size
         self.session.variables.set("character_set_client", response.client_charset.name)
@@ -117,12 +210,86 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         )  # fmt: skip
         self.stream.reset_seq()
 
-    async def authenticate(self, *args: Any, **kwargs: Any) -> None:
+    async def authenticate(self, username: str, *args: Any, **kwargs: Any) -> None:
+        """Log ``username`` in (the handshake's or a COM_CHANGE_USER's): OK, or its error and :class:`_Refused`."""
         # proxy.tls.required: a client that did not switch to TLS is refused before its credentials are looked at.
         if self.tls_required and self.stream.writer.get_extra_info("ssl_object") is None:
             await self.stream.write(self.error(msg=INSECURE_TRANSPORT_MESSAGE, code=INSECURE_TRANSPORT))
-            raise ConnectionAbortedError("a client without TLS refused (proxy.tls.required)")
-        await super().authenticate(*args, **kwargs)
+            raise _Refused()
+        previous = self.logged_in_as
+        self.session.username = None  # nothing runs as anyone until this login is decided
+        name = await exchange(self, username, *args, **kwargs)
+        if name is None:
+            self.admission.login_failed(self.host)
+            log.info("ddm proxy: connection %s from %s: access denied for user %r", self.connection_id, self.host,
+                     username)  # fmt: skip
+            await self.stream.write(self.error(msg=f"Access denied for user '{username}'@'{self.host}' "
+                                                   "(using password: YES)", code=ACCESS_DENIED))  # fmt: skip
+            raise _Refused()
+        refusal = self.admission.logged_in(self.host, name, previous)
+        if refusal is not None:
+            await self.stream.write(self.error(msg=refusal.message, code=refusal.code))
+            raise _Refused()
+        self.logged_in_as = name
+        self.session.username = name
+        await self.stream.write(self.ok())
+
+    # -- commands that change the session ---------------------------------------------------------
+
+    async def command_phase(self) -> None:
+        try:
+            await super().command_phase()
+        except _Refused:  # a COM_CHANGE_USER that failed: answered, and the connection ends
+            return
+        except PacketTooLarge as exc:  # its payload was not read: the stream is out of step, so it ends
+            await self._answer_and_end(Refusal(PACKET_TOO_LARGE, str(exc)))
+
+    async def handle_change_user(self, data: bytes) -> None:
+        try:
+            request = change_user(self.capabilities, self.client_charset, data)
+        except MalformedPacket as exc:
+            await self.stream.write(self.error(msg=str(exc), code=ErrorCode.MALFORMED_PACKET))
+            raise _Refused() from exc
+        await self.session.reset()  # the old user's transaction never carries over
+        self._forget_statements()
+        self.session.database = request.database or None
+        self.session.variables.set("external_user", request.username, force=True)
+        if request.client_charset:
+            self.session.variables.set("character_set_client", request.client_charset.name)
+        if request.connect_attrs:
+            self.client_connect_attrs = request.connect_attrs
+        await self.authenticate(request.username, auth_response=request.auth_response,
+                                client_plugin_name=request.client_plugin, connect_attrs=request.connect_attrs)  # fmt: skip
+
+    async def handle_reset_connection(self, data: bytes) -> None:
+        # mimic's answers OK and keeps everything: an open transaction then went on, and a COMMIT
+        # after the reset committed it. MySQL rolls it back and resets the session.
+        await self.session.reset()
+        self._forget_statements()
+        await self.stream.write(self.ok())
+
+    def _forget_statements(self) -> None:
+        """Deallocate the connection's prepared statements (as a reset or change of user does on MySQL)."""
+        self.prepared_stmts.clear()
+        self._param_types.clear()
+        self._announced.clear()
+        self._too_long.clear()
+
+    async def handle_field_list(self, data: bytes) -> None:
+        try:
+            field_list(self.client_charset, data)  # mimic's reader loops for ever on a table name without NUL
+        except MalformedPacket as exc:
+            raise MysqlError(str(exc), ErrorCode.MALFORMED_PACKET) from exc
+        await super().handle_field_list(data)
+
+    async def handle_stmt_send_long_data(self, data: bytes) -> None:
+        # Bounded as one packet is: the long data of one statement's parameters together.
+        await super().handle_stmt_send_long_data(data)
+        stmt = self.get_stmt(int.from_bytes(data[:4], "little"))
+        held = sum(len(b) for b in (stmt.param_buffers or {}).values())
+        if held > self.stream.reader.limit:
+            stmt.param_buffers = None
+            self._too_long.add(stmt.stmt_id)
 
     async def handle_query(self, data: bytes) -> None:
         # mimic's, with a one-go write of a whole short result (_write_rows)
@@ -212,6 +379,11 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         with self.runtime.statement():
             execute = read_execute(data, self.capabilities, self.client_charset, self.get_stmt, self._param_types)
             execute.stmt.param_buffers = None
+            if execute.stmt.stmt_id in self._too_long:
+                self._too_long.discard(execute.stmt.stmt_id)
+                raise MysqlError("Parameter of prepared statement which is set through mysql_send_long_data() is "
+                                 "longer than 'max_allowed_packet' bytes (proxy.maxAllowedPacket)",
+                                 code=PACKET_TOO_LARGE)  # fmt: skip
             result = await self.session.handle_prepared(execute.stmt.sql, execute.params)
             if isinstance(result, Outcome):
                 self._outcome = result
@@ -265,6 +437,10 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         # statement without rows, never read its result, and fail the next statement with 2014 (commands
         # out of sync). Here the columns are asked of a data source (proxy/described.py); a statement
         # whose columns cannot be known gets an error packet (MysqlError) and no statement id.
+        if len(self.prepared_stmts) >= MAX_PREPARED_STATEMENTS:
+            raise MysqlError(f"Can't create more than max_prepared_stmt_count statements (current value: "
+                             f"{MAX_PREPARED_STATEMENTS}; on one connection of this proxy)",
+                             code=PREPARED_STATEMENTS_LIMIT)  # fmt: skip
         sql = self.client_charset.decode(data)
         count = len(REGEX_PARAM.findall(sql))
         with self.runtime.statement():
@@ -298,6 +474,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         stmt_id = int.from_bytes(data[:4], "little")
         self._param_types.pop(stmt_id, None)
         self._announced.pop(stmt_id, None)
+        self._too_long.discard(stmt_id)
 
     async def query(self, sql: str, query_attrs: dict[str, str]) -> ResultSet:
         return await self._result_set(await self.session.handle_query(sql, query_attrs))

@@ -35,14 +35,16 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
+
 __all__ = ["parameterize", "walk"]
 
 _TOKEN = re.compile(
-    r"""(?P<space>\s+)
-      |(?P<comment>/\*.*?\*/|--[ \t][^\n]*|--(?=\n|\Z)|\#[^\n]*)
-      |(?P<ident>`(?:[^`]|``)*`)
-      |(?P<string>'(?:[^'\\]|\\.|'')*')
-      |(?P<dstring>"(?:[^"\\]|\\.|"")*")
+    rf"""(?P<space>\s+)
+      |(?P<comment>{BLOCK_COMMENT}|--[ \t][^\n]*|--(?=\n|\Z)|\#[^\n]*)
+      |(?P<ident>{BACKTICKED})
+      |(?P<string>{SINGLE_QUOTED})
+      |(?P<dstring>{DOUBLE_QUOTED})
       |(?P<number>(?<![\w.$])(?:\d+\.\d*|\.\d+|\d+)(?![\w.$]))
       |(?P<op>->>|->|<=>|<<|>>|<=|>=|<>|!=|=|<|>)
       |(?P<word>[A-Za-z_$][\w$]*)
@@ -54,8 +56,8 @@ _TOKEN = re.compile(
 #: where _TOKEN's walk finds its string and number tokens (no other token can hold a match's start:
 #: words, spaces and operators hold no quote, comment mark or number a lookbehind lets through).
 _LITERALS = re.compile(
-    r"""(/\*.*?\*/|--[ \t][^\n]*|--(?=\n|\Z)|\#[^\n]*|`(?:[^`]|``)*`|"(?:[^"\\]|\\.|"")*")
-      |('(?:[^'\\]|\\.|'')*')
+    rf"""({BLOCK_COMMENT}|--[ \t][^\n]*|--(?=\n|\Z)|\#[^\n]*|{BACKTICKED}|{DOUBLE_QUOTED})
+      |({SINGLE_QUOTED})
       |((?<![\w.$])(?:\d+\.\d*|\.\d+|\d+)(?![\w.$]))""",
     re.S | re.X,
 )

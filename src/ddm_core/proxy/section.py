@@ -18,7 +18,7 @@ from ddm_core.metadata.model import ProxySettings, ShardingConfig
 __all__ = ["section_problems", "RESTART_ONLY", "restart_only_changes", "in_force"]
 
 #: Fields read at start only: ProxySettings attribute -> configuration name.
-RESTART_ONLY = {"workers": "workers", "batch_rows": "batchRows", "tls": "tls"}
+RESTART_ONLY = {"workers": "workers", "batch_rows": "batchRows", "tls": "tls", "back_log": "backLog"}
 
 
 def section_problems(settings: ProxySettings, config: ShardingConfig) -> list[str]:

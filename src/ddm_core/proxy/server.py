@@ -28,17 +28,20 @@ from typing import Any
 from mysql_mimic import MysqlServer
 from mysql_mimic.control import LocalControl, TooManyConnections
 from mysql_mimic.errors import ErrorCode
-from mysql_mimic.stream import MysqlStream
+from mysql_mimic.packets import make_error
+from mysql_mimic.stream import ConnectionClosed, MysqlStream
 
 from ddm_core.errors import ProxyError
 from ddm_core.execute import Executor
-from ddm_core.metadata.model import ShardingConfig
+from ddm_core.metadata.model import ProxySettings, ShardingConfig
 from ddm_core.metadata.reload import ConfigHolder, ConfigVersion
+from ddm_core.proxy.admission import Admission, Refusal
 from ddm_core.proxy.auth import ProxyUsers
 from ddm_core.proxy.connection import ProxyConnection
 from ddm_core.proxy.runtime import ProxyRuntime
 from ddm_core.proxy.section import in_force, restart_only_changes, section_problems
 from ddm_core.proxy.session import ProxySession
+from ddm_core.proxy.stream import BoundedReader
 from ddm_core.proxy.tls import tls_context
 from ddm_core.proxy.variables import proxy_variables
 
@@ -90,6 +93,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
                                     batch_rows=settings.batch_rows)  # fmt: skip
         self.runtime.configure(settings)
         self.users = ProxyUsers(settings.users)
+        self.admission = Admission(settings)
         super().__init__(
             session_factory=lambda: ProxySession(self.runtime),
             identity_provider=self.users.for_connection(),  # unbound, no plugins: each connection gets its own
@@ -147,6 +151,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         before = self.users.names
         self.users.replace(settings.users)
         self.settings = in_force(self.settings, settings)
+        self.admission.configure(self.settings)
         removed = before - self.users.names
         ended = [c for c in self._connections if c.session.username in removed]
         for connection in ended:
@@ -166,10 +171,17 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
     # -- connections ---------------------------------------------------------------------------
 
     async def _client_connected_cb(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        # mimic's own callback, with ProxyConnection and the connection remembered for shutdown.
-        stream = MysqlStream(reader, writer)
+        # mimic's own callback, with ProxyConnection, the admission's limits, and the connection
+        # remembered for shutdown.
         if self.phase is not Phase.SERVING:
             writer.close()
+            return
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if peer else "%"
+        stream = MysqlStream(BoundedReader(reader, self.settings.max_allowed_packet), writer)
+        refusal = self.admission.connect(host)
+        if refusal is not None:
+            await _refuse(stream, refusal)
             return
         identity = self.users.for_connection()  # the users in force now, bound to this connection
         connection = ProxyConnection(
@@ -180,14 +192,16 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
             identity_provider=identity,
             ssl=self.ssl,
             runtime=self.runtime,
+            admission=self.admission,
+            host=host,
             tls_required=self.tls_required,
         )
         identity.bind(connection)
         try:
             connection.connection_id = await self.control.add(connection)
-        except TooManyConnections:
-            await stream.write(connection.error(msg="Too many connections", code=ErrorCode.CON_COUNT_ERROR))
-            writer.close()
+        except TooManyConnections:  # mimic's connection ids ran out (65 536 at once)
+            self.admission.disconnect(None)
+            await _refuse(stream, Refusal(ErrorCode.CON_COUNT_ERROR, "Too many connections"))
             return
         task = asyncio.current_task()
         self._connections.add(connection)
@@ -195,12 +209,13 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
             self._tasks.add(task)
         try:
             await connection.start()
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, ConnectionClosed):
             pass  # the client went away; its session was closed by start()
         finally:
             self._connections.discard(connection)
             if task is not None:
                 self._tasks.discard(task)
+            self.admission.disconnect(connection.logged_in_as)
             writer.close()
             await self.control.remove(connection.connection_id)
 
@@ -209,7 +224,8 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
     async def start(self) -> None:
         """Open the pools and start listening."""
         self._loop = asyncio.get_running_loop()  # reloads are taken on it
-        await self.start_server(host=self.host, port=self.requested_port, reuse_port=self.reuse_port or None)
+        await self.start_server(host=self.host, port=self.requested_port, reuse_port=self.reuse_port or None,
+                                backlog=back_log(self.settings))  # fmt: skip
         self.phase = Phase.SERVING
         log.info("ddm proxy listening on %s:%s", self.host, self.port)
 
@@ -256,3 +272,16 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         log.info("ddm proxy stopped: %d backend connection(s) were still borrowed at close; pools closed; "
                  "%d statement(s) ran on the event loop", self.borrowed_at_close, self.runtime.inlined)  # fmt: skip
 
+
+def back_log(settings: ProxySettings) -> int:
+    """``proxy.backLog``, else MySQL's default: 80 + ``maxConnections`` / 5."""
+    return settings.back_log if settings.back_log is not None else 80 + settings.max_connections // 5
+
+
+async def _refuse(stream: MysqlStream, refusal: Refusal) -> None:
+    """Answer a connection not taken with its error, in place of the handshake, and close it."""
+    try:
+        await stream.write(make_error(msg=refusal.message, code=refusal.code))
+    except ConnectionError:
+        pass
+    stream.writer.close()

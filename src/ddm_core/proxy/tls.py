@@ -19,6 +19,7 @@ from typing import Any
 
 from ddm_core.errors import ProxyError
 from ddm_core.metadata.model import ProxyTls
+from ddm_core.proxy.stream import BoundedReader
 
 __all__ = ["tls_context", "start_tls", "peer_certificate"]
 
@@ -56,8 +57,9 @@ async def start_tls(stream: Any, context: ssl.SSLContext) -> None:
     """Switch mimic's ``stream`` to TLS (server side), keeping the bytes the client sent early."""
     loop = asyncio.get_running_loop()
     transport: Any = stream.writer.transport
-    early = bytes(stream.reader._buffer)  # the ClientHello, when it came with the SSLRequest
-    stream.reader._buffer.clear()
+    reader: Any = stream.reader.inner if isinstance(stream.reader, BoundedReader) else stream.reader
+    early = bytes(reader._buffer)  # the ClientHello, when it came with the SSLRequest
+    reader._buffer.clear()
     waiter = loop.create_future()
     # What loop.start_tls does, with the early bytes fed to the TLS layer before any new ones.
     protocol = sslproto.SSLProtocol(loop, transport.get_protocol(), context, waiter, server_side=True,
@@ -79,7 +81,7 @@ async def start_tls(stream: Any, context: ssl.SSLContext) -> None:
         raise
     tls_transport = protocol._app_transport
     stream.writer._transport = tls_transport  # as mimic does: reader and writer go on over TLS
-    stream.reader._transport = tls_transport
+    reader._transport = tls_transport
 
 
 def peer_certificate(writer: Any) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
 from ddm_core.dialects import INPUT
 from ddm_core.errors import MigrationError, ShardKeyUpdateError, ShardValueError, UnsupportedSQLError
 from ddm_core.hashing import slot_of
@@ -56,7 +57,7 @@ from ddm_core.route.template import Edit, Template, from_edits
 __all__ = ["compile_insert", "InsertStatement", "generator_for", "reuse_generated_keys"]
 
 _SCAN = re.compile(
-    r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`|/\*.*?\*/|--(?=[\s\x00-\x1f]|\Z)[^\n]*|#[^\n]*"
+    rf"{SINGLE_QUOTED}|{DOUBLE_QUOTED}|{BACKTICKED}|{BLOCK_COMMENT}|--(?=[\s\x00-\x1f]|\Z)[^\n]*|#[^\n]*"
     r"|(?P<open>\()|(?P<close>\))|(?P<values>\bVALUES?\b)",
     re.I | re.S,
 )

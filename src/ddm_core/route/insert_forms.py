@@ -14,6 +14,7 @@ import re
 
 from sqlglot import exp
 
+from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
 from ddm_core.dialects import INPUT
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.route.edits import span
@@ -23,8 +24,8 @@ __all__ = ["set_form_text", "value_spans", "column_list"]
 # Skipped (strings, quoted names, comments), or what splits a list: parentheses, commas,
 # an assignment's "=" (not part of <=, >=, !=, :=, <=>) and the start of ON DUPLICATE KEY UPDATE.
 _TOKENS = re.compile(
-    r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|`(?:[^`]|``)*`"
-    r"|(?P<comment>/\*.*?\*/|--(?=[\s\x00-\x1f]|\Z)[^\n]*|#[^\n]*)"
+    rf"{SINGLE_QUOTED}|{DOUBLE_QUOTED}|{BACKTICKED}"
+    rf"|(?P<comment>{BLOCK_COMMENT}|--(?=[\s\x00-\x1f]|\Z)[^\n]*|#[^\n]*)"
     r"|(?P<open>\()|(?P<close>\))|(?P<comma>,)|(?P<eq>(?<![<>!:=])=(?!>))|(?P<on>\bON\s+DUPLICATE\b)",
     re.I | re.S,
 )

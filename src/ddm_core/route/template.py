@@ -30,6 +30,7 @@ from typing import Any, NamedTuple, Sequence
 
 from sqlglot import exp
 
+from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
 from ddm_core.dialects import INPUT
 
 __all__ = [
@@ -38,10 +39,8 @@ __all__ = [
 
 #: Quoted strings, quoted identifiers and comments (skipped) or a ``:pN`` placeholder / table marker.
 QUOTED_OR_PARAM = re.compile(
-    r"'(?:[^'\\]|\\.|'')*'"
-    r'|"(?:[^"\\]|\\.|"")*"'
-    r"|`(?:[^`]|``)*`"
-    r"|--(?=[\s\x00-\x1f]|\Z)[^\n]*|#[^\n]*|/\*.*?\*/"
+    rf"{SINGLE_QUOTED}|{DOUBLE_QUOTED}|{BACKTICKED}"
+    rf"|--(?=[\s\x00-\x1f]|\Z)[^\n]*|#[^\n]*|{BLOCK_COMMENT}"
     r"|:p(?P<param>\d+)\b"
     r"|__ddm_t(?P<table>\d+)__",
     re.S,
