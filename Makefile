@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 FAST := $(wildcard src/ddm_core/_fast/*.pyx src/ddm_core/_fast/*.pxd)
 
-.PHONY: install compile typecheck test test-c test-py bench wheels clean
+.PHONY: install deps compile typecheck test test-c test-py bench wheels clean
 
 # A venv with ddm-core installed editable; the extensions must build (no silent fallback).
 $(VENV)/.installed: pyproject.toml setup.py $(FAST)
@@ -22,17 +22,23 @@ compile: install
 typecheck: compile
 	$(PY) -m mypy
 
-# Type check first, then the whole suite twice: compiled units selected, then the
-# pure-Python twins selected.
-test: typecheck test-c test-py
+# The Debian tools the tests drive (sysbench, percona-toolkit, valgrind): apt-get installs the
+# missing ones; without apt-get this names them and stops.
+deps:
+	bash .ci/install_tools.sh
 
-test-c: compile
+# The tools, a type check, then the whole suite twice: compiled units selected, then the
+# pure-Python twins selected.
+test: deps typecheck test-c test-py
+
+test-c: compile deps
 	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q
 
 # The pure pass runs what exercises the compiled units and their callers; the operational
-# suites (servers killed, frozen, replicated; proxies, relays, migrations) run once, above.
+# suites (servers killed, frozen, replicated; proxies, relays, migrations; the bare-install check) run once, above.
 OPERATIONAL := proxy* xa* outbox* migrate* cutover* readwrite* id_lease* config_redis* config_table_source* \
-	observe* health* lint* frozen_data_source* execute_unavailable* leaks* watchdog* session_state* typing*
+	observe* health* lint* frozen_data_source* execute_unavailable* leaks* watchdog* session_state* typing* \
+	bare_install*
 PURE_SKIP := $(foreach t,$(OPERATIONAL),--ignore-glob='tests/test_$(t)')
 
 test-py: compile

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any
@@ -10,8 +11,8 @@ import pymysql
 import pytest
 
 from ddm_core import load_config
-from ddm_core.errors import DataSourceUnavailableError, ExecutionError
-from ddm_core.execute import Executor
+from ddm_core.errors import DataSourceUnavailableError, MissingExtraError
+from ddm_core.execute import Executor, drivers
 from ddm_core.execute.pools import PING_AFTER
 from test_execute_support import (  # noqa: F401 - fixtures
     PrivateMariaDB,
@@ -76,20 +77,17 @@ def test_sqlite_file_that_cannot_be_opened(tmp_path: Any) -> None:
         assert_no_leaks(ex)
 
 
-def test_unknown_dialect_driver_missing_is_a_clear_error(tmp_path: Any) -> None:
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        urls = {"ds_0": {"url": "postgresql://127.0.0.1:5432/test", "username": "postgres"}}
+def test_postgresql_without_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # imports as on an install without the extra
+    monkeypatch.setattr(drivers, "_DRIVERS", {})  # no driver built by an earlier test
+    urls = {"ds_0": {"url": "postgresql://127.0.0.1:5432/test", "username": "postgres"}}
+    with pytest.raises(MissingExtraError) as info:
         with Executor(load_config(sharding_config(urls, tables=1))) as ex:
-            with pytest.raises(ExecutionError, match="psycopg"):
-                ex.execute("SELECT 1 FROM t_config")
-    else:  # psycopg present: the PostgreSQL path is exercised for real
-        urls = {"ds_0": {"url": "postgresql://127.0.0.1:5432/test", "username": "postgres"}}
-        with Executor(load_config(sharding_config(urls, tables=1))) as ex:
-            with ex.execute("SELECT 1 + %s", (1,)) as r:
-                assert r.fetchone() == (2,)
-            assert_no_leaks(ex)
+            ex.execute("SELECT 1 FROM t_config")
+    assert str(info.value) == (
+        "a postgresql data source needs the 'postgresql' extra: pip install 'ddm-core[postgresql]'"
+    )
+    assert info.value.extra == "postgresql" and info.value.module == "psycopg"
 
 
 def test_server_killed_mid_statement(private_mariadb: PrivateMariaDB, private_config: Any) -> None:

@@ -24,6 +24,7 @@ FAST_LAYOUT = {"_fast.id_layout", "_fast.slot_layout"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "_text": set(),
+    "_extras": {"errors"},
     "dialects": {"errors", "_text"},
     "_fast": {"errors"},
     "hashing": {"_fast"},
@@ -90,8 +91,12 @@ def _layer(module: str) -> str:
     return module.split(".")[0]
 
 
+# Leaves every layer may import: the check for an optional dependency (``_extras.require_extra``).
+LEAVES = {"_extras"}
+
+
 def _allowed(layer: str, target: str) -> bool:
-    rules = ALLOWED[layer]
+    rules = ALLOWED[layer] | LEAVES
     return _layer(target) in rules or any(target == r or target.startswith(r + ".") for r in rules)
 
 

@@ -1,55 +1,30 @@
-"""The README's "Using it" snippets run as written against ``examples/``.
+"""The README's snippets run as written against ``examples/``.
 
-The section's ``ddm ddl ... --execute`` command creates the example tables
-(SQLite files next to a copy of ``examples/orders.yaml``, so the repository
-stays untouched), then its python blocks run one after another in one
-namespace, as a reader pasting them would; their effects are checked in the
-SQLite files behind ddm-core's back.
+The "Using it" section's ``ddm ddl ... --execute`` command creates the example tables
+(SQLite files next to a copy of ``examples/orders.yaml``, so the repository stays
+untouched), then its python blocks run one after another in one namespace, as a reader
+pasting them would; their effects are checked in the SQLite files behind ddm-core's back.
+The commands of "Install and run" run as written too. ``.ci/bare_check.py`` runs the same
+snippets (``tests/readme_snippets.py``) in a venv without extras.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import re
-import shlex
-import shutil
+import socket
 import sqlite3
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner
-
-from ddm_core.cli import cli
-
-ROOT = Path(__file__).resolve().parent.parent
+from readme_snippets import copy_examples, create_example_tables, ddm, example_commands, python_blocks, \
+    run_blocks, section  # fmt: skip
 
 
-def using_it() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    m = re.search(r"^## Using it\n(.*?)(?=^## )", text, re.S | re.M)
-    assert m is not None, "README.md has no '## Using it' section"
-    return m.group(1)
-
-
-def test_the_using_it_snippets_run_against_the_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    section = using_it()
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+def test_the_using_it_snippets_run_against_the_examples(tmp_path: Path) -> None:
+    blocks = python_blocks(section("Using it"))
     assert len(blocks) >= 2
-    commands = re.findall(r"`(ddm ddl [^`]+--execute)`", section)
-    assert commands, "the section says how to create the example tables"
-
-    shutil.copytree(ROOT / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("data"))
-    monkeypatch.chdir(tmp_path)
-    created = CliRunner().invoke(cli, shlex.split(commands[0])[1:])
-    assert created.exit_code == 0, created.output
-
-    namespace: dict[str, object] = {"__name__": "readme"}
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        for block in blocks:
-            exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
-    printed = out.getvalue()
+    create_example_tables(tmp_path)
+    printed = run_blocks(blocks, tmp_path, {"__name__": "readme"})
     assert "ds_" in printed  # the route preview printed its units
 
     # What the snippets did, read from the SQLite files directly.
@@ -64,3 +39,30 @@ def test_the_using_it_snippets_run_against_the_examples(tmp_path: Path, monkeypa
     assert len(rows) == 12 and {u for u, _ in rows} == {10086, 10087, 20001}
     assert all(status == 2 for user, status in rows if user == 10086)  # the transaction's UPDATE
     assert sorted(status for user, status in rows if user != 10086) == sorted([0, 1, 2, 0] * 2)
+
+
+def test_the_install_and_run_commands_run_against_the_examples(tmp_path: Path) -> None:
+    # `ddm demo` and `ddm demo --mysql ...` have their own tests (tests/test_demo.py).
+    commands = example_commands(section("Install and run"))
+    assert len(commands) >= 5, commands
+    copy_examples(tmp_path)
+    for command in commands:
+        done = ddm(command, tmp_path)
+        assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stdout}{done.stderr}"
+        assert done.stdout.strip(), f"{command} printed nothing"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_observability_snippet_runs_after_the_ddl_step(tmp_path: Path) -> None:
+    text = section("Operating a sharded fleet")
+    [block] = [b for b in python_blocks(text) if "metrics.install" in b]
+    # As written, but on a free port: other processes on this machine may hold 9108.
+    assert "port=9108" in block
+    block = block.replace("port=9108", f"port={_free_port()}")
+    create_example_tables(tmp_path)
+    run_blocks([block], tmp_path / "examples", {"__name__": "readme"})

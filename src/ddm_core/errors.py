@@ -74,6 +74,8 @@ __all__ = [
     "RateLimitedError",
     # observability
     "ObserveError",
+    # installation
+    "MissingExtraError",
 ]
 
 
@@ -521,3 +523,34 @@ class ClockMovedBackwardsError(IdGenerationError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.backward_ms, self.max_backward_ms))
+
+
+# -- installation ------------------------------------------------------------------
+
+
+class MissingExtraError(DdmError, ImportError):
+    """A feature's optional dependencies are not installed (pyproject.toml's extras).
+
+    An ``ImportError`` too, so ``except ImportError`` around an optional import still works.
+
+    Attributes:
+        extra: The extra that installs them: ``pip install 'ddm-core[<extra>]'``.
+        needed_by: What needs them, as the user called it (``ddm proxy``, ``ddm_core.metrics.install``).
+        module: The module that could not be imported.
+    """
+
+    # Set from the context by DdmError.__init__; declared for type checkers.
+    extra: str
+    needed_by: str
+    module: str
+
+    def __init__(self, extra: str, needed_by: str, module: str) -> None:
+        super().__init__(
+            f"{needed_by} needs the {extra!r} extra: pip install 'ddm-core[{extra}]'",
+            extra=extra,
+            needed_by=needed_by,
+            module=module,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.extra, self.needed_by, self.module))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ddm_core.errors import ConfigError
+from ddm_core._extras import require_extra
 from ddm_core.observe.routes import Thresholds
 from ddm_core.observe.statements import StatementRecorder
 
@@ -70,14 +70,11 @@ def install(
         thresholds: When the hot-shard and full-route alarms fire.
 
     Raises:
-        ConfigError: prometheus-client is not installed.
+        MissingExtraError: prometheus-client is not installed (the ``metrics`` extra).
     """
-    try:
-        import prometheus_client
-    except ImportError as exc:
-        raise ConfigError(
-            "ddm_core.metrics needs prometheus-client: pip install 'ddm-core[metrics]'", missing="prometheus-client"
-        ) from exc
+    require_extra("metrics", needed_by="ddm_core.metrics.install")
+    import prometheus_client
+
     from ddm_core.observe.collector import DdmCollector
 
     target = prometheus_client.REGISTRY if registry is None else registry

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar, cast
 
 import click
 
+from ddm_core._extras import require_extra
 from ddm_core.errors import DdmError
 from ddm_core.metadata.load import load_config
 from ddm_core.metadata.model import ShardingConfig
 
-__all__ = ["cli", "main", "EXIT_ERROR", "load", "render_table", "config_option"]
+__all__ = ["cli", "main", "EXIT_ERROR", "load", "render_table", "config_option", "needs_extra"]
 
 #: Exit status of every refusal (a DdmError) — the same as click's usage errors.
 EXIT_ERROR = 2
@@ -56,6 +58,24 @@ def config_option(required: bool = True) -> Callable[[_F], _F]:
         type=click.Path(exists=True, dir_okay=False),
         help="Configuration file (ddm-core or ShardingSphere YAML; default $DDM_CONFIG).",
     )
+
+
+def needs_extra(extra: str) -> Callable[[_F], _F]:
+    """Refuse the command before it does anything when ``extra`` is not installed (``--help`` still works).
+
+    Put it right above the ``def``; the extra is kept as ``callback.needs_extra``.
+    """
+
+    def decorate(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            require_extra(extra, needed_by=click.get_current_context().command_path)
+            return fn(*args, **kwargs)
+
+        checked.needs_extra = extra  # type: ignore[attr-defined]
+        return cast(_F, checked)
+
+    return decorate
 
 
 def load(path: str, *, check_env: bool = False, show_warnings: bool = True) -> ShardingConfig:

@@ -11,9 +11,8 @@ from typing import Any, Callable, TypeVar
 
 import click
 
-from ddm_core.cli.app import render_table
+from ddm_core.cli.app import needs_extra, render_table
 from ddm_core.cli.config_cmd import config_group
-from ddm_core.errors import ConfigError
 from ddm_core.metadata.redis_source import DEFAULT_PREFIX, RedisSource
 
 __all__ = ["push", "history", "rollback", "promote"]
@@ -22,6 +21,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _redis_options(fn: _F) -> _F:
+    fn = needs_extra("redis")(fn)
     fn = click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="The keys' prefix.")(fn)
     fn = click.option("--redis", "redis_url", envvar="DDM_CONFIG_REDIS", required=True, metavar="URL",
                       help="redis://host:port/db of the configuration center (default $DDM_CONFIG_REDIS).")(fn)  # fmt: skip
@@ -29,11 +29,8 @@ def _redis_options(fn: _F) -> _F:
 
 
 def _source(redis_url: str, prefix: str) -> RedisSource:
-    try:
-        import redis
-    except ImportError as exc:
-        raise ConfigError("ddm config push|history|rollback need the redis package: pip install 'ddm-core[redis]'",
-                          missing="redis") from exc  # fmt: skip
+    import redis
+
     return RedisSource(redis.Redis.from_url(redis_url, socket_timeout=5), prefix=prefix, name=f"{redis_url} {prefix}")
 
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ddm_core.cli.app import cli, load
+from ddm_core.cli.app import cli, load, needs_extra
 from ddm_core.cli.display import console as make_console
 from ddm_core.cli.display import size, spinner
 from ddm_core.cutover import Cutover, CutoverStatus
@@ -38,6 +38,7 @@ def cutover() -> None:
     """Gray cut-over from a legacy database to the shards (docs/cutover.md).
 
     plan | start | sync | advance --buckets | rollback --buckets | check | status | finish | abort.
+    The steps that read binlogs need the 'migrate' extra: pip install 'ddm-core[migrate]'.
     """
 
 
@@ -193,6 +194,7 @@ def plan_cmd(**opts: Any) -> None:
 
 @cutover.command("start")
 @_options
+@needs_extra("migrate")
 def start_cmd(**opts: Any) -> None:
     """Publish the all-normal version, create and check the shard tables, copy every row, replay (resumable)."""
     with _Run(opts) as run:
@@ -210,6 +212,7 @@ def start_cmd(**opts: Any) -> None:
               help="A sampled comparison this often.")
 @click.option("--sample", type=click.IntRange(min=1), default=1000, show_default=True, help="Keys per comparison.")
 @_options
+@needs_extra("migrate")
 def sync_cmd(seconds: float | None, check_every_s: float, sample: int, **opts: Any) -> None:
     """Sync both ways until stopped (SIGTERM / Ctrl-C) or the cut-over ends; a sampled check on a schedule."""
     stop = threading.Event()
@@ -234,6 +237,7 @@ def sync_cmd(seconds: float | None, check_every_s: float, sample: int, **opts: A
 @click.option("--buckets", "which", required=True, help="Buckets to move on, e.g. 0-9,20.")
 @click.option("--to", "to", type=click.Choice([s.value for s in BucketState]), help="The state to go to.")
 @_options
+@needs_extra("migrate")
 def advance_cmd(which: str, to: str | None, **opts: Any) -> None:
     """Move buckets one state on: normal -> pre_gray -> gray (rollback -> gray)."""
     with _Run(opts) as run:
@@ -244,6 +248,7 @@ def advance_cmd(which: str, to: str | None, **opts: Any) -> None:
 @cutover.command("rollback")
 @click.option("--buckets", "which", required=True, help="Buckets to send back, e.g. 0-9.")
 @_options
+@needs_extra("migrate")
 def rollback_cmd(which: str, **opts: Any) -> None:
     """Send buckets back to the legacy table (gray -> rollback, pre_gray -> normal)."""
     with _Run(opts) as run:
@@ -253,6 +258,7 @@ def rollback_cmd(which: str, **opts: Any) -> None:
 @cutover.command("check")
 @click.option("--sample", type=click.IntRange(min=1), default=1000, show_default=True, help="Keys to compare.")
 @_options
+@needs_extra("migrate")
 def check_cmd(sample: int, **opts: Any) -> None:
     """Compare random legacy keys field by field with the shards (recorded; exit 1 on a difference)."""
     with _Run(opts) as run:

@@ -15,7 +15,7 @@ from types import FrameType
 
 import click
 
-from ddm_core.cli.app import cli, config_option, load
+from ddm_core.cli.app import cli, config_option, load, needs_extra
 from ddm_core.execute.executor import Executor
 
 __all__ = ["metrics_group"]
@@ -32,6 +32,7 @@ def metrics_group() -> None:
 @click.option("--addr", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--warm-up/--no-warm-up", default=True, show_default=True,
               help="Open every endpoint's minIdle connections at start, so pools report from the first scrape.")
+@needs_extra("metrics")
 def serve_cmd(config_path: str, port: int, addr: str, warm_up: bool) -> None:
     """Serve http://ADDR:PORT/metrics until stopped (SIGTERM / Ctrl-C)."""
     from ddm_core import metrics

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ddm_core.cli.app import cli, load
+from ddm_core.cli.app import cli, load, needs_extra
 from ddm_core.cli.display import console as _console, duration as _duration, size as _size, spinner as _status
 from ddm_core.errors import ConfigError
 from ddm_core.metadata.model import ShardingConfig
@@ -93,7 +93,8 @@ def migrate() -> None:
     """Online resharding by slots (docs/migration.md).
 
     start | status | verify | shift-reads PCT | cutover | rollback | finish, each resumable;
-    plan, prepare, backfill, catch-up and config-publish run single phases.
+    plan, prepare, backfill, catch-up and config-publish run single phases. The steps that read
+    binlogs need the 'migrate' extra: pip install 'ddm-core[migrate]'.
     """
 
 
@@ -337,6 +338,7 @@ class _BackfillBars:
 @click.option("--flush-rows", type=click.IntRange(min=1, max=100_000), default=FLUSH_ROWS, show_default=True,
               help="Changes applied (and the binlog position recorded) per flush.")
 @click.option("--progress/--no-progress", default=True, help="Show a spinner on stderr.")
+@needs_extra("migrate")
 def catch_up_cmd(old_path: str, new_path: str, state_ds: str, name: str, max_lag: float, pass_timeout: float,
                  flush_rows: int, progress: bool) -> None:
     """Apply the binlog changes made since the backfill started (resumable; needs binlog_format=ROW)."""
@@ -452,6 +454,7 @@ _SNIPPET = """point every application instance at the configuration table:
 
 @migrate.command("start")
 @_steps
+@needs_extra("migrate")
 def start_cmd(**opts: Any) -> None:
     """Prepare, dual write, backfill, catch-up and verify (resumable: run it again after a crash)."""
     with _Run(opts) as run:
@@ -467,6 +470,7 @@ def start_cmd(**opts: Any) -> None:
 
 @migrate.command("verify")
 @_steps
+@needs_extra("migrate")
 def verify_cmd(**opts: Any) -> None:
     """Compare every moving slot, old against new (the verify phase; afterwards only a comparison)."""
     with _Run(opts) as run:
@@ -483,6 +487,7 @@ def verify_cmd(**opts: Any) -> None:
 @migrate.command("shift-reads")
 @click.argument("pct", type=click.FloatRange(min=0, max=100, min_open=True))
 @_steps
+@needs_extra("migrate")
 def shift_reads_cmd(pct: float, **opts: Any) -> None:
     """Send PCT % of the moving slots' reads to the new location (1 -> 10 -> 50 -> 100)."""
     with _Run(opts) as run:
@@ -493,6 +498,7 @@ def shift_reads_cmd(pct: float, **opts: Any) -> None:
 
 @migrate.command("cutover")
 @_steps
+@needs_extra("migrate")
 def cutover_cmd(**opts: Any) -> None:
     """Pause writes to the moving slots, catch up, publish the new configuration (resumable)."""
     with _Run(opts) as run:

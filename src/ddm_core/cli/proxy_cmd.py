@@ -12,13 +12,14 @@ from typing import Any
 
 import click
 
-from ddm_core.cli.app import cli, config_option, load
-from ddm_core.errors import ProxyError
+from ddm_core.cli.app import cli, config_option, load, needs_extra
 from ddm_core.metadata.reload import ConfigHolder
-from ddm_core.proxy.eventloop import LOOPS, chosen
-from ddm_core.proxy.eventloop import run as run_loop
 
-__all__ = ["proxy"]
+__all__ = ["proxy", "LOOP_CHOICES"]
+
+#: ``--loop``: the choices of ``ddm_core.proxy.eventloop.LOOPS``, spelled here because the proxy
+#: package (mysql-mimic) is imported only once the command runs, and ``--help`` must work without it.
+LOOP_CHOICES = ("auto", "uvloop", "asyncio")
 
 #: Set in the processes ``--processes N`` starts: listen with SO_REUSEPORT on the given port.
 _CHILD_ENV = "DDM_PROXY_CHILD"
@@ -36,8 +37,9 @@ _CHILD_ENV = "DDM_PROXY_CHILD"
 @click.option("--reload-interval", type=click.FloatRange(0), default=1.0, show_default=True,
               help="Seconds between looks at CONFIG for a new version (hot reload, docs/proxy.md#reloading; "
                    "0: never).")  # fmt: skip
-@click.option("--loop", "loop_name", type=click.Choice(LOOPS), default="auto", show_default=True,
+@click.option("--loop", "loop_name", type=click.Choice(LOOP_CHOICES), default="auto", show_default=True,
               help="Event loop: uvloop (in C; auto picks it when installed) or asyncio's own.")
+@needs_extra("proxy")
 def proxy(config_path: str, port: int, host: str, processes: int, log_level: str, reload_interval: float,
           loop_name: str) -> None:  # fmt: skip
     """Serve CONFIG's logic tables to any MySQL client (users from its proxy: section).
@@ -49,10 +51,10 @@ def proxy(config_path: str, port: int, host: str, processes: int, log_level: str
     SIGTERM stops accepting, lets running statements finish (proxy.shutdownGraceMs),
     ends the sessions and returns every backend connection.
     """
-    try:
-        from ddm_core.proxy import ProxyServer
-    except ImportError as exc:
-        raise ProxyError(f"ddm proxy needs the proxy extra: pip install 'ddm-core[proxy]' ({exc})") from exc
+    from ddm_core.proxy import ProxyServer
+    from ddm_core.proxy.eventloop import chosen
+    from ddm_core.proxy.eventloop import run as run_loop
+
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # mimic logs every refused statement at ERROR with its text; the proxy reports errors to clients.
     logging.getLogger("mysql_mimic").setLevel(logging.CRITICAL)

@@ -26,8 +26,8 @@ sqlite        sqlite3     ``check_same_thread=False`` (pooled connections move b
                           threads), ``isolation_level=None`` + explicit ``BEGIN``;
                           cancel = ``connection.interrupt()``; cursors convert
                           ``Decimal`` / ``datetime`` params; reset = drop temp objects.
-postgresql    psycopg 3   optional: a clear :class:`~ddm_core.errors.ExecutionError`
-                          when it is not installed; always buffered; cancel =
+postgresql    psycopg 3   optional: a :class:`~ddm_core.errors.MissingExtraError` naming
+                          the ``postgresql`` extra when it is not installed; always buffered; cancel =
                           ``connection.cancel()``.
 ============  ==========  ============================================================
 
@@ -46,6 +46,7 @@ import re
 from functools import lru_cache
 from typing import Any, Callable
 
+from ddm_core._extras import require_extra
 from ddm_core.dialects import Dialect, find_dialect
 from ddm_core.errors import ExecutionError
 from ddm_core.execute.mysql_cancel import QueryKiller
@@ -377,14 +378,8 @@ class PostgresDriver(Driver):
 
     def __init__(self, dialect: Dialect) -> None:
         super().__init__(dialect)
-        try:
-            psycopg = importlib.import_module("psycopg")
-        except ImportError as exc:
-            raise ExecutionError(
-                "postgresql data sources need psycopg 3 (pip install 'psycopg[binary]'), which is not installed",
-                dialect="postgresql",
-            ) from exc
-        self._psycopg = psycopg
+        require_extra("postgresql", needed_by="a postgresql data source")
+        self._psycopg = importlib.import_module("psycopg")
 
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
         password = endpoint.password.reveal() if endpoint.password is not None else None
@@ -431,7 +426,8 @@ def driver_for(dialect: str) -> Driver:
     """The (shared) driver adapter for a dialect.
 
     Raises:
-        ExecutionError: unknown dialect, or its driver is not installed.
+        ExecutionError: unknown dialect.
+        MissingExtraError: its driver is not installed (the extra that brings it is named).
     """
     driver = _DRIVERS.get(dialect)
     if driver is None:

@@ -12,6 +12,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from ddm_core._extras import require_extra
+
+require_extra("metrics", needed_by=__name__)  # before the imports below: one line naming the extra
+
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 

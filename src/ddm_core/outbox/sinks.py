@@ -13,6 +13,7 @@ import sys
 from typing import Any, Callable, Protocol, Sequence, TextIO, runtime_checkable
 from urllib.parse import parse_qs, urlsplit
 
+from ddm_core._extras import require_extra
 from ddm_core.errors import ConfigError
 from ddm_core.outbox.message import Message
 
@@ -74,12 +75,9 @@ class RedisStreamSink:
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "", maxlen: int | None = None) -> RedisStreamSink:
         """A sink on ``redis://host:port/db`` (needs the ``redis`` package)."""
-        try:
-            import redis
-        except ImportError as exc:
-            raise ConfigError(
-                f"the Redis sink {url!r} needs the redis package: pip install 'ddm-core[redis]'", field="sink"
-            ) from exc
+        require_extra("redis", needed_by=f"the Redis sink {url!r}")
+        import redis
+
         return cls(redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5), prefix=prefix, maxlen=maxlen)
 
     def stream_of(self, topic: str) -> str:
@@ -140,6 +138,7 @@ def sink_from_spec(spec: str) -> Sink:
 
     Raises:
         ConfigError: anything else, or a bad ``maxlen``.
+        MissingExtraError: a Redis sink without the redis package (the ``redis`` extra).
     """
     if spec == "stdout":
         return StdoutSink()

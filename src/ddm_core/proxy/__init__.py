@@ -9,6 +9,12 @@ which brings mysql-mimic).
 
 from __future__ import annotations
 
+from ddm_core._extras import require_extra
+
+# Every module of the package is imported through here: without mysql-mimic, importing any of
+# them says which extra to install instead of failing inside one of them.
+require_extra("proxy", needed_by=__name__)
+
 from ddm_core.proxy.auth import native_password_hash, sha2_password_hash
 from ddm_core.proxy.server import DEFAULT_PORT, Phase, ProxyServer
 
