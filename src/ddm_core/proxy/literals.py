@@ -36,6 +36,7 @@ from decimal import Decimal
 from typing import Any
 
 from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
+from ddm_core.route.router import CACHED_TEXT_LIMIT
 
 __all__ = ["parameterize", "walk"]
 
@@ -93,6 +94,8 @@ def parameterize(sql: str) -> tuple[str, list[Any]] | None:
     """``(text with %s, params)`` for ``sql``'s comparison literals; ``None`` when there are none to take."""
     if "%" in sql or "?" in sql:
         return None
+    if len(sql) > CACHED_TEXT_LIMIT:  # not remembered: its skeleton could be megabytes
+        return walk(sql)
     # [text, other, string, number, text, other, ...]: one of other / string / number per match
     parts: list[str | None] = _LITERALS.split(sql)
     key = (tuple(parts[0::4]), tuple(parts[1::4]), tuple(map(bool, parts[2::4])))

@@ -67,6 +67,46 @@ class _Entry:
         self.statement = statement
 
 
+#: Characters of SQL text the plan cache keeps at most, besides its count of texts: a plan holds
+#: its text (and templates about its size), so 4 096 texts of megabytes each would hold gigabytes.
+CACHED_CHARS = 32 * 1024 * 1024
+#: A text longer than this is routed but never cached (it would push out hundreds of others).
+CACHED_TEXT_LIMIT = CACHED_CHARS // 8
+
+
+class _PlanCache(OrderedDict[Any, _Entry]):
+    """Compiled plans by text, least recently used first, bounded by count and by characters."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        self.maxsize = maxsize
+        self.chars = 0
+
+    def put(self, key: str | tuple[str], entry: _Entry) -> None:
+        size = _chars(key)
+        if size > CACHED_TEXT_LIMIT:
+            return
+        if key in self:
+            self.drop(key)
+        self[key] = entry
+        self.chars += size
+        while len(self) > self.maxsize or self.chars > CACHED_CHARS:
+            oldest = next(iter(self))
+            self.drop(oldest)
+
+    def drop(self, key: str | tuple[str]) -> None:
+        del self[key]
+        self.chars -= _chars(key)
+
+    def clear(self) -> None:
+        super().clear()
+        self.chars = 0
+
+
+def _chars(key: str | tuple[str]) -> int:
+    return len(key if isinstance(key, str) else key[0])
+
+
 class Router:
     """Routes SQL written against logic tables to physical data nodes.
 
@@ -85,7 +125,7 @@ class Router:
         self._maxsize = cache_size
         # Keyed by the SQL text; ``(sql,)`` for a text with ``%`` routed without params,
         # which is read as sent rather than %-formatted (see placeholders.translate).
-        self._cache: OrderedDict[str | tuple[str], _Entry] = OrderedDict()
+        self._cache = _PlanCache(cache_size)
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
@@ -166,7 +206,7 @@ class Router:
             for cached, entry in list(self._cache.items()):
                 tables = statement_tables(entry.statement)
                 if tables is None or not tables.isdisjoint(changed):
-                    del self._cache[cached]
+                    self._cache.drop(cached)
 
     def _sync(self) -> None:
         holder = self._holder
@@ -239,9 +279,7 @@ class Router:
             self._misses += 1
             # Built on a version a reload replaced meanwhile: good for this call, never cached.
             if ctx is self._ctx:
-                self._cache[sql if key is None else key] = entry
-                if len(self._cache) > self._maxsize:
-                    self._cache.popitem(last=False)
+                self._cache.put(sql if key is None else key, entry)
         return entry
 
     def cache_info(self) -> CacheInfo:
