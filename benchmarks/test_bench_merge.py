@@ -109,3 +109,71 @@ def test_merge_iterators(merge: str, impl: Implementation, sources16, measure) -
         unit="row",
         rounds=9 if impl.name == "cython" else 3,
     )
+
+
+# -- merge_results by a string column, under its collation (docs/notes.md, "Collations") ---------
+
+STRING_ROWS = 200_000
+STRING_K = 16
+#: None: Python's order (no collation passed, as before collations were read); else a protocol id.
+STRING_CASES = {"python": None, "utf8mb4_nopad_bin": 1070, "utf8mb4_bin": 46, "utf8mb4_general_ci": 45,
+                "latin1_swedish_ci": 8}  # fmt: skip
+
+
+def string_sources(collation_id: int | None) -> list[list[tuple[str, int]]]:
+    """(name, id) rows: mixed-case names with accents, each source sorted as its server would sort it."""
+    rng = np.random.default_rng(SEED)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZéÉåÄö"))
+    picks = rng.integers(0, len(letters), size=(STRING_ROWS, 10))
+    names = ["".join(row) for row in letters[picks].tolist()]
+    if collation_id is not None:
+        from ddm_core.merge.collation import collation_for
+
+    key = collation_for(collation_id).key if collation_id is not None else None
+    sources = []
+    for j in range(STRING_K):
+        part = [(names[i], i) for i in range(j, STRING_ROWS, STRING_K)]
+        part.sort(key=(lambda r: (key(r[0]), r[1])) if key is not None else None)
+        sources.append(part)
+    return sources
+
+
+@pytest.mark.parametrize("case", list(STRING_CASES))
+def test_merge_results_by_string(impl: Implementation, case: str, measure) -> None:
+    from ddm_core.merge import UnitRows, merge_results
+    from ddm_core.merge.collation import collation_for
+    from ddm_core.merge.spec import MergeSpec
+
+    cid = STRING_CASES[case]
+    sources = string_sources(cid)
+    spec = MergeSpec(order_by=((0, False), (1, False)))
+    extra = {} if cid is None else {"collations": [collation_for(cid), None]}
+    description = (("name",), ("id",))
+
+    def run() -> None:
+        units = [UnitRows(description, s) for s in sources]
+        collections.deque(merge_results(spec, units, heap_merge=impl.merge.heap_merge, **extra), maxlen=0)
+
+    measure(
+        run, case=f"merge_results_{case}", impl=impl.name, k=STRING_K,
+        group=f"merge_results 200k rows ORDER BY name, id, k={STRING_K}", items=STRING_ROWS, unit="row",
+        rounds=7 if impl.name == "cython" else 3,
+    )  # fmt: skip
+
+
+def test_merge_results_by_int(impl: Implementation, sources16, measure) -> None:
+    """The int-keyed path through the engine (collations not needed): unchanged by them."""
+    from ddm_core.merge import UnitRows, merge_results
+    from ddm_core.merge.spec import MergeSpec
+
+    spec = MergeSpec(order_by=((0, False),))
+    description = (("t",), ("id",), ("payload",))
+
+    def run() -> None:
+        units = [UnitRows(description, s) for s in sources16]
+        collections.deque(merge_results(spec, units, heap_merge=impl.merge.heap_merge), maxlen=0)
+
+    measure(
+        run, case="merge_results_int", impl=impl.name, k=16, group="merge_results 1M rows ORDER BY int, k=16",
+        items=N_ROWS, unit="row", rounds=9 if impl.name == "cython" else 3,
+    )  # fmt: skip

@@ -464,3 +464,18 @@ def test_proxy_merges_strings_as_one_table(
             client.close()
     finally:
         proxy.stop()
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(st.one_of(st.none(), strings), max_size=8))
+def test_plain_strings_need_no_keys(values: list[str | None]) -> None:
+    # When utf8mb4_bin says Python's order is already its order for a column, it is.
+    collation = collation_for(BIN)
+    assert collation.plain is not None and collation.key is not None
+    rows = [(v,) for v in values]
+    if not collation.plain(rows, 0):
+        assert any(v is not None and (v.endswith(" ") or not v.isprintable()) for v in values)
+        return
+    strs = [v for v in values if v is not None]
+    for a, b in itertools.product(strs, repeat=2):
+        assert ((a < b), (a == b)) == ((collation.key(a) < collation.key(b)), (collation.key(a) == collation.key(b)))

@@ -43,6 +43,7 @@ from ddm_core import dialects
 from ddm_core.dialects import EXACT as _CTX
 from ddm_core.errors import MergeError
 
+from ddm_core.merge.collation import Collation
 from ddm_core.merge.spec import Aggregate
 
 __all__ = ["Reaggregator", "DIALECTS", "avg_value"]
@@ -95,8 +96,8 @@ class Reaggregator:
     Args:
         aggregates: The spec's aggregates, column indexes already resolved (>= 0).
         dialect: See :func:`avg_value`.
-        keys: Collation key functions by column (:mod:`ddm_core.merge.keys`):
-            ``MIN`` / ``MAX`` and ``COUNT(DISTINCT)`` of those columns compare keys.
+        keys: Collations by column (:mod:`ddm_core.merge.keys`): ``MIN`` /
+            ``MAX`` and ``COUNT(DISTINCT)`` of those columns compare their keys.
 
     A group's state is a list ``[first_row, acc_0, acc_1, ...]``; columns that
     are not aggregates keep the first partial row's value (group keys are equal
@@ -104,14 +105,15 @@ class Reaggregator:
     """
 
     __slots__ = ("_ops", "_dialect", "_keys")
+    _keys: dict[int, Callable[[str], str]]  # str values of a column → their collation keys
 
     def __init__(
         self,
         aggregates: Sequence[Aggregate],
         dialect: str = dialects.INPUT,
-        keys: Mapping[int, Callable[[Any], Any]] | None = None,
+        keys: Mapping[int, Collation] | None = None,
     ) -> None:
-        keys = keys or {}
+        keys = {col: c.key for col, c in (keys or {}).items() if c.key is not None}
         ops: list[tuple[int, int, int, int]] = []  # (kind, column, arg, count_arg)
         for agg in aggregates:
             kind = _KINDS.get(str(agg.func).upper())

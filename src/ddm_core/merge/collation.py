@@ -32,7 +32,8 @@ it — when a merge would compare a column of it, never before.
 from __future__ import annotations
 
 import unicodedata
-from typing import Callable, NamedTuple
+from operator import itemgetter
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ddm_core.errors import CollationError
 
@@ -55,11 +56,17 @@ class Collation(NamedTuple):
         name: Its name (``utf8mb4_general_ci``).
         key: ``str`` → its sort key; ``None`` when Python's own order is the
             collation's (``utf8mb4_nopad_bin``, ``binary``).
+        plain: For code point collations that ignore trailing spaces
+            (``utf8mb4_bin``): ``plain(rows, column)`` says whether Python's
+            own order and equality are already the collation's for the strings
+            in that column of those rows (no trailing space, no character below
+            the space) — then a merge need not make keys.
     """
 
     id: int
     name: str
     key: Callable[[str], str] | None
+    plain: Callable[[Sequence[Sequence[Any]], int], bool] | None = None
 
 
 def pad_key(weights: str, space: str = " ") -> str:
@@ -73,8 +80,13 @@ def pad_key(weights: str, space: str = " ") -> str:
     these spaces, and the weight after them decides). Weights must be >= 3.
     """
     weights = weights.rstrip(space)
-    if not weights or min(weights) >= space:  # nothing sorts below the padding: the common case
-        return weights + _END
+    if weights.isprintable() if space == " " else (not weights or min(weights) >= space):
+        return weights + _END  # nothing sorts below the padding: the common case
+    return _escaped(weights, space)
+
+
+def _escaped(weights: str, space: str) -> str:
+    """:func:`pad_key` of (stripped) weights some of which sort below the space."""
     out: list[str] = []
     low_follows = False  # scanning backwards: the next non-space weight sorts below the space
     for ch in reversed(weights):
@@ -183,39 +195,70 @@ def _latin1_table(order: bytes, name: str) -> _Weights:
 # -- the collations -------------------------------------------------------------------------
 
 
-def _padded(table: dict[int, str] | None) -> Callable[[str], str]:
-    if table is None:
-        return pad_key
-    return lambda value: pad_key(value.translate(table))
+def _padded(table: dict[int, str], fold_ascii: bool) -> Callable[[str], str]:
+    """PAD SPACE keys over ``table``'s weights; ``fold_ascii``: an ASCII string weighs as its upper case."""
+    if fold_ascii:
+
+        def key(value: str) -> str:
+            weights = (value.upper() if value.isascii() else value.translate(table)).rstrip(" ")
+            return weights + _END if weights.isprintable() else _escaped(weights, " ")
+
+    else:  # ASCII weighs as itself
+
+        def key(value: str) -> str:
+            weights = (value if value.isascii() else value.translate(table)).rstrip(" ")
+            return weights + _END if weights.isprintable() else _escaped(weights, " ")
+
+    return key
 
 
-def _unpadded(table: dict[int, str]) -> Callable[[str], str]:
-    return lambda value: value.translate(table)
+def _unpadded(table: dict[int, str], fold_ascii: bool) -> Callable[[str], str]:
+    if fold_ascii:
+        return lambda value: value.upper() if value.isascii() else value.translate(table)
+    return lambda value: value if value.isascii() else value.translate(table)
+
+
+_JOINT = "\xa4"  # a printable latin1 character ("¤"): one string of the column to check at C speed
+
+
+def _plain(rows: Sequence[Sequence[Any]], column: int) -> bool:
+    """No trailing space and nothing below the space in the column: code point order is PAD SPACE order.
+
+    (A value holding " ¤" is taken for one with a trailing space: keys are made, which is merely slower.)
+    """
+    try:
+        text = _JOINT.join(map(itemgetter(column), rows))
+    except TypeError:  # NULLs (or values that are not str)
+        try:
+            text = _JOINT.join([v for v in map(itemgetter(column), rows) if v is not None])
+        except TypeError:
+            return False
+    return text.isprintable() and " " + _JOINT not in text and not text.endswith(" ")
 
 
 def _build() -> dict[int, Collation]:
     general = _Weights(lambda code: chr(_general_ci_weight(code)))
     swedish = _latin1_table(_LATIN1_SWEDISH, "latin1_swedish_ci")
     latin1_bin = _latin1_table(bytes(range(256)), "latin1_bin")
-    keys: dict[int, tuple[str, Callable[[str], str] | None]] = {
-        BINARY: ("binary", None),
+    collations = [
+        Collation(BINARY, "binary", None),
         # code point order, trailing spaces ignored / kept
-        46: ("utf8mb4_bin", _padded(None)),
-        83: ("utf8mb3_bin", _padded(None)),
-        1070: ("utf8mb4_nopad_bin", None),
-        1107: ("utf8mb3_nopad_bin", None),
+        Collation(46, "utf8mb4_bin", pad_key, _plain),
+        Collation(83, "utf8mb3_bin", pad_key, _plain),
+        Collation(1070, "utf8mb4_nopad_bin", None),
+        Collation(1107, "utf8mb3_nopad_bin", None),
         # general_ci
-        45: ("utf8mb4_general_ci", _padded(general)),
-        33: ("utf8mb3_general_ci", _padded(general)),
-        1069: ("utf8mb4_general_nopad_ci", _unpadded(general)),
-        1057: ("utf8mb3_general_nopad_ci", _unpadded(general)),
+        Collation(45, "utf8mb4_general_ci", _padded(general, True)),
+        Collation(33, "utf8mb3_general_ci", _padded(general, True)),
+        Collation(1069, "utf8mb4_general_nopad_ci", _unpadded(general, True)),
+        Collation(1057, "utf8mb3_general_nopad_ci", _unpadded(general, True)),
         # latin1 (byte order is not code point order: ``€`` is byte 0x80)
-        8: ("latin1_swedish_ci", _padded(swedish)),
-        1032: ("latin1_swedish_nopad_ci", _unpadded(swedish)),
-        47: ("latin1_bin", _padded(latin1_bin)),
-        1071: ("latin1_nopad_bin", _unpadded(latin1_bin)),
-    }
-    return {cid: Collation(cid, name, key) for cid, (name, key) in keys.items()}
+        Collation(8, "latin1_swedish_ci", _padded(swedish, True)),
+        Collation(1032, "latin1_swedish_nopad_ci", _unpadded(swedish, True)),
+        Collation(47, "latin1_bin", _padded(latin1_bin, False)),
+        Collation(1071, "latin1_nopad_bin", _unpadded(latin1_bin, False)),
+    ]
+    return {c.id: c for c in collations}
 
 
 _COLLATIONS = _build()

@@ -38,7 +38,7 @@ from ddm_core._fast import SELECTED as _impl
 from ddm_core.errors import MergeError
 from ddm_core.merge.aggregate import DIALECTS, Reaggregator
 from ddm_core.merge.collation import Collation
-from ddm_core.merge.keys import ColumnKeys, column_keys, decorated, row_key
+from ddm_core.merge.keys import ColumnKeys, column_keys, decorated, plain, row_key, value_key
 from ddm_core.merge.memory import MergeMemory
 from ddm_core.merge.spec import Aggregate, MergeSpec
 
@@ -421,7 +421,8 @@ def _ordered(
     limit: int | None = None,
 ) -> Iterator[Row]:
     """The heap merge of ``sources`` on ``order_by``, strings under their collations."""
-    if not any(col in keys for col, _ in order_by):
+    columns = [col for col, _ in order_by]
+    if not any(col in keys for col in columns) or plain(sources, columns, keys):
         merged = heap_merge(sources, order_by, offset=offset, limit=limit)
         closers.append(merged)
         return merged  # type: ignore[no-any-return]
@@ -579,7 +580,7 @@ def _distinct(
     if memory is not None:
         memory.watch(seen)  # it only grows: its size when the result closes is the most it held
     cut = slice(0, visible) if visible is not None else slice(0, -derived if derived else None)
-    keyed = sorted(column_keys.items()) if column_keys else []
+    keyed = [(col, value_key(c)) for col, c in sorted(column_keys.items())] if column_keys else []
     if visible is not None:
         keyed = [(col, key) for col, key in keyed if col < visible]
     for row in rows:

@@ -3,9 +3,9 @@
 A string column whose collation is not Python's order (:mod:`.collation`) is
 compared by its values' keys; every other column by its values, so numbers,
 dates and binary strings take the same paths as before and cost nothing more.
-:class:`ColumnKeys` maps a unit row's column index to the key function of its
-collation; the helpers here build what the engine's ordered merge, grouping and
-DISTINCT compare from it.
+:data:`ColumnKeys` maps a unit row's column index to its collation (only
+columns that need keys); the helpers here build what the engine's ordered
+merge, grouping and DISTINCT compare from it.
 """
 
 from __future__ import annotations
@@ -17,23 +17,25 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from ddm_core.merge.collation import Collation
 from ddm_core.merge.spec import MergeSpec
 
-__all__ = ["ColumnKeys", "column_keys", "compared_columns", "value_key", "row_key", "decorated"]
+__all__ = ["ColumnKeys", "column_keys", "compared_columns", "value_key", "row_key", "decorated", "plain"]
 
 Row = Sequence[Any]
-#: Unit-row column index → the key function of its collation (only columns that need one).
-ColumnKeys = Mapping[int, Callable[[Any], Any]]
+#: Unit-row column index → its collation, for the columns whose collation is not Python's order.
+ColumnKeys = Mapping[int, Collation]
 
 
-def value_key(key: Callable[[str], str]) -> Callable[[Any], Any]:
-    """``key`` for strings; NULL and anything else (bytes of a binary column) compare as they are."""
+def value_key(collation: Collation) -> Callable[[Any], Any]:
+    """The collation's key for strings; NULL and anything else compare as they are."""
+    key = collation.key
+    assert key is not None
     return lambda value: key(value) if type(value) is str else value
 
 
-def column_keys(collations: Sequence[Collation | None] | None) -> dict[int, Callable[[Any], Any]]:
-    """The key function of each column whose collation is not Python's order."""
+def column_keys(collations: Sequence[Collation | None] | None) -> dict[int, Collation]:
+    """The columns whose collation is not Python's order."""
     if not collations:
         return {}
-    return {i: value_key(c.key) for i, c in enumerate(collations) if c is not None and c.key is not None}
+    return {i: c for i, c in enumerate(collations) if c is not None and c.key is not None}
 
 
 def row_key(columns: Sequence[int], keys: ColumnKeys) -> Callable[[Row], Any]:
@@ -49,10 +51,34 @@ def row_key(columns: Sequence[int], keys: ColumnKeys) -> Callable[[Row], Any]:
 
 
 def _column(col: int, keys: ColumnKeys) -> Callable[[Row], Any]:
-    key = keys.get(col)
-    if key is None:
+    collation = keys.get(col)
+    if collation is None:
         return itemgetter(col)
-    return lambda row: key(row[col])
+    key = collation.key
+    assert key is not None
+
+    def value(row: Row) -> Any:  # one call per row on the ordered merge's path
+        v = row[col]
+        return key(v) if type(v) is str else v
+
+    return value
+
+
+def plain(sources: Sequence[Iterable[Row]], columns: Sequence[int], keys: ColumnKeys) -> bool:
+    """Python's order is already the collations' for these rows: every source is a list,
+    and every string in ``columns`` is one of its collation's plain strings (see
+    :attr:`~ddm_core.merge.collation.Collation.plain`). Checked at C speed; a streamed
+    source cannot be checked before it is read."""
+    for col in columns:
+        collation = keys.get(col)
+        if collation is None:
+            continue
+        if collation.plain is None:
+            return False
+        for source in sources:
+            if not isinstance(source, (list, tuple)) or not collation.plain(source, col):
+                return False
+    return True
 
 
 def decorated(
