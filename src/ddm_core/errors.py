@@ -72,6 +72,9 @@ __all__ = [
     # proxy
     "ProxyError",
     "RateLimitedError",
+    "ProxyAccessDeniedError",
+    "UnknownSessionError",
+    "StatementInterruptedError",
     # observability
     "ObserveError",
     # installation
@@ -362,6 +365,35 @@ class RateLimitedError(ProxyError):
         user: The user refused (when the user's limit decided).
         table: The logic table refused (when a table's limit decided).
         limit: The limit, statements per second.
+    """
+
+
+class ProxyAccessDeniedError(ProxyError):
+    """A proxy user may not run a statement, or end a session (docs/proxy.md#privileges).
+
+    Attributes:
+        user: The proxy user refused.
+        privilege: What would allow it (a ``proxy.users[].allow`` value); ``None`` for another user's session.
+        scope: What was refused: ``operation``, ``table``, ``routine``, ``database`` or ``session``
+            (each has its MySQL error code, proxy/mysql_errors.py).
+        target: The table, routine, database, session id or operation refused.
+        sql: The statement.
+    """
+
+
+class UnknownSessionError(ProxyError):
+    """``KILL`` names no session of this proxy process (docs/proxy.md#kill).
+
+    Attributes:
+        session_id: The id asked for.
+    """
+
+
+class StatementInterruptedError(ProxyError):
+    """A statement was ended by ``KILL QUERY`` (or its session's ``KILL``) while it ran (docs/proxy.md#kill).
+
+    Attributes:
+        sql: The statement.
     """
 
 

@@ -100,7 +100,8 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
             {"name": u.name, **({"passwordHash": u.password_hash} if u.password_hash is not None else {}),
              **({"sha2Hash": u.sha2_hash} if u.sha2_hash is not None else {}),
              **({"rateLimit": u.rate_limit} if u.rate_limit else {}), **({"unmask": True} if u.unmask else {}),
-             **({"requireCertSubject": u.require_cert_subject} if u.require_cert_subject is not None else {})}
+             **({"requireCertSubject": u.require_cert_subject} if u.require_cert_subject is not None else {}),
+             **({"allow": list(u.allow)} if u.allow else {})}
             for u in config.proxy.users
         ]  # fmt: skip
     if config.proxy.table_rate_limits:

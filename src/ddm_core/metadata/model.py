@@ -53,6 +53,7 @@ __all__ = [
     "ReadWriteSettings",
     "XaSettings",
     "ProxyUser",
+    "PROXY_PRIVILEGES",
     "MaskRule",
     "MASK_KINDS",
     "ProxySettings",
@@ -475,6 +476,8 @@ class ProxyUser:
         require_cert_subject: The subject the user's client certificate must have, as written
             (``CN=app,O=Acme``; MySQL's ``REQUIRE SUBJECT``), checked besides the password;
             ``None``: no certificate asked of this user (docs/proxy.md#client-certificates).
+        allow: What the user may run beyond reading and writing the logic database's tables, from
+            :data:`PROXY_PRIVILEGES`, sorted (docs/proxy.md#privileges).
     """
 
     name: str
@@ -483,6 +486,12 @@ class ProxyUser:
     unmask: bool = False
     sha2_hash: str | None = field(default=None, repr=False)
     require_cert_subject: str | None = None
+    allow: tuple[str, ...] = ()
+
+
+#: ``proxy.users[].allow`` values (docs/proxy.md#privileges): file functions and statements, other
+#: sessions and server internals, server administration, tables outside the logic database.
+PROXY_PRIVILEGES = ("file", "process", "admin", "schemas")
 
 
 #: Mask kinds of ``proxy.masks`` (docs/proxy.md#masking).

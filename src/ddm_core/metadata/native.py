@@ -64,6 +64,7 @@ from ddm_core.metadata.model import (
     ProxySettings,
     ProxyTls,
     ProxyUser,
+    PROXY_PRIVILEGES,
     CLIENT_CERT_MODES,
     XaSettings,
     freeze,
@@ -1039,8 +1040,9 @@ def _proxy_user(user: Section, ctx: Context) -> ProxyUser | None:
     rate_limit = user.int("rateLimit", default=0, bounds=RANGES["proxy.users.rateLimit"])
     unmask = user.bool("unmask", default=False)
     subject = user.str("requireCertSubject")
+    allow = _proxy_allow(user)
     user.finish()
-    if name is None:
+    if name is None or allow is None:
         return None
     ok = True
     if subject is not None:
@@ -1071,7 +1073,20 @@ def _proxy_user(user: Section, ctx: Context) -> ProxyUser | None:
         return None
     return ProxyUser(name=name, password_hash=native.upper() if native is not None else None, rate_limit=rate_limit,
                      unmask=unmask, sha2_hash=sha2.lower() if sha2 is not None else None,
-                     require_cert_subject=subject)  # fmt: skip
+                     require_cert_subject=subject, allow=allow)  # fmt: skip
+
+
+def _proxy_allow(user: Section) -> tuple[str, ...] | None:
+    """``proxy.users[].allow``: privileges from ``PROXY_PRIVILEGES`` (docs/proxy.md#privileges); ``None``: refused."""
+    allowed: set[str] = set()
+    for value in user.list("allow"):
+        name = value.strip().lower() if isinstance(value, str) else value
+        if name not in PROXY_PRIVILEGES:
+            user.problems.add(user.field_path("allow"), f"must list privileges among {', '.join(PROXY_PRIVILEGES)}, "
+                              f"not {value!r}", value)  # fmt: skip
+            return None
+        allowed.add(name)
+    return tuple(sorted(allowed))
 
 
 def _proxy_tls(sec: Section) -> ProxyTls | None:

@@ -21,11 +21,14 @@ from ddm_core.errors import (
     FullRouteError,
     ParameterError,
     PoolTimeoutError,
+    ProxyAccessDeniedError,
     QueryTimeoutError,
     RateLimitedError,
     ShardKeyUpdateError,
     ShardValueError,
+    StatementInterruptedError,
     TransactionError,
+    UnknownSessionError,
     UnsupportedSQLError,
     XaBranchAbortedError,
     XaCapacityError,
@@ -48,10 +51,21 @@ TRUNCATED_WRONG_VALUE = 1292
 LOCK_DEADLOCK = 1213  # ER_LOCK_DEADLOCK (40001): retry the whole transaction
 TX_IN_PROGRESS = 1568  # ER_CANT_CHANGE_TX_CHARACTERISTICS: SET transaction_type inside a transaction
 INSECURE_TRANSPORT = 3159  # ER_SECURE_TRANSPORT_REQUIRED: proxy.tls.required and the client did not use TLS
+NO_SUCH_THREAD = 1094  # ER_NO_SUCH_THREAD: KILL of an id that is no session of this proxy
+QUERY_INTERRUPTED = 1317  # ER_QUERY_INTERRUPTED: KILL QUERY ended the statement
+#: ProxyAccessDeniedError.scope -> MySQL's code for that refusal (docs/proxy.md#privileges)
+ACCESS_DENIED_CODES = {
+    "operation": 1227,  # ER_SPECIFIC_ACCESS_DENIED_ERROR: "you need (at least one of) the X privilege(s)"
+    "table": 1142,  # ER_TABLEACCESS_DENIED_ERROR
+    "routine": 1370,  # ER_PROCACCESS_DENIED_ERROR
+    "database": 1044,  # ER_DBACCESS_DENIED_ERROR
+    "session": 1095,  # ER_KILL_DENIED_ERROR
+}
 
 #: Code → SQLSTATE, as the MySQL server error reference gives them; anything else is HY000.
 _SQLSTATES: dict[int, str] = {
     1040: "08004",
+    1044: "42000",
     1045: "28000",
     1046: "3D000",
     1048: "23000",
@@ -60,12 +74,16 @@ _SQLSTATES: dict[int, str] = {
     1062: "23000",
     1064: "42000",
     1065: "42000",
+    1142: "42000",
     1146: "42S02",
     1193: "HY000",
     1213: "40001",
+    1227: "42000",
     1226: "42000",
     1231: "42000",
     1235: "42000",
+    1317: "70100",
+    1370: "42000",
     1406: "22001",
     1451: "23000",
     1452: "23000",
@@ -98,6 +116,8 @@ _REFUSALS: tuple[tuple[type[DdmError], int], ...] = (
     (ShardKeyUpdateError, NOT_SUPPORTED),
     (CrossShardTransactionError, NOT_SUPPORTED),
     (UnsupportedSQLError, NOT_SUPPORTED),
+    (UnknownSessionError, NO_SUCH_THREAD),
+    (StatementInterruptedError, QUERY_INTERRUPTED),
     (ShardValueError, TRUNCATED_WRONG_VALUE),
     (ParameterError, WRONG_VALUE),
     # XA through the proxy (docs/proxy.md#xa-transactions): a deadlock's code, so clients retry the transaction
@@ -112,6 +132,8 @@ def error_info(exc: DdmError) -> MysqlErrorInfo:
     """The code and message a client gets for ``exc``."""
     if isinstance(exc, DuplicateKeyError):
         return MysqlErrorInfo(1062, exc.message)
+    if isinstance(exc, ProxyAccessDeniedError):
+        return MysqlErrorInfo(ACCESS_DENIED_CODES[exc.context["scope"]], f"ddm: {exc.message}")
     driver_code = exc.context.get("code")
     if (
         isinstance(exc, ExecutionError)

@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mysql_mimic import context
 from mysql_mimic.variables import GlobalVariables
@@ -24,8 +24,12 @@ from ddm_core.metadata.model import MaskRule, ProxySettings
 from ddm_core.proxy.audit import AuditLog
 from ddm_core.proxy.described import ResultShapes
 from ddm_core.proxy.masking import Masker, MaskPlan
+from ddm_core.proxy.privileges import AccessControl, Needs
 from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.route.show_tables import LOGIC_DB
+
+if TYPE_CHECKING:
+    from ddm_core.proxy.session import ProxySession
 
 __all__ = ["ProxyRuntime", "Workers", "Shape", "Shapes"]
 
@@ -35,13 +39,14 @@ log = logging.getLogger("ddm_core.proxy")
 class Shape:
     """What the proxy learnt about one statement text (after literals became parameters)."""
 
-    __slots__ = ("inline", "slow", "masks")
+    __slots__ = ("inline", "slow", "masks", "needs")
 
     def __init__(self, inline: bool) -> None:
         #: Routed to one unit and quick so far: sent from the event loop (session.py, _start_sent).
         self.inline = inline
         self.slow = 0  # slow runs on the event loop in a row
         self.masks: MaskPlan | None = None  # its projection's masks, parsed on first need
+        self.needs: Needs | None = None  # the privileges it needs (proxy/privileges.py), read before its first run
 
 
 class Shapes:
@@ -96,6 +101,9 @@ class ProxyRuntime:
         self.clock = clock
         self.workers = Workers(workers, "ddm-proxy")
         self.schema = executor.config.name or LOGIC_DB  # ProxyServer always names it
+        self.access = AccessControl(self.schema)  # the users' privileges (proxy.users[].allow)
+        #: Logged-in sessions by connection id, for KILL (on the event loop only).
+        self.sessions: dict[int, ProxySession] = {}
         self.shapes = Shapes()
         self.described = ResultShapes()  # prepared statements' result columns by text (proxy/described.py)
         self.inline = inline
@@ -129,6 +137,7 @@ class ProxyRuntime:
         self._limiter = limiter
         self.limiter = limiter if limiter.active else None
         self.unmasked = frozenset(u.name for u in settings.users if u.unmask)
+        self.access.take(settings.users)
         self.inline = settings.inline_statements
         if settings.masks != self._mask_rules:
             masker = Masker(settings.masks)

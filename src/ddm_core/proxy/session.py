@@ -38,16 +38,18 @@ from mysql_mimic.session import BaseSession
 from mysql_mimic.types import ServerStatus
 from mysql_mimic.variables import SessionVariables
 
-from ddm_core.errors import DdmError
+from ddm_core.errors import DdmError, StatementInterruptedError
 from ddm_core.execute import Result, Transaction
 from ddm_core.execute.shared import style_of
 from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
 from ddm_core.proxy.described import describe
+from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import (
     NOT_SUPPORTED, TX_IN_PROGRESS, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info,
 )  # fmt: skip
+from ddm_core.proxy.privileges import PLAIN, Needs
 from ddm_core.proxy.runtime import ProxyRuntime, Shape
 from ddm_core.proxy.statements import Kind, classify, probe_items, returns_rows
 from ddm_core.proxy.variables import TRANSACTION_TYPE, apply_set
@@ -124,6 +126,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._tx_mode = runtime.executor.config.proxy.transaction_mode
         self.variables.set(TRANSACTION_TYPE, self._tx_mode.upper())
         self._closed = False
+        self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
         self._last_insert_id = 0
 
     @property
@@ -137,6 +140,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self.connection = connection
         if self.database is not None:
             self._check_database(self.database)
+        self.runtime.sessions[connection.connection_id] = self  # logged in: KILL can name it
         self._update_status()
 
     async def use(self, database: str) -> None:
@@ -146,6 +150,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     async def close(self) -> None:
         # Rolls back an open transaction and gives its pinned connections back.
         self._closed = True
+        if self.connection is not None:
+            self.runtime.sessions.pop(self.connection.connection_id, None)
         await self._in_thread(self._rollback)
 
     async def reset(self) -> None:
@@ -154,6 +160,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     async def handle_query(self, sql: str, attrs: dict[str, str]) -> Any:
         # Counted as running by the connection's handle_query (runtime.statement), as every command is.
+        self._interrupted = False
         try:
             return await self._answer(sql)
         except DdmError as exc:
@@ -165,6 +172,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     async def handle_prepared(self, sql: str, params: list[Any]) -> Any:
         """A prepared statement's execute: ``sql`` with ``?`` marks and their values."""
+        self._interrupted = False
         try:
             if not params:
                 return await self._answer(sql)
@@ -186,8 +194,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         """
         what = classify(sql)
         try:
-            if what.kind is Kind.ROUTED:
-                return await self._in_thread(self._describe, sql, params) if returns_rows(sql) else []
+            if what.kind is Kind.ROUTED:  # refused here when not allowed: no statement id is handed out
+                return await self._in_thread(self._prepare_routed, sql, params)
             if what.kind is Kind.PREVIEW:
                 return _columns_of(text_columns(PREVIEW_COLUMNS))
             if what.kind in _ANSWERS_WITH_ROWS:  # the session's own answers: cheap, and change nothing
@@ -198,6 +206,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             info = error_info(exc)
             message = f"{info.message} (the prepared statement's result columns cannot be known, so it is not prepared)"
             raise MysqlError(message, code=info.code) from exc
+
+    def _prepare_routed(self, sql: str, params: int) -> list[Column]:
+        shape = self.runtime.shapes.get(sql)
+        self._allow(sql, self._needs(sql, params > 0, shape), self.runtime.clock())
+        return self._describe(sql, params) if returns_rows(sql) else []
 
     def _describe(self, sql: str, params: int) -> list[Column]:
         runtime = self.runtime
@@ -248,6 +261,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return ResultSet(rows=[], columns=text_columns(["Level", "Code", "Message"]))
         if kind is Kind.PREVIEW:
             return await self._in_thread(self._preview, what.rest)
+        if kind is Kind.KILL:
+            kill(self, what.rest, sql)
+            return Outcome()
         raise MysqlError("Query was empty", code=1065)
 
     # -- transactions (as dbapi.Connection keeps them) ------------------------------------------
@@ -363,8 +379,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if first is None:
             first = await self._in_thread(self._start, sql, text, bound, started)
         if isinstance(first, Outcome):
-            return first
+            return first  # done on its data source before KILL QUERY could stop it: its count stands
         statement, rows = first
+        if self._interrupted:  # KILL QUERY while it ran: its rows are not sent
+            error = StatementInterruptedError(_INTERRUPTED, sql=sql)
+            if len(rows) >= runtime.batch_rows:  # streamed: its connections are still out
+                await self._in_thread(statement.abort, error)
+            raise error
         if len(rows) < runtime.batch_rows:  # all of it (finished in _start): the list-based path
             return Rows(rows, statement.columns)
         return Batched(self._batches(statement, rows), statement.columns)
@@ -377,6 +398,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # executor declines (no idle connection, replicas, a driver that cannot split a statement),
         # a worker runs it. None: its route is wider for these values; nothing was sent or counted.
         runtime = self.runtime
+        needs = shape.needs
+        if needs is not PLAIN:
+            if needs is None:
+                return None  # not read yet: the workers read it first (_start)
+            self._allow(sql, needs, started)
         plan = runtime.executor.router.route(text, params)
         if not _one_unit(plan):
             shape.inline = False  # rare (routes can differ by value): the workers run it
@@ -417,8 +443,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     def _start(
         self, sql: str, text: str, params: Any, started: float
     ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
+        needs = self._needs(text, params is not None, self.runtime.shapes.get(text))
+        self._allow(sql, needs, started)  # before routing: a statement the router cannot read is refused so too
         plan = self.runtime.executor.router.route(text, params)
         shape = self.runtime.shapes.add(text, inline=_one_unit(plan))
+        shape.needs = needs
         first = self._start_plan(sql, text, params, plan, started, shape)
         if not isinstance(first, Outcome) and (len(first[1]) >= self.runtime.batch_rows):
             shape.inline = False
@@ -430,6 +459,31 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
         return self._run_admitted(running, plan, style_of(text))
+
+    def _needs(self, text: str, formatted: bool, shape: Shape | None) -> Needs:
+        """What ``text`` needs beyond plain data (proxy/privileges.py): read once per statement shape."""
+        needs = shape.needs if shape is not None else None
+        return needs if needs is not None else self.runtime.access.needs(text, formatted=formatted)
+
+    def _allow(self, sql: str, needs: Needs, started: float) -> None:
+        """Refuse ``sql`` when the user lacks a privilege it needs: audited, and nothing reaches a data source."""
+        if needs is PLAIN:
+            return
+        try:
+            self.runtime.access.check(needs, self.username, self.runtime.client_host(self.connection), sql)
+        except DdmError as exc:
+            _Running(self, sql, _UNROUTED, started).failed(exc)
+            raise
+
+    def interrupt(self) -> None:
+        """``KILL QUERY``: the running statement ends with 1317 once its data source answers (or between two
+        batches of its rows); a session between statements is not affected, as on MySQL."""
+        self._interrupted = True
+
+    def end(self) -> None:
+        """``KILL [CONNECTION]``: the running statement is interrupted, and the connection ends once it is done."""
+        self._interrupted = True
+        self.runtime.revoke(self.connection.connection_id, self.connection.kill)
 
     def _admit(self, running: _Running, text: str, params: Any, plan: RoutePlan, shape: Shape) -> None:
         """Masks and rate limits: refused here, nothing reaches a data source."""
@@ -494,6 +548,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 sent += len(batch)
                 if len(batch) < self.runtime.batch_rows:
                     break
+                if self._interrupted:  # KILL QUERY: the rest is not read (finally gives the connections back)
+                    raise StatementInterruptedError(_INTERRUPTED, sql=statement.sql)
                 batch = await self._in_thread(statement.read, self.runtime.batch_rows)
         finally:
             # Also when the client went away mid-result: the streamed units give their connections back.
@@ -560,6 +616,10 @@ INLINE_SECONDS = 0.005
 INLINE_SLOW_RUNS = 3
 
 _INLINE_STATEMENTS = frozenset({"select", "insert", "update", "delete"})
+#: What an audit record of a statement refused before routing names as its units: none.
+_UNROUTED = RoutePlan(units=(), kind=RouteKind.SINGLE)
+_INTERRUPTED = "Query execution was interrupted (KILL QUERY)"
+
 
 
 def _one_unit(plan: RoutePlan) -> bool:
@@ -605,6 +665,13 @@ class _Running:
 
     def failed(self, exc: DdmError) -> None:
         self._audit(0, exc.message)
+
+    def abort(self, exc: DdmError) -> None:
+        """Close the result before its end (KILL QUERY) and audit the statement as failed."""
+        if self.result is not None:
+            self.result.close(quiet=True)
+        self.failed(exc)
+
 
     def _audit(self, rows: int, error: str | None) -> None:
         runtime = self.session.runtime

@@ -33,11 +33,12 @@ class Kind(Enum):
     SHOW_NOTHING = "show nothing"  # SHOW WARNINGS / ERRORS / STATUS: empty, as no statement left any
     PROBE = "probe"  # FROM-less SELECT of session facts only
     PREVIEW = "preview"
+    KILL = "kill"  # KILL [CONNECTION | QUERY] <id>: of the proxy's own sessions, never forwarded
 
 
 class Classified(NamedTuple):
     kind: Kind
-    rest: str = ""  # PREVIEW: the SQL to route; USE: the database; SHOW VARIABLES: the LIKE pattern
+    rest: str = ""  # PREVIEW: the SQL to route; USE: the database; SHOW VARIABLES: the LIKE pattern; KILL: what follows
 
 
 _LEADING = re.compile(r"(?:\s+|/\*(?!!).*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re.S)
@@ -58,7 +59,7 @@ _PREVIEW = re.compile(r"PREVIEW\s+(.+)\Z", re.I | re.S)
 _FIRST_WORD = re.compile(r"[A-Za-z]+")
 
 #: First words that can only be a session statement (anything else is the router's).
-_SESSION_WORDS = frozenset({"BEGIN", "START", "COMMIT", "ROLLBACK", "SET", "USE", "SHOW", "PREVIEW", "SELECT"})
+_SESSION_WORDS = frozenset({"BEGIN", "START", "COMMIT", "ROLLBACK", "SET", "USE", "SHOW", "PREVIEW", "SELECT", "KILL"})
 
 
 class Probe(NamedTuple):
@@ -105,6 +106,8 @@ def classify(sql: str) -> Classified:
         return Classified(Kind.PROBE) if probe_items(text) is not None else Classified(Kind.ROUTED)
     if word == "SET":
         return Classified(Kind.SET)
+    if word == "KILL":
+        return Classified(Kind.KILL, text[first.end() :].strip() if first else "")
     for pattern, kind in ((_BEGIN, Kind.BEGIN), (_COMMIT, Kind.COMMIT), (_ROLLBACK, Kind.ROLLBACK)):
         if pattern.match(text):
             return Classified(kind)
