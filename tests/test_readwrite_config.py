@@ -59,6 +59,10 @@ def test_shardingsphere_readwrite_props() -> None:
     ({"primaryReadCapPercent": 101}, "readWrite.primaryReadCapPercent", "from 0 to 100"),
     ({"readYourWrites": "causal"}, "readWrite.readYourWrites", "window, gtid or off"),
     ({"maxLag": 5000}, "readWrite.maxLag", "did you mean 'maxLagMs'"),
+    ({"breakerProbeMs": 5}, "readWrite.breakerProbeMs", "from 10 to 86400000"),
+    ({"breakerProbeMs": 20_000}, "readWrite.breakerProbeMs",
+     "(20000 ms) must not exceed breakerResetMs, the longest wait (10000 ms)"),
+    ({"breakerProbeMs": 500, "breakerResetMs": 400}, "readWrite.breakerProbeMs", "must not exceed breakerResetMs"),
 ])  # fmt: skip
 def test_bad_values_name_the_field(fields: dict[str, Any], path: str, message: str) -> None:
     with pytest.raises(ConfigValidationError) as info:
@@ -70,3 +74,23 @@ def test_a_bad_per_block_mode_is_refused() -> None:
     with pytest.raises(ConfigError, match="window, gtid or off"):
         with read_your_writes("causal"):
             pass
+
+
+def test_breaker_waits_in_both_formats() -> None:
+    spec = {**NATIVE, "readWrite": {"breakerProbeMs": 100, "breakerResetMs": 2000}}
+    rw = load_config(spec).data_sources["ds_0"].read_write
+    assert (rw.breaker_probe_ms, rw.breaker_reset_ms) == (100, 2000)
+    assert load_config(to_native(load_config(spec))).data_sources["ds_0"].read_write == rw
+    ss = SS + "    breaker-probe-ms: 50\n    breaker-reset-ms: 1000\n"
+    rw = load_config(ss).data_sources["readwrite_ds"].read_write
+    assert (rw.breaker_probe_ms, rw.breaker_reset_ms) == (50, 1000)
+    with pytest.raises(ConfigValidationError) as info:
+        load_config(SS + "    breaker-probe-ms: 2000\n    breaker-reset-ms: 1000\n")
+    [problem] = info.value.problems
+    assert problem.path.endswith("props.breaker-probe-ms") and "must not exceed breaker-reset-ms" in problem.message
+
+
+def test_an_older_config_with_only_a_short_breaker_reset_still_loads() -> None:
+    """breakerResetMs below the new default first wait (250 ms) was valid before breakerProbeMs existed."""
+    rw = load_config({**NATIVE, "readWrite": {"breakerResetMs": 100}}).data_sources["ds_0"].read_write
+    assert (rw.breaker_probe_ms, rw.breaker_reset_ms) == (250, 100)  # the breaker's first wait is then 100 ms

@@ -136,8 +136,8 @@ class Executor:
             docs/readwrite.md).
         replica_monitor: Run the replica lag monitor thread (``False``: replicas
             are checked only by ``replica_status(refresh=True)``).
-        clock: Monotonic seconds for read-your-writes windows and lag recovery
-            steps (tests inject one; default ``time.monotonic``).
+        clock: Monotonic seconds for read-your-writes windows, lag recovery
+            steps and circuit-breaker waits (tests inject one; default ``time.monotonic``).
 
     The executor is thread-safe: share one per process. Close it (or use it
     as a context manager) to stop its threads and close idle connections.

@@ -463,6 +463,7 @@ READ_WRITE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("recovery_interval_ms", "recoveryIntervalMs", "recovery-interval-ms"),
     ("breaker_failures", "breakerFailures", "breaker-failures"),
     ("breaker_reset_ms", "breakerResetMs", "breaker-reset-ms"),
+    ("breaker_probe_ms", "breakerProbeMs", "breaker-probe-ms"),
 )
 READ_YOUR_WRITES_MODES = ("window", "gtid", "off")
 
@@ -485,7 +486,19 @@ def read_write_settings(sec: Any, base: ReadWriteSettings, *, shardingsphere: bo
         if number is not None:
             values[field_name] = number
     sec.finish()
-    return dataclasses.replace(base, **values) if values else base
+    settings = dataclasses.replace(base, **values) if values else base
+    if "breaker_probe_ms" in values and settings.breaker_probe_ms > settings.breaker_reset_ms:
+        # Only a probe wait given here is refused: an older config's short breakerResetMs alone still loads
+        # (the first wait is then breakerResetMs itself, see readwrite/breaker.py).
+        spelled = {field_name: ss if shardingsphere else native for field_name, native, ss in READ_WRITE_FIELDS}
+        probe, reset = spelled["breaker_probe_ms"], spelled["breaker_reset_ms"]
+        sec.problems.add(
+            sec.field_path(probe),
+            f"the first wait before a probe ({settings.breaker_probe_ms} ms) must not exceed {reset}, "
+            f"the longest wait ({settings.breaker_reset_ms} ms)",
+            settings.breaker_probe_ms,
+        )
+    return settings
 
 
 def pool_settings(values: Mapping[str, int], base: PoolSettings | None = None) -> PoolSettings:

@@ -204,7 +204,10 @@ RANGES: Mapping[str, IntRange] = {
     ),
     "readWrite.breakerFailures": IntRange(1, 1_000, _RW.breaker_failures, note="consecutive connection failures"),
     "readWrite.breakerResetMs": IntRange(
-        100, _DAY_MS, _RW.breaker_reset_ms, unit="ms", note="cool-down before a probe"
+        100, _DAY_MS, _RW.breaker_reset_ms, unit="ms", note="longest wait between two probes"
+    ),
+    "readWrite.breakerProbeMs": IntRange(
+        10, _DAY_MS, _RW.breaker_probe_ms, unit="ms", note="first wait before a probe; at most breakerResetMs"
     ),
 }
 

@@ -164,7 +164,9 @@ class ReadWriteSettings:
         recovery_step_percent: Weight a healthy-again replica regains per step.
         recovery_interval_ms: Time between two recovery steps.
         breaker_failures: Consecutive connection failures that open an endpoint's circuit breaker.
-        breaker_reset_ms: Cool-down before an open breaker lets a probe through.
+        breaker_reset_ms: Longest wait of an open breaker before its next probe (the backoff's cap).
+        breaker_probe_ms: Wait from opening to the first probe; doubles after each failed probe,
+            up to ``breaker_reset_ms``.
     """
 
     read_your_writes: str = "window"
@@ -177,6 +179,7 @@ class ReadWriteSettings:
     recovery_interval_ms: int = 30_000
     breaker_failures: int = 5
     breaker_reset_ms: int = 10_000
+    breaker_probe_ms: int = 250
 
 
 @dataclass(frozen=True, slots=True)

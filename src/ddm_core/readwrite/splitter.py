@@ -74,7 +74,7 @@ class ReadWriteSplitter:
         pools: The executor's pool registry (``pool(ds, endpoint)``).
         config: The configuration in use now (follows hot reloads).
         mode: Read-your-writes mode for every data source (``None``: each data source's own).
-        clock: Monotonic seconds; drives write windows and recovery steps (tests inject one).
+        clock: Monotonic seconds; drives write windows, recovery steps and breaker waits (tests inject one).
         monitor: Start the lag monitor thread (``False``: only :meth:`check_now` checks).
         probes: A second registry for the monitor's own connections (default: ``pools``).
     """
@@ -94,7 +94,7 @@ class ReadWriteSplitter:
         self._mode = as_mode(mode) if mode is not None else None
         self._clock = clock or time.monotonic
         self.tracker = WriteTracker(self._clock)
-        self.breakers = EndpointBreakers()
+        self.breakers = EndpointBreakers(self._clock)
         self._health: dict[tuple[str, str], ReplicaHealth] = {}
         self._tables: dict[str, _Table] = {}
         self._counters: dict[str, dict[str, int]] = {}
