@@ -26,6 +26,7 @@ from ddm_core.proxy.described import ResultShapes
 from ddm_core.proxy.masking import Masker, MaskPlan
 from ddm_core.proxy.privileges import AccessControl, Needs
 from ddm_core.proxy.ratelimit import RateLimiter
+from ddm_core.route.router import CACHED_TEXT_LIMIT
 from ddm_core.route.show_tables import LOGIC_DB
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class Shapes:
 
     def add(self, text: str, *, inline: bool) -> Shape:
         shape = self._seen.get(text)
+        if shape is None and len(text) > CACHED_TEXT_LIMIT:
+            return Shape(inline)  # not remembered, as the router does not cache its plan either
         if shape is None:
             if len(self._seen) >= self._limit:
                 with contextlib.suppress(KeyError, StopIteration, RuntimeError):  # another thread took it first

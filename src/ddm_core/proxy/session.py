@@ -47,7 +47,7 @@ from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import (
-    NOT_SUPPORTED, TX_IN_PROGRESS, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info,
+    ACCESS_DENIED, NOT_SUPPORTED, TX_IN_PROGRESS, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info,
 )  # fmt: skip
 from ddm_core.proxy.privileges import PLAIN, Needs
 from ddm_core.proxy.runtime import ProxyRuntime, Shape
@@ -98,6 +98,9 @@ async def flatten(batches: AsyncIterator[list[tuple[Any, ...]]]) -> AsyncIterato
             yield row
 
 
+#: Session variables a reset keeps: what the client announced at connect (the character sets it
+#: speaks and reads) and who it logged in as.
+_KEPT_ON_RESET = ("character_set_client", "character_set_results", "character_set_connection", "external_user")
 #: Session statements answered with rows (their columns are known before they run).
 _ANSWERS_WITH_ROWS = frozenset({Kind.PROBE, Kind.SHOW_DATABASES, Kind.SHOW_VARIABLES, Kind.SHOW_NOTHING})
 PREVIEW_COLUMNS = ("data_source_name", "actual_sql", "params", "reason")
@@ -116,17 +119,21 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     def __init__(self, runtime: ProxyRuntime) -> None:
         self.runtime = runtime
-        self.variables = SessionVariables(runtime.variables)
         self.username: str | None = None
         self.database: str | None = None
         self.connection: Any = None  # mimic's Connection, from init()
-        self._autocommit = True  # MySQL's default
         self._tx: Transaction | None = None
-        # What BEGIN opens: proxy.transactionMode, then the session's SET transaction_type
-        self._tx_mode = runtime.executor.config.proxy.transaction_mode
-        self.variables.set(TRANSACTION_TYPE, self._tx_mode.upper())
         self._closed = False
         self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
+        self._defaults()
+
+    def _defaults(self) -> None:
+        """The session's settings as a new session has them."""
+        self.variables = SessionVariables(self.runtime.variables)
+        self._autocommit = True  # MySQL's default
+        # What BEGIN opens: proxy.transactionMode, then the session's SET transaction_type
+        self._tx_mode = self.runtime.executor.config.proxy.transaction_mode
+        self.variables.set(TRANSACTION_TYPE, self._tx_mode.upper())
         self._last_insert_id = 0
 
     @property
@@ -155,11 +162,19 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         await self._in_thread(self._rollback)
 
     async def reset(self) -> None:
+        """COM_RESET_CONNECTION (and a change of user), as on MySQL: the open transaction is rolled
+        back and the session's settings are a new session's; the character sets the client
+        announced are kept."""
         await self._in_thread(self._rollback)
+        kept = {name: self.variables.get(name) for name in _KEPT_ON_RESET}
+        self._defaults()
+        for name, value in kept.items():
+            self.variables.set(name, value, force=True)
         self._update_status()
 
     async def handle_query(self, sql: str, attrs: dict[str, str]) -> Any:
         # Counted as running by the connection's handle_query (runtime.statement), as every command is.
+        self._check_logged_in()
         self._interrupted = False
         try:
             return await self._answer(sql)
@@ -172,6 +187,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     async def handle_prepared(self, sql: str, params: list[Any]) -> Any:
         """A prepared statement's execute: ``sql`` with ``?`` marks and their values."""
+        self._check_logged_in()
         self._interrupted = False
         try:
             if not params:
@@ -192,6 +208,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             MysqlError: the columns cannot be known (the statement is refused, or its data source
                 cannot prepare it): the prepare fails rather than announce columns it may not return.
         """
+        self._check_logged_in()
         what = classify(sql)
         try:
             if what.kind is Kind.ROUTED:  # refused here when not allowed: no statement id is handed out
@@ -206,6 +223,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             info = error_info(exc)
             message = f"{info.message} (the prepared statement's result columns cannot be known, so it is not prepared)"
             raise MysqlError(message, code=info.code) from exc
+
+    def _check_logged_in(self) -> None:
+        # The connection never reads a command before a login succeeded; this holds it here too.
+        if self.username is None:
+            raise MysqlError("ddm: not logged in", code=ACCESS_DENIED)
 
     def _prepare_routed(self, sql: str, params: int) -> list[Column]:
         shape = self.runtime.shapes.get(sql)
@@ -223,7 +245,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         masker = runtime.masker
         if masker is None or self.may_unmask:
             return columns
-        # As the executes will mask them (_start_plan): a masked column is a string column
+        # As the executes will mask them (_admit): a masked column is a string column
         masks = projection_masks(masker, translate(sql, formatted=params > 0).sql, list(tables))
         refuse_masked(masks, sql)
         masked = masks.columns([c.name for c in columns])
@@ -370,14 +392,17 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     async def _run(self, sql: str, params: list[Any] | None = None) -> Any:
         runtime = self.runtime
         started = runtime.clock()
-        # Literal values back into parameters: one text per statement shape, so the plan cache hits.
-        text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
-        shape = runtime.shapes.get(text)
         first: Any = None
-        if shape is not None and shape.inline and self._tx is None and self._autocommit and runtime.inline:
-            first = await self._start_sent(sql, text, bound, started, shape)
-        if first is None:
-            first = await self._in_thread(self._start, sql, text, bound, started)
+        if len(sql) > LOOP_TEXT_LIMIT:  # a long text is scanned and routed on a worker: never on the loop
+            first = await self._in_thread(self._start_long, sql, params, started)
+        else:
+            # Literal values back into parameters: one text per statement shape, so the plan cache hits.
+            text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
+            shape = runtime.shapes.get(text)
+            if shape is not None and shape.inline and self._tx is None and self._autocommit and runtime.inline:
+                first = await self._start_sent(sql, text, bound, started, shape)
+            if first is None:
+                first = await self._in_thread(self._start, sql, text, bound, started)
         if isinstance(first, Outcome):
             return first  # done on its data source before KILL QUERY could stop it: its count stands
         statement, rows = first
@@ -415,7 +440,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             running.failed(exc)
             raise
         if sent is None:
-            return await self._in_thread(self._run_admitted, running, plan, style_of(text))
+            return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape)
         try:
             await _readable(sent.fileno, sent.answer_by)
         except BaseException:  # cancelled (the client went away, a shutdown): the answer is never read
@@ -428,17 +453,20 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         except DdmError as exc:
             running.failed(exc)
             raise
-        first = self._settle(running, plan, result)
         # The answer is read on the loop once it starts to arrive: a statement whose rows keep
-        # coming for long, or a full batch of them, goes to the workers from then on.
+        # coming for long goes to the workers from then on (a full batch of them too: _outcome).
         if runtime.clock() - read_from > INLINE_SECONDS:
             shape.slow += 1
             shape.inline = shape.slow < INLINE_SLOW_RUNS
         else:
             shape.slow = 0
-        if not isinstance(first, Outcome) and len(first[1]) >= runtime.batch_rows:
-            shape.inline = False
-        return first
+        return self._outcome(running, plan, result, shape)
+
+    def _start_long(
+        self, sql: str, params: list[Any] | None, started: float
+    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
+        text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
+        return self._start(sql, text, bound, started)
 
     def _start(
         self, sql: str, text: str, params: Any, started: float
@@ -448,17 +476,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         plan = self.runtime.executor.router.route(text, params)
         shape = self.runtime.shapes.add(text, inline=_one_unit(plan))
         shape.needs = needs
-        first = self._start_plan(sql, text, params, plan, started, shape)
-        if not isinstance(first, Outcome) and (len(first[1]) >= self.runtime.batch_rows):
-            shape.inline = False
-        return first
-
-    def _start_plan(
-        self, sql: str, text: str, params: Any, plan: RoutePlan, started: float, shape: Shape
-    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
-        return self._run_admitted(running, plan, style_of(text))
+        return self._run_admitted(running, plan, style_of(text), shape)
 
     def _needs(self, text: str, formatted: bool, shape: Shape | None) -> Needs:
         """What ``text`` needs beyond plain data (proxy/privileges.py): read once per statement shape."""
@@ -502,19 +522,23 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             raise
 
     def _run_admitted(
-        self, running: _Running, plan: RoutePlan, style: str
+        self, running: _Running, plan: RoutePlan, style: str, shape: Shape
     ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
         try:
             result = self._execute(plan, style)
         except DdmError as exc:
             running.failed(exc)
             raise
-        return self._settle(running, plan, result)
+        return self._outcome(running, plan, result, shape)
 
-    def _settle(
-        self, running: _Running, plan: RoutePlan, result: Result
+    def _outcome(
+        self, running: _Running, plan: RoutePlan, result: Result, shape: Shape
     ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
-        """A statement's result: a count as an OK outcome, else its first batch of rows."""
+        """A statement's result: a count as an OK outcome, else its first batch of rows.
+
+        A full batch means a streamed result, whose later batches are read on the workers: its
+        text is not sent from the loop again.
+        """
         if plan.statement == "ddl":
             self.runtime.described.clear()  # a table's columns may have changed: prepared statements re-describe
         if result.description is None:
@@ -534,7 +558,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             raise
         if len(rows) < self.runtime.batch_rows:
             running.finish(len(rows))  # all of it: connections back now, no second thread hop
-        # else the rest is read batch by batch (_batches): its connections stay out meanwhile
+        else:  # the rest is read batch by batch (_batches): its connections stay out meanwhile
+            shape.inline = False
         return running, rows
 
     async def _batches(
@@ -610,6 +635,9 @@ def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) ->
         done.set_result(value)
 
 
+#: Statements longer than this (characters) are scanned and routed on a worker thread, not on the
+#: event loop: linear work, but tens of milliseconds for a few megabytes that other clients would wait.
+LOOP_TEXT_LIMIT = 16_384
 #: A statement text that ran on the event loop longer than this, ``INLINE_SLOW_RUNS`` times in a row,
 #: goes to the workers from then on (the loop serves no other client meanwhile).
 INLINE_SECONDS = 0.005
@@ -619,7 +647,6 @@ _INLINE_STATEMENTS = frozenset({"select", "insert", "update", "delete"})
 #: What an audit record of a statement refused before routing names as its units: none.
 _UNROUTED = RoutePlan(units=(), kind=RouteKind.SINGLE)
 _INTERRUPTED = "Query execution was interrupted (KILL QUERY)"
-
 
 
 def _one_unit(plan: RoutePlan) -> bool:
@@ -671,7 +698,6 @@ class _Running:
         if self.result is not None:
             self.result.close(quiet=True)
         self.failed(exc)
-
 
     def _audit(self, rows: int, error: str | None) -> None:
         runtime = self.session.runtime
