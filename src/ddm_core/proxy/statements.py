@@ -41,7 +41,7 @@ class Classified(NamedTuple):
     rest: str = ""  # PREVIEW: the SQL to route; USE: the database; SHOW VARIABLES: the LIKE pattern; KILL: what follows
 
 
-_LEADING = re.compile(r"(?:\s+|/\*(?!!).*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re.S)
+_LEADING = re.compile(r"(?:\s+|/\*(?!M?!).*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re.S)
 #: What ends a statement without being part of it: MySQL's whitespace and ';'. Stripped with
 #: str.rstrip, not a regex: ``[\s;]+\Z`` is tried at every position of a run and fails at each
 #: but the last, so a statement of 48 000 spaces and one character took seconds (quadratic).
@@ -80,6 +80,9 @@ _PROBE_ITEM = re.compile(
     re.I,
 )
 _CURRENT_USER = re.compile(r"CURRENT_USER", re.I)
+#: A whole statement in one executable comment: ``/*!`` or MariaDB's ``/*M!``, an optional version,
+#: then the body, with no other comment end inside (the server runs the body: it is the statement).
+_EXECUTABLE = re.compile(r"/\*M?!(?:\d{5,6})?\s*([^*]*(?:\*(?!/)[^*]*)*)\*/", re.S)
 _PROBE = re.compile(r"SELECT\s+(?P<items>.+)\Z", re.I | re.S)
 #: A probe's LIMIT: only where a whitespace run starts (the lookbehind), so a long run of spaces
 #: is scanned once, not once from each of its positions.
@@ -87,10 +90,13 @@ _PROBE_LIMIT = re.compile(r"(?<!\s)\s+LIMIT\s+\d+\Z", re.I)
 
 
 def _strip(sql: str) -> str:
-    """``sql`` without leading comments (MySQL ``/*! ... */`` kept) and trailing ``;`` / whitespace."""
+    """``sql`` without leading comments and trailing ``;`` / whitespace; a statement that is one
+    executable comment (``/*!40101 SET NAMES utf8 */``, as dump files write them) is its body."""
     start = _LEADING.match(sql)
     text = sql[start.end() :] if start else sql
-    return text.rstrip(_TRAILING)
+    text = text.rstrip(_TRAILING)
+    whole = _EXECUTABLE.fullmatch(text)
+    return whole.group(1).rstrip(_TRAILING) if whole else text
 
 
 def classify(sql: str) -> Classified:
