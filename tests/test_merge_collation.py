@@ -22,10 +22,8 @@ exact: MariaDB shows the first row of its scan, ddm-core the first in unit order
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
-import uuid
 from collections import Counter
 from typing import Any, Callable, Iterator, Sequence
 
@@ -33,16 +31,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ddm_core import load_config
 from ddm_core._fast import Implementation
 from ddm_core.errors import CollationError
 from ddm_core.execute import Executor
 from ddm_core.merge import UnitRows, merge_results
 from ddm_core.merge.collation import SUPPORTED, collation_for, collation_name, pad_key
 from ddm_core.merge.spec import Aggregate, MergeSpec
-from test_execute_support import assert_no_leaks, mysql_raw
-from test_proxy_support import USER, PASSWORD, ProxyProcess, connect, write_config
 from ddm_core.proxy import native_password_hash
+from test_oracle import mariadb_oracle
+from test_proxy_support import PASSWORD, USER, ProxyProcess, connect, write_config
 
 GENERAL, BIN, LATIN1, NOPAD_BIN = 45, 46, 8, 1070
 
@@ -71,24 +68,28 @@ def sign(x: int) -> int:
 # -- the server ---------------------------------------------------------------------------------
 
 
+Sharded = tuple[dict[str, Any], Executor, Any]  # configuration, executor over it, the reference connection
+
+
 @pytest.fixture(scope="module")
-def server() -> Iterator[Any]:
-    """A raw connection to a fresh database (dropped afterwards)."""
-    try:
-        admin = mysql_raw()
-    except Exception as exc:  # not a silent skip: these tests need the server
-        pytest.fail(f"MariaDB on 127.0.0.1:3306 (root, no password) is needed: {exc}")
-    name = f"ddm_coll_{uuid.uuid4().hex[:8]}"
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    conn = mysql_raw(name)
-    try:
-        yield conn
-    finally:
-        conn.close()
-        with admin.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.close()
+def shards() -> Iterator[Sharded]:
+    """``t_s`` over two data sources (4 tables) and whole in one reference database (all dropped afterwards)."""
+    used: dict[str, Any] = {}
+
+    def config(urls: dict[str, Any]) -> dict[str, Any]:
+        used.update(shard_config(urls))
+        return used
+
+    with mariadb_oracle("ddm_colx", ["ds_0", "ds_1"], config) as backend:
+        backend.executor.execute(TABLE_DDL).close()
+        query(backend.conn, TABLE_DDL)
+        yield used, backend.executor, backend.conn
+
+
+@pytest.fixture(scope="module")
+def server(shards: Sharded) -> Any:
+    """A raw connection to a fresh database: the reference one."""
+    return shards[2]
 
 
 def query(conn: Any, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
@@ -112,7 +113,8 @@ def assert_same_order(keys: dict[Any, Any], weights: dict[Any, Any]) -> None:
 def test_general_ci_weighs_every_bmp_character_as_mariadb(server: Any) -> None:
     rows = query(server, (
         # Each character followed by "x": a lone space would be trailing padding, weighed as nothing.
-        "SELECT seq, WEIGHT_STRING(CONCAT(CONVERT(CHAR(seq USING utf32) USING utf8mb4), 'x') COLLATE utf8mb4_general_ci) "
+        "SELECT seq, WEIGHT_STRING(CONCAT(CONVERT(CHAR(seq USING utf32) USING utf8mb4), 'x') "
+        "COLLATE utf8mb4_general_ci) "
         "FROM seq_0_to_65535 WHERE seq NOT BETWEEN 55296 AND 57343"
     ))  # fmt: skip
     assert len(rows) == 63488
@@ -125,7 +127,9 @@ def test_general_ci_weighs_every_bmp_character_as_mariadb(server: Any) -> None:
         assert same == 1 and key(ch) == key("\ufffd")
 
 
-@pytest.mark.parametrize("collation", ["latin1_swedish_ci", "latin1_swedish_nopad_ci", "latin1_bin", "latin1_nopad_bin"])
+@pytest.mark.parametrize(
+    "collation", ["latin1_swedish_ci", "latin1_swedish_nopad_ci", "latin1_bin", "latin1_nopad_bin"]
+)
 def test_latin1_collations_weigh_every_byte_as_mariadb(server: Any, collation: str) -> None:
     rows = query(server, (
         "SELECT CONVERT(CONVERT(UNHEX(LPAD(HEX(seq), 2, '0')) USING latin1) USING utf8mb4), "
@@ -278,39 +282,6 @@ def shard_config(urls: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-@contextlib.contextmanager
-def sharded_and_reference() -> Iterator[tuple[dict[str, Any], Executor, Any]]:
-    """Two data sources holding t_s over 4 tables, and one reference database holding it whole."""
-    admin = mysql_raw()
-    tag = uuid.uuid4().hex[:8]
-    names = [f"ddm_colx_{tag}_{i}" for i in range(3)]
-    with admin.cursor() as cur:
-        for name in names:
-            cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    ref = mysql_raw(names[-1])
-    config = shard_config({f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
-                           for i, db in enumerate(names[:-1])})  # fmt: skip
-    executor = Executor(load_config(config), timeout=20.0)
-    try:
-        executor.execute(TABLE_DDL).close()
-        query(ref, TABLE_DDL)
-        yield config, executor, ref
-        assert_no_leaks(executor)
-    finally:
-        executor.close()
-        ref.close()
-        with admin.cursor() as cur:
-            for name in names:
-                cur.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.close()
-
-
-@pytest.fixture(scope="module")
-def shards() -> Iterator[tuple[dict[str, Any], Executor, Any]]:
-    with sharded_and_reference() as setup:
-        yield setup
-
-
 def load(executor: Executor, ref: Any, rows: list[tuple[Any, ...]]) -> None:
     executor.execute("DELETE FROM t_s").close()
     query(ref, "DELETE FROM t_s")
@@ -334,7 +305,9 @@ def same_under(collation_id: int | None, got: Any, want: Any) -> bool:
     return bool(got == want)
 
 
-def assert_rows(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]], collations: Sequence[int | None], sql: str) -> None:
+def assert_rows(
+    got: list[tuple[Any, ...]], want: list[tuple[Any, ...]], collations: Sequence[int | None], sql: str
+) -> None:
     assert len(got) == len(want), f"{sql}: {len(got)} rows, one table {len(want)}\n{got}\n{want}"
     for g, w in zip(got, want):
         assert all(same_under(c, x, y) for c, x, y in zip(collations, g, w)), f"{sql}:\n  got  {got}\n  want {want}"
@@ -371,7 +344,8 @@ def queries(draw: st.DrawFn) -> tuple[str, str, list[int | None]]:
     if kind == "minmax":
         return kind, f"SELECT MIN({col}), MAX({col}), COUNT({col}) FROM t_s", [cid, cid, None]
     if kind == "group":
-        return kind, f"SELECT {col}, COUNT(*), MIN(id) FROM t_s GROUP BY {col} ORDER BY {col}{direction}", [cid, None, None]
+        sql = f"SELECT {col}, COUNT(*), MIN(id) FROM t_s GROUP BY {col} ORDER BY {col}{direction}"
+        return kind, sql, [cid, None, None]
     if kind == "group_by_count":
         return kind, f"SELECT {col}, COUNT(*) FROM t_s GROUP BY {col} ORDER BY COUNT(*) DESC, {col}", [cid, None]
     if kind == "distinct":
@@ -400,7 +374,7 @@ def run_executor(executor: Executor, sql: str) -> list[tuple[Any, ...]]:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
 @given(rows=generated_rows, data=st.data())
 def test_executor_merges_strings_as_one_table(
-    shards: tuple[dict[str, Any], Executor, Any], rows: list[tuple[Any, ...]], data: st.DataObject
+    shards: Sharded, rows: list[tuple[Any, ...]], data: st.DataObject
 ) -> None:
     _, executor, ref = shards
     load(executor, ref, rows)
@@ -409,7 +383,7 @@ def test_executor_merges_strings_as_one_table(
         assert_same_answer(kind, sql, collations, run_executor(executor, sql), query(ref, sql))
 
 
-def test_executor_answers_the_report(shards: tuple[dict[str, Any], Executor, Any]) -> None:
+def test_executor_answers_the_report(shards: Sharded) -> None:
     _, executor, ref = shards
     load(executor, ref, [(i, s, s, s, s, s) for i, s in REPORT])
     assert run_executor(executor, "SELECT MAX(g), MIN(g) FROM t_s")[0][0] == "Zz"
@@ -423,7 +397,7 @@ def test_executor_answers_the_report(shards: tuple[dict[str, Any], Executor, Any
     assert run_executor(executor, "SELECT COUNT(DISTINCT g) FROM t_s") == [(5,)]
 
 
-def test_executor_refuses_a_collation_it_cannot_match(shards: tuple[dict[str, Any], Executor, Any]) -> None:
+def test_executor_refuses_a_collation_it_cannot_match(shards: Sharded) -> None:
     _, executor, ref = shards
     load(executor, ref, [(i, s, s, s, s, s) for i, s in REPORT])
     with pytest.raises(CollationError) as info:
@@ -439,10 +413,11 @@ def test_executor_refuses_a_collation_it_cannot_match(shards: tuple[dict[str, An
 
 
 def test_proxy_merges_strings_as_one_table(
-    shards: tuple[dict[str, Any], Executor, Any], tmp_path: Any
+    shards: Sharded, tmp_path: Any
 ) -> None:
     config, executor, ref = shards
-    load(executor, ref, [(i, s, s, s, s, s) for i, s in REPORT] + [(20, "É", "É", "É", "É", "É"), (21, None, None, None, None, None)])
+    more = [(20, "É", "É", "É", "É", "É"), (21, None, None, None, None, None)]
+    load(executor, ref, [(i, s, s, s, s, s) for i, s in REPORT] + more)
     proxied = {**config, "proxy": {"users": [{"name": USER, "passwordHash": native_password_hash(PASSWORD)}]}}
     proxy = ProxyProcess(write_config(proxied, tmp_path / "collation.yaml")).start()
     try:
@@ -454,7 +429,8 @@ def test_proxy_merges_strings_as_one_table(
                     ("order", f"SELECT id, {col} FROM t_s ORDER BY {col} DESC, id LIMIT 4 OFFSET 2", [None, cid]),
                     ("minmax", f"SELECT MIN({col}), MAX({col}) FROM t_s", [cid, cid]),
                     ("group", f"SELECT {col}, COUNT(*) FROM t_s GROUP BY {col} ORDER BY {col}", [cid, None]),
-                    ("group_by_count", f"SELECT {col}, COUNT(*) FROM t_s GROUP BY {col} ORDER BY COUNT(*) DESC, {col}", [cid, None]),
+                    ("group_by_count", f"SELECT {col}, COUNT(*) FROM t_s GROUP BY {col} "
+                                       f"ORDER BY COUNT(*) DESC, {col}", [cid, None]),
                     ("distinct", f"SELECT DISTINCT {col} FROM t_s ORDER BY {col}", [cid]),
                     ("count_distinct", f"SELECT COUNT(DISTINCT {col}) FROM t_s", [None]),
                 ]  # fmt: skip
@@ -479,3 +455,20 @@ def test_plain_strings_need_no_keys(values: list[str | None]) -> None:
     strs = [v for v in values if v is not None]
     for a, b in itertools.product(strs, repeat=2):
         assert ((a < b), (a == b)) == ((collation.key(a) < collation.key(b)), (collation.key(a) == collation.key(b)))
+
+
+def test_a_ddl_statement_makes_the_executor_ask_for_collations_again(shards: Sharded) -> None:
+    _, executor, ref = shards
+    load(executor, ref, [(i, s, s, s, s, s) for i, s in REPORT])
+    sql = "SELECT DISTINCT g FROM t_s"
+    assert len(run_executor(executor, sql)) == 5  # utf8mb4_general_ci, now known for this statement
+    to_bin = "ALTER TABLE t_s MODIFY g VARCHAR(12) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+    back = "ALTER TABLE t_s MODIFY g VARCHAR(12) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci"
+    executor.execute(to_bin).close()
+    query(ref, to_bin)
+    try:
+        got, want = run_executor(executor, sql), query(ref, sql)
+        assert sorted(got) == sorted(want) and len(got) == 8  # a, A, B, b , c, e, é, Zz
+    finally:
+        executor.execute(back).close()
+        query(ref, back)

@@ -113,7 +113,7 @@ class Reaggregator:
         dialect: str = dialects.INPUT,
         keys: Mapping[int, Collation] | None = None,
     ) -> None:
-        keys = {col: c.key for col, c in (keys or {}).items() if c.key is not None}
+        text_keys = {col: c.key for col, c in (keys or {}).items() if c.key is not None}
         ops: list[tuple[int, int, int, int]] = []  # (kind, column, arg, count_arg)
         for agg in aggregates:
             kind = _KINDS.get(str(agg.func).upper())
@@ -130,12 +130,12 @@ class Reaggregator:
             else:
                 if len(agg.args) != 1:
                     raise MergeError(f"{agg.func} needs one arg column, not {agg.args!r}", value=agg)
-                if agg.args[0] in keys and kind in (_MIN, _MAX):
+                if agg.args[0] in text_keys and kind in (_MIN, _MAX):
                     kind = _MIN_KEYED if kind == _MIN else _MAX_KEYED
                 ops.append((kind, agg.column, agg.args[0], -1))
         self._ops = tuple(ops)
         self._dialect = dialects.dialect_for(dialect)
-        self._keys = keys
+        self._keys = text_keys
 
     def start(self, row: Sequence[Any]) -> list[Any]:
         """A new group whose first partial row is ``row``."""

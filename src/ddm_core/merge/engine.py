@@ -425,7 +425,7 @@ def _ordered(
     if not any(col in keys for col in columns) or plain(sources, columns, keys):
         merged = heap_merge(sources, order_by, offset=offset, limit=limit)
         closers.append(merged)
-        return merged  # type: ignore[no-any-return]
+        return merged
     # The merge compares each row's keys, computed once, and hands the row back.
     marked, marked_keys = decorated(sources, order_by, keys)
     merged = heap_merge(marked, marked_keys, offset=offset, limit=limit)
