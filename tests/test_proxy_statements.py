@@ -13,13 +13,14 @@ from ddm_core.proxy.statements import Kind, classify, probe_items  # noqa: E402
 
 @pytest.mark.parametrize(("sql", "kind", "rest"), [
     # what mysqldump and mariadb-dump write at the top of a dump: the server runs the body
-    ("/*!40101 SET NAMES utf8mb4 */;", Kind.SET, ""),
-    ("/*!40014 SET @OLD_UNIQUE_CHECKS=@@UNIQUE_CHECKS, UNIQUE_CHECKS=0 */;", Kind.SET, ""),
-    ("/*M!100401 SET @x = 1 */", Kind.SET, ""),
-    ("/*!50503 SET NAMES utf8mb4 */ ;  \n", Kind.SET, ""),
+    ("/*!40101 SET NAMES utf8mb4 */;", Kind.SET, "SET NAMES utf8mb4"),
+    ("/*!40014 SET @OLD_UNIQUE_CHECKS=@@UNIQUE_CHECKS, UNIQUE_CHECKS=0 */;", Kind.SET,
+     "SET @OLD_UNIQUE_CHECKS=@@UNIQUE_CHECKS, UNIQUE_CHECKS=0"),
+    ("/*M!100401 SET @x = 1 */", Kind.SET, "SET @x = 1"),
+    ("/*!50503 SET NAMES utf8mb4 */ ;  \n", Kind.SET, "SET NAMES utf8mb4"),
     ("/*! USE logic_db */", Kind.USE, "logic_db"),
     ("/*!40000 ALTER TABLE t_order DISABLE KEYS */", Kind.ROUTED, ""),
-    ("-- a dump\n/*!40101 SET NAMES utf8 */", Kind.SET, ""),
+    ("-- a dump\n/*!40101 SET NAMES utf8 */", Kind.SET, "SET NAMES utf8"),
     # not one whole executable comment: the router (and the privilege check) read it as written
     ("/*! SELECT 1 */ /*! SELECT 2 */", Kind.ROUTED, ""),
     ("SELECT 1 /*!, 2 */", Kind.ROUTED, ""),

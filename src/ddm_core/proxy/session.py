@@ -262,7 +262,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if kind is Kind.PROBE:
             return self._probe(sql)
         if kind is Kind.SET:
-            return await self._in_thread(apply_set, sql, self.variables, self._set_autocommit,
+            return await self._in_thread(apply_set, what.rest, self.variables, self._set_autocommit,
                                          self._set_transaction_mode) or Outcome()  # fmt: skip
         if kind is Kind.BEGIN:
             return await self._in_thread(self._begin)

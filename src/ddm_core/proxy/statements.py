@@ -38,7 +38,7 @@ class Kind(Enum):
 
 class Classified(NamedTuple):
     kind: Kind
-    rest: str = ""  # PREVIEW: the SQL to route; USE: the database; SHOW VARIABLES: the LIKE pattern; KILL: what follows
+    rest: str = ""  # SET: the statement; PREVIEW: the SQL to route; USE: the database; SHOW VARIABLES: the LIKE pattern; KILL: what follows
 
 
 _LEADING = re.compile(r"(?:\s+|/\*(?!M?!).*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re.S)
@@ -111,7 +111,7 @@ def classify(sql: str) -> Classified:
     if word == "SELECT":
         return Classified(Kind.PROBE) if probe_items(text) is not None else Classified(Kind.ROUTED)
     if word == "SET":
-        return Classified(Kind.SET)
+        return Classified(Kind.SET, text)
     if word == "KILL":
         return Classified(Kind.KILL, text[first.end() :].strip() if first else "")
     for pattern, kind in ((_BEGIN, Kind.BEGIN), (_COMMIT, Kind.COMMIT), (_ROLLBACK, Kind.ROLLBACK)):
