@@ -116,14 +116,3 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stderr.close()
         sys.exit(0)
 
-
-def _register() -> None:
-    # The command modules add themselves to ``cli``; they import this module's names.
-    from ddm_core.cli import config_cmd, ddl_cmd, demo, migrate_cmd, proxy_cmd, relay_cmd, route_cmd, xa_cmd  # noqa: F401
-    from ddm_core.cli import verify_cmd  # noqa: F401
-    from ddm_core.cli import health_cmd, lint_cmd, metrics_cmd  # noqa: F401  # observability: docs/observability.md
-    from ddm_core.cli import config_center_cmd  # noqa: F401  # ddm config push|history|rollback (Redis)
-    from ddm_core.cli import cutover_cmd  # noqa: F401  # ddm cutover: docs/cutover.md
-
-
-_register()

@@ -10,16 +10,26 @@ handshake give), of the same proxy user, or of any user for a user allowed ``adm
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Mapping, NamedTuple, Protocol
 
 from ddm_core._text import shorten_sql
 from ddm_core.errors import ProxyAccessDeniedError, UnknownSessionError, UnsupportedSQLError
-from ddm_core.proxy.privileges import Privilege
+from ddm_core.proxy.privileges import AccessControl, Privilege
 
-if TYPE_CHECKING:
-    from ddm_core.proxy.session import ProxySession
+__all__ = ["KillRequest", "Killable", "read_kill", "kill"]
 
-__all__ = ["KillRequest", "read_kill", "kill"]
+
+class Killable(Protocol):
+    """What KILL needs of a session (:class:`~ddm_core.proxy.session.ProxySession` is one)."""
+
+    @property
+    def username(self) -> str | None: ...
+
+    def interrupt(self) -> None:
+        """Stop the running statement (KILL QUERY)."""
+
+    def end(self) -> None:
+        """Stop the running statement and end the connection (KILL CONNECTION)."""
 
 #: What follows KILL: MariaDB's HARD / SOFT (both end the same way here), what to end, and whose.
 _KILL = re.compile(r"(?:(?:HARD|SOFT)\s+)?(?:(CONNECTION|QUERY)\s+)?(?:(\d+)|CONNECTION_ID\s*\(\s*\))\Z", re.I)
@@ -43,8 +53,11 @@ def read_kill(rest: str, sql: str) -> KillRequest:
     return KillRequest(int(m.group(2)) if m.group(2) else None, (m.group(1) or "").upper() == "QUERY")
 
 
-def kill(killer: ProxySession, rest: str, sql: str) -> None:
-    """Run ``KILL <rest>`` for ``killer``: interrupt the target's statement, and end its connection unless QUERY.
+def kill(
+    killer: str | None, own: int, sessions: Mapping[int, Killable], access: AccessControl, rest: str, sql: str
+) -> None:
+    """Run ``KILL <rest>`` for user ``killer`` of session ``own``: interrupt the target's statement, and
+    end its connection unless QUERY. ``sessions``: the logged-in sessions by connection id.
 
     Raises:
         UnsupportedSQLError: a form of KILL the proxy does not run.
@@ -52,16 +65,14 @@ def kill(killer: ProxySession, rest: str, sql: str) -> None:
         ProxyAccessDeniedError: another user's session, and ``killer``'s user is not allowed ``admin`` (1095).
     """
     request = read_kill(rest, sql)
-    runtime = killer.runtime
-    own = killer.connection.connection_id
     session_id = own if request.session_id is None else request.session_id
-    target = runtime.sessions.get(session_id)
+    target = sessions.get(session_id)
     if target is None:
         raise UnknownSessionError(f"Unknown thread id: {session_id} (no session of this proxy process has it; "
                                   "KILL ends the proxy's own sessions, never a data source's connections)",
                                   session_id=session_id)  # fmt: skip
-    user = killer.username or ""
-    if target.username != killer.username and not runtime.access.allows(user, Privilege.ADMIN):
+    user = killer or ""
+    if target.username != killer and not access.allows(user, Privilege.ADMIN):
         raise ProxyAccessDeniedError(
             f"You are not owner of thread {session_id}: it is a session of another proxy user, and proxy user "
             f"{user!r} may end only its own (proxy.users[].allow: [admin] allows any)",

@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from mysql_mimic import context
 from mysql_mimic.variables import GlobalVariables
@@ -24,13 +24,11 @@ from ddm_core.metadata.model import MaskRule, ProxySettings
 from ddm_core.proxy.audit import AuditLog
 from ddm_core.proxy.described import ResultShapes
 from ddm_core.proxy.masking import Masker, MaskPlan
+from ddm_core.proxy.kill import Killable
 from ddm_core.proxy.privileges import AccessControl, Needs
 from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.route.router import CACHED_TEXT_LIMIT
 from ddm_core.route.show_tables import LOGIC_DB
-
-if TYPE_CHECKING:
-    from ddm_core.proxy.session import ProxySession
 
 __all__ = ["ProxyRuntime", "Workers", "Shape", "Shapes"]
 
@@ -106,7 +104,7 @@ class ProxyRuntime:
         self.schema = executor.config.name or LOGIC_DB  # ProxyServer always names it
         self.access = AccessControl(self.schema)  # the users' privileges (proxy.users[].allow)
         #: Logged-in sessions by connection id, for KILL (on the event loop only).
-        self.sessions: dict[int, ProxySession] = {}
+        self.sessions: dict[int, Killable] = {}
         self.shapes = Shapes()
         self.described = ResultShapes()  # prepared statements' result columns by text (proxy/described.py)
         self.inline = inline

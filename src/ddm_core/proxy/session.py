@@ -284,7 +284,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if kind is Kind.PREVIEW:
             return await self._in_thread(self._preview, what.rest)
         if kind is Kind.KILL:
-            kill(self, what.rest, sql)
+            runtime = self.runtime
+            kill(self.username, self.connection.connection_id, runtime.sessions, runtime.access, what.rest, sql)
             return Outcome()
         raise MysqlError("Query was empty", code=1065)
 
