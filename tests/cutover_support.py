@@ -9,7 +9,8 @@
   :func:`misplaced` places each shard row with the scalar ``hashing.slot_of``,
   the even slot map and ``hash64 % 2`` (none of the cut-over's code);
 * :class:`LagProbe` times rows written through the application until the other
-  side has them (the sync lag under load).
+  side has them (the sync lag under load);
+* :func:`servers` is the module fixture of the two private ``mariadbd`` (import it).
 """
 
 from __future__ import annotations
@@ -17,19 +18,31 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Any
+from typing import Any, Iterator
+
+import pytest
 
 from ddm_core.errors import CutoverFencedError
 from ddm_core.hashing import hash64, slot_of
 from ddm_core.metadata.cutover import BucketState
 from ddm_core.slots import SlotMap
+from migrate_live_support import BINLOG_ARGS
 from migrate_support import ORDER_DDL
 from services import mariadb_rows
+from test_execute_support import PrivateMariaDB, running_mariadb
 
-__all__ = ["layout", "fill_legacy", "read_side", "shard_tables", "misplaced", "LagProbe", "TABLES", "SHARDS", "Row"]
+__all__ = ["servers", "layout", "fill_legacy", "read_side", "shard_tables", "misplaced", "LagProbe", "TABLES", "SHARDS", "Row"]
 
 SHARDS, TABLES = 4, 2
 Row = tuple[int, int, str | None, int]  # user_id, amount, note, slow
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrivateMariaDB, PrivateMariaDB]]:
+    """The legacy server and the shard server: two private ``mariadbd --log-bin --binlog-format=ROW``."""
+    with running_mariadb(tmp_path_factory.mktemp("legacy"), BINLOG_ARGS) as legacy, \
+            running_mariadb(tmp_path_factory.mktemp("shards"), BINLOG_ARGS) as shards:
+        yield legacy, shards
 
 
 def layout(shard_dbs: list[str], shard_port: int, legacy_db: str, legacy_port: int

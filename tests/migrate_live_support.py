@@ -5,7 +5,9 @@
 * :class:`Writers` is the application: threads writing through an
   ``Executor(ConfigHolder(config_table_source(...)))`` that watches the config
   table, each thread owning its keys and keeping its own reference copy of
-  them, retrying a write the router fenced (``MigrationFencedError``);
+  them, retrying a write the router fenced (``MigrationFencedError``); hot
+  threads update, delete and insert again a few rows of moving slots (read
+  early from the new location) over and over, and read them back after every write;
 * :func:`placement_counts` reads every physical table of the NEW configuration
   behind ddm-core's back and places each row with the scalar ``hashing.slot_of``,
   the grown slot map of the test layout and ``hash64 % tables`` (the table rule
@@ -17,7 +19,9 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Any
+from collections import Counter
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from ddm_core import load_config
 from ddm_core.errors import MigrationFencedError
@@ -25,12 +29,13 @@ from ddm_core.execute import Executor
 from ddm_core.hashing import hash64, slot_of
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.dump import dump_native
+from ddm_core.metadata.migration import shifted_slots
 from ddm_core.migrate import Connections, config_table_source
 from ddm_core.slots import SlotMap
 from migrate_support import ORDER_DDL, TABLES_PER_SOURCE, reshard_docs
 from services import mariadb_rows
 
-__all__ = ["BINLOG_ARGS", "docs", "fill_old", "Writers", "placement_counts", "publish_old"]
+__all__ = ["BINLOG_ARGS", "docs", "fill_old", "Writers", "hot_keys", "placement_counts", "publish_old"]
 
 BINLOG_ARGS = ("--server-id=1", "--log-bin=binlog", "--binlog-format=ROW", "--binlog-row-metadata=FULL")
 
@@ -84,29 +89,66 @@ def publish_old(old_doc: dict[str, Any]) -> None:
             source.publish(dump_native(old, secrets="keep"))
 
 
+class _DualFailures(Counter[str]):
+    """The application's dual-write failures by kind (the server's error number, or the error's class)
+    and the migration phase of the version the application served then."""
+
+    def __init__(self, holder: ConfigHolder) -> None:
+        super().__init__()
+        self.holder = holder
+
+    def finished(self, plan: Any, started: float, result: Any) -> None:
+        pass
+
+    def failed(self, plan: Any, started: float, error: BaseException) -> None:
+        pass
+
+    def dual_write_failed(self, plan: Any, unit: Any, error: BaseException) -> None:
+        cause = error.__cause__ if error.__cause__ is not None else error
+        args = getattr(cause, "args", ())
+        block = self.holder.config.migration
+        phase = f"{block.phase} {block.read_shift_pct:g} %" if block is not None else "no migration"
+        self[f"{args[0] if args and isinstance(args[0], int) else type(cause).__name__} in {phase}"] += 1
+
+
 class Writers:
     """Writer threads through one executor following the config table (the application)."""
 
     def __init__(self, old_doc: dict[str, Any], reference: dict[int, Row], *, threads: int = 4,
                  watch: float = 0.3, pause: float = 0.002, seed: int = 9,
-                 retry: tuple[type[Exception], ...] = (MigrationFencedError,)) -> None:
+                 retry: tuple[type[Exception], ...] = (MigrationFencedError,),
+                 hot_threads: int = 0, hot_rows: int = 0) -> None:
         self.holder = ConfigHolder(config_table_source(load_config(old_doc), "ds_0"))
         self.holder.watch(watch)
         self.executor = Executor(self.holder, timeout=30.0, load_schema=False)
+        self.dual_failure_kinds = _DualFailures(self.holder)
+        self.executor.set_observer(self.dual_failure_kinds)
         self.threads = threads
         self.pause = pause
         self.retry = retry  # errors of a paused write: retried after a moment
-        # Each thread owns the keys = its number mod threads, and its own reference copy of them.
-        self.refs: list[dict[int, Row]] = [{k: v for k, v in reference.items() if k % threads == w}
+        # The hot rows (each hot thread owns every hot_threads-th), then each ordinary thread owns the
+        # other keys = its number mod threads; every thread keeps its own reference copy of its keys.
+        hot = hot_keys(reference, hot_rows) if hot_threads else []
+        self.users = {k: reference[k][0] for k in hot}  # a hot row deleted is inserted again with its user
+        rest = {k: v for k, v in reference.items() if k not in self.users}
+        self.refs: list[dict[int, Row]] = [{k: v for k, v in rest.items() if k % threads == w}
                                            for w in range(threads)]
+        self.refs += [{k: reference[k] for k in hot[h::hot_threads]} for h in range(hot_threads)]
+        self.hot = [hot[h::hot_threads] for h in range(hot_threads)]
+        n = threads + hot_threads
         self.stop = threading.Event()
         self.errors: list[str] = []
-        self.ops = [0] * threads
-        self.fenced = [0] * threads
-        self.stale_reads = [0] * threads
-        self.missed = [0] * threads  # an UPDATE / DELETE of an owned live row that matched no row
+        self.ops = [0] * n
+        self.fenced = [0] * n
+        self.stale_reads = [0] * n
+        self.missed = [0] * n  # an UPDATE / DELETE of an owned live row that matched no row
         self._seed = seed
         self._workers = [threading.Thread(target=self._run, args=(w,), daemon=True) for w in range(threads)]
+        self._workers += [threading.Thread(target=self._run_hot, args=(threads + h,), daemon=True)
+                          for h in range(hot_threads)]
+        self._held = threading.Condition()
+        self._hold = False
+        self._idle = 0
 
     def start(self) -> "Writers":
         for t in self._workers:
@@ -141,6 +183,7 @@ class Writers:
 
         try:
             while not self.stop.is_set():
+                self._wait_while_paused()
                 op = rng.random()
                 if op < 0.35 or not live:
                     key, next_id = next_id, next_id + self.threads
@@ -181,9 +224,72 @@ class Writers:
         except Exception as exc:  # a failed write leaves the reference unsure: stop; the test fails on it
             self.errors.append(f"writer {w}: {type(exc).__name__}: {exc}")
 
+    def _run_hot(self, w: int) -> None:
+        """Write the thread's hot rows over and over (update, delete, insert again), reading three back each time."""
+        rng = random.Random(self._seed * 1000 + w)
+        ref, hot = self.refs[w], self.hot[w - self.threads]
+        where = "WHERE user_id = ? AND order_id = ?"
+        try:
+            while not self.stop.is_set():
+                self._wait_while_paused()
+                key = hot[rng.randrange(len(hot))]
+                user = self.users[key]
+                if key not in ref:
+                    row: Row = (user, rng.randrange(1000), f"hot {w} {rng.random():.6f}", 0)
+                    self._execute(w, "INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, ?, ?)",
+                                  (key, user, row[1], row[2]))
+                    ref[key] = row
+                elif rng.random() < 0.8:
+                    row = (user, (ref[key][1] + 1 + rng.randrange(999)) % 1000, f"hot {w} {rng.random():.6f}", 0)
+                    self.missed[w] += self._execute(w, f"UPDATE t_order SET amount = ?, note = ? {where}",
+                                                    (row[1], row[2], user, key)) != 1
+                    ref[key] = row
+                else:
+                    self.missed[w] += self._execute(w, f"DELETE FROM t_order {where}", (user, key)) != 1
+                    del ref[key]
+                for k in rng.sample(hot, min(3, len(hot))):
+                    got = self._execute(w, f"SELECT user_id, amount, note, slow FROM t_order {where}",
+                                        (self.users[k], k))
+                    self.stale_reads[w] += [tuple(r) for r in got] != ([ref[k]] if k in ref else [])
+                self.ops[w] += 1
+                if self.pause:
+                    time.sleep(self.pause)
+        except Exception as exc:  # a failed write leaves the reference unsure: stop; the test fails on it
+            self.errors.append(f"hot writer {w}: {type(exc).__name__}: {exc}")
+
+    def _wait_while_paused(self) -> None:
+        with self._held:
+            if not self._hold:
+                return
+            self._idle += 1
+            self._held.notify_all()
+            while self._hold and not self.stop.is_set():
+                self._held.wait()
+            self._idle -= 1
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No writer thread runs a statement inside (each stops between two operations)."""
+        with self._held:
+            self._hold = True
+            while self._idle < sum(t.is_alive() for t in self._workers):
+                self._held.wait(0.1)  # a thread that died of an error never comes: counted out by is_alive
+        try:
+            yield
+        finally:
+            with self._held:
+                self._hold = False
+                self._held.notify_all()
+
+    @property
+    def hot_ops(self) -> int:
+        return sum(self.ops[self.threads:])
+
     def finish(self) -> dict[int, Row]:
         """Stop the threads; the union of their reference copies."""
         self.stop.set()
+        with self._held:
+            self._held.notify_all()
         for t in self._workers:
             t.join(timeout=60)
         self.executor.close()
@@ -196,6 +302,15 @@ class Writers:
     @property
     def dual_failures(self) -> int:
         return sum(self.executor.dual_write_failures().values())
+
+
+def hot_keys(reference: dict[int, Row], count: int, *, old_count: int = 4, new_count: int = 8) -> list[int]:
+    """``count`` keys of ``reference`` in the moving slots whose reads shift first (at 1 %)."""
+    even = SlotMap.even(old_count, 10)
+    grown, _ = even.moved_to(new_count)
+    moving = [s for s in range(1 << 10) if even.node_of(s) != grown.node_of(s)]
+    first = shifted_slots(moving, 1.0)
+    return [k for k, row in sorted(reference.items()) if slot_of(row[0], 10) in first][:count]
 
 
 def placement_counts(names: list[str], port: int, reference: dict[int, Row], *, old_count: int = 4,

@@ -14,8 +14,6 @@ row inserted again is not deleted.
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -33,6 +31,7 @@ from ddm_core.migrate.state import MigrationLog
 from ddm_core.slots import SlotMap
 from migrate_live_support import BINLOG_ARGS
 from migrate_support import TABLES_PER_SOURCE
+from race_support import RaceAtFirstWrite, RacingWrite
 from services import fresh_mariadb_databases, require_module
 from test_execute_support import PrivateMariaDB, running_mariadb
 from test_migrate_backfill_support import rows_of, setup_migration
@@ -158,26 +157,6 @@ def test_a_dual_write_between_reading_the_binlog_and_applying_it_is_kept(migrati
     assert m.row("new") == m.row("old"), f"{case}: the pass applied an older version over the dual write"
 
 
-def _lock_waits(port: int) -> int:
-    return int(rows_of(port, "information_schema", "SELECT COUNT(*) FROM INNODB_TRX WHERE trx_state = 'LOCK WAIT'")[0][0])
-
-
-class _RaceAtFirstTargetWrite(Connections):
-    """Connections that run ``race`` once, just before the first INSERT or DELETE on a target data source."""
-
-    def __init__(self, m: _Migration, race: Callable[[], None]) -> None:
-        super().__init__(m.old, m.new)
-        self.targets = {ds for ds in m.new.data_sources if ds not in m.old.data_sources}
-        self.race: Callable[[], None] | None = race
-
-    def query(self, data_source: str, sql: str, params: Any = None, *, many: bool = False) -> list[tuple[Any, ...]]:
-        if (self.race is not None and data_source in self.targets
-                and sql.lstrip().upper().startswith(("INSERT", "DELETE"))):
-            race, self.race = self.race, None
-            race()
-        return super().query(data_source, sql, params, many=many)
-
-
 @pytest.mark.parametrize("case", list(WRITES))
 def test_a_dual_write_racing_the_copy_of_its_row_waits_for_it(migration: _Migration, case: str) -> None:
     """The application writes the row while the pass has read it and not yet written it at the new location.
@@ -188,27 +167,11 @@ def test_a_dual_write_racing_the_copy_of_its_row_waits_for_it(migration: _Migrat
     m = migration
     (first, amount), racing, want = WRITES[case]
     m.write(first, amount)
-    done, errors, waited = threading.Event(), [], []
-
-    def write() -> None:
-        try:
-            m.write(*racing)
-        except BaseException as exc:  # reported by the test below
-            errors.append(exc)
-        finally:
-            done.set()
-
-    def race() -> None:
-        threading.Thread(target=write, daemon=True).start()
-        deadline = time.monotonic() + 60
-        while not done.is_set() and _lock_waits(m.port) == 0:
-            assert time.monotonic() < deadline, "the application's write neither finished nor waited for a lock"
-            time.sleep(0.002)
-        waited.append(not done.is_set())
-
-    with _RaceAtFirstTargetWrite(m, race) as conns:
+    race = RacingWrite(lambda: m.write(*racing), m.port)
+    targets = [ds for ds in m.new.data_sources if ds not in m.old.data_sources]
+    with RaceAtFirstWrite((m.old, m.new), targets, race) as conns:
         m.one_pass(m.applier(conns))
-    assert done.wait(60) and errors == [], errors
+    assert race.join() == []
     assert m.row("old") == _expected(m, want)
     assert m.row("new") == m.row("old"), f"{case}: the pass wrote an older version over the dual write"
-    assert waited == [True]  # the application's write waited for the pass's lock on the old location
+    assert race.waited is True  # the application's write waited for the pass's lock on the old location

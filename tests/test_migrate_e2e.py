@@ -5,14 +5,21 @@ The application is a set of writer threads in this process
 (tests/migrate_live_support.Writers): inserts, updates, deletes and reads
 through one ``Executor(ConfigHolder(config_table_source(...)))`` watching the
 ``ddm_config`` table every 0.3 s the whole time, each thread keeping its own
-reference copy of its keys and retrying writes the router fences. The migrator
-is ``python -m ddm_core.cli migrate start | shift-reads | cutover | finish``,
-SIGKILLed at random points of every phase and started again each time.
+reference copy of its keys and retrying writes the router fences; two more
+threads update, delete and insert again 50 hot rows of the first slots whose
+reads shift, every few milliseconds through every phase, and read three of
+them back after each write. The migrator is ``python -m ddm_core.cli migrate
+start | shift-reads | cutover | finish``, SIGKILLed at random points of every
+phase and started again each time.
 
-At the end, every physical table is read behind ddm-core's back: 0 lost, 0
-duplicated, 0 differing rows against the writers' reference, every row where
-the grown slot map says (scalar ``hashing.slot_of``, not the migration's code),
-and the checker finds the new layout identical to a reference table.
+No read by the application returns a row other than its own last write (the
+hot rows are read from the new location from ``shift-reads 1`` on). With the
+writers paused after ``shift-reads 100``, ``ddm migrate verify`` finds no
+difference between the old and the new location. At the end, every physical
+table is read behind ddm-core's back: 0 lost, 0 duplicated, 0 differing rows
+against the writers' reference, every row where the grown slot map says
+(scalar ``hashing.slot_of``, not the migration's code), and the checker finds
+the new layout identical to a reference table.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from test_execute_support import PrivateMariaDB, running_mariadb
 require_module("pymysqlreplication", "the resharding end-to-end test")
 
 ROWS = 200_000  # the issue's number
+HOT_ROWS = 50
 FENCE, POLL = 1.0, 0.5
 
 # (command, kill points): each point waits until the migrator recorded a step in that phase, then a
@@ -89,13 +97,13 @@ class _Killer:
         self.outputs: list[str] = []
         self.races = 0
 
-    def _cmd(self, step: list[str]) -> list[str]:
+    def cmd(self, step: list[str]) -> list[str]:
         return [sys.executable, "-m", "ddm_core.cli", "migrate", *step, *self.common]
 
     def run(self, step: list[str], points: list[tuple[str, float]]) -> None:
         for phase, delay in points:
             before = self.log.state().seq
-            proc = subprocess.Popen(self._cmd(step), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc = subprocess.Popen(self.cmd(step), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             deadline = time.monotonic() + 300
             while proc.poll() is None and time.monotonic() < deadline:
                 state = self.log.state()
@@ -119,7 +127,7 @@ class _Killer:
                 self.missed.append(phase)
                 return  # the step completed before the kill: the next step's points follow
         for _ in range(3):
-            proc = subprocess.Popen(self._cmd(step), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc = subprocess.Popen(self.cmd(step), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             out, err = proc.communicate(timeout=600)
             if proc.returncode == 0 or not self._raced(err):
                 break
@@ -165,13 +173,16 @@ def test_4_to_8_under_writers_with_the_migrator_killed(nine: list[str], binlog_s
     common = ["--from", old_path, "--to", new_path, "--state", "ds_0", "--name", "e2e", "--fence-after-s",
               str(FENCE), "--poll-s", str(POLL), "--flush-rows", "100", "--no-progress"]
     old = load_config(old_doc)
-    writers = Writers(old_doc, reference, threads=4, pause=0.003).start()
+    writers = Writers(old_doc, reference, threads=4, pause=0.003, hot_threads=2, hot_rows=HOT_ROWS).start()
     with MigrationLog(connector(old, "ds_0"), "e2e") as log:
         log.create_table()
         killer = _Killer(log, common, seed=2026)
         try:
             for step, points in STEPS:
                 killer.run(step, points)
+                if step == ["shift-reads", "100"]:
+                    with writers.paused():  # nothing in flight: the two locations must hold the same rows
+                        verify = subprocess.run(killer.cmd(["verify"]), capture_output=True, timeout=600)
         finally:
             final = writers.finish()
         state = log.state()
@@ -182,9 +193,12 @@ def test_4_to_8_under_writers_with_the_migrator_killed(nine: list[str], binlog_s
     assert (state.phase, state.completed) == (Phase.FINISH, True)
     hit = Counter(killer.hits)
     print(f"\ne2e: {len(killer.hits)} kills {dict(hit)}, missed {killer.missed}, races {killer.races}; write pause at cutover {pause:.2f} s; "
-          f"writer ops {sum(writers.ops)}, fenced {sum(writers.fenced)}, stale reads {sum(writers.stale_reads)}, "
-          f"dual-write failures {writers.dual_failures}; fill {filled - began:.0f} s, migration "
-          f"{migrated - filled:.0f} s")
+          f"writer ops {sum(writers.ops)} (hot rows {writers.hot_ops}), fenced {sum(writers.fenced)}, "
+          f"stale reads {sum(writers.stale_reads)}, "
+          f"dual-write failures {writers.dual_failures} {dict(writers.dual_failure_kinds)}; "
+          f"fill {filled - began:.0f} s, migration {migrated - filled:.0f} s")
+    assert verify.returncode == 0 and b"consistent" in verify.stdout, (verify.stdout + verify.stderr).decode()
+    assert sum(writers.stale_reads) == 0 and writers.hot_ops > 1000, (writers.stale_reads, writers.hot_ops)
     assert len(killer.hits) >= 20, (hit, killer.missed)
     assert hit["backfill"] >= 1 and hit["catch_up"] >= 1 and hit["cutover"] >= 1, hit
     assert hit["verify"] + hit["shift_reads"] >= 1, hit

@@ -12,6 +12,11 @@
 * **Reverse sync** — each shard server's binlog applied to the legacy table, for
   buckets on the shards.
 
+Both apply by key (:mod:`ddm_core.migrate.keycopy`): a changed key's row is
+copied as the reading side holds it then, under that side's row lock, so the
+forward replay never sets back a newer dual write of a ``pre_gray`` or
+``rollback`` bucket.
+
 A bucket's changes are applied only from the side that was authoritative when
 they were made. Authority moves at a *switch*, recorded with the binlog
 position of every server while the bucket's writes are paused and after the

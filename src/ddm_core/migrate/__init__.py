@@ -8,7 +8,8 @@
 * :mod:`~ddm_core.migrate.connections` — connections to data sources, the config table source;
 * :mod:`~ddm_core.migrate.checker` — the consistency checker of two row sources (``ddm verify``);
 * :mod:`~ddm_core.migrate.backfill` — the backfill phase: checked batches, resumable;
-* :mod:`~ddm_core.migrate.catchup` — the catch-up phase from the binlog (:mod:`~ddm_core.migrate.binlog`);
+* :mod:`~ddm_core.migrate.catchup` — the catch-up phase from the binlog (:mod:`~ddm_core.migrate.binlog`), applied
+  by key (:mod:`~ddm_core.migrate.keycopy`);
 * :mod:`~ddm_core.migrate.migration` — :class:`Migration`, every step as one resumable state machine;
 * :mod:`~ddm_core.migrate.finish` — the finish phase: old rows deleted (or archived) in batches.
 """

@@ -123,8 +123,9 @@ def _copy_locked(conns: Connections, copier: ScanCopier, keys: dict[Key, set[int
     try:
         columns = ", ".join(quote(conns, source, c) for c in copier.all_columns)
         table = quote(conns, source, copier.scan.physical)
-        rows = conns.query(source, f"SELECT {columns} FROM {table} WHERE {_keys_in(conns, source, copier.key, len(keys))}"
-                                   " FOR UPDATE", [v for k in keys for v in k])
+        where = _keys_in(conns, source, copier.key, len(keys))
+        rows = conns.query(source, f"SELECT {columns} FROM {table} WHERE {where} FOR UPDATE",
+                           [v for k in keys for v in k])
         for i, (deletes, upserts) in _writes(copier, keys, rows).items():
             _write_target(conns, copier, i, deletes, upserts)
         conns.query(source, "COMMIT")

@@ -1,0 +1,75 @@
+"""Helpers of the tests that race an application write against a binlog pass's apply (no tests here).
+
+* :class:`RaceAtFirstWrite` is the migration's :class:`Connections` with one
+  injection point: a callback run once, just before the first ``INSERT`` or
+  ``DELETE`` on one of the given data sources (where a pass writes what it read);
+* :class:`RacingWrite` is that callback: the application's write in a thread,
+  and the pass held until the write has either finished or is waiting for a row
+  lock on the given server (``INNODB_TRX``), so the test takes whichever order
+  the servers allow and says which one happened.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+from ddm_core.metadata.model import ShardingConfig
+from ddm_core.migrate import Connections
+from services import mariadb_rows
+
+__all__ = ["RaceAtFirstWrite", "RacingWrite"]
+
+
+class RaceAtFirstWrite(Connections):
+    """Connections that run ``race`` once, just before the first INSERT or DELETE on one of ``targets``."""
+
+    def __init__(self, configs: Iterable[ShardingConfig], targets: Iterable[str], race: Callable[[], None]) -> None:
+        super().__init__(*configs)
+        self.targets = set(targets)
+        self.race: Callable[[], None] | None = race
+
+    def query(self, data_source: str, sql: str, params: Any = None, *, many: bool = False) -> list[tuple[Any, ...]]:
+        if (self.race is not None and data_source in self.targets
+                and sql.lstrip().upper().startswith(("INSERT", "DELETE"))):
+            race, self.race = self.race, None
+            race()
+        return super().query(data_source, sql, params, many=many)
+
+
+def _lock_waits(port: int) -> int:
+    sql = "SELECT COUNT(*) FROM INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
+    return int(mariadb_rows("information_schema", sql, port=port)[0][0])
+
+
+class RacingWrite:
+    """``write`` started in a thread when called; returns once it finished or waits for a lock on ``port``."""
+
+    def __init__(self, write: Callable[[], None], port: int, *, timeout: float = 60.0) -> None:
+        self.write, self.port, self.timeout = write, port, timeout
+        self.done = threading.Event()
+        self.errors: list[BaseException] = []
+        #: ``True``: the write was waiting for a row lock when the pass went on; ``False``: it had finished.
+        self.waited: bool | None = None
+
+    def _run(self) -> None:
+        try:
+            self.write()
+        except BaseException as exc:  # the test checks them after join()
+            self.errors.append(exc)
+        finally:
+            self.done.set()
+
+    def __call__(self) -> None:
+        threading.Thread(target=self._run, daemon=True).start()
+        deadline = time.monotonic() + self.timeout
+        while not self.done.is_set() and _lock_waits(self.port) == 0:
+            assert time.monotonic() < deadline, "the application's write neither finished nor waited for a lock"
+            time.sleep(0.002)  # polling a condition, not a timed wait
+        self.waited = not self.done.is_set()
+
+    def join(self) -> list[BaseException]:
+        """Wait for the write to end; its errors."""
+        assert self.done.wait(self.timeout), "the application's write did not end"
+        return self.errors
