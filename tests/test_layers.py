@@ -1,10 +1,11 @@
 """The import rules of docs/architecture.md#import-rules, read from the source.
 
-Nothing imports upwards: a layer may import only the layers listed for it. The
-test reads every module's ``import`` statements (including those inside
-functions and under ``TYPE_CHECKING``), so a new upward import fails here
-instead of surfacing later as an import cycle or a layer that cannot be used
-on its own (e.g. loading a configuration without sqlglot).
+Nothing imports upwards: a layer may import only the layers listed for it
+(cycles inside a layer: tests/test_import_cycles.py). The test reads every
+module's ``import`` statements (including those inside functions and under
+``TYPE_CHECKING``), so a new upward import fails here instead of surfacing
+later as an import cycle or a layer that cannot be used on its own (e.g.
+loading a configuration without sqlglot).
 """
 
 from __future__ import annotations
@@ -78,13 +79,23 @@ def _imports(path: Path, module: str) -> set[str]:
                 names = [".".join(["ddm_core", *base, *([node.module] if node.module else [])])]
             else:
                 names = [node.module or ""]
-            # `from ddm_core import dialects` imports the module `dialects`.
-            if names == ["ddm_core"]:
-                names = [f"ddm_core.{alias.name}" for alias in node.names]
+            # `from ddm_core.xa import branches` imports the module `xa.branches`, not the package;
+            # `from ddm_core import DdmError` imports the top-level package (`__init__`).
+            top = "ddm_core.__init__" if names[0] == "ddm_core" else names[0]
+            names = [_submodule(f"{names[0]}.{alias.name}") or top for alias in node.names]
         else:
             continue
         found.update(n.removeprefix("ddm_core.") for n in names if n.startswith("ddm_core."))
     return found
+
+
+def _submodule(dotted: str) -> str | None:
+    """``dotted`` when it names a module of the package (``ddm_core.xa.branches``), else ``None``."""
+    parts = dotted.split(".")
+    if parts[0] != "ddm_core":
+        return None
+    base = PACKAGE.joinpath(*parts[1:])
+    return dotted if base.with_suffix(".py").exists() or (base / "__init__.py").exists() else None
 
 
 def _layer(module: str) -> str:
@@ -129,3 +140,7 @@ def test_the_rule_reader_sees_imports() -> None:
     assert not _allowed("metadata", "route.router")
     assert not _allowed("merge", "route")
     assert _allowed("route", "merge.spec") and not _allowed("route", "merge.engine")
+    recovery = _imports(PACKAGE / "xa" / "recovery.py", "xa.recovery")
+    assert {"xa.branches", "xa.coordinator"} <= recovery and "xa" not in recovery, "submodules, not the package"
+    assert "__init__" in _imports(PACKAGE / "cli" / "migrate_cmd.py", "cli.migrate_cmd"), "`from ddm_core import load_config`"
+
