@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from ddm_core.errors import ConfigError, RoutingError, ShardKeyNotFoundError
-from ddm_core.route.hints import Hint, ShardSpec, current_hint, hint, shard_database
+from ddm_core.hinting import ShardSpec, shard_database
+from ddm_core.route.hints import Hint, current_hint, hint
 
 
 def seen() -> tuple[Any, ...]:

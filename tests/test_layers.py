@@ -55,8 +55,8 @@ ALLOWED: dict[str, set[str]] = {
 }
 # ids re-exports lease_worker_id from idlease lazily (module __getattr__): importing ids loads no executor.
 ALLOWED["ids"] = ALLOWED["ids"] | {"idlease"}
-# The access layer (dbapi, cli, ddl, the package __init__) may import anything below it.
-ACCESS = {"dbapi", "cli", "ddl", "__init__"}
+# The access layer (dbapi, cli, ddl, hinting, the package __init__) may import anything below it.
+ACCESS = {"dbapi", "cli", "ddl", "hinting", "__init__"}
 
 
 def _module_name(path: Path) -> str:

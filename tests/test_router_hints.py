@@ -8,7 +8,8 @@ import pytest
 
 from ddm_core.errors import DdmError, RoutingError, ShardKeyNotFoundError
 from ddm_core.hashing import hash64
-from ddm_core.route import RouteKind, hint, shard_database
+from ddm_core.hinting import shard_database
+from ddm_core.route import RouteKind, hint
 
 from router_cases import Case, Node, all_nodes, check, gene_id, ids, n_node, nodes, router, s_node
 

@@ -14,10 +14,11 @@ from ddm_core.hashing import slot_of, slots_of
 from ddm_core.ids import GeneIdGenerator, Snowflake
 from ddm_core.merge import heap_merge
 from ddm_core.metadata import ConfigHolder, ShardingConfig, load_config
-from ddm_core.route import RoutePlan, Router, hint, shard_database
+from ddm_core.route import RoutePlan, Router, hint
 from ddm_core.execute import Executor, PoolStats, Result, Transaction
 from ddm_core import xa as _xa  # noqa: F401 - registers transaction_mode="xa" (docs/xa.md)
 from ddm_core.dbapi import connect
+from ddm_core.hinting import shard_database
 from ddm_core.slots import SlotMap
 
 # A library logs, the application decides where it goes (load warnings, slow SQL).

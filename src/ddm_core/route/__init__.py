@@ -7,10 +7,11 @@ data nodes), :mod:`template` / :mod:`edits` (token-level rewrite),
 :mod:`query`, :mod:`insert`, :mod:`ddl` (compiled statements),
 :mod:`table_schema` / :mod:`coerce` (table metadata, typed comparison),
 :mod:`select_rewrite` (multi-shard SELECT + merge spec), :mod:`hints`
-(hint context and ``@shard_database``), :mod:`router` (the cache).
+(the hint context the router reads; ``@shard_database`` is :mod:`ddm_core.hinting`),
+:mod:`router` (the cache).
 """
 
-from ddm_core.route.hints import Hint, current_hint, hint, shard_database
+from ddm_core.route.hints import Hint, current_hint, hint
 from ddm_core.route.plan import Aggregate, MergeSpec, RouteKind, RoutePlan, RouteUnit, TableRoute
 from ddm_core.route.router import CacheInfo, Router
 from ddm_core.route.table_schema import Column, TableSchema
@@ -29,5 +30,4 @@ __all__ = [
     "Hint",
     "hint",
     "current_hint",
-    "shard_database",
 ]
