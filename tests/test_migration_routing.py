@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 import xxhash
 
+import ddm_core.metadata.migration
+import ddm_core.metadata.placement
+import ddm_core.route
 from ddm_core import Router, load_config
 from ddm_core.errors import ConfigError, MigrationError, MigrationFencedError
 from ddm_core.hashing import slot_of
@@ -21,9 +26,12 @@ from ddm_core.metadata.migration import (
     routing_data_sources,
     shifted_slots,
 )
+from ddm_core.metadata.migration import MIGRATION_PHASES
 from ddm_core.metadata.model import ShardingConfig
+from ddm_core.metadata.phases import ROUTED, Phase
 from ddm_core.metadata.placement import placement_changes
 from ddm_core.metadata.reload import StaticSource
+from ddm_core.migrate import phases as migrate_phases
 from ddm_core.migrate.plan import plan_migration
 from migrate_support import reshard_docs
 
@@ -300,3 +308,75 @@ def test_finish_phase_writes_new_only_and_refuses_reads_that_would_see_old_copie
     cutover = migrating("cutover", 100)
     assert placement_changes(cutover.migration.target, finishing) == ()  # type: ignore[union-attr]
     assert placement_changes(finishing, load_config(NEW)) == ()
+
+
+# -- phases: one enum for the migrator, the block and the router -------------------------------------
+
+
+def test_the_migrator_publishes_the_phases_the_router_follows() -> None:
+    assert migrate_phases.Phase is Phase
+    # Every forward phase after prepare is published (before it nothing is), and no other.
+    assert ROUTED == migrate_phases.FORWARD[1:]
+    assert MIGRATION_PHASES == tuple(phase.value for phase in ROUTED)
+
+
+#: What a write to a moving slot gets in each phase a published version may carry.
+WRITE_IN_PHASE = {
+    Phase.DUAL_WRITE: "dual",
+    Phase.BACKFILL: "dual",
+    Phase.CATCH_UP: "dual",
+    Phase.VERIFY: "dual",
+    Phase.SHIFT_READS: "dual",
+    Phase.CUTOVER: "paused",
+    Phase.FINISH: "new placement only",
+}
+
+
+@pytest.mark.parametrize("phase", ROUTED, ids=str)
+def test_the_router_follows_every_published_phase(phase: Phase) -> None:
+    assert set(WRITE_IN_PHASE) == set(ROUTED)
+    uid = user_in(True)
+    sql = "UPDATE t_order SET amount = 1 WHERE user_id = %s"
+    old, new = MOVES[slot_of(uid, 10)]
+    if phase is Phase.FINISH:  # published at cutover: the new placement is the base
+        router = Router(load_config(migration_document(NEW, OLD, name="grow-8", phase=phase)))
+    else:
+        router = Router(migrating(phase, 100 if phase is Phase.CUTOVER else 0))
+    if WRITE_IN_PHASE[phase] == "paused":
+        with pytest.raises(MigrationFencedError, match="paused for its cutover"):
+            router.route(sql, (uid,))
+        return
+    plan = router.route(sql, (uid,))
+    if WRITE_IN_PHASE[phase] == "dual":
+        assert [u.data_source for u in plan.units] == [old] and [u.data_source for u in plan.dual] == [new]
+    else:
+        assert [u.data_source for u in plan.units] == [new] and plan.dual == ()
+
+
+def _code_strings(path: Path) -> list[tuple[int, str]]:
+    """String constants of a module's code (docstrings left out), with their lines."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_no_phase_name_is_copied_where_phases_are_read() -> None:
+    """The router and the block's reader name phases by the enum: a string copy could drift from it."""
+    names = {phase.value for phase in Phase}
+    route_dir = Path(ddm_core.route.__file__).parent
+    readers = [*sorted(route_dir.rglob("*.py")), Path(ddm_core.metadata.migration.__file__),
+               Path(ddm_core.metadata.placement.__file__)]
+    copies = [
+        f"{path.name}:{line}: {text!r}" for path in readers for line, text in _code_strings(path) if text in names
+    ]
+    assert copies == []
+

@@ -43,6 +43,7 @@ import xxhash
 from ddm_core.algorithms.slot_based import slot_layout_spec
 from ddm_core.errors import ConfigError, DdmError
 from ddm_core.metadata.model import DataSource, ShardingConfig
+from ddm_core.metadata.phases import ROUTED
 from ddm_core.metadata.slot_moves import slot_moves, slot_owners
 from ddm_core.slots import SlotMap
 
@@ -61,8 +62,8 @@ __all__ = [
     "shifted_slots",
 ]
 
-#: Phases a published version may carry (the ones in which routers do something).
-MIGRATION_PHASES = ("dual_write", "backfill", "catch_up", "verify", "shift_reads", "cutover", "finish")
+#: Phases a published version may carry (the ones in which routers do something), as written in it.
+MIGRATION_PHASES: tuple[str, ...] = tuple(phase.value for phase in ROUTED)
 
 
 @dataclass(frozen=True)

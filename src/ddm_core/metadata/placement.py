@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 from ddm_core.errors import PlacementChangeError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig, Strategy, thaw
+from ddm_core.metadata.phases import Phase
 
 __all__ = ["PlacementChange", "placement_changes", "check_placement", "check_reload_placement"]
 
@@ -159,7 +160,7 @@ def check_reload_placement(serving: ShardingConfig, new: ShardingConfig, origin:
                     "with every bucket on the legacy table", origin, *started)
         return True
     migration = serving.migration
-    if migration is not None and migration.phase == "cutover" and not placement_changes(migration.target, new):
+    if migration is not None and migration.phase == Phase.CUTOVER and not placement_changes(migration.target, new):
         changes = placement_changes(serving, new)
         if changes:
             log.warning(

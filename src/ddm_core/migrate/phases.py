@@ -13,39 +13,16 @@ done and its gate passed); only a completed phase may be left forwards. Both
 are rows of the state table (:mod:`ddm_core.migrate.state`), so a migrator
 killed in the middle of a phase finds it entered and not completed, and
 resumes it.
+
+The :class:`Phase` enum itself lives in :mod:`ddm_core.metadata.phases`, below
+the router that follows published phases; it is re-exported here.
 """
 
 from __future__ import annotations
 
-from enum import Enum
+from ddm_core.metadata.phases import Phase
 
 __all__ = ["Phase", "FORWARD", "ROLLBACK_FROM", "TERMINAL", "next_phase", "may_enter"]
-
-
-class Phase(str, Enum):
-    """Where a migration is."""
-
-    #: Target tables created from the logic table's DDL; every physical table's schema checked.
-    PREPARE = "prepare"
-    #: Writes to a moving slot go to the old location, then to the new; reads stay old.
-    DUAL_WRITE = "dual_write"
-    #: Moving slots copied in primary-key order, batch by batch, each batch checked.
-    BACKFILL = "backfill"
-    #: Changes the dual write missed applied from the binlog; the gate is a lag under 1 s.
-    CATCH_UP = "catch_up"
-    #: The consistency checker compares old and new locations of every moving slot.
-    VERIFY = "verify"
-    #: Reads of moving slots shifted 1 % -> 10 % -> 50 % -> 100 % by a stable hash of the key.
-    SHIFT_READS = "shift_reads"
-    #: Writes go to the new location only; the router refuses writes to the old slots.
-    CUTOVER = "cutover"
-    #: After the observation period the old rows are dropped or archived; the migration is over.
-    FINISH = "finish"
-    #: Every read and write returned to the old location in one config version; over.
-    ROLLED_BACK = "rolled_back"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: The forward order.

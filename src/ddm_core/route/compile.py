@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, Sequence
 
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
@@ -16,16 +16,25 @@ from ddm_core.route.conditions import value_source
 from ddm_core.route.context import RouteContext
 from ddm_core.route.ddl import compile_other
 from ddm_core.route.edits import param_edits, table_edits
+from ddm_core.route.hints import Hint
 from ddm_core.route.insert import compile_insert
 from ddm_core.route.parse_errors import explain, locate
 from ddm_core.route.placeholders import Translated, source_offset
+from ddm_core.route.plan import RoutePlan
 from ddm_core.route.query import QueryStatement, ShardKeySet
 from ddm_core.route.select_rewrite import multi_factory
 from ddm_core.route.statement_parser import parse_statements
 from ddm_core.route.sql_hint import HintedStatement, pass_through, read_sql_hint
 from ddm_core.route.template import Edit, from_edits
 
-__all__ = ["compile_statement", "parse", "quote_statement"]
+__all__ = ["Compiled", "compile_statement", "parse", "quote_statement"]
+
+
+class Compiled(Protocol):
+    """A statement compiled once per SQL text."""
+
+    def route(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan: ...
+
 
 _REPLACE = re.compile(r"\A(\s*(?:/\*.*?\*/\s*)*)REPLACE\b", re.I | re.S)
 _HEAD = 24  # characters of a statement's start an error message must show to count as quoting it
