@@ -13,7 +13,7 @@ import threading
 import redis
 
 from ddm_core.metadata import ConfigHolder
-from ddm_core.metadata.redis_source import RedisSource
+from ddm_core.metadata.sources.redis import RedisSource
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from ddm_core.errors import ConfigError, ConfigPublishConflictError, ConfigRowError, ConfigValidationError
 from ddm_core.metadata import ConfigHolder
-from ddm_core.metadata.redis_source import RedisSource
+from ddm_core.metadata.sources.redis import RedisSource
 from services import require_module, require_service
 from cli_support import run
 

@@ -27,7 +27,7 @@ from ddm_core.errors import (
     SourceUnavailableError,
 )
 from ddm_core.metadata import ConfigHolder, load_config
-from ddm_core.metadata.table_source import TableSource, checksum_of
+from ddm_core.metadata.sources.table import TableSource, checksum_of
 from ddm_core.migrate import config_table_source
 from services import fresh_mariadb_databases, mariadb_connect
 from test_execute_support import sharding_config
@@ -195,7 +195,7 @@ FOLLOWER = textwrap.dedent(
     from ddm_core.errors import DeepPaginationError
     from ddm_core.execute import Executor
     from ddm_core.metadata import ConfigHolder, load_config
-    from ddm_core.metadata.table_source import TableSource
+    from ddm_core.metadata.sources.table import TableSource
     from ddm_core.migrate import connector
 
     polls = []

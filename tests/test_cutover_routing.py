@@ -32,7 +32,7 @@ from ddm_core.metadata.cutover import (
 from ddm_core.metadata.dump import dump_native, to_native
 from ddm_core.metadata.migration import migration_document, routing_data_sources
 from ddm_core.metadata.model import ShardingConfig
-from ddm_core.metadata.reload import StaticSource
+from ddm_core.metadata.sources.static import StaticSource
 from ddm_core.route import hint
 
 N, P, G, R = BucketState.NORMAL, BucketState.PRE_GRAY, BucketState.GRAY, BucketState.ROLLBACK

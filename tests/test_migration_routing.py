@@ -30,7 +30,7 @@ from ddm_core.metadata.migration import MIGRATION_PHASES
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.metadata.phases import ROUTED, Phase
 from ddm_core.metadata.placement import placement_changes
-from ddm_core.metadata.reload import StaticSource
+from ddm_core.metadata.sources.static import StaticSource
 from ddm_core.migrate import phases as migrate_phases
 from ddm_core.migrate.plan import plan_migration
 from migrate_support import reshard_docs

@@ -240,7 +240,7 @@ def test_a_proxy_server_follows_the_redis_config_center(setup: Reloading) -> Non
 
     from outbox_support import redis_client
     from ddm_core.metadata import ConfigHolder
-    from ddm_core.metadata.redis_source import RedisSource
+    from ddm_core.metadata.sources.redis import RedisSource
     from ddm_core.proxy import ProxyServer
 
     client = redis_client()

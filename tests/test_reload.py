@@ -21,7 +21,7 @@ from ddm_core.metadata import (
     SourceUnavailableError,
     StaticSource,
 )
-from ddm_core.metadata.reload import Fetched
+from ddm_core.metadata.sources import Fetched
 
 
 def config_text(gen: int, *, bad: bool = False, layout: int | None = None) -> str:

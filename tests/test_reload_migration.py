@@ -19,7 +19,7 @@ from ddm_core.errors import MigrationFencedError, PlacementChangeError
 from ddm_core.hashing import slot_of
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.migration import migration_document
-from ddm_core.metadata.reload import StaticSource
+from ddm_core.metadata.sources.static import StaticSource
 from ddm_core.migrate import config_table_source
 from ddm_core.migrate.plan import plan_migration
 from migrate_support import reshard_docs

@@ -13,7 +13,7 @@ import click
 
 from ddm_core.cli.app import needs_extra, render_table
 from ddm_core.cli.config_cmd import config_group
-from ddm_core.metadata.redis_source import DEFAULT_PREFIX, RedisSource
+from ddm_core.metadata.sources.redis import DEFAULT_PREFIX, RedisSource
 
 __all__ = ["push", "history", "rollback", "promote"]
 

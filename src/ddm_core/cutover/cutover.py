@@ -39,7 +39,7 @@ from ddm_core.metadata.cutover import BucketState, CutoverRouting, cutover_docum
 from ddm_core.metadata.dump import dump_native
 from ddm_core.metadata.load import parse_config
 from ddm_core.metadata.model import ShardingConfig
-from ddm_core.metadata.table_source import TableSource
+from ddm_core.metadata.sources.table import TableSource
 from ddm_core.migrate.backfill import BATCH_ROWS, ScanReport
 from ddm_core.migrate.catchup import FLUSH_ROWS, MAX_LAG, CatchUpResult
 from ddm_core.migrate.checker import Checker, CheckReport, RowSource

@@ -35,15 +35,10 @@ from ddm_core.metadata.model import (
     TableKind,
 )
 from ddm_core.metadata.problems import ConfigValidationError, Problem
-from ddm_core.metadata.reload import (
-    ConfigHolder,
-    ConfigSource,
-    ConfigVersion,
-    FileSource,
-    ReloadResult,
-    SourceUnavailableError,
-    StaticSource,
-)
+from ddm_core.metadata.reload import ConfigHolder, ConfigVersion, ReloadResult, SourceUnavailableError
+from ddm_core.metadata.sources import ConfigSource
+from ddm_core.metadata.sources.file import FileSource
+from ddm_core.metadata.sources.static import StaticSource
 from ddm_core.metadata.urls import Secret
 
 __all__ = [

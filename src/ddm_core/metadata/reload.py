@@ -23,15 +23,13 @@ that target is taken (:func:`~ddm_core.metadata.placement.check_reload_placement
 :attr:`ConfigHolder.confirmed_at` says when the source last confirmed the
 serving version (routers fence a migration's writes on it).
 
-A source is any object with :meth:`ConfigSource.fetch` and
-:meth:`ConfigSource.changed` (:class:`FileSource` here; a config-center client
-fits the same protocol) — fetch raises :class:`SourceUnavailableError` when it
-cannot reach its backend.
+The holder reads any :class:`~ddm_core.metadata.sources.ConfigSource` (a file,
+a database table, Redis: :mod:`ddm_core.metadata.sources`); fetch raises
+:class:`SourceUnavailableError` when it cannot reach its backend.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -40,22 +38,19 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Literal, Mapping
 
 from ddm_core.errors import ConfigError, PlacementChangeError, SourceUnavailableError
-from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
 from ddm_core.metadata.dump import dump_native
 from ddm_core.metadata.load import digest_of, parse_config
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.metadata.placement import check_reload_placement, placement_changes
+from ddm_core.metadata.sources import ConfigSource, Fetched
+from ddm_core.metadata.sources.file import FileSource
 
 __all__ = [
     "SourceUnavailableError",
     "PlacementChangeError",
-    "Fetched",
-    "ConfigSource",
-    "FileSource",
-    "StaticSource",
     "ConfigVersion",
     "ReloadResult",
     "ConfigHolder",
@@ -65,165 +60,6 @@ __all__ = [
 log = logging.getLogger("ddm_core.metadata")
 
 SNAPSHOT_FORMAT = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    """What a source returned.
-
-    Attributes:
-        content: YAML/JSON text, or an already parsed mapping.
-        revision: A cheap change token (file mtime + size, a config-center
-            version); compared by :meth:`ConfigSource.changed`.
-        origin: Names the source in messages (path, URL).
-        base_dir: Directory relative SQLite paths resolve against.
-    """
-
-    content: str | Mapping[str, Any]
-    revision: str
-    origin: str
-    base_dir: Path | None = None
-
-
-@runtime_checkable
-class ConfigSource(Protocol):
-    """Where configuration text comes from."""
-
-    def fetch(self) -> Fetched:
-        """The current content.
-
-        Raises:
-            SourceUnavailableError: the source cannot be reached or read.
-        """
-        ...
-
-    def changed(self, revision: str | None) -> bool:
-        """Cheaply: may the content differ from ``revision``? (``True`` when unsure.)"""
-        ...
-
-
-class FileSource:
-    """A configuration file, taken only once it is complete and stable.
-
-    Publish a new version atomically: write the whole text to a temporary
-    file in the same directory, then rename it over the configuration
-    (``os.replace(tmp, path)`` in Python, ``mv`` in a shell). Readers then see
-    the old file or the new one, never a mix. A file rewritten in place (an
-    editor saving over it, ``cat > ddm.yaml``) can be read half-written, and a
-    truncated YAML file often still parses — cut before ``slots:`` it even
-    validates, with an even slot layout. So :meth:`fetch` reads the file
-    twice, ``settle`` seconds apart, and takes it only when size, modification
-    time, inode and content hash agree; while it keeps changing (up to
-    ``max_wait`` seconds) the source counts as unavailable and the serving
-    version stays. The debounce narrows the window but cannot close it for a
-    writer that stalls mid-file longer than ``settle``: only the rename does.
-    (Independently, :class:`ConfigHolder` refuses a version that moves data.)
-
-    Args:
-        path: The file.
-        settle: Seconds between the two reads that must agree.
-        max_wait: Seconds a fetch waits for a file that keeps changing.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, settle: float = 0.05, max_wait: float = 5.0) -> None:
-        if settle < 0 or max_wait < 0:
-            raise ConfigError(f"FileSource settle and max_wait must be >= 0, not {settle} and {max_wait}")
-        self.path = Path(path)
-        self.settle = settle
-        self.max_wait = max_wait
-
-    def _read(self) -> tuple[str, bytes]:
-        """One look at the file: (revision, content); the revision covers both."""
-        st = self.path.stat()
-        with self.path.open("rb") as f:
-            data = f.read(MAX_DOCUMENT_BYTES + 1)  # never more than the loader would accept
-        if len(data) > MAX_DOCUMENT_BYTES:
-            raise SourceUnavailableError(
-                f"configuration file {str(self.path)!r} is larger than {MAX_DOCUMENT_BYTES} bytes "
-                "(docs/config-limits.md)",
-                path=str(self.path),
-            )
-        # The hash catches a rewrite of the same size within the file system's mtime granularity.
-        digest = hashlib.sha256(data).hexdigest()[:32]
-        return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}:{digest}", data
-
-    def _pause(self) -> None:
-        time.sleep(self.settle)
-
-    def _stable_read(self) -> tuple[str, bytes]:
-        deadline = time.monotonic() + self.max_wait
-        seen = self._read()
-        while True:
-            self._pause()
-            again = self._read()
-            if again[0] == seen[0]:
-                return again
-            if time.monotonic() >= deadline:
-                raise SourceUnavailableError(
-                    f"configuration file {str(self.path)!r} is still being written: it changed between "
-                    f"reads {self.settle} s apart for {self.max_wait} s; publish new versions by writing "
-                    "a temporary file and renaming it over this one (os.replace)",
-                    path=str(self.path),
-                )
-            seen = again
-
-    def fetch(self) -> Fetched:
-        try:
-            revision, data = self._stable_read()
-        except OSError as exc:
-            raise SourceUnavailableError(
-                f"configuration file {str(self.path)!r} cannot be read: {exc.strerror or exc}",
-                path=str(self.path),
-            ) from exc
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SourceUnavailableError(
-                f"configuration file {str(self.path)!r} is not UTF-8 text (byte {exc.start})",
-                path=str(self.path),
-            ) from exc
-        return Fetched(text, revision, str(self.path), self.path.resolve().parent)
-
-    def changed(self, revision: str | None) -> bool:
-        try:
-            return revision is None or self._read()[0] != revision
-        except OSError:
-            return True  # let fetch() report it
-
-    def __repr__(self) -> str:
-        return f"FileSource({str(self.path)!r})"
-
-
-class StaticSource:
-    """In-memory content (tests, programmatic configuration); :meth:`set` replaces it.
-
-    Args:
-        content: YAML text or a mapping.
-        name: Names it in messages.
-    """
-
-    def __init__(self, content: str | Mapping[str, Any], name: str = "<static>") -> None:
-        self.name = name
-        self._lock = threading.Lock()
-        self._content = content
-        self._revision = 0
-        self.available = True
-
-    def set(self, content: str | Mapping[str, Any]) -> None:
-        with self._lock:
-            self._content = content
-            self._revision += 1
-
-    def fetch(self) -> Fetched:
-        with self._lock:
-            if not self.available:
-                raise SourceUnavailableError(
-                    f"configuration source {self.name} is unavailable", source=self.name
-                )
-            return Fetched(self._content, str(self._revision), self.name)
-
-    def changed(self, revision: str | None) -> bool:
-        return revision != str(self._revision)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from ddm_core import dialects
 from ddm_core.errors import DataSourceUnavailableError, DdmError, MigrationError
 from ddm_core.execute.drivers import driver_for
 from ddm_core.metadata.model import Endpoint, ShardingConfig
-from ddm_core.metadata.table_source import DEFAULT_TABLE, TableSource
+from ddm_core.metadata.sources.table import DEFAULT_TABLE, TableSource
 
 __all__ = ["Connections", "connector", "config_table_source", "MIGRATABLE_DIALECTS"]
 
@@ -71,7 +71,7 @@ def connector(
 def config_table_source(
     config: ShardingConfig, data_source: str, *, table: str = DEFAULT_TABLE, create: bool = False
 ) -> TableSource:
-    """A :class:`~ddm_core.metadata.table_source.TableSource` on a data source of ``config``.
+    """A :class:`~ddm_core.metadata.sources.table.TableSource` on a data source of ``config``.
 
     Point an application at it with ``ConfigHolder(config_table_source(config, "ds_0"))`` and
     ``holder.watch(1.0)``.

@@ -49,7 +49,7 @@ from ddm_core.errors import MigrationError, MigrationStateError, SourceUnavailab
 from ddm_core.metadata.dump import dump_native
 from ddm_core.metadata.migration import migration_document
 from ddm_core.metadata.model import ShardingConfig
-from ddm_core.metadata.table_source import TableSource
+from ddm_core.metadata.sources.table import TableSource
 from ddm_core.migrate.backfill import BATCH_ROWS, BackfillResult, ScanReport, backfill, backfill_scans
 from ddm_core.migrate.binlog import binlog_positions
 from ddm_core.migrate.catchup import FLUSH_ROWS, MAX_LAG, CatchUpResult, binlog_passes, catch_up

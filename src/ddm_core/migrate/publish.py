@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from ddm_core.errors import SourceUnavailableError
-from ddm_core.metadata.table_source import TableSource, checksum_of
+from ddm_core.metadata.sources.table import TableSource, checksum_of
 from ddm_core.migrate.state import ScanProgress, WorkflowLog
 
 __all__ = ["Publisher", "CONFIG_MARK", "EFFECTIVE_MARK"]

@@ -38,7 +38,7 @@ from enum import Enum
 from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
 
 from ddm_core.errors import MigrationError, MigrationStateError
-from ddm_core.metadata.kept_connection import KeptConnection
+from ddm_core.metadata.sources.kept_connection import KeptConnection
 from ddm_core.migrate.phases import Phase, may_enter
 
 __all__ = ["WorkflowLog", "MigrationLog", "MigrationState", "PhaseTrack", "fold_scans", "SlotProgress", "ScanProgress", "Event", "DEFAULT_TABLE",

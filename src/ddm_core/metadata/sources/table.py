@@ -9,7 +9,7 @@ imports no driver code): it is given a ``connect`` callable returning a DB-API
 connection in autocommit mode — :func:`ddm_core.migrate.config_table_source`
 builds one from a data source of a configuration.
 
-The rules of :class:`~ddm_core.metadata.reload.FileSource`, for rows:
+The rules of :class:`~ddm_core.metadata.sources.file.FileSource`, for rows:
 
 * **A version is one row, taken whole.** Publishing is an ``INSERT`` of the
   next version inside a transaction that reads the row back and compares its
@@ -39,10 +39,10 @@ import re
 from typing import Any, Callable
 
 from ddm_core.errors import ConfigError, ConfigPublishConflictError, ConfigRowError, SourceUnavailableError
-from ddm_core.metadata.kept_connection import KeptConnection
 from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
 from ddm_core.metadata.load import parse_config
-from ddm_core.metadata.reload import Fetched
+from ddm_core.metadata.sources import Fetched
+from ddm_core.metadata.sources.kept_connection import KeptConnection
 
 __all__ = ["TableSource", "DEFAULT_TABLE", "create_table_sql", "checksum_of", "version_problem"]
 
@@ -111,7 +111,7 @@ def _checked_name(table: str) -> str:
 
 
 class TableSource:
-    """The newest row of a configuration table, as a :class:`~ddm_core.metadata.reload.ConfigSource`.
+    """The newest row of a configuration table, as a :class:`~ddm_core.metadata.sources.ConfigSource`.
 
     Args:
         connect: Returns a new DB-API connection (MySQL / MariaDB, autocommit,
