@@ -128,6 +128,24 @@ class Dialect(ABC):
         """
         return "e" not in text.lower()
 
+    def string_literal(self, text: str) -> str:
+        """``text`` as a string literal of this backend: quotes doubled, backslashes too where
+        they start an escape (MySQL's default ``sql_mode``)."""
+        return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+    def listed_tables(self) -> tuple[str, str, str]:
+        """How SQL lists the tables and views of the connected database.
+
+        ``(name column, table type expression, FROM ... text)``: the expression gives
+        ``'BASE TABLE'`` or ``'VIEW'`` per row of the FROM text. The logical ``SHOW TABLES``
+        selects from it on every data source.
+        """
+        return "table_name", "table_type", "FROM information_schema.tables WHERE table_schema = DATABASE()"
+
+    def binary_order(self, expr: str) -> str:
+        """``expr`` (a string) cast so that ORDER BY compares its bytes, as the merger compares them."""
+        return f"CAST({expr} AS BINARY)"
+
     # -- result typing ------------------------------------------------------------------
 
     def exact_average(self, total: Decimal, count: Any) -> Decimal | float:

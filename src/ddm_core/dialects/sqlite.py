@@ -58,6 +58,21 @@ class SQLite(Dialect):
         """SQLite reads every literal with a fraction or exponent as REAL."""
         return False
 
+    def string_literal(self, text: str) -> str:
+        """A backslash is an ordinary character in SQLite strings."""
+        return "'" + text.replace("'", "''") + "'"
+
+    def listed_tables(self) -> tuple[str, str, str]:
+        """``sqlite_master``, without SQLite's own tables (``sqlite_sequence``, ``sqlite_stat1``...)."""
+        return (
+            "name",
+            "CASE type WHEN 'view' THEN 'VIEW' ELSE 'BASE TABLE' END",
+            "FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite^_%' ESCAPE '^'",
+        )
+
+    def binary_order(self, expr: str) -> str:
+        return f"CAST({expr} AS BLOB)"
+
     def exact_average(self, total: Decimal, count: Any) -> Decimal | float:
         """SQLite's ``avg()`` is always REAL, so the merged AVG is a float too."""
         average: float = float(total) / count

@@ -17,7 +17,8 @@ drop the repeats and sort — so the answer is the logical one, the same
   ShardingSphere's default ``logic_db``), with `` (<pattern>)`` after a
   ``LIKE`` literal as MySQL names it; ``FULL`` adds ``Table_type``.
 
-Each unit reads ``information_schema.tables`` (``sqlite_master`` on SQLite)
+Each unit reads the table list its backend keeps (``information_schema.tables``,
+``sqlite_master`` on SQLite: :meth:`~ddm_core.dialects.Dialect.listed_tables`)
 and sorts by the binary name, the order the merger compares in.
 """
 
@@ -28,6 +29,7 @@ from typing import Any, Sequence
 
 from sqlglot import exp
 
+from ddm_core.dialects import Dialect, dialect_for
 from ddm_core.errors import RoutingError
 from ddm_core.merge.spec import MergeSpec
 from ddm_core.metadata.model import ShardingConfig
@@ -48,13 +50,6 @@ def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _string(text: str, backslash: bool) -> str:
-    """A string literal; MySQL reads backslashes as escapes, SQLite does not."""
-    if backslash:
-        text = text.replace("\\", "\\\\")
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _where_text(text: str) -> str:
     """The condition after the first ``WHERE`` outside strings and comments (SHOW's last clause)."""
     pos = 0
@@ -71,7 +66,7 @@ class _Listing:
     """What one data source contributes: its physical → logic names, and whether it lists everything."""
 
     def __init__(self, config: ShardingConfig, data_source: str) -> None:
-        self.backslash = config.data_sources[data_source].primary.dialect != "sqlite"
+        self.dialect: Dialect = dialect_for(config.data_sources[data_source].primary.dialect)
         self.logic: dict[str, list[str]] = {}  # logic name → physical names that differ from it
         self.names: list[str] = []  # every configured physical name on this data source
         for table in config.tables.values():
@@ -93,7 +88,7 @@ class _Listing:
         if not self.logic:
             return column
         cases = " ".join(
-            f"WHEN {column} IN ({self._names(physical)}) THEN {_string(logic, self.backslash)}"
+            f"WHEN {column} IN ({self._names(physical)}) THEN {self.dialect.string_literal(logic)}"
             for logic, physical in self.logic.items()
         )
         return f"CASE {cases} ELSE {column} END"
@@ -104,27 +99,19 @@ class _Listing:
         return f" AND {column} IN ({self._names(self.names)})" if self.names else " AND 1 = 0"
 
     def _names(self, names: Sequence[str]) -> str:
-        return ", ".join(_string(n, self.backslash) for n in names)
+        return ", ".join(self.dialect.string_literal(n) for n in names)
 
 
-def _unit_sql(config: ShardingConfig, data_source: str, listing: _Listing, full: bool, shown: str, where: str) -> str:
+def _unit_sql(config: ShardingConfig, listing: _Listing, full: bool, shown: str, where: str) -> str:
     column = _ident(f"Tables_in_{config.name or LOGIC_DB}")
-    if config.data_sources[data_source].primary.dialect == "sqlite":
-        source = (
-            f"SELECT DISTINCT {listing.name_sql('name')} AS {column}"
-            + (", CASE type WHEN 'view' THEN 'VIEW' ELSE 'BASE TABLE' END AS `Table_type`" if full else "")
-            + " FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"
-            + listing.restriction("name")
-        )
-        binary = f"CAST({column} AS BLOB)"
-    else:
-        source = (
-            f"SELECT DISTINCT {listing.name_sql('table_name')} AS {column}"
-            + (", table_type AS `Table_type`" if full else "")
-            + " FROM information_schema.tables WHERE table_schema = DATABASE()"
-            + listing.restriction("table_name")
-        )
-        binary = f"CAST({column} AS BINARY)"
+    name, kind, tables = listing.dialect.listed_tables()
+    source = (
+        f"SELECT DISTINCT {listing.name_sql(name)} AS {column}"
+        + (f", {kind} AS `Table_type`" if full else "")
+        + f" {tables}"
+        + listing.restriction(name)
+    )
+    binary = listing.dialect.binary_order(column)
     selected = column if shown == column else f"{column} AS {shown}"
     return (
         f"SELECT {selected}{', `Table_type`' if full else ''} FROM ({source}) AS ddm_tables"
@@ -157,7 +144,7 @@ def compile_show_tables(ctx: RouteContext, tree: exp.Show, text: str, style: str
     units = {}
     for ds in config.data_sources:
         listing = _Listing(config, ds)
-        units[ds] = (listing.empty, from_generated(_unit_sql(config, ds, listing, full, shown, where), style))
+        units[ds] = (listing.empty, from_generated(_unit_sql(config, listing, full, shown, where), style))
     listed = tuple(ds for ds, (empty, _) in units.items() if not empty) or (ctx.first_source(),)
     templates = {ds: template for ds, (_, template) in units.items()}
     return ShowTablesStatement(ctx, templates, listed, 2 if full else 1)
