@@ -16,6 +16,7 @@ import yaml
 
 from ddm_core.errors import ConfigError
 from ddm_core.metadata.build import READ_WRITE_FIELDS
+from ddm_core.metadata.limits import PROXY_LIMIT_FIELDS
 from ddm_core.metadata.model import (
     DataNode,
     DataSource,
@@ -32,7 +33,6 @@ from ddm_core.metadata.model import (
     XaSettings,
     thaw,
 )
-from ddm_core.metadata.native import PROXY_LIMIT_FIELDS
 from ddm_core.metadata.yaml_tags import Tagged
 
 __all__ = ["to_native", "dump_native"]

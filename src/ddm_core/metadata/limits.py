@@ -39,6 +39,7 @@ __all__ = [
     "IntRange",
     "RANGES",
     "KEY_GENERATOR_RANGES",
+    "PROXY_LIMIT_FIELDS",
     "show_int",
     "shown_names",
     "too_many",
@@ -210,6 +211,16 @@ RANGES: Mapping[str, IntRange] = {
         10, _DAY_MS, _RW.breaker_probe_ms, unit="ms", note="first wait before a probe; at most breakerResetMs"
     ),
 }
+
+#: The ``proxy:`` section's connection limits (docs/proxy.md#security-model): attribute → field. Their
+#: ranges are ``RANGES["proxy.<field>"]``; the reader (``native/proxy.py``) and the writer (``dump.py``)
+#: both go through this list.
+PROXY_LIMIT_FIELDS: Mapping[str, str] = {
+    "max_connections": "maxConnections", "max_user_connections": "maxUserConnections",
+    "connect_timeout_ms": "connectTimeoutMs", "back_log": "backLog", "max_allowed_packet": "maxAllowedPacket",
+    "max_connect_errors": "maxConnectErrors", "host_block_ms": "hostBlockMs",
+    "failed_logins_before_delay": "failedLoginsBeforeDelay", "failed_login_delay_max_ms": "failedLoginDelayMaxMs",
+}  # fmt: skip
 
 #: Key generator prop → range (ddm-core's ``keyGenerator`` fields ``workerId``,
 #: ``geneBits``... are these props). GENE ids also need

@@ -1,4 +1,5 @@
-"""ddm-core's own YAML format → :class:`ShardingConfig` (docs/configuration.md#own-format).
+"""The tables of ddm-core's own format: sharded tables, their algorithms and key generators, binding
+groups, broadcast and single tables (docs/configuration.md#own-format).
 
 The short form of a logic table::
 
@@ -20,8 +21,7 @@ Every part can be spelled out instead: ``dataNodes`` (inline expressions),
 ``databaseStrategy`` / ``tableStrategy`` (``kind``, ``columns``,
 ``algorithm``, ``props``), named ``algorithms`` and ``keyGenerators`` — which
 is how :func:`ddm_core.metadata.dump.to_native` writes any configuration, a
-converted ShardingSphere one included. Field names match loosely
-(``tablePerShard`` = ``table_per_shard`` = ``table-per-shard``).
+converted ShardingSphere one included.
 """
 
 from __future__ import annotations
@@ -32,50 +32,32 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ddm_core.metadata.build import POOL_RANGES, Context, pool_settings, read_write_settings
+from ddm_core.metadata.build import Context
 from ddm_core.metadata.fields import Section, canon
-from ddm_core.metadata.limits import (
-    MAX_DATA_SOURCES,
-    MAX_LOGIC_TABLES,
-    MAX_SHARDS,
-    MAX_TABLE_NODES,
-    RANGES,
-    shown_names,
-    too_many,
-)
+from ddm_core.metadata.limits import MAX_LOGIC_TABLES, MAX_SHARDS, MAX_TABLE_NODES, RANGES, shown_names, too_many
 from ddm_core.metadata.model import (
     NO_SHARDING,
     AlgorithmSpec,
-    BindingGroup,
     DataNode,
-    DataSource,
-    Endpoint,
     KeyGeneration,
-    MetadataCenter,
-    PoolSettings,
-    ReadWriteSettings,
-    RuntimeSettings,
     ShardedTable,
     SingleTable,
     Strategy,
     StrategyKind,
-    MASK_KINDS,
-    MaskRule,
-    ProxySettings,
-    ProxyTls,
-    ProxyUser,
-    PROXY_PRIVILEGES,
-    CLIENT_CERT_MODES,
-    XaSettings,
     freeze,
 )
-from ddm_core.metadata.cert_subject import parse_subject
-from ddm_core.metadata.cutover import read_cutover
-from ddm_core.metadata.migration import read_migration
 from ddm_core.metadata.nodes import expand_names, expand_nodes, name_problem
 from ddm_core.metadata.problems import join_path
 
-__all__ = ["read_native", "DEFAULT_SLOT_COUNT"]
+__all__ = [
+    "DEFAULT_SLOT_COUNT",
+    "BindingGroups",
+    "read_algorithms",
+    "read_binding_groups",
+    "read_tables",
+    "read_broadcast",
+    "read_singles",
+]
 
 DEFAULT_SLOT_COUNT = 1024
 _MOD_FAMILY = frozenset({"MOD", "HASH_MOD", "SALTED_MOD"})
@@ -87,40 +69,8 @@ _BIND_INHERITS = (
 _BIND_INHERITS_CANON = frozenset(canon(n) for n in _BIND_INHERITS)
 
 
-def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
-    """Read a native document; returns the keyword arguments of :class:`ShardingConfig`.
-
-    Problems go to ``ctx.problems``; the result may be partial when there are some.
-    """
-    top = Section(doc, "", ctx.problems, loose=True)
-    top.mark("format", "version")
-    name = top.str("name")
-    # the application settings may be wrapped in `ddm:` or sit at the top (not both)
-    ddm = top.section("ddm")
-    app_name = _one_of(ddm, top, "appName", ctx).str("appName")
-    metadata = _metadata(_one_of(ddm, top, "metadata", ctx).section("metadata"))
-    pool_sec = ddm.section("datasource").section("pool") if ddm.has("datasource") else top.section("pool")
-    if ddm.has("datasource") and top.has("pool"):
-        ctx.problems.add(top.field_path("pool"), "pool is also given under ddm.datasource.pool", None)
-    default_pool = _pool(pool_sec, PoolSettings())
-    route_owner = top
-    if ddm.has("route"):
-        route_owner = ddm
-        if top.has("runtime", "route"):
-            ctx.problems.add(
-                top.field_path("runtime", "route"), "runtime settings are also given under ddm.route", None
-            )
-    runtime = _runtime(route_owner.section("runtime", "route"), app_name)
-    if ddm.has("datasource"):
-        ds_wrapper = ddm.section("datasource")
-        ds_wrapper.mark("pool")
-        ds_wrapper.finish()
-    ddm.finish()
-    # data source names are the user's keys: matched exactly, unlike field names
-    ds_section = Section(top.get("dataSources"), top.field_path("dataSources"), ctx.problems)
-    default_rw = read_write_settings(top.section("readWrite"), ReadWriteSettings())  # docs/readwrite.md
-    data_sources = _data_sources(ds_section, default_pool, ctx, default_rw)
-
+def read_algorithms(top: Section, ctx: Context) -> None:
+    """The named ``algorithms`` and ``keyGenerators`` (into ``ctx``, where tables look them up)."""
     for alg_name, spec in top.mapping("algorithms").items():
         path = join_path(top.field_path("algorithms"), str(alg_name))
         sec = Section(spec, path, ctx.problems, loose=True)
@@ -132,183 +82,11 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
         ctx.key_generator(str(gen_name), sec.get("type"), sec.get("props"), path)
         sec.finish()
 
-    # explicit binding groups first; `bindTo:` then joins or starts groups
-    groups = _BindingGroups()
-    bpath = top.field_path("bindingTables", "bindingGroups")
-    for i, item in enumerate(top.list("bindingTables", "bindingGroups")):
-        groups.add(_name_list(item, join_path(bpath, i), ctx))
-        ctx.paths.binding_groups.append(join_path(bpath, i))
-    tables = _tables(top, ctx, groups)
-
-    broadcast: list[str] = []
-    broadcast_seen: set[str] = set()
-    for t in _name_list(top.get("broadcastTables"), top.field_path("broadcastTables"), ctx):
-        if t.lower() in broadcast_seen:
-            ctx.problems.add(top.field_path("broadcastTables"), f"broadcast table {t!r} is listed twice", t)
-            continue
-        broadcast.append(t)
-        broadcast_seen.add(t.lower())
-        ctx.paths.broadcast[t] = top.field_path("broadcastTables")
-    singles, patterns = _singles(top, ctx)
-
-    default_ds = top.str("defaultDataSource")
-    ctx.paths.default_data_source = top.field_path("defaultDataSource")
-    props = freeze(dict(top.mapping("props")))
-    xa = _xa(top.section("xa"))
-    proxy = _proxy(top.section("proxy"), ctx)
-    # the block of a version published during a migration (metadata/migration.py); attached by parse_config
-    migration = read_migration(top.section("migration"), ctx) if top.has("migration") else None
-    # likewise a gray cut-over's block (metadata/cutover.py); its legacy entry reads as a dataSources entry
-    cutover = None
-    if top.has("cutover"):
-        cutover = read_cutover(
-            top.section("cutover"), ctx,
-            lambda ds_name, spec, path: data_source_entry(ds_name, spec, path, default_pool, ctx, default_rw),
-        )  # fmt: skip
-    top.finish()
-    return dict(
-        data_sources=data_sources,
-        tables=tables,
-        binding_groups=tuple(BindingGroup(tuple(g)) for g in groups.groups),
-        broadcast_tables=tuple(broadcast),
-        single_tables=singles,
-        single_patterns=tuple(patterns),
-        default_data_source=default_ds,
-        runtime=runtime,
-        xa=xa,
-        proxy=proxy,
-        metadata=metadata,
-        name=name,
-        props=props,
-        migration=migration,
-        cutover=cutover,
-    )
-
-
-# -- data sources ------------------------------------------------------------------------
-
-
-_POOL_FIELDS = (
-    ("max_size", ("maxSize", "maximumPoolSize")),
-    ("min_idle", ("minIdle", "minimumIdle")),
-    ("acquire_timeout_ms", ("acquireTimeoutMs", "connectionTimeoutMs", "connectionTimeout")),
-    ("idle_timeout_ms", ("idleTimeoutMs", "idleTimeout")),
-    ("max_lifetime_ms", ("maxLifetimeMs", "maxLifetime")),
-)
-
-
-def _pool(sec: Section, base: PoolSettings) -> PoolSettings:
-    values = {}
-    for field_name, aliases in _POOL_FIELDS:
-        value = sec.int(*aliases, bounds=POOL_RANGES[field_name])
-        if value is not None:
-            values[field_name] = value
-    sec.finish()
-    pool = pool_settings(values, base)
-    if pool.min_idle > pool.max_size:
-        sec.problems.add(sec.path, f"minIdle {pool.min_idle} exceeds maxSize {pool.max_size}", pool.min_idle)
-    return pool
-
-
-def _data_sources(
-    sec: Section, default_pool: PoolSettings, ctx: Context, default_rw: ReadWriteSettings = ReadWriteSettings()
-) -> dict[str, DataSource]:
-    out: dict[str, DataSource] = {}
-    if not sec.data:
-        ctx.problems.add(sec.path, "at least one data source is required", None)
-    if too_many(len(sec.data), MAX_DATA_SOURCES, "data sources", sec.path, ctx.problems):
-        sec.mark(*map(str, sec.data))
-        return out
-    for ds_name, spec in sec.data.items():
-        name = str(ds_name)
-        path = join_path(sec.path, name)
-        ctx.paths.data_sources[name] = path
-        sec.mark(name)
-        why = name_problem(name, "data source name")
-        if why is not None:
-            ctx.problems.add(path, why, name)
-            ctx.failed_data_sources.add(name)
-            continue
-        built = data_source_entry(name, spec, path, default_pool, ctx, default_rw)
-        if built is not None:
-            out[name] = built
-        else:
-            ctx.failed_data_sources.add(name)
-    return out
-
-
-def data_source_entry(
-    name: str, spec: Any, path: str, default_pool: PoolSettings, ctx: Context,
-    default_rw: ReadWriteSettings = ReadWriteSettings(),
-) -> DataSource | None:
-    """One ``dataSources`` entry (a URL or a mapping) read at ``path``; ``None`` when it has problems.
-
-    Also what reads a cut-over's ``legacy`` data source (metadata/cutover.py).
-    """
-    if isinstance(spec, str):
-        spec = {"url": spec}
-    ds = Section(spec, path, ctx.problems, loose=True)
-    primary = _endpoint(ds, ds.str("primaryName", default=name), ctx, weight_default=1)
-    replicas: list[Endpoint] = []
-    rpath = ds.field_path("replicas")
-    for i, rspec in enumerate(ds.list("replicas")):
-        if isinstance(rspec, str):
-            rspec = {"url": rspec}
-        rsec = Section(rspec, join_path(rpath, i), ctx.problems, loose=True)
-        rname = rsec.str("name") or f"{name}.replica[{i}]"
-        rep = _endpoint(rsec, rname, ctx, weight_default=1, inherit=primary)
-        rsec.finish()
-        if rep is not None:
-            replicas.append(rep)
-    pool = _pool(ds.section("pool"), default_pool)
-    balancer = (ds.str("loadBalancer") or "weight").lower().replace("-", "_")
-    if balancer not in ("weight", "round_robin", "random"):
-        ctx.problems.add(
-            ds.field_path("loadBalancer"),
-            f"must be weight, round_robin or random, not {balancer!r}",
-            balancer,
-        )
-    tx_reads = (ds.str("transactionalReads") or "primary").lower()
-    if tx_reads not in ("primary", "fixed", "dynamic"):
-        ctx.problems.add(
-            ds.field_path("transactionalReads"),
-            f"must be primary, fixed or dynamic, not {tx_reads!r}",
-            tx_reads,
-        )
-    read_write = read_write_settings(ds.section("readWrite"), default_rw)
-    ds.finish()
-    if primary is None:
-        return None
-    return DataSource(name, primary, tuple(replicas), pool, balancer, tx_reads, read_write)
-
-
-def _endpoint(
-    sec: Section, name: str, ctx: Context, *, weight_default: int, inherit: Endpoint | None = None
-) -> Endpoint | None:
-    username = ctx.text(sec.get("username", "user"), sec.field_path("username", "user"))
-    password = ctx.secret(
-        sec.get("password"), sec.get("passwordEnv"), sec.field_path("password"), sec.field_path("passwordEnv")
-    )
-    if inherit is not None:  # a replica without its own credentials uses the primary's (`null`: none)
-        username = username if sec.has("username", "user") else inherit.username
-        password = password if sec.has("password", "passwordEnv") else inherit.password
-    weight = sec.int("weight", default=weight_default, bounds=RANGES["weight"])
-    props = sec.mapping("props")
-    return ctx.endpoint(
-        name,
-        sec.get("url", "jdbcUrl"),
-        sec.field_path("url", "jdbcUrl"),
-        username=username,
-        password=password,
-        weight=weight,
-        props=props,
-    )
-
 
 # -- tables ----------------------------------------------------------------------------------
 
 
-class _BindingGroups:
+class BindingGroups:
     """Binding groups as they are read: explicit ones first, then ``bindTo:`` joining or starting one."""
 
     def __init__(self) -> None:
@@ -336,7 +114,18 @@ class _BindingGroups:
         return False
 
 
-def _tables(top: Section, ctx: Context, groups: _BindingGroups) -> dict[str, ShardedTable]:
+def read_binding_groups(top: Section, ctx: Context) -> BindingGroups:
+    """The explicit binding groups (``bindingTables``); ``bindTo:`` on the tables then joins or starts more."""
+    groups = BindingGroups()
+    bpath = top.field_path("bindingTables", "bindingGroups")
+    for i, item in enumerate(top.list("bindingTables", "bindingGroups")):
+        groups.add(_name_list(item, join_path(bpath, i), ctx))
+        ctx.paths.binding_groups.append(join_path(bpath, i))
+    return groups
+
+
+def read_tables(top: Section, ctx: Context, groups: BindingGroups) -> dict[str, ShardedTable]:
+    """``tables`` (a list, or a mapping by logic table), each in the short or the spelled-out form."""
     raw = top.get("tables")
     tpath = top.field_path("tables")
     entries: list[tuple[str, Any]] = []
@@ -379,7 +168,7 @@ def _tables(top: Section, ctx: Context, groups: _BindingGroups) -> dict[str, Sha
 
 
 def _with_binding(
-    item: Any, path: str, by_name: dict[str, tuple[str, Any]], ctx: Context, groups: _BindingGroups
+    item: Any, path: str, by_name: dict[str, tuple[str, Any]], ctx: Context, groups: BindingGroups
 ) -> Any:
     """Apply ``bindTo: other``: copy the other table's sharding fields not given here."""
     if not isinstance(item, Mapping):
@@ -840,7 +629,7 @@ def _key_generation(sec: Section, logic: str, ctx: Context, slot_bits: int | Non
     return KeyGeneration(column, spec) if column and spec else None
 
 
-# -- other tables, runtime ----------------------------------------------------------------------
+# -- broadcast and single tables -------------------------------------------------------------
 
 
 def _name_list(value: Any, path: str, ctx: Context) -> list[str]:
@@ -857,7 +646,22 @@ def _name_list(value: Any, path: str, ctx: Context) -> list[str]:
     return []
 
 
-def _singles(top: Section, ctx: Context) -> tuple[dict[str, SingleTable], list[str]]:
+def read_broadcast(top: Section, ctx: Context) -> list[str]:
+    """``broadcastTables``, each once."""
+    broadcast: list[str] = []
+    broadcast_seen: set[str] = set()
+    for t in _name_list(top.get("broadcastTables"), top.field_path("broadcastTables"), ctx):
+        if t.lower() in broadcast_seen:
+            ctx.problems.add(top.field_path("broadcastTables"), f"broadcast table {t!r} is listed twice", t)
+            continue
+        broadcast.append(t)
+        broadcast_seen.add(t.lower())
+        ctx.paths.broadcast[t] = top.field_path("broadcastTables")
+    return broadcast
+
+
+def read_singles(top: Section, ctx: Context) -> tuple[dict[str, SingleTable], list[str]]:
+    """``singleTables`` (``ds.table`` entries or a table → data source mapping) and their ``*`` patterns."""
     raw = top.get("singleTables")
     path = top.field_path("singleTables")
     singles: dict[str, SingleTable] = {}
@@ -887,246 +691,3 @@ def _singles(top: Section, ctx: Context) -> tuple[dict[str, SingleTable], list[s
             singles[table] = SingleTable(table, ds)
             ctx.paths.single[table] = ipath
     return singles, patterns
-
-
-def _one_of(ddm: Section, top: Section, field_name: str, ctx: Context) -> Section:
-    """The section holding ``field_name``: ``ddm:`` or the top level (both is a problem)."""
-    if ddm.has(field_name):
-        if top.has(field_name):
-            ctx.problems.add(top.field_path(field_name), f"{field_name} is also given under ddm", None)
-        return ddm
-    return top
-
-
-def _metadata(sec: Section) -> MetadataCenter:
-    center = MetadataCenter(
-        server=sec.str("server"),
-        namespace=sec.str("namespace"),
-        failover_snapshot=sec.str("failoverSnapshot"),
-    )
-    sec.finish()
-    return center
-
-
-def _xa(sec: Section) -> XaSettings:
-    """The ``xa:`` section (docs/xa.md); cross-checks are in ``validate.py``."""
-    d = XaSettings()
-    settings = XaSettings(
-        log_data_source=sec.str("logDataSource"),
-        timeout_ms=sec.int("timeoutMs", default=d.timeout_ms, bounds=RANGES["xa.timeoutMs"]),
-        abandon_after_ms=sec.int("abandonAfterMs", default=d.abandon_after_ms, bounds=RANGES["xa.abandonAfterMs"]),
-        max_concurrent=sec.int("maxConcurrent", default=d.max_concurrent, bounds=RANGES["xa.maxConcurrent"]),
-        recover_on_start=sec.bool("recoverOnStart", default=d.recover_on_start),
-    )
-    sec.finish()
-    return settings
-
-
-#: ``*`` and 40 hex digits: what ``SELECT PASSWORD('...')`` shows for ``mysql_native_password``.
-_NATIVE_HASH = re.compile(r"\*[0-9A-Fa-f]{40}")
-#: 64 hex digits: SHA256(SHA256(password)), what ``caching_sha2_password`` verifies a scramble against.
-_SHA2_HASH = re.compile(r"[0-9A-Fa-f]{64}")
-
-
-def _proxy(sec: Section, ctx: Context) -> ProxySettings:
-    """The ``proxy:`` section (docs/proxy.md): users with their password hashes, limits."""
-    d = ProxySettings()
-    users: list[ProxyUser] = []
-    seen: set[str] = set()
-    upath = sec.field_path("users")
-    tls = _proxy_tls(sec.section("tls")) if sec.has("tls") else None
-    for i, item in enumerate(sec.list("users")):
-        user = _proxy_user(Section(item, join_path(upath, i), ctx.problems), ctx)
-        if user is None:
-            continue
-        no_certificates = tls.client_cert == "none" if tls is not None else not sec.has("tls")  # (a bad tls: named)
-        if user.require_cert_subject is not None and no_certificates:
-            # No certificate is ever asked for: the user could never log in.
-            ctx.problems.add(join_path(join_path(upath, i), "requireCertSubject"), f"proxy user {user.name!r} "
-                             "requires a client certificate, but proxy.tls.clientCert is not optional or required",
-                             user.require_cert_subject)  # fmt: skip
-            continue
-        if user.name in seen:
-            ctx.problems.add(join_path(upath, i), f"proxy user {user.name!r} is listed twice", user.name)
-            continue
-        seen.add(user.name)
-        users.append(user)
-    limits: dict[str, int] = {}
-    lpath = sec.field_path("tableRateLimits")
-    for table, value in sec.mapping("tableRateLimits").items():
-        bounds = RANGES["proxy.tableRateLimits"]
-        problem = bounds.problem(value) if isinstance(value, int) and not isinstance(value, bool) else (
-            f"must be {bounds.describe()}, not {value!r}")  # fmt: skip
-        if problem is not None:
-            ctx.problems.add(join_path(lpath, str(table)), problem, value)
-            continue
-        limits[str(table)] = value
-    masks: list[MaskRule] = []
-    mpath = sec.field_path("masks")
-    for i, item in enumerate(sec.list("masks")):
-        rule = Section(item, join_path(mpath, i), ctx.problems)
-        column, kind, table = rule.str("column", required=True), rule.str("mask", required=True), rule.str("table")
-        rule.finish()
-        if column is None or kind is None:
-            continue
-        if kind not in MASK_KINDS:
-            ctx.problems.add(join_path(join_path(mpath, i), "mask"), f"must be one of {', '.join(MASK_KINDS)}, not {kind!r}", kind)
-            continue
-        masks.append(MaskRule(column=column, mask=kind, table=table))
-    settings = ProxySettings(
-        users=tuple(users),
-        table_rate_limits=freeze(limits),
-        masks=tuple(masks),
-        slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, bounds=RANGES["proxy.slowSqlMs"]),
-        audit_log=sec.str("auditLog"),
-        audit_all=sec.bool("auditAll", default=d.audit_all),
-        workers=sec.int("workers", default=d.workers, bounds=RANGES["proxy.workers"]),
-        batch_rows=sec.int("batchRows", default=d.batch_rows, bounds=RANGES["proxy.batchRows"]),
-        shutdown_grace_ms=sec.int(
-            "shutdownGraceMs", default=d.shutdown_grace_ms, bounds=RANGES["proxy.shutdownGraceMs"]
-        ),
-        inline_statements=sec.bool("inlineStatements", default=d.inline_statements),
-        tls=tls,
-        transaction_mode=_proxy_transaction_mode(sec, d.transaction_mode),
-        **_proxy_limits(sec, d),
-    )
-    _check_audit(sec, settings)
-    sec.finish()
-    return settings
-
-
-#: The ``proxy:`` section's connection limits (docs/proxy.md#security-model): attribute → field.
-PROXY_LIMIT_FIELDS = {
-    "max_connections": "maxConnections", "max_user_connections": "maxUserConnections",
-    "connect_timeout_ms": "connectTimeoutMs", "back_log": "backLog", "max_allowed_packet": "maxAllowedPacket",
-    "max_connect_errors": "maxConnectErrors", "host_block_ms": "hostBlockMs",
-    "failed_logins_before_delay": "failedLoginsBeforeDelay", "failed_login_delay_max_ms": "failedLoginDelayMaxMs",
-}  # fmt: skip
-
-
-def _proxy_limits(sec: Section, d: ProxySettings) -> dict[str, Any]:
-    return {attr: sec.int(name, default=getattr(d, attr), bounds=RANGES[f"proxy.{name}"])
-            for attr, name in PROXY_LIMIT_FIELDS.items()}  # fmt: skip
-
-
-def _check_audit(sec: Section, settings: ProxySettings) -> None:
-    """``auditLog`` with ``slowSqlMs: 0`` (off) would audit nothing; ``auditAll`` without ``auditLog`` has no file."""
-    if settings.audit_log is not None and settings.slow_sql_ms == 0 and not settings.audit_all:
-        sec.problems.add(sec.field_path("slowSqlMs"), "is 0, which turns the audit log off (as runtime.slowSqlMs: "
-                         "0 turns the slow-SQL log off), yet auditLog is set; write auditAll: true to audit every "
-                         "statement (what slowSqlMs: 0 meant here before), or remove auditLog", 0)  # fmt: skip
-    if settings.audit_all and settings.audit_log is None:
-        sec.problems.add(sec.field_path("auditAll"), "needs auditLog, the file every statement is written to", True)
-
-
-def _proxy_transaction_mode(sec: Section, default: str) -> str:
-    """``proxy.transactionMode``: ``local`` or ``xa`` (the proxy's own field; docs/proxy.md#xa-transactions)."""
-    mode = sec.str("transactionMode", default=default)
-    if not isinstance(mode, str) or mode.lower() not in ("local", "xa"):
-        sec.problems.add(sec.field_path("transactionMode"), f"must be local or xa, not {mode!r}", mode)
-        return default
-    return mode.lower()
-
-
-def _proxy_user(user: Section, ctx: Context) -> ProxyUser | None:
-    """One ``proxy.users`` entry: a name and at least one of ``passwordHash`` / ``sha2Hash``.
-
-    A malformed hash is named with its user and field but never echoed: it may be a
-    password pasted by mistake.
-    """
-    name = user.str("name", required=True)
-    native = user.str("passwordHash")
-    sha2 = user.str("sha2Hash")
-    rate_limit = user.int("rateLimit", default=0, bounds=RANGES["proxy.users.rateLimit"])
-    unmask = user.bool("unmask", default=False)
-    subject = user.str("requireCertSubject")
-    allow = _proxy_allow(user)
-    user.finish()
-    if name is None or allow is None:
-        return None
-    ok = True
-    if subject is not None:
-        try:
-            parse_subject(subject)
-        except ValueError as exc:
-            ctx.problems.add(user.field_path("requireCertSubject"), f"proxy user {name!r}: requireCertSubject "
-                             f"{subject!r} is not a certificate subject like 'CN=app,O=Acme': {exc}",
-                             subject)  # fmt: skip
-            ok = False
-    if native is None and sha2 is None:
-        ctx.problems.add(user.path, f"proxy user {name!r} has no password hash: give passwordHash "
-                         "(mysql_native_password) or sha2Hash (caching_sha2_password), or both", None)  # fmt: skip
-        ok = False
-    if native is not None and not _NATIVE_HASH.fullmatch(native):
-        ctx.problems.add(user.field_path("passwordHash"), f"proxy user {name!r}: passwordHash must be a "
-                         "mysql_native_password hash, '*' and 40 hex digits (SELECT PASSWORD('...'))",
-                         None)  # fmt: skip
-        ok = False
-    if sha2 is not None and not _SHA2_HASH.fullmatch(sha2):
-        # MySQL's own caching_sha2_password authentication_string ($A$005$...) is a salted,
-        # iterated crypt: no scramble can be checked against it.
-        mysql_form = " (MySQL's $A$... authentication_string cannot be used)" if sha2.startswith("$A$") else ""
-        ctx.problems.add(user.field_path("sha2Hash"), f"proxy user {name!r}: sha2Hash must be 64 hex digits, "
-                         f"SHA256(SHA256(password)){mysql_form}; docs/proxy.md#users-and-passwords", None)  # fmt: skip
-        ok = False
-    if not ok:
-        return None
-    return ProxyUser(name=name, password_hash=native.upper() if native is not None else None, rate_limit=rate_limit,
-                     unmask=unmask, sha2_hash=sha2.lower() if sha2 is not None else None,
-                     require_cert_subject=subject, allow=allow)  # fmt: skip
-
-
-def _proxy_allow(user: Section) -> tuple[str, ...] | None:
-    """``proxy.users[].allow``: privileges from ``PROXY_PRIVILEGES`` (docs/proxy.md#privileges); ``None``: refused."""
-    allowed: set[str] = set()
-    for value in user.list("allow"):
-        name = value.strip().lower() if isinstance(value, str) else value
-        if name not in PROXY_PRIVILEGES:
-            user.problems.add(user.field_path("allow"), f"must list privileges among {', '.join(PROXY_PRIVILEGES)}, "
-                              f"not {value!r}", value)  # fmt: skip
-            return None
-        allowed.add(name)
-    return tuple(sorted(allowed))
-
-
-def _proxy_tls(sec: Section) -> ProxyTls | None:
-    """``proxy.tls``: the certificate and key files (read when the proxy starts), whether TLS is required,
-    and client certificates: the CA that signs them and whether one is asked for (``clientCert``; given
-    ``clientCa`` alone, ``optional``)."""
-    cert, key = sec.str("cert", required=True), sec.str("key", required=True)
-    required = sec.bool("required", default=False)
-    client_ca = sec.str("clientCa")
-    client_cert = sec.str("clientCert", default="optional" if client_ca is not None else "none")
-    sec.finish()
-    ok = True
-    if not isinstance(client_cert, str) or client_cert.lower() not in CLIENT_CERT_MODES:
-        sec.problems.add(sec.field_path("clientCert"), f"must be one of {', '.join(CLIENT_CERT_MODES)}, "
-                         f"not {client_cert!r}", client_cert)  # fmt: skip
-        ok = False
-    elif client_cert.lower() != "none" and client_ca is None:
-        sec.problems.add(sec.field_path("clientCa"), f"is required with clientCert: {client_cert.lower()} "
-                         "(the CA bundle that signs client certificates)", None)  # fmt: skip
-        ok = False
-    if cert is None or key is None or not ok:
-        return None
-    return ProxyTls(cert=cert, key=key, required=required, client_ca=client_ca, client_cert=client_cert.lower())
-
-
-def _runtime(sec: Section, app_name: str | None) -> RuntimeSettings:
-    d = RuntimeSettings()
-    settings = RuntimeSettings(
-        allow_full_route=sec.bool("allowFullRoute", default=d.allow_full_route),
-        allow_dml_full_route=sec.bool("allowDmlFullRoute", default=d.allow_dml_full_route),
-        full_route_threshold=sec.int(
-            "fullRouteThreshold", default=d.full_route_threshold, bounds=RANGES["runtime.fullRouteThreshold"]
-        ),
-        max_offset=sec.int("maxOffset", default=d.max_offset, bounds=RANGES["runtime.maxOffset"]),
-        slow_sql_ms=sec.int("slowSqlMs", default=d.slow_sql_ms, bounds=RANGES["runtime.slowSqlMs"]),
-        sql_comment=sec.bool("sqlComment", default=d.sql_comment),
-        app_name=sec.str("appName", default=app_name),
-        merge_memory_warn_mb=sec.int(
-            "mergeMemoryWarnMb", default=d.merge_memory_warn_mb, bounds=RANGES["runtime.mergeMemoryWarnMb"]
-        ),
-    )
-    sec.finish()
-    return settings
