@@ -26,7 +26,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -39,9 +39,7 @@ from ddm_core.metadata.limits import (
     show_int,
 )
 from ddm_core.metadata.problems import Problems, join_path
-
-if TYPE_CHECKING:
-    from ddm_core.metadata.yaml_tags import Tagged
+from ddm_core.metadata.tagged import Tagged
 
 __all__ = [
     "Refused",
@@ -342,9 +340,8 @@ class EventGuard:
 class _ObjectWalk:
     """State of one :func:`check_object` walk."""
 
-    def __init__(self, problems: Problems, tagged: type[Tagged]) -> None:
+    def __init__(self, problems: Problems) -> None:
         self.problems = problems
-        self.tagged = tagged
         self.values = 0
         self.chars = 0
         self.sizes: dict[int, int] = {}  # id of a finished container → its size, for shared objects
@@ -381,7 +378,7 @@ class _ObjectWalk:
             )
 
     def walk(self, value: Any, path: str, depth: int) -> None:
-        if isinstance(value, self.tagged):
+        if isinstance(value, Tagged):
             value = value.value
         if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
             self.scalar(value, path)
@@ -420,6 +417,4 @@ def check_object(doc: Any, problems: Problems) -> None:
     Raises:
         Refused: a bound that makes further reading unsafe was exceeded (recorded).
     """
-    from ddm_core.metadata.yaml_tags import Tagged  # yaml_tags imports this module
-
-    _ObjectWalk(problems, Tagged).walk(doc, "", 0)
+    _ObjectWalk(problems).walk(doc, "", 0)

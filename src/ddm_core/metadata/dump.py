@@ -33,7 +33,7 @@ from ddm_core.metadata.model import (
     XaSettings,
     thaw,
 )
-from ddm_core.metadata.yaml_tags import Tagged
+from ddm_core.metadata.tagged import Tagged
 
 __all__ = ["to_native", "dump_native"]
 

@@ -16,11 +16,12 @@ checking a file stays a matter of milliseconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ddm_core._fast.id_layout import DEFAULT_EPOCH_MS
+from ddm_core.metadata.int_range import MAX_INT_DIGITS, IntRange, show_int
 from ddm_core.metadata.model import PoolSettings, ProxySettings, ReadWriteSettings, RuntimeSettings, XaSettings
+from ddm_core.metadata.urls import PORTS
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -55,8 +56,8 @@ MAX_DEPTH = 64
 MAX_ALIASES = 1_000
 #: Most values (scalars, mappings and lists) once every alias is expanded.
 MAX_VALUES = 100_000
-#: Most digits of an integer (a signed 64-bit integer has 19).
-MAX_INT_DIGITS = 30
+# MAX_INT_DIGITS, the most digits of an integer, is defined with IntRange (int_range.py), which shows
+# a longer refused value by its length.
 
 # -- what a configuration builds -------------------------------------------------------------
 
@@ -78,40 +79,6 @@ MAX_NAMES_SHOWN = 8
 #: in ShardingSphere (each algorithm narrows its own props further).
 PROP_INT_MIN = -(1 << 63)
 PROP_INT_MAX = (1 << 63) - 1
-
-
-@dataclass(frozen=True, slots=True)
-class IntRange:
-    """The accepted values of one numeric field.
-
-    Attributes:
-        low, high: Inclusive bounds.
-        default: The value used when the field is absent (``None``: derived,
-            see ``note``).
-        off: ``0`` is accepted too and switches the feature off.
-        unit: ``"ms"`` or ``""``.
-        note: Why these bounds (one short sentence, for the documentation).
-    """
-
-    low: int
-    high: int
-    default: int | None
-    off: bool = False
-    unit: str = ""
-    note: str = ""
-
-    def accepts(self, value: int) -> bool:
-        """Whether ``value`` is in the range (or is the ``off`` value 0)."""
-        return (self.off and value == 0) or self.low <= value <= self.high
-
-    def describe(self) -> str:
-        """``"an integer from 1 to 1000"`` / ``"0 (off) or an integer from 1000 to 86400000"``."""
-        span = f"an integer from {self.low} to {self.high}"
-        return f"0 (off) or {span}" if self.off else span
-
-    def problem(self, value: int) -> str | None:
-        """``None`` when ``value`` is accepted, else the message naming the range and the value."""
-        return None if self.accepts(value) else f"must be {self.describe()}, not {show_int(value)}"
 
 
 _POOL = PoolSettings()
@@ -156,7 +123,7 @@ RANGES: Mapping[str, IntRange] = {
     "runtime.slowSqlMs": IntRange(1, 3_600_000, _RUNTIME.slow_sql_ms, off=True, unit="ms", note=_SLOW_SQL_NOTE),
     "runtime.mergeMemoryWarnMb": IntRange(1, 1_048_576, _RUNTIME.merge_memory_warn_mb,
                                           note="megabytes; at most 1 TiB"),  # fmt: skip
-    "url.port": IntRange(1, 65_535, None, note="a TCP port; the backend's default when the URL gives none"),
+    "url.port": PORTS,
     "xa.timeoutMs": IntRange(100, 3_600_000, _XA.timeout_ms, unit="ms", note="at most one hour of held locks"),
     "xa.abandonAfterMs": IntRange(
         1_000, _DAY_MS, _XA.abandon_after_ms, unit="ms", note="at most one day; must exceed xa.timeoutMs"
@@ -238,14 +205,6 @@ KEY_GENERATOR_RANGES: Mapping[str, IntRange] = {
         0, 60_000, 10, unit="ms", note="ShardingSphere SNOWFLAKE spelling of max-backward-ms"
     ),
 }
-
-
-def show_int(value: int) -> str:
-    """``value`` as text, or ``"a number of N digits"`` when it is too long to be useful (or printable)."""
-    if -(10**MAX_INT_DIGITS) < value < 10**MAX_INT_DIGITS:
-        return str(value)
-    digits = int(abs(value).bit_length() * 0.30103) + 1  # str() refuses past 4300 digits
-    return f"a number of about {digits} digits"
 
 
 def shown_names(names: Iterable[str], limit: int = MAX_NAMES_SHOWN) -> str:

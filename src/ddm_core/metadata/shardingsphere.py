@@ -62,7 +62,7 @@ from ddm_core.metadata.model import (
 )
 from ddm_core.metadata.nodes import expand_names, expand_nodes, name_problem
 from ddm_core.metadata.problems import join_path
-from ddm_core.metadata.yaml_tags import Tagged
+from ddm_core.metadata.tagged import Tagged
 
 __all__ = ["read_shardingsphere", "SUPPORTED_RULES"]
 

@@ -27,11 +27,15 @@ from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urls
 
 from ddm_core import dialects
 from ddm_core.errors import ConfigError
+from ddm_core.metadata.int_range import IntRange
 
-__all__ = ["Secret", "ParsedUrl", "parse_url", "format_url", "ENV_REF", "substitute_env", "DIALECTS"]
+__all__ = ["Secret", "ParsedUrl", "parse_url", "format_url", "ENV_REF", "substitute_env", "DIALECTS", "PORTS"]
 
 #: ``${ENV:NAME}`` (``env`` in any case) — an environment-variable reference.
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}", re.IGNORECASE)
+
+#: The ports a URL may name (``url.port`` in :data:`ddm_core.metadata.limits.RANGES`).
+PORTS = IntRange(1, 65_535, None, note="a TCP port; the backend's default when the URL gives none")
 
 #: Backend names a URL can give (its scheme → :func:`ddm_core.dialects.find_dialect`).
 DIALECTS = dialects.KINDS
@@ -172,15 +176,13 @@ def parse_url(text: str, *, base_dir: Path | None = None) -> ParsedUrl:
 
 
 def _port(parts: SplitResult, text: str, default: int | None) -> int | None:
-    from ddm_core.metadata.limits import RANGES  # limits reads the model, which imports this module
-
     try:
         port = parts.port
     except ValueError as exc:
         raise ConfigError(f"database URL {text!r} has an invalid port: {exc}", value=text) from exc
     if port is None:
         return default
-    why = RANGES["url.port"].problem(port)
+    why = PORTS.problem(port)
     if why is not None:
         raise ConfigError(f"database URL {text!r} has an invalid port: it {why}", value=text)
     return port

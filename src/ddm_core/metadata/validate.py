@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
+from ddm_core.algorithms.inline_expr import compile_expression
 from ddm_core.errors import ConfigError
 from ddm_core.metadata.build import Context
 from ddm_core.metadata.limits import shown_names
@@ -190,8 +191,6 @@ def _expression(spec: AlgorithmSpec) -> Any:
     text = spec.props.get("algorithm-expression")
     if spec.type not in _INLINE_TYPES or not isinstance(text, str):
         return None
-    from ddm_core.algorithms.inline_expr import compile_expression
-
     try:
         return compile_expression(text)
     except ConfigError:

@@ -28,7 +28,6 @@ both are guarded alike.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -43,29 +42,9 @@ from ddm_core.metadata.bounds import (
 )
 from ddm_core.metadata.limits import MAX_DEPTH
 from ddm_core.metadata.problems import Problems, join_path
+from ddm_core.metadata.tagged import Tagged
 
 __all__ = ["Tagged", "TaggedLoader", "LOADERS", "DEFAULT_LOADER", "parse_yaml"]
-
-
-@dataclass(frozen=True, slots=True)
-class Tagged:
-    """A YAML value carrying a non-standard tag.
-
-    Attributes:
-        tag: The tag as written: ``"!SHARDING"``, or ``"!!org.apache...Foo"`` for
-            a class tag.
-        value: The plain value under the tag (mapping, list, scalar or ``None``).
-        line: 1-based line of the tag in the source (for messages; not part of equality).
-    """
-
-    tag: str
-    value: Any
-    line: int = field(default=0, compare=False)
-
-    @property
-    def name(self) -> str:
-        """The tag without its leading ``!``/``!!`` (``"SHARDING"``)."""
-        return self.tag.lstrip("!")
 
 
 class NodeError(Exception):
