@@ -16,7 +16,7 @@ import sys
 import time
 
 from ddm_core.errors import WorkerLeaseLostError
-from ddm_core.ids import lease_worker_id
+from ddm_core import lease_worker_id
 
 
 def main() -> int:

@@ -18,7 +18,8 @@ from typing import Iterator
 import pytest
 from services import fresh_mariadb_databases, mariadb_rows
 
-from ddm_core import ids
+import ddm_core
+from ddm_core import WorkerLease, idlease, ids, lease_worker_id
 from ddm_core.errors import (
     ClockMovedBackwardsError,
     ConfigError,
@@ -74,11 +75,21 @@ def _env() -> dict[str, str]:
 # -- in one process ------------------------------------------------------------------------------------
 
 
+def test_leases_are_exported_by_idlease_and_the_package_not_by_ids() -> None:
+    """A lease needs the executor, which sits above the id generators' face: ``ids`` does not reach up for it."""
+    assert ddm_core.lease_worker_id is idlease.lease_worker_id is lease_worker_id
+    assert ddm_core.WorkerLease is idlease.WorkerLease is WorkerLease
+    assert {"lease_worker_id", "WorkerLease"} <= set(ddm_core.__all__) & set(idlease.__all__)
+    assert not hasattr(ids, "lease_worker_id") and not hasattr(ids, "WorkerLease")
+    assert not {"lease_worker_id", "WorkerLease"} & set(ids.__all__)
+
+
+
 def test_lowest_free_id_is_taken_and_released(url: str, namespace: str, database: str) -> None:
-    a = ids.lease_worker_id(url, namespace=namespace, heartbeat=False)
-    b = ids.lease_worker_id(url, namespace=namespace, heartbeat=False)
+    a = lease_worker_id(url, namespace=namespace, heartbeat=False)
+    b = lease_worker_id(url, namespace=namespace, heartbeat=False)
     assert (a.worker_id, b.worker_id) == (0, 1)
-    assert isinstance(a, ids.WorkerLease) and a.phase is Phase.HELD
+    assert isinstance(a, WorkerLease) and a.phase is Phase.HELD
     gen = a.snowflake()
     issued = [gen.next_id() for _ in range(5)]
     assert {gen.decode(i).worker_id for i in issued} == {0}
@@ -89,7 +100,7 @@ def test_lowest_free_id_is_taken_and_released(url: str, namespace: str, database
                  (namespace,)) == [("released", newest)]
     with pytest.raises(WorkerLeaseError, match="released"):
         gen.next_id()
-    c = ids.lease_worker_id(url, namespace=namespace, heartbeat=False)
+    c = lease_worker_id(url, namespace=namespace, heartbeat=False)
     assert c.worker_id == 0, "the released id is the lowest free one again"
     assert c.previous_last_ms == newest
     later = c.snowflake().next_id()
@@ -99,21 +110,21 @@ def test_lowest_free_id_is_taken_and_released(url: str, namespace: str, database
 
 
 def test_no_free_id_fails_start_up(url: str, namespace: str) -> None:
-    held = [ids.lease_worker_id(url, namespace=namespace, max_workers=2, heartbeat=False) for _ in range(2)]
+    held = [lease_worker_id(url, namespace=namespace, max_workers=2, heartbeat=False) for _ in range(2)]
     with pytest.raises(NoFreeWorkerIdError) as info:
-        ids.lease_worker_id(url, namespace=namespace, max_workers=2)
+        lease_worker_id(url, namespace=namespace, max_workers=2)
     assert namespace in str(info.value) and "0 to 1" in str(info.value)
     assert info.value.namespace == namespace
     for lease in held:
         lease.release()
-    with ids.lease_worker_id(url, namespace=namespace, max_workers=2, heartbeat=False) as again:
+    with lease_worker_id(url, namespace=namespace, max_workers=2, heartbeat=False) as again:
         assert again.worker_id == 0
 
 
 def test_lease_through_an_executor(database: str, namespace: str) -> None:
     config = {"dataSources": {"ds_0": f"mysql://root@127.0.0.1:3306/{database}"}, "pool": {"maxSize": 2, "minIdle": 0}}
     with Executor(config, load_schema=False) as ex:
-        with ids.lease_worker_id(ex, namespace=namespace, heartbeat=False) as lease:
+        with lease_worker_id(ex, namespace=namespace, heartbeat=False) as lease:
             gene = lease.gene_generator(8, worker_bits=4)
             oid = gene.next_id(12345)
             assert gene.decode(oid).worker_id == lease.worker_id == 0
@@ -123,7 +134,7 @@ def test_lease_through_an_executor(database: str, namespace: str) -> None:
         # Leased inside a transaction that rolls back, the lease still stands: it never joins the caller's.
         tx = ex.transaction()
         with tx:
-            inside = ids.lease_worker_id(ex, namespace=namespace, heartbeat=False)
+            inside = lease_worker_id(ex, namespace=namespace, heartbeat=False)
             assert tx.data_sources == ()
             tx.rollback()
         assert inside.renew() is True
@@ -133,13 +144,13 @@ def test_lease_through_an_executor(database: str, namespace: str) -> None:
 
 
 def test_a_stolen_lease_fails_renewal_and_stops_the_generator(url: str, namespace: str, database: str) -> None:
-    a = ids.lease_worker_id(url, namespace=namespace, heartbeat=False)
+    a = lease_worker_id(url, namespace=namespace, heartbeat=False)
     gen = a.snowflake()
     gen.next_id()
     # Behind its back, the lease expires by the database's clock and another process takes the id.
     _rows(database, f"UPDATE {LEASE_TABLE} SET expires_at = NOW(6) - INTERVAL 1 SECOND WHERE namespace = %s",
           (namespace,))
-    b = ids.lease_worker_id(url, namespace=namespace, heartbeat=False)
+    b = lease_worker_id(url, namespace=namespace, heartbeat=False)
     assert b.worker_id == a.worker_id == 0
     assert a.renew() is False
     assert a.phase is Phase.LOST
@@ -155,18 +166,18 @@ def test_a_stolen_lease_fails_renewal_and_stops_the_generator(url: str, namespac
 
 
 def test_clock_back_across_a_restart_is_detected(url: str, namespace: str) -> None:
-    first = ids.lease_worker_id(url, namespace=namespace, heartbeat=False, clock=StepClock(T0))
+    first = lease_worker_id(url, namespace=namespace, heartbeat=False, clock=StepClock(T0))
     gen = first.snowflake()
     newest = max(gen.decode(gen.next_id()).timestamp_ms for _ in range(10))
     assert first.renew()  # a renewal stores the newest issued timestamp
     first.release()
     # The next process's clock is 50 ms behind that: refused, and the id is not left held.
     with pytest.raises(ClockMovedBackwardsError) as info:
-        ids.lease_worker_id(url, namespace=namespace, heartbeat=False, clock=StepClock(newest - 50))
+        lease_worker_id(url, namespace=namespace, heartbeat=False, clock=StepClock(newest - 50))
     assert info.value.backward_ms == 50
     # 3 ms behind is within max_backward_ms (5): waited out, ids start after the newest.
     clock = StepClock(newest - 3)
-    second = ids.lease_worker_id(url, namespace=namespace, heartbeat=False, clock=clock)
+    second = lease_worker_id(url, namespace=namespace, heartbeat=False, clock=clock)
     assert second.worker_id == 0 and second.previous_last_ms == newest
     stamp = second.snowflake().decode(second.snowflake().next_id()).timestamp_ms
     assert stamp > newest
@@ -174,7 +185,7 @@ def test_clock_back_across_a_restart_is_detected(url: str, namespace: str) -> No
 
 
 def test_expired_holder_leaves_its_newest_timestamp(url: str, namespace: str, database: str) -> None:
-    crashed = ids.lease_worker_id(url, namespace=namespace, heartbeat=False, ttl=1, clock=StepClock(T0))
+    crashed = lease_worker_id(url, namespace=namespace, heartbeat=False, ttl=1, clock=StepClock(T0))
     gen = crashed.snowflake()
     newest = max(gen.decode(gen.next_id()).timestamp_ms for _ in range(3))
     assert crashed.renew()
@@ -182,7 +193,7 @@ def test_expired_holder_leaves_its_newest_timestamp(url: str, namespace: str, da
     deadline = time.monotonic() + HANG_GUARD_S
     while True:
         try:
-            heir = ids.lease_worker_id(url, namespace=namespace, max_workers=1, heartbeat=False,
+            heir = lease_worker_id(url, namespace=namespace, max_workers=1, heartbeat=False,
                                        clock=StepClock(newest + 1))
             break
         except NoFreeWorkerIdError:
@@ -197,11 +208,11 @@ def test_argument_checks(url: str) -> None:
     for kwargs in ({"namespace": ""}, {"namespace": "x" * 65}, {"max_workers": 0}, {"ttl": 0.5}, {"ttl": True},
                    {"max_backward_ms": -1}):
         with pytest.raises(ConfigError):
-            ids.lease_worker_id(url, **kwargs)
+            lease_worker_id(url, **kwargs)
     config = {"dataSources": {"ds_0": "sqlite:///:memory:"}}
     with Executor(config, load_schema=False) as ex:
         with pytest.raises(WorkerLeaseError, match="MySQL or MariaDB"):
-            ids.lease_worker_id(ex)
+            lease_worker_id(ex)
 
 
 # -- processes -------------------------------------------------------------------------------------------
@@ -225,14 +236,14 @@ def test_16_processes_starting_at_once_get_16_distinct_ids(url: str, namespace: 
             got.append(int(line.split()[1]))
         assert sorted(got) == list(range(16)), got
         with pytest.raises(NoFreeWorkerIdError):
-            ids.lease_worker_id(url, namespace=namespace, max_workers=16)
+            lease_worker_id(url, namespace=namespace, max_workers=16)
     finally:
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.close()  # each releases its lease and exits
         codes = [proc.wait(HANG_GUARD_S) for proc in procs]
     assert codes == [0] * 16
-    with ids.lease_worker_id(url, namespace=namespace, max_workers=16, heartbeat=False) as lease:
+    with lease_worker_id(url, namespace=namespace, max_workers=16, heartbeat=False) as lease:
         assert lease.worker_id == 0, "every holder released on exit"
 
 
@@ -250,7 +261,7 @@ def test_a_paused_holder_loses_its_lease_and_stops_issuing(url: str, namespace: 
         deadline = time.monotonic() + HANG_GUARD_S
         while True:
             try:
-                heir = ids.lease_worker_id(url, namespace=namespace, max_workers=1, heartbeat=False)
+                heir = lease_worker_id(url, namespace=namespace, max_workers=1, heartbeat=False)
                 break
             except NoFreeWorkerIdError:
                 if time.monotonic() > deadline:

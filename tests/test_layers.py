@@ -53,8 +53,6 @@ ALLOWED: dict[str, set[str]] = {
     # The MySQL-protocol proxy (docs/proxy.md): a session is an executor transaction or autocommit.
     "proxy": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text"},
 }
-# ids re-exports lease_worker_id from idlease lazily (module __getattr__): importing ids loads no executor.
-ALLOWED["ids"] = ALLOWED["ids"] | {"idlease"}
 # The access layer (dbapi, cli, ddl, hinting, the package __init__) may import anything below it.
 ACCESS = {"dbapi", "cli", "ddl", "hinting", "__init__"}
 

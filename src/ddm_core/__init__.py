@@ -16,6 +16,7 @@ from ddm_core.merge import heap_merge
 from ddm_core.metadata import ConfigHolder, ShardingConfig, load_config
 from ddm_core.route import RoutePlan, Router, hint
 from ddm_core.execute import Executor, PoolStats, Result, Transaction
+from ddm_core.idlease import WorkerLease, lease_worker_id
 from ddm_core import xa as _xa  # noqa: F401 - registers transaction_mode="xa" (docs/xa.md)
 from ddm_core.dbapi import connect
 from ddm_core.hinting import shard_database
@@ -34,6 +35,8 @@ __all__ = [
     "SlotMap",
     "Snowflake",
     "GeneIdGenerator",
+    "lease_worker_id",
+    "WorkerLease",
     "heap_merge",
     "load_config",
     "ShardingConfig",

@@ -24,8 +24,10 @@ from ddm_core import (
     ShardingConfig,
     SlotMap,
     Snowflake,
+    WorkerLease,
     connect,
     heap_merge,
+    lease_worker_id,
     load_config,
     slot_of,
     slots_of,
@@ -76,6 +78,15 @@ def check_ids() -> None:
     assert_type(gene_of(123456789, 10), int)
     Snowflake("1")  # type: ignore[arg-type]
     Snowflake(1, 1000)  # type: ignore[call-arg]  # epoch_ms is keyword-only
+
+
+def check_worker_leases(executor: Executor) -> None:
+    lease = lease_worker_id(executor, namespace="orders", heartbeat=False)
+    assert_type(lease, WorkerLease)
+    assert_type(lease.worker_id, int)
+    assert_type(lease.snowflake(), Snowflake)
+    assert_type(lease.gene_generator(10), GeneIdGenerator)
+    lease_worker_id(executor, namespace=7)  # type: ignore[arg-type]
 
 
 def check_heap_merge() -> None:

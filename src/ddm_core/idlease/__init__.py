@@ -1,8 +1,8 @@
 """Worker ids for the snowflake and gene id generators, leased from a database table instead of configured.
 
-``ids.lease_worker_id(executor_or_url, namespace=...)`` takes the lowest free id,
-renews it by heartbeat and makes its generators stop when it cannot be renewed
-in time (docs/worker-leases.md).
+``lease_worker_id(executor_or_url, namespace=...)`` (also ``ddm_core.lease_worker_id``)
+takes the lowest free id, renews it by heartbeat and makes its generators stop
+when it cannot be renewed in time (docs/worker-leases.md).
 """
 
 from ddm_core.idlease.lease import Phase, WorkerLease, lease_worker_id
