@@ -32,6 +32,7 @@ from ddm_core.dialects import (
     dialect_of_error,
     find_dialect,
     input_dialect,
+    titles,
 )
 from ddm_core.errors import ConfigError, DataSourceUnavailableError, DuplicateKeyError, UnsupportedSQLError
 from ddm_core.execute.driver_errors import map_driver_error
@@ -447,3 +448,109 @@ def test_postgresql_errors_are_classified(postgres: tuple[Any, str]) -> None:
 def test_errors_of_other_modules_belong_to_no_dialect() -> None:
     assert dialect_of_error(ValueError("x")) is None
     assert dialect_of_error(OSError(111, "refused")) is None
+
+
+# -- server features ----------------------------------------------------------------------------
+
+#: What each feature's callers run, as one probe: a backend claims the feature iff the probe runs there.
+#: ``{table}`` is a one-column table of the backend's connection.
+FEATURE_PROBES: dict[str, str] = {
+    "runs_mysql_sql": "SELECT NOW(6) + INTERVAL 5 MICROSECOND, UTC_TIMESTAMP(6), GREATEST(1, 2)",
+    "supports_xa": "XA RECOVER",
+    "reports_replication": "SHOW SLAVE STATUS",
+    "has_binlog": "SELECT @@log_bin",
+    "locks_rows": "SELECT x FROM {table} FOR UPDATE",
+    "deletes_with_limit": "DELETE FROM {table} WHERE x < 0 LIMIT 1",
+    "supports_skip_locked": "SELECT x FROM {table} FOR UPDATE SKIP LOCKED",
+    "has_crc32c": "SELECT CRC32C('a')",
+}
+#: A feature a backend may have without claiming it: SQLite runs DELETE ... LIMIT only when built with
+#: SQLITE_ENABLE_UPDATE_DELETE_LIMIT, so ddm-core does not rely on it.
+BUILD_DEPENDENT = {("sqlite", "deletes_with_limit")}
+
+
+def _claims(dialect: Dialect, feature: str, version: str) -> bool:
+    answer = getattr(dialect, feature)
+    return bool(answer(version) if callable(answer) else answer)
+
+
+def _runs(execute: Any, sql: str) -> bool:
+    try:
+        execute(sql)
+    except Exception:  # each driver's own error class: the backend refused the statement
+        return False
+    return True
+
+
+def _check_features(dialect: Dialect, execute: Any, table: str, version: str) -> None:
+    for feature, probe in FEATURE_PROBES.items():
+        claimed, runs = _claims(dialect, feature, version), _runs(execute, probe.format(table=table))
+        if (dialect.name, feature) in BUILD_DEPENDENT:
+            assert not claimed, feature
+        else:
+            assert claimed == runs, f"{dialect.name} {version}: {feature} is {claimed}, {probe!r} runs: {runs}"
+
+
+@pytest.mark.parametrize("kind", ["mysql", "mariadb"])
+def test_mysql_family_features_are_the_servers(mariadb: Any, kind: str) -> None:
+    """A mysql:// URL may reach MariaDB: both dialects answer from the server's VERSION()."""
+    from ddm_core.execute.collations import _prepared_collations
+
+    def execute(sql: str) -> None:
+        with mariadb.cursor() as cur:
+            cur.execute(sql)
+            cur.fetchall()
+
+    execute("CREATE TABLE t_probe (x INT PRIMARY KEY) ENGINE=InnoDB")
+    with mariadb.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        version = str(cur.fetchone()[0])
+    _check_features(dialect_for(kind), execute, "t_probe", version)
+    assert dialect_for(kind).describes_prepared_columns
+    assert len(_prepared_collations(mariadb, "SELECT x, 'a' FROM t_probe")) == 2
+
+
+def test_sqlite_features_are_the_engines(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "a.db")
+    try:
+        db.execute("CREATE TABLE t_probe (x INT PRIMARY KEY)")
+        _check_features(SQLITE, lambda sql: db.execute(sql).fetchall(), "t_probe", sqlite3.sqlite_version)
+        assert not SQLITE.describes_prepared_columns  # no MySQL protocol to prepare on
+    finally:
+        db.close()
+
+
+def test_postgresql_features_are_the_servers(postgres: tuple[Any, str]) -> None:
+    conn, prefix = postgres
+    table = f"{prefix}_probe"
+    conn.execute(f"CREATE TABLE {table} (x INT PRIMARY KEY)")
+    version = str(conn.execute("SELECT version()").fetchone()[0])
+    _check_features(POSTGRESQL, lambda sql: conn.execute(sql).fetchall(), table, version)
+    assert not POSTGRESQL.describes_prepared_columns
+
+
+@pytest.mark.parametrize(
+    ("version", "skip_locked", "crc32c"),
+    [
+        ("8.0.36", True, False),
+        ("8.0.0", False, False),
+        ("5.7.44-log", False, False),
+        ("10.5.9-MariaDB", False, False),
+        ("10.6.0-MariaDB-1:10.6.0+maria~focal", True, False),
+        ("10.7.8-MariaDB", True, False),
+        ("10.8.1-MariaDB-log", True, True),
+        ("11.4.2-MariaDB", True, True),
+        ("not a release", False, False),
+        (None, False, False),
+    ],
+)
+def test_mysql_family_features_follow_the_release(version: str | None, skip_locked: bool, crc32c: bool) -> None:
+    for dialect in (MYSQL, MARIADB):
+        assert dialect.supports_skip_locked(version) is skip_locked
+        assert dialect.has_crc32c(version or "") is crc32c
+
+
+def test_messages_name_the_backends_with_a_feature() -> None:
+    assert titles(lambda d: d.supports_xa) == "MySQL or MariaDB"
+    assert titles(lambda d: not d.locks_rows) == "SQLite"
+    assert titles(lambda d: d.writes_ddl, "and") == "MySQL, MariaDB and SQLite"

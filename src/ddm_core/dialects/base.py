@@ -14,6 +14,11 @@ testing backend names. The questions, grouped by who asks:
   database see the same data, the statement that cancels a running query.
 * **Errors** (driver error mapping): which driver codes mean a duplicate key
   or a lost connection.
+* **Server features** (the features built on them): XA, row locks and
+  ``SKIP LOCKED``, ``DELETE ... LIMIT``, MySQL's own SQL, a binary log,
+  replication status, result columns described by a prepare, ``CRC32C()``.
+  Each names what the caller relies on, so a new backend answers feature by
+  feature, and messages list the backends that have one (:func:`titles`).
 
 Result-typing defaults are MySQL's: ddm-core speaks MySQL and returns what
 MySQL would have returned, so a backend overrides them only where its own
@@ -74,6 +79,28 @@ class Dialect(ABC):
     decimal_max_scale: ClassVar[int] = 30
     #: Most parameters one statement may bind (``None``: no limit that matters).
     max_statement_params: ClassVar[int | None] = None
+
+    # -- server features: what the features built on a backend rely on --------------------
+
+    #: Statements written in MySQL's own SQL run unchanged (``NOW(6)``, ``UTC_TIMESTAMP(6)``,
+    #: ``+ INTERVAL n MICROSECOND``, ``GREATEST``, ``REPLACE INTO``, ``ENGINE=``): the tables
+    #: ddm-core keeps on a server for itself (worker-id leases) are written that way.
+    runs_mysql_sql: ClassVar[bool] = False
+    #: MySQL's XA statements (``XA START`` ... ``XA COMMIT``, ``XA RECOVER``): XA transactions
+    #: and their recovery (docs/xa.md).
+    supports_xa: ClassVar[bool] = False
+    #: A replica reports its replication (``SHOW SLAVE STATUS``, ``@@server_id``,
+    #: ``@@gtid_slave_pos``): the lag monitor of read/write splitting checks it (docs/readwrite.md).
+    reports_replication: ClassVar[bool] = False
+    #: A row-based binary log a replication client reads: a migration's catch-up (docs/migration.md).
+    has_binlog: ClassVar[bool] = False
+    #: ``COM_STMT_PREPARE`` answers a statement's result columns (types, collations) without
+    #: running it: the proxy's described statements and the merge's column collations.
+    describes_prepared_columns: ClassVar[bool] = False
+    #: ``SELECT ... FOR UPDATE`` locks the rows it reads (SQLite: one writer per file, no clause).
+    locks_rows: ClassVar[bool] = True
+    #: Every build runs ``DELETE ... LIMIT n`` (SQLite's only when compiled with it: not relied on).
+    deletes_with_limit: ClassVar[bool] = False
 
     # -- SQL text -----------------------------------------------------------------------
 
@@ -187,6 +214,19 @@ class Dialect(ABC):
         ``None``: the driver cancels through its own API instead.
         """
         return None
+
+    # -- server features that depend on the release ------------------------------------
+
+    def supports_skip_locked(self, version: str | None) -> bool:
+        """Does a server reporting ``VERSION()`` = ``version`` have ``FOR UPDATE SKIP LOCKED``?
+
+        ``None`` or a text naming no release: no (``FOR UPDATE`` is always safe).
+        """
+        return False
+
+    def has_crc32c(self, version: str) -> bool:
+        """Does a server reporting ``VERSION()`` = ``version`` have the SQL function ``CRC32C()``?"""
+        return False
 
     # -- errors ---------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ configurations, URLs and messages keep its own name.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from ddm_core.dialects.base import Dialect
@@ -21,6 +22,23 @@ DISCONNECT_CODES = frozenset({1053, 1927, 2002, 2003, 2006, 2013, 2055})
 ENDS_CONNECTION_CODES = frozenset({1153, 1158, 1159, 1160, 1161})
 #: ER_DUP_ENTRY.
 DUPLICATE_KEY = 1062
+#: First releases with ``FOR UPDATE SKIP LOCKED``: MariaDB 10.6, MySQL 8.0.1.
+SKIP_LOCKED_SINCE = {"MariaDB": (10, 6, 0), "MySQL": (8, 0, 1)}
+#: First MariaDB release with ``CRC32C()`` (MySQL has none).
+CRC32C_SINCE = (10, 8, 0)
+_RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+def server_release(version: str | None) -> tuple[str, tuple[int, ...]] | None:
+    """``("MariaDB", (10, 11, 6))`` for ``VERSION()`` = ``"10.11.6-MariaDB-log"``; ``None``: no release in it.
+
+    The server, not the configured backend name, decides: a ``mysql://`` URL may reach MariaDB.
+    """
+    found = _RELEASE.search(version or "")
+    if found is None:
+        return None
+    flavor = "MariaDB" if "mariadb" in (version or "").lower() else "MySQL"
+    return flavor, tuple(int(part) for part in found.groups())
 
 
 class MySQL(Dialect):
@@ -35,6 +53,12 @@ class MySQL(Dialect):
     error_modules = ("pymysql",)
     paramstyle = "format"
     writes_ddl = True
+    runs_mysql_sql = True
+    supports_xa = True
+    reports_replication = True
+    has_binlog = True
+    describes_prepared_columns = True
+    deletes_with_limit = True
 
     def ddl_statements(self, sql: str) -> list[str]:
         """The routed statement unchanged: the template's text arrives byte for byte."""
@@ -59,6 +83,14 @@ class MySQL(Dialect):
 
     def cancel_statement(self, connection_id: int) -> str | None:
         return f"KILL QUERY {int(connection_id)}"
+
+    def supports_skip_locked(self, version: str | None) -> bool:
+        release = server_release(version)
+        return release is not None and release[1] >= SKIP_LOCKED_SINCE[release[0]]
+
+    def has_crc32c(self, version: str) -> bool:
+        release = server_release(version)
+        return release is not None and release[0] == "MariaDB" and release[1] >= CRC32C_SINCE
 
     def is_duplicate_key(self, exc: BaseException, code: Any) -> bool:
         return bool(code == DUPLICATE_KEY)

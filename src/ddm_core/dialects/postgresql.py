@@ -33,6 +33,10 @@ class PostgreSQL(Dialect):
     #: The wire protocol counts bind parameters in 16 bits.
     max_statement_params = 65535
 
+    def supports_skip_locked(self, version: str | None) -> bool:
+        """Every release ddm-core's driver (psycopg 3) connects to has it (since 9.5)."""
+        return True
+
     def index_name(self, table: str, index: str) -> str:
         """Index names are per schema: prefixed with the physical table."""
         return f"{table}_{index}"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ddm_core.dialects.base import Dialect
 from ddm_core.dialects.mysql import MariaDB, MySQL
 from ddm_core.dialects.postgresql import PostgreSQL
 from ddm_core.dialects.sqlite import SQLite
 from ddm_core.errors import ConfigError
 
-__all__ = ["DIALECTS", "KINDS", "dialect_for", "find_dialect", "dialect_of_error", "ddl_kinds"]
+__all__ = ["DIALECTS", "KINDS", "dialect_for", "find_dialect", "dialect_of_error", "ddl_kinds", "titles"]
 
 #: One instance per backend, in the order messages list them. A new backend is one
 #: module defining its Dialect subclass, plus its instance here.
@@ -72,3 +74,12 @@ def ddl_kinds() -> tuple[str, ...]:
         if d.writes_ddl:
             seen.setdefault(d.sqlglot_name, d.name)
     return tuple(seen.values())
+
+
+def titles(has: Callable[[Dialect], bool], last: str = "or") -> str:
+    """The backends with a feature as messages name them: ``titles(lambda d: d.supports_xa)`` is ``"MySQL or MariaDB"``.
+
+    A new backend that has the feature joins every message naming the ones that do.
+    """
+    names = [d.title for d in DIALECTS if has(d)]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"

@@ -32,6 +32,8 @@ class SQLite(Dialect):
     writes_ddl = True
     #: SQLite's ``sum()`` of integers is an integer.
     sum_of_integers_is_decimal = False
+    #: One writer per database file: nothing to lock row by row, ``FOR UPDATE`` is a syntax error.
+    locks_rows = False
     #: ``SQLITE_MAX_VARIABLE_NUMBER`` of the builds Python ships (999 before SQLite 3.32).
     max_statement_params = 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
 

@@ -45,7 +45,6 @@ TEXT_TYPES = frozenset({15, 245, 247, 248, 249, 250, 251, 252, 253, 254})
 _COM_STMT_PREPARE = 0x16
 _COM_STMT_CLOSE = 0x19
 _PREPARE_OK = struct.Struct("<xIHH")  # status, statement id, columns, parameters
-_MYSQL = ("mysql", "mariadb")
 
 
 class ResultCollations:
@@ -84,8 +83,8 @@ class ResultCollations:
         if not text:
             return None
         pool = pool_of(data_source)
-        if pool.driver.dialect.name not in _MYSQL:
-            return None  # SQLite and PostgreSQL results compare as Python does (binary order)
+        if not pool.driver.dialect.describes_prepared_columns:
+            return None  # no collation to be had (SQLite, PostgreSQL): compared as Python does (binary order)
         ids = self._ids(data_source, sql, pool, deadline)
         if len(ids) != width:
             raise MergeError(

@@ -31,6 +31,7 @@ import time
 import uuid
 from typing import Any, Callable
 
+from ddm_core.dialects import dialect_for, titles
 from ddm_core.errors import (
     ClockMovedBackwardsError,
     ConfigError,
@@ -41,8 +42,8 @@ from ddm_core.errors import (
 )
 from ddm_core.execute.executor import Executor
 from ddm_core.execute.result import Result
-from ddm_core.ids import GeneIdGenerator, Snowflake
 from ddm_core.idlease import table
+from ddm_core.ids import GeneIdGenerator, Snowflake
 from ddm_core.route.sql_hint import on_data_source
 
 __all__ = ["lease_worker_id", "WorkerLease", "Phase"]
@@ -321,7 +322,8 @@ def lease_worker_id(
         NoFreeWorkerIdError: every id of the namespace is held by a live lease.
         ClockMovedBackwardsError: this clock is more than ``max_backward_ms`` behind
             the newest id the previous holder of the id issued.
-        WorkerLeaseError: the lease table cannot be used (not a MySQL / MariaDB data source).
+        WorkerLeaseError: the lease table cannot be used (its statements are MySQL's own SQL:
+            :attr:`~ddm_core.dialects.Dialect.runs_mysql_sql`).
     """
     if not isinstance(namespace, str) or not 1 <= len(namespace) <= 64:
         raise ConfigError(f"lease namespace must be a str of 1 to 64 characters, not {namespace!r}", field="namespace")
@@ -332,10 +334,12 @@ def lease_worker_id(
     executor = _executor_for(target) if isinstance(target, str) else target
     try:
         ds = data_source or executor.config.default_data_source or next(iter(executor.config.data_sources))
-        dialect = executor.config.data_sources[ds].primary.dialect if ds in executor.config.data_sources else None
-        if dialect not in ("mysql", "mariadb"):
+        source = executor.config.data_sources.get(ds)
+        dialect = source.primary.dialect if source is not None else None
+        if dialect is None or not dialect_for(dialect).runs_mysql_sql:
             raise WorkerLeaseError(
-                f"worker-id leases need a MySQL or MariaDB data source; {ds!r} is {dialect or 'not configured'}",
+                f"worker-id leases need a {titles(lambda d: d.runs_mysql_sql)} data source; "
+                f"{ds!r} is {dialect or 'not configured'}",
                 namespace=namespace,
                 data_source=ds,
             )

@@ -41,7 +41,6 @@ import contextlib
 import datetime as _dt
 from concurrent.futures import ThreadPoolExecutor
 import random
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Iterator, Literal, Protocol, Sequence
@@ -418,10 +417,7 @@ def row_hash_sql(conns: Connections, data_source: str, shape: RowShape) -> str:
 def has_crc32c(conns: Connections, data_source: str) -> bool:
     """Does the server of ``data_source`` have ``CRC32C()`` (MariaDB 10.8 and later)?"""
     version = str(conns.query(data_source, "SELECT VERSION()")[0][0])
-    m = re.match(r"(\d+)\.(\d+)", version)
-    if m is None or "mariadb" not in version.lower():
-        return False
-    return (int(m.group(1)), int(m.group(2))) >= (10, 8)
+    return conns.dialect(data_source).has_crc32c(version)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,10 +20,7 @@ from ddm_core.execute.drivers import driver_for
 from ddm_core.metadata.model import Endpoint, ShardingConfig
 from ddm_core.metadata.sources.table import DEFAULT_TABLE, TableSource
 
-__all__ = ["Connections", "connector", "config_table_source", "MIGRATABLE_DIALECTS"]
-
-#: Backends a migration can read and write.
-MIGRATABLE_DIALECTS = ("mysql", "mariadb")
+__all__ = ["Connections", "connector", "config_table_source"]
 
 DEFAULT_CONNECT_TIMEOUT = 5.0
 
@@ -36,9 +33,10 @@ def _endpoint(config: ShardingConfig, data_source: str) -> Endpoint:
             data_source=data_source,
         )
     ep = ds.primary
-    if dialects.dialect_for(ep.dialect).name not in MIGRATABLE_DIALECTS:
+    if not dialects.dialect_for(ep.dialect).has_binlog:  # the catch-up replays the binary log
         raise MigrationError(
-            f"data source {data_source!r} is {ep.dialect}; migrations run on MySQL and MariaDB data sources only",
+            f"data source {data_source!r} is {ep.dialect}; migrations run on "
+            f"{dialects.titles(lambda d: d.has_binlog, 'and')} data sources only",
             data_source=data_source,
         )
     return ep

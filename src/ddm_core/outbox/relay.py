@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ddm_core.dialects import Dialect, dialect_for
 from ddm_core.errors import OutboxError
 from ddm_core.execute.executor import Executor
 from ddm_core.outbox.locking import lock_clause
@@ -51,12 +52,12 @@ _FAILED = (
     f"UPDATE {MESSAGE_TABLE} SET attempts = %s, state = %s, next_attempt_ms = %s, last_error = %s "
     "WHERE seq = %s AND state = 'pending'"
 )
-_PURGE = {
-    "mysql": f"DELETE FROM {MESSAGE_TABLE} WHERE state = 'sent' AND sent_ms < %s LIMIT %s",
-    # SQLite has no DELETE ... LIMIT (unless compiled with it); MySQL has no LIMIT in an IN subquery.
-    "sqlite": f"DELETE FROM {MESSAGE_TABLE} WHERE seq IN (SELECT seq FROM {MESSAGE_TABLE} "
-    "WHERE state = 'sent' AND sent_ms < %s LIMIT %s)",
-}
+_PURGE_WITH_LIMIT = f"DELETE FROM {MESSAGE_TABLE} WHERE state = 'sent' AND sent_ms < %s LIMIT %s"
+# Without DELETE ... LIMIT (Dialect.deletes_with_limit); MySQL has no LIMIT in an IN subquery.
+_PURGE_BY_SUBQUERY = (
+    f"DELETE FROM {MESSAGE_TABLE} WHERE seq IN (SELECT seq FROM {MESSAGE_TABLE} "
+    "WHERE state = 'sent' AND sent_ms < %s LIMIT %s)"
+)
 _PURGE_ROUNDS = 10  # purge statements per data source per purge: delivery is never held up for long
 _ERROR_TEXT = 1000  # VARCHAR(1000) last_error
 
@@ -195,8 +196,7 @@ class Relay:
         batch = self.settings.purge_batch
         total = 0
         for ds in self.data_sources:
-            kind = "sqlite" if self._dialect(ds) == "sqlite" else "mysql"
-            sql = on_data_source(ds, _PURGE[kind])
+            sql = on_data_source(ds, _PURGE_WITH_LIMIT if self._dialect(ds).deletes_with_limit else _PURGE_BY_SUBQUERY)
             for _ in range(_PURGE_ROUNDS):
                 with self.executor.execute(sql, (cutoff, batch)) as result:
                     deleted = max(result.rowcount, 0)
@@ -246,20 +246,20 @@ class Relay:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    def _dialect(self, ds: str) -> str:
-        return self.executor.config.data_sources[ds].primary.dialect
+    def _dialect(self, ds: str) -> Dialect:
+        return dialect_for(self.executor.config.data_sources[ds].primary.dialect)
 
     def _lock_clause(self, ds: str) -> str:
         clause = self._locks.get(ds)
         if clause is None:
             dialect = self._dialect(ds)
             version = None
-            if dialect != "sqlite":
+            if dialect.locks_rows:  # the release decides whether SKIP LOCKED is there
                 with self.executor.execute(on_data_source(ds, "SELECT VERSION()")) as result:
                     row = result.fetchone()
                 version = None if row is None else str(row[0])
-            clause = self._locks[ds] = lock_clause(dialect, version)
-            log.info("relay on %s (%s): claims with%s", ds, version or dialect, clause or " no lock clause")
+            clause = self._locks[ds] = lock_clause(dialect.name, version)
+            log.info("relay on %s (%s): claims with%s", ds, version or dialect.name, clause or " no lock clause")
         return clause
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ publisher's clock (``created_ms``) and the relay's clock (``next_attempt_ms``,
 
 from __future__ import annotations
 
-from ddm_core.dialects import dialect_for
+from ddm_core.dialects import dialect_for, titles
 from ddm_core.errors import OutboxError
 from ddm_core.metadata.model import ShardingConfig
 
@@ -72,6 +72,9 @@ _SQLITE = (
 )""",
 )
 
+#: The tables in each SQL dialect they are written in (``Dialect.sqlglot_name``): MariaDB's are MySQL's.
+_TABLES = {"mysql": _MYSQL, "sqlite": _SQLITE}
+
 
 def table_ddl(dialect: str) -> tuple[str, ...]:
     """The statements creating both tables (if missing) on one data source of ``dialect``.
@@ -79,15 +82,15 @@ def table_ddl(dialect: str) -> tuple[str, ...]:
     Raises:
         OutboxError: the backend has no outbox tables (PostgreSQL, for now).
     """
-    name = dialect_for(dialect).name
-    if name in ("mysql", "mariadb"):
-        return _MYSQL
-    if name == "sqlite":
-        return _SQLITE
-    raise OutboxError(
-        f"the outbox tables are written for MySQL, MariaDB and SQLite data sources, not {name}",
-        dialect=name,
-    )
+    backend = dialect_for(dialect)
+    found = _TABLES.get(backend.sqlglot_name)
+    if found is None:
+        raise OutboxError(
+            f"the outbox tables are written for {titles(lambda d: d.sqlglot_name in _TABLES, 'and')} data sources, "
+            f"not {backend.name}",
+            dialect=backend.name,
+        )
+    return found
 
 
 def outbox_ddl(config: ShardingConfig, *, dialect: str | None = None) -> list[tuple[str, str]]:

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 from mysql_mimic import ColumnType
 
+from ddm_core.dialects import titles
 from ddm_core.errors import ExecutionError
 from ddm_core.execute import Executor
 from ddm_core.execute.driver_errors import map_driver_error
@@ -107,10 +108,11 @@ def describe(executor: Executor, text: str, params: int, schema: str) -> Describ
 
 def _prepare_on(executor: Executor, data_source: str, sql: str) -> list[Column]:
     pool = executor.primary_pool(data_source)
-    if pool.driver.dialect.name not in ("mysql", "mariadb"):
+    if not pool.driver.dialect.describes_prepared_columns:
         raise ExecutionError(
-            f"data source {data_source!r} is {pool.driver.dialect.name}: only a MySQL or MariaDB data source "
-            "describes a prepared statement's result columns", data_source=data_source,
+            f"data source {data_source!r} is {pool.driver.dialect.name}: only a "
+            f"{titles(lambda d: d.describes_prepared_columns)} data source describes a prepared statement's "
+            "result columns", data_source=data_source,
         )  # fmt: skip
     seconds = executor.timeout or 3.0
     borrowed = pool.borrow(time.monotonic() + seconds)

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddm_core.dialects import titles
 from ddm_core.errors import DdmError, XaError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, discard_on
 from ddm_core.xa.xid import Xid, ours
 
 __all__ = [
-    "XA_DIALECTS",
     "ABORTING_CODES",
     "XAER_NOTA",
     "code_of",
@@ -39,9 +39,6 @@ __all__ = [
     "rollback",
     "recover",
 ]
-
-#: Backends whose servers speak XA (MySQL >= 5.7.7, MariaDB >= 10.5 semantics).
-XA_DIALECTS = frozenset({"mysql", "mariadb"})
 
 XAER_NOTA = 1397  # unknown xid
 XAER_RMFAIL = 1399  # the branch is in a state that does not allow the command
@@ -69,14 +66,14 @@ def code_of(exc: BaseException) -> Any:
 
 
 def require_xa(pinned: Borrowed) -> None:
-    """Refuse a data source whose backend has no XA (SQLite, PostgreSQL here)."""
-    dialect = pinned.pool.driver.dialect.name
-    if dialect not in XA_DIALECTS:
+    """Refuse a data source whose backend has no XA (:attr:`~ddm_core.dialects.Dialect.supports_xa`)."""
+    dialect = pinned.pool.driver.dialect
+    if not dialect.supports_xa:
         raise XaError(
-            f"data source {pinned.pool.data_source!r} is {dialect}: XA transactions need MySQL or MariaDB "
-            "data sources (use a local transaction there)",
+            f"data source {pinned.pool.data_source!r} is {dialect.name}: XA transactions need "
+            f"{titles(lambda d: d.supports_xa)} data sources (use a local transaction there)",
             data_source=pinned.pool.data_source,
-            dialect=dialect,
+            dialect=dialect.name,
         )
 
 

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from ddm_core.dialects import titles
 from ddm_core.errors import DuplicateKeyError, XaError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import discard_on
-from ddm_core.xa.branches import XA_DIALECTS
 from ddm_core.xa.xid import namespace_of
 
 if TYPE_CHECKING:
@@ -115,13 +115,13 @@ class TransactionLog:
         self.executor = executor
         self.data_source = data_source
         pool = executor.primary_pool(data_source)
-        dialect = pool.driver.dialect.name
-        if dialect not in XA_DIALECTS:
+        dialect = pool.driver.dialect
+        if not dialect.supports_xa:
             raise XaError(
-                f"the XA transaction log needs a MySQL or MariaDB data source; xa.logDataSource "
-                f"{data_source!r} is {dialect}",
+                f"the XA transaction log needs a {titles(lambda d: d.supports_xa)} data source; xa.logDataSource "
+                f"{data_source!r} is {dialect.name}",
                 data_source=data_source,
-                dialect=dialect,
+                dialect=dialect.name,
             )
         ep = pool.endpoint
         #: ``host:port/database/table``: what the namespace of this log's gtrids is made from.

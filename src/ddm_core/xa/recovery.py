@@ -134,7 +134,7 @@ def _prepared_branches(executor: Executor, namespace: str, report: RecoveryRepor
     found: dict[str, dict[str, Xid]] = defaultdict(dict)
     for ds in config.data_sources:
         pool = executor.primary_pool(ds)
-        if pool.driver.dialect.name not in xa.XA_DIALECTS:
+        if not pool.driver.dialect.supports_xa:
             continue  # never a participant
         try:
             pinned = pool.borrow()
