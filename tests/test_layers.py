@@ -36,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "metadata": {"algorithms", "dialects", "errors", "_text", "slots"} | FAST_LAYOUT,
     "merge": {"_fast", "dialects", "errors", "_text"},
     "route": {"metadata", "algorithms", "merge.spec", "dialects", "errors", "_text"} | FACES,
-    "readwrite": {"metadata", "errors", "_text"},
+    "readwrite": {"metadata", "dialects", "errors", "_text"},
     "execute": {"_fast", "route", "merge", "metadata", "dialects", "errors", "_text", "readwrite"},
     # Operations packages: over every layer (and the DDL tool), never each other's internals.
     "migrate": {"ddl", "execute", "route", "merge", "metadata", "algorithms", "dialects", "errors", "_text"} | FACES,

@@ -1,6 +1,7 @@
 """The lag monitor: one thread per executor checks every replica each ``lag_check_interval_ms``.
 
-Each round, per data source with replicas (MySQL / MariaDB endpoints):
+Each round, per data source with replicas whose backend reports its replication
+(:attr:`~ddm_core.dialects.Dialect.reports_replication`: MySQL, MariaDB):
 
 1. a heartbeat on the primary: ``REPLACE INTO ddm_heartbeat (id, ts) VALUES (1,
    UTC_TIMESTAMP(6))`` in the data source's database (the table is created the
@@ -31,15 +32,14 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from ddm_core.dialects import dialect_for
 from ddm_core.metadata.model import DataSource, Endpoint
+from ddm_core.readwrite.breaker import EndpointBreaker
 from ddm_core.readwrite.gtid import parse_position
 from ddm_core.readwrite.health import Check, Observation
 from ddm_core.readwrite.ports import PoolSource, run_query
-
-if TYPE_CHECKING:
-    from ddm_core.readwrite.splitter import ReadWriteSplitter
 
 __all__ = ["LagMonitor", "HEARTBEAT_TABLE"]
 
@@ -51,17 +51,38 @@ _BEAT = f"REPLACE INTO {HEARTBEAT_TABLE} (id, ts) VALUES (1, UTC_TIMESTAMP(6))"
 _BEAT_TIME = f"SELECT ts FROM {HEARTBEAT_TABLE} WHERE id = 1"
 _LAG = f"SELECT ts, TIMESTAMPDIFF(MICROSECOND, ts, UTC_TIMESTAMP(6)) FROM {HEARTBEAT_TABLE} WHERE id = 1"
 _BEAT_POLL_S = 0.002
-_MONITORED = ("mysql", "mariadb")
+
+#: The breaker of an endpoint of a data source (shared with the application's pool of that endpoint).
+BreakerOf = Callable[[DataSource, Endpoint], EndpointBreaker]
+#: Takes what a check of a replica of a data source found.
+Observer = Callable[[DataSource, Endpoint, Check], None]
+
+
+def _monitored(endpoint: Endpoint) -> bool:
+    return dialect_for(endpoint.dialect).reports_replication
 
 
 class LagMonitor:
-    """Checks replicas for a :class:`ReadWriteSplitter`; :meth:`check_now` runs one round on the caller's thread."""
+    """Checks replicas and reports each finding; :meth:`check_now` runs one round on the caller's thread.
+
+    Args:
+        data_sources: The data sources with replicas, in the configuration in use.
+        probes: The registry of the monitor's own connections.
+        breaker_of: Each endpoint's breaker, so a check neither hammers a broken endpoint nor hides one.
+        observed: Where each check's :class:`Check` goes (the read/write splitter's health).
+    """
 
     def __init__(
-        self, splitter: ReadWriteSplitter, data_sources: Callable[[], list[DataSource]], probes: PoolSource
+        self,
+        data_sources: Callable[[], list[DataSource]],
+        probes: PoolSource,
+        *,
+        breaker_of: BreakerOf,
+        observed: Observer,
     ) -> None:
-        self._splitter = splitter
         self._data_sources = data_sources
+        self._breaker_of = breaker_of
+        self._observed = observed
         self._probes = probes
         self._small: dict[str, tuple[DataSource, DataSource]] = {}
         self._primary_ids: dict[tuple[str, str], Any] = {}
@@ -108,7 +129,7 @@ class LagMonitor:
         """Check every replica of every data source with replicas once, now."""
         with self._round:
             for ds in self._data_sources():
-                if ds.primary.dialect in _MONITORED:
+                if _monitored(ds.primary):
                     self._check_data_source(ds)
 
     def _probe_pool(self, ds: DataSource, endpoint: Endpoint) -> Any:
@@ -119,7 +140,7 @@ class LagMonitor:
                 ds.pool.acquire_timeout_ms, ds.read_write.lag_check_interval_ms))  # fmt: skip
             pair = self._small[ds.name] = (ds, dataclasses.replace(ds, pool=settings))
         pool = self._probes.pool(pair[1], endpoint)
-        pool.breaker = self._splitter.breakers.of(ds, endpoint)
+        pool.breaker = self._breaker_of(ds, endpoint)
         return pool
 
     def _check_data_source(self, ds: DataSource) -> None:
@@ -128,7 +149,7 @@ class LagMonitor:
         timeout = max(0.2, ds.read_write.lag_check_interval_ms / 1000.0)
         checks = self._pool_threads()
         futures = [(r, checks.submit(self._check_replica, ds, r, beat, primary_id))
-                   for r in ds.replicas if r.dialect in _MONITORED]  # fmt: skip
+                   for r in ds.replicas if _monitored(r)]  # fmt: skip
         for replica, future in futures:
             try:
                 check = future.result(timeout=timeout)
@@ -138,7 +159,7 @@ class LagMonitor:
                 check = Check(Observation.FAILED, error=f"{type(exc).__name__}: {exc}")
             if check.replicating:
                 self._replicating.add(ds.name)
-            self._splitter.observed(ds, replica, check)
+            self._observed(ds, replica, check)
 
     def _primary_id(self, ds: DataSource) -> Any:
         """The primary's ``@@server_id`` (read once per endpoint; ``None`` while unreachable)."""

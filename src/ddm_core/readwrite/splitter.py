@@ -101,7 +101,7 @@ class ReadWriteSplitter:
         self._lock = threading.Lock()
         self._all_out: set[str] = set()
         self._any: tuple[ShardingConfig, bool] | None = None
-        self.monitor = LagMonitor(self, self.replicated, probes or pools)
+        self.monitor = LagMonitor(self.replicated, probes or pools, breaker_of=self.breakers.of, observed=self.observed)
         if monitor and self.replicated():
             self.monitor.start()
 
