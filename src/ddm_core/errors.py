@@ -22,6 +22,8 @@ __all__ = [
     "PlacementChangeError",
     "ConfigRowError",
     "ConfigPublishConflictError",
+    "MigrationConfigError",
+    "CutoverConfigError",
     # routing
     "RoutingError",
     "ShardValueError",
@@ -54,6 +56,9 @@ __all__ = [
     "MigrationFencedError",
     "MigrationStateError",
     "SchemaMismatchError",
+    "ConsistencyCheckError",
+    "CatchUpTimeoutError",
+    "BackfillMismatchError",
     # gray cut-over
     "CutoverError",
     "CutoverFencedError",
@@ -210,6 +215,14 @@ class PlacementChangeError(ConfigError):
     origin: str
     changes: tuple[Any, ...]
     table: str | None
+
+
+class MigrationConfigError(ConfigError):
+    """A ``migration:`` block is invalid; the message names the field (``migration.readShiftPercent``)."""
+
+
+class CutoverConfigError(ConfigError):
+    """A ``cutover:`` block is invalid; the message names the field (``cutover.gray``)."""
 
 
 # -- routing -----------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 import numpy as np
 
 from ddm_core.algorithms.slot_based import GeneAlgorithm, SlotsAlgorithm, parse_slot_spec, slot_layout_spec
-from ddm_core.errors import ConfigError, DdmError
+from ddm_core.errors import CutoverConfigError, DdmError
 from ddm_core.metadata.migration import native_copy, sources_with
 from ddm_core.metadata.model import DataNode, DataSource, ShardedTable, ShardingConfig, thaw
 from ddm_core.metadata.nodes import name_problem
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BucketState",
-    "CutoverConfigError",
+    "CutoverConfigError",  # defined in ddm_core.errors, re-exported: the block's error
     "CutoverRouting",
     "CutoverSpec",
     "DUAL_STATES",
@@ -79,10 +79,6 @@ DUAL_STATES = frozenset({BucketState.PRE_GRAY, BucketState.ROLLBACK})
 _STATE_FIELDS = (("preGray", BucketState.PRE_GRAY), ("gray", BucketState.GRAY), ("rollback", BucketState.ROLLBACK))
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _MAX_BUCKETS = 1 << 16  # the most slots a SLOTS / GENE table has
-
-
-class CutoverConfigError(ConfigError):
-    """A ``cutover:`` block is invalid; the message names the field (``cutover.gray``)."""
 
 
 def _refuse(field_name: str, why: str, value: Any = None) -> CutoverConfigError:

@@ -41,7 +41,7 @@ import numpy as np
 import xxhash
 
 from ddm_core.algorithms.slot_based import slot_layout_spec
-from ddm_core.errors import ConfigError, DdmError
+from ddm_core.errors import ConfigError, DdmError, MigrationConfigError
 from ddm_core.metadata.model import DataSource, ShardingConfig
 from ddm_core.metadata.phases import ROUTED
 from ddm_core.metadata.slot_moves import slot_moves, slot_owners
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MIGRATION_PHASES",
+    "MigrationConfigError",  # defined in ddm_core.errors, re-exported: the block's error
     "MigrationRouting",
     "MigrationSpec",
     "migration_document",
@@ -322,10 +323,6 @@ def _shift_table(
 
 
 # -- loading -------------------------------------------------------------------------------------
-
-
-class MigrationConfigError(ConfigError):
-    """A ``migration:`` block is invalid; the message names the field (``migration.readShiftPercent``)."""
 
 
 _FIELDS = ("name", "phase", "readShiftPercent", "fenceAfterSeconds", "target")
