@@ -80,14 +80,15 @@ class _Migration:
                 return int(order_id), int(user_id)
         raise AssertionError("no moving row on ds_0")
 
-    def _at(self, slot_map: SlotMap) -> tuple[str, str]:
-        d = slot_map.node_of(slot_of(self.user_id, 10))
+    def location(self, where: str) -> tuple[str, str]:
+        """The database and physical table of the moving row at its ``old`` or ``new`` location."""
+        even = SlotMap.even(4, 10)
+        d = (even if where == "old" else even.moved_to(8)[0]).node_of(slot_of(self.user_id, 10))
         return self.names[d], f"t_order_{d}_{hash64(self.user_id) % TABLES_PER_SOURCE}"
 
     def row(self, where: str) -> tuple[Any, ...] | None:
         """The moving row read behind ddm-core's back at its ``old`` or ``new`` location (``None``: no row)."""
-        even = SlotMap.even(4, 10)
-        db, table = self._at(even if where == "old" else even.moved_to(8)[0])
+        db, table = self.location(where)
         rows = rows_of(self.port, db, f"SELECT {COLUMNS} FROM {table} WHERE order_id = %s", (self.order_id,))
         return tuple(rows[0]) if rows else None
 
@@ -175,3 +176,46 @@ def test_a_dual_write_racing_the_copy_of_its_row_waits_for_it(migration: _Migrat
     assert m.row("old") == _expected(m, want)
     assert m.row("new") == m.row("old"), f"{case}: the pass wrote an older version over the dual write"
     assert race.waited is True  # the application's write waited for the pass's lock on the old location
+
+
+def test_a_wait_cycle_across_two_servers_is_broken_by_the_copy(migration: _Migration,
+                                                                binlog_server: PrivateMariaDB) -> None:
+    """An application transaction holds the row at the new location (an earlier dual write, not committed)
+    and then writes it at the old location, which the pass's copy has locked; the copy waits for the
+    row at the new location. Across two servers no deadlock detector sees that cycle: here detection is
+    turned off to make one server behave so. The copy gives up its wait after a short timeout, releases
+    the old location's lock, and tries again once the application's transaction has committed.
+    """
+    m = migration
+    m.write("update", 101)
+    (old_db, old_table), (new_db, new_table) = m.location("old"), m.location("new")
+    app = binlog_server.raw()
+    detector = binlog_server.raw()
+    try:
+        with detector.cursor() as cur:
+            cur.execute("SET GLOBAL innodb_deadlock_detect = OFF")
+        with app.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 30")
+            cur.execute("START TRANSACTION")
+            cur.execute(f"UPDATE `{new_db}`.{new_table} SET amount = 404, note = 'v404' WHERE order_id = %s",
+                        (m.order_id,))
+
+        def write_old_and_commit() -> None:
+            with app.cursor() as cur:
+                cur.execute(f"UPDATE `{old_db}`.{old_table} SET amount = 404, note = 'v404' WHERE order_id = %s",
+                            (m.order_id,))
+                cur.execute("COMMIT")
+
+        race = RacingWrite(write_old_and_commit, m.port)
+        targets = [ds for ds in m.new.data_sources if ds not in m.old.data_sources]
+        with RaceAtFirstWrite((m.old, m.new), targets, race) as conns:
+            m.one_pass(m.applier(conns))
+        assert race.join() == []
+        assert race.waited is True  # the application's transaction waited for the copy's lock first
+    finally:
+        with detector.cursor() as cur:
+            cur.execute("SET GLOBAL innodb_deadlock_detect = ON")
+        detector.close()
+        app.close()
+    assert m.row("old") == _expected(m, 404)
+    assert m.row("new") == m.row("old")
