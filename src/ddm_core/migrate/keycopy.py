@@ -199,7 +199,7 @@ def _quietly(conns: Connections, ds: str, sql: str) -> None:
 
 
 def _lock_conflict(exc: MigrationError) -> bool:
-    args = getattr(exc.__cause__, "args", ())
+    args: tuple[Any, ...] = tuple(getattr(exc.__cause__, "args", ()))
     return bool(args) and args[0] in LOCK_CONFLICTS
 
 
