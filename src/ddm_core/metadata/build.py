@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from ddm_core._fast.id_layout import LOW_BITS
 from ddm_core.algorithms import create, known_types
@@ -37,6 +37,7 @@ from ddm_core.metadata.model import (
     KeyGeneratorSpec,
     PoolSettings,
     ReadWriteSettings,
+    ShardingConfig,
     freeze,
     thaw,
 )
@@ -46,8 +47,8 @@ from ddm_core.metadata.ranges import check_range_list, check_slot_map
 from ddm_core.metadata.urls import ENV_REF, Secret, parse_url, substitute_env
 
 __all__ = [
-    "Paths", "Context", "KEY_GENERATOR_TYPES", "LOAD_BALANCERS", "POOL_RANGES", "pool_settings", "precheck_props",
-    "READ_WRITE_FIELDS", "read_write_settings",
+    "Paths", "Context", "ParseConfig", "KEY_GENERATOR_TYPES", "LOAD_BALANCERS", "POOL_RANGES", "pool_settings",
+    "precheck_props", "READ_WRITE_FIELDS", "read_write_settings",
 ]  # fmt: skip
 
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
@@ -90,6 +91,22 @@ class Paths:
     slot_maps: dict[str, str] = field(default_factory=dict)  # algorithm name → path of its slot map
     data_sources: dict[str, str] = field(default_factory=dict)
     default_data_source: str = "defaultDataSource"
+
+
+class ParseConfig(Protocol):
+    """:func:`ddm_core.metadata.load.parse_config`, handed down by the loader to the readers that parse
+    configurations of their own (a migration's target, a cut-over's derived placements): they sit below
+    the loader, so they are given the function instead of importing it."""
+
+    def __call__(
+        self,
+        source: str | Mapping[str, Any],
+        *,
+        origin: str,
+        format: str | None = None,
+        base_dir: Path | None = None,
+        check_env: bool = True,
+    ) -> ShardingConfig: ...
 
 
 class Context:

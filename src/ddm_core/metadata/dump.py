@@ -9,12 +9,14 @@ are left out unless ``secrets="keep"``; environment references are always kept.
 
 from __future__ import annotations
 
+import copy
 import re
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import yaml
 
 from ddm_core.errors import ConfigError
+from ddm_core.metadata.buckets import STATE_FIELDS, BucketState, format_buckets
 from ddm_core.metadata.build import READ_WRITE_FIELDS
 from ddm_core.metadata.limits import PROXY_LIMIT_FIELDS
 from ddm_core.metadata.model import (
@@ -35,7 +37,7 @@ from ddm_core.metadata.model import (
 )
 from ddm_core.metadata.tagged import Tagged
 
-__all__ = ["to_native", "dump_native"]
+__all__ = ["to_native", "dump_native", "native_copy", "cutover_block"]
 
 
 def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any]:
@@ -129,10 +131,32 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
         }
     cutover = config.cutover
     if cutover is not None:
-        from ddm_core.metadata.cutover import cutover_block  # it builds on this module's to_native
-
-        out["cutover"] = cutover_block(cutover, _data_source(cutover.legacy, secrets))
+        legacy = {"name": cutover.legacy_name, **_data_source(cutover.legacy, secrets), "table": cutover.legacy_table}
+        out["cutover"] = cutover_block(
+            cutover.name, cutover.table, legacy, cutover.buckets, dict(enumerate(cutover.states)), cutover.paused,
+            cutover.fence_after_s,
+        )  # fmt: skip
     return out
+
+
+def native_copy(config: ShardingConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """A native document of ``config`` that the caller may change (passwords kept)."""
+    if isinstance(config, ShardingConfig):
+        return to_native(config, secrets="keep")
+    return copy.deepcopy(dict(config))
+
+
+def cutover_block(
+    name: str, table: str, legacy: Mapping[str, Any], buckets: int, states: Mapping[int, BucketState],
+    paused: Iterable[int], fence_after_s: float,
+) -> dict[str, Any]:
+    """A native ``cutover:`` block; ``legacy`` is its data source as a ``dataSources`` entry with its ``table``."""
+    block: dict[str, Any] = {"name": name, "table": table, "legacy": copy.deepcopy(dict(legacy)), "buckets": buckets}
+    for field_name, state in STATE_FIELDS:
+        block[field_name] = format_buckets(b for b, s in states.items() if BucketState(s) is state)
+    block["paused"] = format_buckets(paused)
+    block["fenceAfterSeconds"] = float(fence_after_s)
+    return block
 
 
 class _Dumper(yaml.SafeDumper):

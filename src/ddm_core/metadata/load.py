@@ -199,7 +199,7 @@ def parse_config(
         )
         ctx.problems.raise_if_any()
     _refuse_foreign(doc, ctx)
-    kwargs = read_shardingsphere(doc, ctx) if fmt == "shardingsphere" else read_native(doc, ctx)
+    kwargs = read_shardingsphere(doc, ctx) if fmt == "shardingsphere" else read_native(doc, ctx, parse_config)
     pending = kwargs.pop("migration", None)  # needs the whole base configuration first
     cutover = kwargs.pop("cutover", None)  # likewise
     config = ShardingConfig(
@@ -211,10 +211,10 @@ def parse_config(
     validate(config, ctx)
     ctx.problems.raise_if_any()
     if pending is not None:
-        config = attach_migration(config, pending, ctx)
+        config = attach_migration(config, pending, ctx, parse_config)
         ctx.problems.raise_if_any()
     if cutover is not None:
-        config = attach_cutover(config, cutover, ctx)
+        config = attach_cutover(config, cutover, ctx, parse_config)
         ctx.problems.raise_if_any()
     for warning in ctx.warnings:
         log.warning("%s", warning)

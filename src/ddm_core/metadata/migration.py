@@ -33,73 +33,37 @@ percentage only adds slots.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import numpy as np
 import xxhash
 
 from ddm_core.algorithms.slot_based import slot_layout_spec
 from ddm_core.errors import ConfigError, DdmError, MigrationConfigError
-from ddm_core.metadata.model import DataSource, ShardingConfig
+from ddm_core.metadata.build import Context, ParseConfig
+from ddm_core.metadata.dump import native_copy
+from ddm_core.metadata.fields import Section
+from ddm_core.metadata.model import DataSource, MigrationRouting, ShardingConfig
 from ddm_core.metadata.phases import ROUTED
 from ddm_core.metadata.slot_moves import slot_moves, slot_owners
 from ddm_core.slots import SlotMap
 
-if TYPE_CHECKING:
-    from ddm_core.metadata.build import Context
-    from ddm_core.metadata.fields import Section
-
 __all__ = [
     "MIGRATION_PHASES",
     "MigrationConfigError",  # defined in ddm_core.errors, re-exported: the block's error
-    "MigrationRouting",
+    "MigrationRouting",  # defined with ShardingConfig (model.py), which holds it: the block's value
     "MigrationSpec",
     "migration_document",
     "migration_routing",
-    "native_copy",
     "routing_data_sources",
     "shifted_slots",
 ]
 
 #: Phases a published version may carry (the ones in which routers do something), as written in it.
 MIGRATION_PHASES: tuple[str, ...] = tuple(phase.value for phase in ROUTED)
-
-
-@dataclass(frozen=True)
-class MigrationRouting:
-    """A configuration version's migration block, with what the router derives from it.
-
-    Attributes:
-        name: The migration's name.
-        phase: One of :data:`MIGRATION_PHASES`.
-        read_shift_pct: Share of each moving table's moving slots whose reads go to the new owner.
-        fence_after_s: Writes to moving slots are refused when the config source
-            was not confirmed for this long (fail closed).
-        target: The complete new configuration.
-        reads: ``target`` with only the shifted slots at their new owners (derived).
-        tables: Lower-case logic tables whose placement moves (slot tables and
-            broadcast tables copied to new data sources; derived).
-        shifted_slots: Per moving slot table (lower case), the shifted slots (derived).
-        receiving: Per moving table (lower case), the data sources that receive
-            rows (derived; the router refuses a write that would mix rows staying
-            on such a data source with rows arriving there).
-    """
-
-    name: str
-    phase: str
-    read_shift_pct: float
-    fence_after_s: float
-    target: ShardingConfig
-    reads: ShardingConfig = field(compare=False, repr=False)
-    tables: frozenset[str] = field(compare=False)
-    shifted_slots: Mapping[str, frozenset[int]] = field(compare=False, repr=False)
-    receiving: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
-
-    def data_sources_with(self, base: ShardingConfig) -> Mapping[str, DataSource]:
-        """``base``'s data sources plus those only the target has (built once per version)."""
-        return sources_with(self, base, self.target.data_sources)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,21 +90,6 @@ def routing_data_sources(config: ShardingConfig) -> Mapping[str, DataSource]:
     return config.data_sources
 
 
-def sources_with(owner: Any, base: ShardingConfig, extra: Mapping[str, DataSource]) -> Mapping[str, DataSource]:
-    """``base``'s data sources plus those of ``extra`` it lacks, cached on ``owner`` (a frozen routing
-    object of ``base``'s version) — built once per version, not per statement."""
-    cached: tuple[ShardingConfig, Mapping[str, DataSource]] | None = owner.__dict__.get("_routing_sources")
-    if cached is None or cached[0] is not base:
-        cached = (base, _with_new_sources(base.data_sources, extra))
-        object.__setattr__(owner, "_routing_sources", cached)  # a cache, not part of the value
-    return cached[1]
-
-
-def _with_new_sources(base: Mapping[str, DataSource], target: Mapping[str, DataSource]) -> Mapping[str, DataSource]:
-    extra = {k: v for k, v in target.items() if k not in base}
-    return {**base, **extra} if extra else base
-
-
 # -- shifted slots -----------------------------------------------------------------------------
 
 
@@ -156,15 +105,6 @@ def shifted_slots(moving: Any, pct: float) -> frozenset[int]:
 
 
 # -- building ------------------------------------------------------------------------------------
-
-
-def native_copy(config: ShardingConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """A native document of ``config`` that the caller may change (passwords kept)."""
-    if isinstance(config, ShardingConfig):
-        from ddm_core.metadata.dump import to_native
-
-        return to_native(config, secrets="keep")
-    return copy.deepcopy(dict(config))
 
 
 def _check_values(name: Any, phase: Any, pct: Any, fence: Any) -> list[tuple[str, str, Any]]:
@@ -227,8 +167,11 @@ def migration_routing(
     phase: str,
     read_shift_pct: float = 0.0,
     fence_after_s: float = 5.0,
+    parse: ParseConfig,
 ) -> MigrationRouting:
     """The routing of a migration from ``base`` to ``target`` (what the loader attaches to ``base``).
+
+    ``parse`` loads the configuration reads go to when only some moving slots are shifted.
 
     Raises:
         MigrationConfigError: a value is out of range, the target carries a block
@@ -275,10 +218,8 @@ def migration_routing(
     elif read_shift_pct <= 0 or not any(shifted.values()):
         reads = base
     else:
-        from ddm_core.metadata.load import parse_config
-
         assert reads_doc is not None
-        reads = parse_config(reads_doc, origin=f"migration {name!r} reads", format="native", check_env=False)
+        reads = parse(reads_doc, origin=f"migration {name!r} reads", format="native", check_env=False)
     return MigrationRouting(
         name, phase, float(read_shift_pct), float(fence_after_s), target, reads, frozenset(tables),
         {k: v for k, v in shifted.items()}, receiving,
@@ -328,10 +269,8 @@ def _shift_table(
 _FIELDS = ("name", "phase", "readShiftPercent", "fenceAfterSeconds", "target")
 
 
-def read_migration(sec: Section, ctx: Context) -> MigrationSpec | None:
-    """Read the native ``migration:`` section (problems go to ``ctx.problems``)."""
-    from ddm_core.metadata.load import parse_config
-
+def read_migration(sec: Section, ctx: Context, parse: ParseConfig) -> MigrationSpec | None:
+    """Read the native ``migration:`` section (problems go to ``ctx.problems``); ``parse`` loads its target."""
     raw = {f: sec.get(f) for f in _FIELDS}
     sec.finish()  # unknown keys are problems naming the field
     bad = False
@@ -348,7 +287,7 @@ def read_migration(sec: Section, ctx: Context) -> MigrationSpec | None:
         ctx.problems.add(tpath, f"must be the complete new configuration (a mapping), not {target_doc!r}", None)
         return None
     try:
-        target = parse_config(
+        target = parse(
             target_doc, origin=f"{ctx.problems.origin} {tpath}", format="native", base_dir=ctx.base_dir,
             check_env=ctx.check_env,
         )  # fmt: skip
@@ -366,14 +305,12 @@ def read_migration(sec: Section, ctx: Context) -> MigrationSpec | None:
     )  # fmt: skip
 
 
-def attach_migration(config: ShardingConfig, spec: MigrationSpec, ctx: Context) -> ShardingConfig:
+def attach_migration(config: ShardingConfig, spec: MigrationSpec, ctx: Context, parse: ParseConfig) -> ShardingConfig:
     """``config`` with its migration routing (problems go to ``ctx.problems``; ``config`` unchanged then)."""
-    import dataclasses
-
     try:
         routing = migration_routing(
             config, spec.target, name=spec.name, phase=spec.phase, read_shift_pct=spec.read_shift_pct,
-            fence_after_s=spec.fence_after_s,
+            fence_after_s=spec.fence_after_s, parse=parse,
         )  # fmt: skip
     except DdmError as exc:
         path = str(exc.context.get("field") or "migration.target")

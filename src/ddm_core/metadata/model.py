@@ -15,7 +15,12 @@ What the router reads, cheaply:
   ``config.single_table(name)``, ``config.kind_of(name)``;
 * ``config.data_sources[name]`` → :class:`DataSource` (primary, weighted
   replicas, pool settings) and ``config.default_data_source``;
-* ``config.runtime`` → :class:`RuntimeSettings`.
+* ``config.runtime`` → :class:`RuntimeSettings`;
+* ``config.migration`` / ``config.cutover`` → :class:`MigrationRouting` /
+  :class:`CutoverRouting`, the blocks a version published during a migration or
+  a gray cut-over carries. They are defined here because a configuration holds
+  them (and they hold configurations); :mod:`ddm_core.metadata.migration` and
+  :mod:`ddm_core.metadata.cutover` read and build them.
 """
 
 from __future__ import annotations
@@ -24,13 +29,10 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
+from ddm_core.metadata.buckets import BucketState
 from ddm_core.metadata.urls import Secret, format_url
-
-if TYPE_CHECKING:
-    from ddm_core.metadata.cutover import CutoverRouting
-    from ddm_core.metadata.migration import MigrationRouting
 
 __all__ = [
     "EMPTY",
@@ -63,6 +65,8 @@ __all__ = [
     "TableKind",
     "ConfigOrigin",
     "ShardingConfig",
+    "MigrationRouting",
+    "CutoverRouting",
 ]
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -689,8 +693,8 @@ class ShardingConfig:
     key_generators: Mapping[str, KeyGeneratorSpec] = _empty()
     name: str | None = None
     props: Mapping[str, Any] = _empty()
-    migration: "MigrationRouting | None" = None
-    cutover: "CutoverRouting | None" = None
+    migration: MigrationRouting | None = None
+    cutover: CutoverRouting | None = None
     origin: ConfigOrigin | None = field(default=None, compare=False)
     warnings: tuple[str, ...] = field(default=(), compare=False)
     _tables_lc: Mapping[str, ShardedTable] = field(init=False, compare=False, repr=False)
@@ -753,3 +757,103 @@ class ShardingConfig:
             KeyError: no such data source.
         """
         return self.data_sources[name]
+
+
+# -- the blocks a version may carry (built by metadata/migration.py and metadata/cutover.py) ----------------
+
+
+@dataclass(frozen=True)
+class MigrationRouting:
+    """A configuration version's migration block, with what the router derives from it.
+
+    Attributes:
+        name: The migration's name.
+        phase: One of :data:`~ddm_core.metadata.migration.MIGRATION_PHASES`.
+        read_shift_pct: Share of each moving table's moving slots whose reads go to the new owner.
+        fence_after_s: Writes to moving slots are refused when the config source
+            was not confirmed for this long (fail closed).
+        target: The complete new configuration.
+        reads: ``target`` with only the shifted slots at their new owners (derived).
+        tables: Lower-case logic tables whose placement moves (slot tables and
+            broadcast tables copied to new data sources; derived).
+        shifted_slots: Per moving slot table (lower case), the shifted slots (derived).
+        receiving: Per moving table (lower case), the data sources that receive
+            rows (derived; the router refuses a write that would mix rows staying
+            on such a data source with rows arriving there).
+    """
+
+    name: str
+    phase: str
+    read_shift_pct: float
+    fence_after_s: float
+    target: ShardingConfig
+    reads: ShardingConfig = field(compare=False, repr=False)
+    tables: frozenset[str] = field(compare=False)
+    shifted_slots: Mapping[str, frozenset[int]] = field(compare=False, repr=False)
+    receiving: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
+
+    def data_sources_with(self, base: ShardingConfig) -> Mapping[str, DataSource]:
+        """``base``'s data sources plus those only the target has (built once per version)."""
+        return _sources_with(self, base, self.target.data_sources)
+
+
+@dataclass(frozen=True)
+class CutoverRouting:
+    """A configuration version's cut-over block, with what the router derives from it.
+
+    Attributes:
+        name: The cut-over's name.
+        table: The logic table, as configured.
+        legacy: The legacy data source (read like a ``dataSources`` entry).
+        legacy_name: Its name in plans, metrics and errors.
+        legacy_table: The legacy physical table.
+        buckets: How many buckets the table's slots are grouped into.
+        states: The state of each bucket.
+        paused: Buckets whose writes are refused while a transition drains (reads follow the state).
+        fence_after_s: Writes to the table are refused when the config source was
+            not confirmed for this long (fail closed).
+        slot_count: The table's slot count (derived).
+        states_config: ``table`` placed on one node per state (``cut_<state>[_paused]``), never
+            connected: routing a statement there names the states it touches (derived).
+        legacy_config: ``table`` as one node ``legacy_name.legacy_table`` (derived).
+        node_states: Data source of ``states_config`` → (state, paused) (derived).
+    """
+
+    name: str
+    table: str
+    legacy: DataSource
+    legacy_name: str
+    legacy_table: str
+    buckets: int
+    states: tuple[BucketState, ...] = field(repr=False)
+    paused: frozenset[int]
+    fence_after_s: float
+    slot_count: int = field(compare=False)
+    states_config: ShardingConfig = field(compare=False, repr=False)
+    legacy_config: ShardingConfig = field(compare=False, repr=False)
+    node_states: Mapping[str, tuple[BucketState, bool]] = field(compare=False, repr=False)
+
+    def state_of(self, bucket: int) -> BucketState:
+        return self.states[bucket]
+
+    def buckets_in(self, state: BucketState) -> frozenset[int]:
+        return frozenset(b for b, s in enumerate(self.states) if s is state)
+
+    def data_sources_with(self, base: ShardingConfig) -> Mapping[str, DataSource]:
+        """``base``'s data sources plus the legacy one (built once per version)."""
+        return _sources_with(self, base, {self.legacy_name: self.legacy})
+
+
+def _sources_with(owner: Any, base: ShardingConfig, extra: Mapping[str, DataSource]) -> Mapping[str, DataSource]:
+    """``base``'s data sources plus those of ``extra`` it lacks, cached on ``owner`` (a frozen routing
+    object of ``base``'s version) — built once per version, not per statement."""
+    cached: tuple[ShardingConfig, Mapping[str, DataSource]] | None = owner.__dict__.get("_routing_sources")
+    if cached is None or cached[0] is not base:
+        cached = (base, _with_new_sources(base.data_sources, extra))
+        object.__setattr__(owner, "_routing_sources", cached)  # a cache, not part of the value
+    return cached[1]
+
+
+def _with_new_sources(base: Mapping[str, DataSource], target: Mapping[str, DataSource]) -> Mapping[str, DataSource]:
+    extra = {k: v for k, v in target.items() if k not in base}
+    return {**base, **extra} if extra else base

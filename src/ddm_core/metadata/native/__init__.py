@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddm_core.metadata.build import Context, read_write_settings
+from ddm_core.metadata.build import Context, ParseConfig, read_write_settings
 from ddm_core.metadata.cutover import read_cutover
 from ddm_core.metadata.fields import Section
 from ddm_core.metadata.limits import PROXY_LIMIT_FIELDS
@@ -42,10 +42,11 @@ from ddm_core.metadata.native.tables import (
 __all__ = ["read_native", "DEFAULT_SLOT_COUNT", "PROXY_LIMIT_FIELDS", "data_source_entry"]
 
 
-def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
+def read_native(doc: Any, ctx: Context, parse: ParseConfig) -> dict[str, Any]:
     """Read a native document; returns the keyword arguments of :class:`ShardingConfig`.
 
-    Problems go to ``ctx.problems``; the result may be partial when there are some.
+    Problems go to ``ctx.problems``; the result may be partial when there are some. ``parse``
+    (the loader's ``parse_config``) loads a ``migration:`` block's target.
     """
     top = Section(doc, "", ctx.problems, loose=True)
     top.mark("format", "version")
@@ -88,7 +89,7 @@ def read_native(doc: Any, ctx: Context) -> dict[str, Any]:
     xa = read_xa(top.section("xa"))
     proxy = read_proxy(top.section("proxy"), ctx)
     # the block of a version published during a migration (metadata/migration.py); attached by parse_config
-    migration = read_migration(top.section("migration"), ctx) if top.has("migration") else None
+    migration = read_migration(top.section("migration"), ctx, parse) if top.has("migration") else None
     # likewise a gray cut-over's block (metadata/cutover.py); its legacy entry reads as a dataSources entry
     cutover = None
     if top.has("cutover"):
