@@ -9,6 +9,16 @@
   unreachable (docs/operations.md#configuration-reload).
 * :func:`to_native` / :func:`dump_native` — any configuration written in
   ddm-core's own format (a ShardingSphere file converted, a snapshot).
+
+Where each job lives: the model (``model.py``); reading a document
+(``load.py``, ddm-core's own format in ``native/``, ``shardingsphere.py``, with
+the shared pieces ``build.py``, ``fields.py``, ``limits.py`` and the YAML guard
+``yaml_tags.py`` / ``bounds.py``) and checking it (``validate.py``); writing it
+back (``dump.py``); the blocks a version carries during a migration
+(``migration.py``, ``phases.py``) or a gray cut-over (``cutover.py``,
+``buckets.py``); the holder that reloads versions (``reload.py``, with the rule
+that a reload never moves data, ``placement.py``) and the sources it reads them
+from (``sources/``: a file, memory, a database table, Redis).
 """
 
 from ddm_core.metadata.dump import dump_native, to_native
