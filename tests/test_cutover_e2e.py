@@ -36,9 +36,10 @@ from ddm_core.errors import CutoverFencedError
 from ddm_core.metadata.cutover import BucketState
 from ddm_core.migrate import config_table_source, connector
 from cutover_support import LagProbe, Row, fill_legacy, layout, misplaced, read_side, shard_tables
-from migrate_live_support import BINLOG_ARGS, Writers
+from cutover_support import servers  # noqa: F401 (a fixture)
+from migrate_live_support import Writers
 from services import fresh_mariadb_databases, require_module
-from test_execute_support import PrivateMariaDB, running_mariadb
+from test_execute_support import PrivateMariaDB
 
 require_module("pymysqlreplication", "the cut-over end-to-end test")
 
@@ -62,13 +63,6 @@ STEPS: list[tuple[list[str], list[float]]] = [
     (["advance", "--buckets", "50-99", "--to", "pre_gray"], [0.5]),
     (["advance", "--buckets", "50-99", "--to", "gray"], [2.0]),                 # 100 %
 ]
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrivateMariaDB, PrivateMariaDB]]:
-    with running_mariadb(tmp_path_factory.mktemp("legacy"), BINLOG_ARGS) as legacy, \
-            running_mariadb(tmp_path_factory.mktemp("shards"), BINLOG_ARGS) as shards:
-        yield legacy, shards
 
 
 class _Processes:
