@@ -6,7 +6,9 @@
 * :class:`RacingWrite` is that callback: the application's write in a thread,
   and the pass held until the write has either finished or is waiting for a row
   lock on the given server (``INNODB_TRX``), so the test takes whichever order
-  the servers allow and says which one happened.
+  the servers allow and says which one happened;
+* :data:`WRITES`, :func:`write_row` and :func:`expected_row`: the application's
+  writes of one ``t_order`` row the races are driven with.
 """
 
 from __future__ import annotations
@@ -19,7 +21,32 @@ from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate import Connections
 from services import mariadb_rows
 
-__all__ = ["RaceAtFirstWrite", "RacingWrite"]
+__all__ = ["RaceAtFirstWrite", "RacingWrite", "WRITES", "write_row", "expected_row"]
+
+# (the application's write the pass reads, the newer write racing the pass's apply, the amount expected after)
+WRITES: dict[str, tuple[tuple[str, int | None], tuple[str, int | None], int | None]] = {
+    "an update": (("update", 101), ("update", 202), 202),
+    "a delete": (("update", 101), ("delete", None), None),
+    "an insert after a delete": (("delete", None), ("insert", 303), 303),
+}
+
+
+def write_row(app: Any, kind: str, amount: int | None, user: int, order_id: int) -> None:
+    """The application's ``update``, ``delete`` or ``insert`` of one ``t_order`` row through executor ``app``."""
+    where = "WHERE user_id = ? AND order_id = ?"
+    if kind == "update":
+        sql, params = f"UPDATE t_order SET amount = ?, note = ? {where}", (amount, f"v{amount}", user, order_id)
+    elif kind == "delete":
+        sql, params = f"DELETE FROM t_order {where}", (user, order_id)
+    else:
+        sql, params = ("INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, ?, ?)",
+                       (order_id, user, amount, f"v{amount}"))
+    app.execute(sql, params).close()
+
+
+def expected_row(order_id: int, user: int, amount: int | None) -> tuple[Any, ...] | None:
+    """The row :func:`write_row` leaves with ``amount`` (``None``: no row): order_id, user_id, amount, note, slow."""
+    return None if amount is None else (order_id, user, amount, f"v{amount}", 0)
 
 
 class RaceAtFirstWrite(Connections):

@@ -27,7 +27,7 @@ from ddm_core.migrate import config_table_source
 from ddm_core.slots import SlotMap
 from cutover_support import SHARDS, TABLES, fill_legacy, layout
 from cutover_support import servers  # noqa: F401 (a fixture)
-from race_support import RaceAtFirstWrite, RacingWrite
+from race_support import WRITES, RaceAtFirstWrite, RacingWrite, expected_row, write_row
 from services import fresh_mariadb_databases, mariadb_rows, require_module
 from test_execute_support import PrivateMariaDB
 
@@ -36,13 +36,6 @@ require_module("pymysqlreplication", "the cut-over sync ordering tests")
 BUCKETS = 20
 COLUMNS = "order_id, user_id, amount, note, slow"
 ORDER_ID = 7
-
-# (the application's write the sync reads, the newer write racing the sync's apply, the amount expected after)
-WRITES = {
-    "an update": (("update", 101), ("update", 202), 202),
-    "a delete": (("update", 101), ("delete", None), None),
-    "an insert after a delete": (("delete", None), ("insert", 303), 303),
-}
 
 
 class _PreGray:
@@ -67,16 +60,7 @@ class _PreGray:
 
     def write(self, kind: str, amount: int | None) -> None:
         """The application's write of row ``ORDER_ID`` (legacy, then the shards)."""
-        where = "WHERE user_id = ? AND order_id = ?"
-        if kind == "update":
-            sql = f"UPDATE t_order SET amount = ?, note = ? {where}"
-            params: tuple[Any, ...] = (amount, f"v{amount}", self.user, ORDER_ID)
-        elif kind == "delete":
-            sql, params = f"DELETE FROM t_order {where}", (self.user, ORDER_ID)
-        else:
-            sql, params = ("INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, ?, ?)",
-                           (ORDER_ID, self.user, amount, f"v{amount}"))
-        self.app.execute(sql, params).close()
+        write_row(self.app, kind, amount, self.user, ORDER_ID)
 
     def row(self, side: str) -> tuple[Any, ...] | None:
         """Row ``ORDER_ID`` on the legacy table or on its shard node, read behind ddm-core's back."""
@@ -116,6 +100,6 @@ def test_a_dual_write_racing_the_forward_sync_is_not_set_back(pre_gray: _PreGray
         sync = Sync(s.config, s.cut.routing, conns, s.cut.log)
         result = sync.forward(s.cut.log.state(), passes=1)
     assert result.applied >= 1 and race.join() == []
-    assert s.row("legacy") == (None if want is None else (ORDER_ID, s.user, want, f"v{want}", 0))
+    assert s.row("legacy") == expected_row(ORDER_ID, s.user, want)
     assert s.row("shards") == s.row("legacy"), f"{case}: the forward sync wrote an older version over the dual write"
     assert race.waited is True  # the application's write waited for the sync's lock on the legacy row

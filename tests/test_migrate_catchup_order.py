@@ -31,7 +31,7 @@ from ddm_core.migrate.state import MigrationLog
 from ddm_core.slots import SlotMap
 from migrate_live_support import BINLOG_ARGS
 from migrate_support import TABLES_PER_SOURCE
-from race_support import RaceAtFirstWrite, RacingWrite
+from race_support import WRITES, RaceAtFirstWrite, RacingWrite, expected_row, write_row
 from services import fresh_mariadb_databases, require_module
 from test_execute_support import PrivateMariaDB, running_mariadb
 from test_migrate_backfill_support import rows_of, setup_migration
@@ -39,14 +39,6 @@ from test_migrate_backfill_support import rows_of, setup_migration
 require_module("pymysqlreplication", "the catch-up ordering tests")
 
 COLUMNS = "order_id, user_id, amount, note, slow"
-
-# (the application's write the pass reads, the newer write racing the pass's apply, the row expected after)
-WRITES = {
-    "an update": (("update", 101), ("update", 202), 202),
-    "a delete": (("update", 101), ("delete", None), None),
-    "an insert after a delete": (("delete", None), ("insert", 303), 303),
-}
-
 
 @pytest.fixture(scope="module")
 def binlog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]:
@@ -94,15 +86,7 @@ class _Migration:
 
     def write(self, kind: str, amount: int | None) -> None:
         """The application's write of the moving row (through the executor: old location, then new)."""
-        if kind == "update":
-            sql, params = ("UPDATE t_order SET amount = ?, note = ? WHERE user_id = ? AND order_id = ?",
-                           (amount, f"v{amount}", self.user_id, self.order_id))
-        elif kind == "delete":
-            sql, params = "DELETE FROM t_order WHERE user_id = ? AND order_id = ?", (self.user_id, self.order_id)
-        else:
-            sql, params = ("INSERT INTO t_order (order_id, user_id, amount, note) VALUES (?, ?, ?, ?)",
-                           (self.order_id, self.user_id, amount, f"v{amount}"))
-        self.app.execute(sql, params).close()
+        write_row(self.app, kind, amount, self.user_id, self.order_id)
 
     def applier(self, conns: Connections, cls: type[Applier] = Applier, **kw: Any) -> Applier:
         copiers = [ScanCopier(scan, self.old, conns) for scan in backfill_scans(self.old, self.new, self.plan)]
@@ -129,7 +113,7 @@ def migration(binlog_server: PrivateMariaDB) -> Iterator[_Migration]:
 
 
 def _expected(m: _Migration, amount: int | None) -> tuple[Any, ...] | None:
-    return None if amount is None else (m.order_id, m.user_id, amount, f"v{amount}", 0)
+    return expected_row(m.order_id, m.user_id, amount)
 
 
 class _RaceBeforeApply(Applier):
