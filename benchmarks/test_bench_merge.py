@@ -117,7 +117,7 @@ STRING_ROWS = 200_000
 STRING_K = 16
 #: None: Python's order (no collation passed, as before collations were read); else a protocol id.
 STRING_CASES = {"python": None, "utf8mb4_nopad_bin": 1070, "utf8mb4_bin": 46, "utf8mb4_general_ci": 45,
-                "latin1_swedish_ci": 8}  # fmt: skip
+                "latin1_swedish_ci": 8, "utf8mb4_unicode_ci": 224, "utf8mb4_unicode_520_ci": 246}  # fmt: skip
 
 
 def string_sources(collation_id: int | None) -> list[list[tuple[str, int]]]:

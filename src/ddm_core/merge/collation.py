@@ -7,7 +7,7 @@ A merge that compares values itself (``ORDER BY``, ``MIN`` / ``MAX``, ``GROUP BY
 ``DISTINCT``, ``COUNT(DISTINCT)``) compares :meth:`Collation.key` of each value
 instead: two values are equal under the collation exactly when their keys are
 equal, and ordered as their keys are. Keys are ``str`` (their characters are
-weights), so they hash, and the compiled heap merge compares them in C.
+weights, or codes of weights), so they hash, and the compiled heap merge compares them in C.
 
 How a key is made:
 
@@ -15,16 +15,19 @@ How a key is made:
   point for ``_bin``; for ``general_ci`` the upper-case letter without its accent,
   computed from Unicode 3.0-era character data (what MySQL's table was built
   from, see :func:`_general_ci_weight`), every character beyond U+FFFF weighing
-  U+FFFD; for ``latin1_swedish_ci`` MySQL's 256-entry sort order.
+  U+FFFD; for ``latin1_swedish_ci`` MySQL's 256-entry sort order; for
+  ``unicode_ci`` and ``unicode_520_ci`` MariaDB's UCA weights, none, one or
+  several per character, read from a table shipped with the package on first
+  use (:mod:`.uca`).
 * **PAD SPACE** (:func:`pad_key`). The shorter string compares as if padded with
-  spaces: trailing spaces are dropped, and a character that sorts below the
+  spaces: trailing spaces are dropped, and a weight that sorts below the
   space (a tab, a newline) makes a string sort *before* the same string without
   it (``'a\\t' < 'a'``). The key encodes that, so the ordering stays a plain
   ``str`` comparison. ``NO PAD`` collations use the weights as they are.
 
 Every key is tested against MariaDB itself (``tests/test_merge_collation.py``:
-every BMP character for ``general_ci``, all 256 ``latin1`` bytes, strings with
-trailing spaces and control characters). A collation not listed in
+every BMP character for ``general_ci`` and the Unicode collations, all 256
+``latin1`` bytes, strings with trailing spaces and control characters). A collation not listed in
 :data:`SUPPORTED` is refused with :class:`~ddm_core.errors.CollationError` naming
 it — when a merge would compare a column of it, never before.
 """
@@ -36,16 +39,13 @@ from operator import itemgetter
 from typing import Any, Callable, NamedTuple, Sequence
 
 from ddm_core.errors import CollationError
+from ddm_core.merge import uca
+from ddm_core.merge.weights import END, Weights, escaped, pad_key
 
 __all__ = ["Collation", "collation_for", "collation_name", "pad_key", "SUPPORTED", "BINARY"]
 
 #: The ``binary`` character set / collation: bytes, compared as bytes (Python's order).
 BINARY = 63
-
-# Reserved key characters (weights >= 3 stand for themselves, see pad_key).
-_LOW = "\x00"  # prefix of a weight that sorts below the space
-_SPACE_BEFORE_LOW = "\x01"  # a space followed, after more spaces, by such a weight
-_END = "\x02"  # the end of the string: where the padding spaces begin
 
 
 class Collation(NamedTuple):
@@ -69,55 +69,7 @@ class Collation(NamedTuple):
     plain: Callable[[Sequence[Sequence[Any]], int], bool] | None = None
 
 
-def pad_key(weights: str, space: str = " ") -> str:
-    """The key of a PAD SPACE comparison over ``weights`` (``space``: the space's weight).
-
-    Comparing two keys with ``<`` / ``==`` is comparing the weight strings with
-    the shorter one padded by ``space`` weights. Trailing spaces are dropped and
-    the end is marked with a character below every weight; a weight below the
-    space is escaped below that mark, and a space whose run of spaces ends in
-    such a weight sorts between the two (the padding of a shorter string meets
-    these spaces, and the weight after them decides). Weights must be >= 3.
-    """
-    weights = weights.rstrip(space)
-    if weights.isprintable() if space == " " else (not weights or min(weights) >= space):
-        return weights + _END  # nothing sorts below the padding: the common case
-    return _escaped(weights, space)
-
-
-def _escaped(weights: str, space: str) -> str:
-    """:func:`pad_key` of (stripped) weights some of which sort below the space."""
-    out: list[str] = []
-    low_follows = False  # scanning backwards: the next non-space weight sorts below the space
-    for ch in reversed(weights):
-        if ch == space:
-            out.append(_SPACE_BEFORE_LOW if low_follows else space)
-        elif ch < space:
-            out.append(ch)
-            out.append(_LOW)
-            low_follows = True
-        else:
-            out.append(ch)
-            low_follows = False
-    out.reverse()
-    out.append(_END)
-    return "".join(out)
-
-
 # -- weights ------------------------------------------------------------------------------
-
-
-class _Weights(dict[int, str]):
-    """A ``str.translate`` table that weighs a character the first time it is seen."""
-
-    def __init__(self, weigh: Callable[[int], str]) -> None:
-        super().__init__()
-        self._weigh = weigh
-
-    def __missing__(self, code: int) -> str:
-        weight = self._weigh(code)
-        self[code] = weight
-        return weight
 
 
 _UCD_3 = unicodedata.ucd_3_2_0
@@ -178,7 +130,7 @@ _LATIN1_SWEDISH = bytes.fromhex(
 )
 
 
-def _latin1_table(order: bytes, name: str) -> _Weights:
+def _latin1_table(order: bytes, name: str) -> Weights:
     """Weights by latin1 byte; a character latin1 cannot hold is refused (it cannot come from such a column)."""
 
     def outside(code: int) -> str:
@@ -187,7 +139,7 @@ def _latin1_table(order: bytes, name: str) -> _Weights:
             "ddm-core cannot compare it as the database would", collation=name,
         )  # fmt: skip
 
-    table = _Weights(outside)
+    table = Weights(outside)
     table.update({ord(ch): chr(w) for ch, w in zip(_LATIN1, order)})
     return table
 
@@ -201,13 +153,13 @@ def _padded(table: dict[int, str], fold_ascii: bool) -> Callable[[str], str]:
 
         def key(value: str) -> str:
             weights = (value.upper() if value.isascii() else value.translate(table)).rstrip(" ")
-            return weights + _END if weights.isprintable() else _escaped(weights, " ")
+            return weights + END if weights.isprintable() else escaped(weights, " ")
 
     else:  # ASCII weighs as itself
 
         def key(value: str) -> str:
             weights = (value if value.isascii() else value.translate(table)).rstrip(" ")
-            return weights + _END if weights.isprintable() else _escaped(weights, " ")
+            return weights + END if weights.isprintable() else escaped(weights, " ")
 
     return key
 
@@ -237,7 +189,7 @@ def _plain(rows: Sequence[Sequence[Any]], column: int) -> bool:
 
 
 def _build() -> dict[int, Collation]:
-    general = _Weights(lambda code: chr(_general_ci_weight(code)))
+    general = Weights(lambda code: chr(_general_ci_weight(code)))
     swedish = _latin1_table(_LATIN1_SWEDISH, "latin1_swedish_ci")
     latin1_bin = _latin1_table(bytes(range(256)), "latin1_bin")
     collations = [
@@ -263,17 +215,25 @@ def _build() -> dict[int, Collation]:
 
 _COLLATIONS = _build()
 
+#: Unicode collations, their weights loaded on first use: id → (name, UCA version, PAD SPACE).
+_UCA = {
+    224: ("utf8mb4_unicode_ci", "400", True), 192: ("utf8mb3_unicode_ci", "400", True),
+    1248: ("utf8mb4_unicode_nopad_ci", "400", False), 1216: ("utf8mb3_unicode_nopad_ci", "400", False),
+    246: ("utf8mb4_unicode_520_ci", "520", True), 214: ("utf8mb3_unicode_520_ci", "520", True),
+    1270: ("utf8mb4_unicode_520_nopad_ci", "520", False), 1238: ("utf8mb3_unicode_520_nopad_ci", "520", False),
+}  # fmt: skip
+
 #: The collation ids ddm-core compares exactly as the database does.
-SUPPORTED = frozenset(_COLLATIONS)
+SUPPORTED = frozenset(_COLLATIONS) | frozenset(_UCA)
+
+_SUPPORTED_NAMES = ", ".join(sorted([c.name for c in _COLLATIONS.values()] + [u[0] for u in _UCA.values()]))
 
 #: Names of collations that are refused, for the message (MySQL's and MariaDB's numbers agree on these).
 _REFUSED_NAMES = {
     5: "latin1_german1_ci", 15: "latin1_danish_ci", 31: "latin1_german2_ci", 48: "latin1_general_ci",
-    49: "latin1_general_cs", 94: "latin1_spanish_ci", 192: "utf8mb3_unicode_ci", 214: "utf8mb3_unicode_520_ci",
-    223: "utf8mb3_general_mysql500_ci", 224: "utf8mb4_unicode_ci", 246: "utf8mb4_unicode_520_ci",
+    49: "latin1_general_cs", 94: "latin1_spanish_ci", 202: "utf8mb3_czech_ci", 223: "utf8mb3_general_mysql500_ci",
+    231: "utf8mb4_spanish_ci", 232: "utf8mb4_swedish_ci", 234: "utf8mb4_czech_ci", 244: "utf8mb4_german2_ci",
     255: "utf8mb4_0900_ai_ci", 305: "utf8mb4_0900_as_cs", 309: "utf8mb4_0900_bin",
-    1216: "utf8mb3_unicode_nopad_ci", 1238: "utf8mb3_unicode_520_nopad_ci", 1248: "utf8mb4_unicode_nopad_ci",
-    1270: "utf8mb4_unicode_520_nopad_ci",
 }  # fmt: skip
 
 
@@ -282,6 +242,8 @@ def collation_name(collation_id: int) -> str:
     known = _COLLATIONS.get(collation_id)
     if known is not None:
         return known.name
+    if collation_id in _UCA:
+        return _UCA[collation_id][0]
     return _REFUSED_NAMES.get(collation_id, f"collation id {collation_id}")
 
 
@@ -297,14 +259,16 @@ def collation_for(collation_id: int, column: str = "") -> Collation:
         CollationError: ddm-core cannot compare strings as this collation does.
     """
     found = _COLLATIONS.get(collation_id)
-    if found is None:
-        name = collation_name(collation_id)
-        where = f"column {column!r}" if column else "a column"
-        supported = ", ".join(sorted(c.name for c in _COLLATIONS.values()))
-        raise CollationError(
-            f"{where} has collation {name}, which ddm-core cannot compare across shards as the database "
-            f"does; merging its values would give wrong answers. Compare it on one of: {supported} "
-            f"(e.g. ORDER BY {column or 'the column'} COLLATE utf8mb4_bin), or query one shard",
-            collation=name, column=column,
-        )  # fmt: skip
-    return found
+    if found is not None:
+        return found
+    if collation_id in _UCA:
+        name, version, padded = _UCA[collation_id]
+        return _COLLATIONS.setdefault(collation_id, Collation(collation_id, name, uca.key(version, padded)))
+    name = collation_name(collation_id)
+    where = f"column {column!r}" if column else "a column"
+    raise CollationError(
+        f"{where} has collation {name}, which ddm-core cannot compare across shards as the database "
+        f"does; merging its values would give wrong answers. Compare it on one of: {_SUPPORTED_NAMES} "
+        f"(e.g. ORDER BY {column or 'the column'} COLLATE utf8mb4_bin), or query one shard",
+        collation=name, column=column,
+    )  # fmt: skip
