@@ -554,3 +554,35 @@ def test_messages_name_the_backends_with_a_feature() -> None:
     assert titles(lambda d: d.supports_xa) == "MySQL or MariaDB"
     assert titles(lambda d: not d.locks_rows) == "SQLite"
     assert titles(lambda d: d.writes_ddl, "and") == "MySQL, MariaDB and SQLite"
+
+
+# -- the logical SHOW TABLES: table listing, literals, byte order (route/ddl/show_tables.py) --------------
+
+#: Names a SHOW TABLES literal may have to spell: a backslash, a quote, LIKE's wildcards.
+AWKWARD_NAMES = ["t_a\\b", "o'clock", "100%_done", "plain"]
+
+
+def _listing_answers_hold(conn: Any, dialect: Dialect) -> None:
+    cur = conn.cursor()
+    for text in AWKWARD_NAMES:
+        cur.execute(f"SELECT {dialect.string_literal(text)}")
+        assert cur.fetchall()[0][0] == text
+    for sql in ("CREATE TABLE t_b (id INTEGER PRIMARY KEY AUTOINCREMENT)", "CREATE TABLE `B_a` (id INT)",
+                "CREATE VIEW v_a AS SELECT id FROM t_b"):
+        cur.execute(sql.replace(" AUTOINCREMENT", "") if dialect is not SQLITE else sql)
+    name, kind, tables = dialect.listed_tables()
+    cur.execute(f"SELECT {name}, {kind} {tables} ORDER BY {dialect.binary_order(name)}")
+    # SQLite's own sqlite_sequence is not listed; in byte order upper case comes first.
+    assert [tuple(r) for r in cur.fetchall()] == [("B_a", "BASE TABLE"), ("t_b", "BASE TABLE"), ("v_a", "VIEW")]
+
+
+def test_sqlite_lists_its_tables_and_spells_literals(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "one.db", isolation_level=None)
+    try:
+        _listing_answers_hold(conn, SQLITE)
+    finally:
+        conn.close()
+
+
+def test_mariadb_lists_its_tables_and_spells_literals(mariadb: Any) -> None:
+    _listing_answers_hold(mariadb, MARIADB)
