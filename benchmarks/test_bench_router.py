@@ -31,7 +31,7 @@ import sqlglot.parser
 from ddm_core.algorithms.inline_expr import expand
 from ddm_core.metadata import load_config
 from ddm_core.route import Router
-from ddm_core.route.placeholders import translate
+from ddm_core.route.text.placeholders import translate
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE = EXAMPLES / "orders.yaml"

@@ -120,7 +120,7 @@ def test_a_migrations_dual_units_are_regrouped_with_the_rows(tmp_path: Path) -> 
 
 def test_a_constant_row_template_is_what_fill_gives() -> None:
     """``Template.constant`` (the bulk path's shortcut) equals ``fill`` wherever it is set, and only there."""
-    from ddm_core.route.template import Template
+    from ddm_core.route.text.template import Template
 
     bound = list(range(100, 112))
     physical = ["t_order_0_1"]

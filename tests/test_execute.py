@@ -24,8 +24,8 @@ from ddm_core.errors import (
 )
 from ddm_core.execute import Executor, Result
 from ddm_core.execute.drivers import format_to_qmark
-from ddm_core.route.placeholders import translate
 from ddm_core.route.plan import RouteKind, RoutePlan
+from ddm_core.route.text.placeholders import translate
 from test_execute_support import (  # noqa: F401 - fixtures
     assert_no_leaks,
     executor,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from ddm_core.metadata.model import KeyGeneratorSpec
-from ddm_core.route import insert
-from ddm_core.route.insert import generator_for
+from ddm_core.route.insert import insert
+from ddm_core.route.insert.insert import generator_for
 
 
 def test_specs_with_one_worker_id_share_one_generator() -> None:

@@ -131,9 +131,9 @@ def test_imports_point_downwards(path: Path) -> None:
 
 def test_the_rule_reader_sees_imports(tmp_path: Path) -> None:
     """The reader itself: relative, absolute and package-level forms all count."""
-    route_query = PACKAGE / "route" / "query.py"
-    assert "metadata.model" in _imports(route_query, "route.query") or any(
-        t.startswith("metadata") for t in _imports(route_query, "route.query")
+    route_query = PACKAGE / "route" / "query" / "query.py"
+    assert "metadata.model" in _imports(route_query, "route.query.query") or any(
+        t.startswith("metadata") for t in _imports(route_query, "route.query.query")
     )
     assert not _allowed("metadata", "route.router")
     assert not _allowed("merge", "route")

@@ -3,7 +3,7 @@
 No database: a table (hypothesis) is split into k shards; each unit's rows are
 computed in Python the way MySQL would run the *rewritten* unit statement
 (partial aggregates, derived columns, the unit's ORDER BY, LIMIT offset+limit
-when not grouped — see ``route/select_rewrite.py``); the oracle runs the
+when not grouped — see ``route/query/select_rewrite.py``); the oracle runs the
 caller's query on the whole table. The spec is built the way the router builds
 it (derived columns appended after the visible ones, AVG → SUM + derived COUNT,
 DISTINCT aggregates → the raw argument added to the units' GROUP BY, HAVING on

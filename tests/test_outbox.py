@@ -29,7 +29,7 @@ from ddm_core.outbox import (
     sink_from_spec,
 )
 from ddm_core.outbox.locking import FOR_UPDATE, SKIP_LOCKED
-from ddm_core.route.sql_hint import on_data_source
+from ddm_core.route.text.sql_hint import on_data_source
 
 T0 = 1_800_000_000.0  # the injected relay clock's start, seconds since the epoch
 

@@ -1,4 +1,4 @@
-"""DB-API placeholders ↔ the ``?`` text sqlglot parses (ddm_core.route.placeholders).
+"""DB-API placeholders ↔ the ``?`` text sqlglot parses (ddm_core.route.text.placeholders).
 
 Oracles: sqlglot's own MySQL tokenizer (the number of ``?`` it sees in the
 translated text is the number of names), sqlglot parse/regenerate round trips,
@@ -23,7 +23,7 @@ from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import TokenError
 
 from ddm_core.errors import ConfigError, DdmError, RoutingError, UnsupportedSQLError
-from ddm_core.route.placeholders import ParameterError, Translated, to_paramstyle, translate
+from ddm_core.route.text.placeholders import ParameterError, Translated, to_paramstyle, translate
 
 _HYP = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -168,7 +168,7 @@ _TIGHT_GAP = st.one_of(st.just(""), _GAP)
 
 
 def _spaces(gap: str) -> str:
-    """``gap`` without comments: the router refuses a comment inside an executable comment (route/placeholders.py)."""
+    """``gap`` without comments: the router refuses a comment inside an executable comment (route/text/placeholders.py)."""
     return "".join(c for c in gap if c in " \t\n") or " "
 
 

@@ -29,8 +29,8 @@ from ddm_core.errors import (
 )
 from ddm_core.execute import Executor
 from ddm_core.route import Router
-from ddm_core.route.parse_errors import sql_word
-from ddm_core.route.placeholders import translate, unwrap_executable_comments
+from ddm_core.route.text.parse_errors import sql_word
+from ddm_core.route.text.placeholders import translate, unwrap_executable_comments
 from router_cases import Case, all_nodes, comment, config, n_node, nodes, physical_sql, router, s_node
 from test_execute_support import (  # noqa: F401 - fixtures
     ORDER_DDL,

@@ -97,10 +97,10 @@ from ddm_core.errors import (
 )
 from ddm_core.execute import Executor, Result, Transaction
 from ddm_core.execute.bulk import regroup
-from ddm_core.execute.transaction import check_mode
 from ddm_core.execute.shared import style_of
-from ddm_core.route.placeholders import translate
+from ddm_core.execute.transaction import check_mode
 from ddm_core.route.plan import RoutePlan
+from ddm_core.route.text.placeholders import translate
 
 __all__ = [
     "apilevel",

@@ -12,8 +12,8 @@ from sqlglot.errors import SqlglotError
 
 from ddm_core.dialects import INPUT
 from ddm_core.errors import DdmError
-from ddm_core.route.placeholders import translate
 from ddm_core.route.plan import MergeSpec, RouteKind, RoutePlan
+from ddm_core.route.text.placeholders import translate
 
 __all__ = ["plan_header", "unit_rows", "merge_lines", "plan_json", "short_nodes", "one_line"]
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ddm_core.algorithms import TargetSet
+from ddm_core.cli.describe import short_nodes
 from ddm_core.errors import DdmError, ShardKeyNotFoundError, ShardValueError, UnsupportedSQLError
 from ddm_core.hashing import hash64, slot_of
 from ddm_core.ids import gene_of
 from ddm_core.metadata.model import ShardedTable, ShardingConfig, Strategy, StrategyKind, TableKind
-from ddm_core.route.targets import gene_route
-from ddm_core.cli.describe import short_nodes
+from ddm_core.route.shards.targets import gene_route
 
 __all__ = ["LevelResult", "KeyExplanation", "explain_key", "parse_value", "explanation_lines"]
 

@@ -22,7 +22,7 @@ from ddm_core.metadata.model import ShardedTable, ShardingConfig
 from ddm_core.migrate.backfill import Scan, Target
 from ddm_core.migrate.checker import SlotFilter
 from ddm_core.migrate.plan import slots_of_values
-from ddm_core.route.targets import TableRouter, route_rows
+from ddm_core.route.shards.targets import TableRouter, route_rows
 
 __all__ = ["NodePlacement", "Buckets", "forward_scan", "reverse_scans", "sharded_table"]
 

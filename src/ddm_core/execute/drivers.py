@@ -34,7 +34,7 @@ postgresql    psycopg 3   optional: a :class:`~ddm_core.errors.MissingExtraError
 Unit SQL arrives in the caller's paramstyle family (router contract): ``%s``
 templates — a Python %-format string from end to end, literal ``%`` doubled —
 or ``?`` when the caller wrote ``?``. :func:`format_to_qmark` and
-:func:`~ddm_core.route.placeholders.to_paramstyle` convert between them.
+:func:`~ddm_core.route.text.placeholders.to_paramstyle` convert between them.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from ddm_core.execute.mysql_connect import (
 )
 from ddm_core.execute.params import SQLiteCursor
 from ddm_core.metadata.model import Endpoint
-from ddm_core.route.placeholders import to_paramstyle
+from ddm_core.route.text.placeholders import to_paramstyle
 
 __all__ = ["Driver", "driver_for", "format_to_qmark", "MySQLDriver", "SQLiteDriver", "PostgresDriver"]
 

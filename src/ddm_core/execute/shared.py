@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, NamedTuple
 
 from ddm_core.errors import DdmError
 from ddm_core.execute.pools import Borrowed, EndpointPool
-from ddm_core.route.placeholders import translate
 from ddm_core.route.plan import RouteUnit
+from ddm_core.route.text.placeholders import translate
 
 if TYPE_CHECKING:
     from ddm_core.execute.transaction import Transaction

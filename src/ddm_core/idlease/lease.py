@@ -44,7 +44,7 @@ from ddm_core.execute.executor import Executor
 from ddm_core.execute.result import Result
 from ddm_core.idlease import table
 from ddm_core.ids import GeneIdGenerator, Snowflake
-from ddm_core.route.sql_hint import on_data_source
+from ddm_core.route.text.sql_hint import on_data_source
 
 __all__ = ["lease_worker_id", "WorkerLease", "Phase"]
 

@@ -16,7 +16,7 @@ from ddm_core.errors import DuplicateKeyError, OutboxError
 from ddm_core.execute.executor import Executor
 from ddm_core.execute.transaction import Transaction
 from ddm_core.outbox.schema import CONSUME_LOG_TABLE
-from ddm_core.route.sql_hint import on_data_source
+from ddm_core.route.text.sql_hint import on_data_source
 
 __all__ = ["consume_once"]
 

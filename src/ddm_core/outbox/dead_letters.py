@@ -8,7 +8,7 @@ from typing import Sequence
 from ddm_core.execute.executor import Executor
 from ddm_core.outbox.message import DeadLetter
 from ddm_core.outbox.schema import MESSAGE_TABLE
-from ddm_core.route.sql_hint import on_data_source
+from ddm_core.route.text.sql_hint import on_data_source
 
 __all__ = ["dead_letters", "requeue"]
 

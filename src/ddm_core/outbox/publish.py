@@ -14,7 +14,7 @@ from typing import Any
 from ddm_core.errors import OutboxError
 from ddm_core.execute.transaction import Transaction
 from ddm_core.outbox.schema import MESSAGE_TABLE
-from ddm_core.route.sql_hint import on_data_source
+from ddm_core.route.text.sql_hint import on_data_source
 
 __all__ = ["publish"]
 

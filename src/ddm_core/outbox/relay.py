@@ -35,7 +35,7 @@ from ddm_core.outbox.message import Message, MessageState
 from ddm_core.outbox.schema import MESSAGE_TABLE
 from ddm_core.outbox.settings import RelaySettings
 from ddm_core.outbox.sinks import Sink, deliver_batch
-from ddm_core.route.sql_hint import on_data_source
+from ddm_core.route.text.sql_hint import on_data_source
 
 __all__ = ["Relay", "RelayPass", "Clock"]
 

@@ -37,8 +37,8 @@ from sqlglot.errors import SqlglotError
 from ddm_core._text import BACKTICKED, DOUBLE_QUOTED, SINGLE_QUOTED, shorten_sql
 from ddm_core.errors import DdmError, ProxyAccessDeniedError, UnsupportedSQLError
 from ddm_core.metadata.model import PROXY_PRIVILEGES, ProxyUser
-from ddm_core.route.placeholders import translate
-from ddm_core.route.statement_parser import parse_statements
+from ddm_core.route.text.placeholders import translate
+from ddm_core.route.text.statement_parser import parse_statements
 
 __all__ = ["Privilege", "Demand", "Needs", "PLAIN", "required", "AccessControl"]
 

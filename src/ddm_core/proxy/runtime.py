@@ -23,12 +23,12 @@ from ddm_core.execute import Executor
 from ddm_core.metadata.model import MaskRule, ProxySettings
 from ddm_core.proxy.audit import AuditLog
 from ddm_core.proxy.described import ResultShapes
-from ddm_core.proxy.masking import Masker, MaskPlan
 from ddm_core.proxy.kill import Killable
+from ddm_core.proxy.masking import Masker, MaskPlan
 from ddm_core.proxy.privileges import AccessControl, Needs
 from ddm_core.proxy.ratelimit import RateLimiter
+from ddm_core.route.ddl.show_tables import LOGIC_DB
 from ddm_core.route.router import CACHED_TEXT_LIMIT
-from ddm_core.route.show_tables import LOGIC_DB
 
 __all__ = ["ProxyRuntime", "Workers", "Shape", "Shapes"]
 

@@ -53,8 +53,8 @@ from ddm_core.proxy.privileges import PLAIN, Needs
 from ddm_core.proxy.runtime import ProxyRuntime, Shape
 from ddm_core.proxy.statements import Kind, classify, probe_items, returns_rows
 from ddm_core.proxy.variables import TRANSACTION_TYPE, apply_set
-from ddm_core.route.placeholders import translate
 from ddm_core.route.plan import RouteKind, RoutePlan
+from ddm_core.route.text.placeholders import translate
 
 __all__ = ["ProxySession", "Outcome", "Rows", "Batched", "flatten"]
 

@@ -11,21 +11,21 @@ from sqlglot.errors import ParseError, TokenError
 from ddm_core._text import shorten_sql
 from ddm_core.errors import DdmError, UnsupportedSQLError
 from ddm_core.metadata.model import TableKind
-from ddm_core.route.analyze import Analysis, NodeIndex, TableUse, analyze, placement_assignments
-from ddm_core.route.conditions import value_source
 from ddm_core.route.context import RouteContext
-from ddm_core.route.ddl import compile_other
-from ddm_core.route.edits import param_edits, table_edits
+from ddm_core.route.ddl.ddl import compile_other
 from ddm_core.route.hints import Hint
-from ddm_core.route.insert import compile_insert
-from ddm_core.route.parse_errors import explain, locate
-from ddm_core.route.placeholders import Translated, source_offset
+from ddm_core.route.insert.insert import compile_insert
 from ddm_core.route.plan import RoutePlan
-from ddm_core.route.query import QueryStatement, ShardKeySet
-from ddm_core.route.select_rewrite import multi_factory
-from ddm_core.route.statement_parser import parse_statements
-from ddm_core.route.sql_hint import HintedStatement, pass_through, read_sql_hint
-from ddm_core.route.template import Edit, from_edits
+from ddm_core.route.query.query import QueryStatement, ShardKeySet
+from ddm_core.route.query.select_rewrite import multi_factory
+from ddm_core.route.shards.analyze import Analysis, NodeIndex, TableUse, analyze, placement_assignments
+from ddm_core.route.shards.conditions import value_source
+from ddm_core.route.text.edits import param_edits, table_edits
+from ddm_core.route.text.parse_errors import explain, locate
+from ddm_core.route.text.placeholders import Translated, source_offset
+from ddm_core.route.text.sql_hint import HintedStatement, pass_through, read_sql_hint
+from ddm_core.route.text.statement_parser import parse_statements
+from ddm_core.route.text.template import Edit, from_edits
 
 __all__ = ["Compiled", "compile_statement", "parse", "quote_statement"]
 

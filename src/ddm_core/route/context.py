@@ -10,8 +10,8 @@ from ddm_core.algorithms import ShardingAlgorithm
 from ddm_core.errors import FullRouteError, RoutingError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig
 from ddm_core.route.hints import Hint
-from ddm_core.route.table_schema import TableSchema
-from ddm_core.route.targets import TableRouter
+from ddm_core.route.shards.targets import TableRouter
+from ddm_core.route.table_schema import TableSchema, declared_schema
 
 __all__ = ["RouteContext", "RouteStats", "physical_name"]
 
@@ -56,6 +56,14 @@ class RouteContext:
                 text = f"/* {safe} */ "
             self._comments[data_source] = text
         return text
+
+    def schema_of(self, name: str) -> TableSchema | None:
+        """The schema of logic table ``name``: loaded first, else declared in the configuration."""
+        found = self.schemas.get(name.lower())
+        if found is not None:
+            return found
+        table = self.config.table(name)
+        return declared_schema(table) if table is not None else None
 
     def router_of(self, table: ShardedTable) -> TableRouter:
         key = table.name.lower()

@@ -40,7 +40,7 @@ from ddm_core.metadata.model import ShardingConfig
 from ddm_core.metadata.phases import Phase
 from ddm_core.route.compile import Compiled
 from ddm_core.route.hints import Hint, current_hint
-from ddm_core.route.insert import reuse_generated_keys
+from ddm_core.route.insert.insert import reuse_generated_keys
 from ddm_core.route.plan import RoutePlan, RouteUnit
 from ddm_core.route.table_schema import statement_tables
 

@@ -21,9 +21,9 @@ from ddm_core.route.compile import Compiled, compile_statement, quote_statement
 from ddm_core.route.context import RouteContext
 from ddm_core.route.follow import Migrating, follower_of
 from ddm_core.route.hints import current_hint
-from ddm_core.route.placeholders import Translated, translate
 from ddm_core.route.plan import RoutePlan
 from ddm_core.route.table_schema import TableSchema, statement_tables
+from ddm_core.route.text.placeholders import Translated, translate
 
 __all__ = ["Router", "CacheInfo", "Compiled"]
 

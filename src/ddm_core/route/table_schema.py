@@ -11,7 +11,7 @@ Two sources, the first found wins per logic table:
 
 The router uses it for an INSERT without a column list (the column order) and
 for typed comparison (a string compared with an integer shard column routes as
-the integer: :mod:`ddm_core.route.coerce`). Without it, column-less INSERTs
+the integer: :mod:`ddm_core.route.shards.coerce`). Without it, column-less INSERTs
 into sharded tables are refused and values route as given.
 """
 
@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ddm_core.metadata.model import ShardedTable
 
-if TYPE_CHECKING:
-    from ddm_core.route.context import RouteContext
-
-__all__ = ["Column", "TableSchema", "declared_schema", "schema_of", "statement_tables"]
+__all__ = ["Column", "TableSchema", "declared_schema", "statement_tables"]
 
 #: Integer types of MySQL / MariaDB (``BIGINT(20) UNSIGNED``, ``INT``...), PostgreSQL
 #: (``integer``, ``int8``, ``bigserial``) and SQLite's usual declarations (``INTEGER``).
@@ -114,15 +111,6 @@ def declared_schema(table: ShardedTable) -> TableSchema | None:
                 key.append(str(name))
         columns.append(Column(str(name), kind))
     return TableSchema(table.name, tuple(columns), tuple(key), "the configuration")
-
-
-def schema_of(ctx: RouteContext, name: str) -> TableSchema | None:
-    """The schema of logic table ``name``: loaded first, else declared in the configuration."""
-    found = ctx.schemas.get(name.lower())
-    if found is not None:
-        return found
-    table = ctx.config.table(name)
-    return declared_schema(table) if table is not None else None
 
 
 def statement_tables(statement: Any) -> frozenset[str] | None:

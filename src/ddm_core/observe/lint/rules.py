@@ -42,9 +42,9 @@ from ddm_core.errors import (
 )
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.observe.lint.sources import FoundSql
-from ddm_core.route.placeholders import Translated, translate
 from ddm_core.route.plan import RouteKind, RoutePlan
 from ddm_core.route.router import Router
+from ddm_core.route.text.placeholders import Translated, translate
 
 __all__ = ["Finding", "LintSettings", "lint_statement", "RULES", "ERROR", "WARNING"]
 

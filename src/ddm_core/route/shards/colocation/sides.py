@@ -1,5 +1,5 @@
 """Compile time of the co-location proof: the sharded table occurrences of each scope, the
-predicates that hold for their rows, and the sides they form (see :mod:`ddm_core.route.colocation`)."""
+predicates that hold for their rows, and the sides they form (see :mod:`ddm_core.route.shards.colocation`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any, Iterator, Mapping, Sequence
 from sqlglot import exp
 
 from ddm_core.metadata.model import ShardedTable, ShardingConfig, StrategyKind, TableKind
-from ddm_core.route.analyze import Analysis, Scope, TableUse
-from ddm_core.route.conditions import Conjunction, conjoin, extract, to_dnf
-from ddm_core.route.derived import outer_conditions
-from ddm_core.route.targets import gene_route
+from ddm_core.route.shards.analyze import Analysis, Scope, TableUse
+from ddm_core.route.shards.conditions import Conjunction, conjoin, extract, to_dnf
+from ddm_core.route.shards.derived import outer_conditions
+from ddm_core.route.shards.targets import gene_route
 
 __all__ = ["Builder", "Member", "Side", "canonical", "group_of", "proof_columns"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -20,11 +20,8 @@ from ddm_core.algorithms import ShardingAlgorithm, TargetSet, ValueRange
 from ddm_core.errors import RoutingError, ShardKeyNotFoundError
 from ddm_core.ids import gene_of
 from ddm_core.metadata.model import ShardedTable, Strategy, StrategyKind
-from ddm_core.route.conditions import ColumnValues, Conjunction, resolve
 from ddm_core.route.hints import Hint
-
-if TYPE_CHECKING:
-    from ddm_core.route.fast import TableScalars
+from ddm_core.route.shards.conditions import ColumnValues, Conjunction, resolve
 
 __all__ = ["TableRouter", "Picked", "route_rows", "gene_route"]
 
@@ -43,7 +40,7 @@ class Picked:
     """Node indexes (into ``table.data_nodes``, ascending) and whether that is every node.
 
     A join of tables that do not follow one table's node index (tables of other
-    binding groups pinned to one node each, see :mod:`ddm_core.route.colocation`)
+    binding groups pinned to one node each, see :mod:`ddm_core.route.shards.colocation`)
     also says which table's nodes ``nodes`` are (``table``) and, per unit, its data
     source and the node index of every template slot's table (``units``; -1 for a
     slot that is not a sharded table). ``units is None``: every sharded slot follows
@@ -76,8 +73,8 @@ class TableRouter:
         self.gene = gene_route(table)
         extra = (self.gene[0],) if self.gene else ()
         self.columns = frozenset(c.lower() for c in (*self.db.columns, *self.tb.columns, *extra))
-        # The point fast path's per-table scalars (route.fast builds them on first use).
-        self.point_scalars: TableScalars | None = None
+        # The point fast path's per-table scalars (a TableScalars, which route.shards.fast builds on first use).
+        self.point_scalars: object = None
 
     # -- public ------------------------------------------------------------------
 

@@ -1,10 +1,10 @@
 """The one-row INSERT fast path: ``INSERT INTO t (...) VALUES (%s, ...)`` without batch routing.
 
-Batch routing (:func:`~ddm_core.route.targets.route_rows`) splits rows with
+Batch routing (:func:`~ddm_core.route.shards.targets.route_rows`) splits rows with
 numpy arrays, which is what a 10 000-row INSERT needs and what costs tens of
 microseconds for one row. A one-row INSERT is a point route instead: its row's
 sharding-column values decide the node through the same scalar functions as
-``WHERE key = ?`` (:mod:`ddm_core.route.fast`), and the unit's SQL text is
+``WHERE key = ?`` (:mod:`ddm_core.route.shards.fast`), and the unit's SQL text is
 built once per node. Key generation, the gene-id check and the plan are the
 general path's, value for value; when the fast path cannot route a row the
 general path does (and raises the real error, or counts a fast-path miss).
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ddm_core.route.conditions import Param, Source
 from ddm_core.route.context import physical_name
-from ddm_core.route.fast import GENERATED, PointRoute, miss_note, row_route
 from ddm_core.route.plan import RoutePlan, TableRoute, single_unit_plan
-from ddm_core.route.template import Template
+from ddm_core.route.shards.conditions import Param, Source
+from ddm_core.route.shards.fast import GENERATED, PointRoute, miss_note, row_route
+from ddm_core.route.text.template import Template
 
 if TYPE_CHECKING:
-    from ddm_core.route.insert import InsertStatement
+    from ddm_core.route.insert.insert import InsertStatement
 
 __all__ = ["OneRowInsert", "one_row_insert"]
 

@@ -17,7 +17,7 @@ from sqlglot import exp
 from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
 from ddm_core.dialects import INPUT
 from ddm_core.errors import UnsupportedSQLError
-from ddm_core.route.edits import span
+from ddm_core.route.text.edits import span
 
 __all__ = ["set_form_text", "value_spans", "column_list"]
 

@@ -14,16 +14,16 @@ from sqlglot import exp
 
 from ddm_core.errors import RoutingError, ShardKeyUpdateError, UnsupportedSQLError
 from ddm_core.metadata.model import DataNode, ShardedTable, TableKind
-from ddm_core.route.analyze import Analysis
-from ddm_core.route.colocation import Layout, layout_of
-from ddm_core.route.coerce import Normalizer, coerce_conditions
-from ddm_core.route.conditions import Eq, Literal, Param, Source
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
 from ddm_core.route.plan import MergeSpec, NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute, single_unit_plan
-from ddm_core.route.fast import PointRoute, miss_note, point_route
-from ddm_core.route.targets import Picked
-from ddm_core.route.template import Template
+from ddm_core.route.shards.analyze import Analysis
+from ddm_core.route.shards.coerce import Normalizer, coerce_conditions
+from ddm_core.route.shards.colocation import Layout, layout_of
+from ddm_core.route.shards.conditions import Eq, Literal, Param, Source
+from ddm_core.route.shards.fast import PointRoute, miss_note, point_route
+from ddm_core.route.shards.targets import Picked
+from ddm_core.route.text.template import Template
 
 __all__ = ["QueryStatement", "MultiRewrite"]
 
@@ -86,11 +86,11 @@ class QueryStatement:
         a = analysis
         self.primary = a.primary
         self.tables = [ctx.config.table(k) for k in a.slots]
-        # Which tables provably share a node, and how the units are placed (route.colocation).
+        # Which tables provably share a node, and how the units are placed (route.shards.colocation).
         self.layout: Layout | None = layout_of(a, ctx.config, a.params)
         if self.layout is not None:
             self._check_bindings(self.layout)
-        # Strings compared with integer shard columns route as the integers (see route.coerce).
+        # Strings compared with integer shard columns route as the integers (see route.shards.coerce).
         self._normalize = coerce_conditions(ctx, a, self.shard_key_sets) if self.primary is not None else None
         if self.layout is not None:
             self.layout, own = self.layout.coerced(ctx)

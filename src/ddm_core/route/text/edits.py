@@ -15,8 +15,8 @@ from sqlglot import exp
 
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import TableKind
-from ddm_core.route.analyze import Analysis
-from ddm_core.route.template import QUOTED_OR_PARAM, Edit
+from ddm_core.route.shards.analyze import Analysis
+from ddm_core.route.text.template import QUOTED_OR_PARAM, Edit
 
 __all__ = ["param_edits", "table_edits", "span", "drops_schema", "is_logical_schema", "LOGIC_DB"]
 

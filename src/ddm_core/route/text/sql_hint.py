@@ -24,7 +24,7 @@ The hint is part of the SQL text, so it is read once, when the statement is
 compiled; it overrides the fields it sets of the hint active in the caller's
 context (:func:`ddm_core.route.hint`). The comment is not sent to the data
 sources. It is read from real comments only: MySQL executable comments
-(``/*! ... */``) are statement text by then (:mod:`ddm_core.route.placeholders`).
+(``/*! ... */``) are statement text by then (:mod:`ddm_core.route.text.placeholders`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.context import RouteContext
 from ddm_core.route.hints import Hint
 from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit
-from ddm_core.route.template import QUOTED_OR_PARAM, Template
+from ddm_core.route.text.template import QUOTED_OR_PARAM, Template
 
 __all__ = ["SqlHint", "read_sql_hint", "HintedStatement", "PassThroughStatement", "pass_through", "on_data_source"]
 

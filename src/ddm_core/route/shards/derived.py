@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from sqlglot import exp
 
-from ddm_core.route.conditions import extract
+from ddm_core.route.shards.conditions import extract
 
 __all__ = ["outer_conditions"]
 

@@ -5,7 +5,7 @@ DELETE itself): each scope knows the tables of its own FROM / JOIN, its
 aliases, and the predicates (WHERE and JOIN ... ON) that restrict them.
 Columns are resolved through the scope's aliases first, then the enclosing
 scopes' (correlated subqueries). Whether the sharded tables of a statement
-may be joined node by node is :mod:`ddm_core.route.colocation`'s decision.
+may be joined node by node is :mod:`ddm_core.route.shards.colocation`'s decision.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from sqlglot import exp
 
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig, TableKind
-from ddm_core.route.conditions import Conjunction, conjoin, extract, to_dnf
-from ddm_core.route.derived import outer_conditions
-from ddm_core.route.targets import gene_route
+from ddm_core.route.shards.conditions import Conjunction, conjoin, extract, to_dnf
+from ddm_core.route.shards.derived import outer_conditions
+from ddm_core.route.shards.targets import gene_route
 
 __all__ = ["TableUse", "Scope", "Analysis", "NodeIndex", "analyze"]
 
@@ -184,7 +184,7 @@ def analyze(
 
     sharded = list(dict.fromkeys(u.key for u in uses if u.kind is TableKind.SHARDED))
     # INSERT ... SELECT writes each row where it is read: its tables must all be bound. Every
-    # other statement's tables are checked by route.colocation (joins that provably share a node).
+    # other statement's tables are checked by route.shards.colocation (joins that provably share a node).
     primary = _primary(sharded, config, strict=isinstance(tree, exp.Insert))
     if primary is not None:
         gene = gene_route(primary)
@@ -220,7 +220,7 @@ def _primary(sharded: list[str], config: ShardingConfig, strict: bool = False) -
     Tables of a binding group always route through the group's first table and
     follow it by node index (ShardingSphere's primary-table rule), also when a
     statement names only one of them. Tables of other groups route by their own
-    strategies (:mod:`ddm_core.route.colocation` decides whether they may be
+    strategies (:mod:`ddm_core.route.shards.colocation` decides whether they may be
     joined); with ``strict`` they are refused here.
     """
     if not sharded:

@@ -29,9 +29,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ddm_core.errors import ShardValueError
 from ddm_core.metadata.model import ShardedTable
-from ddm_core.route.conditions import Atom, Eq, In, Literal, Param, Range, Source
 from ddm_core.route.context import RouteContext
-from ddm_core.route.table_schema import schema_of
+from ddm_core.route.shards.conditions import Atom, Eq, In, Literal, Param, Range, Source
 
 __all__ = [
     "Normalizer", "integer_columns", "integer_value", "normalizer", "coerce_source", "coerce_conditions", "coerce_dnf",
@@ -52,7 +51,7 @@ def integer_columns(ctx: RouteContext, primary: ShardedTable, others: Iterable[s
     has no schema (a binding table's statement routes through its group's first table).
     """
     router = ctx.router_of(primary)
-    schemas = [s for s in (schema_of(ctx, primary.name), *(schema_of(ctx, t) for t in others)) if s is not None]
+    schemas = [s for s in (ctx.schema_of(primary.name), *(ctx.schema_of(t) for t in others)) if s is not None]
     out = set()
     for column in router.columns:
         for schema in schemas:
@@ -142,8 +141,8 @@ def coerce_conditions(ctx: RouteContext, analysis: Any, key_sets: Sequence[Any] 
     normalizer for the params (``None``: nothing to do per route).
 
     Args:
-        analysis: The statement's :class:`~ddm_core.route.analyze.Analysis`.
-        key_sets: The UPDATE's :class:`~ddm_core.route.query.ShardKeySet` items (``source`` rewritten).
+        analysis: The statement's :class:`~ddm_core.route.shards.analyze.Analysis`.
+        key_sets: The UPDATE's :class:`~ddm_core.route.query.query.ShardKeySet` items (``source`` rewritten).
     """
     primary = analysis.primary
     if primary is None:

@@ -7,10 +7,10 @@ their params. Rows are routed in one batch through the algorithms' numpy /
 compiled paths, so a 10 000-row INSERT costs no 10 000 algorithm calls.
 
 Forms: ``INSERT ... SET a = 1`` is rewritten to ``INSERT ... (a) VALUES (1)``
-first (:mod:`~ddm_core.route.insert_forms`); an INSERT without a column list
+first (:mod:`~ddm_core.route.insert.insert_forms`); an INSERT without a column list
 gets the table's columns from its schema (:mod:`~ddm_core.route.table_schema`),
 written into every unit; INSERT ... SELECT is a query
-(:mod:`~ddm_core.route.insert_select` says whether it may run per node).
+(:mod:`~ddm_core.route.insert.insert_select` says whether it may run per node).
 
 Generated keys: a key column the statement leaves out is appended to every
 row with a generated value; a key column it sets keeps the values given,
@@ -39,20 +39,20 @@ from ddm_core.errors import MigrationError, ShardKeyUpdateError, ShardValueError
 from ddm_core.hashing import slot_of
 from ddm_core.ids import GeneIdGenerator, Snowflake, gene_of
 from ddm_core.metadata.model import KeyGeneratorSpec, ShardedTable, TableKind
-from ddm_core.route.analyze import NodeIndex, analyze, placement_assignments
-from ddm_core.route.coerce import Normalizer, coerce_source, integer_columns, normalizer
-from ddm_core.route.conditions import Param, Source, value_source
 from ddm_core.route.context import RouteContext, physical_name
-from ddm_core.route.edits import param_edits, span, table_edits
 from ddm_core.route.hints import Hint
-from ddm_core.route.insert_fast import OneRowInsert, one_row_insert
-from ddm_core.route.insert_forms import column_list, set_form_text, value_spans
-from ddm_core.route.insert_select import check_insert_select
+from ddm_core.route.insert.insert_fast import OneRowInsert, one_row_insert
+from ddm_core.route.insert.insert_forms import column_list, set_form_text, value_spans
+from ddm_core.route.insert.insert_select import check_insert_select
 from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
-from ddm_core.route.query import QueryStatement
-from ddm_core.route.table_schema import TableSchema, schema_of
-from ddm_core.route.targets import route_rows
-from ddm_core.route.template import Edit, Template, from_edits
+from ddm_core.route.query.query import QueryStatement
+from ddm_core.route.shards.analyze import NodeIndex, analyze, placement_assignments
+from ddm_core.route.shards.coerce import Normalizer, coerce_source, integer_columns, normalizer
+from ddm_core.route.shards.conditions import Param, Source, value_source
+from ddm_core.route.shards.targets import route_rows
+from ddm_core.route.table_schema import TableSchema
+from ddm_core.route.text.edits import param_edits, span, table_edits
+from ddm_core.route.text.template import Edit, Template, from_edits
 
 __all__ = ["compile_insert", "InsertStatement", "generator_for", "reuse_generated_keys"]
 
@@ -150,7 +150,7 @@ class InsertStatement:
         # the statement's param count up are "virtual": a NULL written in the row's text.
         self.fills = fills
         self.n_virtual = n_virtual
-        self.normalize = normalize  # strings for integer shard columns read as integers (route.coerce)
+        self.normalize = normalize  # strings for integer shard columns read as integers (route.shards.coerce)
         self.needed = [c.lower() for c in table.sharding_columns]
         for c in self.needed:
             if c not in columns and c != key_column:
@@ -479,7 +479,7 @@ def _reparse(text: str, original: exp.Insert) -> exp.Insert:
 
 def _schema_for_values(ctx: RouteContext, table: ShardedTable) -> TableSchema:
     """The columns an INSERT without a column list fills, or the error saying how to provide them."""
-    found = schema_of(ctx, table.name)
+    found = ctx.schema_of(table.name)
     if found is None or not found.columns:
         raise UnsupportedSQLError(
             f"INSERT into sharded table {table.name!r} without a column list needs the table's columns in "

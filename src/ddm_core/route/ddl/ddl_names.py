@@ -25,9 +25,9 @@ from sqlglot import exp
 
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig, TableKind
-from ddm_core.route.analyze import Analysis
-from ddm_core.route.edits import span
-from ddm_core.route.template import Edit, suffixed_name
+from ddm_core.route.shards.analyze import Analysis
+from ddm_core.route.text.edits import span
+from ddm_core.route.text.template import Edit, suffixed_name
 
 __all__ = ["constraint_edits", "MAX_IDENTIFIER"]
 

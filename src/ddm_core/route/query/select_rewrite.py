@@ -30,13 +30,13 @@ from sqlglot import exp
 from ddm_core.dialects import INPUT, input_dialect
 from ddm_core.errors import DeepPaginationError, RoutingError, UnsupportedSQLError
 from ddm_core.metadata.model import TableKind
-from ddm_core.route.analyze import Analysis
-from ddm_core.route.conditions import Param, Source, value_source
 from ddm_core.route.context import RouteContext
 from ddm_core.route.plan import Aggregate, MergeSpec
-from ddm_core.route.query import MultiRewrite
-from ddm_core.route.edits import drops_schema
-from ddm_core.route.template import from_tree, table_marker
+from ddm_core.route.query.query import MultiRewrite
+from ddm_core.route.shards.analyze import Analysis
+from ddm_core.route.shards.conditions import Param, Source, value_source
+from ddm_core.route.text.edits import drops_schema
+from ddm_core.route.text.template import from_tree, table_marker
 
 __all__ = ["multi_factory"]
 

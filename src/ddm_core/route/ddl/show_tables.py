@@ -34,10 +34,10 @@ from ddm_core.errors import RoutingError
 from ddm_core.merge.spec import MergeSpec
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.context import RouteContext
-from ddm_core.route.edits import LOGIC_DB
 from ddm_core.route.hints import Hint
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
-from ddm_core.route.template import QUOTED_OR_PARAM, Template, from_generated
+from ddm_core.route.text.edits import LOGIC_DB
+from ddm_core.route.text.template import QUOTED_OR_PARAM, Template, from_generated
 
 __all__ = ["ShowTablesStatement", "compile_show_tables", "LOGIC_DB"]
 

@@ -31,8 +31,8 @@ from ddm_core.algorithms import ShardingAlgorithm, TargetSet
 from ddm_core.errors import DdmError
 from ddm_core.ids import gene_of
 from ddm_core.metadata.model import Strategy, StrategyKind
-from ddm_core.route.conditions import Conjunction, Eq, Param, Source
-from ddm_core.route.targets import TableRouter
+from ddm_core.route.shards.conditions import Conjunction, Eq, Param, Source
+from ddm_core.route.shards.targets import TableRouter
 
 __all__ = ["PointRoute", "TableScalars", "point_route", "row_route", "miss_note", "GENERATED"]
 
@@ -99,7 +99,7 @@ class TableScalars:
 def table_scalars(router: TableRouter) -> TableScalars:
     """The router's :class:`TableScalars`, built on first use."""
     found = router.point_scalars
-    if found is None:
+    if not isinstance(found, TableScalars):
         found = router.point_scalars = TableScalars(router)
     return found
 

@@ -1,5 +1,5 @@
 """Route time of the co-location proof: :class:`Layout` places each side on the units
-(see :mod:`ddm_core.route.colocation`)."""
+(see :mod:`ddm_core.route.shards.colocation`)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import ShardedTable
-from ddm_core.route.analyze import Scope
-from ddm_core.route.coerce import Normalizer, coerce_dnf, integer_columns, normalizer
 from ddm_core.route.context import RouteContext
 from ddm_core.route.hints import Hint
-from ddm_core.route.targets import Picked
+from ddm_core.route.shards.analyze import Scope
+from ddm_core.route.shards.coerce import Normalizer, coerce_dnf, integer_columns, normalizer
+from ddm_core.route.shards.targets import Picked
 
-from ddm_core.route.colocation.sides import Member, Side, canonical, proof_columns
+from ddm_core.route.shards.colocation.sides import Member, Side, canonical, proof_columns
 
 __all__ = ["Layout"]
 
@@ -63,7 +63,7 @@ class Layout:
 
     def coerced(self, ctx: RouteContext) -> tuple[Layout, Normalizer | None]:
         """This layout with the literals its own conditions compare with integer shard columns read
-        as integers, and the normalizer for their params (``None``: none); see :mod:`ddm_core.route.coerce`.
+        as integers, and the normalizer for their params (``None``: none); see :mod:`ddm_core.route.shards.coerce`.
 
         Conditions that are a scope's own DNF are coerced with the scope.
         """

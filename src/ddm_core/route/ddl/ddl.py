@@ -3,12 +3,12 @@
 * DDL on a logic table (CREATE / ALTER / DROP / TRUNCATE TABLE, CREATE / DROP
   INDEX) → every physical table; on a broadcast table → every data source.
   Constraint names on a sharded table get the physical table's suffix
-  (:mod:`ddm_core.route.ddl_names`).
+  (:mod:`ddm_core.route.ddl.ddl_names`).
 * SHOW / DESCRIBE on a logic table → its first node (the physical tables are
   alike). ``FROM <logical schema>`` / ``<logical schema>.t`` is dropped there
-  (the unit runs in the data source's own database; :mod:`ddm_core.route.edits`).
+  (the unit runs in the data source's own database; :mod:`ddm_core.route.text.edits`).
 * ``SHOW [FULL] TABLES`` (of the logical schema) → the logic table names
-  (:mod:`ddm_core.route.show_tables`).
+  (:mod:`ddm_core.route.ddl.show_tables`).
 * Anything else without a configured table (SET, unknown tables) → the
   default data source, or an error when none is configured.
 """
@@ -21,13 +21,13 @@ from typing import Any
 from sqlglot import exp
 
 from ddm_core.errors import UnsupportedSQLError
-from ddm_core.route.analyze import NodeIndex, analyze
 from ddm_core.route.context import RouteContext
-from ddm_core.route.ddl_names import constraint_edits
-from ddm_core.route.edits import is_logical_schema, param_edits, span, table_edits
-from ddm_core.route.query import QueryStatement
-from ddm_core.route.show_tables import compile_show_tables
-from ddm_core.route.template import Edit, from_edits
+from ddm_core.route.ddl.ddl_names import constraint_edits
+from ddm_core.route.ddl.show_tables import compile_show_tables
+from ddm_core.route.query.query import QueryStatement
+from ddm_core.route.shards.analyze import NodeIndex, analyze
+from ddm_core.route.text.edits import is_logical_schema, param_edits, span, table_edits
+from ddm_core.route.text.template import Edit, from_edits
 
 __all__ = ["compile_other", "DDL_TYPES"]
 

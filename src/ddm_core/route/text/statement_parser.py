@@ -40,7 +40,7 @@ def parse_statements(text: str) -> list[exp.Expr | None]:
     """``sqlglot.parse(text, read=INPUT, error_message_context=len(text) + 1)``, with reused tools.
 
     The error context longer than the text makes sqlglot report a failing
-    token's offset exactly (see :mod:`ddm_core.route.parse_errors`).
+    token's offset exactly (see :mod:`ddm_core.route.text.parse_errors`).
 
     Raises:
         sqlglot.errors.ParseError, sqlglot.errors.TokenError: as ``sqlglot.parse`` does.

@@ -21,10 +21,9 @@ from sqlglot import exp
 from ddm_core.dialects import INPUT
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import ShardedTable, TableKind
-from ddm_core.route.analyze import Analysis, Scope, TableUse
 from ddm_core.route.context import RouteContext
-from ddm_core.route.table_schema import schema_of
-from ddm_core.route.targets import gene_route
+from ddm_core.route.shards.analyze import Analysis, Scope, TableUse
+from ddm_core.route.shards.targets import gene_route
 
 __all__ = ["check_insert_select"]
 
@@ -126,7 +125,7 @@ def _target_columns(ctx: RouteContext, tree: exp.Insert, table: ShardedTable) ->
     """The columns the statement fills, in order: its column list, else the table's schema."""
     if isinstance(tree.this, exp.Schema):
         return [c.name.lower() for c in tree.this.expressions]
-    schema = schema_of(ctx, table.name)
+    schema = ctx.schema_of(table.name)
     return [c.lower() for c in schema.names] if schema is not None else None
 
 
@@ -147,7 +146,7 @@ def _select_items(ctx: RouteContext, select: exp.Select, scope: Scope) -> list[e
             if found is None:
                 return None
             use = found
-        schema = schema_of(ctx, use.name)
+        schema = ctx.schema_of(use.name)
         if schema is None:
             return None
         out.extend(exp.column(c, table=use.alias or use.name) for c in schema.names)

@@ -48,9 +48,9 @@ from sqlglot import exp
 
 from ddm_core.errors import ShardKeyUpdateError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig, TableKind
-from ddm_core.route.analyze import Analysis, Scope
-from ddm_core.route.colocation.layout import Layout
-from ddm_core.route.colocation.sides import Builder, Member, Side, group_of
+from ddm_core.route.shards.analyze import Analysis, Scope
+from ddm_core.route.shards.colocation.layout import Layout
+from ddm_core.route.shards.colocation.sides import Builder, Member, Side, group_of
 
 __all__ = ["Layout", "layout_of"]
 
