@@ -1,6 +1,6 @@
 """Finishing aggregates across shards: fold the units' partial rows of one group.
 
-Each unit ran the rewritten statement (see ``route/select_rewrite.py``), so a
+Each unit ran the rewritten statement (see ``route/query/select_rewrite.py``), so a
 group's partial rows carry partial aggregates; this module folds them into the
 value one unsharded table would have given:
 

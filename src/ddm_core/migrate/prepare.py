@@ -59,7 +59,7 @@ class PrepareResult:
 def logic_ddl(create_table: str, physical: str, logic: str) -> str:
     """A physical table's ``SHOW CREATE TABLE`` turned into the logic table's ``CREATE TABLE``."""
     text = _HEADER.sub(lambda m: m.group(1) + f"`{logic}`", create_table, count=1)
-    # Constraint names carry "_<physical table>" (route/ddl_names.py); the router adds it back per table.
+    # Constraint names carry "_<physical table>" (route/ddl/ddl_names.py); the router adds it back per table.
     text = re.sub(r"(CONSTRAINT\s+`(?:[^`]|``)+?)_" + re.escape(physical) + "`", r"\1`", text, flags=re.IGNORECASE)
     return _AUTO_INCREMENT.sub("", text)
 
