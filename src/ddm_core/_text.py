@@ -4,7 +4,7 @@ The forms (strings, quoted identifiers, comments) are regular expression sources
 scanner of statement text. They are written unrolled — ``'[^'\\]*(?:(?:\\.|'')[^'\\]*)*'`` —
 never as a repetition of alternatives (``'(?:[^'\\]|\\.|'')*'``): Python's ``re`` keeps
 backtracking state for each repetition of a group, so the second form costs about a hundred bytes
-per character of a literal, and one 8 MB string literal took gigabytes (docs/proxy.md#limits).
+per character of a literal, and one 8 MB string literal took gigabytes (docs/proxy.md#limits-and-timeouts).
 A run of plain characters (``[^'\\]*``) keeps none.
 """
 

@@ -106,7 +106,7 @@ class Dialect(ABC):
 
     def identifier(self, name: str) -> str:
         """``name`` as an identifier of this dialect, quoted only when it has to be."""
-        from sqlglot import exp  # on use: a configuration loads without sqlglot
+        from sqlglot import exp  # on use: the layers below the router load without it
 
         return exp.to_identifier(name).sql(self.sqlglot_name)
 

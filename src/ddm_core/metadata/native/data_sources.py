@@ -3,7 +3,7 @@
 An entry is a URL or a mapping (``url``, credentials, ``replicas``, ``pool``,
 ``loadBalancer``, ``transactionalReads``, ``readWrite``); the top-level ``pool``
 and ``readWrite`` sections are the defaults each entry refines
-(docs/configuration.md#data-sources).
+(docs/configuration.md#datasources).
 """
 
 from __future__ import annotations
