@@ -368,9 +368,10 @@ def test_com_reset_connection_rolls_the_transaction_back(proxy: ProxyProcess, da
         client.query(f"UPDATE t_order SET amount = {before} WHERE user_id = {KEY}")
 
 
-def _change_user(client: RawClient, user: str, password: str) -> bytes:
+def _change_user(client: RawClient, user: str, password: str, database: str = "") -> bytes:
     scramble = native_scramble(password, client.nonce)
-    body = user.encode() + b"\x00" + bytes([len(scramble)]) + scramble + b"\x00" + struct.pack("<H", UTF8MB4)
+    body = user.encode() + b"\x00" + bytes([len(scramble)]) + scramble + database.encode() + b"\x00"
+    body += struct.pack("<H", UTF8MB4)
     body += b"mysql_native_password\x00"
     client.command(COM_CHANGE_USER, body)
     while True:
@@ -390,6 +391,15 @@ def test_a_failed_change_user_closes_the_connection(proxy: ProxyProcess, databas
         assert error_code(_change_user(client, OTHER, "wrong")) == 1045
         assert client.is_closed(), "the old user stayed logged in after a failed COM_CHANGE_USER"
     assert amount(databases) == before, "the old user's transaction survived"
+
+
+def test_a_change_user_to_an_unknown_database_fails_and_closes(proxy: ProxyProcess) -> None:
+    with logged_in(proxy.port) as client:
+        assert error_code(_change_user(client, OTHER, OTHER_PASSWORD, database="mysql")) == 1049
+        assert client.is_closed()
+    with logged_in(proxy.port) as client:  # the logic database is one this proxy serves
+        assert _change_user(client, OTHER, OTHER_PASSWORD, database="logic_db")[:1] == b"\x00"
+        assert client.query("SELECT DATABASE()") == [("logic_db",)]
 
 
 def test_a_change_user_logs_in_anew_and_resets_the_session(proxy: ProxyProcess, databases: list[str]) -> None:

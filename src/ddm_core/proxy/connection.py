@@ -252,7 +252,13 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             raise _Refused() from exc
         await self.session.reset()  # the old user's transaction never carries over
         self._forget_statements()
-        self.session.database = request.database or None
+        self.session.database = None
+        if request.database:  # a database this proxy serves, or the change of user fails (as a login would)
+            try:
+                await self.session.use(request.database)
+            except MysqlError as exc:
+                await self.stream.write(self.error(msg=exc.msg, code=exc.code))
+                raise _Refused() from exc
         self.session.variables.set("external_user", request.username, force=True)
         if request.client_charset:
             self.session.variables.set("character_set_client", request.client_charset.name)
