@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import sqlglot
 from sqlglot import exp
 
+from ddm_core.dialects import INPUT
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import MaskRule
 from ddm_core.route.compile import quote_statement
@@ -261,7 +262,7 @@ def projection_masks(masker: Masker, sql: str, tables: Iterable[str]) -> MaskPla
     """
     analysis = _Analysis(masker.rules)
     try:
-        tree = sqlglot.parse_one(sql, read="mysql")
+        tree = sqlglot.parse_one(sql, read=INPUT)
         analysed = analysis.query(tree, {})
     except _Refused as why:
         return MaskPlan(refusal=str(why))
@@ -293,11 +294,11 @@ def refuse_masked(plan: MaskPlan, sql: str) -> None:
 def projection_names(sql: str) -> list[str] | None:
     """The result column names of a SELECT with ``?`` placeholders; ``None`` for a ``*``, a non-query or a parse error."""
     try:
-        tree = sqlglot.parse_one(sql, read="mysql")
+        tree = sqlglot.parse_one(sql, read=INPUT)
     except sqlglot.errors.SqlglotError:
         return None
     while isinstance(tree, (exp.SetOperation, exp.Subquery)):
         tree = tree.left if isinstance(tree, exp.SetOperation) else tree.this
     if not isinstance(tree, exp.Select) or any(item.is_star for item in tree.expressions):
         return None
-    return [item.alias_or_name or item.sql("mysql") for item in tree.expressions]
+    return [item.alias_or_name or item.sql(INPUT) for item in tree.expressions]

@@ -22,6 +22,7 @@ from mysql_mimic.intercept import TRANSACTION_CHARACTERISTICS, expression_to_val
 from mysql_mimic.variables import DEFAULT, SYSTEM_VARIABLES, GlobalVariables, VariableSchema
 from sqlglot import exp
 
+from ddm_core.dialects import INPUT
 from ddm_core.proxy.mysql_errors import NOT_SUPPORTED, UNKNOWN_SYSTEM_VARIABLE, WRONG_VALUE
 
 __all__ = ["proxy_variables", "apply_set", "SERVER_VERSION", "TRANSACTION_TYPE", "TRANSACTION_TYPES"]
@@ -86,7 +87,7 @@ def apply_set(
     if dist is not None:
         sql = "SET " + sql[dist.end() :]
     try:
-        tree = sqlglot.parse_one(sql, read="mysql")
+        tree = sqlglot.parse_one(sql, read=INPUT)
     except sqlglot.errors.ParseError as exc:
         raise MysqlError(f"ddm: cannot read the SET statement: {exc}", code=1064) from exc
     if not isinstance(tree, exp.Set):

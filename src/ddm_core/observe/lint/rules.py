@@ -32,6 +32,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ddm_core._text import shorten_sql
+from ddm_core.dialects import INPUT
 from ddm_core.errors import (
     DdmError,
     DeepPaginationError,
@@ -92,7 +93,7 @@ def lint_statement(router: Router, found: FoundSql, settings: LintSettings = Lin
 
     try:
         translated = translate(found.sql)
-        tree = sqlglot.parse_one(translated.sql, read="mysql")
+        tree = sqlglot.parse_one(translated.sql, read=INPUT)
     except (DdmError, SqlglotError) as exc:
         if not found.certain:
             return []  # a string that merely starts like SQL
