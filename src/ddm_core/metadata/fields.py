@@ -115,11 +115,23 @@ class Section:
     def _bad(self, names: tuple[builtins.str, ...], value: Any, what: builtins.str) -> None:
         self.problems.add(self.field_path(*names), f"must be {what}, not {value!r}", value)
 
+    def _blank(self, names: tuple[builtins.str, ...], what: builtins.str) -> None:
+        """Report a field written but left blank: it is never read as absent (docs/configuration.md#checks-at-load)."""
+        self.problems.add(self.field_path(*names), f"must be {what}, not blank (empty, ~ or null)", None)
+
     def str(self, *names: builtins.str, default: Any = None, required: bool = False) -> Any:
+        """A non-empty string (a number is read as its text); ``default`` when absent.
+
+        Written but blank (``auditLog:``, ``~``, ``null``, ``''``) is a problem, never the default:
+        ``auditLog:`` left to be filled in must not load as "no audit log".
+        """
         value = self.get(*names, default=MISSING)
-        if value is MISSING or value is None:
+        if value is MISSING:
             if required:
                 self.problems.add(self.field_path(*names), "is required", None)
+            return default
+        if value is None:
+            self._blank(names, "a non-empty string")
             return default
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(value)  # YAML reads `name: 0` as an int
@@ -135,11 +147,17 @@ class Section:
         default: Any = None,
         required: bool = False,
     ) -> Any:
-        """An integer (``16`` or ``"16"``) that ``bounds`` accepts; else a problem and ``default``."""
+        """An integer (``16`` or ``"16"``) that ``bounds`` accepts; else a problem and ``default`` (absent: no problem).
+
+        Written but blank (``maxOffset:``, ``~``, ``null``) is a problem, as for :meth:`str`.
+        """
         value = self.get(*names, default=MISSING)
-        if value is MISSING or value is None:
+        if value is MISSING:
             if required:
                 self.problems.add(self.field_path(*names), "is required", None)
+            return default
+        if value is None:
+            self._blank(names, bounds.describe())
             return default
         number = as_int(value)
         if number is None:
@@ -161,7 +179,7 @@ class Section:
         if value is MISSING:
             return default
         if value is None:
-            self.problems.add(self.field_path(*names), "must be true or false, not blank (empty, ~ or null)", None)
+            self._blank(names, "true or false")
             return default
         if isinstance(value, str) and value.strip().lower() in ("true", "false", "on", "off", "yes", "no"):
             value = value.strip().lower() in ("true", "on", "yes")
@@ -171,6 +189,11 @@ class Section:
         return value
 
     def mapping(self, *names: builtins.str) -> Mapping[Any, Any]:
+        """A mapping; absent or blank, an empty one.
+
+        Blank is not refused here, unlike a string or number: absent means empty too, so blank
+        (``props:``, ``masks:``) never loads as a default the config did not say.
+        """
         value = self.get(*names, default=None)
         if value is None:
             return {}
@@ -180,7 +203,7 @@ class Section:
         return value
 
     def list(self, *names: builtins.str, split: builtins.bool = False) -> builtins.list[Any]:
-        """A list; with ``split``, a comma-separated string is accepted too."""
+        """A list (absent or blank: empty, as :meth:`mapping`); with ``split``, a comma-separated string too."""
         value = self.get(*names, default=None)
         if value is None:
             return []
