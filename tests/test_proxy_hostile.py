@@ -393,6 +393,16 @@ def test_a_failed_change_user_closes_the_connection(proxy: ProxyProcess, databas
     assert amount(databases) == before, "the old user's transaction survived"
 
 
+def test_a_login_naming_an_unknown_database_is_refused_before_its_ok(proxy: ProxyProcess) -> None:
+    with RawClient(proxy.port) as client:
+        assert error_code(client.login(USER, PASSWORD, database="mysql")) == 1049, "an error in place of the OK"
+        assert client.is_closed()
+    with RawClient(proxy.port) as client:
+        assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+        assert client.query("SELECT DATABASE()") == [("logic_db",)]
+    assert_served(proxy.port)
+
+
 def test_a_change_user_to_an_unknown_database_fails_and_closes(proxy: ProxyProcess) -> None:
     with logged_in(proxy.port) as client:
         assert error_code(_change_user(client, OTHER, OTHER_PASSWORD, database="mysql")) == 1049

@@ -226,7 +226,14 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             await self.stream.write(self.error(msg=f"Access denied for user '{username}'@'{self.host}' "
                                                    "(using password: YES)", code=ACCESS_DENIED))  # fmt: skip
             raise _Refused()
-        refusal = self.admission.logged_in(self.host, name, previous)
+        refusal = None
+        if self.session.database:  # the one the client named must be one this proxy serves
+            try:
+                await self.session.use(self.session.database)
+            except MysqlError as exc:  # answered in place of the OK, as MySQL does
+                refusal = Refusal(exc.code, exc.msg)
+        if refusal is None:
+            refusal = self.admission.logged_in(self.host, name, previous)
         if refusal is not None:
             await self.stream.write(self.error(msg=refusal.message, code=refusal.code))
             raise _Refused()
