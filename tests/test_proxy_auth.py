@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import struct
 import subprocess
 from typing import Any, Iterator
@@ -25,6 +24,7 @@ pymysql: Any = require_module("pymysql", "the proxy's client tests")
 
 from ddm_core.proxy import native_password_hash, sha2_password_hash  # noqa: E402
 from ddm_core.proxy.auth import sha2_scramble_matches  # noqa: E402
+from raw_mysql import RawClient, sha2_scramble  # noqa: E402
 from test_proxy_support import (  # noqa: E402
     PASSWORD,
     USER,
@@ -41,15 +41,8 @@ BOTH, BOTH_PASSWORD = "both", "two-Ways-2"
 NONCE = b"0123456789abcdefghij"  # 20 bytes, as the handshake sends
 
 
-def _sha256(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
-
-
-def client_scramble(password: str, nonce: bytes) -> bytes:
-    """What a MySQL 8 client sends: XOR(SHA256(pw), SHA256(SHA256(SHA256(pw)) + nonce))."""
-    p1 = _sha256(password.encode())
-    p3 = _sha256(_sha256(p1) + nonce)
-    return bytes(a ^ b for a, b in zip(p1, p3))
+#: What a MySQL 8 client sends: XOR(SHA256(pw), SHA256(SHA256(SHA256(pw)) + nonce)).
+client_scramble = sha2_scramble
 
 
 # -- the check, offline ---------------------------------------------------------------------------
@@ -99,41 +92,19 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProcess]:
             process.stop()
 
 
-def _packet(sock: socket.socket) -> tuple[int, bytes]:
-    def exactly(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            assert chunk, "the proxy closed the connection"
-            data += chunk
-        return data
-
-    header = exactly(4)
-    return header[3], exactly(int.from_bytes(header[:3], "little"))
-
-
 def _raw_login(port: int, user: str, password: str) -> list[bytes]:
     """A hand-written HandshakeResponse41 with a caching_sha2_password scramble; the packets answered."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        _, hello = _packet(sock)
-        assert hello[0] == 10
-        at = hello.index(b"\x00", 1) + 1 + 4  # server version, connection id
-        nonce = hello[at:at + 8]
-        at += 8 + 1 + 2 + 1 + 2 + 2  # filler, capabilities, charset, status, capabilities
-        data_len = hello[at]
-        at += 1 + 10
-        part2 = hello[at:at + max(13, data_len - 8)]
-        nonce += part2.rstrip(b"\x00")
-        plugin = hello[at + len(part2):].split(b"\x00")[0]
-        assert plugin == b"caching_sha2_password" and len(nonce) == 20
+    with RawClient(port, timeout=10) as client:
+        hello = client.greeting()
+        assert hello.plugin == "caching_sha2_password" and len(hello.nonce) == 20
         caps = 0x200 | 0x8000 | 0x80000  # PROTOCOL_41, SECURE_CONNECTION, PLUGIN_AUTH
-        scramble = client_scramble(password, nonce)
+        scramble = client_scramble(password, hello.nonce)
         body = (struct.pack("<IIB", caps, 1 << 24, 45) + b"\x00" * 23 + user.encode() + b"\x00"
                 + bytes([len(scramble)]) + scramble + b"caching_sha2_password\x00")  # fmt: skip
-        sock.sendall(len(body).to_bytes(3, "little") + b"\x01" + body)
+        client.send(body, seq=1)
         answers = []
         while True:
-            seq, payload = _packet(sock)
+            payload = client.packet()
             answers.append(payload)
             if payload[0] in (0x00, 0xFF) or len(answers) > 3:
                 return answers
