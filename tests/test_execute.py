@@ -75,7 +75,7 @@ def test_single_unit_runs_on_the_callers_thread(executor: Executor) -> None:
     try:
         for user in range(1, 9):
             ex2.execute("SELECT user_id FROM t_order WHERE user_id = %s", (user,)).close()
-        assert ex2._threads is None
+        assert ex2.runner._threads is None
     finally:
         ex2.close()
 
@@ -430,9 +430,9 @@ def test_fan_out_is_bounded_by_max_concurrency(mysql_config: Any) -> None:
         start = time.monotonic()
         ex.execute_plan(wide).close()
         two = time.monotonic() - start
-        ex.max_concurrency = 4
-        ex._threads.shutdown()  # type: ignore[union-attr]
-        ex._threads = None
+        ex.runner.max_concurrency = 4
+        ex.runner.close()  # the next fan-out starts a pool of 4 threads
+        ex.runner.closed = False
         start = time.monotonic()
         ex.execute_plan(wide).close()
         four = time.monotonic() - start

@@ -182,7 +182,7 @@ def test_uninstalled_executor_pays_nothing_and_counts_nothing(mysql_executor: Ex
     m = metrics.install(CollectorRegistry(), executor=mysql_executor)
     mysql_executor.execute(POINT, (1,)).close()
     m.uninstall()
-    assert mysql_executor._observer is None
+    assert mysql_executor.engine.observer is None
     mysql_executor.execute(POINT, (2,)).close()
     shapes = m.recorder.snapshot().shapes
     assert sum(shape.count for shape in shapes) == 1

@@ -10,41 +10,56 @@ thread waits for the data source meanwhile.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ddm_core.execute.executor import Executor
     from ddm_core.execute.pools import Borrowed, EndpointPool
     from ddm_core.execute.result import Result
+    from ddm_core.execute.statement import Statement
     from ddm_core.execute.watchdog import Guard
     from ddm_core.route.plan import RoutePlan, RouteUnit
 
-__all__ = ["SentUnit"]
+__all__ = ["SentUnit", "Finisher"]
+
+
+class Finisher(Protocol):
+    """What reads a sent unit's answer (the thread runner)."""
+
+    def finish_sent(self, sent: SentUnit) -> Result: ...
 
 
 @dataclass(slots=True, eq=False)
 class SentUnit:
     """A sent unit whose answer is not read yet; :meth:`finish` or :meth:`abandon` it exactly once."""
 
-    executor: Executor
-    plan: RoutePlan
+    runner: Finisher
+    statement: Statement
     unit: RouteUnit
     pool: EndpointPool
     borrowed: Borrowed
     cursor: Any
     guard: Guard | None
     sql: str
-    started: float
-    deadline: float | None
-    seconds: float | None
     fileno: int
     #: ``time.monotonic()`` by which the answer must have begun (``None``: no bound): an event loop
     #: waiting for ``fileno`` calls :meth:`finish` by then anyway, which fails in time.
     answer_by: float | None
 
+    @property
+    def plan(self) -> RoutePlan:
+        return self.statement.plan
+
+    @property
+    def started(self) -> float:
+        return self.statement.started
+
+    @property
+    def deadline(self) -> float | None:
+        return self.statement.deadline
+
     def finish(self) -> Result:
         """Read the answer (blocking only until its last packet is in) and give the connection back."""
-        return self.executor.finish_sent(self)
+        return self.runner.finish_sent(self)
 
     def abandon(self) -> None:
         """The caller gave up (a client gone, a shutdown): the connection, in an unknown state, is discarded."""

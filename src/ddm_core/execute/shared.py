@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import threading
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Hashable, NamedTuple
+from typing import Any, Callable, Hashable, NamedTuple
 
 from ddm_core.errors import DdmError
 from ddm_core.execute.pools import Borrowed, EndpointPool
 from ddm_core.route.plan import RouteUnit
 from ddm_core.route.text.placeholders import translate
 
-if TYPE_CHECKING:
-    from ddm_core.execute.transaction import Transaction
-
-__all__ = ["DEFAULT", "CURRENT_TX", "Lane", "style_of", "DualWriteKey", "dual_table", "Throttle"]
+__all__ = ["DEFAULT", "Lane", "style_of", "DualWriteKey", "dual_table", "Throttle"]
 
 
 class _Default:
@@ -31,9 +27,6 @@ class _Default:
 
 #: "Use the executor's setting" for per-call options.
 DEFAULT: Any = _Default()
-
-#: The transaction bound by ``with executor.transaction():`` in this context.
-CURRENT_TX: ContextVar[Transaction | None] = ContextVar("ddm_transaction", default=None)
 
 
 @dataclass(slots=True)

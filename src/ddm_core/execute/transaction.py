@@ -54,8 +54,8 @@ from __future__ import annotations
 
 import logging
 import time
-from contextvars import Token
-from typing import TYPE_CHECKING, Any, Callable
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ddm_core._text import shorten_sql
 from ddm_core.errors import (
@@ -69,14 +69,41 @@ from ddm_core.errors import (
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, discard_on
 from ddm_core.execute.session_state import check_pinned, reset_or_discard
-from ddm_core.execute.shared import CURRENT_TX, DEFAULT, Lane, style_of
+from ddm_core.execute.pools import EndpointPool
+from ddm_core.execute.shared import DEFAULT, Lane, style_of
 from ddm_core.route.plan import RoutePlan, RouteUnit
+from ddm_core.route.router import Router
 
 if TYPE_CHECKING:
-    from ddm_core.execute.executor import Executor
     from ddm_core.execute.result import Result
 
-__all__ = ["Transaction", "register_mode", "transaction_modes", "check_mode", "begin_transaction", "recover_mode"]
+__all__ = [
+    "Transaction", "TransactionHost", "CURRENT_TX", "register_mode", "transaction_modes", "check_mode",
+    "begin_transaction", "recover_mode",
+]  # fmt: skip
+
+
+class TransactionHost(Protocol):
+    """What a transaction runs on: the executor's router, pools and runner (``Executor`` is one)."""
+
+    @property
+    def router(self) -> Router: ...
+
+    def primary_pool(self, data_source: str) -> EndpointPool: ...
+
+    def deadline_of(self, timeout: Any, started: float) -> float | None: ...
+
+    def run_pinned(self, plan: RoutePlan, lanes: list[Lane], *, style: str, timeout: Any) -> Result: ...
+
+    def run_dual_unit(self, unit: RouteUnit, pinned: Borrowed | None, style: str, deadline: float | None) -> None: ...
+
+    def dual_write_done(self, plan: RoutePlan, unit: RouteUnit) -> None: ...
+
+    def dual_write_failed(self, plan: RoutePlan, unit: RouteUnit, error: BaseException, what: str = "") -> None: ...
+
+
+#: The transaction bound by ``with executor.transaction():`` in this context.
+CURRENT_TX: ContextVar[Transaction | None] = ContextVar("ddm_transaction", default=None)
 
 log = logging.getLogger("ddm_core.execute")
 
@@ -92,7 +119,7 @@ class Transaction:
         executor: The executor it runs on.
     """
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: TransactionHost) -> None:
         self.executor = executor
         self._pins: dict[str, Borrowed] = {}
         self._dirty: set[str] = set()  # pins whose session a statement changed: reset before release
@@ -444,11 +471,12 @@ class Transaction:
 # ``local`` lives here; ``xa`` is a package above the execute layer (ddm_core.xa) that registers
 # itself when ddm_core is imported, so this layer never imports it (docs/xa.md#modes).
 
-_MODES: dict[str, Callable[[Executor], Transaction]] = {"local": Transaction}
-_RECOVERY: dict[str, Callable[[Executor], Any]] = {}
+# Factories take the executor (a TransactionHost); the XA mode's needs more of it than the protocol names.
+_MODES: dict[str, Callable[[Any], Transaction]] = {"local": Transaction}
+_RECOVERY: dict[str, Callable[[Any], Any]] = {}
 
 
-def register_mode(name: str, factory: Callable[[Executor], Transaction], recover: Callable[[Executor], Any] | None = None) -> None:
+def register_mode(name: str, factory: Callable[[Any], Transaction], recover: Callable[[Any], Any] | None = None) -> None:
     """Make ``transaction(mode=name)`` build ``factory(executor)``; ``recover``: its crash recovery."""
     _MODES[name] = factory
     if recover is not None:
@@ -473,12 +501,12 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def begin_transaction(executor: Executor, mode: str) -> Transaction:
+def begin_transaction(executor: TransactionHost, mode: str) -> Transaction:
     """A new transaction of ``mode`` on ``executor`` (nothing is sent until its first statement)."""
     return _MODES[check_mode(mode)](executor)
 
 
-def recover_mode(executor: Executor, mode: str) -> Any:
+def recover_mode(executor: TransactionHost, mode: str) -> Any:
     """Run ``mode``'s crash recovery on ``executor``; its report.
 
     Raises:

@@ -151,6 +151,8 @@ class XaTransaction(Transaction):
     #: (docs/migration.md#dual-write); it is rolled back when the transaction itself needs that data source.
     _adopts_shadows = False
 
+    executor: Executor  # the whole executor, not just what a local transaction needs of it
+
     def __init__(self, executor: Executor) -> None:
         super().__init__(executor)
         self._rt = runtime_of(executor)

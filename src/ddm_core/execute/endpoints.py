@@ -1,0 +1,86 @@
+"""Which pool a unit borrows from: the primary's, or (reads) the replica the splitter picks.
+
+Reads go to a replica (weighted random, or as the data source's ``load_balancer`` says) unless the
+plan writes, a hint forced the primary, or a transaction is open (its units run on pinned
+connections and never ask). Data sources with replicas go through :mod:`ddm_core.readwrite`
+(docs/readwrite.md); a data source without replicas costs one dictionary lookup per unit.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ddm_core.errors import ExecutionError
+from ddm_core.execute.pools import EndpointPool, PoolRegistry
+from ddm_core.execute.shared import Lane
+from ddm_core.metadata.migration import routing_data_sources
+from ddm_core.metadata.model import DataSource, ShardingConfig
+from ddm_core.readwrite import ReadWriteSplitter
+from ddm_core.route.plan import RoutePlan
+
+__all__ = ["Endpoints", "data_source_of"]
+
+
+class Endpoints:
+    """Pool choice per unit over one registry (see the module docstring).
+
+    Args:
+        pools: Where pools are made and kept.
+        split: The read/write splitter (replicas, read-your-writes, breakers).
+        config: The configuration version in use (follows a ``ConfigHolder``).
+    """
+
+    def __init__(self, pools: PoolRegistry, split: ReadWriteSplitter, config: Callable[[], ShardingConfig]) -> None:
+        self.pools = pools
+        self.split = split
+        self._config = config
+        # Data source and primary pool by name, for the config version in use: the hot path skips the lookups.
+        self._primaries: tuple[ShardingConfig | None, dict[str, tuple[DataSource, EndpointPool]]] = (None, {})
+
+    def primary(self, data_source: str) -> EndpointPool:
+        return self.pool_of(data_source, read=False)
+
+    def reader(self, data_source: str) -> EndpointPool:
+        return self.pool_of(data_source, read=True)
+
+    def pool_of(self, data_source: str, *, read: bool) -> EndpointPool:
+        """The pool a unit on ``data_source`` borrows from: the splitter's choice for reads, else the primary's."""
+        config = self._config()
+        version, known = self._primaries
+        if version is not config:  # first use, or a reloaded configuration
+            known = {}
+            self._primaries = (config, known)
+        entry = known.get(data_source)
+        if entry is None:
+            ds = data_source_of(config, data_source)
+            if read and ds.replicas:  # the primary's pool is made only once something needs it
+                return self.split.read_pool(ds)  # type: ignore[no-any-return]
+            primary = self.pools.pool(ds, ds.primary)
+            if ds.replicas:
+                self.split.mark_primary(ds, primary)  # its units run through the splitter
+            else:
+                primary.split = None  # a reload took the replicas away
+                primary.breaker = self.split.breakers.of(ds, ds.primary)  # every endpoint has one
+            entry = known[data_source] = (ds, primary)
+        ds, primary = entry
+        if read and ds.replicas:
+            pool: EndpointPool = self.split.read_pool(ds)
+            return pool
+        return primary
+
+    def lanes(self, plan: RoutePlan) -> list[Lane]:
+        """One lane per unit, each on the pool its unit borrows from."""
+        read = not (plan.is_write or plan.force_primary)
+        return [Lane(self.pool_of(unit.data_source, read=read), [(i, unit)]) for i, unit in enumerate(plan.units)]
+
+
+def data_source_of(config: ShardingConfig, name: str) -> DataSource:
+    """The configured data source ``name`` (during a migration also the target's new ones).
+
+    Raises:
+        ExecutionError: no such data source.
+    """
+    try:  # during a migration also the target's new data sources (dual writes, shifted reads)
+        return routing_data_sources(config)[name]
+    except KeyError:
+        raise ExecutionError(f"data source {name!r} is not configured", data_source=name) from None
