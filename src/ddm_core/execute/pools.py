@@ -49,15 +49,17 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Iterable
 
+from ddm_core.dialects import Dialect
 from ddm_core.errors import ExecutionError, PoolTimeoutError
 from ddm_core.execute.driver_errors import ends_connection, is_disconnect, map_driver_error
 from ddm_core.execute.drivers import Driver, driver_for
 from ddm_core.execute.watchdog import Guard, Watchdog
 from ddm_core.metadata.model import DataSource, Endpoint, PoolSettings
 
-__all__ = ["EndpointPool", "Borrowed", "PoolStats", "PoolRegistry", "PING_AFTER", "FALLBACK_PACKET", "discard_on"]
+__all__ = ["EndpointPool", "Borrowed", "PoolStats", "PoolRegistry", "PING_AFTER", "FALLBACK_PACKET", "discard_on",
+           "PoolSizing", "pool_sizing", "pool_timeout_error", "lend_count_error", "stats_by_data_source"]
 
 log = logging.getLogger("ddm_core.execute")
 
@@ -96,6 +98,69 @@ class PoolStats:
     borrows: int
     timeouts: int
     discards: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSizing:
+    """What a pool's :class:`~ddm_core.metadata.model.PoolSettings` come to for one endpoint.
+
+    Attributes:
+        max_size: Most connections (1 when connections do not share data).
+        min_idle: Connections kept idle (at most ``max_size``).
+        acquire_timeout: Seconds a borrow waits at most (also the connect timeout).
+        lifetime: Seconds after which a connection is recycled (``None``: never).
+        idle_timeout: Seconds after which an idle connection beyond ``min_idle`` is closed (``None``: never).
+        shared: Whether connections to the endpoint see the same data (``False``: SQLite ``:memory:``).
+    """
+
+    max_size: int
+    min_idle: int
+    acquire_timeout: float
+    lifetime: float | None
+    idle_timeout: float | None
+    shared: bool
+
+
+def pool_sizing(settings: PoolSettings, dialect: Dialect, database: str | None) -> PoolSizing:
+    """The sizing of a pool of ``database`` on ``dialect``'s backend (the thread and asyncio pools share it)."""
+    max_size = max(1, settings.max_size)
+    shared = dialect.connections_share_data(database)
+    if not shared:
+        max_size = 1  # SQLite ":memory:": every connection is a different, empty database
+    # One ":memory:" connection is the whole database: never recycle or expire it.
+    return PoolSizing(
+        max_size=max_size,
+        min_idle=min(settings.min_idle, max_size),
+        acquire_timeout=settings.acquire_timeout_ms / 1000.0,
+        lifetime=settings.max_lifetime_ms / 1000.0 if settings.max_lifetime_ms and shared else None,
+        idle_timeout=settings.idle_timeout_ms / 1000.0 if settings.idle_timeout_ms and shared else None,
+        shared=shared,
+    )
+
+
+def pool_timeout_error(
+    data_source: str, endpoint: str, waited: float, max_size: int, count: int = 1
+) -> PoolTimeoutError:
+    """The error of a borrow (of ``count`` connections) that waited ``waited`` seconds in vain."""
+    what = "no connection" if count == 1 else f"{count} connections did not"
+    verb = "became" if count == 1 else "become"
+    return PoolTimeoutError(
+        f"data source {data_source!r} (endpoint {endpoint!r}): {what} {verb} "
+        f"free within {waited:g} s (all {max_size} borrowed)",
+        data_source=data_source,
+        endpoint=endpoint,
+        timeout=waited,
+        max_size=max_size,
+    )
+
+
+def lend_count_error(data_source: str, endpoint: str, count: int, max_size: int) -> ExecutionError:
+    """The error of a ``borrow_many(count)`` no pool of ``max_size`` connections can ever lend."""
+    return ExecutionError(
+        f"data source {data_source!r} (endpoint {endpoint!r}) cannot lend {count} "
+        f"connections at once (max size {max_size})",
+        data_source=data_source,
+    )
 
 
 class _Connection:
@@ -176,16 +241,12 @@ class EndpointPool:
         self.endpoint = endpoint
         self.settings = settings
         self.driver: Driver = driver_for(endpoint.dialect)
-        max_size = max(1, settings.max_size)
-        shared = self.driver.dialect.connections_share_data(endpoint.database)
-        if not shared:
-            max_size = 1  # SQLite ":memory:": every connection is a different, empty database
-        self.max_size = max_size
-        self.min_idle = min(settings.min_idle, max_size)
-        self.acquire_timeout = settings.acquire_timeout_ms / 1000.0
-        # One ":memory:" connection is the whole database: never recycle or expire it.
-        self._lifetime = settings.max_lifetime_ms / 1000.0 if settings.max_lifetime_ms and shared else None
-        self._idle_timeout = settings.idle_timeout_ms / 1000.0 if settings.idle_timeout_ms and shared else None
+        sizing = pool_sizing(settings, self.driver.dialect, endpoint.database)
+        self.max_size = sizing.max_size
+        self.min_idle = sizing.min_idle
+        self.acquire_timeout = sizing.acquire_timeout
+        self._lifetime = sizing.lifetime
+        self._idle_timeout = sizing.idle_timeout
         self._watchdog = watchdog
         # Reentrant: a finalizer (an abandoned result returning its connection) may run on a thread
         # that holds the lock, whenever an allocation under it triggers the cyclic collector.
@@ -305,11 +366,7 @@ class EndpointPool:
             DataSourceUnavailableError: a new connection could not be opened.
         """
         if not 0 < count <= self.max_size:
-            raise ExecutionError(
-                f"data source {self.data_source!r} (endpoint {self.endpoint.name!r}) cannot lend {count} "
-                f"connections at once (max size {self.max_size})",
-                data_source=self.data_source,
-            )
+            raise lend_count_error(self.data_source, self.endpoint.name, count, self.max_size)
         if not self._warm:
             self._warm_up_lazily()
         wait = self.acquire_timeout if timeout is None else max(0.0, min(timeout, self.acquire_timeout))
@@ -356,16 +413,7 @@ class EndpointPool:
 
     def _timed_out(self, waited: float, count: int = 1) -> PoolTimeoutError:
         self._timeouts += 1
-        what = "no connection" if count == 1 else f"{count} connections did not"
-        verb = "became" if count == 1 else "become"
-        return PoolTimeoutError(
-            f"data source {self.data_source!r} (endpoint {self.endpoint.name!r}): {what} {verb} "
-            f"free within {waited:g} s (all {self.max_size} borrowed)",
-            data_source=self.data_source,
-            endpoint=self.endpoint.name,
-            timeout=waited,
-            max_size=self.max_size,
-        )
+        return pool_timeout_error(self.data_source, self.endpoint.name, waited, self.max_size, count)
 
     def _fit(self, conn: _Connection, now: float) -> _Connection:
         """An idle connection about to be lent: checked if it sat idle or grew old (see :meth:`_checked`)."""
@@ -588,15 +636,7 @@ class PoolRegistry:
 
     def stats(self) -> dict[str, PoolStats]:
         """Per data source: every pool of its endpoints summed (``endpoint="*"``)."""
-        out: dict[str, PoolStats] = {}
-        for p in self.pools():
-            s = p.stats()
-            t = out.get(s.data_source)
-            if t is None:
-                out[s.data_source] = PoolStats(s.data_source, "*", *_counts(s))
-            else:
-                out[s.data_source] = PoolStats(s.data_source, "*", *(a + b for a, b in zip(_counts(t), _counts(s))))
-        return out
+        return stats_by_data_source(p.stats() for p in self.pools())
 
     def endpoint_stats(self) -> list[PoolStats]:
         return [p.stats() for p in self.pools()]
@@ -604,6 +644,18 @@ class PoolRegistry:
     def dispose(self) -> None:
         for p in self.pools():
             p.dispose()
+
+
+def stats_by_data_source(stats: Iterable[PoolStats]) -> dict[str, PoolStats]:
+    """Endpoint pools' stats summed per data source (``endpoint="*"``)."""
+    out: dict[str, PoolStats] = {}
+    for s in stats:
+        t = out.get(s.data_source)
+        if t is None:
+            out[s.data_source] = PoolStats(s.data_source, "*", *_counts(s))
+        else:
+            out[s.data_source] = PoolStats(s.data_source, "*", *(a + b for a, b in zip(_counts(t), _counts(s))))
+    return out
 
 
 def _counts(s: PoolStats) -> tuple[int, ...]:
