@@ -96,6 +96,17 @@ class ResultCollations:
             out[i] = collation_for(ids[i], str(description[i][0]))
         return out
 
+    def pending(self, spec: MergeSpec, description: Sequence[Sequence[Any]], data_source: str, sql: str) -> bool:
+        """Would :meth:`for_merge` have to ask the data source (a compared string column, not asked yet)?
+
+        An event loop asks this first and runs :meth:`for_merge` off the loop only when it would block.
+        """
+        width = len(description)
+        if not any(description[i][1] in TEXT_TYPES for i in compared_columns(spec, width)):
+            return False
+        with self._lock:
+            return (data_source, sql) not in self._known
+
     def clear(self) -> None:
         """Forget every statement's collations (a table's columns may have changed)."""
         with self._lock:

@@ -28,7 +28,7 @@ from ddm_core.errors import QueryTimeoutError
 from ddm_core.execute.collations import ResultCollations
 from ddm_core.execute.dual import DualWrites, call_hook
 from ddm_core.execute.result import Result, UnitResult
-from ddm_core.execute.shared import DEFAULT, Lane, Throttle
+from ddm_core.execute.shared import DEFAULT, Throttle
 from ddm_core.execute.slow_sql import SlowSqlLog
 from ddm_core.execute.statement import LaneOutcome, Statement, close_quietly, combined_timeout
 from ddm_core.execute.trace_comment import TRACE_COMMENT
@@ -125,8 +125,11 @@ class Engine:
             sql = trace + sql
         return sql
 
-    def should_stream(self, plan: RoutePlan, lanes: Sequence[Lane], stream: Any) -> bool:
-        """Read a multi-unit SELECT through unbuffered cursors? (the module docstring of executor.py)."""
+    def should_stream(self, plan: RoutePlan, lanes: Sequence[Any], stream: Any) -> bool:
+        """Read a multi-unit SELECT through unbuffered cursors? (the module docstring of executor.py).
+
+        ``lanes``: the thread runner's :class:`Lane` or the asyncio runner's, each with a ``pool``.
+        """
         choice = self.streams_choice(stream)
         if choice is False or plan.is_write or plan.statement not in ("select", "show"):
             return False
@@ -186,27 +189,14 @@ class Engine:
         ``describe``: a data source's pool to ask column collations of (the merge's string order).
         """
         plan = stmt.plan
-        results: list[tuple[int, UnitResult]] = []
-        timeouts: list[QueryTimeoutError] = []
-        error: BaseException | None = None
-        for outcome in outcomes:
-            results.extend(outcome.results)
-            exc = outcome.error
-            if exc is None:
-                continue
-            if isinstance(exc, QueryTimeoutError):
-                timeouts.append(exc)
-            elif error is None:
-                error = exc
-        if error is None and timeouts and not (stmt.partial_ok and not plan.is_write):
-            error = combined_timeout(timeouts, len(plan.units), stmt.seconds)
+        results = [pair for outcome in outcomes for pair in outcome.results]
+        error, complete = self.failure(stmt, [outcome.error for outcome in outcomes])
         if error is not None:
             for _, r in results:
                 close_quietly(r)
             raise error
         results.sort(key=lambda item: item[0])
         ordered = [r for _, r in results]
-        complete = not timeouts
         if any(r.description is not None for r in ordered) or (not ordered and plan.statement == "select"):
             return self.rows_result(plan, ordered, complete, describe)
         rowcount = sum(r.rowcount for r in ordered if r.rowcount > 0)
@@ -215,6 +205,26 @@ class Engine:
             description=None, rows=None, units=ordered, rowcount=rowcount, lastrowid=lastrowid,
             generated_keys=plan.generated_keys, complete=complete, statement=plan.statement,
         )  # fmt: skip
+
+    def failure(self, stmt: Statement, errors: Sequence[BaseException | None]) -> tuple[BaseException | None, bool]:
+        """What the units' errors mean for the statement: ``(error to raise or None, complete)``.
+
+        The first error that is not a timeout wins; timeouts are combined into one
+        :class:`QueryTimeoutError` unless the statement is a read that accepts partial results
+        (then it is ``complete=False``).
+        """
+        timeouts: list[QueryTimeoutError] = []
+        error: BaseException | None = None
+        for exc in errors:
+            if exc is None:
+                continue
+            if isinstance(exc, QueryTimeoutError):
+                timeouts.append(exc)
+            elif error is None:
+                error = exc
+        if error is None and timeouts and not (stmt.partial_ok and not stmt.plan.is_write):
+            error = combined_timeout(timeouts, len(stmt.plan.units), stmt.seconds)
+        return error, not timeouts
 
     def rows_result(
         self, plan: RoutePlan, ordered: list[UnitResult], complete: bool, describe: Callable[[str], Any]
@@ -250,6 +260,13 @@ class Engine:
                 close_quietly(unit)
             raise
 
+    def collations_pending(self, plan: RoutePlan, ordered: list[UnitResult]) -> bool:
+        """Would :meth:`assemble` ask a data source for column collations (I/O an event loop runs elsewhere)?"""
+        if len(ordered) == 1 and plan.merge.is_trivial:
+            return False
+        first = next((u for u in ordered if u.description and u.sql), None)
+        return first is not None and self.collations.pending(plan.merge, first.description, first.data_source, first.sql)
+
     def merge_dialect(self, plan: RoutePlan) -> str:
         """The backend whose result types the merge reproduces (the statement's dialect if unknown)."""
         ds = self.config.data_sources.get(plan.units[0].data_source) if plan.units else None
@@ -271,8 +288,8 @@ class Engine:
         call_hook(self._merge_hook, plan, memory, over)
 
 
-def each_pool_can_lend(lanes: Sequence[Lane]) -> bool:
-    """Can every pool lend a connection to each of its lanes at the same time?"""
+def each_pool_can_lend(lanes: Sequence[Any]) -> bool:
+    """Can every pool lend a connection to each of its lanes at the same time? (lanes of either runner)"""
     per_pool: dict[int, int] = {}
     for lane in lanes:
         n = per_pool[id(lane.pool)] = per_pool.get(id(lane.pool), 0) + 1

@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import time
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
 
 from ddm_core._text import shorten_sql
 from ddm_core.errors import (
@@ -79,7 +79,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Transaction", "TransactionHost", "CURRENT_TX", "register_mode", "transaction_modes", "check_mode",
-    "begin_transaction", "recover_mode",
+    "begin_transaction", "recover_mode", "refuse_second_writer", "check_usable", "commit_order",
 ]  # fmt: skip
 
 
@@ -319,32 +319,10 @@ class Transaction:
 
     def _check_write(self, plan: RoutePlan, sources: tuple[str, ...]) -> None:
         """Refuse a write that would reach a second data source (the XA mode overrides this)."""
-        targets = set(sources)
-        if self._written is not None:
-            targets.add(self._written)
-        if len(targets) > 1:
-            raise CrossShardTransactionError(
-                f"a {plan.statement.upper()} inside a transaction would write to data sources "
-                f"{', '.join(sorted(targets))}; a local transaction writes to one data source "
-                f"(nothing was sent): {shorten_sql(plan.units[0].sql) if plan.units else ''}. "
-                "Run it with autocommit=True (connect(..., autocommit=True), or outside "
-                "executor.transaction()), split it into one transaction per data source, or use "
-                "the XA transaction mode: executor.transaction(mode='xa') / "
-                "connect(..., transaction_mode='xa') / Executor(..., transaction_mode='xa') (docs/xa.md)",
-                data_sources=tuple(sorted(targets)),
-                written=self._written,
-                statement=plan.statement,
-            )
+        refuse_second_writer(plan, sources, self._written)
 
     def _check_usable(self) -> None:
-        if self._state == "active":
-            return
-        if self._state == "failed":
-            raise TransactionError(
-                f"the transaction failed ({self._failure}); roll it back before running more statements",
-                state=self._state,
-            )
-        raise TransactionError(f"the transaction is {self._state}; start a new one", state=self._state)
+        check_usable(self._state, self._failure)
 
     def _pin(self, data_source: str) -> Borrowed:
         pinned = self._pins.get(data_source)
@@ -391,9 +369,7 @@ class Transaction:
         # Read-only pins that carry dual writes commit after the written one, best effort: the new
         # location must not keep rows whose old location's commit failed.
         late = [ds for ds in self._dual_units if ds != self._written and ds in self._pins] if self._dual_units else ()
-        order = [ds for ds in self._pins if ds != self._written and ds not in late]
-        if self._written in self._pins:
-            order.append(self._written)
+        order = commit_order(self._pins, self._written, late)
         try:
             for ds in order:
                 pinned = self._pins[ds]
@@ -516,3 +492,54 @@ def recover_mode(executor: TransactionHost, mode: str) -> Any:
     if recover is None:
         raise ConfigError(f"transaction_mode {mode!r} has no recovery", transaction_mode=mode)
     return recover(executor)
+
+
+# -- the rules every local transaction keeps (threads and asyncio) -------------------------------
+
+
+def refuse_second_writer(plan: RoutePlan, sources: tuple[str, ...], written: str | None) -> None:
+    """Refuse a write that would reach a data source other than the one already written.
+
+    Raises:
+        CrossShardTransactionError: naming the data sources and the ways out (nothing was sent).
+    """
+    targets = set(sources)
+    if written is not None:
+        targets.add(written)
+    if len(targets) > 1:
+        raise CrossShardTransactionError(
+            f"a {plan.statement.upper()} inside a transaction would write to data sources "
+            f"{', '.join(sorted(targets))}; a local transaction writes to one data source "
+            f"(nothing was sent): {shorten_sql(plan.units[0].sql) if plan.units else ''}. "
+            "Run it with autocommit=True (connect(..., autocommit=True), or outside "
+            "executor.transaction()), split it into one transaction per data source, or use "
+            "the XA transaction mode: executor.transaction(mode='xa') / "
+            "connect(..., transaction_mode='xa') / Executor(..., transaction_mode='xa') (docs/xa.md)",
+            data_sources=tuple(sorted(targets)),
+            written=written,
+            statement=plan.statement,
+        )
+
+
+def check_usable(state: str, failure: BaseException | None) -> None:
+    """Refuse a statement in a transaction that is over or failed.
+
+    Raises:
+        TransactionError: naming the state (and the failure to roll back after).
+    """
+    if state == "active":
+        return
+    if state == "failed":
+        raise TransactionError(
+            f"the transaction failed ({failure}); roll it back before running more statements", state=state
+        )
+    raise TransactionError(f"the transaction is {state}; start a new one", state=state)
+
+
+def commit_order(pins: Collection[str], written: str | None, late: Iterable[str] = ()) -> list[str]:
+    """The data sources to COMMIT, in order: read-only pins first, the written one last (``late``: after it)."""
+    held = set(late)
+    order = [ds for ds in pins if ds != written and ds not in held]
+    if written is not None and written in pins:
+        order.append(written)
+    return order
