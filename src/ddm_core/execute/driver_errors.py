@@ -17,6 +17,11 @@ Which codes mean what is each backend's answer (``is_duplicate_key`` /
 module that raised). The mapped error names the data source (and endpoint)
 and the statement, keeps the driver's code as ``code`` and is raised ``from``
 the original exception.
+
+The asyncio drivers (:mod:`ddm_core.aio.drivers`) raise what their thread twins
+raise: asyncmy's exceptions carry PyMySQL's class names and ``(errno, message)``
+args, so they are read as PyMySQL's (:data:`ASYNC_TWINS`); aiosqlite raises
+sqlite3's own exceptions and psycopg's async connections psycopg's.
 """
 
 from __future__ import annotations
@@ -24,10 +29,23 @@ from __future__ import annotations
 from typing import Any
 
 from ddm_core._text import shorten_sql
-from ddm_core.dialects import dialect_of_error
+from ddm_core.dialects import DIALECTS, Dialect, dialect_of_error
 from ddm_core.errors import DataSourceUnavailableError, DdmError, DuplicateKeyError, ExecutionError
 
-__all__ = ["map_driver_error", "is_disconnect", "ends_connection"]
+__all__ = ["map_driver_error", "is_disconnect", "ends_connection", "ASYNC_TWINS"]
+
+#: Async drivers whose exceptions read as a thread driver's (same class names, same error numbers).
+ASYNC_TWINS: dict[str, str] = {"asyncmy": "pymysql"}
+
+
+def _dialect(exc: BaseException) -> Dialect | None:
+    """The backend whose driver (or its async twin) raised ``exc``."""
+    found = dialect_of_error(exc)
+    if found is None:
+        twin = ASYNC_TWINS.get(type(exc).__module__.split(".", 1)[0])
+        if twin is not None:
+            found = next((d for d in DIALECTS if twin in d.error_modules), None)
+    return found
 
 
 def _code(exc: BaseException) -> Any:
@@ -47,18 +65,18 @@ def is_disconnect(exc: BaseException) -> bool:
         return True
     if isinstance(exc, (ConnectionError, TimeoutError)):  # raw socket errors
         return True
-    dialect = dialect_of_error(exc)  # which codes mean what is the backend's knowledge
+    dialect = _dialect(exc)  # which codes mean what is the backend's knowledge
     return dialect is not None and dialect.is_disconnect(exc, _code(exc))
 
 
 def ends_connection(exc: BaseException) -> bool:
     """Does the server close the connection after ``exc``, although it is up (a packet too large)?"""
-    dialect = dialect_of_error(exc)
+    dialect = _dialect(exc)
     return dialect is not None and dialect.ends_connection(exc, _code(exc))
 
 
 def _is_duplicate(exc: BaseException) -> bool:
-    dialect = dialect_of_error(exc)
+    dialect = _dialect(exc)
     return dialect is not None and dialect.is_duplicate_key(exc, _code(exc))
 
 
