@@ -21,6 +21,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "migrate": ("pymysqlreplication",),
     "postgresql": ("psycopg",),
     "redis": ("redis",),
+    "aio": ("asyncmy", "aiosqlite"),  # ddm_core.aio: asyncio drivers (psycopg's own for postgresql)
 }
 
 
