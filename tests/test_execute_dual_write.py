@@ -69,14 +69,26 @@ def env() -> Iterator[Env]:
 
 
 @pytest.fixture()
-def ex(env: Env) -> Iterator[Executor]:
-    executor = Executor(env.config, timeout=3.0, replica_monitor=False)
+def ex(env: Env, request: pytest.FixtureRequest) -> Iterator[Executor]:
+    """The thread executor; tests marked ``on_both_runners`` also run on the asyncio executor."""
+    if getattr(request, "param", "threads") == "asyncio":
+        from runners import BlockingAsyncExecutor
+
+        executor: Any = BlockingAsyncExecutor(env.config, timeout=3.0)
+    else:
+        executor = Executor(env.config, timeout=3.0, replica_monitor=False)
     yield executor
     try:
+        if hasattr(executor, "settle"):
+            executor.settle()
         assert_no_leaks(executor)
         assert executor.borrowed() == 0
     finally:
         executor.close()
+
+
+#: Outside transactions dual writes run the same on both runners (inside one, only the thread runner has them).
+on_both_runners = pytest.mark.parametrize("ex", ["threads", "asyncio"], indirect=True)
 
 
 def with_dual(ex: Executor, sql: str, params: Any, *targets: tuple[str, str]) -> RoutePlan:
@@ -107,6 +119,7 @@ def users_on(ex: Executor) -> tuple[int, int]:
 # -- autocommit -----------------------------------------------------------------------------------
 
 
+@on_both_runners
 def test_dual_rows_land_at_the_new_location(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     targets = (("ds_2", "t_order_new"), ("ds_0", "t_order_mv"))  # another data source, and the same one
@@ -124,6 +137,7 @@ def test_dual_rows_land_at_the_new_location(env: Env, ex: Executor) -> None:
     assert ex.dual_write_failures() == {}
 
 
+@on_both_runners
 def test_generated_keys_and_rowcount_are_the_primary_units(env: Env, ex: Executor) -> None:
     _, u1 = users_on(ex)
     plan = ex.router.route("INSERT INTO t_order (user_id, amount) VALUES (%s, %s)", (u1, 7))
@@ -136,6 +150,7 @@ def test_generated_keys_and_rowcount_are_the_primary_units(env: Env, ex: Executo
     assert ex.dual_writes() == {NEW: 1} and ex.dual_write_failures() == {NEW: 1}
 
 
+@on_both_runners
 def test_a_failed_primary_runs_no_dual_unit(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     ex.execute(INSERT, (1, u0, 10)).close()
@@ -145,6 +160,7 @@ def test_a_failed_primary_runs_no_dual_unit(env: Env, ex: Executor) -> None:
     assert ex.dual_writes() == {} and ex.dual_write_failures() == {}
 
 
+@on_both_runners
 def test_missing_table_at_the_new_location_is_counted_and_logged(
     env: Env, ex: Executor, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -160,6 +176,7 @@ def test_missing_table_at_the_new_location_is_counted_and_logged(
     assert "t_missing" in warnings[0] and "'ds_2'" in warnings[0] and "doesn't exist" in warnings[0]
 
 
+@on_both_runners
 def test_duplicate_key_at_the_new_location(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     conn = mariadb_connect(database=env.dbs[2])
@@ -183,6 +200,7 @@ def test_duplicate_key_at_the_new_location(env: Env, ex: Executor) -> None:
     assert ex.dual_write_failures() == {NEW: 1}
 
 
+@on_both_runners
 def test_an_observer_without_the_dual_hooks_keeps_working(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     finished: list[RoutePlan] = []
@@ -200,6 +218,7 @@ def test_an_observer_without_the_dual_hooks_keeps_working(env: Env, ex: Executor
     assert ex.dual_writes() == {NEW: 1} and ex.dual_write_failures() == {NEW: 1}
 
 
+@on_both_runners
 def test_a_data_source_that_is_down(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     plan = with_dual(ex, INSERT, (1, u0, 10), ("ds_down", "t_order_new"), ("ds_2", "t_order_new"))

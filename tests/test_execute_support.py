@@ -159,11 +159,47 @@ def sqlite_executor(sqlite_config: Any) -> Iterator[Executor]:
         ex.close()
 
 
+@pytest.fixture()
+def mysql_async_executor(mysql_config: Any) -> Iterator[Any]:
+    """The asyncio executor over the four MariaDB databases (tests/runners.py), tables emptied."""
+    from runners import BlockingAsyncExecutor
+
+    ex = BlockingAsyncExecutor(mysql_config, timeout=3.0)
+    _clean(ex)  # type: ignore[arg-type]
+    yield ex
+    try:
+        ex.settle()
+        assert_no_leaks(ex)  # type: ignore[arg-type]
+    finally:
+        ex.close()
+
+
+@pytest.fixture()
+def sqlite_async_executor(sqlite_config: Any) -> Iterator[Any]:
+    from runners import BlockingAsyncExecutor
+
+    ex = BlockingAsyncExecutor(sqlite_config, timeout=3.0)
+    yield ex
+    try:
+        ex.settle()
+        assert_no_leaks(ex)  # type: ignore[arg-type]
+    finally:
+        ex.close()
+
+
 @pytest.fixture(params=["mariadb", "sqlite"])
 def executor(request: pytest.FixtureRequest) -> Executor:
     """The same behaviour checked on both backends."""
     name = "mysql_executor" if request.param == "mariadb" else "sqlite_executor"
     return request.getfixturevalue(name)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=["mariadb", "sqlite", "mariadb-asyncio", "sqlite-asyncio"])
+def any_runner_executor(request: pytest.FixtureRequest) -> Any:
+    """Both backends, on the thread runner and on the asyncio runner (tests/runners.py)."""
+    backend, _, runner = request.param.partition("-")
+    name = ("mysql" if backend == "mariadb" else "sqlite") + ("_async_executor" if runner else "_executor")
+    return request.getfixturevalue(name)
 
 
 def assert_no_leaks(ex: Executor, wait: float = 3.0) -> None:

@@ -49,6 +49,7 @@ A second test lets Hypothesis generate the *data* too: small tables
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import random
@@ -166,6 +167,7 @@ class Backend:
 
     name: str
     placeholder: str
+    runner = "threads"
 
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
@@ -337,8 +339,35 @@ def sqlite_backend(data: DataSet, tmp_path_factory: pytest.TempPathFactory) -> I
         backend.conn.close()  # type: ignore[attr-defined]
 
 
-@pytest.fixture(scope="module", params=["mariadb", "sqlite"])
+def _on_asyncio(backend: Backend) -> Iterator[Backend]:
+    """The same data and reference, queried through the asyncio executor (tests/runners.py)."""
+    from runners import BlockingAsyncExecutor
+
+    executor = BlockingAsyncExecutor(backend.executor.config, timeout=20.0)
+    twin = copy.copy(backend)
+    twin.executor = executor  # type: ignore[assignment]
+    twin.runner = "asyncio"
+    try:
+        yield twin
+        executor.settle()
+        assert_no_leaks(executor)  # type: ignore[arg-type]
+    finally:
+        executor.close()
+
+
+@pytest.fixture(scope="module")
+def mariadb_asyncio_backend(mariadb_backend: Backend) -> Iterator[Backend]:
+    yield from _on_asyncio(mariadb_backend)
+
+
+@pytest.fixture(scope="module")
+def sqlite_asyncio_backend(sqlite_backend: Backend) -> Iterator[Backend]:
+    yield from _on_asyncio(sqlite_backend)
+
+
+@pytest.fixture(scope="module", params=["mariadb", "sqlite", "mariadb_asyncio", "sqlite_asyncio"])
 def backend(request: pytest.FixtureRequest) -> Backend:
+    """Each database kind, queried through the thread executor and through the asyncio executor."""
     return request.getfixturevalue(f"{request.param}_backend")  # type: ignore[no-any-return]
 
 
@@ -807,7 +836,7 @@ def check(backend: Backend, query: Query, stream: Any) -> None:
         problem = compare(query, got, want, unlimited)
     if problem:
         raise AssertionError(
-            f"{backend.name}: ddm-core differs from the unsharded table: {problem}\n"
+            f"{backend.name} ({backend.runner}): ddm-core differs from the unsharded table: {problem}\n"
             f"  sql:    {sql}\n  params: {query.params!r}  (stream={stream!r}, mode={query.mode})\n"
             f"  expected ({len(want)}): {want[:12]!r}\n  got      ({len(got)}): {got[:12]!r}"
         )

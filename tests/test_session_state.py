@@ -119,14 +119,23 @@ def config(databases: list[str]) -> Any:
 
 
 @pytest.fixture()
-def ex(config: Any) -> Iterator[Executor]:
-    executor = Executor(config, timeout=5.0)
+def ex(config: Any, request: pytest.FixtureRequest) -> Iterator[Executor]:
+    """The thread executor; tests marked ``on_both_runners`` also run on the asyncio executor."""
+    if getattr(request, "param", "threads") == "asyncio":
+        from runners import BlockingAsyncExecutor
+
+        executor: Any = BlockingAsyncExecutor(config, timeout=5.0)
+    else:
+        executor = Executor(config, timeout=5.0)
     executor.execute("DELETE FROM t_order").close()
     yield executor
     try:
         assert_no_leaks(executor)
     finally:
         executor.close()
+
+
+on_both_runners = pytest.mark.parametrize("ex", ["threads", "asyncio"], indirect=True)
 
 
 LOCK = f"ddm_lock_{uuid.uuid4().hex[:8]}"
@@ -197,6 +206,7 @@ PINNABLE: list[tuple[str, str, Callable[[Any], Any], Any]] = [
 
 
 @pytest.mark.parametrize(("sql", "kind", "inside", "expected"), PINNABLE, ids=[p[0] for p in PINNABLE])
+@on_both_runners
 def test_session_changes_run_pinned_and_the_connection_is_reset(
     ex: Executor, databases: list[str], sql: str, kind: str, inside: Callable[[Any], Any], expected: Any
 ) -> None:
@@ -253,6 +263,7 @@ REFUSED = [
 
 
 @pytest.mark.parametrize(("sql", "kind", "advice"), REFUSED, ids=[r[0] for r in REFUSED])
+@on_both_runners
 def test_kinds_that_would_break_routing_or_transactions_are_refused_everywhere(
     ex: Executor, databases: list[str], sql: str, kind: str, advice: str
 ) -> None:
@@ -278,11 +289,13 @@ def test_kinds_that_would_break_routing_or_transactions_are_refused_everywhere(
     assert after == before
 
 
+@on_both_runners
 def test_lock_tables_on_a_configured_table_is_refused_too(ex: Executor) -> None:
     with pytest.raises(UnsupportedSQLError):
         ex.execute("LOCK TABLES t_order WRITE")
 
 
+@on_both_runners
 def test_what_fault_injection_found_cannot_happen(ex: Executor, databases: list[str]) -> None:
     """The three faults found: manual commit left on, a USE moving later writes, a lock held by an idle connection."""
     with pytest.raises(SessionStateError):

@@ -1,0 +1,290 @@
+"""``AsyncExecutor``: the executor for asyncio code — same routing, rewriting, merge and errors, no threads.
+
+::
+
+    async with AsyncExecutor("examples/orders.yaml") as ex:
+        result = await ex.execute("SELECT * FROM t_order WHERE user_id = %s", (42,))
+        rows = await result.fetchall()
+        async with ex.transaction():
+            await ex.execute("UPDATE t_order SET status = 'paid' WHERE order_id = %s", (7,))
+
+It is the thread :class:`~ddm_core.execute.Executor`'s twin over the same statement engine
+(:class:`~ddm_core.execute.engine.Engine`): settings, deadlines, partial results, the merge, the
+slow-SQL log, the observer and the dual-write counters are the engine's. The I/O is
+:class:`~ddm_core.aio.runner.AsyncRunner`'s, on asyncio pools (:mod:`ddm_core.aio.pools`).
+Everything runs on the loop that calls it; create and use one executor per loop
+(docs/asyncio.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ddm_core.errors import ConfigError, DdmError, ExecutionError
+from ddm_core.execute.engine import Engine
+from ddm_core.execute.executor import as_router
+from ddm_core.execute.pools import PoolRegistry, PoolStats
+from ddm_core.execute.session_state import refuse_unpinned
+from ddm_core.execute.shared import DEFAULT, DualWriteKey, style_of
+from ddm_core.execute.endpoints import data_source_of
+from ddm_core.aio.pools import AsyncPoolRegistry
+from ddm_core.aio.result import AsyncResult
+from ddm_core.aio.runner import AsyncRunner
+from ddm_core.aio.transaction import CURRENT_ASYNC_TX, AsyncTransaction
+from ddm_core.metadata.model import ShardingConfig
+from ddm_core.route.plan import RouteKind, RoutePlan
+from ddm_core.route.router import Router
+
+if TYPE_CHECKING:
+    from ddm_core.execute.observer import StatementObserver
+
+__all__ = ["AsyncExecutor"]
+
+log = logging.getLogger("ddm_core.aio")
+
+
+class AsyncExecutor:
+    """Runs SQL written against logic tables on the physical data sources, from asyncio code.
+
+    Args:
+        config_or_router: What :class:`~ddm_core.execute.Executor` accepts.
+        full_route_concurrency: FULL-kind statements that may run at once.
+        timeout: Per-statement deadline in seconds (``None``: none).
+        allow_partial: Default for :meth:`execute`'s ``allow_partial``.
+        stream: ``None`` (choose per statement), ``True`` or ``False``; see :meth:`execute`.
+        fetch_batch: Rows per round trip when streaming.
+        drain_limit: Leftover rows read to keep a connection when a stream is closed early.
+        cancel_grace: Kept for the engine's contract (a cancelled unit is closed at once here).
+        load_schema: Read each sharded table's columns from its first data node before the first
+            statement (off the loop, once).
+        transaction_mode: ``"local"`` (the XA mode is not on this runner yet).
+
+    Raises:
+        ConfigError: a setting out of range, or ``transaction_mode="xa"``.
+    """
+
+    def __init__(
+        self,
+        config_or_router: Any,
+        *,
+        full_route_concurrency: int = 4,
+        timeout: float | None = 3.0,
+        allow_partial: bool = False,
+        stream: bool | None = None,
+        fetch_batch: int = 500,
+        drain_limit: int = 10_000,
+        cancel_grace: float = 1.0,
+        load_schema: bool = True,
+        transaction_mode: str = "local",
+    ) -> None:
+        if transaction_mode != "local":
+            raise ConfigError(
+                f"AsyncExecutor transaction_mode {transaction_mode!r}: only 'local' transactions run on asyncio "
+                "so far; use the thread Executor for XA (docs/asyncio.md#what-is-not-there-yet)",
+                transaction_mode=transaction_mode,
+            )
+        if full_route_concurrency < 1:
+            raise ConfigError(f"AsyncExecutor full_route_concurrency must be >= 1, not {full_route_concurrency}")
+        router = as_router(config_or_router)
+        self.engine = Engine(
+            router, timeout=timeout, allow_partial=allow_partial, stream=stream, fetch_batch=fetch_batch,
+            drain_limit=drain_limit, cancel_grace=cancel_grace,
+        )  # fmt: skip
+        self._pools = AsyncPoolRegistry()
+        # Column collations for the merge are asked once per statement shape, off the loop,
+        # on blocking connections of their own (execute/collations.py).
+        self._describe_pools = PoolRegistry()
+        self.runner = AsyncRunner(
+            self.engine, self._pools, lambda: router.config, full_route_concurrency=full_route_concurrency,
+            describe=self._describe_pool,
+        )  # fmt: skip
+        self._schema_pending = load_schema
+        self._schema_lock: asyncio.Lock | None = None
+        self._closed = False
+        self._warn_replicas(router.config)
+
+    # -- configuration --------------------------------------------------------------------------
+
+    @property
+    def router(self) -> Router:
+        return self.engine.router
+
+    @property
+    def config(self) -> ShardingConfig:
+        return self.engine.router.config
+
+    @property
+    def timeout(self) -> float | None:
+        return self.engine.timeout
+
+    # -- statements -------------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        sql: str,
+        params: Any = None,
+        *,
+        timeout: float | None = DEFAULT,
+        allow_partial: bool | None = None,
+        stream: bool | None = DEFAULT,
+    ) -> AsyncResult:
+        """Route and run one statement (in the open ``async with executor.transaction()`` of this context, if any).
+
+        Rows come back in memory (read with ``await result.fetchall()`` or ``async for``), except a read
+        with ``stream=True`` whose units' rows are only concatenated (one unit, or no ORDER BY,
+        GROUP BY, aggregate, DISTINCT or LIMIT across units): its rows are read as they are
+        iterated, each unit holding its connection until the result is read or closed.
+
+        Raises:
+            What :meth:`ddm_core.execute.Executor.execute` raises; a cancelled call re-raises
+            :class:`asyncio.CancelledError` after killing its statement on the server.
+        """
+        try:
+            plan = self.engine.router.route(sql, params)
+        except DdmError as exc:
+            log.log(exc.log_level, "statement refused: %s", exc)
+            raise
+        tx = CURRENT_ASYNC_TX.get()
+        if tx is not None and tx.executor is self:
+            return await tx.execute_plan(plan, caller_style=style_of(sql), timeout=timeout)
+        return await self.execute_plan(
+            plan, caller_style=style_of(sql), timeout=timeout, allow_partial=allow_partial, stream=stream
+        )
+
+    async def execute_plan(
+        self,
+        plan: RoutePlan,
+        *,
+        caller_style: str = "format",
+        timeout: float | None = DEFAULT,
+        allow_partial: bool | None = None,
+        stream: bool | None = DEFAULT,
+    ) -> AsyncResult:
+        """Run an already routed plan outside any transaction."""
+        if self._closed:
+            raise ExecutionError("the executor is closed")
+        if self._schema_pending:
+            await self._load_schema()
+        refuse_unpinned(plan)
+        engine, runner = self.engine, self.runner
+        stmt = engine.begin(plan, caller_style, timeout, allow_partial)
+        try:
+            if self._streams(plan, stream):
+                streamed = await runner.stream(stmt)
+                engine.observed(plan, stmt.started, streamed.result)
+                return streamed
+            if len(plan.units) == 1 and plan.kind is not RouteKind.FULL:
+                result = await runner.run_single(stmt)
+            else:
+                result = await runner.run(stmt)
+        except BaseException as exc:
+            engine.failed(plan, stmt.started, exc)
+            raise
+        if plan.dual:  # a migration's dual write, once the old location took the write
+            await runner.run_dual(plan, caller_style, stmt.deadline)
+        return AsyncResult(engine.observed(plan, stmt.started, result))
+
+    def _streams(self, plan: RoutePlan, stream: Any) -> bool:
+        """Stream this read? Only where the rows are concatenated (docs/asyncio.md#streaming)."""
+        choice = self.engine.streams_choice(stream)
+        if choice is False or not plan.merge.is_trivial or (choice is None and len(plan.units) < 2):
+            return False
+        return self.engine.should_stream(plan, self.runner.lanes(plan), stream)
+
+    def transaction(self, mode: str | None = None) -> AsyncTransaction:
+        """A local transaction: ``async with executor.transaction() as tx: ...`` (commit on success, else rollback)."""
+        if mode not in (None, "local"):
+            raise ConfigError(
+                f"transaction mode {mode!r} does not run on asyncio yet; use the thread Executor for XA "
+                "(docs/asyncio.md#what-is-not-there-yet)", transaction_mode=mode,
+            )  # fmt: skip
+        return AsyncTransaction(self)
+
+    # -- observing ----------------------------------------------------------------------------------
+
+    def set_observer(self, observer: StatementObserver | None) -> None:
+        """Tell ``observer`` about every statement (``None``: nobody; docs/observability.md)."""
+        self.engine.set_observer(observer)
+
+    @property
+    def slow_statements(self) -> int:
+        return self.engine.slow_sql.count
+
+    def dual_writes(self) -> dict[DualWriteKey, int]:
+        return self.engine.dual.counts()
+
+    def dual_write_failures(self) -> dict[DualWriteKey, int]:
+        return self.engine.dual.failures()
+
+    def pool_stats(self) -> dict[str, PoolStats]:
+        """Per data source: idle, borrowed, open, borrows, timeouts (the asyncio pools)."""
+        return self._pools.stats()
+
+    def endpoint_stats(self) -> list[PoolStats]:
+        """One :class:`PoolStats` per endpoint pool created so far."""
+        return self._pools.endpoint_stats()
+
+    def borrowed(self) -> int:
+        """Connections borrowed right now (0 when nothing is running)."""
+        return sum(s.borrowed for s in self._pools.stats().values())
+
+    async def warm_up(self) -> dict[str, int]:
+        """Open ``min_idle`` connections on every primary now; endpoint name → idle connections."""
+        out = {}
+        for name in self.config.data_sources:
+            pool = self.runner.primary(name)
+            out[pool.endpoint.name] = await pool.warm_up()
+        return out
+
+    async def settle(self) -> None:
+        """Wait until the server-side cancels of cancelled statements have run."""
+        await self.runner.settle()
+
+    async def close(self) -> None:
+        """Wait for pending cancels, close every idle connection; later statements are refused."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.runner.settle()
+        await self._pools.dispose()
+        if self._describe_pools.pools():
+            await asyncio.to_thread(self._describe_pools.dispose)
+
+    async def __aenter__(self) -> AsyncExecutor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<AsyncExecutor data_sources={list(self.config.data_sources)} timeout={self.timeout}>"
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    async def _load_schema(self) -> None:
+        """Columns of the sharded tables, read once off the loop (as the thread executor does at start)."""
+        if self._schema_lock is None:
+            self._schema_lock = asyncio.Lock()
+        async with self._schema_lock:
+            if not self._schema_pending:
+                return
+            from ddm_core.execute.schema_load import load_schemas
+
+            router = self.engine.router
+            router.set_schemas(await asyncio.to_thread(load_schemas, router.config))
+            self._schema_pending = False
+
+    def _describe_pool(self, data_source: str) -> Any:
+        ds = data_source_of(self.config, data_source)
+        return self._describe_pools.pool(ds, ds.primary)
+
+    @staticmethod
+    def _warn_replicas(config: ShardingConfig) -> None:
+        with_replicas = sorted(name for name, ds in config.data_sources.items() if ds.replicas)
+        if with_replicas:
+            log.warning(
+                "AsyncExecutor sends reads to the primaries: replicas of %s are not used on asyncio yet "
+                "(docs/asyncio.md#what-is-not-there-yet)", ", ".join(with_replicas),
+            )  # fmt: skip

@@ -1,0 +1,467 @@
+"""The asyncio runner: a routed plan run on one event loop, every unit in flight at once, no threads.
+
+It does the I/O the :class:`~ddm_core.execute.engine.Engine` leaves to runners — borrow from the
+asyncio pools (:mod:`ddm_core.aio.pools`), send, await the answer — and asks the engine the rest
+(deadline, the SQL a unit sends, the error a failure becomes, the assembled result), so a
+statement's answer is the thread executor's answer (docs/asyncio.md).
+
+* One unit is awaited in the calling task: no task, no thread.
+* Several units each get a task of their own and their own connection, taken all at once from
+  each pool in a fixed order (as the thread runner does: two statements never each hold half a
+  pool); the answers are read as they arrive. FULL-kind plans also pass the full-route semaphore.
+* A deadline cancels the units still running: the connection, whose answer is half read, is
+  closed at once and ``KILL QUERY`` stops the statement on the server, in a background task the
+  executor waits for when it closes. A caller's own cancellation (``task.cancel()``,
+  ``asyncio.timeout()``) does the same and is re-raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Coroutine, NoReturn, Sequence, TypeVar
+
+from ddm_core._text import shorten_sql
+from ddm_core.errors import DataSourceUnavailableError, PoolTimeoutError, QueryTimeoutError
+from ddm_core.execute.engine import Engine, each_pool_can_lend
+from ddm_core.execute.endpoints import data_source_of
+from ddm_core.execute.pools import discard_on
+from ddm_core.execute.result import Result, UnitResult
+from ddm_core.execute.statement import LaneOutcome, Statement, timeout_error, unit_error
+from ddm_core.aio.deadline import within
+from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool, AsyncPoolRegistry
+from ddm_core.aio.result import AsyncResult, Row
+from ddm_core.metadata.model import ShardingConfig
+from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
+
+__all__ = ["AsyncRunner", "AsyncLane"]
+
+log = logging.getLogger("ddm_core.aio")
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class AsyncLane:
+    """Units that run one after another on one connection (one unit outside transactions)."""
+
+    pool: AsyncEndpointPool
+    items: list[tuple[int, RouteUnit]]
+    pinned: AsyncBorrowed | None = None
+
+
+@dataclass(slots=True)
+class _Sent:
+    """A unit on its way: whether its connection has anything on the wire (a cancel must then kill it)."""
+
+    borrowed: AsyncBorrowed | None = None
+    on_wire: bool = False
+    extra: list[Any] = field(default_factory=list)
+
+
+class AsyncRunner:
+    """Runs plans for an :class:`~ddm_core.aio.AsyncExecutor` on the running loop (see the module docstring).
+
+    Args:
+        engine: The statement engine (settings, results, observer).
+        pools: The asyncio pools.
+        config: The configuration version in use.
+        full_route_concurrency: FULL-kind statements that may run at once.
+        describe: A thread-side pool of a data source, for the merge's column collations (asked off
+            the loop, once per statement shape: :meth:`Engine.collations_pending`).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        pools: AsyncPoolRegistry,
+        config: Callable[[], ShardingConfig],
+        *,
+        full_route_concurrency: int,
+        describe: Callable[[str], Any],
+    ) -> None:
+        self.engine = engine
+        self.pools = pools
+        self._config = config
+        self.full_route_concurrency = full_route_concurrency
+        self._full: asyncio.Semaphore | None = None  # made on the loop that first needs it
+        self._describe = describe
+        self._primaries: tuple[ShardingConfig | None, dict[str, AsyncEndpointPool]] = (None, {})
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- pools ----------------------------------------------------------------------------------
+
+    def primary(self, data_source: str) -> AsyncEndpointPool:
+        """The pool of ``data_source``'s primary (every unit of the asyncio runner goes there: docs/asyncio.md)."""
+        config = self._config()
+        version, known = self._primaries
+        if version is not config:  # first use, or a reloaded configuration
+            known = {}
+            self._primaries = (config, known)
+        pool = known.get(data_source)
+        if pool is None:
+            ds = data_source_of(config, data_source)
+            pool = known[data_source] = self.pools.pool(ds, ds.primary)
+        return pool
+
+    def lanes(self, plan: RoutePlan) -> list[AsyncLane]:
+        return [AsyncLane(self.primary(unit.data_source), [(i, unit)]) for i, unit in enumerate(plan.units)]
+
+    # -- a whole statement ----------------------------------------------------------------------
+
+    async def run_single(self, stmt: Statement) -> Result:
+        """One unit outside a transaction, buffered, awaited in the calling task."""
+        plan = stmt.plan
+        unit = plan.units[0]
+        try:
+            result = await self.run_unit(unit, self.primary(unit.data_source), None, stmt.style, stmt.deadline)
+        except QueryTimeoutError as exc:  # allow_partial decides, as for any plan
+            return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self._describe)
+        return await self._assembled(stmt, lambda: self.engine.single_result(plan, result, self._describe), [result])
+
+    async def run(self, stmt: Statement, lanes: list[AsyncLane] | None = None) -> Result:
+        """Any plan, buffered; ``lanes`` given: a transaction's pinned lanes."""
+        plan, deadline = stmt.plan, stmt.deadline
+        pinned = lanes is not None
+        if lanes is None:
+            lanes = self.lanes(plan)
+        full = plan.kind is RouteKind.FULL
+        if full:
+            await self._enter_full_route(stmt)
+        try:
+            if len(lanes) == 1:
+                outcomes = [await self._run_lane(lanes[0], stmt.style, deadline, None)]
+            else:
+                lent = None if pinned or not each_pool_can_lend(lanes) else await self._lend_all(lanes, deadline)
+                outcomes = await self._gather(lanes, stmt.style, deadline, lent)
+        finally:
+            if full:
+                self._full_slots().release()
+        results = [r for outcome in outcomes for _, r in outcome.results]
+        return await self._assembled(stmt, lambda: self.engine.assemble(stmt, outcomes, self._describe), results)
+
+    async def stream(self, stmt: Statement) -> AsyncResult:
+        """A read whose units' rows are only concatenated, read batch by batch as the caller iterates.
+
+        Every unit is opened at once (each waits for its first rows within the deadline); a unit that
+        timed out is left out of a read that accepts partial results, as in :meth:`run`.
+        """
+        lanes = self.lanes(stmt.plan)
+        lent: list[AsyncBorrowed] | None = await self._lend_all(lanes, stmt.deadline) if each_pool_can_lend(lanes) else None
+        started = [False] * len(lanes)
+
+        async def open_unit(i: int) -> _UnitStream:
+            started[i] = True
+            unit, pool = lanes[i].items[0][1], lanes[i].pool
+            borrowed = lent[i] if lent is not None else await self._borrow(pool, unit, stmt.deadline)
+            return await self._open_stream(unit, pool, borrowed, stmt)
+
+        tasks = [asyncio.ensure_future(open_unit(i)) for i in range(len(lanes))]
+        try:
+            await asyncio.wait(tasks)
+        except BaseException:  # cancelled: stop the units, close what opened, give back what never started
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for task in tasks:
+                if not task.cancelled() and task.exception() is None:
+                    await task.result().aclose()
+            raise
+        finally:
+            if lent is not None:
+                for i, b in enumerate(lent):
+                    if not started[i]:
+                        b.release()
+        opened = [t.result() for t in tasks if t.exception() is None]
+        error, complete = self.engine.failure(stmt, [t.exception() for t in tasks])
+        if error is not None or not opened:
+            for unit_stream in opened:
+                await unit_stream.aclose()
+            if error is not None:
+                raise error
+        description = opened[0].description if opened else None
+        result = Result(description=description, rows=iter(()), statement=stmt.plan.statement, complete=complete,
+                        unit_count=len(lanes))  # fmt: skip
+        return AsyncResult(result, _Concatenated(opened, self.engine.fetch_batch))
+
+    async def run_dual(self, plan: RoutePlan, style: str, deadline: float | None) -> None:
+        """Outside transactions: each dual unit autocommitted on its primary; counted, never raised."""
+        dual = self.engine.dual
+        for unit in plan.dual:
+            try:
+                await self.run_unit(unit, self.primary(unit.data_source), None, style, deadline)
+            except Exception as exc:  # never the caller's problem: the old location has the write
+                dual.failed(plan, unit, exc)
+            else:
+                dual.done(plan, unit)
+
+    async def _assembled(self, stmt: Statement, build: Callable[[], Result], results: Sequence[UnitResult]) -> Result:
+        """``build()``, first asking column collations off the loop when the merge needs them and none are known."""
+        if self.engine.collations_pending(stmt.plan, list(results)):
+            ordered = list(results)
+            await asyncio.to_thread(self.engine.column_collations, stmt.plan, ordered, self._describe)
+        return build()
+
+    def _full_slots(self) -> asyncio.Semaphore:
+        if self._full is None:
+            self._full = asyncio.Semaphore(self.full_route_concurrency)
+        return self._full
+
+    async def _enter_full_route(self, stmt: Statement) -> None:
+        wait = stmt.left()
+        try:
+            if wait is None:
+                await self._full_slots().acquire()
+            else:
+                async with within(wait):
+                    await self._full_slots().acquire()
+        except TimeoutError:
+            tables = ", ".join(t.logic_table for t in stmt.plan.tables) or "?"
+            raise QueryTimeoutError(
+                f"a full-route statement on {tables} waited {wait:g} s for one of the "
+                f"{self.full_route_concurrency} full-route slots and timed out",
+                timeout=wait, full_route_concurrency=self.full_route_concurrency,
+            ) from None  # fmt: skip
+
+    async def _lend_all(self, lanes: Sequence[AsyncLane], deadline: float | None) -> list[AsyncBorrowed]:
+        """One connection per lane, each pool lending its share at once, pools in a fixed order."""
+        by_pool: dict[int, tuple[AsyncEndpointPool, list[int]]] = {}
+        for i, lane in enumerate(lanes):
+            by_pool.setdefault(id(lane.pool), (lane.pool, []))[1].append(i)
+        order = sorted(by_pool.values(), key=lambda entry: (entry[0].data_source, entry[0].endpoint.name))
+        lent: list[AsyncBorrowed | None] = [None] * len(lanes)
+        try:
+            for pool, indexes in order:
+                wait = None if deadline is None else deadline - time.monotonic()
+                try:
+                    for i, borrowed in zip(indexes, await pool.borrow_many(len(indexes), wait)):
+                        lent[i] = borrowed
+                except PoolTimeoutError as exc:  # the deadline, not the acquire timeout, ended the wait
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise timeout_error(lanes[indexes[0]].items[0][1], pool.endpoint.name) from exc
+                    raise
+        except BaseException:
+            for b in lent:
+                if b is not None:
+                    b.release()
+            raise
+        return lent  # type: ignore[return-value]  # every slot was filled
+
+    async def _gather(
+        self, lanes: Sequence[AsyncLane], style: str, deadline: float | None, lent: list[AsyncBorrowed] | None
+    ) -> list[LaneOutcome]:
+        """Every lane in a task of its own; a connection lent to a lane that never started goes back."""
+        started = [False] * len(lanes)
+
+        async def lane_task(i: int) -> LaneOutcome:
+            started[i] = True
+            return await self._run_lane(lanes[i], style, deadline, lent[i] if lent is not None else None)
+
+        try:
+            return list(await asyncio.gather(*(lane_task(i) for i in range(len(lanes)))))
+        finally:
+            if lent is not None:
+                for i, b in enumerate(lent):
+                    if not started[i]:
+                        b.release()
+
+    # -- one lane / one unit --------------------------------------------------------------------
+
+    async def _run_lane(
+        self, lane: AsyncLane, style: str, deadline: float | None, lent: AsyncBorrowed | None
+    ) -> LaneOutcome:
+        outcome = LaneOutcome()
+        for index, unit in lane.items:
+            try:
+                outcome.results.append((index, await self.run_unit(unit, lane.pool, lane.pinned, style, deadline, lent)))
+            except asyncio.CancelledError:
+                raise  # the caller's cancel: not an outcome
+            except Exception as exc:
+                outcome.error = exc
+                break
+            lent = None
+        return outcome
+
+    async def _borrow(self, pool: AsyncEndpointPool, unit: RouteUnit, deadline: float | None) -> AsyncBorrowed:
+        try:
+            return await pool.borrow(deadline)
+        except PoolTimeoutError as exc:  # the deadline, not the acquire timeout, ended the wait
+            if deadline is not None and time.monotonic() >= deadline:
+                raise timeout_error(unit, pool.endpoint.name) from exc
+            raise
+
+    async def run_unit(
+        self,
+        unit: RouteUnit,
+        pool: AsyncEndpointPool,
+        pinned: AsyncBorrowed | None,
+        style: str,
+        deadline: float | None,
+        lent: AsyncBorrowed | None = None,
+    ) -> UnitResult:
+        """Run one unit buffered; ``pinned``: a transaction's connection, ``lent``: one taken for it (released here)."""
+        if deadline is not None and deadline <= time.monotonic():
+            if lent is not None:
+                lent.release()
+            raise timeout_error(unit, pool.endpoint.name)
+        held = pinned if pinned is not None else lent
+        borrowed = held if held is not None else await self._borrow(pool, unit, deadline)
+        own = pinned is None
+        driver = pool.driver
+        sql = self.engine.unit_sql(driver, unit, style)
+        answer = await self._bounded(driver.execute(borrowed.raw, sql, unit.params), unit, pool, borrowed, own, sql, deadline)
+        if own:
+            borrowed.release()
+        if answer.description is None:
+            return UnitResult(unit.data_source, None, (), answer.rowcount, answer.lastrowid or None)
+        return UnitResult(unit.data_source, answer.description, answer.rows, len(answer.rows), sql=sql)
+
+    async def _bounded(
+        self, call: Coroutine[Any, Any, T], unit: RouteUnit, pool: AsyncEndpointPool, borrowed: AsyncBorrowed,
+        own: bool, sql: str, deadline: float | None,
+    ) -> T:
+        """Await a driver call within the statement's deadline (none: the connection's socket timeout)."""
+        bound = deadline - time.monotonic() if deadline is not None else pool.driver.read_bound(borrowed.raw)
+        limit = None
+        try:
+            if bound is None:
+                return await call
+            async with within(bound) as limit:
+                return await call
+        except BaseException as exc:
+            fired = limit is not None and limit.expired()
+            if fired and deadline is None:  # the socket timeout, as a blocking read's would: the server is lost
+                exc = _silent(unit, pool, bound)
+            self._fail(exc, unit, pool, borrowed, own, sql, fired=fired and deadline is not None, cut=fired)
+
+    async def ask(self, pool: AsyncEndpointPool, borrowed: AsyncBorrowed, call: Coroutine[Any, Any, T], sql: str) -> T:
+        """Await a driver call outside any statement's deadline (BEGIN, COMMIT, a drain) within the socket timeout.
+
+        Raises:
+            DataSourceUnavailableError: no answer within the endpoint's ``socketTimeout`` (the connection is
+                then in doubt: the caller discards it).
+        """
+        bound = pool.driver.read_bound(borrowed.raw)
+        if bound is None:
+            return await call
+        try:
+            async with within(bound):
+                return await call
+        except TimeoutError:
+            raise DataSourceUnavailableError(
+                f"data source {pool.data_source!r} (endpoint {pool.endpoint.name!r}) did not answer {sql!r} "
+                f"within its socketTimeout of {bound:g} s",
+                data_source=pool.data_source, endpoint=pool.endpoint.name, sql=sql,
+            ) from None  # fmt: skip
+
+    def _fail(
+        self, exc: BaseException, unit: RouteUnit, pool: AsyncEndpointPool, borrowed: AsyncBorrowed, own: bool,
+        sql: str, *, fired: bool = False, cut: bool = False,
+    ) -> NoReturn:
+        """A unit raised or was cancelled (``fired``: by its deadline; ``cut``: the wait for it was given up):
+        stop it on the server if it may still run, give the connection back, raise what the engine says."""
+        cut = cut or isinstance(exc, asyncio.CancelledError)
+        in_doubt = cut or discard_on(exc)
+        if cut:
+            self.kill_later(pool, borrowed.raw)  # the server may still be running it
+        if own:
+            borrowed.release(discard=in_doubt)
+        elif in_doubt:
+            pool.driver.close_now(borrowed.raw)  # a pinned connection half-read: its transaction is lost
+        error = unit_error(exc, unit, pool.endpoint.name, fired, sql)
+        if error is exc:
+            raise exc
+        raise error from exc
+
+    def kill_later(self, pool: AsyncEndpointPool, raw: Any) -> None:
+        """``KILL QUERY`` the connection's statement in a background task (awaited by :meth:`settle`)."""
+        self.spawn(pool.driver.cancel(pool.endpoint, raw))
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("cancelling a statement on its data source failed: %s", task.exception())
+
+    async def settle(self) -> None:
+        """Wait for the background cancels still running."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    # -- streams --------------------------------------------------------------------------------
+
+    async def _open_stream(self, unit: RouteUnit, pool: AsyncEndpointPool, borrowed: AsyncBorrowed, stmt: Statement
+                           ) -> _UnitStream:  # fmt: skip
+        sql = self.engine.unit_sql(pool.driver, unit, stmt.style)
+        opening = pool.driver.open_stream(borrowed.raw, sql, unit.params)
+        cursor = await self._bounded(opening, unit, pool, borrowed, True, sql, stmt.deadline)
+        return _UnitStream(self, unit, pool, borrowed, cursor, sql)
+
+
+def _silent(unit: RouteUnit, pool: AsyncEndpointPool, bound: float | None) -> DataSourceUnavailableError:
+    return DataSourceUnavailableError(
+        f"data source {unit.data_source!r} (endpoint {pool.endpoint.name!r}) did not answer within its "
+        f"socketTimeout of {bound:g} s; the statement was cancelled: {shorten_sql(unit.sql)!r}",
+        data_source=unit.data_source, endpoint=pool.endpoint.name, sql=unit.sql,
+    )  # fmt: skip
+
+
+class _UnitStream:
+    """One unit's unbuffered rows; holds its connection until read out or closed."""
+
+    def __init__(self, runner: AsyncRunner, unit: RouteUnit, pool: AsyncEndpointPool, borrowed: AsyncBorrowed,
+                 cursor: Any, sql: str) -> None:  # fmt: skip
+        self.runner, self.unit, self.pool, self.sql = runner, unit, pool, sql
+        self.borrowed: AsyncBorrowed | None = borrowed
+        self.cursor = cursor
+        self.description = cursor.description
+
+    async def next_batch(self, size: int) -> Sequence[Row]:
+        borrowed = self.borrowed
+        if borrowed is None:
+            return ()
+        self.borrowed = None  # _bounded gives it back if the read fails
+        rows = await self.runner._bounded(self.cursor.fetchmany(size), self.unit, self.pool, borrowed, True, self.sql, None)
+        self.borrowed = borrowed
+        if not rows:
+            self.borrowed = None
+            borrowed.release()
+        return [r if type(r) is tuple else tuple(r) for r in rows]
+
+    async def aclose(self) -> None:
+        borrowed, self.borrowed = self.borrowed, None
+        if borrowed is None:
+            return
+        try:
+            reusable = await self.runner.ask(self.pool, borrowed, self.cursor.close(self.runner.engine.drain_limit), self.sql)
+        except BaseException:
+            borrowed.release(discard=True)
+            raise
+        borrowed.release(discard=not reusable)
+
+
+class _Concatenated:
+    """The units' streams one after another (a merge that only concatenates)."""
+
+    def __init__(self, streams: list[_UnitStream], batch: int) -> None:
+        self._streams = streams
+        self._batch = batch
+
+    async def next_batch(self) -> Sequence[Row]:
+        while self._streams:
+            rows = await self._streams[0].next_batch(self._batch)
+            if rows:
+                return rows
+            self._streams.pop(0)
+        return ()
+
+    async def aclose(self) -> None:
+        streams, self._streams = self._streams, []
+        for s in streams:
+            await s.aclose()
