@@ -24,7 +24,7 @@ def _config(tmp_path: Path) -> Any:
 
 
 def _plans(router: Router, rows: list[tuple[Any, ...]], chunk: int) -> list[RoutePlan]:
-    batch = dbapi._insert_batch(INSERT)
+    batch = dbapi.insert_batch(INSERT)
     assert batch is not None
     return [router.route(*batch.build(rows[s : s + chunk])) for s in range(0, len(rows), chunk)]
 

@@ -1,24 +1,35 @@
-"""The PEP 249 facade: module globals, exceptions, connections, cursors, executemany."""
+"""The PEP 249 facade: module globals, exceptions, connections, cursors, executemany.
+
+The tests that connect run on both facades: the thread one over an :class:`Executor`, and the
+asyncio one (:mod:`ddm_core.aio.dbapi`) over an ``AsyncExecutor``, driven from this thread
+(tests/aio_dbapi_support.py); its own tests (``async with``, ``close()`` on a loop) are in
+tests/test_aio_dbapi.py.
+"""
 
 from __future__ import annotations
 
 import collections
 import sqlite3
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
+import asyncmy.errors
 import pymysql
 import pytest
 
 import ddm_core.dbapi as dbapi
 from ddm_core import errors
 from ddm_core.execute import Executor
+from aio_dbapi_support import blocking_connect
+from runners import RUNNERS, BlockingAsyncExecutor
 from test_execute_support import (  # noqa: F401 - fixtures
+    any_runner_executor,
     assert_no_leaks,
-    executor,
+    mysql_async_executor,
     mysql_config,
     mysql_databases,
     mysql_executor,
     mysql_raw,
+    sqlite_async_executor,
     sqlite_config,
     sqlite_executor,
 )
@@ -27,8 +38,24 @@ INSERT = "INSERT INTO t_order (order_id, user_id, amount, note) VALUES (%s, %s, 
 
 
 @pytest.fixture()
-def conn(executor: Executor) -> Iterator[dbapi.Connection]:
-    c = dbapi.connect(executor=executor)
+def executor(any_runner_executor: Any) -> Any:
+    """Both backends, each under the thread facade (an Executor) and the asyncio one (an AsyncExecutor)."""
+    return any_runner_executor
+
+
+def connect_for(ex: Any) -> Callable[..., Any]:
+    """The ``connect`` of the facade that runs on ``ex``, as a blocking call."""
+    return blocking_connect(ex) if isinstance(ex, BlockingAsyncExecutor) else dbapi.connect
+
+
+@pytest.fixture()
+def connect(executor: Any) -> Callable[..., Any]:
+    return connect_for(executor)
+
+
+@pytest.fixture()
+def conn(executor: Executor, connect: Callable[..., Any]) -> Iterator[dbapi.Connection]:
+    c = connect(executor=executor)
     yield c
     c.close()
 
@@ -92,7 +119,8 @@ def test_duplicate_key_is_an_integrity_error(conn: dbapi.Connection, executor: E
     err = info.value
     assert isinstance(err, errors.DuplicateKeyError) and isinstance(err, conn.IntegrityError)
     assert err.data_source == source_of(executor, 7)
-    assert isinstance(err.__cause__, (pymysql.err.IntegrityError, sqlite3.IntegrityError))
+    # the driver's own error (aiosqlite raises sqlite3's)
+    assert isinstance(err.__cause__, (pymysql.err.IntegrityError, asyncmy.errors.IntegrityError, sqlite3.IntegrityError))
     # pymysql-style code catching the base class keeps working
     with pytest.raises(dbapi.DatabaseError):
         cur.execute(INSERT, (1, 7, 1, "x"))
@@ -109,7 +137,7 @@ def test_driver_errors_keep_their_pep249_class(conn: dbapi.Connection) -> None:
         cur.execute("SELECT 1 FROM t_order WHERE user_id = %s", (1, 2))
 
 
-def test_misuse_raises_programming_or_interface_errors(conn: dbapi.Connection) -> None:
+def test_misuse_raises_programming_or_interface_errors(conn: dbapi.Connection, connect: Callable[..., Any]) -> None:
     cur = conn.cursor()
     with pytest.raises(dbapi.ProgrammingError):
         cur.fetchone()
@@ -122,7 +150,7 @@ def test_misuse_raises_programming_or_interface_errors(conn: dbapi.Connection) -
     with pytest.raises(dbapi.InterfaceError):
         conn.cursor()
     with pytest.raises(dbapi.InterfaceError):
-        dbapi.connect()
+        connect()
 
 
 # -- cursors ------------------------------------------------------------------------------------
@@ -158,11 +186,13 @@ def test_cursor_reads_like_pymysql(conn: dbapi.Connection) -> None:
 # -- transactions -------------------------------------------------------------------------------------
 
 
-def test_implicit_transaction_commit_and_rollback(conn: dbapi.Connection, executor: Executor) -> None:
+def test_implicit_transaction_commit_and_rollback(
+    conn: dbapi.Connection, executor: Executor, connect: Callable[..., Any]
+) -> None:
     cur = conn.cursor()
     cur.execute(INSERT, (1, 5, 1, "a"))
     assert conn.in_transaction and executor.borrowed() == 1
-    other = dbapi.connect(executor=executor, autocommit=True).cursor()
+    other = connect(executor=executor, autocommit=True).cursor()
     other.execute("SELECT COUNT(*) FROM t_order")
     assert other.fetchone() == (0,)  # not committed yet
     conn.commit()
@@ -192,18 +222,18 @@ def test_cross_shard_write_in_the_implicit_transaction(conn: dbapi.Connection, e
     conn.commit()
 
 
-def test_context_managers_commit_or_roll_back(executor: Executor) -> None:
-    with dbapi.connect(executor=executor) as c:
+def test_context_managers_commit_or_roll_back(executor: Executor, connect: Callable[..., Any]) -> None:
+    with connect(executor=executor) as c:
         c.cursor().execute(INSERT, (1, 1, 1, "kept"))
     assert c.closed
     with pytest.raises(KeyError):
-        with dbapi.connect(executor=executor) as c:
+        with connect(executor=executor) as c:
             c.cursor().execute(INSERT, (2, 1, 1, "dropped"))
             raise KeyError
-    c = dbapi.connect(executor=executor)
+    c = connect(executor=executor)
     c.cursor().execute(INSERT, (3, 1, 1, "closed without commit"))
     c.close()  # rolls back
-    with dbapi.connect(executor=executor, autocommit=True) as c:
+    with connect(executor=executor, autocommit=True) as c:
         cur = c.cursor()
         cur.execute("SELECT note FROM t_order")
         assert cur.fetchall() == [("kept",)]
@@ -228,8 +258,12 @@ def test_autocommit_switch(conn: dbapi.Connection, executor: Executor) -> None:
 # -- executemany ----------------------------------------------------------------------------------------
 
 
-def test_executemany_sends_one_insert_per_target(mysql_executor: Executor, mysql_databases: list[str]) -> None:
-    conn = dbapi.connect(executor=mysql_executor, autocommit=True)
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_executemany_sends_one_insert_per_target(
+    runner: str, request: pytest.FixtureRequest, mysql_databases: list[str]
+) -> None:
+    mysql_executor = request.getfixturevalue("mysql_executor" if runner == "threads" else "mysql_async_executor")
+    conn = connect_for(mysql_executor)(executor=mysql_executor, autocommit=True)
     cur = conn.cursor()
     rows = [(u, u % 97, f"n{u}") for u in range(1, 10_001)]
     routed_before = mysql_executor.router.cache_info().misses
@@ -285,11 +319,11 @@ def test_executemany_variants(conn: dbapi.Connection) -> None:
 
 
 def test_insert_batch_recognition() -> None:
-    batch = dbapi._insert_batch("INSERT INTO t (a, b) VALUES (%s, %s) ON DUPLICATE KEY UPDATE b = VALUES(b)")
+    batch = dbapi.insert_batch("INSERT INTO t (a, b) VALUES (%s, %s) ON DUPLICATE KEY UPDATE b = VALUES(b)")
     assert batch is not None
     sql, params = batch.build([(1, 2), (3, 4)])
     assert sql == "INSERT INTO t (a, b) VALUES (%s, %s), (%s, %s) ON DUPLICATE KEY UPDATE b = VALUES(b)"
     assert params == [1, 2, 3, 4]
-    assert dbapi._insert_batch("INSERT INTO t (a, b) VALUES (%s, NOW())") is None  # not placeholders only
-    assert dbapi._insert_batch("INSERT INTO t (a) VALUES (%s) ON DUPLICATE KEY UPDATE a = %s") is None
-    assert dbapi._insert_batch("UPDATE t SET a = %s") is None
+    assert dbapi.insert_batch("INSERT INTO t (a, b) VALUES (%s, NOW())") is None  # not placeholders only
+    assert dbapi.insert_batch("INSERT INTO t (a) VALUES (%s) ON DUPLICATE KEY UPDATE a = %s") is None
+    assert dbapi.insert_batch("UPDATE t SET a = %s") is None

@@ -70,7 +70,9 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from typing import Any, Callable, Iterable, Iterator, NoReturn, Sequence, TypeVar
+from typing import (
+    Any, Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, NoReturn, ParamSpec, Sequence, TypeVar,
+)
 
 from ddm_core.errors import (
     ConfigError,
@@ -96,10 +98,11 @@ from ddm_core.errors import (
     XaTimeoutError,
 )
 from ddm_core.execute import Executor, Result, Transaction
-from ddm_core.execute.bulk import regroup
+from ddm_core.execute.bulk import Limits, regroup
 from ddm_core.execute.shared import style_of
 from ddm_core.execute.transaction import check_mode
 from ddm_core.route.plan import RoutePlan
+from ddm_core.route.router import Router
 from ddm_core.route.text.placeholders import translate
 
 __all__ = [
@@ -247,7 +250,7 @@ def to_pep249(exc: DdmError) -> Error:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _reraise(exc: DdmError) -> NoReturn:
+def reraise(exc: DdmError) -> NoReturn:
     """Raise ``exc`` as its PEP 249 facade class (as it is, when it already is one)."""
     if isinstance(exc, Error):
         raise exc
@@ -266,9 +269,26 @@ def _translated(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except DdmError as exc:
-            _reraise(exc)
+            reraise(exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def translated_async(func: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """:func:`_translated` for coroutine functions (the asyncio facade, :mod:`ddm_core.aio.dbapi`)."""
+
+    @functools.wraps(func)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await func(*args, **kwargs)
+        except DdmError as exc:
+            reraise(exc)
+
+    return wrapper
 
 
 # -- connect ----------------------------------------------------------------------------------
@@ -303,6 +323,24 @@ def connect(
         InterfaceError: no configuration given, a configuration and
             ``executor=`` both given, or the configuration is invalid.
     """
+    check_connect_arguments(config_or_path, executor, executor_options)
+    if executor is not None:
+        return Connection(executor, autocommit=autocommit, transaction_mode=transaction_mode)
+    if transaction_mode is not None:
+        check_mode(transaction_mode)  # before an executor (pools, threads) is built for nothing
+    return Connection(
+        Executor(config_or_path, **executor_options), autocommit=autocommit, owns_executor=True,
+        transaction_mode=transaction_mode,
+    )
+
+
+def check_connect_arguments(config_or_path: Any, executor: object | None, executor_options: Mapping[str, Any]) -> None:
+    """Refuse what no ``connect()`` accepts (this one's and :func:`ddm_core.aio.dbapi.connect`'s).
+
+    Raises:
+        InterfaceError: neither a configuration nor an executor, or an executor
+            together with a configuration or executor options.
+    """
     if executor is not None:
         if config_or_path is not None or executor_options:
             given = ", ".join(["a configuration"] * (config_or_path is not None) + sorted(executor_options))
@@ -310,15 +348,8 @@ def connect(
                 f"connect(executor=...) shares that executor as it is; it cannot also take {given} "
                 "(build the executor with those instead)"
             )
-        return Connection(executor, autocommit=autocommit, transaction_mode=transaction_mode)
-    if config_or_path is None:
+    elif config_or_path is None:
         raise InterfaceError("connect() needs a configuration (path, text, dict or object) or executor=")
-    if transaction_mode is not None:
-        check_mode(transaction_mode)  # before an executor (pools, threads) is built for nothing
-    return Connection(
-        Executor(config_or_path, **executor_options), autocommit=autocommit, owns_executor=True,
-        transaction_mode=transaction_mode,
-    )
 
 
 # -- Connection ---------------------------------------------------------------------------------
@@ -581,7 +612,7 @@ class Cursor:
         except BaseException as exc:
             self._reset()
             if isinstance(exc, DdmError):
-                _reraise(exc)
+                reraise(exc)
             raise
         return self._take(result)
 
@@ -611,7 +642,7 @@ class Cursor:
         if not rows:
             self._rowcount = 0
             return 0
-        batch = _insert_batch(query)
+        batch = insert_batch(query)
         total = 0
         keys: list[Any] = []
         complete = True
@@ -633,20 +664,17 @@ class Cursor:
         self._complete = complete
         return total
 
-    def _insert_many(self, conn: Connection, batch: _InsertBatch, query: str, rows: list[Any]) -> Iterator[Result]:
+    def _insert_many(self, conn: Connection, batch: InsertBatch, query: str, rows: list[Any]) -> Iterator[Result]:
         """Route every chunk first (nothing is sent), then send the rows per physical table.
 
         See :mod:`ddm_core.execute.bulk`; when the plans cannot be regrouped
         they run chunk by chunk as routed.
         """
         executor = conn._live()
-        size = len(rows) if self.batch_rows is None else max(1, self.batch_rows)
-        chunks = [batch.build(rows[start : start + size]) for start in range(0, len(rows), size)]
-        style = style_of(chunks[0][0])
-        plans = [executor.router.route(sql, params) for sql, params in chunks]
-        placeholder = "?" if style == "qmark" else "%s"
-        merged = regroup(plans, batch.row, placeholder, lambda ds: executor.primary_pool(ds).statement_limits())
-        for plan in plans if merged is None else [merged]:
+        plans, style = insert_plans(
+            executor.router, batch, rows, self.batch_rows, lambda ds: executor.primary_pool(ds).statement_limits()
+        )
+        for plan in plans:
             yield conn._run_plan(plan, style)
 
     # -- fetching -----------------------------------------------------------------------------
@@ -661,19 +689,19 @@ class Cursor:
         try:
             return self._rows().fetchone()
         except DdmError as exc:
-            _reraise(exc)
+            reraise(exc)
 
     def fetchmany(self, size: int | None = None) -> list[tuple[Any, ...]]:
         try:
             return self._rows().fetchmany(self.arraysize if size is None else size)
         except DdmError as exc:
-            _reraise(exc)
+            reraise(exc)
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         try:
             return self._rows().fetchall()
         except DdmError as exc:
-            _reraise(exc)
+            reraise(exc)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self.fetchone, None)
@@ -709,7 +737,7 @@ class Cursor:
         return f"<ddm_core.dbapi.Cursor {'closed' if self._closed else 'open'} rowcount={self.rowcount}>"
 
 
-class _InsertBatch:
+class InsertBatch:
     """An ``INSERT ... VALUES (row)`` statement cut into prefix, row template and suffix."""
 
     __slots__ = ("prefix", "row", "suffix", "names")
@@ -733,7 +761,28 @@ class _InsertBatch:
         return sql, params
 
 
-def _insert_batch(query: str) -> _InsertBatch | None:
+def insert_plans(
+    router: Router, batch: InsertBatch, rows: Sequence[Any], batch_rows: int | None, limits: Limits
+) -> tuple[list[RoutePlan], str]:
+    """``rows`` routed in chunks of ``batch_rows`` (``None``: one chunk), regrouped per physical table.
+
+    Nothing is sent. The chunks' plans are joined and re-cut to ``limits``
+    (:func:`~ddm_core.execute.bulk.regroup`); when they cannot be, they run
+    chunk by chunk as routed.
+
+    Returns:
+        The plans to run in order, and the caller's paramstyle.
+    """
+    size = len(rows) if batch_rows is None else max(1, batch_rows)
+    chunks = [batch.build(rows[start : start + size]) for start in range(0, len(rows), size)]
+    style = style_of(chunks[0][0])
+    plans = [router.route(sql, params) for sql, params in chunks]
+    placeholder = "?" if style == "qmark" else "%s"
+    merged = regroup(plans, batch.row, placeholder, limits)
+    return (plans if merged is None else [merged]), style
+
+
+def insert_batch(query: str) -> InsertBatch | None:
     """Cut an INSERT/REPLACE with a placeholder-only VALUES row; ``None`` when it is not one."""
     m = _INSERT_VALUES.match(query)
     if m is None:
@@ -747,5 +796,5 @@ def _insert_batch(query: str) -> _InsertBatch | None:
     names = tuple(_NAMED.findall(row))
     if names:
         row = _NAMED.sub("%s", row)
-        return _InsertBatch(prefix, row, suffix, names)
-    return _InsertBatch(prefix, row, suffix, None)
+        return InsertBatch(prefix, row, suffix, names)
+    return InsertBatch(prefix, row, suffix, None)
