@@ -11,7 +11,7 @@ It checks that
 - every command that needs an extra exits 2 with the one line naming it, no traceback;
 - ``ddm demo --orders 2000`` runs;
 - README's snippets that need no extra run as written (the "Install and run" commands, the
-  "Using it" blocks), and the metrics snippet is refused naming the ``metrics`` extra.
+  "Using it" blocks), and the metrics and asyncio snippets are refused naming their extras.
 
 Each problem is listed; the exit status is 1 when there is any.
 """
@@ -221,6 +221,17 @@ def check_readme(workdir: Path) -> None:
             ok(f"README's metrics snippet: {exc}")
     else:
         problem("README's metrics snippet ran without prometheus-client")
+
+    [asyncio_block] = readme_snippets.python_blocks(readme_snippets.section("Using it from asyncio"))
+    try:
+        readme_snippets.run_blocks([asyncio_block], using_it, {"__name__": "readme"})
+    except MissingExtraError as exc:
+        if exc.extra != "aio":
+            problem(f"README's asyncio snippet refused naming {exc.extra!r}, not 'aio'")
+        else:
+            ok(f"README's asyncio snippet: {exc}")
+    else:
+        problem("README's asyncio snippet ran without asyncmy and aiosqlite")
 
 
 def main() -> int:

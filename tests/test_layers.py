@@ -52,8 +52,9 @@ ALLOWED: dict[str, set[str]] = {
     "metrics": {"observe", "execute", "errors"},  # the face over observe/
     # The MySQL-protocol proxy (docs/proxy.md): a session is an executor transaction or autocommit.
     "proxy": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text"},
-    # The asyncio runner (docs/asyncio.md): the execute layer's engine and rules, its own I/O.
-    "aio": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text", "_extras"},
+    # The asyncio runner (docs/asyncio.md): the execute layer's engine and rules, its own I/O;
+    # its DB-API facade (aio/dbapi.py) shares the thread facade's PEP 249 classes and checks.
+    "aio": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text", "_extras", "readwrite", "dbapi"},
 }
 # The access layer (dbapi, cli, ddl, hinting, the package __init__) may import anything below it.
 ACCESS = {"dbapi", "cli", "ddl", "hinting", "__init__"}

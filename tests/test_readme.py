@@ -66,3 +66,10 @@ def test_the_observability_snippet_runs_after_the_ddl_step(tmp_path: Path) -> No
     block = block.replace("port=9108", f"port={_free_port()}")
     create_example_tables(tmp_path)
     run_blocks([block], tmp_path / "examples", {"__name__": "readme"})
+
+
+def test_the_asyncio_snippet_runs_against_the_examples(tmp_path: Path) -> None:
+    [block] = python_blocks(section("Using it from asyncio"))
+    create_example_tables(tmp_path)
+    printed = run_blocks([block], tmp_path, {"__name__": "readme"})
+    assert printed.splitlines() == ["[(30001, 1), (30002, 0)]", "(2,)"]

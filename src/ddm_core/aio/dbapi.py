@@ -224,7 +224,7 @@ class AsyncConnection:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             if tx is not None:
-                _abandon(tx)
+                tx.abandon()
             return
         task = loop.create_task(self._shut(tx, executor, cursors))
         self._closing = task
@@ -260,7 +260,7 @@ class AsyncConnection:
                     await tx.rollback()
         finally:
             if tx is not None:
-                _abandon(tx)  # whatever a cancel left pinned
+                tx.abandon()  # whatever a cancel left pinned
             if self._owns_executor:
                 await executor.close()
 
@@ -282,7 +282,7 @@ class AsyncConnection:
         # Dropped with a transaction open: close its pinned connections, or their pool slots stay lent.
         tx = getattr(self, "_tx", None)
         if tx is not None:
-            _abandon(tx)
+            tx.abandon()
 
     def __repr__(self) -> str:
         state = "closed" if self._executor is None else ("in transaction" if self._tx else "idle")
@@ -290,20 +290,9 @@ class AsyncConnection:
 
     # -- running statements -----------------------------------------------------------------------
 
-    async def _routable(self) -> AsyncExecutor:
-        """The executor, its sharded tables' columns loaded (INSERTs without a column list route on them).
-
-        AsyncExecutor reads them before its first statement outside a transaction, after routing it;
-        this facade routes itself and opens transactions, so it asks before the first route.
-        """
-        executor = self._live()
-        if executor._schema_pending:
-            await executor._load_schema()
-        return executor
-
     async def _run(self, sql: str, params: Any) -> AsyncResult:
-        executor = await self._routable()
-        return await self._run_plan(executor.router.route(sql, params), style_of(sql), executor)
+        executor = self._live()
+        return await self._run_plan(await executor.route(sql, params), style_of(sql), executor)
 
     async def _run_plan(self, plan: RoutePlan, style: str, executor: AsyncExecutor) -> AsyncResult:
         """Run a routed plan: in the open (or implicitly opened) transaction, or on its own in autocommit."""
@@ -315,23 +304,11 @@ class AsyncConnection:
         return await tx.execute_plan(plan, caller_style=style)
 
 
-def _abandon(tx: AsyncTransaction) -> None:
-    """Give back every connection ``tx`` still pins, without a round trip (synchronous, never raises).
-
-    A pooled connection inside a transaction is closed on release, and the server rolls back what
-    it left open (SQLite ``:memory:``: rolled back in a task, closing would drop the database).
-    """
-    pins = tx._pins
-    for pinned in list(pins.values()):
-        pinned.release(discard=pinned.pool.shared)
-    pins.clear()
-
-
 def _closed(tx: AsyncTransaction | None, task: asyncio.Task[None]) -> None:
     """A closing task ended: forget it; a cancel before it could roll back still gives the pins back."""
     _CLOSING.discard(task)
     if tx is not None:
-        _abandon(tx)
+        tx.abandon()
     if not task.cancelled() and task.exception() is not None:
         log.warning("closing a connection failed: %s", task.exception())
 
@@ -478,7 +455,8 @@ class AsyncCursor:
                 results.append(await conn._run(query, args))
                 await results[-1].aclose()
         else:
-            executor = await conn._routable()
+            executor = conn._live()
+            await executor.load_schema()  # the batch is routed here, not through executor.route()
             plans, style = insert_plans(executor.router, batch, rows, self.batch_rows, _fixed_limits(executor))
             for plan in plans:
                 results.append(await conn._run_plan(plan, style, executor))

@@ -141,17 +141,27 @@ class AsyncExecutor:
             What :meth:`ddm_core.execute.Executor.execute` raises; a cancelled call re-raises
             :class:`asyncio.CancelledError` after killing its statement on the server.
         """
-        try:
-            plan = self.engine.router.route(sql, params)
-        except DdmError as exc:
-            log.log(exc.log_level, "statement refused: %s", exc)
-            raise
+        plan = await self.route(sql, params)
         tx = CURRENT_ASYNC_TX.get()
         if tx is not None and tx.executor is self:
             return await tx.execute_plan(plan, caller_style=style_of(sql), timeout=timeout)
         return await self.execute_plan(
             plan, caller_style=style_of(sql), timeout=timeout, allow_partial=allow_partial, stream=stream
         )
+
+    async def route(self, sql: str, params: Any = None) -> RoutePlan:
+        """Route ``sql`` (the sharded tables' columns read first if they are not yet: :meth:`load_schema`).
+
+        Raises:
+            RoutingError: the statement cannot be routed (logged, graded as the thread executor does).
+        """
+        if self._schema_pending:
+            await self.load_schema()
+        try:
+            return self.engine.router.route(sql, params)
+        except DdmError as exc:  # graded: a caller's bug at ERROR, a configuration problem at WARNING
+            log.log(exc.log_level, "statement refused: %s", exc)
+            raise
 
     async def execute_plan(
         self,
@@ -166,7 +176,7 @@ class AsyncExecutor:
         if self._closed:
             raise ExecutionError("the executor is closed")
         if self._schema_pending:
-            await self._load_schema()
+            await self.load_schema()
         refuse_unpinned(plan)
         engine, runner = self.engine, self.runner
         stmt = engine.begin(plan, caller_style, timeout, allow_partial)
@@ -263,8 +273,13 @@ class AsyncExecutor:
 
     # -- internals ----------------------------------------------------------------------------------
 
-    async def _load_schema(self) -> None:
-        """Columns of the sharded tables, read once off the loop (as the thread executor does at start)."""
+    async def load_schema(self) -> None:
+        """Read each sharded table's columns from its first data node, once, off the loop.
+
+        The thread executor does it when it starts (``load_schema=True``); this one before its first
+        statement is routed (INSERTs without a column list and string values of integer shard
+        columns route on them). Call it at start-up to take it off the first request.
+        """
         if self._schema_lock is None:
             self._schema_lock = asyncio.Lock()
         async with self._schema_lock:

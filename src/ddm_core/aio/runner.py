@@ -34,6 +34,7 @@ from ddm_core.aio.deadline import within
 from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool, AsyncPoolRegistry
 from ddm_core.aio.result import AsyncResult, Row
 from ddm_core.metadata.model import ShardingConfig
+from ddm_core.readwrite.breaker import EndpointBreakers
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
 __all__ = ["AsyncRunner", "AsyncLane"]
@@ -90,6 +91,7 @@ class AsyncRunner:
         self._describe = describe
         self._primaries: tuple[ShardingConfig | None, dict[str, AsyncEndpointPool]] = (None, {})
         self._background: set[asyncio.Task[Any]] = set()
+        self._breakers = EndpointBreakers()
 
     # -- pools ----------------------------------------------------------------------------------
 
@@ -104,6 +106,7 @@ class AsyncRunner:
         if pool is None:
             ds = data_source_of(config, data_source)
             pool = known[data_source] = self.pools.pool(ds, ds.primary)
+            pool.breaker = self._breakers.of(ds, ds.primary)  # every endpoint has one, as on the thread runner
         return pool
 
     def lanes(self, plan: RoutePlan) -> list[AsyncLane]:

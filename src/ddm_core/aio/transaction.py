@@ -46,6 +46,8 @@ class AsyncTransactionHost(Protocol):
     @property
     def router(self) -> Router: ...
 
+    async def route(self, sql: str, params: Any = None) -> RoutePlan: ...
+
     engine: Engine
     runner: AsyncRunner
 
@@ -84,7 +86,7 @@ class AsyncTransaction:
 
     async def execute(self, sql: str, params: Any = None, *, timeout: float | None = None) -> AsyncResult:
         """Route and run one statement in this transaction."""
-        plan = self.executor.router.route(sql, params)
+        plan = await self.executor.route(sql, params)
         return await self.execute_plan(plan, caller_style=style_of(sql), timeout=DEFAULT if timeout is None else timeout)
 
     async def execute_plan(self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT) -> AsyncResult:
@@ -196,6 +198,20 @@ class AsyncTransaction:
                 log.warning("ending the transaction on %s failed: %s", ds, exc)
                 discard = True
             pinned.release(discard=discard)
+
+    def abandon(self) -> None:
+        """End the transaction without a round trip (synchronous, never raises): every pin is given back.
+
+        A pooled connection released inside a transaction is closed and the server rolls back what it
+        left open (SQLite ``:memory:``: rolled back in a task, closing would drop the database). For a
+        caller that cannot await: a facade closed outside its loop, a finalizer.
+        """
+        pins, self._pins = self._pins, {}
+        self._dirty = set()
+        if self._state in ("active", "failed"):
+            self._state = "rolled back"
+        for pinned in pins.values():
+            pinned.release(discard=pinned.pool.shared)
 
     # -- async with -----------------------------------------------------------------------------
 
