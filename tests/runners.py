@@ -10,6 +10,7 @@ checks the asyncio runner unchanged: the same statements, the same assertions (n
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any, Awaitable, Iterator, TypeVar
 
 from ddm_core.aio.executor import AsyncExecutor
@@ -24,6 +25,7 @@ __all__ = ["BlockingAsyncExecutor", "RUNNERS"]
 RUNNERS = ("threads", "asyncio")
 
 T = TypeVar("T")
+_UNSET = object()
 
 
 class BlockingAsyncExecutor:
@@ -34,8 +36,17 @@ class BlockingAsyncExecutor:
         self.inner = AsyncExecutor(config, **options)
         self._tx: BlockingTransaction | None = None
 
-    def run(self, coro: Awaitable[T]) -> T:
-        return self.loop.run_until_complete(coro)
+    def run(self, work: Awaitable[T]) -> T:
+        """Run ``coro`` to completion as if the calling thread were one task awaiting each call in turn:
+        context variables it sets (read-your-writes marks, hints) stay set for the next call."""
+        context = contextvars.copy_context()
+        task = self.loop.create_task(_awaited(work), context=context)
+        try:
+            return self.loop.run_until_complete(task)
+        finally:
+            for var, value in context.items():
+                if var.get(_UNSET) is not value:
+                    var.set(value)
 
     @property
     def router(self) -> Any:
@@ -76,6 +87,9 @@ class BlockingAsyncExecutor:
 
     def dual_write_failures(self) -> Any:
         return self.inner.dual_write_failures()
+
+    def replica_status(self, *, refresh: bool = False) -> Any:
+        return self.inner.replica_status(refresh=refresh)
 
     def set_observer(self, observer: Any) -> None:
         self.inner.set_observer(observer)
@@ -178,3 +192,7 @@ class BlockingTransaction:
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         self._owner._tx = None
         self._owner.run(self.inner.__aexit__(kind, exc, tb))
+
+
+async def _awaited(work: Awaitable[T]) -> T:
+    return await work

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ddm_core.errors import ConfigError, DdmError, ExecutionError
 from ddm_core.execute.engine import Engine
@@ -28,12 +28,13 @@ from ddm_core.execute.executor import as_router
 from ddm_core.execute.pools import PoolRegistry, PoolStats
 from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.shared import DEFAULT, DualWriteKey, style_of
-from ddm_core.execute.endpoints import data_source_of
-from ddm_core.aio.pools import AsyncPoolRegistry
+from ddm_core.execute.endpoints import Endpoints, data_source_of
+from ddm_core.aio.pools import AsyncEndpointPool, AsyncPoolRegistry
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.runner import AsyncRunner
 from ddm_core.aio.transaction import CURRENT_ASYNC_TX, AsyncTransaction
 from ddm_core.metadata.model import ShardingConfig
+from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan
 from ddm_core.route.router import Router
 
@@ -60,6 +61,11 @@ class AsyncExecutor:
         load_schema: Read each sharded table's columns from its first data node before the first
             statement (off the loop, once).
         transaction_mode: ``"local"`` (the XA mode is not on this runner yet).
+        read_your_writes: ``"window"`` or ``"off"`` for every data source with replicas (``None``: each
+            data source's own setting; ``"gtid"`` is not on this runner yet), as the thread executor's.
+        replica_monitor: Run the replica lag monitor (a thread of its own with blocking connections,
+            off the statements' path; ``False``: replicas are checked by ``replica_status(refresh=True)``).
+        clock: Monotonic seconds for read-your-writes windows and breaker waits (tests inject one).
 
     Raises:
         ConfigError: a setting out of range, or ``transaction_mode="xa"``.
@@ -78,6 +84,9 @@ class AsyncExecutor:
         cancel_grace: float = 1.0,
         load_schema: bool = True,
         transaction_mode: str = "local",
+        read_your_writes: str | None = None,
+        replica_monitor: bool = True,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if transaction_mode != "local":
             raise ConfigError(
@@ -92,18 +101,22 @@ class AsyncExecutor:
             router, timeout=timeout, allow_partial=allow_partial, stream=stream, fetch_batch=fetch_batch,
             drain_limit=drain_limit, cancel_grace=cancel_grace,
         )  # fmt: skip
+        self._refuse_gtid(router.config, read_your_writes)
         self._pools = AsyncPoolRegistry()
-        # Column collations for the merge are asked once per statement shape, off the loop,
-        # on blocking connections of their own (execute/collations.py).
+        # Blocking connections of their own, off the statements' path: the lag monitor's probes, and the
+        # merge's column collations, asked once per statement shape (execute/collations.py).
         self._describe_pools = PoolRegistry()
-        self.runner = AsyncRunner(
-            self.engine, self._pools, lambda: router.config, full_route_concurrency=full_route_concurrency,
-            describe=self._describe_pool,
+        self._split = ReadWriteSplitter(
+            self._pools, lambda: router.config, mode=read_your_writes, clock=clock, monitor=replica_monitor,
+            probes=self._describe_pools,
         )  # fmt: skip
+        endpoints: Endpoints[AsyncEndpointPool] = Endpoints(self._pools, self._split, lambda: router.config)
+        self.runner = AsyncRunner(
+            self.engine, endpoints, full_route_concurrency=full_route_concurrency, describe=self._describe_pool
+        )
         self._schema_pending = load_schema
         self._schema_lock: asyncio.Lock | None = None
         self._closed = False
-        self._warn_replicas(router.config)
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -248,6 +261,17 @@ class AsyncExecutor:
             out[pool.endpoint.name] = await pool.warm_up()
         return out
 
+    def replica_status(self, *, refresh: bool = False) -> dict[str, ReadStatus]:
+        """Per data source with replicas: each replica's state, weight, lag and breaker, where reads went.
+
+        Args:
+            refresh: Check every replica now (one lag-monitor round, blocking: call it off the loop,
+                e.g. ``await asyncio.to_thread(executor.replica_status, refresh=True)``).
+        """
+        if refresh:
+            self._split.check_now()
+        return self._split.status()
+
     async def settle(self) -> None:
         """Wait until the server-side cancels of cancelled statements have run."""
         await self.runner.settle()
@@ -258,6 +282,7 @@ class AsyncExecutor:
             return
         self._closed = True
         await self.runner.settle()
+        await asyncio.to_thread(self._split.close)  # the lag monitor's thread joins
         await self._pools.dispose()
         if self._describe_pools.pools():
             await asyncio.to_thread(self._describe_pools.dispose)
@@ -296,10 +321,15 @@ class AsyncExecutor:
         return self._describe_pools.pool(ds, ds.primary)
 
     @staticmethod
-    def _warn_replicas(config: ShardingConfig) -> None:
-        with_replicas = sorted(name for name, ds in config.data_sources.items() if ds.replicas)
-        if with_replicas:
-            log.warning(
-                "AsyncExecutor sends reads to the primaries: replicas of %s are not used on asyncio yet "
-                "(docs/asyncio.md#what-is-not-there-yet)", ", ".join(with_replicas),
+    def _refuse_gtid(config: ShardingConfig, mode: str | None) -> None:
+        """Read-your-writes by GTID waits on replicas with blocking calls: refused here, before any I/O."""
+        if mode is not None:
+            gtid = [] if mode != "gtid" else sorted(n for n, ds in config.data_sources.items() if ds.replicas)
+        else:
+            gtid = sorted(n for n, ds in config.data_sources.items() if ds.replicas and ds.read_write.read_your_writes == "gtid")
+        if gtid:
+            raise ConfigError(
+                f"read-your-writes 'gtid' (data sources {', '.join(gtid)}) is not on the asyncio runner yet: pass "
+                "AsyncExecutor(read_your_writes='window') or use the thread Executor (docs/asyncio.md#what-is-not-there-yet)",
+                data_sources=tuple(gtid),
             )  # fmt: skip

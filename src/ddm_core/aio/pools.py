@@ -166,6 +166,9 @@ class AsyncEndpointPool:
         self._tasks: set[asyncio.Task[None]] = set()  # rollbacks under way (SQLite :memory:)
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop its connections belong to
         self.breaker: Any = None
+        # Set by read/write splitting on pools of data sources with replicas (as on EndpointPool).
+        self.split: Any = None
+        self.replica = False
 
     # -- borrowing ---------------------------------------------------------------------
 

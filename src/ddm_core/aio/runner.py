@@ -24,17 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine, NoReturn, Sequence, TypeVar
 
 from ddm_core._text import shorten_sql
-from ddm_core.errors import DataSourceUnavailableError, PoolTimeoutError, QueryTimeoutError
+from ddm_core.errors import ConfigError, DataSourceUnavailableError, PoolTimeoutError, QueryTimeoutError
 from ddm_core.execute.engine import Engine, each_pool_can_lend
-from ddm_core.execute.endpoints import data_source_of
+from ddm_core.execute.endpoints import Endpoints, data_source_of
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.result import Result, UnitResult
 from ddm_core.execute.statement import LaneOutcome, Statement, timeout_error, unit_error
 from ddm_core.aio.deadline import within
-from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool, AsyncPoolRegistry
+from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool
 from ddm_core.aio.result import AsyncResult, Row
-from ddm_core.metadata.model import ShardingConfig
-from ddm_core.readwrite.breaker import EndpointBreakers
+from ddm_core.readwrite.tracker import Mode
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
 __all__ = ["AsyncRunner", "AsyncLane"]
@@ -67,8 +66,7 @@ class AsyncRunner:
 
     Args:
         engine: The statement engine (settings, results, observer).
-        pools: The asyncio pools.
-        config: The configuration version in use.
+        endpoints: Pool choice over the asyncio pools (primaries, replicas by the read/write splitter).
         full_route_concurrency: FULL-kind statements that may run at once.
         describe: A thread-side pool of a data source, for the merge's column collations (asked off
             the loop, once per statement shape: :meth:`Engine.collations_pending`).
@@ -77,40 +75,45 @@ class AsyncRunner:
     def __init__(
         self,
         engine: Engine,
-        pools: AsyncPoolRegistry,
-        config: Callable[[], ShardingConfig],
+        endpoints: Endpoints[AsyncEndpointPool],
         *,
         full_route_concurrency: int,
         describe: Callable[[str], Any],
     ) -> None:
         self.engine = engine
-        self.pools = pools
-        self._config = config
+        self.endpoints = endpoints
         self.full_route_concurrency = full_route_concurrency
         self._full: asyncio.Semaphore | None = None  # made on the loop that first needs it
         self._describe = describe
-        self._primaries: tuple[ShardingConfig | None, dict[str, AsyncEndpointPool]] = (None, {})
         self._background: set[asyncio.Task[Any]] = set()
-        self._breakers = EndpointBreakers()
 
     # -- pools ----------------------------------------------------------------------------------
 
     def primary(self, data_source: str) -> AsyncEndpointPool:
-        """The pool of ``data_source``'s primary (every unit of the asyncio runner goes there: docs/asyncio.md)."""
-        config = self._config()
-        version, known = self._primaries
-        if version is not config:  # first use, or a reloaded configuration
-            known = {}
-            self._primaries = (config, known)
-        pool = known.get(data_source)
-        if pool is None:
-            ds = data_source_of(config, data_source)
-            pool = known[data_source] = self.pools.pool(ds, ds.primary)
-            pool.breaker = self._breakers.of(ds, ds.primary)  # every endpoint has one, as on the thread runner
-        return pool
+        """The pool of ``data_source``'s primary (writes, transactions, dual writes)."""
+        return self.endpoints.pool_of(data_source, read=False)
+
+    def pool_for(self, data_source: str, *, read: bool) -> AsyncEndpointPool:
+        """The pool a unit borrows from: for a read of a data source with replicas, the splitter's choice.
+
+        Raises:
+            ConfigError: read-your-writes by GTID, which waits on the replicas with blocking calls: not on
+                this runner yet (docs/asyncio.md#what-is-not-there-yet).
+        """
+        if read:
+            split = self.endpoints.split
+            ds = data_source_of(self.engine.config, data_source)
+            if ds.replicas and split.mode_of(ds) is Mode.GTID:
+                raise ConfigError(
+                    f"read-your-writes 'gtid' on data source {data_source!r} is not on the asyncio runner yet: use "
+                    "AsyncExecutor(read_your_writes='window') or the thread Executor (docs/asyncio.md#what-is-not-there-yet)",
+                    data_source=data_source,
+                )  # fmt: skip
+        return self.endpoints.pool_of(data_source, read=read)
 
     def lanes(self, plan: RoutePlan) -> list[AsyncLane]:
-        return [AsyncLane(self.primary(unit.data_source), [(i, unit)]) for i, unit in enumerate(plan.units)]
+        read = not (plan.is_write or plan.force_primary)
+        return [AsyncLane(self.pool_for(unit.data_source, read=read), [(i, unit)]) for i, unit in enumerate(plan.units)]
 
     # -- a whole statement ----------------------------------------------------------------------
 
@@ -119,7 +122,8 @@ class AsyncRunner:
         plan = stmt.plan
         unit = plan.units[0]
         try:
-            result = await self.run_unit(unit, self.primary(unit.data_source), None, stmt.style, stmt.deadline)
+            pool = self.pool_for(unit.data_source, read=not (plan.is_write or plan.force_primary))
+            result = await self._on(unit, pool, stmt.style, stmt.deadline, write=plan.is_write)
         except QueryTimeoutError as exc:  # allow_partial decides, as for any plan
             return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self._describe)
         return await self._assembled(stmt, lambda: self.engine.single_result(plan, result, self._describe), [result])
@@ -143,7 +147,11 @@ class AsyncRunner:
             if full:
                 self._full_slots().release()
         results = [r for outcome in outcomes for _, r in outcome.results]
-        return await self._assembled(stmt, lambda: self.engine.assemble(stmt, outcomes, self._describe), results)
+        result = await self._assembled(stmt, lambda: self.engine.assemble(stmt, outcomes, self._describe), results)
+        split = self.endpoints.split
+        if plan.is_write and split.tracks(plan):  # read-your-writes after a multi-unit or transactional write
+            split.wrote(plan.data_sources)
+        return result
 
     async def stream(self, stmt: Statement) -> AsyncResult:
         """A read whose units' rows are only concatenated, read batch by batch as the caller iterates.
@@ -194,7 +202,7 @@ class AsyncRunner:
         dual = self.engine.dual
         for unit in plan.dual:
             try:
-                await self.run_unit(unit, self.primary(unit.data_source), None, style, deadline)
+                await self._on(unit, self.primary(unit.data_source), style, deadline, write=True)
             except Exception as exc:  # never the caller's problem: the old location has the write
                 dual.failed(plan, unit, exc)
             else:
@@ -278,7 +286,11 @@ class AsyncRunner:
         outcome = LaneOutcome()
         for index, unit in lane.items:
             try:
-                outcome.results.append((index, await self.run_unit(unit, lane.pool, lane.pinned, style, deadline, lent)))
+                if lane.pinned is not None:
+                    result = await self.run_unit(unit, lane.pool, lane.pinned, style, deadline)
+                else:
+                    result = await self._on(unit, lane.pool, style, deadline, write=None, lent=lent)
+                outcome.results.append((index, result))
             except asyncio.CancelledError:
                 raise  # the caller's cancel: not an outcome
             except Exception as exc:
@@ -286,6 +298,26 @@ class AsyncRunner:
                 break
             lent = None
         return outcome
+
+    async def _on(
+        self, unit: RouteUnit, pool: AsyncEndpointPool, style: str, deadline: float | None, *, write: bool | None,
+        lent: AsyncBorrowed | None = None,
+    ) -> UnitResult:
+        """Run a unit outside a transaction; on a data source with replicas, a read that a lost replica failed runs
+        once more elsewhere and a write is remembered for read-your-writes (as ``ReadWriteSplitter.run``)."""
+        split = pool.split
+        if split is None:
+            return await self.run_unit(unit, pool, None, style, deadline, lent)
+        if pool.replica:
+            try:
+                return await self.run_unit(unit, pool, None, style, deadline, lent)
+            except DataSourceUnavailableError as exc:
+                other = split.retry_pool(unit.data_source, pool, exc)
+                return await self.run_unit(unit, other, None, style, deadline)
+        result = await self.run_unit(unit, pool, None, style, deadline, lent)
+        if write:
+            split.tracker.wrote(unit.data_source)
+        return result
 
     async def _borrow(self, pool: AsyncEndpointPool, unit: RouteUnit, deadline: float | None) -> AsyncBorrowed:
         try:

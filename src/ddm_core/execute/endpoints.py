@@ -8,42 +8,54 @@ connections and never ask). Data sources with replicas go through :mod:`ddm_core
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from ddm_core.errors import ExecutionError
-from ddm_core.execute.pools import EndpointPool, PoolRegistry
-from ddm_core.execute.shared import Lane
 from ddm_core.metadata.migration import routing_data_sources
-from ddm_core.metadata.model import DataSource, ShardingConfig
+from ddm_core.metadata.model import DataSource, Endpoint, ShardingConfig
 from ddm_core.readwrite import ReadWriteSplitter
-from ddm_core.route.plan import RoutePlan
 
 __all__ = ["Endpoints", "data_source_of"]
 
 
-class Endpoints:
-    """Pool choice per unit over one registry (see the module docstring).
+class _Pool(Protocol):
+    """What pool choice sets on a pool (the thread runner's ``EndpointPool`` and the asyncio one)."""
+
+    split: Any
+    breaker: Any
+
+
+P = TypeVar("P", bound=_Pool)
+P_co = TypeVar("P_co", bound=_Pool, covariant=True)
+
+
+class _Registry(Protocol[P_co]):
+    def pool(self, ds: DataSource, endpoint: Endpoint) -> P_co: ...
+
+
+class Endpoints(Generic[P]):
+    """Pool choice per unit over one registry of either runner (see the module docstring).
 
     Args:
         pools: Where pools are made and kept.
-        split: The read/write splitter (replicas, read-your-writes, breakers).
+        split: The read/write splitter (replicas, read-your-writes, breakers), over the same registry.
         config: The configuration version in use (follows a ``ConfigHolder``).
     """
 
-    def __init__(self, pools: PoolRegistry, split: ReadWriteSplitter, config: Callable[[], ShardingConfig]) -> None:
+    def __init__(self, pools: _Registry[P], split: ReadWriteSplitter, config: Callable[[], ShardingConfig]) -> None:
         self.pools = pools
         self.split = split
         self._config = config
         # Data source and primary pool by name, for the config version in use: the hot path skips the lookups.
-        self._primaries: tuple[ShardingConfig | None, dict[str, tuple[DataSource, EndpointPool]]] = (None, {})
+        self._primaries: tuple[ShardingConfig | None, dict[str, tuple[DataSource, P]]] = (None, {})
 
-    def primary(self, data_source: str) -> EndpointPool:
+    def primary(self, data_source: str) -> P:
         return self.pool_of(data_source, read=False)
 
-    def reader(self, data_source: str) -> EndpointPool:
+    def reader(self, data_source: str) -> P:
         return self.pool_of(data_source, read=True)
 
-    def pool_of(self, data_source: str, *, read: bool) -> EndpointPool:
+    def pool_of(self, data_source: str, *, read: bool) -> P:
         """The pool a unit on ``data_source`` borrows from: the splitter's choice for reads, else the primary's."""
         config = self._config()
         version, known = self._primaries
@@ -54,7 +66,8 @@ class Endpoints:
         if entry is None:
             ds = data_source_of(config, data_source)
             if read and ds.replicas:  # the primary's pool is made only once something needs it
-                return self.split.read_pool(ds)  # type: ignore[no-any-return]
+                chosen: P = self.split.read_pool(ds)
+                return chosen
             primary = self.pools.pool(ds, ds.primary)
             if ds.replicas:
                 self.split.mark_primary(ds, primary)  # its units run through the splitter
@@ -64,14 +77,9 @@ class Endpoints:
             entry = known[data_source] = (ds, primary)
         ds, primary = entry
         if read and ds.replicas:
-            pool: EndpointPool = self.split.read_pool(ds)
+            pool: P = self.split.read_pool(ds)
             return pool
         return primary
-
-    def lanes(self, plan: RoutePlan) -> list[Lane]:
-        """One lane per unit, each on the pool its unit borrows from."""
-        read = not (plan.is_write or plan.force_primary)
-        return [Lane(self.pool_of(unit.data_source, read=read), [(i, unit)]) for i, unit in enumerate(plan.units)]
 
 
 def data_source_of(config: ShardingConfig, name: str) -> DataSource:

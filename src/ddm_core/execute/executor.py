@@ -167,7 +167,7 @@ class Executor:
             self._pools, lambda: router.config, mode=read_your_writes, clock=clock, monitor=replica_monitor,
             probes=PoolRegistry(self._watchdog),  # the lag monitor's own connections
         )  # fmt: skip
-        self.endpoints = Endpoints(self._pools, self._split, lambda: router.config)
+        self.endpoints: Endpoints[EndpointPool] = Endpoints(self._pools, self._split, lambda: router.config)
         self.runner = ThreadRunner(
             self.engine, self.endpoints, max_concurrency=max_concurrency,
             full_route_concurrency=full_route_concurrency, pipeline=pipeline,

@@ -49,7 +49,7 @@ class ThreadRunner:
     """
 
     def __init__(
-        self, engine: Engine, endpoints: Endpoints, *, max_concurrency: int, full_route_concurrency: int, pipeline: bool
+        self, engine: Engine, endpoints: Endpoints[EndpointPool], *, max_concurrency: int, full_route_concurrency: int, pipeline: bool
     ) -> None:
         self.engine = engine
         self.endpoints = endpoints
@@ -76,7 +76,8 @@ class ThreadRunner:
         engine, plan, deadline = self.engine, stmt.plan, stmt.deadline
         pinned = lanes is not None
         if lanes is None:
-            lanes = self.endpoints.lanes(plan)
+            read = not (plan.is_write or plan.force_primary)
+            lanes = [Lane(self.endpoints.pool_of(u.data_source, read=read), [(i, u)]) for i, u in enumerate(plan.units)]
         do_stream = False if pinned else engine.should_stream(plan, lanes, stream)
         full = plan.kind is RouteKind.FULL
         if full:

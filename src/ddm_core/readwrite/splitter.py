@@ -301,17 +301,25 @@ class ReadWriteSplitter:
         try:
             return run_unit(unit, pool, None, style, stream, deadline, lent)
         except DataSourceUnavailableError as exc:
-            ds = self._data_source(unit.data_source)
-            table = self.table(ds)
-            lost = next((m for m in table.members if m.pool is pool), None)
-            if lost is not None:
-                self.observed(ds, lost.endpoint, Check(Observation.FAILED, error=str(exc)))
-            member = self._balance(table, exclude=lost)
-            other = member.pool if member is not None else self.primary_of(table)
-            self._count(ds.name, "retried")
-            log.warning("a read on %s (data source %r) failed, the replica went away: %s; retried once on %s",
-                        pool.endpoint.name, ds.name, exc, other.endpoint.name)  # fmt: skip
+            other = self.retry_pool(unit.data_source, pool, exc)
             return run_unit(unit, other, None, style, stream, deadline)
+
+    def retry_pool(self, data_source: str, pool: Any, exc: BaseException) -> Any:
+        """A read on replica ``pool`` failed because it went away: mark it, and the pool to retry on once.
+
+        Another replica by the balancer, else the primary. Both runners retry through this.
+        """
+        ds = self._data_source(data_source)
+        table = self.table(ds)
+        lost = next((m for m in table.members if m.pool is pool), None)
+        if lost is not None:
+            self.observed(ds, lost.endpoint, Check(Observation.FAILED, error=str(exc)))
+        member = self._balance(table, exclude=lost)
+        other = member.pool if member is not None else self.primary_of(table)
+        self._count(ds.name, "retried")
+        log.warning("a read on %s (data source %r) failed, the replica went away: %s; retried once on %s",
+                    pool.endpoint.name, ds.name, exc, other.endpoint.name)  # fmt: skip
+        return other
 
     def _run_write(self, run_unit: Callable[..., Any], unit: Any, pool: Any, style: str, deadline: float | None) -> Any:
         ds = self._data_source(unit.data_source)
