@@ -21,8 +21,8 @@ from test_execute_support import assert_no_leaks
 psycopg: Any = require_module("psycopg", "psycopg 3, the optional PostgreSQL driver")
 
 
-@pytest.fixture()
-def pg_executor() -> Iterator[tuple[Executor, str]]:
+@pytest.fixture(params=["threads", "asyncio"])
+def pg_executor(request: pytest.FixtureRequest) -> Iterator[tuple[Executor, str]]:
     table = f"t_pg_{uuid.uuid4().hex[:8]}"
     config = load_config({
         "dataSources": {"ds_0": {"url": "postgresql://127.0.0.1:5432/test", "username": "postgres"}},
@@ -32,10 +32,17 @@ def pg_executor() -> Iterator[tuple[Executor, str]]:
         psycopg.connect("host=127.0.0.1 dbname=test user=postgres", connect_timeout=2).close()
     except Exception as exc:  # not silent: the server this machine should have is missing
         pytest.fail(f"PostgreSQL on 127.0.0.1:5432 is needed once psycopg is installed: {exc}")
-    ex = Executor(config, timeout=3.0)
+    if request.param == "asyncio":
+        from runners import BlockingAsyncExecutor
+
+        ex: Any = BlockingAsyncExecutor(config, timeout=3.0)
+    else:
+        ex = Executor(config, timeout=3.0)
     ex.execute(f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(20))").close()
     try:
         yield ex, table
+        if request.param == "asyncio":
+            ex.settle()
         assert_no_leaks(ex)
     finally:
         ex.execute(f"DROP TABLE {table}").close()
