@@ -142,3 +142,23 @@ def test_a_thousand_random_cancels_leave_nothing_behind(config: Any, databases: 
     finally:
         admin.close()
     assert min(kinds.values()) > ROUNDS // 8, kinds  # every kind was exercised
+
+
+def test_an_abandoned_stream_gives_its_connections_back(config: Any) -> None:
+    """A streamed result dropped half-read, never closed: collected, its connections are closed, not lent again."""
+    import gc
+
+    async def main() -> None:
+        async with AsyncExecutor(config, fetch_batch=10) as ex:
+            result = await ex.execute("SELECT user_id, note FROM t_order", stream=True)
+            assert result.streamed and await result.fetchone() is not None
+            units = len(ex.router.route("SELECT user_id, note FROM t_order").units)
+            assert ex.borrowed() == units == 16  # one per unit, each holding its unread rows
+            del result
+            gc.collect()
+            assert ex.borrowed() == 0
+            assert sum(s.discards for s in ex.pool_stats().values()) >= 1
+            rows = await (await ex.execute("SELECT COUNT(*) FROM t_order")).fetchall()
+            assert rows == [(USERS,)]  # the pools still serve
+
+    asyncio.run(main())

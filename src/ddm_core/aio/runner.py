@@ -469,6 +469,14 @@ class _UnitStream:
             borrowed.release()
         return [r if type(r) is tuple else tuple(r) for r in rows]
 
+    def __del__(self) -> None:
+        # Abandoned half-read (never closed, never read out): the connection has rows on the wire, so it
+        # is closed rather than lent again. release() is synchronous and never raises.
+        borrowed = getattr(self, "borrowed", None)
+        if borrowed is not None:
+            self.borrowed = None
+            borrowed.release(discard=True)
+
     async def aclose(self) -> None:
         borrowed, self.borrowed = self.borrowed, None
         if borrowed is None:
