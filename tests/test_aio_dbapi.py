@@ -140,7 +140,7 @@ def test_connect_refuses_what_the_thread_facade_refuses(config: Any) -> None:
     assert "a configuration, stream, timeout" in messages(aio_dbapi.connect, config, executor=shared, timeout=1.0, stream=True)
     # The XA mode is the thread executor's only: refused as a ConfigError naming it.
     with pytest.raises(dbapi.InterfaceError, match="'xa'") as info:
-        asyncio.run(aio_dbapi.connect(config, transaction_mode="xa"))
+        aio_dbapi.connect(config, transaction_mode="xa")
     assert isinstance(info.value, errors.ConfigError)
 
 
@@ -330,7 +330,7 @@ def test_autocommit_on_and_begin(config: Any) -> None:
 
 def test_async_with_connection_commits_or_rolls_back(config: Any) -> None:
     async def body(ex: AsyncExecutor) -> None:
-        async with await aio_dbapi.connect(executor=ex) as conn:
+        async with aio_dbapi.connect(executor=ex) as conn:  # aiomysql's form; `async with await` works too
             await (await conn.cursor()).execute(INSERT, (1, 1, 1, "kept"))
         assert conn.closed
         with pytest.raises(KeyError):

@@ -257,7 +257,7 @@ def reraise(exc: DdmError) -> NoReturn:
     raise to_pep249(exc).with_traceback(exc.__traceback__) from exc.__cause__
 
 
-def _translated(func: F) -> F:
+def translated(func: F) -> F:
     """Re-raise ddm-core errors escaping ``func`` as their PEP 249 facade classes.
 
     The per-statement methods (``Cursor.execute``, ``fetch*``) catch inline
@@ -279,7 +279,7 @@ T = TypeVar("T")
 
 
 def translated_async(func: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
-    """:func:`_translated` for coroutine functions (the asyncio facade, :mod:`ddm_core.aio.dbapi`)."""
+    """:func:`translated` for coroutine functions (the asyncio facade, :mod:`ddm_core.aio.dbapi`)."""
 
     @functools.wraps(func)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -293,7 +293,7 @@ def translated_async(func: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[A
 
 # -- connect ----------------------------------------------------------------------------------
 
-@_translated
+@translated
 def connect(
     config_or_path: Any = None,
     *,
@@ -433,7 +433,7 @@ class Connection:
         if self._tx is None:
             self._tx = self._live().transaction(mode=self._mode)
 
-    @_translated
+    @translated
     def commit(self) -> None:
         """Commit the open transaction (nothing to do without one)."""
         self._live()
@@ -441,7 +441,7 @@ class Connection:
         if tx is not None:
             tx.commit()
 
-    @_translated
+    @translated
     def rollback(self) -> None:
         """Roll the open transaction back (nothing to do without one)."""
         self._live()
@@ -629,7 +629,7 @@ class Cursor:
         self._result = result
         return result.rowcount
 
-    @_translated
+    @translated
     def executemany(self, query: str, seq_of_args: Iterable[Any]) -> int:
         """Run ``query`` for every parameter set; INSERT ... VALUES goes out as multi-row batches.
 

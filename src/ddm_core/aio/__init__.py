@@ -18,7 +18,7 @@ from ddm_core.aio.drivers import AsyncDriver, AsyncStream, UnitAnswer, async_dri
 from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool, AsyncPoolRegistry
 from ddm_core.aio.executor import AsyncExecutor
 from ddm_core.aio.result import AsyncResult
-from ddm_core.aio.dbapi import AsyncConnection, AsyncCursor, connect
+from ddm_core.aio.dbapi import AsyncConnection, AsyncCursor, Connecting, connect
 
 __all__ = [
     "AsyncDriver",
@@ -31,6 +31,7 @@ __all__ = [
     "AsyncExecutor",
     "AsyncResult",
     "connect",
+    "Connecting",
     "AsyncConnection",
     "AsyncCursor",
 ]

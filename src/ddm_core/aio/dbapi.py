@@ -62,6 +62,7 @@ from ddm_core.dbapi import (
     insert_batch,
     insert_plans,
     reraise,
+    translated,
     translated_async,
 )
 from ddm_core.errors import DdmError
@@ -70,7 +71,7 @@ from ddm_core.execute.pools import FALLBACK_PACKET
 from ddm_core.execute.shared import style_of
 from ddm_core.route.plan import RoutePlan
 
-__all__ = ["connect", "AsyncConnection", "AsyncCursor", "AsyncCursorContext"]
+__all__ = ["connect", "Connecting", "AsyncConnection", "AsyncCursor", "AsyncCursorContext"]
 
 log = logging.getLogger("ddm_core.aio")
 
@@ -80,15 +81,18 @@ Row = tuple[Any, ...]
 _CLOSING: set[asyncio.Task[None]] = set()
 
 
-@translated_async
-async def connect(
+@translated
+def connect(
     config_or_path: Any = None,
     *,
     executor: AsyncExecutor | None = None,
     autocommit: bool = False,
     **executor_options: Any,
-) -> AsyncConnection:
+) -> Connecting:
     """Open an asyncio DB-API connection over a sharding configuration.
+
+    As aiomysql's: ``conn = await connect(...)``, or ``async with connect(...) as conn:`` (committed
+    on success, rolled back on an exception, then closed). Nothing is sent until a statement runs.
 
     Args:
         config_or_path: What :func:`ddm_core.dbapi.connect` takes: the connection builds its own
@@ -105,8 +109,31 @@ async def connect(
     """
     check_connect_arguments(config_or_path, executor, executor_options)
     if executor is not None:
-        return AsyncConnection(executor, autocommit=autocommit)
-    return AsyncConnection(AsyncExecutor(config_or_path, **executor_options), autocommit=autocommit, owns_executor=True)
+        return Connecting(AsyncConnection(executor, autocommit=autocommit))
+    return Connecting(
+        AsyncConnection(AsyncExecutor(config_or_path, **executor_options), autocommit=autocommit, owns_executor=True)
+    )
+
+
+class Connecting:
+    """What :func:`connect` returns: awaited, the connection; in ``async with``, the connection, ended at the end."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._connection = connection
+
+    def __await__(self) -> Generator[Any, None, AsyncConnection]:
+        return self._get().__await__()
+
+    async def _get(self) -> AsyncConnection:
+        return self._connection
+
+    async def __aenter__(self) -> AsyncConnection:
+        return await self._connection.__aenter__()
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        await self._connection.__aexit__(kind, exc, tb)
 
 
 # -- AsyncConnection -------------------------------------------------------------------------------
