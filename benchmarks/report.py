@@ -14,7 +14,9 @@ exit status is pytest's.
 Paired benchmarks (``extra_info`` has ``direct_median``: the executor's cases
 against direct PyMySQL, rounds interleaved) get their own table: both
 medians, the ratio from the medians and from the best rounds, and the issue's
-target for it.
+target for it. A paired case that names its ``table`` in ``extra_info`` goes
+into a table of that name (the ``AsyncExecutor`` cases: one table per event
+loop, their baseline named in the case).
 
 Other processes on the machine slow some rounds: the load average before and
 after the run is printed with the table (with a warning when it nears the core
@@ -50,6 +52,8 @@ UNIT_ROWS = [
     ("next_ids", "`Snowflake.next_ids(200 000)`"),
 ]
 MERGE_KS = (4, 16, 64)
+#: The paired table of cases that name none (the thread executor's, against direct PyMySQL).
+PAIRED_TABLE = "ddm-core vs direct PyMySQL (interleaved rounds)"
 
 
 class Fig:
@@ -70,6 +74,7 @@ class Fig:
         self.direct_min: float | None = info.get("direct_min")
         self.target: str = info.get("target") or ""
         self.higher_is_better: bool = bool(info.get("higher_is_better"))
+        self.table: str = info.get("table") or PAIRED_TABLE
 
     def ns_per_item(self, stat: str = "median") -> float:
         return float(getattr(self, stat)) * 1e9 / self.items
@@ -114,14 +119,22 @@ def _ratio(a: float, b: float) -> str:
 
 
 def _paired_rows(figs: list[Fig]) -> list[str]:
-    """The executor-vs-direct table: one row per paired case."""
-    paired = [f for f in figs if f.direct_median]
-    if not paired:
-        return []
+    """The executor-vs-direct tables: one per ``table`` named, one row per paired case."""
+    tables: dict[str, list[Fig]] = {}
+    for f in figs:
+        if f.direct_median:
+            tables.setdefault(f.table, []).append(f)
+    lines: list[str] = []
+    for title, paired in tables.items():
+        lines += _paired_table(title, paired)
+    return lines
+
+
+def _paired_table(title: str, paired: list[Fig]) -> list[str]:
+    baseline = "direct" if title == PAIRED_TABLE else "baseline"
     lines = [
         "",
-        "| ddm-core vs direct PyMySQL (interleaved rounds) | ddm-core | direct | ratio (medians) "
-        "| ratio (best rounds) | target | met |",
+        f"| {title} | ddm-core | {baseline} | ratio (medians) | ratio (best rounds) | target | met |",
         "| --- | ---: | ---: | ---: | ---: | ---: | :---: |",
     ]
     for f in paired:
@@ -178,24 +191,23 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
             "`-- --benchmark-timer=time.thread_time` to count CPU time only.**",
             "",
         ]
-    lines += [
-        "| unit | compiled (c) | pure twin (py) | c vs py |",
-        "| --- | ---: | ---: | ---: |",
-    ]
+    unit_lines = []
     for case, label in UNIT_ROWS:
         c, py = get(case, "cython"), get(case, "python")
         if c is None and py is None:
             continue
         speedup = _ratio(py.median, c.median) if c and py else "–"
-        lines.append(f"| {label} | {c.fmt() if c else '–'} | {py.fmt(c) if py else '–'} | {speedup} |")
+        unit_lines.append(f"| {label} | {c.fmt() if c else '–'} | {py.fmt(c) if py else '–'} | {speedup} |")
     for k in MERGE_KS:
         c, py = get("heap_merge", "cython", k), get("heap_merge", "python", k)
         if c is None and py is None:
             continue
         speedup = _ratio(py.median, c.median) if c and py else "–"
-        lines.append(
+        unit_lines.append(
             f"| `heap_merge` k={k} (1 M rows) | {c.fmt() if c else '–'} | {py.fmt(c) if py else '–'} | {speedup} |"
         )
+    if unit_lines:  # a run of named files may have none
+        lines += ["| unit | compiled (c) | pure twin (py) | c vs py |", "| --- | ---: | ---: | ---: |", *unit_lines]
 
     merge_rows = []
     for k in MERGE_KS:
@@ -245,10 +257,10 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
             impl = f" [{f.impl}]" if f.impl else ""
             lines.append(f"| {f.case}{impl} | {f.fmt()} |")
 
-    lines += ["", "| target (read, not asserted) | measured | met |", "| --- | ---: | :---: |"]
+    target_lines: list[str] = []
 
     def target(label: str, fig_text: str, ok: bool | None) -> None:
-        lines.append(f"| {label} | {fig_text} | {'–' if ok is None else ('yes' if ok else '**no**')} |")
+        target_lines.append(f"| {label} | {fig_text} | {'–' if ok is None else ('yes' if ok else '**no**')} |")
 
     m16 = next(((hm, hq) for k, hm, hq in merge_rows if k == 16), None)
     if m16:
@@ -268,6 +280,8 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
             f"{nid.per_second() / 1e6:.2f} M ids/s",
             nid.per_second() >= 3.9e6,
         )
+    if target_lines:
+        lines += ["", "| target (read, not asserted) | measured | met |", "| --- | ---: | :---: |", *target_lines]
 
     if merge_rows:
         lines.append("")
@@ -276,7 +290,7 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
                 f"- heap_merge k={k}: {hm.per_second() / 1e6:.2f} M rows/s, heapq.merge "
                 f"{hq.per_second() / 1e6:.2f} M rows/s, ratio {hq.median / hm.median:.1f}×"
             )
-    return "\n".join(lines)
+    return "\n".join(line for i, line in enumerate(lines) if line or i == 0 or lines[i - 1])  # no double blanks
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,14 +94,15 @@ def make_rows(start: int, n: int, seed: int) -> list[tuple[Any, ...]]:
     ]
 
 
-def slots_config(names: list[str]) -> Any:
+def slots_config(names: list[str], pool: dict[str, Any] | None = None) -> Any:
+    """The SLOTS layout over ``names``; ``pool``: the data sources' pool settings (default maxSize 20, minIdle 4)."""
     urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
             for i, db in enumerate(names)}
     spec = {"shardKey": "user_id", "algorithm": "slots", "slotCount": 1024, "shardCount": SHARDS,
             "tablePerShard": TABLES, "databases": list(urls), "tableKey": "user_id"}
     return load_config({
         "dataSources": urls,
-        "pool": {"maxSize": 20, "minIdle": 4, "acquireTimeoutMs": 3000},
+        "pool": pool or {"maxSize": 20, "minIdle": 4, "acquireTimeoutMs": 3000},
         "tables": [
             {"logicTable": "t_order", **spec},
             {"logicTable": "t_gene", **spec,
@@ -243,15 +244,17 @@ class Paired:
 
 
 def measure_pair(benchmark: Any, ddm_round: Callable[..., Any], pair: Paired, *, case: str, target: str,
-                 items: int, unit: str, rounds: int, warmup_rounds: int = 2, higher_is_better: bool = False) -> None:
+                 items: int, unit: str, rounds: int, warmup_rounds: int = 2, higher_is_better: bool = False,
+                 group: str = GROUP, **info: Any) -> None:
     """Time ``ddm_round`` interleaved with ``pair``'s direct rounds; record both in ``extra_info``.
 
     ``target`` is the issue's goal, read by ``report.py``: ``"<= 1.05"`` (time
-    ratio ddm/direct) or ``">= 0.95"`` (throughput ratio ddm/direct).
+    ratio ddm/direct) or ``">= 0.95"`` (throughput ratio ddm/direct). ``info``
+    goes into ``extra_info`` as well (``table``, ``loop``: see report.py).
     """
-    benchmark.group = GROUP
+    benchmark.group = group
     benchmark.extra_info.update(case=case, items=items, unit=unit, target=target,
-                                higher_is_better=higher_is_better)
+                                higher_is_better=higher_is_better, **info)
     benchmark.pedantic(ddm_round, setup=pair.setup, rounds=rounds, warmup_rounds=warmup_rounds, iterations=1)
     direct = pair.seconds[warmup_rounds:]
     benchmark.extra_info.update(direct_median=statistics.median(direct), direct_min=min(direct),
