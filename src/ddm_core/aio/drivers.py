@@ -451,7 +451,12 @@ class AsyncMySQLDriver(AsyncDriver):
         return context
 
     async def execute(self, raw: Any, sql: str, params: Any) -> UnitAnswer:
-        query = sql if params is None else raw.ddm_escaping._mogrify(sql, params)  # as PyMySQL's Cursor.execute
+        if params is None:
+            query = sql
+        elif type(params) is tuple and all(type(p) is int for p in params):
+            query = sql % tuple(map(str, params))  # PyMySQL's escape_int is str(): the same text, without its dispatch
+        else:
+            query = raw.ddm_escaping._mogrify(sql, params)  # as PyMySQL's Cursor.execute
         await raw.query(query)
         result = raw._result
         description = result.description

@@ -194,11 +194,14 @@ class AsyncExecutor:
         engine, runner = self.engine, self.runner
         stmt = engine.begin(plan, caller_style, timeout, allow_partial)
         try:
-            if self._streams(plan, stream):
+            single = len(plan.units) == 1 and plan.kind is not RouteKind.FULL
+            if single and engine.streams_choice(stream) is not True:  # first: a one-unit read never streams by default
+                result = await runner.run_single(stmt)
+            elif self._streams(plan, stream):
                 streamed = await runner.stream(stmt)
                 engine.observed(plan, stmt.started, streamed.result)
                 return streamed
-            if len(plan.units) == 1 and plan.kind is not RouteKind.FULL:
+            elif single:
                 result = await runner.run_single(stmt)
             else:
                 result = await runner.run(stmt)

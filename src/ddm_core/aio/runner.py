@@ -126,6 +126,8 @@ class AsyncRunner:
             result = await self._on(unit, pool, stmt.style, stmt.deadline, write=plan.is_write)
         except QueryTimeoutError as exc:  # allow_partial decides, as for any plan
             return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self._describe)
+        if plan.merge.is_trivial:  # rows as they came: no collations to ask off the loop
+            return self.engine.single_result(plan, result, self._describe)
         return await self._assembled(stmt, lambda: self.engine.single_result(plan, result, self._describe), [result])
 
     async def run(self, stmt: Statement, lanes: list[AsyncLane] | None = None) -> Result:
@@ -342,7 +344,8 @@ class AsyncRunner:
                 lent.release()
             raise timeout_error(unit, pool.endpoint.name)
         held = pinned if pinned is not None else lent
-        borrowed = held if held is not None else await self._borrow(pool, unit, deadline)
+        # An idle connection that needs no check is taken without awaiting (the common case).
+        borrowed = held if held is not None else (pool.lend_idle() or await self._borrow(pool, unit, deadline))
         own = pinned is None
         driver = pool.driver
         sql = self.engine.unit_sql(driver, unit, style)
