@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Coroutine, NoReturn, Sequence, TypeVar
 
 from ddm_core._text import shorten_sql
@@ -50,15 +50,6 @@ class AsyncLane:
     pool: AsyncEndpointPool
     items: list[tuple[int, RouteUnit]]
     pinned: AsyncBorrowed | None = None
-
-
-@dataclass(slots=True)
-class _Sent:
-    """A unit on its way: whether its connection has anything on the wire (a cancel must then kill it)."""
-
-    borrowed: AsyncBorrowed | None = None
-    on_wire: bool = False
-    extra: list[Any] = field(default_factory=list)
 
 
 class AsyncRunner:
