@@ -25,7 +25,7 @@ from typing import Any, Callable, Coroutine, NoReturn, Sequence, TypeVar
 
 from ddm_core._text import shorten_sql
 from ddm_core.errors import ConfigError, DataSourceUnavailableError, PoolTimeoutError, QueryTimeoutError
-from ddm_core.execute.engine import Engine, each_pool_can_lend
+from ddm_core.execute.engine import Engine, each_pool_can_lend, lend_failed, lend_order
 from ddm_core.execute.endpoints import Endpoints, data_source_of
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.result import Result, UnitResult
@@ -231,21 +231,18 @@ class AsyncRunner:
 
     async def _lend_all(self, lanes: Sequence[AsyncLane], deadline: float | None) -> list[AsyncBorrowed]:
         """One connection per lane, each pool lending its share at once, pools in a fixed order."""
-        by_pool: dict[int, tuple[AsyncEndpointPool, list[int]]] = {}
-        for i, lane in enumerate(lanes):
-            by_pool.setdefault(id(lane.pool), (lane.pool, []))[1].append(i)
-        order = sorted(by_pool.values(), key=lambda entry: (entry[0].data_source, entry[0].endpoint.name))
         lent: list[AsyncBorrowed | None] = [None] * len(lanes)
         try:
-            for pool, indexes in order:
+            for pool, indexes in lend_order(lanes):
                 wait = None if deadline is None else deadline - time.monotonic()
                 try:
                     for i, borrowed in zip(indexes, await pool.borrow_many(len(indexes), wait)):
                         lent[i] = borrowed
-                except PoolTimeoutError as exc:  # the deadline, not the acquire timeout, ended the wait
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise timeout_error(lanes[indexes[0]].items[0][1], pool.endpoint.name) from exc
-                    raise
+                except PoolTimeoutError as exc:
+                    error = lend_failed(exc, lanes[indexes[0]], pool, deadline)
+                    if error is exc:
+                        raise
+                    raise error from exc
         except BaseException:
             for b in lent:
                 if b is not None:

@@ -24,13 +24,13 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ddm_core.dialects import INPUT
-from ddm_core.errors import QueryTimeoutError
+from ddm_core.errors import PoolTimeoutError, QueryTimeoutError
 from ddm_core.execute.collations import ResultCollations
 from ddm_core.execute.dual import DualWrites, call_hook
 from ddm_core.execute.result import Result, UnitResult
 from ddm_core.execute.shared import DEFAULT, Throttle
 from ddm_core.execute.slow_sql import SlowSqlLog
-from ddm_core.execute.statement import LaneOutcome, Statement, close_quietly, combined_timeout
+from ddm_core.execute.statement import LaneOutcome, Statement, close_quietly, combined_timeout, timeout_error
 from ddm_core.execute.trace_comment import TRACE_COMMENT
 from ddm_core.merge.memory import MergeMemory
 from ddm_core.metadata.model import ShardingConfig
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ddm_core.execute.observer import StatementObserver
     from ddm_core.merge.collation import Collation
 
-__all__ = ["Engine", "SMALL_WINDOW"]
+__all__ = ["Engine", "SMALL_WINDOW", "each_pool_can_lend", "lend_order", "lend_failed"]
 
 log = logging.getLogger("ddm_core.execute")
 
@@ -296,3 +296,22 @@ def each_pool_can_lend(lanes: Sequence[Any]) -> bool:
         if n > lane.pool.max_size:
             return False
     return True
+
+
+def lend_order(lanes: Sequence[Any]) -> list[tuple[Any, list[int]]]:
+    """Each pool with the indexes of the lanes it lends to, pools in one fixed order (data source, endpoint).
+
+    A statement takes all its connections of one pool at once, pool after pool in this order, so two
+    statements never each hold part of a pool and wait for the rest (docs/operations.md#connection-pools).
+    """
+    by_pool: dict[int, tuple[Any, list[int]]] = {}
+    for i, lane in enumerate(lanes):
+        by_pool.setdefault(id(lane.pool), (lane.pool, []))[1].append(i)
+    return sorted(by_pool.values(), key=lambda entry: (entry[0].data_source, entry[0].endpoint.name))
+
+
+def lend_failed(exc: PoolTimeoutError, lane: Any, pool: Any, deadline: float | None) -> BaseException:
+    """What a pool's refusal to lend means: the statement's deadline ended the wait, or the acquire timeout did."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return timeout_error(lane.items[0][1], pool.endpoint.name)
+    return exc

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from ddm_core.errors import ExecutionError, PoolTimeoutError, QueryTimeoutError
 from ddm_core.execute.endpoints import Endpoints
-from ddm_core.execute.engine import Engine, each_pool_can_lend
+from ddm_core.execute.engine import Engine, each_pool_can_lend, lend_failed, lend_order
 from ddm_core.execute.pools import Borrowed, EndpointPool, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
 from ddm_core.execute.sent import SentUnit
@@ -163,21 +163,18 @@ class ThreadRunner:
         Each pool lends its share all at once, pools in one fixed order: no
         statement holds connections while it waits (docs/operations.md#connection-pools).
         """
-        by_pool: dict[int, tuple[EndpointPool, list[int]]] = {}
-        for i, lane in enumerate(lanes):
-            by_pool.setdefault(id(lane.pool), (lane.pool, []))[1].append(i)
-        order = sorted(by_pool.values(), key=lambda entry: (entry[0].data_source, entry[0].endpoint.name))
         lent: list[Borrowed | None] = [None] * len(lanes)
         try:
-            for pool, indexes in order:
+            for pool, indexes in lend_order(lanes):
                 wait = None if deadline is None else deadline - time.monotonic()
                 try:
                     for i, borrowed in zip(indexes, pool.borrow_many(len(indexes), wait)):
                         lent[i] = borrowed
-                except PoolTimeoutError as exc:  # the deadline, not the acquire timeout, ended the wait
-                    if deadline is not None and time.monotonic() >= deadline:
-                        raise timeout_error(lanes[indexes[0]].items[0][1], pool.endpoint.name) from exc
-                    raise
+                except PoolTimeoutError as exc:
+                    error = lend_failed(exc, lanes[indexes[0]], pool, deadline)
+                    if error is exc:
+                        raise
+                    raise error from exc
         except BaseException:
             for b in lent:
                 if b is not None:
