@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from ddm_core.errors import DataSourceUnavailableError, QueryTimeoutError, TransactionError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.session_state import check_pinned
 from ddm_core.execute.shared import DEFAULT, style_of
-from ddm_core.execute.transaction import check_usable, commit_order, refuse_second_writer
+from ddm_core.execute.transaction import TransactionState, check_usable, commit_order, refuse_second_writer
 from ddm_core.aio.pools import AsyncBorrowed
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.runner import AsyncLane, AsyncRunner
@@ -52,35 +52,12 @@ class AsyncTransactionHost(Protocol):
     runner: AsyncRunner
 
 
-class AsyncTransaction:
+class AsyncTransaction(TransactionState[AsyncBorrowed]):
     """A local transaction of an :class:`~ddm_core.aio.AsyncExecutor` (see the module docstring)."""
 
     def __init__(self, executor: AsyncTransactionHost) -> None:
+        super().__init__()
         self.executor = executor
-        self._pins: dict[str, AsyncBorrowed] = {}
-        self._dirty: set[str] = set()
-        self._written: str | None = None
-        self._state = "active"  # active | failed | committed | rolled back
-        self._failure: BaseException | None = None
-        self._token: Token[Any] | None = None
-
-    @property
-    def active(self) -> bool:
-        return self._state == "active"
-
-    @property
-    def state(self) -> str:
-        """``active``, ``failed``, ``committed`` or ``rolled back``."""
-        return self._state
-
-    @property
-    def data_sources(self) -> tuple[str, ...]:
-        """Data sources with a pinned connection, in first-use order."""
-        return tuple(self._pins)
-
-    @property
-    def written(self) -> str | None:
-        return self._written
 
     # -- statements ---------------------------------------------------------------------------
 

@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import time
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Collection, Generic, Iterable, Protocol, TypeVar
 
 from ddm_core._text import shorten_sql
 from ddm_core.errors import (
@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from ddm_core.execute.result import Result
 
 __all__ = [
-    "Transaction", "TransactionHost", "CURRENT_TX", "register_mode", "transaction_modes", "check_mode",
+    "Transaction", "TransactionState", "TransactionHost", "CURRENT_TX", "register_mode", "transaction_modes", "check_mode",
     "begin_transaction", "recover_mode", "refuse_second_writer", "check_usable", "commit_order",
 ]  # fmt: skip
 
@@ -112,27 +112,20 @@ log = logging.getLogger("ddm_core.execute")
 _ENDS_TRANSACTION = frozenset({1213, 1205, 1402, 1613, 1614})
 
 
-class Transaction:
-    """A local transaction of an :class:`~ddm_core.execute.Executor` (see the module docstring).
+B = TypeVar("B")
 
-    Attributes:
-        executor: The executor it runs on.
-    """
 
-    def __init__(self, executor: TransactionHost) -> None:
-        self.executor = executor
-        self._pins: dict[str, Borrowed] = {}
+class TransactionState(Generic[B]):
+    """What every local transaction tracks, on either runner: its pins, the one data source it wrote,
+    whether it is active, failed or over (``B``: the runner's borrowed-connection type)."""
+
+    def __init__(self) -> None:
+        self._pins: dict[str, B] = {}
         self._dirty: set[str] = set()  # pins whose session a statement changed: reset before release
         self._written: str | None = None
         self._state = "active"  # active | failed | committed | rolled back
         self._failure: BaseException | None = None
         self._token: Token[Any] | None = None
-        # Dual writes (plan.dual): shadow participants, the ones that failed, and what ran where.
-        self._shadows: dict[str, Borrowed] = {}
-        self._broken: dict[str, BaseException] = {}
-        self._dual_units: dict[str, list[tuple[RoutePlan, RouteUnit]]] = {}
-
-    # -- state -------------------------------------------------------------------------
 
     @property
     def active(self) -> bool:
@@ -153,6 +146,24 @@ class Transaction:
     def written(self) -> str | None:
         """The one data source this transaction wrote to, if any."""
         return self._written
+
+
+class Transaction(TransactionState[Borrowed]):
+    """A local transaction of an :class:`~ddm_core.execute.Executor` (see the module docstring).
+
+    Attributes:
+        executor: The executor it runs on.
+    """
+
+    def __init__(self, executor: TransactionHost) -> None:
+        super().__init__()
+        self.executor = executor
+        # Dual writes (plan.dual): shadow participants, the ones that failed, and what ran where.
+        self._shadows: dict[str, Borrowed] = {}
+        self._broken: dict[str, BaseException] = {}
+        self._dual_units: dict[str, list[tuple[RoutePlan, RouteUnit]]] = {}
+
+    # -- state -------------------------------------------------------------------------
 
     @property
     def shadow_data_sources(self) -> tuple[str, ...]:
