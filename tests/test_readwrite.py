@@ -1,5 +1,6 @@
 """Read/write splitting on real MariaDB replication (tests/replication.py): routing rules,
-read-your-writes in both modes, the primary cap, retries and the kill -9 of a replica.
+read-your-writes in both modes (over both runners), the primary cap, retries and the kill -9 of a
+replica; on asyncio, a GTID wait that ends at the statement's deadline or with a cancel.
 
 Where a read ran is read from the server itself (``@@server_id``: the primary is 1, the
 replicas 2 and 3), never from ddm-core's own bookkeeping.
@@ -7,14 +8,18 @@ replicas 2 and 3), never from ddm-core's own bookkeeping.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from typing import Any, Iterator
 
 import pytest
 
 from ddm_core import load_config
+from ddm_core.aio import AsyncExecutor
+from ddm_core.errors import QueryTimeoutError
 from ddm_core.execute import Executor
 from ddm_core.readwrite import read_your_writes
 from ddm_core.route.hints import hint
@@ -169,8 +174,7 @@ def _stale_read_elsewhere(ex: Executor, user: int, order: int) -> tuple[int, Any
     return out[0]
 
 
-@pytest.mark.parametrize(("mode", "runner"), [("window", "threads"), ("gtid", "threads"), ("window", "asyncio")],
-                         indirect=["runner"])  # gtid is not on the asyncio runner yet
+@pytest.mark.parametrize("mode", ["window", "gtid"])
 def test_a_read_right_after_a_write_sees_it_while_replicas_lag(rw_config: Any, lagging: None, mode: str,
                                                                runner: str) -> None:  # fmt: skip
     user, order = 10 if mode == "window" else 11, 1000 + len(mode) + (100 if runner == "asyncio" else 0)  # own row
@@ -205,6 +209,7 @@ def test_window_ends_after_write_window_ms(rw_config: Any, replication: Replicat
         assert _server_of(ex, 13, 1300)[0] != PRIMARY_ID
 
 
+@on_both_runners
 def test_gtid_mode_reads_a_replica_once_it_applied_the_write(rw_config: Any, replication: Replication) -> None:  # noqa: F811
     clock = FakeClock()  # frozen: a window would still be open, so a replica read proves the GTID check
     with executor(rw_config, read_your_writes="gtid", clock=clock) as ex:
@@ -215,12 +220,212 @@ def test_gtid_mode_reads_a_replica_once_it_applied_the_write(rw_config: Any, rep
             assert _server_of(ex, 14, 1400)[0] == PRIMARY_ID
 
 
+@on_both_runners
 def test_gtid_mode_after_a_transaction_reads_the_primary_position(rw_config: Any, lagging: None) -> None:
     with executor(rw_config, read_your_writes="gtid") as ex:
         _insert(ex, 15, 1500, 0)
         with ex.transaction():
             ex.execute("UPDATE t_order SET amount = 5 WHERE user_id = 15 AND order_id = 1500").close()
         assert _server_of(ex, 15, 1500) == (PRIMARY_ID, 5)
+
+
+@contextmanager
+def _replicas_stopped(replication: Replication) -> Iterator[None]:  # noqa: F811
+    """Neither replica applies anything (SQL threads stopped; they still receive the events); restarted after."""
+    for i in range(len(replication.replicas)):
+        replication.stop_sql(i)
+    try:
+        yield
+    finally:
+        for i in range(len(replication.replicas)):
+            replication.start_sql(i)
+        replication.wait_replicated()
+
+
+def _fresh_amount() -> int:
+    """A value no earlier run left in a row (a stale replica cannot show it by chance)."""
+    return int(time.time() * 1000) % 1_000_000_000
+
+
+def _data_source(ex: Any, user: int, order: int) -> str:
+    return str(ex.router.route(WHERE_AM_I, (user, order)).units[0].data_source)
+
+
+@on_both_runners
+def test_gtid_wait_times_out_on_stopped_replicas_and_reads_the_primary(rw_config: Any,
+                                                                       replication: Replication) -> None:  # noqa: F811
+    spec = {**rw_config, "readWrite": {"gtidWaitMs": 300}}
+    amount = _fresh_amount()
+    with executor(spec, read_your_writes="gtid") as ex:
+        _insert(ex, 17, 1700, 0)
+        replication.wait_replicated()
+        with _replicas_stopped(replication):
+            _insert(ex, 17, 1700, amount)
+            started = time.monotonic()
+            assert _server_of(ex, 17, 1700) == (PRIMARY_ID, amount)
+            assert time.monotonic() - started >= 0.3  # it waited gtid_wait_ms for a replica first
+            server, stale = _stale_read_elsewhere(ex, 17, 1700)
+            assert server != PRIMARY_ID and stale == 0  # the replicas really are behind
+        counters = ex.replica_status()[_data_source(ex, 17, 1700)].counters
+        assert (counters.gtid_waits, counters.forced_primary, counters.replica_reads) == (1, 1, 1)
+        assert_no_leaks(ex)
+
+
+@on_both_runners
+def test_gtid_read_waits_for_a_replica_that_catches_up(rw_config: Any, replication: Replication) -> None:  # noqa: F811
+    spec = {**rw_config, "readWrite": {"gtidWaitMs": 5000}}
+    amount = _fresh_amount()
+    with executor(spec, read_your_writes="gtid") as ex:
+        with _replicas_stopped(replication):
+            _insert(ex, 18, 1800, amount)
+            restart = threading.Timer(0.3, lambda: [replication.start_sql(i) for i in range(len(replication.replicas))])
+            started = time.monotonic()
+            restart.start()
+            server, seen = _server_of(ex, 18, 1800)
+            elapsed = time.monotonic() - started
+            restart.join()
+        assert server != PRIMARY_ID and seen == amount  # the replica waited on applied the write, then answered
+        assert 0.3 <= elapsed < 5.0
+        counters = ex.replica_status()[_data_source(ex, 18, 1800)].counters
+        assert (counters.gtid_waits, counters.forced_primary, counters.replica_reads) == (1, 0, 1)
+        assert_no_leaks(ex)
+
+
+# -- gtid on the asyncio runner, driven from its own loop --------------------------------------------------
+
+
+def _async_executor(spec: dict[str, Any], **kw: Any) -> AsyncExecutor:
+    return AsyncExecutor(load_config(spec), load_schema=False, replica_monitor=False, **kw)
+
+
+async def _where(ex: AsyncExecutor, user: int, order: int) -> tuple[int, Any]:
+    row = await (await ex.execute(WHERE_AM_I, (user, order))).fetchone()
+    return (int(row[0]), row[1]) if row is not None else (-1, None)
+
+
+async def _replace(ex: AsyncExecutor, user: int, order: int, amount: int) -> None:
+    await ex.execute("REPLACE INTO t_order (order_id, user_id, amount) VALUES (%s, %s, %s)", (order, user, amount))
+
+
+def _waits_running(replication: Replication, wait: float = 3.0) -> list[Any]:  # noqa: F811
+    """MASTER_GTID_WAITs still running on a replica once ``wait`` seconds passed (or none are left)."""
+    end = time.monotonic() + wait
+    while True:
+        running = [
+            replication.scalar(r, "SELECT GROUP_CONCAT(info) FROM information_schema.processlist "
+                                  "WHERE info LIKE 'SELECT MASTER_GTID_WAIT%' AND id <> CONNECTION_ID()")
+            for r in replication.replicas
+        ]  # fmt: skip
+        running = [r for r in running if r]
+        if not running or time.monotonic() > end:
+            return running
+        time.sleep(0.05)
+
+
+def _waits_started(replication: Replication) -> bool:  # noqa: F811
+    """A MASTER_GTID_WAIT runs on a replica (polled for up to 5 s)."""
+    end = time.monotonic() + 5.0
+    while not _waits_running(replication, wait=0.0):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_asyncio_tasks_do_not_see_each_others_gtid_writes(rw_config: Any, replication: Replication) -> None:  # noqa: F811
+    amount = _fresh_amount()
+
+    async def main() -> tuple[Any, ...]:
+        async with _async_executor(rw_config, read_your_writes="gtid") as ex:
+            written = asyncio.Event()
+
+            async def writer() -> tuple[tuple[int, Any], tuple[int, Any]]:
+                await _replace(ex, 19, 1900, amount)
+                own = await _where(ex, 19, 1900)
+                child = await asyncio.ensure_future(_where(ex, 19, 1900))  # started after the write: sees it
+                written.set()
+                return own, child
+
+            async def sibling() -> tuple[int, Any]:  # started before the write: its context never had it
+                await written.wait()
+                return await _where(ex, 19, 1900)
+
+            (own, child), other = await asyncio.gather(writer(), sibling())
+            counters = ex.replica_status()[_data_source(ex, 19, 1900)].counters
+            return own, child, other, counters, ex.borrowed()
+
+    async def seed() -> None:
+        async with _async_executor(rw_config, read_your_writes="gtid") as ex:
+            await _replace(ex, 19, 1900, 0)
+
+    asyncio.run(seed())
+    replication.wait_replicated()
+    with _replicas_stopped(replication):
+        own, child, other, counters, borrowed = asyncio.run(main())
+    assert own == (PRIMARY_ID, amount) and child == (PRIMARY_ID, amount)
+    assert other[0] != PRIMARY_ID and other[1] == 0  # a replica, which has not applied the write
+    assert (counters.gtid_waits, counters.forced_primary, counters.replica_reads) == (2, 2, 1)
+    assert borrowed == 0
+
+
+def test_asyncio_gtid_wait_ends_at_the_deadline_without_blocking_the_loop(rw_config: Any,
+                                                                          replication: Replication) -> None:  # noqa: F811
+    spec = {**rw_config, "readWrite": {"gtidWaitMs": 5000}}
+
+    async def main() -> tuple[float, int, int, int]:
+        async with _async_executor(spec, read_your_writes="gtid", timeout=0.5) as ex:
+            waiting, done = asyncio.Event(), asyncio.Event()
+            other_reads = 0
+
+            async def other() -> None:  # started before the write: its reads go to replicas, no wait
+                nonlocal other_reads
+                await waiting.wait()
+                while not done.is_set():
+                    assert (await _where(ex, 20, 2000))[0] != PRIMARY_ID
+                    other_reads += 1
+                    await asyncio.sleep(0.01)
+
+            reader = asyncio.ensure_future(other())
+            await _replace(ex, 20, 2000, _fresh_amount())
+            waiting.set()
+            started = time.monotonic()
+            try:
+                with pytest.raises(QueryTimeoutError):
+                    await _where(ex, 20, 2000)  # waits for a replica until the statement's deadline, not 5 s
+            finally:
+                elapsed = time.monotonic() - started
+                done.set()
+                await reader
+            await ex.settle()  # the KILL QUERY of the cut wait has run
+            discards = sum(s.discards for s in ex.endpoint_stats())
+            return elapsed, other_reads, ex.borrowed(), discards
+
+    with _replicas_stopped(replication):
+        elapsed, other_reads, borrowed, discards = asyncio.run(main())
+        assert _waits_running(replication) == []
+    assert 0.45 <= elapsed < 2.0
+    assert other_reads >= 5  # the loop kept serving other tasks during the wait
+    assert borrowed == 0 and discards == 1  # the waiting connection, half-read, was closed
+
+
+def test_asyncio_gtid_wait_cancelled_gives_its_connection_back(rw_config: Any, replication: Replication) -> None:  # noqa: F811
+    spec = {**rw_config, "readWrite": {"gtidWaitMs": 5000}}
+
+    async def main() -> tuple[int, int]:
+        async with _async_executor(spec, read_your_writes="gtid", timeout=10.0) as ex:
+            await _replace(ex, 21, 2100, _fresh_amount())
+            read = asyncio.ensure_future(_where(ex, 21, 2100))
+            assert await asyncio.to_thread(_waits_started, replication)  # the read waits on a replica now
+            read.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await read
+            await ex.settle()
+            return ex.borrowed(), sum(s.discards for s in ex.endpoint_stats())
+
+    with _replicas_stopped(replication):
+        borrowed, discards = asyncio.run(main())
+        assert _waits_running(replication) == []
+    assert borrowed == 0 and discards == 1
 
 
 def test_forced_reads_over_the_primary_cap_degrade_to_a_replica(rw_config: Any, replication: Replication) -> None:  # noqa: F811

@@ -61,8 +61,8 @@ class AsyncExecutor:
         load_schema: Read each sharded table's columns from its first data node before the first
             statement (off the loop, once).
         transaction_mode: ``"local"`` (the XA mode is not on this runner yet).
-        read_your_writes: ``"window"`` or ``"off"`` for every data source with replicas (``None``: each
-            data source's own setting; ``"gtid"`` is not on this runner yet), as the thread executor's.
+        read_your_writes: ``"window"``, ``"gtid"`` or ``"off"`` for every data source with replicas (``None``:
+            each data source's own setting), as the thread executor's.
         replica_monitor: Run the replica lag monitor (a thread of its own with blocking connections,
             off the statements' path; ``False``: replicas are checked by ``replica_status(refresh=True)``).
         clock: Monotonic seconds for read-your-writes windows and breaker waits (tests inject one).
@@ -101,7 +101,6 @@ class AsyncExecutor:
             router, timeout=timeout, allow_partial=allow_partial, stream=stream, fetch_batch=fetch_batch,
             drain_limit=drain_limit, cancel_grace=cancel_grace,
         )  # fmt: skip
-        self._refuse_gtid(router.config, read_your_writes)
         self._pools = AsyncPoolRegistry()
         # Blocking connections of their own, off the statements' path: the lag monitor's probes, and the
         # merge's column collations, asked once per statement shape (execute/collations.py).
@@ -322,17 +321,3 @@ class AsyncExecutor:
     def _describe_pool(self, data_source: str) -> Any:
         ds = data_source_of(self.config, data_source)
         return self._describe_pools.pool(ds, ds.primary)
-
-    @staticmethod
-    def _refuse_gtid(config: ShardingConfig, mode: str | None) -> None:
-        """Read-your-writes by GTID waits on replicas with blocking calls: refused here, before any I/O."""
-        if mode is not None:
-            gtid = [] if mode != "gtid" else sorted(n for n, ds in config.data_sources.items() if ds.replicas)
-        else:
-            gtid = sorted(n for n, ds in config.data_sources.items() if ds.replicas and ds.read_write.read_your_writes == "gtid")
-        if gtid:
-            raise ConfigError(
-                f"read-your-writes 'gtid' (data sources {', '.join(gtid)}) is not on the asyncio runner yet: pass "
-                "AsyncExecutor(read_your_writes='window') or use the thread Executor (docs/asyncio.md#what-is-not-there-yet)",
-                data_sources=tuple(gtid),
-            )  # fmt: skip

@@ -13,6 +13,8 @@ statement's answer is the thread executor's answer (docs/asyncio.md).
   closed at once and ``KILL QUERY`` stops the statement on the server, in a background task the
   executor waits for when it closes. A caller's own cancellation (``task.cancel()``,
   ``asyncio.timeout()``) does the same and is re-raised.
+* Read-your-writes by GTID: a read's GTID check is answered on the loop before its unit runs, and a
+  write's ``@@last_gtid`` read on its connection after it (:mod:`ddm_core.aio.gtid`).
 """
 
 from __future__ import annotations
@@ -24,16 +26,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Coroutine, NoReturn, Sequence, TypeVar
 
 from ddm_core._text import shorten_sql
-from ddm_core.errors import ConfigError, DataSourceUnavailableError, PoolTimeoutError, QueryTimeoutError
+from ddm_core.errors import DataSourceUnavailableError, PoolTimeoutError, QueryTimeoutError
 from ddm_core.execute.engine import Engine, each_pool_can_lend, lend_failed, lend_order
-from ddm_core.execute.endpoints import Endpoints, data_source_of
+from ddm_core.execute.endpoints import Endpoints
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.result import Result, UnitResult
 from ddm_core.execute.statement import LaneOutcome, Statement, timeout_error, unit_error
 from ddm_core.aio.deadline import within
+from ddm_core.aio.gtid import answered, value_on
 from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool
 from ddm_core.aio.result import AsyncResult, Row
-from ddm_core.readwrite.tracker import Mode
+from ddm_core.readwrite.gtid_check import LAST_GTID_SQL, GtidCheck
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
 __all__ = ["AsyncRunner", "AsyncLane"]
@@ -85,26 +88,30 @@ class AsyncRunner:
         return self.endpoints.pool_of(data_source, read=False)
 
     def pool_for(self, data_source: str, *, read: bool) -> AsyncEndpointPool:
-        """The pool a unit borrows from: for a read of a data source with replicas, the splitter's choice.
+        """The pool a unit would borrow from, asking no server: for a read of a data source with replicas, the
+        splitter's choice; a ``gtid`` read whose check is still to be answered gets the primary as a stand-in.
 
-        Raises:
-            ConfigError: read-your-writes by GTID, which waits on the replicas with blocking calls: not on
-                this runner yet (docs/asyncio.md#what-is-not-there-yet).
+        For :meth:`lanes`' streaming choice; a statement's own lanes answer the check first (:meth:`_lanes`).
         """
-        if read:
-            split = self.endpoints.split
-            ds = data_source_of(self.engine.config, data_source)
-            if ds.replicas and split.mode_of(ds) is Mode.GTID:
-                raise ConfigError(
-                    f"read-your-writes 'gtid' on data source {data_source!r} is not on the asyncio runner yet: use "
-                    "AsyncExecutor(read_your_writes='window') or the thread Executor (docs/asyncio.md#what-is-not-there-yet)",
-                    data_source=data_source,
-                )  # fmt: skip
-        return self.endpoints.pool_of(data_source, read=read)
+        chosen = self.endpoints.choice_of(data_source, read=read)
+        return self.primary(data_source) if isinstance(chosen, GtidCheck) else chosen
 
     def lanes(self, plan: RoutePlan) -> list[AsyncLane]:
+        """The lanes ``plan`` would take, asking no server (see :meth:`pool_for`)."""
         read = not (plan.is_write or plan.force_primary)
         return [AsyncLane(self.pool_for(unit.data_source, read=read), [(i, unit)]) for i, unit in enumerate(plan.units)]
+
+    async def _lanes(self, plan: RoutePlan, deadline: float | None) -> list[AsyncLane]:
+        """The lanes ``plan`` runs on: a ``gtid`` read's check answered, unit after unit (the first one's answer
+        often settles the next: the write's position and the replica's are then known)."""
+        read = not (plan.is_write or plan.force_primary)
+        lanes = []
+        for i, unit in enumerate(plan.units):
+            chosen = self.endpoints.choice_of(unit.data_source, read=read)
+            if isinstance(chosen, GtidCheck):
+                chosen = await answered(chosen, deadline, self.kill_later)
+            lanes.append(AsyncLane(chosen, [(i, unit)]))
+        return lanes
 
     # -- a whole statement ----------------------------------------------------------------------
 
@@ -113,7 +120,8 @@ class AsyncRunner:
         plan = stmt.plan
         unit = plan.units[0]
         try:
-            pool = self.pool_for(unit.data_source, read=not (plan.is_write or plan.force_primary))
+            chosen = self.endpoints.choice_of(unit.data_source, read=not (plan.is_write or plan.force_primary))
+            pool = chosen if not isinstance(chosen, GtidCheck) else await answered(chosen, stmt.deadline, self.kill_later)
             result = await self._on(unit, pool, stmt.style, stmt.deadline, write=plan.is_write)
         except QueryTimeoutError as exc:  # allow_partial decides, as for any plan
             return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self._describe)
@@ -126,7 +134,7 @@ class AsyncRunner:
         plan, deadline = stmt.plan, stmt.deadline
         pinned = lanes is not None
         if lanes is None:
-            lanes = self.lanes(plan)
+            lanes = await self._lanes(plan, deadline)
         full = plan.kind is RouteKind.FULL
         if full:
             await self._enter_full_route(stmt)
@@ -152,7 +160,7 @@ class AsyncRunner:
         Every unit is opened at once (each waits for its first rows within the deadline); a unit that
         timed out is left out of a read that accepts partial results, as in :meth:`run`.
         """
-        lanes = self.lanes(stmt.plan)
+        lanes = await self._lanes(stmt.plan, stmt.deadline)
         lent: list[AsyncBorrowed] | None = await self._lend_all(lanes, stmt.deadline) if each_pool_can_lend(lanes) else None
         started = [False] * len(lanes)
 
@@ -304,9 +312,28 @@ class AsyncRunner:
             except DataSourceUnavailableError as exc:
                 other = split.retry_pool(unit.data_source, pool, exc)
                 return await self.run_unit(unit, other, None, style, deadline)
+        if write and split.gtid_writes(unit.data_source):
+            return await self._write_reading_gtid(unit, pool, style, deadline, lent)
         result = await self.run_unit(unit, pool, None, style, deadline, lent)
         if write:
             split.tracker.wrote(unit.data_source)
+        return result
+
+    async def _write_reading_gtid(
+        self, unit: RouteUnit, pool: AsyncEndpointPool, style: str, deadline: float | None, lent: AsyncBorrowed | None
+    ) -> UnitResult:
+        """A write in ``gtid`` mode: its own GTID read on its connection right after it (MariaDB ``@@last_gtid``)."""
+        borrowed = lent or pool.lend_idle() or await self._borrow(pool, unit, deadline)
+        try:
+            result = await self.run_unit(unit, pool, borrowed, style, deadline)
+        except BaseException:
+            borrowed.release(discard=True)  # a failed or cancelled write: its session state is unknown
+            raise
+        text = None
+        try:  # outside the deadline (the write is done), within the socket timeout; None: not MariaDB
+            text = await value_on(pool, borrowed, LAST_GTID_SQL, None, None, self.kill_later)
+        finally:  # cancelled meanwhile: the write is still remembered, its position read by the next read
+            pool.split.wrote_gtid(unit.data_source, text)
         return result
 
     async def _borrow(self, pool: AsyncEndpointPool, unit: RouteUnit, deadline: float | None) -> AsyncBorrowed:

@@ -14,6 +14,7 @@ from ddm_core.errors import ExecutionError
 from ddm_core.metadata.migration import routing_data_sources
 from ddm_core.metadata.model import DataSource, Endpoint, ShardingConfig
 from ddm_core.readwrite import ReadWriteSplitter
+from ddm_core.readwrite.gtid_check import GtidCheck
 
 __all__ = ["Endpoints", "data_source_of"]
 
@@ -56,7 +57,17 @@ class Endpoints(Generic[P]):
         return self.pool_of(data_source, read=True)
 
     def pool_of(self, data_source: str, *, read: bool) -> P:
-        """The pool a unit on ``data_source`` borrows from: the splitter's choice for reads, else the primary's."""
+        """The pool a unit on ``data_source`` borrows from: the splitter's choice for reads, else the primary's.
+
+        A ``gtid`` read's check asks its servers here, blocking (the thread runner's way).
+        """
+        return self._chosen(data_source, read, self.split.read_pool)  # type: ignore[no-any-return]
+
+    def choice_of(self, data_source: str, *, read: bool) -> P | GtidCheck:
+        """As :meth:`pool_of`, but a ``gtid`` read's check comes back unanswered, for the caller to answer."""
+        return self._chosen(data_source, read, self.split.read_choice)  # type: ignore[no-any-return]
+
+    def _chosen(self, data_source: str, read: bool, reader: Callable[[DataSource], Any]) -> Any:
         config = self._config()
         version, known = self._primaries
         if version is not config:  # first use, or a reloaded configuration
@@ -66,8 +77,7 @@ class Endpoints(Generic[P]):
         if entry is None:
             ds = data_source_of(config, data_source)
             if read and ds.replicas:  # the primary's pool is made only once something needs it
-                chosen: P = self.split.read_pool(ds)
-                return chosen
+                return reader(ds)
             primary = self.pools.pool(ds, ds.primary)
             if ds.replicas:
                 self.split.mark_primary(ds, primary)  # its units run through the splitter
@@ -77,8 +87,7 @@ class Endpoints(Generic[P]):
             entry = known[data_source] = (ds, primary)
         ds, primary = entry
         if read and ds.replicas:
-            pool: P = self.split.read_pool(ds)
-            return pool
+            return reader(ds)
         return primary
 
 

@@ -3,7 +3,9 @@
 The executor asks :meth:`ReadWriteSplitter.read_pool` for the pool of a read
 on a data source with replicas, and runs units of such data sources through
 :meth:`ReadWriteSplitter.run` (a data source without replicas never gets
-here: its pools have ``split = None``). In order, a read goes:
+here: its pools have ``split = None``). The asyncio runner asks
+:meth:`ReadWriteSplitter.read_choice` instead, which leaves a ``gtid`` read's
+server questions to it (:mod:`ddm_core.readwrite.gtid_check`). In order, a read goes:
 
 1. after a write in the same context (read-your-writes): ``window`` → the
    primary for ``write_window_ms``; ``gtid`` → a replica known to have applied
@@ -31,13 +33,14 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generator
 
 from ddm_core.errors import DataSourceUnavailableError
 from ddm_core.metadata.migration import routing_data_sources
 from ddm_core.metadata.model import DataSource, Endpoint, ShardingConfig
 from ddm_core.readwrite.breaker import EndpointBreaker, EndpointBreakers
-from ddm_core.readwrite.gtid import Position, format_position, parse_position, reached
+from ddm_core.readwrite.gtid import format_position, parse_position, reached
+from ddm_core.readwrite.gtid_check import LAST_GTID_SQL, POSITION_SQL, WAIT_SQL, Ask, GtidCheck, answer_blocking
 from ddm_core.readwrite.health import Check, Observation, ReplicaHealth, ReplicaState
 from ddm_core.readwrite.monitor import LagMonitor
 from ddm_core.readwrite.ports import PoolSource, run_query
@@ -158,37 +161,57 @@ class ReadWriteSplitter:
         return mode_override() or self._mode or Mode(ds.read_write.read_your_writes)
 
     def read_pool(self, ds: DataSource) -> Any:
-        """The pool a read on ``ds`` (which has replicas) borrows from."""
+        """The pool a read on ``ds`` (which has replicas) borrows from; a GTID check asks its servers here, blocking."""
+        chosen = self.read_choice(ds)
+        return chosen.run(answer_blocking) if type(chosen) is GtidCheck else chosen
+
+    def read_choice(self, ds: DataSource) -> Any:
+        """The pool a read on ``ds`` borrows from, or a :class:`GtidCheck` the runner answers first (a ``gtid``
+        read after a write of this context: nothing asked, nothing counted yet)."""
         table = self.table(ds)
         mode = self.mode_of(ds)
         if mode is not Mode.OFF:
             mark = self.tracker.mark(ds.name)
             if mark is not None:
-                chosen = self._after_write(table, mark, mode)
-                if chosen is not None:
-                    return chosen
+                if mode is Mode.GTID:
+                    return GtidCheck(self._gtid_read(table, mark))
+                if self._within_window(table, mark):
+                    return self._forced(table)
+        return self._balanced(table)
+
+    def _balanced(self, table: _Table) -> Any:
+        """A replica by the balancer, else the primary (forced)."""
         member = self._balance(table)
         if member is None:
             return self._forced(table)
-        self._count(ds.name, "replica_reads")
+        self._count(table.ds.name, "replica_reads")
         return member.pool
 
-    def _after_write(self, table: _Table, mark: WriteMark, mode: Mode) -> Any:
-        """The pool for a read after a write of this context; ``None``: the write no longer matters."""
+    def _within_window(self, table: _Table, mark: WriteMark) -> bool:
+        return self.tracker.within(mark, table.ds.read_write.write_window_ms / 1000.0)
+
+    def _gtid_read(self, table: _Table, mark: WriteMark) -> Generator[Ask, Any, Any]:
+        """A read after a write in ``gtid`` mode: a replica that applied the write, else the primary (the
+        decision of :class:`GtidCheck`; each server question yielded, its answer sent back)."""
         ds = table.ds
-        window = ds.read_write.write_window_ms / 1000.0
-        if mode is Mode.WINDOW:
-            return self._forced(table) if self.tracker.within(mark, window) else None
-        if mark.gtid is None:
-            mark = self._resolve(table, mark)
+        if mark.gtid is None:  # not read at once: the primary's position now is at least as far
+            text = yield Ask(self.primary_of(table), POSITION_SQL)
+            position = parse_position(text)
+            if position is not None and text is not None:
+                mark = self.tracker.resolved(ds.name, mark, position, str(text))
         if mark.gtid is None or mark.text is None:  # no GTID to be had (not MariaDB): the window rule
-            return self._forced(table) if self.tracker.within(mark, window) else None
+            return self._forced(table) if self._within_window(table, mark) else self._balanced(table)
         target = mark.gtid
         member = self._balance(table, among=[m for m in table.members if reached(m.health.position, target)])
         if member is None:
             candidate = self._balance(table)
-            if candidate is not None and self._wait(table, candidate, target, mark.text):
-                member = candidate
+            if candidate is not None:  # does it apply the write within gtid_wait_ms?
+                self._count(ds.name, "gtid_waits")
+                seconds = ds.read_write.gtid_wait_ms / 1000.0
+                got = yield Ask(candidate.pool, WAIT_SQL, (mark.text, seconds), wait=seconds)
+                if got is not None and int(got) == 0:
+                    candidate.health.applied(target)
+                    member = candidate
         if member is None:
             return self._forced(table)
         self._count(ds.name, "replica_reads")
@@ -237,44 +260,6 @@ class ReadWriteSplitter:
                 return m
         return None
 
-    # -- GTIDs -------------------------------------------------------------------------
-
-    def _resolve(self, table: _Table, mark: WriteMark) -> WriteMark:
-        """A write whose GTID was not read at once: the primary's position now is at least as far."""
-        text = self._scalar(self.primary_of(table), "SELECT @@gtid_binlog_pos")
-        position = parse_position(text)
-        if position is None or text is None:
-            return mark
-        return self.tracker.resolved(table.ds.name, mark, position, str(text))
-
-    def _wait(self, table: _Table, member: _Member, target: Position, text: str) -> bool:
-        """Does ``member`` apply ``target`` within ``gtid_wait_ms`` (``MASTER_GTID_WAIT``)?"""
-        self._count(table.ds.name, "gtid_waits")
-        seconds = table.ds.read_write.gtid_wait_ms / 1000.0
-        got = self._scalar(member.pool, "SELECT MASTER_GTID_WAIT(%s, %s)", (text, seconds))
-        if got is not None and int(got) == 0:
-            member.health.applied(target)
-            return True
-        return False
-
-    @staticmethod
-    def _scalar(pool: Any, sql: str, params: Any = None) -> Any:
-        try:
-            borrowed = pool.borrow()
-        except Exception as exc:
-            log.debug("%s on %s: no connection: %s", sql, pool.endpoint.name, exc)
-            return None
-        discard = True
-        try:
-            rows = run_query(borrowed, sql, params)
-            discard = False
-            return rows[0][0] if rows else None
-        except Exception as exc:
-            log.debug("%s on %s failed: %s", sql, pool.endpoint.name, exc)
-            return None
-        finally:
-            borrowed.release(discard=discard)
-
     # -- running -----------------------------------------------------------------------
 
     def run(
@@ -322,10 +307,9 @@ class ReadWriteSplitter:
         return other
 
     def _run_write(self, run_unit: Callable[..., Any], unit: Any, pool: Any, style: str, deadline: float | None) -> Any:
-        ds = self._data_source(unit.data_source)
-        if self.mode_of(ds) is not Mode.GTID:
+        if not self.gtid_writes(unit.data_source):
             result = run_unit(unit, pool, None, style, False, deadline)
-            self.tracker.wrote(ds.name)
+            self.tracker.wrote(unit.data_source)
             return result
         # gtid: the write's own GTID, read on its connection right after it (MariaDB @@last_gtid)
         borrowed = pool.borrow()
@@ -337,18 +321,27 @@ class ReadWriteSplitter:
         text: Any = None
         discard = True
         try:
-            rows = run_query(borrowed, "SELECT @@last_gtid")
+            rows = run_query(borrowed, LAST_GTID_SQL)
             text = rows[0][0] if rows else None
             discard = False
         except Exception as exc:  # not MariaDB: the first read after it reads the primary's position
             log.debug("@@last_gtid on %s failed: %s", pool.endpoint.name, exc)
         finally:
             borrowed.release(discard=discard)
+        self.wrote_gtid(unit.data_source, text)
+        return result
+
+    def gtid_writes(self, data_source: str) -> bool:
+        """Does a single-unit write to ``data_source`` read its own GTID after it (``gtid`` mode, this context)?"""
+        return self.mode_of(self._data_source(data_source)) is Mode.GTID
+
+    def wrote_gtid(self, data_source: str, text: Any) -> None:
+        """A single-unit write to ``data_source`` left ``text`` in ``@@last_gtid`` (``None``: it could not be read,
+        and the first read that needs the position reads the primary's)."""
         if isinstance(text, bytes):
             text = text.decode("ascii", "replace")
         position = parse_position(text)
-        self.tracker.wrote(ds.name, position, text if position is not None else None)
-        return result
+        self.tracker.wrote(data_source, position, text if position is not None else None)
 
     def tracks(self, plan: Any) -> bool:
         """Does ``plan`` touch a data source with replicas? (cheap when none has any)"""
