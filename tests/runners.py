@@ -19,7 +19,7 @@ from ddm_core.aio.transaction import CURRENT_ASYNC_TX, AsyncTransaction
 from ddm_core.execute.pools import PoolStats
 from ddm_core.execute.shared import DEFAULT
 
-__all__ = ["BlockingAsyncExecutor", "RUNNERS"]
+__all__ = ["BlockingAsyncExecutor", "RUNNERS", "cancel_after"]
 
 #: The runners a parametrised executor test runs over.
 RUNNERS = ("threads", "asyncio")
@@ -96,6 +96,9 @@ class BlockingAsyncExecutor:
 
     def settle(self) -> None:
         self.run(self.inner.settle())
+
+    def recover_xa(self) -> Any:
+        return self.run(self.inner.recover_xa())
 
     def close(self) -> None:
         if not self.loop.is_closed():
@@ -196,3 +199,16 @@ class BlockingTransaction:
 
 async def _awaited(work: Awaitable[T]) -> T:
     return await work
+
+
+async def cancel_after(work: Awaitable[Any], delay: float) -> asyncio.Future[Any]:
+    """Start ``work``, cancel it after ``delay`` seconds and wait until it ended; its task (``cancelled()``
+    says whether the cancel got in, or it finished first)."""
+    task = asyncio.ensure_future(work)
+    await asyncio.sleep(delay)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    return task

@@ -24,6 +24,7 @@ import pytest
 from ddm_core import load_config
 from ddm_core.aio.executor import AsyncExecutor
 from ddm_core.execute import Executor
+from runners import cancel_after
 from test_execute_support import ORDER_DDL, mysql_raw, sharding_config
 
 ROUNDS = 1000
@@ -117,13 +118,7 @@ def test_a_thousand_random_cancels_leave_nothing_behind(config: Any, databases: 
                     "stream": lambda: _stream(ex, rnd),
                     "transaction": lambda: _transaction(ex, rnd, user),
                 }[kind]()
-                task = asyncio.ensure_future(work)
-                await asyncio.sleep(rnd.uniform(0, 0.004))
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
+                await cancel_after(work, rnd.uniform(0, 0.004))
                 await ex.settle()
                 where = f"round {round_no} ({kind})"
                 assert ex.borrowed() == 0, (where, ex.pool_stats())

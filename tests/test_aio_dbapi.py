@@ -138,9 +138,9 @@ def test_connect_refuses_what_the_thread_facade_refuses(config: Any) -> None:
     ]:
         assert messages(aio_dbapi.connect, *args, **kwargs) == messages(dbapi.connect, *args, **kwargs)
     assert "a configuration, stream, timeout" in messages(aio_dbapi.connect, config, executor=shared, timeout=1.0, stream=True)
-    # The XA mode is the thread executor's only: refused as a ConfigError naming it.
-    with pytest.raises(dbapi.InterfaceError, match="'xa'") as info:
-        aio_dbapi.connect(config, transaction_mode="xa")
+    # An unknown transaction mode: refused as a ConfigError naming it and the known ones.
+    with pytest.raises(dbapi.InterfaceError, match="'bogus' is not one of local, xa") as info:
+        aio_dbapi.connect(config, transaction_mode="bogus")
     assert isinstance(info.value, errors.ConfigError)
 
 

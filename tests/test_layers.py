@@ -54,7 +54,7 @@ ALLOWED: dict[str, set[str]] = {
     "proxy": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text"},
     # The asyncio runner (docs/asyncio.md): the execute layer's engine and rules, its own I/O;
     # its DB-API facade (aio/dbapi.py) shares the thread facade's PEP 249 classes and checks.
-    "aio": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text", "_extras", "readwrite", "dbapi"},
+    "aio": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text", "_extras", "readwrite", "dbapi", "xa"},
 }
 # The access layer (dbapi, cli, ddl, hinting, the package __init__) may import anything below it.
 ACCESS = {"dbapi", "cli", "ddl", "hinting", "__init__"}

@@ -8,6 +8,7 @@ The crash tests (real processes killed) are in tests/test_xa_crash.py.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,9 +27,10 @@ from ddm_core.errors import (
     XaTimeoutError,
 )
 from ddm_core.execute import Executor
-from ddm_core.xa import GlobalState, recover, runtime_of
+from ddm_core.xa import GlobalState, recover
 from ddm_core.xa import branches as xa_branches
 from ddm_core.xa.xid import FORMAT_ID, Xid, gtrid_started_ms, namespace_of, new_gtrid, ours
+from runners import RUNNERS, BlockingAsyncExecutor
 from services import fresh_mariadb_databases, mariadb_connect
 from test_execute_support import assert_no_leaks
 from test_xa_support import (
@@ -42,6 +44,8 @@ from test_xa_support import (
     ledger,
     prepared_xids,
     transfer,
+    xa_host,
+    xa_runtime,
 )
 
 
@@ -59,16 +63,18 @@ def _reset(ex: Executor) -> None:
     ex.execute("UPDATE t_account SET balance = %s", (START_BALANCE,)).close()
 
 
-@pytest.fixture()
-def ex(bank_dbs: dict[str, Any]) -> Iterator[Executor]:
-    executor = Executor(load_config(bank_dbs["config"]), load_schema=False, timeout=10.0)
+@contextmanager
+def _bank_executor(bank_dbs: dict[str, Any], runner: str) -> Iterator[Any]:
+    """An executor of ``runner`` over the bank, reset first; afterwards no connection borrowed, nothing prepared."""
+    make = Executor if runner == "threads" else BlockingAsyncExecutor
+    executor = make(load_config(bank_dbs["config"]), load_schema=False, timeout=10.0)
     _reset(executor)
     yield executor
     try:
         assert_no_leaks(executor)
         conn = mariadb_connect()
         try:
-            ns = runtime_of(executor).log.namespace
+            ns = xa_runtime(executor).log.namespace
             assert ours(prepared_xids(conn), ns) == [], "a test left prepared XA branches"
         finally:
             conn.close()
@@ -76,8 +82,22 @@ def ex(bank_dbs: dict[str, Any]) -> Iterator[Executor]:
         executor.close()
 
 
+@pytest.fixture(params=RUNNERS)
+def ex(request: pytest.FixtureRequest, bank_dbs: dict[str, Any]) -> Iterator[Executor]:
+    """The bank's executor on each runner (tests/runners.py: the asyncio one driven from this test)."""
+    with _bank_executor(bank_dbs, request.param) as executor:
+        yield executor
+
+
+@pytest.fixture()
+def thread_ex(bank_dbs: dict[str, Any]) -> Iterator[Executor]:
+    """The thread executor only: for tests that drive it from several threads, or its DB-API facade."""
+    with _bank_executor(bank_dbs, "threads") as executor:
+        yield executor
+
+
 def _log_state(ex: Executor, gtrid: str) -> GlobalState | None:
-    row = runtime_of(ex).log.read([gtrid]).get(gtrid)
+    row = xa_runtime(ex).log.read([gtrid]).get(gtrid)
     return row.state if row is not None else None
 
 
@@ -131,7 +151,7 @@ def test_unknown_mode_is_refused(bank_dbs: dict[str, Any], ex: Executor) -> None
 
 def test_two_phase_transfer_commits_both_data_sources_and_logs_it(ex: Executor) -> None:
     steps: list[tuple[str, str | None]] = []
-    runtime_of(ex).step_hook = lambda step, ds: steps.append((step, ds))
+    xa_runtime(ex).step_hook = lambda step, ds: steps.append((step, ds))
     with ex.transaction(mode="xa") as tx:
         transfer(tx, 7, 2, 3, 40)
         assert tx.written_data_sources == ("ds_0", "ds_1")
@@ -145,7 +165,7 @@ def test_two_phase_transfer_commits_both_data_sources_and_logs_it(ex: Executor) 
 
 def test_one_data_source_commits_in_one_phase_without_the_log(ex: Executor) -> None:
     steps: list[tuple[str, str | None]] = []
-    runtime_of(ex).step_hook = lambda step, ds: steps.append((step, ds))
+    xa_runtime(ex).step_hook = lambda step, ds: steps.append((step, ds))
     with ex.transaction(mode="xa") as tx:
         tx.execute("UPDATE t_account SET balance = balance - 1 WHERE account_id = 0").close()
         tx.execute("UPDATE t_account SET balance = balance + 1 WHERE account_id = 2").close()
@@ -154,7 +174,8 @@ def test_one_data_source_commits_in_one_phase_without_the_log(ex: Executor) -> N
     assert balances(ex)[0] == START_BALANCE - 1 and balances(ex)[2] == START_BALANCE + 1
 
 
-def test_executor_default_mode_and_the_dbapi_facade(bank_dbs: dict[str, Any], ex: Executor) -> None:
+def test_executor_default_mode_and_the_dbapi_facade(bank_dbs: dict[str, Any], thread_ex: Executor) -> None:
+    ex = thread_ex
     with Executor(load_config(bank_dbs["config"]), load_schema=False, transaction_mode="xa") as xa_ex:
         with xa_ex.transaction() as tx:
             transfer(tx, 11, 4, 5, 3)
@@ -188,9 +209,9 @@ def test_rollback_undoes_every_branch_and_an_empty_rollback_succeeds(ex: Executo
     assert balances(ex) == {a: START_BALANCE for a in range(ACCOUNTS)} and ledger(ex) == {}
     tx.rollback()  # over: nothing to do
     # A branch that never reached PREPARE (or never existed) rolls back without an error.
-    pinned = ex.primary_pool("ds_1").borrow()
+    pinned = xa_host(ex).primary_pool("ds_1").borrow()
     try:
-        assert xa_branches.rollback(pinned, Xid.branch(new_gtrid(runtime_of(ex).log.namespace), "ds_1")) is False
+        assert xa_branches.rollback(pinned, Xid.branch(new_gtrid(xa_runtime(ex).log.namespace), "ds_1")) is False
     finally:
         pinned.release()
 
@@ -227,8 +248,9 @@ def test_sqlite_data_sources_cannot_join_an_xa_transaction(bank_dbs: dict[str, A
 # -- aborts, timeouts, the cap ----------------------------------------------------------------------
 
 
-def test_a_deadlock_in_one_branch_rolls_back_every_branch(ex: Executor) -> None:
+def test_a_deadlock_in_one_branch_rolls_back_every_branch(thread_ex: Executor) -> None:
     """A and B lock accounts 0 and 2 (ds_0) in opposite orders; A also wrote ds_1. One is InnoDB's victim."""
+    ex = thread_ex
     a, b = ex.transaction(mode="xa"), ex.transaction(mode="xa")
     a.execute("UPDATE t_account SET balance = balance + 1 WHERE account_id = 1").close()  # ds_1
     b.execute("UPDATE t_account SET balance = balance + 10 WHERE account_id = 3").close()  # ds_1
@@ -307,7 +329,7 @@ def test_a_lock_wait_timeout_rolls_back_every_branch(ex: Executor) -> None:
 
 def test_the_per_transaction_timeout_rolls_back(ex: Executor) -> None:
     now = [1000.0]
-    rt = runtime_of(ex)
+    rt = xa_runtime(ex)
     rt.clock = lambda: now[0]
     tx = ex.transaction(mode="xa")
     transfer(tx, 41, 0, 1, 1)
@@ -324,7 +346,7 @@ def test_the_per_transaction_timeout_rolls_back(ex: Executor) -> None:
 
 
 def test_the_cap_on_concurrent_xa_transactions(ex: Executor) -> None:
-    rt = runtime_of(ex)
+    rt = xa_runtime(ex)
     assert rt.max_concurrent == 4
     open_ = [ex.transaction(mode="xa") for _ in range(4)]
     for i, tx in enumerate(open_):
@@ -348,9 +370,9 @@ def test_a_late_prepare_after_recovery_rolled_back_is_refused(ex: Executor) -> N
 
     def stall(step: str, ds: str | None) -> None:
         if step == "prepared" and ds == "ds_0":
-            reports.append(recover(ex, abandon_after_ms=0))
+            reports.append(recover(xa_host(ex), abandon_after_ms=0))
 
-    runtime_of(ex).step_hook = stall
+    xa_runtime(ex).step_hook = stall
     tx = ex.transaction(mode="xa")
     transfer(tx, 51, 0, 1, 10)
     with pytest.raises(XaError, match="rolled back by recovery while it was preparing"):
@@ -394,13 +416,14 @@ def test_config_fields_round_trip_and_are_checked(bank_dbs: dict[str, Any]) -> N
 
 
 def test_recovery_at_start_rolls_back_an_old_branch_that_has_no_log_row(bank_dbs: dict[str, Any],
-                                                                          ex: Executor) -> None:
+                                                                          thread_ex: Executor) -> None:
     """A prepared branch of this log whose row is missing: aged by its gtrid, tombstoned, rolled back at start."""
     import time
 
     from ddm_core.xa.xid import Xid as _Xid
 
-    namespace = runtime_of(ex).log.namespace
+    ex = thread_ex
+    namespace = xa_runtime(ex).log.namespace
     old = new_gtrid(namespace, now_ms=int(time.time() * 1000) - 3_600_000)  # started an hour ago
     young = new_gtrid(namespace)
     for gtrid, account in ((old, 1), (young, 3)):

@@ -28,11 +28,14 @@ import pytest
 from ddm_core import load_config
 from ddm_core.errors import XaError, XaInDoubtError
 from ddm_core.execute import Executor
-from ddm_core.xa import GlobalState, recover, runtime_of
+from ddm_core.xa import GlobalState, recover
 from ddm_core.xa.xid import ours
 from services import fresh_mariadb_databases, mariadb_connect
 from test_execute_support import PrivateMariaDB, assert_no_leaks, running_mariadb
-from test_xa_support import all_trx, bank_config, check_bank, create_bank, detached_trx, ledger, prepared_xids, transfer
+from runners import RUNNERS, BlockingAsyncExecutor
+from test_xa_support import (
+    all_trx, bank_config, check_bank, create_bank, detached_trx, ledger, prepared_xids, transfer, xa_host, xa_runtime,
+)
 
 TESTS = Path(__file__).resolve().parent
 BEFORE = 3  # transfers that complete before the one the coordinator dies in
@@ -42,12 +45,13 @@ import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from ddm_core import load_config
 from ddm_core.execute import Executor
-from ddm_core.xa import runtime_of
-from test_xa_support import transfer
+from runners import BlockingAsyncExecutor
+from test_xa_support import transfer, xa_runtime
 
 config, step, where, before, intents = json.loads(sys.argv[2]), sys.argv[3], sys.argv[4] or None, int(sys.argv[5]), sys.argv[6]
-ex = Executor(load_config(config), load_schema=False, timeout=10.0)
-rt = runtime_of(ex)
+make = Executor if sys.argv[7] == "threads" else BlockingAsyncExecutor  # the asyncio coordinator, driven here
+ex = make(load_config(config), load_schema=False, timeout=10.0)
+rt = xa_runtime(ex)
 
 def record(kind, tid):
     with open(intents, "a") as f:
@@ -94,11 +98,12 @@ def _private_bank(server: PrivateMariaDB) -> dict[str, Any]:
     return config
 
 
-def _run_child(config: dict[str, Any], step: str, where: str | None, intents: Path) -> str:
-    """Start the coordinator, wait until it stops at ``step``, SIGKILL it; its gtrid there."""
+def _run_child(config: dict[str, Any], step: str, where: str | None, intents: Path, runner: str) -> str:
+    """Start the coordinator on ``runner``, wait until it stops at ``step``, SIGKILL it; its gtrid there."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)]))
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(TESTS), json.dumps(config), step, where or "", str(BEFORE), str(intents)],
+        [sys.executable, "-c", CHILD, str(TESTS), json.dumps(config), step, where or "", str(BEFORE), str(intents),
+         runner],
         stdout=subprocess.PIPE, env=env,
     )
     try:
@@ -115,13 +120,14 @@ def _run_child(config: dict[str, Any], step: str, where: str | None, intents: Pa
 def _assert_nothing_left(server: PrivateMariaDB, ex: Executor) -> None:
     raw = server.raw()
     try:
-        assert ours(prepared_xids(raw), runtime_of(ex).log.namespace) == []
+        assert ours(prepared_xids(raw), xa_runtime(ex).log.namespace) == []
         assert prepared_xids(raw) == []
         assert all_trx(raw) == [], "transactions left open on the server"
     finally:
         raw.close()
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize(
     ("step", "where", "decided"),
     [
@@ -133,15 +139,15 @@ def _assert_nothing_left(server: PrivateMariaDB, ex: Executor) -> None:
     ],
 )
 def test_coordinator_killed_at_each_step(server: PrivateMariaDB, tmp_path: Path, step: str, where: str | None,
-                                         decided: bool) -> None:
+                                         decided: bool, runner: str) -> None:
     config = _private_bank(server)
     intents = tmp_path / "intents.log"
-    gtrid = _run_child(config, step, where, intents)
+    gtrid = _run_child(config, step, where, intents, runner)
     crashed = 100 + BEFORE
     with Executor(load_config(config), load_schema=False) as ex:
         raw = server.raw()
         try:
-            left = {x.bqual.decode() for x in ours(prepared_xids(raw), runtime_of(ex).log.namespace)}
+            left = {x.bqual.decode() for x in ours(prepared_xids(raw), xa_runtime(ex).log.namespace)}
         finally:
             raw.close()
         expected_prepared = {"logged": set(), "prepared": {"ds_0"} if where == "ds_0" else {"ds_0", "ds_1"},
@@ -158,7 +164,7 @@ def test_coordinator_killed_at_each_step(server: PrivateMariaDB, tmp_path: Path,
             second = recover(ex, abandon_after_ms=0)  # now abandoned: rolled back
             assert sorted(second.rolled_back) == sorted(f"{gtrid}/{ds}" for ds in expected_prepared)
             assert second.finished == [gtrid]
-        row = runtime_of(ex).log.read([gtrid])[gtrid]
+        row = xa_runtime(ex).log.read([gtrid])[gtrid]
         assert row.state is (GlobalState.COMMITTED if decided else GlobalState.ROLLED_BACK)
         rows = check_bank(ex, intents)
         assert set(rows) == set(range(100, crashed)) | ({crashed} if decided else set())
@@ -191,10 +197,12 @@ def split_bank(participant: PrivateMariaDB) -> Iterator[dict[str, Any]]:
         yield config
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("kill_after", ["committed", "prepared"])
 def test_participant_server_killed_mid_commit(participant: PrivateMariaDB, split_bank: dict[str, Any],
-                                              kill_after: str) -> None:
-    with Executor(load_config(split_bank), load_schema=False) as ex:
+                                              kill_after: str, runner: str) -> None:
+    make = Executor if runner == "threads" else BlockingAsyncExecutor
+    with make(load_config(split_bank), load_schema=False) as ex:
         tx = ex.transaction(mode="xa")
         transfer(tx, 1, 0, 1, 25)
 
@@ -202,7 +210,7 @@ def test_participant_server_killed_mid_commit(participant: PrivateMariaDB, split
             if step == kill_after and ds == "ds_0":
                 participant.kill()  # SIGKILL: ds_1 goes away between ds_0's step and its own
 
-        runtime_of(ex).step_hook = kill_participant
+        xa_runtime(ex).step_hook = kill_participant
         if kill_after == "committed":
             with pytest.raises(XaInDoubtError) as info:
                 tx.commit()
@@ -210,28 +218,28 @@ def test_participant_server_killed_mid_commit(participant: PrivateMariaDB, split
         else:
             with pytest.raises(XaError, match="XA PREPARE failed on data source 'ds_1'"):
                 tx.commit()
-        runtime_of(ex).step_hook = None
+        xa_runtime(ex).step_hook = None
         participant.start()
         raw = participant.raw()
         try:
-            survived = {x.gtrid for x in ours(prepared_xids(raw), runtime_of(ex).log.namespace)}
+            survived = {x.gtrid for x in ours(prepared_xids(raw), xa_runtime(ex).log.namespace)}
         finally:
             raw.close()
         # A branch prepared before the crash survives the restart; one that never prepared is gone.
         assert survived == ({tx.gtrid} if kill_after == "committed" else set())
-        report = recover(ex)
+        report = recover(xa_host(ex))
         if kill_after == "committed":
             assert report.committed == [f"{tx.gtrid}/ds_1"] and report.finished == [tx.gtrid]
             assert set(check_bank(ex)) == {1}
         else:
             assert report.committed == [] and ledger(ex) == {}
             check_bank(ex)
-        state = runtime_of(ex).log.read([tx.gtrid])[tx.gtrid].state
+        state = xa_runtime(ex).log.read([tx.gtrid])[tx.gtrid].state
         assert state is (GlobalState.COMMITTED if kill_after == "committed" else GlobalState.ROLLED_BACK)
         _assert_nothing_left(participant, ex)
         main = mariadb_connect()
         try:
-            assert ours(prepared_xids(main), runtime_of(ex).log.namespace) == [] and detached_trx(main) == []
+            assert ours(prepared_xids(main), xa_runtime(ex).log.namespace) == [] and detached_trx(main) == []
         finally:
             main.close()
         assert_no_leaks(ex)

@@ -19,6 +19,8 @@ from typing import Any
 
 from ddm_core import load_config
 from ddm_core.execute import Executor
+from ddm_core.xa import XaRuntime, runtime_of
+from ddm_core.xa.log import XaHost
 
 ACCOUNTS = 10  # 0..9: even on ds_0, odd on ds_1
 START_BALANCE = 1_000
@@ -53,14 +55,27 @@ def create_bank(config: Any) -> None:
             ex.execute("INSERT INTO t_account (account_id, balance) VALUES (%s, %s)", (account, START_BALANCE)).close()
 
 
+def transfer_statements(transfer_id: int, source: int, target: int, amount: int) -> list[tuple[str, tuple[int, ...]]]:
+    """The two-row transfer: debit ``source``, credit ``target``, a ledger row for each."""
+    ledger_row = "INSERT INTO t_transfer (transfer_id, account_id, delta) VALUES (%s, %s, %s)"
+    return [
+        ("UPDATE t_account SET balance = balance - %s WHERE account_id = %s", (amount, source)),
+        (ledger_row, (transfer_id, source, -amount)),
+        ("UPDATE t_account SET balance = balance + %s WHERE account_id = %s", (amount, target)),
+        (ledger_row, (transfer_id, target, amount)),
+    ]
+
+
 def transfer(tx: Any, transfer_id: int, source: int, target: int, amount: int) -> None:
-    """The two-row transfer: debit ``source``, credit ``target``, a ledger row for each, in ``tx``."""
-    tx.execute("UPDATE t_account SET balance = balance - %s WHERE account_id = %s", (amount, source)).close()
-    tx.execute("INSERT INTO t_transfer (transfer_id, account_id, delta) VALUES (%s, %s, %s)",
-               (transfer_id, source, -amount)).close()
-    tx.execute("UPDATE t_account SET balance = balance + %s WHERE account_id = %s", (amount, target)).close()
-    tx.execute("INSERT INTO t_transfer (transfer_id, account_id, delta) VALUES (%s, %s, %s)",
-               (transfer_id, target, amount)).close()
+    """:func:`transfer_statements` in ``tx``."""
+    for sql, params in transfer_statements(transfer_id, source, target, amount):
+        tx.execute(sql, params).close()
+
+
+async def transfer_async(tx: Any, transfer_id: int, source: int, target: int, amount: int) -> None:
+    """:func:`transfer_statements` in an asyncio transaction."""
+    for sql, params in transfer_statements(transfer_id, source, target, amount):
+        await tx.execute(sql, params)
 
 
 def balances(ex: Executor) -> dict[int, int]:
@@ -123,3 +138,16 @@ def all_trx(raw: Any) -> list[Any]:
     with raw.cursor() as cur:
         cur.execute("SELECT trx_id, trx_state, trx_mysql_thread_id FROM information_schema.innodb_trx")
         return list(cur.fetchall())
+
+
+def xa_host(ex: Any) -> XaHost:
+    """Where recovery and the log's tools reach ``ex``'s data sources: the thread executor itself, or the
+    asyncio one's blocking side (``AsyncExecutor.xa_host``; ``ex`` may be tests/runners.py's wrapper)."""
+    inner = getattr(ex, "inner", ex)
+    host: XaHost = getattr(inner, "xa_host", inner)
+    return host
+
+
+def xa_runtime(ex: Any) -> XaRuntime:
+    """``ex``'s XA runtime (the log, the cap, the step hook), on either runner."""
+    return runtime_of(xa_host(ex))

@@ -15,12 +15,13 @@ calls that wait are coroutines:
 
 * **connect** takes the same arguments and refuses the same mistakes (a configuration builds an
   executor the connection owns and closes; ``executor=`` shares one, never closed by the
-  connection). ``transaction_mode`` is an executor option here: only ``"local"`` runs on asyncio.
+  connection). ``transaction_mode`` (``"local"`` or ``"xa"``) is an executor option here.
 * **Transactions.** Autocommit is off (PyMySQL's and aiomysql's default): the first statement opens
-  a local :class:`~ddm_core.aio.transaction.AsyncTransaction` that :meth:`AsyncConnection.commit` /
-  :meth:`AsyncConnection.rollback` ends — one pinned connection per data source used, writes to
-  one data source only (:class:`~ddm_core.errors.CrossShardTransactionError`, a
-  ``NotSupportedError``, before a second one is touched).
+  the executor's kind of transaction that :meth:`AsyncConnection.commit` /
+  :meth:`AsyncConnection.rollback` ends — one pinned connection per data source used; a local one
+  writes to one data source only (:class:`~ddm_core.errors.CrossShardTransactionError`, a
+  ``NotSupportedError``, before a second one is touched), an XA one
+  (:class:`~ddm_core.aio.xa.AsyncXaTransaction`) to any number, committed in two phases.
 * **executemany** of ``INSERT/REPLACE ... VALUES (%s, ...)`` is routed in chunks of
   :attr:`AsyncCursor.batch_rows` and regrouped per physical table, as the thread facade does it;
   the statements are cut to a fixed size (see :func:`_fixed_limits`), not to the server's own

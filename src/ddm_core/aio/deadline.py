@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["within"]
+T = TypeVar("T")
+
+__all__ = ["within", "finished_then_cancelled"]
 
 
 class _Within:
@@ -54,3 +56,23 @@ def within(seconds: float) -> Any:
     if timeout is not None:
         return timeout(max(0.0, seconds))
     return _Within(max(0.0, seconds))
+
+
+async def finished_then_cancelled(task: asyncio.Task[T]) -> T:
+    """Await ``task`` to its end even if the caller is cancelled meanwhile; then re-raise that cancel.
+
+    For work that must not stop half-way (an XA commit: docs/xa.md#server-behaviour). The wait is as
+    long as the work's own bounds (each statement's socket timeout), not the caller's.
+    """
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():  # the work itself was cancelled (its loop is closing): nothing to wait for
+                raise
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result

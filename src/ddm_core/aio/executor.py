@@ -27,16 +27,19 @@ from ddm_core.execute.engine import Engine
 from ddm_core.execute.executor import as_router
 from ddm_core.execute.pools import PoolRegistry, PoolStats
 from ddm_core.execute.session_state import refuse_unpinned
+from ddm_core.execute.transaction import check_mode
 from ddm_core.execute.shared import DEFAULT, DualWriteKey, style_of
 from ddm_core.execute.endpoints import Endpoints, data_source_of
 from ddm_core.aio.pools import AsyncEndpointPool, AsyncPoolRegistry
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.runner import AsyncRunner
 from ddm_core.aio.transaction import CURRENT_ASYNC_TX, AsyncTransaction
+from ddm_core.aio.xa import AsyncXaTransaction, BlockingHost
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan
 from ddm_core.route.router import Router
+from ddm_core.xa.recovery import recover
 
 if TYPE_CHECKING:
     from ddm_core.execute.observer import StatementObserver
@@ -60,7 +63,10 @@ class AsyncExecutor:
         cancel_grace: Kept for the engine's contract (a cancelled unit is closed at once here).
         load_schema: Read each sharded table's columns from its first data node before the first
             statement (off the loop, once).
-        transaction_mode: ``"local"`` (the XA mode is not on this runner yet).
+        transaction_mode: ``"local"`` (writes to one data source) or ``"xa"`` (two-phase commit over
+            several, docs/xa.md): what :meth:`transaction` opens by default.
+        xa_recover_on_start: Finish XA branches left prepared by a crashed coordinator in
+            :meth:`warm_up` (``None``: the configuration's ``xa.recoverOnStart``).
         read_your_writes: ``"window"``, ``"gtid"`` or ``"off"`` for every data source with replicas (``None``:
             each data source's own setting), as the thread executor's.
         replica_monitor: Run the replica lag monitor (a thread of its own with blocking connections,
@@ -68,7 +74,7 @@ class AsyncExecutor:
         clock: Monotonic seconds for read-your-writes windows and breaker waits (tests inject one).
 
     Raises:
-        ConfigError: a setting out of range, or ``transaction_mode="xa"``.
+        ConfigError: a setting out of range, or an unknown ``transaction_mode``.
     """
 
     def __init__(
@@ -84,16 +90,13 @@ class AsyncExecutor:
         cancel_grace: float = 1.0,
         load_schema: bool = True,
         transaction_mode: str = "local",
+        xa_recover_on_start: bool | None = None,
         read_your_writes: str | None = None,
         replica_monitor: bool = True,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if transaction_mode != "local":
-            raise ConfigError(
-                f"AsyncExecutor transaction_mode {transaction_mode!r}: only 'local' transactions run on asyncio "
-                "so far; use the thread Executor for XA (docs/asyncio.md#what-is-not-there-yet)",
-                transaction_mode=transaction_mode,
-            )
+        _transaction_class(transaction_mode)  # an unknown mode is refused before any I/O
+        self.transaction_mode = transaction_mode
         if full_route_concurrency < 1:
             raise ConfigError(f"AsyncExecutor full_route_concurrency must be >= 1, not {full_route_concurrency}")
         router = as_router(config_or_router)
@@ -116,6 +119,9 @@ class AsyncExecutor:
         self._schema_pending = load_schema
         self._schema_lock: asyncio.Lock | None = None
         self._closed = False
+        #: The configuration and blocking pools (off the loop) that XA recovery and the log's tools use.
+        self.xa_host = BlockingHost(lambda: router.config, self._describe_pool)
+        self._recover_pending = self.config.xa.recover_on_start if xa_recover_on_start is None else xa_recover_on_start
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -219,13 +225,30 @@ class AsyncExecutor:
         return self.engine.should_stream(plan, self.runner.lanes(plan), stream)
 
     def transaction(self, mode: str | None = None) -> AsyncTransaction:
-        """A local transaction: ``async with executor.transaction() as tx: ...`` (commit on success, else rollback)."""
-        if mode not in (None, "local"):
-            raise ConfigError(
-                f"transaction mode {mode!r} does not run on asyncio yet; use the thread Executor for XA "
-                "(docs/asyncio.md#what-is-not-there-yet)", transaction_mode=mode,
-            )  # fmt: skip
+        """A transaction: ``async with executor.transaction() as tx: ...`` (commit on success, else rollback).
+
+        Args:
+            mode: ``"local"`` (writes to one data source) or ``"xa"`` (two-phase commit over several,
+                docs/xa.md); default: the executor's ``transaction_mode``.
+
+        Raises:
+            ConfigError: an unknown mode.
+        """
+        if mode is None and self.transaction_mode == "local":
+            return AsyncTransaction(self)  # the default path: no lookup
+        if _transaction_class(mode or self.transaction_mode) is AsyncXaTransaction:
+            return AsyncXaTransaction(self, self.xa_host)
         return AsyncTransaction(self)
+
+    async def recover_xa(self) -> Any:
+        """Finish or roll back XA branches left prepared by crashed coordinators (docs/xa.md#recovery).
+
+        Runs in a thread, on blocking connections of its own (:attr:`xa_host`).
+
+        Returns:
+            A :class:`ddm_core.xa.RecoveryReport`.
+        """
+        return await asyncio.to_thread(recover, self.xa_host)
 
     # -- observing ----------------------------------------------------------------------------------
 
@@ -256,7 +279,14 @@ class AsyncExecutor:
         return sum(s.borrowed for s in self._pools.stats().values())
 
     async def warm_up(self) -> dict[str, int]:
-        """Open ``min_idle`` connections on every primary now; endpoint name → idle connections."""
+        """Open ``min_idle`` connections on every primary now; endpoint name → idle connections.
+
+        With ``xa_recover_on_start`` (or ``xa.recoverOnStart``), XA recovery runs first, once: a data
+        source that is down is reported in the log, not raised.
+        """
+        if self._recover_pending:
+            self._recover_pending = False
+            await self._recover_xa_at_start()
         out = {}
         for name in self.config.data_sources:
             pool = self.runner.primary(name)
@@ -318,6 +348,20 @@ class AsyncExecutor:
             router.set_schemas(await asyncio.to_thread(load_schemas, router.config))
             self._schema_pending = False
 
+    async def _recover_xa_at_start(self) -> None:
+        try:
+            report = await self.recover_xa()
+        except DdmError as exc:
+            log.warning("XA recovery at start failed: %s", exc)
+            return
+        if report.unreachable or report.kept:
+            log.warning("XA recovery at start: %s", report.summary())
+
     def _describe_pool(self, data_source: str) -> Any:
         ds = data_source_of(self.config, data_source)
         return self._describe_pools.pool(ds, ds.primary)
+
+
+def _transaction_class(mode: str) -> type[AsyncTransaction]:
+    """The asyncio transaction of a registered mode (``ConfigError`` names the known ones)."""
+    return AsyncXaTransaction if check_mode(mode) == "xa" else AsyncTransaction

@@ -9,8 +9,9 @@ same task (or a task it starts: contextvars are copied) runs in the transaction.
 
 A transaction cancelled part-way (``task.cancel()``, ``asyncio.timeout()``) rolls back: the
 connection whose answer was half read is closed and its statement killed on the server, the
-others get ``ROLLBACK``. Not yet on this runner: the XA mode and a migration's dual writes inside
-a transaction (refused before anything is sent: docs/asyncio.md#what-is-not-there-yet).
+others get ``ROLLBACK``. The XA mode is :class:`~ddm_core.aio.xa.AsyncXaTransaction`. Not yet on
+this runner: a migration's dual writes inside a transaction (refused before anything is sent:
+docs/asyncio.md#what-is-not-there-yet).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import logging
 from contextvars import ContextVar
 from typing import Any, Protocol
 
-from ddm_core.errors import DataSourceUnavailableError, QueryTimeoutError, TransactionError
+from ddm_core.errors import DataSourceUnavailableError, DdmError, QueryTimeoutError, TransactionError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.session_state import check_pinned
 from ddm_core.execute.shared import DEFAULT, style_of
@@ -79,7 +80,7 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
         changes_session = check_pinned(plan)
         sources = plan.data_sources
         if plan.is_write:
-            refuse_second_writer(plan, sources, self._written)
+            self._check_write(plan, sources)
         lanes: dict[str, AsyncLane] = {}
         for i, unit in enumerate(plan.units):
             lane = lanes.get(unit.data_source)
@@ -103,6 +104,10 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
             self._written = sources[0]
         return AsyncResult(engine.observed(plan, stmt.started, result))
 
+    def _check_write(self, plan: RoutePlan, sources: tuple[str, ...]) -> None:
+        """Refuse a write that would reach a second data source (the XA mode overrides this)."""
+        refuse_second_writer(plan, sources, self._written)
+
     async def _pin(self, data_source: str) -> AsyncBorrowed:
         pinned = self._pins.get(data_source)
         if pinned is not None:
@@ -110,14 +115,18 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
         pool = self.executor.runner.primary(data_source)
         borrowed = await pool.borrow(None)
         try:
-            await self.executor.runner.ask(pool, borrowed, pool.driver.begin(borrowed.raw), "BEGIN")
+            await self._begin(data_source, borrowed)
         except BaseException as exc:
             borrowed.release(discard=True)
-            if isinstance(exc, Exception):
+            if isinstance(exc, Exception) and not isinstance(exc, DdmError):
                 raise map_driver_error(exc, data_source=data_source, endpoint=pool.endpoint.name, sql="BEGIN") from exc
             raise
         self._pins[data_source] = borrowed
         return borrowed
+
+    async def _begin(self, data_source: str, pinned: AsyncBorrowed) -> None:
+        """Open the transaction on a newly pinned connection (the XA mode starts a branch instead)."""
+        await self.executor.runner.ask(pinned.pool, pinned, pinned.pool.driver.begin(pinned.raw), "BEGIN")
 
     # -- ending -------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from ddm_core.dialects import titles
 from ddm_core.errors import DdmError, XaError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed, discard_on
+from ddm_core.execute.steps import Sql, Step, Steps, drive
 from ddm_core.xa.xid import Xid, ours
 
 __all__ = [
@@ -32,12 +33,16 @@ __all__ = [
     "code_of",
     "require_xa",
     "run",
+    "statement",
     "start",
     "end",
     "prepare",
     "commit",
     "rollback",
     "recover",
+    "run_step",
+    "commit_steps",
+    "rollback_steps",
 ]
 
 XAER_NOTA = 1397  # unknown xid
@@ -65,8 +70,11 @@ def code_of(exc: BaseException) -> Any:
     return None
 
 
-def require_xa(pinned: Borrowed) -> None:
-    """Refuse a data source whose backend has no XA (:attr:`~ddm_core.dialects.Dialect.supports_xa`)."""
+def require_xa(pinned: Any) -> None:
+    """Refuse a data source whose backend has no XA (:attr:`~ddm_core.dialects.Dialect.supports_xa`).
+
+    ``pinned``: either runner's borrowed connection.
+    """
     dialect = pinned.pool.driver.dialect
     if not dialect.supports_xa:
         raise XaError(
@@ -90,22 +98,46 @@ def run(pinned: Borrowed, sql: str) -> int:
         raise map_driver_error(exc, data_source=pinned.pool.data_source, endpoint=pinned.pool.endpoint.name, sql=sql) from exc
 
 
+def statement(command: str, xid: Xid) -> str:
+    """``XA <command> <xid>`` (``command``: ``START``, ``END``, ``PREPARE``, ``COMMIT``, ``ROLLBACK``)."""
+    return f"XA {command} {xid.sql()}"
+
+
 def start(pinned: Borrowed, xid: Xid) -> None:
-    run(pinned, f"XA START {xid.sql()}")
+    run(pinned, statement("START", xid))
 
 
 def end(pinned: Borrowed, xid: Xid) -> None:
-    run(pinned, f"XA END {xid.sql()}")
+    run(pinned, statement("END", xid))
 
 
 def prepare(pinned: Borrowed, xid: Xid) -> None:
-    run(pinned, f"XA PREPARE {xid.sql()}")
+    run(pinned, statement("PREPARE", xid))
 
 
 def commit(pinned: Borrowed, xid: Xid, *, one_phase: bool = False) -> bool:
     """``XA COMMIT``; ``False`` when the server does not know the xid (nothing was committed here)."""
+    return drive(commit_steps(pinned, xid, one_phase=one_phase), run_step)
+
+
+def rollback(pinned: Borrowed, xid: Xid, *, active: bool = False) -> bool:
+    """Roll the branch back (``active``: end it first); ``False`` for an empty rollback (xid unknown)."""
+    return drive(rollback_steps(pinned, xid, active=active), run_step)
+
+
+def run_step(step: Step) -> int:
+    """Answer a branch's :class:`~ddm_core.execute.steps.Sql` step on its blocking connection."""
+    assert isinstance(step, Sql)
+    return run(step.on, step.sql)
+
+
+# -- the same commands as steps, for either runner (ddm_core.execute.steps) ------------------------
+
+
+def commit_steps(on: Any, xid: Xid, *, one_phase: bool = False) -> Steps[bool]:
+    """``XA COMMIT`` on ``on``; ``False`` when the server does not know the xid (nothing was committed here)."""
     try:
-        run(pinned, f"XA COMMIT {xid.sql()}" + (" ONE PHASE" if one_phase else ""))
+        yield Sql(on, statement("COMMIT", xid) + (" ONE PHASE" if one_phase else ""))
     except DdmError as exc:
         if code_of(exc) == XAER_NOTA and not one_phase:
             return False
@@ -113,21 +145,21 @@ def commit(pinned: Borrowed, xid: Xid, *, one_phase: bool = False) -> bool:
     return True
 
 
-def rollback(pinned: Borrowed, xid: Xid, *, active: bool = False) -> bool:
-    """Roll the branch back (``active``: end it first); ``False`` for an empty rollback (xid unknown).
+def rollback_steps(on: Any, xid: Xid, *, active: bool = False) -> Steps[bool]:
+    """Roll the branch on ``on`` back (``active``: end it first); ``False`` for an empty rollback (xid unknown).
 
     An empty rollback succeeds: the branch never reached the server, never
     prepared, or is already gone.
     """
     if active:
         try:
-            end(pinned, xid)
+            yield Sql(on, statement("END", xid))
         except DdmError as exc:
             if discard_on(exc.__cause__ or exc) or code_of(exc) not in (XAER_RMFAIL, XAER_NOTA, *ABORTING_CODES):
                 raise
             # ROLLBACK ONLY after a deadlock, or already ended: XA ROLLBACK still works
     try:
-        run(pinned, f"XA ROLLBACK {xid.sql()}")
+        yield Sql(on, statement("ROLLBACK", xid))
     except DdmError as exc:
         if code_of(exc) == XAER_NOTA:
             return False

@@ -29,18 +29,32 @@ import json
 import threading
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Protocol, Sequence, TypeVar
 
 from ddm_core.dialects import titles
 from ddm_core.errors import DuplicateKeyError, XaError
 from ddm_core.execute.driver_errors import map_driver_error
-from ddm_core.execute.pools import discard_on
+from ddm_core.execute.pools import EndpointPool, discard_on
+from ddm_core.execute.steps import Sql, Step, Steps, drive
+from ddm_core.metadata.model import ShardingConfig
 from ddm_core.xa.xid import namespace_of
 
-if TYPE_CHECKING:
-    from ddm_core.execute.executor import Executor
+__all__ = ["TABLE", "DDL", "GlobalState", "LogRow", "TransactionLog", "XaHost", "log_data_source"]
 
-__all__ = ["TABLE", "DDL", "GlobalState", "LogRow", "TransactionLog", "log_data_source"]
+T = TypeVar("T")
+
+
+class XaHost(Protocol):
+    """What the log and recovery need of an executor: its configuration and blocking primary pools.
+
+    The thread :class:`~ddm_core.execute.Executor` is one; the asyncio executor has one of its own
+    (``AsyncExecutor.xa_host``, pools off the loop) for recovery and tools.
+    """
+
+    @property
+    def config(self) -> ShardingConfig: ...
+
+    def primary_pool(self, data_source: str) -> EndpointPool: ...
 
 #: The log table's name on the log data source.
 TABLE = "ddm_xa_log"
@@ -96,9 +110,8 @@ class LogRow:
     age_ms: int
 
 
-def log_data_source(executor: Executor) -> str:
+def log_data_source(config: ShardingConfig) -> str:
     """The data source holding the log: ``xa.logDataSource``, the default data source, or the first."""
-    config = executor.config
     name = config.xa.log_data_source or config.default_data_source or next(iter(config.data_sources))
     return name
 
@@ -107,14 +120,15 @@ class TransactionLog:
     """The log table of one executor's XA transactions (see the module docstring).
 
     Args:
-        executor: Whose pools carry the writes.
+        host: Whose blocking pools carry the writes of the blocking calls (the ``*_steps`` are answered
+            by the runner that drives them).
         data_source: The data source holding ``ddm_xa_log``.
     """
 
-    def __init__(self, executor: Executor, data_source: str) -> None:
-        self.executor = executor
+    def __init__(self, host: XaHost, data_source: str) -> None:
+        self.host = host
         self.data_source = data_source
-        pool = executor.primary_pool(data_source)
+        pool = host.primary_pool(data_source)
         dialect = pool.driver.dialect
         if not dialect.supports_xa:
             raise XaError(
@@ -134,7 +148,7 @@ class TransactionLog:
 
     def _execute(self, sql: str, params: Sequence[Any] = (), *, fetch: bool = False) -> Any:
         """One autocommitted statement on a pooled connection of the log data source."""
-        pool = self.executor.primary_pool(self.data_source)
+        pool = self.host.primary_pool(self.data_source)
         borrowed = pool.borrow()
         try:
             cursor = borrowed.raw.cursor()
@@ -151,26 +165,54 @@ class TransactionLog:
         borrowed.release()
         return out
 
+    def _run(self, steps: Steps[T]) -> T:
+        """Run the log's own steps with blocking statements."""
+        return drive(steps, self.answer)
+
+    def answer(self, step: Step) -> Any:
+        """Answer one of this log's steps with a blocking statement."""
+        assert isinstance(step, Sql) and step.on is self
+        return self._execute(step.sql, step.params, fetch=step.fetch)
+
     def ensure(self) -> None:
         """Create the table if it is missing (once per log object)."""
         if self._ready:
             return
         with self._lock:
-            if not self._ready:
-                self._execute(DDL)
-                self._ready = True
-
-    # -- the coordinator's writes ---------------------------------------------------------
+            self._run(self.ensure_steps())
 
     def begin(self, gtrid: str, participants: Sequence[str], coordinator: str) -> None:
+        """Record ``PREPARING`` with the participants (see :meth:`begin_steps`)."""
+        self._run(self.begin_steps(gtrid, participants, coordinator))
+
+    def decide(self, gtrid: str, state: GlobalState, *, expect: GlobalState = GlobalState.PREPARING) -> bool:
+        """Move ``gtrid`` from ``expect`` to ``state``; ``False`` if it was not in ``expect`` (someone decided first)."""
+        return self._run(self.decide_steps(gtrid, state, expect=expect))
+
+    def read(self, gtrids: Iterable[str]) -> dict[str, LogRow]:
+        """The rows of ``gtrids`` that exist."""
+        return self._run(self.read_steps(gtrids))
+
+    # -- the coordinator's writes, as steps (either runner answers them: ddm_core.execute.steps) ----------
+    # Each step is a Sql on this log object: an autocommitted statement on a pooled connection of its data
+    # source, never on a branch's connection, so it is durable before the coordinator goes on.
+
+    def ensure_steps(self) -> Steps[None]:
+        """Create the table if it is missing (once per log object)."""
+        if not self._ready:
+            yield Sql(self, DDL)
+            self._ready = True
+
+    def begin_steps(self, gtrid: str, participants: Sequence[str], coordinator: str) -> Steps[None]:
         """Record ``PREPARING`` with the participants (before the first PREPARE).
 
         Raises:
             XaError: a row for ``gtrid`` exists already (recovery wrote a rollback tombstone).
         """
-        self.ensure()
+        yield from self.ensure_steps()
         try:
-            self._execute(
+            yield Sql(
+                self,
                 f"INSERT INTO {TABLE} (gtrid, state, participants, coordinator, created_at, updated_at) "
                 "VALUES (%s, %s, %s, %s, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
                 (gtrid, GlobalState.PREPARING.value, json.dumps(list(participants)), coordinator[:255]),
@@ -181,13 +223,32 @@ class TransactionLog:
                 gtrid=gtrid,
             ) from exc
 
-    def decide(self, gtrid: str, state: GlobalState, *, expect: GlobalState = GlobalState.PREPARING) -> bool:
-        """Move ``gtrid`` from ``expect`` to ``state``; ``False`` if it was not in ``expect`` (someone decided first)."""
-        changed = self._execute(
+    def decide_steps(self, gtrid: str, state: GlobalState, *, expect: GlobalState = GlobalState.PREPARING) -> Steps[bool]:
+        """Move ``gtrid`` from ``expect`` to ``state`` (a compare-and-set); ``False`` if someone decided first."""
+        changed = yield Sql(
+            self,
             f"UPDATE {TABLE} SET state = %s, updated_at = UTC_TIMESTAMP(6) WHERE gtrid = %s AND state = %s",
             (state.value, gtrid, expect.value),
         )
         return bool(changed)
+
+    def read_steps(self, gtrids: Iterable[str]) -> Steps[dict[str, LogRow]]:
+        """The rows of ``gtrids`` that exist."""
+        wanted = sorted(set(gtrids))
+        out: dict[str, LogRow] = {}
+        if not wanted:
+            return out
+        yield from self.ensure_steps()
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ", ".join(["%s"] * len(chunk))
+            rows = yield Sql(self, f"SELECT {self._COLUMNS} FROM {TABLE} WHERE gtrid IN ({marks})", tuple(chunk), fetch=True)
+            for raw in rows:
+                row = self._row(raw)
+                out[row.gtrid] = row
+        return out
+
+    # -- recovery's statements (blocking: recovery runs in a thread of its own) ----------------------------
 
     def tombstone(self, gtrid: str) -> GlobalState:
         """For a prepared branch with no row: insert ``ROLLING_BACK`` unless a row appeared; the row's state."""
@@ -207,21 +268,6 @@ class TransactionLog:
     def _row(raw: Any) -> LogRow:
         gtrid, state, participants, coordinator, age = raw
         return LogRow(str(gtrid), GlobalState(state), tuple(json.loads(participants)), str(coordinator), int(age))
-
-    def read(self, gtrids: Iterable[str]) -> dict[str, LogRow]:
-        """The rows of ``gtrids`` that exist."""
-        wanted = sorted(set(gtrids))
-        if not wanted:
-            return {}
-        self.ensure()
-        out: dict[str, LogRow] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ", ".join(["%s"] * len(chunk))
-            for raw in self._execute(f"SELECT {self._COLUMNS} FROM {TABLE} WHERE gtrid IN ({marks})", chunk, fetch=True):
-                row = self._row(raw)
-                out[row.gtrid] = row
-        return out
 
     def unfinished(self) -> list[LogRow]:
         """Every row not yet ``COMMITTED`` / ``ROLLED_BACK``."""

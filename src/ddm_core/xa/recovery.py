@@ -35,16 +35,12 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ddm_core.errors import DdmError, XaRecoveryError
 from ddm_core.xa import branches as xa
 from ddm_core.xa.coordinator import runtime_of
-from ddm_core.xa.log import GlobalState, LogRow, TransactionLog
+from ddm_core.xa.log import GlobalState, LogRow, TransactionLog, XaHost
 from ddm_core.xa.xid import Xid, gtrid_started_ms
-
-if TYPE_CHECKING:
-    from ddm_core.execute.executor import Executor
 
 __all__ = ["RecoveryReport", "recover", "PURGE_AFTER_MS"]
 
@@ -83,7 +79,7 @@ class RecoveryReport:
         )
 
 
-def recover(executor: Executor, *, abandon_after_ms: int | None = None, purge_after_ms: int = PURGE_AFTER_MS) -> RecoveryReport:
+def recover(executor: XaHost, *, abandon_after_ms: int | None = None, purge_after_ms: int = PURGE_AFTER_MS) -> RecoveryReport:
     """One recovery pass over every data source of ``executor`` (see the module docstring).
 
     Args:
@@ -127,7 +123,7 @@ def recover(executor: Executor, *, abandon_after_ms: int | None = None, purge_af
     return report
 
 
-def _prepared_branches(executor: Executor, namespace: str, report: RecoveryReport) -> dict[str, dict[str, Xid]]:
+def _prepared_branches(executor: XaHost, namespace: str, report: RecoveryReport) -> dict[str, dict[str, Xid]]:
     """gtrid → data source → xid of every prepared branch of this log, over every data source."""
     config = executor.config
     owner_of = {Xid.branch("", ds).bqual: ds for ds in config.data_sources}
@@ -156,7 +152,7 @@ def _prepared_branches(executor: Executor, namespace: str, report: RecoveryRepor
 
 
 def _settle(
-    executor: Executor,
+    executor: XaHost,
     txlog: TransactionLog,
     gtrid: str,
     row: LogRow | None,
