@@ -32,7 +32,7 @@ from ddm_core.execute.endpoints import Endpoints
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.result import Result, UnitResult
 from ddm_core.execute.statement import LaneOutcome, Statement, timeout_error, unit_error
-from ddm_core.aio.deadline import within
+from ddm_core.aio.deadline import Deadlines, within
 from ddm_core.aio.gtid import answered, value_on
 from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool
 from ddm_core.aio.result import AsyncResult, Row
@@ -80,6 +80,8 @@ class AsyncRunner:
         self._full: asyncio.Semaphore | None = None  # made on the loop that first needs it
         self._describe = describe
         self._background: set[asyncio.Task[Any]] = set()
+        #: Every statement deadline of this runner's loop on one timer (aio/deadline.py).
+        self.deadlines = Deadlines()
 
     # -- pools ----------------------------------------------------------------------------------
 
@@ -376,18 +378,22 @@ class AsyncRunner:
         own: bool, sql: str, deadline: float | None,
     ) -> T:
         """Await a driver call within the statement's deadline (none: the connection's socket timeout)."""
-        bound = deadline - time.monotonic() if deadline is not None else pool.driver.read_bound(borrowed.raw)
-        limit = None
+        bound = None if deadline is not None else pool.driver.read_bound(borrowed.raw)
+        if deadline is None and bound is None:
+            try:
+                return await call
+            except BaseException as exc:
+                self._fail(exc, unit, pool, borrowed, own, sql)
+        armed = self.deadlines.arm(deadline if deadline is not None else time.monotonic() + (bound or 0.0))
         try:
-            if bound is None:
-                return await call
-            async with within(bound) as limit:
-                return await call
+            result = await call
         except BaseException as exc:
-            fired = limit is not None and limit.expired()
-            if fired and deadline is None:  # the socket timeout, as a blocking read's would: the server is lost
-                exc = _silent(unit, pool, bound)
+            fired = armed.timed_out(exc)
+            if fired:  # the deadline; without one the socket timeout, as a blocking read's: the server is lost
+                exc = TimeoutError() if deadline is not None else _silent(unit, pool, bound or 0.0)
             self._fail(exc, unit, pool, borrowed, own, sql, fired=fired and deadline is not None, cut=fired)
+        armed.disarm()
+        return result
 
     async def ask(self, pool: AsyncEndpointPool, borrowed: AsyncBorrowed, call: Coroutine[Any, Any, T], sql: str) -> T:
         """Await a driver call outside any statement's deadline (BEGIN, COMMIT, a drain) within the socket timeout.

@@ -1,0 +1,98 @@
+"""The loop's shared deadline timer (``aio/deadline.py``): what ``asyncio.timeout`` guarantees, on one timer.
+
+No server: each case awaits a future that never completes (the stand-in for a read whose answer
+does not come) and checks what the waiting code sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ddm_core.aio.deadline import Deadlines, finished_then_cancelled
+
+
+async def _wait_until(deadlines: Deadlines, seconds: float) -> str:
+    """Wait for nothing with a deadline ``seconds`` away; what ended the wait."""
+    armed = deadlines.arm(time.monotonic() + seconds)
+    try:
+        await asyncio.get_running_loop().create_future()
+    except BaseException as exc:
+        if armed.timed_out(exc):
+            return "timed out"
+        raise
+    raise AssertionError("the future completed")
+
+
+def test_a_deadline_ends_the_wait_and_leaves_no_cancel_pending() -> None:
+    async def main() -> None:
+        deadlines = Deadlines()
+        started = time.monotonic()
+        assert await _wait_until(deadlines, 0.02) == "timed out"
+        assert time.monotonic() - started >= 0.02
+        task = asyncio.current_task()
+        assert task is not None and task.cancelling() == 0  # taken back: later awaits are not cancelled
+        await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+
+
+def test_many_deadlines_fire_in_order_and_disarmed_ones_never_do() -> None:
+    async def main() -> None:
+        deadlines = Deadlines()
+        waits = [asyncio.ensure_future(_wait_until(deadlines, 0.01 * (i + 1))) for i in range(5)]
+        quiet = deadlines.arm(time.monotonic() + 0.005)
+        quiet.disarm()  # an answer came in time
+        assert await asyncio.gather(*waits) == ["timed out"] * 5
+        assert not quiet.fired
+
+    asyncio.run(main())
+
+
+def test_the_callers_own_cancel_stays_a_cancel_when_the_deadline_fires_too() -> None:
+    async def main() -> None:
+        deadlines = Deadlines()
+        outer = asyncio.ensure_future(_wait_until(deadlines, 0.0005))
+        await asyncio.sleep(0)  # armed, waiting
+        time.sleep(0.001)  # the deadline passes while the loop is busy
+        deadlines._fire()  # the timer's turn: it cancels the wait...
+        outer.cancel()  # ...and in the same turn the caller cancels too
+        with pytest.raises(asyncio.CancelledError):
+            await outer
+
+    asyncio.run(main())
+
+
+def test_disarmed_entries_are_dropped_from_a_long_heap() -> None:
+    async def main() -> None:
+        deadlines = Deadlines()
+        for _ in range(3 * Deadlines.COMPACT_AT):
+            deadlines.arm(time.monotonic() + 60).disarm()  # long deadlines that all ended in time
+        assert len(deadlines._heap) <= Deadlines.COMPACT_AT + 1024
+        assert await _wait_until(deadlines, 0.01) == "timed out"  # still fires for a live one
+
+    asyncio.run(main())
+
+
+def test_work_that_must_finish_is_awaited_through_a_cancel() -> None:
+    async def main() -> None:
+        done: list[str] = []
+
+        async def commit() -> str:
+            await asyncio.sleep(0.03)
+            done.append("committed")
+            return "ok"
+
+        async def caller() -> str:
+            return await finished_then_cancelled(asyncio.ensure_future(commit()))
+
+        task = asyncio.ensure_future(caller())
+        await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert done == ["committed"]  # the cancel came out only after the work was done
+
+    asyncio.run(main())
