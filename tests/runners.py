@@ -82,6 +82,10 @@ class BlockingAsyncExecutor:
     def borrowed(self) -> int:
         return self.inner.borrowed()
 
+    @property
+    def slow_statements(self) -> int:
+        return self.inner.slow_statements
+
     def dual_writes(self) -> Any:
         return self.inner.dual_writes()
 
@@ -170,6 +174,9 @@ class BlockingTransaction:
 
     def execute(self, sql: str, params: Any = None, **kw: Any) -> BlockingResult:
         return BlockingResult(self._owner, self._owner.run(self.inner.execute(sql, params, **kw)))
+
+    def execute_plan(self, plan: Any, **kw: Any) -> BlockingResult:
+        return BlockingResult(self._owner, self._owner.run(self.inner.execute_plan(plan, **kw)))
 
     def commit(self) -> None:
         self._owner.run(self.inner.commit())

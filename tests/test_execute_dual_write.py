@@ -6,11 +6,17 @@ statement rewritten to another physical table (``t_order_new``) on another data
 source (``ds_2``), or on the data source the statement writes (``t_order_mv``).
 What landed where is read behind ddm-core's back (``mariadb_rows``). Every test
 ends with no connection borrowed from any pool.
+
+Each case runs on the thread executor and on the asyncio one (``tests/runners.py``); the last two
+are asyncio's own: a cancel during a dual unit, and transactions cancelled at random points.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,6 +25,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from ddm_core import load_config, metrics
+from ddm_core.aio.executor import AsyncExecutor
+from ddm_core.aio.transaction import AsyncTransaction
 from ddm_core.errors import (
     CrossShardTransactionError,
     DuplicateKeyError,
@@ -29,6 +37,7 @@ from ddm_core.errors import (
 from ddm_core.execute import Executor
 from ddm_core.execute.shared import DualWriteKey, Throttle
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
+from runners import RUNNERS, BlockingAsyncExecutor, cancel_after
 from services import fresh_mariadb_databases, mariadb_connect, mariadb_rows
 from test_execute_support import ORDER_DDL, _free_port, assert_no_leaks, running_mariadb, sharding_config
 
@@ -68,15 +77,17 @@ def env() -> Iterator[Env]:
         yield Env(dbs, {"ds_down": {"url": closed, "username": "root", "password": ""}})
 
 
+def executor_on(runner: str, config: Any) -> Any:
+    """A thread ``Executor``, or an ``AsyncExecutor`` with its calls (tests/runners.py)."""
+    if runner == "asyncio":
+        return BlockingAsyncExecutor(config, timeout=3.0)
+    return Executor(config, timeout=3.0, replica_monitor=False)
+
+
 @pytest.fixture()
 def ex(env: Env, request: pytest.FixtureRequest) -> Iterator[Executor]:
     """The thread executor; tests marked ``on_both_runners`` also run on the asyncio executor."""
-    if getattr(request, "param", "threads") == "asyncio":
-        from runners import BlockingAsyncExecutor
-
-        executor: Any = BlockingAsyncExecutor(env.config, timeout=3.0)
-    else:
-        executor = Executor(env.config, timeout=3.0, replica_monitor=False)
+    executor = executor_on(getattr(request, "param", "threads"), env.config)
     yield executor
     try:
         if hasattr(executor, "settle"):
@@ -87,8 +98,8 @@ def ex(env: Env, request: pytest.FixtureRequest) -> Iterator[Executor]:
         executor.close()
 
 
-#: Outside transactions dual writes run the same on both runners (inside one, only the thread runner has them).
-on_both_runners = pytest.mark.parametrize("ex", ["threads", "asyncio"], indirect=True)
+#: Dual writes run the same on both runners, outside transactions and inside local and XA ones.
+on_both_runners = pytest.mark.parametrize("ex", RUNNERS, indirect=True)
 
 
 def with_dual(ex: Executor, sql: str, params: Any, *targets: tuple[str, str]) -> RoutePlan:
@@ -228,7 +239,8 @@ def test_a_data_source_that_is_down(env: Env, ex: Executor) -> None:
     assert ex.dual_writes() == {NEW: 1}
 
 
-def test_a_private_server_stopped_mid_run(env: Env, tmp_path: Path) -> None:
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_private_server_stopped_mid_run(env: Env, tmp_path: Path, runner: str) -> None:
     with running_mariadb(tmp_path) as server:
         conn = server.raw()
         with conn.cursor() as cur:
@@ -241,7 +253,7 @@ def test_a_private_server_stopped_mid_run(env: Env, tmp_path: Path) -> None:
         raw["dataSources"]["ds_private"] = {"url": f"mysql://127.0.0.1:{server.port}/moved", "username": "root",
                                             "password": ""}  # fmt: skip
         config = load_config(raw)
-        with Executor(config, timeout=3.0, replica_monitor=False) as ex:
+        with executor_on(runner, config) as ex:
             u0, _ = users_on(ex)
             ex.execute_plan(with_dual(ex, INSERT, (1, u0, 1), ("ds_private", "t_order_new"))).close()
             server.kill()
@@ -265,6 +277,7 @@ def test_a_private_server_stopped_mid_run(env: Env, tmp_path: Path) -> None:
             assert_no_leaks(ex)
 
 
+@on_both_runners
 def test_a_dual_unit_past_the_deadline_is_cancelled_not_raised(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     plan = ex.router.route(INSERT, (1, u0, 10))
@@ -293,6 +306,7 @@ def test_throttle_lets_one_message_per_key_through_per_interval() -> None:
 # -- transactions -----------------------------------------------------------------------------------
 
 
+@on_both_runners
 def test_transaction_commit_makes_both_visible_and_rollback_neither(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     with ex.transaction() as tx:
@@ -310,6 +324,7 @@ def test_transaction_commit_makes_both_visible_and_rollback_neither(env: Env, ex
     assert ex.dual_writes() == {NEW: 3} and ex.dual_write_failures() == {}
 
 
+@on_both_runners
 def test_transaction_rolled_back_by_an_error_rolls_back_the_shadow(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     with pytest.raises(RuntimeError), ex.transaction() as tx:
@@ -318,6 +333,7 @@ def test_transaction_rolled_back_by_an_error_rolls_back_the_shadow(env: Env, ex:
     assert env.rows("ds_0", "t_order") == env.rows("ds_2", "t_order_new") == []
 
 
+@on_both_runners
 def test_a_failed_shadow_does_not_fail_the_commit_and_skips_its_later_units(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     with ex.transaction() as tx:
@@ -331,6 +347,7 @@ def test_a_failed_shadow_does_not_fail_the_commit_and_skips_its_later_units(env:
     assert ex.dual_write_failures() == {NEW: 3}  # the failed one, the one rolled back with it, the skipped one
 
 
+@on_both_runners
 def test_a_shadow_on_a_server_that_is_down(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     with ex.transaction() as tx:
@@ -340,6 +357,7 @@ def test_a_shadow_on_a_server_that_is_down(env: Env, ex: Executor) -> None:
     assert ex.dual_write_failures() == {DualWriteKey("ds_down", "t_order"): 2}  # a refused connect, then skipped
 
 
+@on_both_runners
 def test_a_dual_unit_on_the_written_data_source_shares_its_transaction(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     with ex.transaction() as tx:
@@ -357,6 +375,7 @@ def test_a_dual_unit_on_the_written_data_source_shares_its_transaction(env: Env,
     assert ex.dual_writes() == {DualWriteKey("ds_0", "t_order"): 2}
 
 
+@on_both_runners
 def test_a_duplicate_key_on_the_shared_pin_keeps_the_transaction(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     conn = mariadb_connect(database=env.dbs[0])
@@ -372,6 +391,7 @@ def test_a_duplicate_key_on_the_shared_pin_keeps_the_transaction(env: Env, ex: E
     assert ex.dual_write_failures() == {DualWriteKey("ds_0", "t_order"): 1}
 
 
+@on_both_runners
 def test_a_deadline_ending_the_shared_pins_dual_unit_fails_the_transaction(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     plan = ex.router.route(INSERT, (1, u0, 10))
@@ -384,6 +404,7 @@ def test_a_deadline_ending_the_shared_pins_dual_unit_fails_the_transaction(env: 
     assert ex.dual_write_failures() == {DualWriteKey("ds_0", "t_order"): 1}
 
 
+@on_both_runners
 def test_a_read_only_pin_carrying_dual_writes_commits_after_the_written_one(env: Env, ex: Executor) -> None:
     u0, u1 = users_on(ex)
     ex.execute(INSERT, (9, u1, 9)).close()
@@ -394,6 +415,7 @@ def test_a_read_only_pin_carrying_dual_writes_commits_after_the_written_one(env:
     assert env.rows("ds_1", "t_order_mv") == env.rows("ds_0", "t_order") == [(1, u0, 10)]
 
 
+@on_both_runners
 def test_a_shadow_the_transaction_later_reads_becomes_a_participant(env: Env, ex: Executor) -> None:
     u0, u1 = users_on(ex)
     with ex.transaction() as tx:
@@ -406,6 +428,7 @@ def test_a_shadow_the_transaction_later_reads_becomes_a_participant(env: Env, ex
     assert env.rows("ds_1", "t_order_mv") == env.rows("ds_0", "t_order") == [(1, u0, 10)]
 
 
+@on_both_runners
 def test_dual_units_never_trigger_the_cross_shard_check(env: Env, ex: Executor) -> None:
     u0, u1 = users_on(ex)
     with ex.transaction() as tx:
@@ -416,6 +439,7 @@ def test_dual_units_never_trigger_the_cross_shard_check(env: Env, ex: Executor) 
     assert ex.dual_write_failures() == {}
 
 
+@on_both_runners
 def test_xa_transaction_commits_branches_then_the_shadow(env: Env, ex: Executor) -> None:
     u0, u1 = users_on(ex)
     with ex.transaction(mode="xa") as tx:
@@ -431,6 +455,7 @@ def test_xa_transaction_commits_branches_then_the_shadow(env: Env, ex: Executor)
     assert [r[0] for r in env.rows("ds_2", "t_order_new")] == [1, 2]
 
 
+@on_both_runners
 def test_xa_transaction_reaching_a_shadow_rolls_the_shadow_back(env: Env, ex: Executor) -> None:
     u0, u1 = users_on(ex)
     with ex.transaction(mode="xa") as tx:
@@ -445,6 +470,7 @@ def test_xa_transaction_reaching_a_shadow_rolls_the_shadow_back(env: Env, ex: Ex
 # -- metrics ---------------------------------------------------------------------------------------------
 
 
+@on_both_runners
 def test_prometheus_counters(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     m = metrics.install(CollectorRegistry(), executor=ex)
@@ -468,6 +494,7 @@ def test_prometheus_counters(env: Env, ex: Executor) -> None:
     }
 
 
+@on_both_runners
 def test_a_data_source_that_is_not_configured_is_counted_too(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     seen: list[BaseException] = []
@@ -476,3 +503,108 @@ def test_a_data_source_that_is_not_configured_is_counted_too(env: Env, ex: Execu
     assert ex.execute_plan(with_dual(ex, INSERT, (1, u0, 10), ("ds_nowhere", "t_order_new"))).rowcount == 1
     assert ex.dual_write_failures() == {DualWriteKey("ds_nowhere", "t_order"): 1}
     assert [type(e) for e in seen] == [ExecutionError]
+
+
+# -- asyncio: cancels ------------------------------------------------------------------------------------
+
+CANCEL_ROUNDS = 300
+BUMP = "UPDATE t_order SET amount = amount + 1 WHERE user_id = %s AND order_id = %s"
+#: A shadow (ds_2), the written pin (ds_0), and ds_1: a read-only pin, a shadow, or a shadow adopted by a read.
+TARGETS = (("ds_2", "t_order_new"), ("ds_0", "t_order_mv"), ("ds_1", "t_order_mv"))
+LOCATIONS = (("ds_0", "t_order"), ("ds_2", "t_order_new"), ("ds_0", "t_order_mv"), ("ds_1", "t_order_mv"))
+
+
+def test_asyncio_a_cancel_during_a_dual_unit_fails_the_transaction(env: Env) -> None:
+    """Cancelled while a dual unit runs on the written pin, or on a shadow: the statement's writes were made, the
+    dual write's fate is unknown, so the transaction is failed (its commit rolls back); a cut shadow is discarded
+    at once. Nothing is counted: the old location's write is rolled back too."""
+
+    async def main() -> None:
+        async with AsyncExecutor(env.config, timeout=5.0, replica_monitor=False) as ex:
+            u0, _ = users_on(ex)
+            plan = ex.router.route(INSERT, (1, u0, 10))
+            for where in ("ds_0", "ds_2"):  # the written pin, a shadow
+                slow = RouteUnit(where, "DO SLEEP(5)", (), (("t_order", "t_order_mv"),))
+                tx = ex.transaction()
+                task = asyncio.ensure_future(tx.execute_plan(plan._replace(dual=(slow,))))
+                await asyncio.sleep(0.3)  # the INSERT is done, the dual unit sleeps
+                assert tx.data_sources == ("ds_0",) and ex.borrowed() == (1 if where == "ds_0" else 2)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert tx.state == "failed" and tx.shadow_data_sources == () and ex.borrowed() == 1, where
+                with pytest.raises(TransactionError, match="rolled back"):
+                    await tx.commit()
+                await ex.settle()
+                assert ex.borrowed() == 0, where
+            assert ex.dual_writes() == {} and ex.dual_write_failures() == {}
+
+    asyncio.run(main())
+    assert env.rows("ds_0", "t_order") == env.rows("ds_0", "t_order_mv") == env.rows("ds_2", "t_order_new") == []
+
+
+def test_asyncio_transactions_with_dual_writes_cancelled_at_random_points(env: Env) -> None:
+    """A cancel anywhere in an asyncio transaction with dual writes (its statements, their dual units on the written
+    pin, a read-only pin or a shadow, a shadow's borrow and BEGIN, the commit) ends it committed or rolled back.
+    After each: every pool at rest; no dual write counted as failed, every dual unit of a committed transaction
+    counted as done; the old location and the three new ones hold the same rows, the transaction's everywhere if
+    it committed and nowhere if it rolled back."""
+    rnd = random.Random(20261206)
+    outcomes = {"returned": 0, "cancelled, committed": 0, "cancelled, rolled back": 0}
+
+    def rows_everywhere() -> list[list[tuple[Any, ...]]]:
+        return [env.rows(ds, table) for ds, table in LOCATIONS]
+
+    async def main() -> None:
+        async with AsyncExecutor(env.config, timeout=5.0, replica_monitor=False) as ex:
+            u0, u1 = users_on(ex)
+            holder: list[AsyncTransaction] = []
+
+            async def read(tx: AsyncTransaction) -> None:  # pins ds_1
+                await (await tx.execute("SELECT order_id FROM t_order WHERE user_id = %s", (u1,))).fetchall()
+
+            async def one(order_id: int, variant: str) -> None:
+                tx = ex.transaction()
+                holder.append(tx)
+                async with tx:
+                    if variant == "read first":  # ds_1's dual units on a read-only pin, committed after ds_0
+                        await read(tx)
+                    await tx.execute_plan(with_dual(ex, INSERT, (order_id, u0, order_id), *TARGETS))
+                    if variant == "read after":  # ds_1's shadow adopted as a participant
+                        await read(tx)
+                    await tx.execute_plan(with_dual(ex, BUMP, (u0, order_id), *TARGETS))
+
+            took = []
+            for order_id in range(1, 10):  # how long an uncancelled transaction takes, connections open
+                started = time.monotonic()
+                await one(order_id, ("read first", "read after", "no read")[order_id % 3])
+                took.append(time.monotonic() - started)
+            span = sorted(took)[len(took) // 2] * 1.2
+            expected = [(order_id, u0, order_id + 1) for order_id in range(1, 10)]
+            assert rows_everywhere() == [expected] * 4
+            assert ex.dual_writes() == {DualWriteKey(ds, "t_order"): 18 for ds in ("ds_0", "ds_1", "ds_2")}
+
+            for order_id in range(10, 10 + CANCEL_ROUNDS):
+                holder.clear()
+                variant = rnd.choice(["read first", "read after", "no read"])
+                before = ex.dual_writes()
+                task = await cancel_after(one(order_id, variant), rnd.uniform(0, span))
+                await ex.settle()
+                where = f"transaction {order_id} ({variant})"
+                state = holder[0].state if holder else "rolled back"
+                assert state in ("committed", "rolled back"), (where, state)
+                outcomes["returned" if not task.cancelled() else f"cancelled, {state}"] += 1
+                assert ex.borrowed() == 0, (where, ex.pool_stats())
+                for stats in ex.pool_stats().values():
+                    assert stats.open == stats.idle, (where, stats)
+                assert ex.dual_write_failures() == {}, where
+                done = {key: n - before.get(key, 0) for key, n in ex.dual_writes().items()}
+                if state == "committed":
+                    assert set(done.values()) == {2}, (where, done)
+                    expected.append((order_id, u0, order_id + 1))
+                else:
+                    assert all(0 <= n <= 2 for n in done.values()), (where, done)
+                assert rows_everywhere() == [expected] * 4, where
+
+    asyncio.run(main())
+    assert outcomes["cancelled, committed"] > 0 and outcomes["cancelled, rolled back"] > 0, outcomes

@@ -9,9 +9,15 @@ same task (or a task it starts: contextvars are copied) runs in the transaction.
 
 A transaction cancelled part-way (``task.cancel()``, ``asyncio.timeout()``) rolls back: the
 connection whose answer was half read is closed and its statement killed on the server, the
-others get ``ROLLBACK``. The XA mode is :class:`~ddm_core.aio.xa.AsyncXaTransaction`. Not yet on
-this runner: a migration's dual writes inside a transaction (refused before anything is sent:
-docs/asyncio.md#what-is-not-there-yet).
+others get ``ROLLBACK``. The XA mode is :class:`~ddm_core.aio.xa.AsyncXaTransaction`.
+
+A migration's dual writes (``plan.dual``) run as in the thread transaction, by the same protocol
+(:class:`~ddm_core.execute.shadows.Shadows`: shared pins, shadow participants, what a failure
+means), its steps awaited here. A cancel while a dual unit runs fails the transaction (its
+statement's writes were made; whether the dual write was is unknown) and discards a shadow whose
+unit it cut. The commit of a transaction that carries dual writes is never cut: it runs in a task
+of its own and a cancel that arrives meanwhile is re-raised once it has committed or rolled back
+(``state`` says which), so the old location never commits while a cancel stops the new one's.
 """
 
 from __future__ import annotations
@@ -19,13 +25,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any, Callable, Coroutine, Protocol
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError, QueryTimeoutError, TransactionError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.session_state import check_pinned
+from ddm_core.execute.shadows import Shadows
 from ddm_core.execute.shared import DEFAULT, style_of
+from ddm_core.execute.steps import Borrow, Reset, RunUnit, TxStep, drive_async
 from ddm_core.execute.transaction import TransactionState, check_usable, commit_order, refuse_second_writer
+from ddm_core.aio.deadline import finished_then_cancelled
 from ddm_core.aio.pools import AsyncBorrowed
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.runner import AsyncLane, AsyncRunner
@@ -56,8 +65,11 @@ class AsyncTransactionHost(Protocol):
 class AsyncTransaction(TransactionState[AsyncBorrowed]):
     """A local transaction of an :class:`~ddm_core.aio.AsyncExecutor` (see the module docstring)."""
 
+    _dual: Shadows[AsyncBorrowed]
+
     def __init__(self, executor: AsyncTransactionHost) -> None:
-        super().__init__()
+        dual = executor.engine.dual
+        super().__init__(Shadows(dual.done, dual.failed))
         self.executor = executor
 
     # -- statements ---------------------------------------------------------------------------
@@ -70,13 +82,6 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
     async def execute_plan(self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT) -> AsyncResult:
         """Run a routed plan in this transaction (nothing is sent if a rule refuses it)."""
         check_usable(self._state, self._failure)
-        if plan.dual:
-            raise TransactionError(
-                "a statement that a migration dual-writes cannot run in an asyncio transaction yet (nothing was "
-                f"sent; tables {', '.join(t.logic_table for t in plan.tables)}): run it with autocommit, or in the "
-                "thread executor's transaction (docs/asyncio.md#what-is-not-there-yet)",
-                statement=plan.statement,
-            )
         changes_session = check_pinned(plan)
         sources = plan.data_sources
         if plan.is_write:
@@ -102,7 +107,10 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
             raise
         if plan.is_write and sources:
             self._written = sources[0]
-        return AsyncResult(engine.observed(plan, stmt.started, result))
+        observed = AsyncResult(engine.observed(plan, stmt.started, result))
+        if plan.dual:
+            await self._run_dual(plan, caller_style, stmt.deadline)
+        return observed
 
     def _check_write(self, plan: RoutePlan, sources: tuple[str, ...]) -> None:
         """Refuse a write that would reach a second data source (the XA mode overrides this)."""
@@ -112,21 +120,83 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
         pinned = self._pins.get(data_source)
         if pinned is not None:
             return pinned
+        if data_source in self._dual.shadows:  # adopted, or rolled back first (the XA mode)
+            shadow = await drive_async(self._dual.adopt_steps(data_source, self._adopts_shadows), self._dual_step)
+            if shadow is not None:
+                self._pins[data_source] = shadow
+                return shadow
+        borrowed = await self._borrow_begun(data_source, self._begin, None)
+        self._pins[data_source] = borrowed
+        return borrowed
+
+    async def _borrow_begun(
+        self, data_source: str, begin: Callable[[str, AsyncBorrowed], Coroutine[Any, Any, None]], deadline: float | None
+    ) -> AsyncBorrowed:
+        """A connection to ``data_source``'s primary with ``begin`` awaited on it (discarded if that fails)."""
         pool = self.executor.runner.primary(data_source)
-        borrowed = await pool.borrow(None)
+        borrowed = await pool.borrow(deadline)
         try:
-            await self._begin(data_source, borrowed)
+            await begin(data_source, borrowed)
         except BaseException as exc:
             borrowed.release(discard=True)
             if isinstance(exc, Exception) and not isinstance(exc, DdmError):
                 raise map_driver_error(exc, data_source=data_source, endpoint=pool.endpoint.name, sql="BEGIN") from exc
             raise
-        self._pins[data_source] = borrowed
         return borrowed
 
     async def _begin(self, data_source: str, pinned: AsyncBorrowed) -> None:
         """Open the transaction on a newly pinned connection (the XA mode starts a branch instead)."""
+        await self._plain_begin(data_source, pinned)
+
+    async def _plain_begin(self, data_source: str, pinned: AsyncBorrowed) -> None:
         await self.executor.runner.ask(pinned.pool, pinned, pinned.pool.driver.begin(pinned.raw), "BEGIN")
+
+    # -- dual writes: the protocol's steps, awaited ---------------------------------------------------
+
+    async def _run_dual(self, plan: RoutePlan, style: str, deadline: float | None) -> None:
+        """Run ``plan.dual`` after its units succeeded: on a shared pin or a shadow participant, never raising
+        a unit's error. A cancel meanwhile fails the transaction (a shared pin may have been cut half-way)."""
+        try:
+            failure = await drive_async(self._dual.run_steps(plan, self._pins, style, deadline), self._dual_step)
+        except BaseException as exc:
+            self._state = "failed"
+            self._failure = exc
+            raise
+        if failure is not None:  # it ended a shared pin's transaction: committing would lose the statement's writes
+            self._state = "failed"
+            self._failure = failure
+
+    async def _dual_step(self, step: TxStep) -> Any:
+        if isinstance(step, RunUnit):
+            pinned: AsyncBorrowed = step.on
+            await self.executor.runner.run_unit(step.unit, pinned.pool, pinned, step.style, step.deadline)
+            return None
+        if isinstance(step, Borrow):  # a shadow participant: a plain BEGIN, never an XA branch
+            return await self._borrow_begun(step.data_source, self._plain_begin, step.deadline)
+        if isinstance(step, Reset):
+            return await self._reset(step.on)
+        return await self._control(step.on, step.command)
+
+    async def _control(self, pinned: AsyncBorrowed, command: str) -> None:
+        """``COMMIT`` or ``ROLLBACK`` on a pinned connection, within its socket timeout; its failure mapped."""
+        pool, driver = pinned.pool, pinned.pool.driver
+        call = driver.commit(pinned.raw) if command == "COMMIT" else driver.rollback(pinned.raw)
+        try:
+            await self.executor.runner.ask(pool, pinned, call, command)
+        except DdmError:
+            raise
+        except Exception as exc:
+            raise map_driver_error(exc, data_source=pool.data_source, endpoint=pool.endpoint.name, sql=command) from exc
+
+    async def _reset(self, pinned: AsyncBorrowed) -> bool:
+        """Reset a pin's session before it goes back; ``False``: discard it instead (a failure is logged)."""
+        pool = pinned.pool
+        call = pool.driver.reset_session(pinned.raw, pool.endpoint)
+        try:
+            return bool(await self.executor.runner.ask(pool, pinned, call, "COM_RESET_CONNECTION"))
+        except Exception as exc:
+            log.warning("resetting a session on %s failed (%s); discarding the connection", pool.endpoint.name, exc)
+            return False
 
     # -- ending -------------------------------------------------------------------------------
 
@@ -143,16 +213,21 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
                 f"the transaction failed ({self._failure}) and was rolled back, not committed", state="failed"
             )
         check_usable(self._state, self._failure)
+        if self._dual.carried:  # never cut (module docstring): a cancel is re-raised once it is over
+            await finished_then_cancelled(asyncio.get_running_loop().create_task(self._commit()))
+        else:
+            await self._commit()
+
+    async def _commit(self) -> None:
+        late = self._dual.late(self._pins, self._written)  # read-only pins carrying dual writes: after, best effort
         try:
-            for ds in commit_order(self._pins, self._written):
-                pinned = self._pins[ds]
-                try:
-                    await self.executor.runner.ask(pinned.pool, pinned, pinned.pool.driver.commit(pinned.raw), "COMMIT")
-                except Exception as exc:
-                    raise map_driver_error(exc, data_source=ds, endpoint=pinned.pool.endpoint.name, sql="COMMIT") from exc
+            for ds in commit_order(self._pins, self._written, late):
+                await self._control(self._pins[ds], "COMMIT")
         except BaseException:
             await self._end("rolled back", rollback=True)
             raise
+        if late:
+            await drive_async(self._dual.commit_late_steps(late, self._pins, self._dirty), self._dual_step)
         await self._end("committed", rollback=False)
 
     async def rollback(self) -> None:
@@ -166,15 +241,20 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
         dirty, self._dirty = self._dirty, set()
         failed = self._state == "failed"
         self._state = state
+        if self._dual.carried:  # a migration's dual writes ran: after the real participants' commit
+            try:
+                await drive_async(self._dual.finish_steps(commit=state == "committed"), self._dual_step)
+            except BaseException:  # cancelled: the shadows were discarded, the pins are too
+                for pinned in pins.values():
+                    pinned.release(discard=True)
+                raise
         for ds, pinned in pins.items():
             discard = failed
-            driver, ask = pinned.pool.driver, self.executor.runner.ask
             try:
                 if rollback and not discard:
-                    await ask(pinned.pool, pinned, driver.rollback(pinned.raw), "ROLLBACK")
+                    await self._control(pinned, "ROLLBACK")
                 if ds in dirty and not discard:
-                    discard = not await ask(pinned.pool, pinned, driver.reset_session(pinned.raw, pinned.pool.endpoint),
-                                            "COM_RESET_CONNECTION")  # fmt: skip
+                    discard = not await self._reset(pinned)
             except asyncio.CancelledError:
                 pinned.release(discard=True)
                 for rest in pins.values():
@@ -196,7 +276,7 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
         self._dirty = set()
         if self._state in ("active", "failed"):
             self._state = "rolled back"
-        for pinned in pins.values():
+        for pinned in [*pins.values(), *self._dual.abandon()]:
             pinned.release(discard=pinned.pool.shared)
 
     # -- async with -----------------------------------------------------------------------------

@@ -59,6 +59,10 @@ class BlockingHost:
 class AsyncXaTransaction(TwoPhaseView, AsyncTransaction):
     """An XA transaction of an :class:`~ddm_core.aio.AsyncExecutor` (see the module docstring)."""
 
+    #: A dual write's shadow participant is a plain transaction, not a branch: never adopted
+    #: (docs/migration.md#dual-write); it is rolled back when the transaction itself needs that data source.
+    _adopts_shadows = False
+
     def __init__(self, executor: AsyncTransactionHost, host: BlockingHost) -> None:
         super().__init__(executor)
         self._rt: XaRuntime = runtime_of(host)
@@ -174,6 +178,8 @@ class AsyncXaTransaction(TwoPhaseView, AsyncTransaction):
         self._state = "rolled back"
         for ds, pinned in pins.items():
             pinned.release(discard=ds in self._xa.lost or pinned.pool.shared)
+        for shadow in self._dual.abandon():  # plain transactions: the server rolls them back
+            shadow.release(discard=shadow.pool.shared)
         self._release_slot()
 
     def _release_slot(self) -> None:

@@ -1,22 +1,33 @@
 """Protocol logic written once, run by either runner: generators that yield the I/O they need.
 
-A multi-step protocol (an XA commit, a transaction log write) is a generator that ``yield``\\ s one
-:class:`Sql` or :class:`Finish` step at a time and receives the step's answer back from ``yield``
+A multi-step protocol (an XA commit, a transaction log write, a transaction's dual writes) is a
+generator that ``yield``\\ s one step at a time and receives the step's answer back from ``yield``
 (or, if the step failed, its exception raised at that ``yield``, where the protocol's own
 ``try``/``except`` reads it). It never does I/O. :func:`drive` answers the steps with blocking calls
 (the thread runner), :func:`drive_async` with awaited ones (the asyncio runner): the decisions are
-made once, in the generator, and each runner only says how to send one statement
+made once, in the generator, and each runner only says how to do one step
 (docs/architecture.md#the-statement-engine-and-its-runners).
+
+The XA protocol yields :class:`Sql` and :class:`Finish`; a transaction's dual writes
+(:mod:`ddm_core.execute.shadows`) yield :class:`RunUnit`, :class:`Borrow`, :class:`Control` and
+:class:`Reset`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Generator, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, TypeVar, Union, cast
 
-__all__ = ["Sql", "Finish", "Step", "Steps", "drive", "drive_async"]
+if TYPE_CHECKING:
+    from ddm_core.route.plan import RouteUnit
+
+__all__ = [
+    "Sql", "Finish", "Step", "Steps", "RunUnit", "Borrow", "Control", "Reset", "TxStep", "TxSteps", "drive",
+    "drive_async",
+]  # fmt: skip
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +58,51 @@ Step = Union[Sql, Finish]
 Steps = Generator[Step, Any, T]
 
 
-def drive(steps: Steps[T], answer: Callable[[Step], Any]) -> T:
+@dataclass(frozen=True, slots=True)
+class RunUnit:
+    """Run ``unit`` on the pinned connection ``on`` within ``deadline``, as a statement's unit runs there;
+    answers nothing. Its failure is raised at the ``yield`` as the unit's error (a deadline that went off:
+    :class:`~ddm_core.errors.QueryTimeoutError`; a cancel: the cancel itself)."""
+
+    on: Any
+    unit: RouteUnit
+    style: str
+    deadline: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Borrow:
+    """Borrow a connection of ``data_source``'s primary (waiting until ``deadline`` at the most) and open a
+    plain ``BEGIN`` on it; answers the borrowed connection. If the ``BEGIN`` fails (or is cancelled) the
+    connection is discarded before the error is raised at the ``yield``."""
+
+    data_source: str
+    deadline: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """``COMMIT`` or ``ROLLBACK`` (``command``) the transaction on the pinned connection ``on``, through its
+    driver (each driver ends a transaction its own way); answers nothing, a failure is raised mapped."""
+
+    on: Any
+    command: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """Reset the session of the pinned connection ``on`` before it goes back; answers whether it may be
+    reused (``False``, logged, when the reset failed or the driver cannot reset in place)."""
+
+    on: Any
+
+
+TxStep = Union[RunUnit, Borrow, Control, Reset]
+#: A protocol over a transaction's connections: yields :data:`TxStep`, returns ``T``.
+TxSteps = Generator[TxStep, Any, T]
+
+
+def drive(steps: Generator[S, Any, T], answer: Callable[[S], Any]) -> T:
     """Run ``steps`` to its end with blocking ``answer(step)`` calls; its return value.
 
     An exception from ``answer`` is raised inside the protocol at its ``yield``; what the protocol
@@ -66,7 +121,7 @@ def drive(steps: Steps[T], answer: Callable[[Step], Any]) -> T:
             value, error = None, exc
 
 
-async def drive_async(steps: Steps[T], answer: Callable[[Step], Awaitable[Any]]) -> T:
+async def drive_async(steps: Generator[S, Any, T], answer: Callable[[S], Awaitable[Any]]) -> T:
     """:func:`drive` with awaited answers (a cancel while one is awaited is raised in the protocol too)."""
     value: Any = None
     error: BaseException | None = None

@@ -34,7 +34,8 @@ transaction) works like this:
   sent: :mod:`ddm_core.execute.session_state`.
 
 * **A migration's dual writes** (``plan.dual``, docs/migration.md#dual-write) run after
-  the statement's own units, inside the transaction. On a data source the
+  the statement's own units, inside the transaction, by a protocol both runners drive
+  (:class:`~ddm_core.execute.shadows.Shadows`). On a data source the
   transaction already has a pin they share it (and its commit: a dual write on the
   written data source commits atomically with it); elsewhere they run on a
   *shadow participant*, a pinned connection of its own with ``BEGIN`` that no
@@ -62,15 +63,16 @@ from ddm_core.errors import (
     ConfigError,
     CrossShardTransactionError,
     DataSourceUnavailableError,
-    DdmError,
     QueryTimeoutError,
     TransactionError,
 )
 from ddm_core.execute.driver_errors import map_driver_error
-from ddm_core.execute.pools import Borrowed, discard_on
+from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.session_state import check_pinned, reset_or_discard
 from ddm_core.execute.pools import EndpointPool
+from ddm_core.execute.shadows import Shadows
 from ddm_core.execute.shared import DEFAULT, Lane, style_of
+from ddm_core.execute.steps import Borrow, Reset, RunUnit, TxStep, drive
 from ddm_core.route.plan import RoutePlan, RouteUnit
 from ddm_core.route.router import Router
 
@@ -107,19 +109,20 @@ CURRENT_TX: ContextVar[Transaction | None] = ContextVar("ddm_transaction", defau
 
 log = logging.getLogger("ddm_core.execute")
 
-#: Server errors that roll back (or doom) a whole transaction, not just the statement:
-#: deadlock, lock-wait timeout, and the XA branch rollbacks (XA_RBROLLBACK, XA_RBTIMEOUT, XA_RBDEADLOCK).
-_ENDS_TRANSACTION = frozenset({1213, 1205, 1402, 1613, 1614})
-
 
 B = TypeVar("B")
 
 
 class TransactionState(Generic[B]):
     """What every local transaction tracks, on either runner: its pins, the one data source it wrote,
-    whether it is active, failed or over (``B``: the runner's borrowed-connection type)."""
+    whether it is active, failed or over, its dual writes (``B``: the runner's borrowed-connection type)."""
 
-    def __init__(self) -> None:
+    #: A shadow participant may become a real one (its plain ``BEGIN`` is what a local pin opens with);
+    #: the XA mode's may not (docs/migration.md#dual-write).
+    _adopts_shadows = True
+
+    def __init__(self, dual: Shadows[Any]) -> None:
+        self._dual = dual  # a migration's dual writes in this transaction
         self._pins: dict[str, B] = {}
         self._dirty: set[str] = set()  # pins whose session a statement changed: reset before release
         self._written: str | None = None
@@ -147,6 +150,11 @@ class TransactionState(Generic[B]):
         """The one data source this transaction wrote to, if any."""
         return self._written
 
+    @property
+    def shadow_data_sources(self) -> tuple[str, ...]:
+        """Data sources only dual writes reached (shadow participants), in first-use order."""
+        return tuple(self._dual.shadows)
+
 
 class Transaction(TransactionState[Borrowed]):
     """A local transaction of an :class:`~ddm_core.execute.Executor` (see the module docstring).
@@ -155,20 +163,11 @@ class Transaction(TransactionState[Borrowed]):
         executor: The executor it runs on.
     """
 
+    _dual: Shadows[Borrowed]
+
     def __init__(self, executor: TransactionHost) -> None:
-        super().__init__()
+        super().__init__(Shadows(executor.dual_write_done, executor.dual_write_failed))
         self.executor = executor
-        # Dual writes (plan.dual): shadow participants, the ones that failed, and what ran where.
-        self._shadows: dict[str, Borrowed] = {}
-        self._broken: dict[str, BaseException] = {}
-        self._dual_units: dict[str, list[tuple[RoutePlan, RouteUnit]]] = {}
-
-    # -- state -------------------------------------------------------------------------
-
-    @property
-    def shadow_data_sources(self) -> tuple[str, ...]:
-        """Data sources only dual writes reached (shadow participants), in first-use order."""
-        return tuple(self._shadows)
 
     # -- statements ---------------------------------------------------------------------
 
@@ -220,66 +219,32 @@ class Transaction(TransactionState[Borrowed]):
             self._run_dual(plan, caller_style, deadline)
         return result
 
-    # -- dual writes ------------------------------------------------------------------------
+    # -- dual writes: the protocol's steps, answered with blocking calls -----------------------
 
     def _run_dual(self, plan: RoutePlan, style: str, deadline: float | None) -> None:
         """Run ``plan.dual`` after its units succeeded: on a shared pin or a shadow participant, never raising."""
-        ex = self.executor
-        for unit in plan.dual:
-            ds = unit.data_source
-            pinned = self._pins.get(ds)
-            if pinned is not None:
-                if not self._dual_on_pin(plan, unit, pinned, style, deadline):
-                    return  # the shared transaction failed: nothing more runs in it
-                continue
-            broken = self._broken.get(ds)
-            if broken is not None:
-                ex.dual_write_failed(plan, unit, TransactionError(
-                    f"dual write skipped: this transaction's shadow participant {ds!r} failed earlier ({broken})",
-                    data_source=ds), "skipped")  # fmt: skip
-                continue
-            try:
-                shadow = self._shadows.get(ds) or self._pin_shadow(ds, deadline)
-                ex.run_dual_unit(unit, shadow, style, deadline)
-            except Exception as exc:
-                ex.dual_write_failed(plan, unit, exc, f"the shadow participant {ds!r} is rolled back "
-                                     "and skips the transaction's later dual writes")  # fmt: skip
-                self._break_shadow(ds, exc)  # counts the units it had run, after this one
-                continue
-            self._dual_units.setdefault(ds, []).append((plan, unit))
-            ex.dual_write_done(plan, unit)
+        failure = drive(self._dual.run_steps(plan, self._pins, style, deadline), self._dual_step)
+        if failure is not None:  # it ended a shared pin's transaction: committing would lose the statement's writes
+            self._state = "failed"
+            self._failure = failure
 
-    def _dual_on_pin(
-        self, plan: RoutePlan, unit: RouteUnit, pinned: Borrowed, style: str, deadline: float | None
-    ) -> bool:
-        """A dual unit on a data source the transaction pinned shares the pin; ``False``: it ended the transaction."""
-        ex = self.executor
-        if deadline is not None and deadline <= time.monotonic():  # nothing sent: the pin is untouched
-            ex.dual_write_failed(plan, unit, QueryTimeoutError(
-                f"dual write not sent: the statement's deadline passed before it (data source {unit.data_source!r})",
-                data_source=unit.data_source, sql=unit.sql))  # fmt: skip
-            return True
+    def _dual_step(self, step: TxStep) -> Any:
+        if isinstance(step, RunUnit):
+            return self.executor.run_dual_unit(step.unit, step.on, step.style, step.deadline)
+        if isinstance(step, Borrow):  # a shadow participant: a plain BEGIN, never an XA branch
+            return self._borrow_begun(step.data_source, lambda b: b.pool.driver.begin(b.raw), step.deadline)
+        if isinstance(step, Reset):
+            return reset_or_discard(step.on)
+        return self._control(step.on, step.command)
+
+    @staticmethod
+    def _control(pinned: Borrowed, command: str) -> None:
+        """``COMMIT`` or ``ROLLBACK`` on a pinned connection; its failure mapped."""
+        driver, pool = pinned.pool.driver, pinned.pool
         try:
-            ex.run_dual_unit(unit, pinned, style, deadline)
+            (driver.commit if command == "COMMIT" else driver.rollback)(pinned.raw)
         except Exception as exc:
-            code = exc.context.get("code") if isinstance(exc, DdmError) else None
-            if isinstance(exc, (QueryTimeoutError, DataSourceUnavailableError)) or code in _ENDS_TRANSACTION:
-                # The statement's own writes on this connection are gone or in doubt: committing would lose them.
-                self._state = "failed"
-                self._failure = exc
-                ex.dual_write_failed(plan, unit, exc, "it shared the transaction's connection, which failed with it")
-                return False
-            ex.dual_write_failed(plan, unit, exc)  # the server undid only this statement
-            return True
-        self._dual_units.setdefault(unit.data_source, []).append((plan, unit))
-        ex.dual_write_done(plan, unit)
-        return True
-
-    def _pin_shadow(self, data_source: str, deadline: float | None) -> Borrowed:
-        """A shadow participant: a pinned connection with a plain ``BEGIN`` (never an XA branch)."""
-        borrowed = self._borrow_begun(data_source, lambda b: b.pool.driver.begin(b.raw), deadline)
-        self._shadows[data_source] = borrowed
-        return borrowed
+            raise map_driver_error(exc, data_source=pool.data_source, endpoint=pool.endpoint.name, sql=command) from exc
 
     def _borrow_begun(self, data_source: str, begin: Callable[[Borrowed], None], deadline: float | None = None
                       ) -> Borrowed:  # fmt: skip
@@ -295,39 +260,6 @@ class Transaction(TransactionState[Borrowed]):
             raise
         return borrowed
 
-    def _break_shadow(self, data_source: str, exc: BaseException) -> None:
-        """A shadow's dual unit failed: roll it back, return its connection, skip its later dual units."""
-        self._broken[data_source] = exc
-        shadow = self._shadows.pop(data_source, None)
-        lost = self._dual_units.pop(data_source, [])
-        if shadow is not None:
-            self._end_shadow(data_source, shadow, commit=False, doubtful=isinstance(exc, QueryTimeoutError) or discard_on(exc))
-        for plan, unit in lost:  # ran, but rolled back with the shadow
-            self.executor.dual_write_failed(plan, unit, exc, "rolled back with its shadow participant")
-
-    def _end_shadow(
-        self, data_source: str, pinned: Borrowed, *, commit: bool, doubtful: bool = False, dirty: bool = False
-    ) -> None:
-        """Commit (best effort: a failure is counted per unit it loses) or roll back a dual-write-only pin; release it."""
-        driver = pinned.pool.driver
-        discard = doubtful
-        try:
-            if commit:
-                driver.commit(pinned.raw)
-            elif not doubtful:
-                driver.rollback(pinned.raw)
-        except Exception as exc:
-            discard = True
-            if commit:
-                error = map_driver_error(exc, data_source=data_source, endpoint=pinned.pool.endpoint.name, sql="COMMIT")
-                for plan, unit in self._dual_units.get(data_source, ()):
-                    self.executor.dual_write_failed(plan, unit, error, "its COMMIT failed")
-            else:
-                log.warning("ROLLBACK of the dual writes on %s failed: %s", data_source, exc)
-        if dirty and not discard:
-            discard = not reset_or_discard(pinned)  # a read-only pin whose session a statement changed
-        pinned.release(discard=discard)
-
     def _check_write(self, plan: RoutePlan, sources: tuple[str, ...]) -> None:
         """Refuse a write that would reach a second data source (the XA mode overrides this)."""
         refuse_second_writer(plan, sources, self._written)
@@ -339,21 +271,14 @@ class Transaction(TransactionState[Borrowed]):
         pinned = self._pins.get(data_source)
         if pinned is not None:
             return pinned
-        shadow = self._shadows.pop(data_source, None)
-        if shadow is not None:
-            if self._adopts_shadows:  # the statement joins the dual writes' transaction there
+        if data_source in self._dual.shadows:  # adopted, or rolled back first (the XA mode)
+            shadow = drive(self._dual.adopt_steps(data_source, self._adopts_shadows), self._dual_step)
+            if shadow is not None:
                 self._pins[data_source] = shadow
                 return shadow
-            self._shadows[data_source] = shadow
-            self._break_shadow(data_source, TransactionError(
-                f"the transaction's own statements reached {data_source!r}, which its dual writes used "
-                "outside the transaction's branches", data_source=data_source))  # fmt: skip
         borrowed = self._borrow_begun(data_source, lambda b: self._begin(data_source, b))
         self._pins[data_source] = borrowed
         return borrowed
-
-    #: A shadow participant may become a real one (its plain ``BEGIN`` is what a local pin opens with).
-    _adopts_shadows = True
 
     def _begin(self, data_source: str, pinned: Borrowed) -> None:
         """Open the transaction on a newly pinned connection (the XA mode starts a branch instead)."""
@@ -377,22 +302,16 @@ class Transaction(TransactionState[Borrowed]):
                 state="failed",
             )
         self._check_usable()
-        # Read-only pins that carry dual writes commit after the written one, best effort: the new
-        # location must not keep rows whose old location's commit failed.
-        late = [ds for ds in self._dual_units if ds != self._written and ds in self._pins] if self._dual_units else ()
+        late = self._dual.late(self._pins, self._written)  # read-only pins carrying dual writes: after, best effort
         order = commit_order(self._pins, self._written, late)
         try:
             for ds in order:
-                pinned = self._pins[ds]
-                try:
-                    pinned.pool.driver.commit(pinned.raw)
-                except Exception as exc:
-                    raise map_driver_error(exc, data_source=ds, endpoint=pinned.pool.endpoint.name, sql="COMMIT") from exc
+                self._control(self._pins[ds], "COMMIT")
         except BaseException:
             self._end("rolled back", rollback=True)
             raise
-        for ds in late:
-            self._end_shadow(ds, self._pins.pop(ds), commit=True, dirty=ds in self._dirty)
+        if late:
+            drive(self._dual.commit_late_steps(late, self._pins, self._dirty), self._dual_step)
         self._end("committed", rollback=False)
 
     def rollback(self) -> None:
@@ -406,11 +325,8 @@ class Transaction(TransactionState[Borrowed]):
         dirty, self._dirty = self._dirty, set()
         failed = self._state == "failed"
         self._state = state
-        if self._shadows or self._dual_units or self._broken:  # a migration's dual writes ran
-            shadows, self._shadows = self._shadows, {}
-            for ds, pinned in shadows.items():  # after the real participants (their commit is done by now)
-                self._end_shadow(ds, pinned, commit=state == "committed")
-            self._dual_units, self._broken = {}, {}
+        if self._dual.carried:  # a migration's dual writes ran: after the real participants' commit
+            drive(self._dual.finish_steps(commit=state == "committed"), self._dual_step)
         for ds, pinned in pins.items():
             discard = failed
             if rollback and not discard:
@@ -444,7 +360,7 @@ class Transaction(TransactionState[Borrowed]):
                 self._token = None
 
     def __del__(self) -> None:
-        if getattr(self, "_pins", None) or getattr(self, "_shadows", None):
+        if getattr(self, "_pins", None) or getattr(getattr(self, "_dual", None), "shadows", None):
             try:
                 self._end("rolled back", rollback=True)
             except Exception:  # noqa: S110
