@@ -15,9 +15,12 @@ A migration's dual writes (``plan.dual``) run as in the thread transaction, by t
 (:class:`~ddm_core.execute.shadows.Shadows`: shared pins, shadow participants, what a failure
 means), its steps awaited here. A cancel while a dual unit runs fails the transaction (its
 statement's writes were made; whether the dual write was is unknown) and discards a shadow whose
-unit it cut. The commit of a transaction that carries dual writes is never cut: it runs in a task
-of its own and a cancel that arrives meanwhile is re-raised once it has committed or rolled back
-(``state`` says which), so the old location never commits while a cancel stops the new one's.
+unit it cut.
+
+A commit is never cut: it runs in a task of its own and a cancel that arrives meanwhile is
+re-raised once it has committed or rolled back (``state`` says which). A ``COMMIT`` whose
+connection was closed mid-answer may or may not have been applied, and a transaction carrying dual
+writes would otherwise let the old location commit while a cancel stops the new one's.
 """
 
 from __future__ import annotations
@@ -213,10 +216,8 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
                 f"the transaction failed ({self._failure}) and was rolled back, not committed", state="failed"
             )
         check_usable(self._state, self._failure)
-        if self._dual.carried:  # never cut (module docstring): a cancel is re-raised once it is over
-            await finished_then_cancelled(asyncio.get_running_loop().create_task(self._commit()))
-        else:
-            await self._commit()
+        # never cut (module docstring): a cancel is re-raised once it is over
+        await finished_then_cancelled(asyncio.get_running_loop().create_task(self._commit()))
 
     async def _commit(self) -> None:
         late = self._dual.late(self._pins, self._written)  # read-only pins carrying dual writes: after, best effort
