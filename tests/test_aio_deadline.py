@@ -96,3 +96,16 @@ def test_work_that_must_finish_is_awaited_through_a_cancel() -> None:
         assert done == ["committed"]  # the cancel came out only after the work was done
 
     asyncio.run(main())
+
+
+def test_one_timer_serves_a_new_loop_after_the_old_one_closed() -> None:
+    deadlines = Deadlines()
+
+    async def short_then_none() -> None:
+        deadlines.arm(time.monotonic() + 0.2).disarm()  # its timer belongs to this loop, which closes first
+
+    async def wait() -> str:  # a later deadline than that timer's, on the new loop
+        return await asyncio.wait_for(_wait_until(deadlines, 0.4), 3)
+
+    asyncio.run(short_then_none())
+    assert asyncio.run(wait()) == "timed out"

@@ -21,6 +21,7 @@ from ddm_core.cli.app import cli
 from ddm_core.errors import (
     ConfigError,
     CrossShardTransactionError,
+    TransactionError,
     XaBranchAbortedError,
     XaCapacityError,
     XaError,
@@ -343,6 +344,13 @@ def test_the_per_transaction_timeout_rolls_back(ex: Executor) -> None:
     with pytest.raises(XaTimeoutError, match="before its commit"):
         tx2.commit()
     assert ledger(ex) == {} and _log_state(ex, tx2.gtrid) is None  # rolled back before anything was logged
+    tx3 = ex.transaction(mode="xa")
+    transfer(tx3, 43, 0, 1, 1)
+    tx3.commit()
+    now[0] += rt.timeout + 0.001  # an ended transaction's deadline passes: it stays what it was
+    with pytest.raises(TransactionError, match="is committed"):
+        tx3.execute("UPDATE t_account SET balance = balance WHERE account_id = 0").close()
+    assert tx3.state == "committed" and set(ledger(ex)) == {43}
 
 
 def test_the_cap_on_concurrent_xa_transactions(ex: Executor) -> None:

@@ -131,11 +131,15 @@ class Deadlines:
         self._order = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def arm(self, when: float) -> Armed:
         """Cancel the current task at ``when`` (``time.monotonic()`` seconds) unless disarmed before."""
         task = asyncio.current_task()
         assert task is not None, "a deadline is armed inside a task"
+        loop = task.get_loop()
+        if loop is not self._loop:  # first use, or a new loop: a timer of a closed one never fires
+            self._heap, self._timer, self._timer_at, self._loop = [], None, float("inf"), loop
         armed = Armed(when, task, task.cancelling() if hasattr(task, "cancelling") else 0)
         heap = self._heap
         heapq.heappush(heap, (when, next(self._order), armed))
@@ -152,7 +156,8 @@ class Deadlines:
         now = time.monotonic()
         at = max(when, now + self.GRAIN)
         self._timer_at = at
-        self._timer = asyncio.get_running_loop().call_later(at - now, self._fire)
+        assert self._loop is not None
+        self._timer = self._loop.call_later(at - now, self._fire)
 
     def _fire(self) -> None:
         self._timer, self._timer_at = None, float("inf")

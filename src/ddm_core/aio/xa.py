@@ -27,6 +27,7 @@ from ddm_core.errors import DdmError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import EndpointPool
 from ddm_core.execute.shared import DEFAULT
+from ddm_core.execute.transaction import check_usable
 from ddm_core.execute.steps import Finish, Sql, Step, Steps, drive_async
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.plan import RoutePlan
@@ -115,6 +116,7 @@ class AsyncXaTransaction(TwoPhaseView, AsyncTransaction):
             XaBranchAbortedError: a deadlock / lock-wait timeout in a branch; every branch was rolled back.
             XaTimeoutError: past ``xa.timeoutMs``; every branch was rolled back.
         """
+        check_usable(self._state, self._failure)  # an ended transaction is refused, whatever its deadline says
         await self._drive(self._xa.check_deadline_steps("a statement"))
         try:
             timeout = self._xa.statement_timeout(timeout, self.executor.engine.timeout)
