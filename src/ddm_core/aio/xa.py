@@ -32,7 +32,7 @@ from ddm_core.execute.steps import Finish, Sql, Step, Steps, drive_async
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.plan import RoutePlan
 from ddm_core.xa import branches as xa
-from ddm_core.xa.coordinator import XaRuntime, runtime_of
+from ddm_core.xa.runtime import XaRuntime, runtime_of
 from ddm_core.xa.twophase import TwoPhase, TwoPhaseView
 
 if TYPE_CHECKING:

@@ -15,7 +15,8 @@ always find it):
 from __future__ import annotations
 
 from ddm_core.execute.transaction import register_mode
-from ddm_core.xa.coordinator import XaRuntime, XaTransaction, runtime_of
+from ddm_core.xa.coordinator import XaTransaction
+from ddm_core.xa.runtime import XaRuntime, runtime_of
 from ddm_core.xa.twophase import BranchPhase, TwoPhase
 from ddm_core.xa.log import TABLE, GlobalState, LogRow, TransactionLog
 from ddm_core.xa.recovery import RecoveryReport, recover

@@ -17,22 +17,16 @@ commit, and must not be able to take a whole pool.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import socket
-import threading
-import time
-import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from ddm_core.errors import DdmError, XaCapacityError
+from ddm_core.errors import DdmError
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.steps import Finish, Step, Steps, drive
 from ddm_core.execute.transaction import Transaction
 from ddm_core.route.plan import RoutePlan
 from ddm_core.xa import branches as xa
-from ddm_core.xa.log import TransactionLog, XaHost, log_data_source
+from ddm_core.xa.runtime import XaRuntime, runtime_of
 from ddm_core.xa.twophase import BranchPhase, TwoPhase, TwoPhaseView
 
 if TYPE_CHECKING:
@@ -42,74 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["XaTransaction", "XaRuntime", "BranchPhase", "runtime_of"]
 
 log = logging.getLogger("ddm_core.xa")
-
-#: ``hook(step, data_source)`` at each step of a commit: ``logged``, ``prepared``, ``decided``,
-#: ``committed``, ``finished`` (tests stop a coordinator process there).
-StepHook = Callable[[str, "str | None"], None]
-
-
-class XaRuntime:
-    """What one executor's XA transactions share: the log, the concurrency cap, the clock.
-
-    Attributes:
-        log: The transaction log.
-        max_concurrent: ``xa.maxConcurrent`` when it was made.
-        timeout: ``xa.timeoutMs`` in seconds.
-        clock: Monotonic seconds (injectable for tests).
-        step_hook: Called at each commit step (``None``: nothing).
-        coordinator: ``host:pid``, written to the log.
-    """
-
-    def __init__(self, host: XaHost) -> None:
-        settings = host.config.xa
-        self.log = TransactionLog(host, log_data_source(host.config))
-        self.max_concurrent = settings.max_concurrent
-        self.timeout = settings.timeout_ms / 1000.0
-        self._slots = threading.BoundedSemaphore(settings.max_concurrent)
-        self._async_slots: asyncio.Semaphore | None = None  # an asyncio executor's (one loop)
-        self.clock: Callable[[], float] = time.monotonic
-        self.step_hook: StepHook | None = None
-        self.coordinator = f"{socket.gethostname()}:{os.getpid()}"
-
-    def acquire(self, wait: float) -> None:
-        if not self._slots.acquire(timeout=wait):
-            raise self.capacity_error(wait)
-
-    def release(self) -> None:
-        self._slots.release()
-
-    @property
-    def async_slots(self) -> asyncio.Semaphore:
-        """The cap for an asyncio executor's transactions (the thread one's is a blocking semaphore)."""
-        if self._async_slots is None:
-            self._async_slots = asyncio.BoundedSemaphore(self.max_concurrent)
-        return self._async_slots
-
-    def capacity_error(self, wait: float) -> XaCapacityError:
-        return XaCapacityError(
-            f"all {self.max_concurrent} XA transaction slots of this executor stayed taken for {wait:g} s "
-            "(xa.maxConcurrent); commit or roll back open XA transactions, or raise the cap",
-            max_concurrent=self.max_concurrent,
-            timeout=wait,
-        )
-
-
-_RUNTIMES: weakref.WeakKeyDictionary[XaHost, XaRuntime] = weakref.WeakKeyDictionary()
-_RUNTIMES_LOCK = threading.Lock()
-
-
-def runtime_of(host: XaHost) -> XaRuntime:
-    """The executor's :class:`XaRuntime` (made on first use; ``xa`` settings are read then).
-
-    ``host``: a thread :class:`~ddm_core.execute.Executor`, or an asyncio executor's ``xa_host``.
-    """
-    rt = _RUNTIMES.get(host)
-    if rt is None:
-        with _RUNTIMES_LOCK:
-            rt = _RUNTIMES.get(host)
-            if rt is None:
-                rt = _RUNTIMES[host] = XaRuntime(host)
-    return rt
 
 
 class XaTransaction(TwoPhaseView, Transaction):

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from ddm_core.errors import DdmError, XaRecoveryError
 from ddm_core.xa import branches as xa
-from ddm_core.xa.coordinator import runtime_of
+from ddm_core.xa.runtime import runtime_of
 from ddm_core.xa.log import GlobalState, LogRow, TransactionLog, XaHost
 from ddm_core.xa.xid import Xid, gtrid_started_ms
 

@@ -45,7 +45,7 @@ from ddm_core.xa.log import GlobalState
 from ddm_core.xa.xid import Xid, new_gtrid
 
 if TYPE_CHECKING:
-    from ddm_core.xa.coordinator import XaRuntime
+    from ddm_core.xa.runtime import XaRuntime
 
 __all__ = ["TwoPhase", "TwoPhaseView", "Branch", "BranchPhase"]
 
