@@ -107,6 +107,24 @@ def test_reads_go_to_replicas_and_writes_to_the_primary(rw_config: Any, replicat
 
 
 @on_both_runners
+def test_a_streamed_read_over_several_units_counts_one_replica_read_per_unit(rw_config: Any,
+                                                                              replication: Replication) -> None:  # noqa: F811
+    with executor(rw_config, read_your_writes="off") as ex:
+        sql = "SELECT order_id FROM t_order"
+        units = ex.router.route(sql).units
+        replicated = {u.data_source for u in units} & set(ex.replica_status())
+        assert len(units) >= 2 and replicated, "the layout must give a multi-unit read over replicas"
+        before = {ds: ex.replica_status()[ds].counters.replica_reads for ds in replicated}
+        with ex.execute(sql, stream=True) as result:
+            assert getattr(result, "streamed", True)  # the asyncio result says so; the thread one streams when asked
+            result.fetchall()
+        for ds in replicated:  # the choice to stream asks the drivers only: no replica is chosen twice
+            per_unit = sum(1 for u in units if u.data_source == ds)
+            assert ex.replica_status()[ds].counters.replica_reads - before[ds] == per_unit
+        assert_no_leaks(ex)
+
+
+@on_both_runners
 def test_locking_reads_hints_and_transactions_go_to_the_primary(rw_config: Any, replication: Replication) -> None:  # noqa: F811
     with executor(rw_config, read_your_writes="off") as ex:
         _insert(ex, 2, 201)

@@ -222,7 +222,7 @@ class AsyncExecutor:
         choice = self.engine.streams_choice(stream)
         if choice is False or not plan.merge.is_trivial or (choice is None and len(plan.units) < 2):
             return False
-        return self.engine.should_stream(plan, self.runner.lanes(plan), stream)
+        return self.engine.should_stream(plan, self.runner.driver_lanes(plan), stream)
 
     def transaction(self, mode: str | None = None) -> AsyncTransaction:
         """A transaction: ``async with executor.transaction() as tx: ...`` (commit on success, else rollback).

@@ -89,19 +89,10 @@ class AsyncRunner:
         """The pool of ``data_source``'s primary (writes, transactions, dual writes)."""
         return self.endpoints.pool_of(data_source, read=False)
 
-    def pool_for(self, data_source: str, *, read: bool) -> AsyncEndpointPool:
-        """The pool a unit would borrow from, asking no server: for a read of a data source with replicas, the
-        splitter's choice; a ``gtid`` read whose check is still to be answered gets the primary as a stand-in.
-
-        For :meth:`lanes`' streaming choice; a statement's own lanes answer the check first (:meth:`_lanes`).
-        """
-        chosen = self.endpoints.choice_of(data_source, read=read)
-        return self.primary(data_source) if isinstance(chosen, GtidCheck) else chosen
-
-    def lanes(self, plan: RoutePlan) -> list[AsyncLane]:
-        """The lanes ``plan`` would take, asking no server (see :meth:`pool_for`)."""
-        read = not (plan.is_write or plan.force_primary)
-        return [AsyncLane(self.pool_for(unit.data_source, read=read), [(i, unit)]) for i, unit in enumerate(plan.units)]
+    def driver_lanes(self, plan: RoutePlan) -> list[AsyncLane]:
+        """One lane per unit on its data source's primary: for a decision that reads only the drivers (whether to
+        stream); a data source's replicas share its driver, and no replica is chosen or counted here."""
+        return [AsyncLane(self.primary(unit.data_source), [(i, unit)]) for i, unit in enumerate(plan.units)]
 
     async def _lanes(self, plan: RoutePlan, deadline: float | None) -> list[AsyncLane]:
         """The lanes ``plan`` runs on: a ``gtid`` read's check answered, unit after unit (the first one's answer
