@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextvars import ContextVar
-from typing import Any, Callable, Coroutine, Protocol
+from typing import Any, Callable, Coroutine, Protocol, TypeVar
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError, QueryTimeoutError, TransactionError
 from ddm_core.execute.driver_errors import map_driver_error
@@ -48,6 +48,8 @@ from ddm_core.route.router import Router
 __all__ = ["AsyncTransaction", "AsyncTransactionHost", "CURRENT_ASYNC_TX"]
 
 log = logging.getLogger("ddm_core.aio")
+
+T = TypeVar("T")
 
 #: The transaction bound by ``async with executor.transaction():`` in this context.
 CURRENT_ASYNC_TX: ContextVar[AsyncTransaction | None] = ContextVar("ddm_async_transaction", default=None)
@@ -182,14 +184,18 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
 
     async def _control(self, pinned: AsyncBorrowed, command: str) -> None:
         """``COMMIT`` or ``ROLLBACK`` on a pinned connection, within its socket timeout; its failure mapped."""
-        pool, driver = pinned.pool, pinned.pool.driver
-        call = driver.commit(pinned.raw) if command == "COMMIT" else driver.rollback(pinned.raw)
+        driver = pinned.pool.driver
+        await self._asked(pinned, driver.commit(pinned.raw) if command == "COMMIT" else driver.rollback(pinned.raw), command)
+
+    async def _asked(self, pinned: AsyncBorrowed, call: Coroutine[Any, Any, T], sql: str) -> T:
+        """Await ``call`` on ``pinned`` within its socket timeout (``runner.ask``); a driver error mapped, naming ``sql``."""
+        pool = pinned.pool
         try:
-            await self.executor.runner.ask(pool, pinned, call, command)
+            return await self.executor.runner.ask(pool, pinned, call, sql)
         except DdmError:
             raise
         except Exception as exc:
-            raise map_driver_error(exc, data_source=pool.data_source, endpoint=pool.endpoint.name, sql=command) from exc
+            raise map_driver_error(exc, data_source=pool.data_source, endpoint=pool.endpoint.name, sql=sql) from exc
 
     async def _reset(self, pinned: AsyncBorrowed) -> bool:
         """Reset a pin's session before it goes back; ``False``: discard it instead (a failure is logged)."""

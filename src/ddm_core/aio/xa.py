@@ -17,14 +17,13 @@ a branch prepared that ``XA RECOVER`` does not list until the server restarts
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ddm_core.aio.deadline import finished_then_cancelled, within
 from ddm_core.aio.pools import AsyncBorrowed
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.transaction import AsyncTransaction, AsyncTransactionHost
 from ddm_core.errors import DdmError
-from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import EndpointPool
 from ddm_core.execute.shared import DEFAULT
 from ddm_core.execute.transaction import check_usable
@@ -34,9 +33,6 @@ from ddm_core.route.plan import RoutePlan
 from ddm_core.xa import branches as xa
 from ddm_core.xa.runtime import XaRuntime, runtime_of
 from ddm_core.xa.twophase import TwoPhase, TwoPhaseView
-
-if TYPE_CHECKING:
-    from ddm_core.aio.pools import AsyncEndpointPool
 
 __all__ = ["AsyncXaTransaction", "BlockingHost"]
 
@@ -83,29 +79,23 @@ class AsyncXaTransaction(TwoPhaseView, AsyncTransaction):
         if step.on is self._rt.log:
             return await self._on_log(step)
         pinned: AsyncBorrowed = step.on
-        answer = await self._ask(pinned.pool, pinned, step)
-        return answer.rowcount
+        return (await self._executed(pinned, step)).rowcount
 
     async def _on_log(self, step: Sql) -> Any:
         """One autocommitted statement on a pooled connection of the log's data source."""
         pool = self.executor.runner.primary(self._rt.log.data_source)
         borrowed = await pool.borrow(None)
         try:
-            answer = await self._ask(pool, borrowed, step)
+            answer = await self._executed(borrowed, step)
         except BaseException:
             borrowed.release(discard=True)
             raise
         borrowed.release()
         return answer.rows if step.fetch else answer.rowcount
 
-    async def _ask(self, pool: AsyncEndpointPool, borrowed: AsyncBorrowed, step: Sql) -> Any:
-        try:
-            return await self.executor.runner.ask(pool, borrowed, pool.driver.execute(borrowed.raw, step.sql, step.params or None),
-                                                  step.sql)  # fmt: skip
-        except DdmError:
-            raise
-        except Exception as exc:
-            raise map_driver_error(exc, data_source=pool.data_source, endpoint=pool.endpoint.name, sql=step.sql) from exc
+    async def _executed(self, borrowed: AsyncBorrowed, step: Sql) -> Any:
+        """The driver's answer to ``step`` on ``borrowed`` (see :meth:`_asked`)."""
+        return await self._asked(borrowed, borrowed.pool.driver.execute(borrowed.raw, step.sql, step.params or None), step.sql)
 
     # -- statements ---------------------------------------------------------------------------------
 
