@@ -51,13 +51,19 @@ ALLOWED: dict[str, set[str]] = {
                 "migrate.schema_check", "migrate.connections", "migrate.tables", "ddl"} | FACES,
     "metrics": {"observe", "execute", "errors"},  # the face over observe/
     # The MySQL-protocol proxy (docs/proxy.md): a session is an executor transaction or autocommit.
-    "proxy": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text"},
+    "proxy": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text", "session_statements"},
+    # Which statements a client session answers itself (the proxy's and the DB-API facade's): no imports.
+    "session_statements": set(),
+    # What a DB-API facade session answers about itself (docs/sqlalchemy.md#what-the-facade-answers).
+    "session_facts": {"execute", "metadata", "route", "session_statements", "errors"},
     # The asyncio runner (docs/asyncio.md): the execute layer's engine and rules, its own I/O;
     # its DB-API facade (aio/dbapi.py) shares the thread facade's PEP 249 classes and checks.
-    "aio": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text", "_extras", "readwrite", "dbapi", "xa"},
+    "aio": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text", "_extras", "readwrite", "dbapi", "xa",
+            "session_facts"},
 }
-# The access layer (dbapi, cli, ddl, hinting, the package __init__) may import anything below it.
-ACCESS = {"dbapi", "cli", "ddl", "hinting", "__init__"}
+# The access layer (dbapi, cli, ddl, hinting, the SQLAlchemy dialects, the package __init__) may import
+# anything below it.
+ACCESS = {"dbapi", "cli", "ddl", "hinting", "__init__", "sqlalchemy"}
 
 
 def _module_name(path: Path) -> str:

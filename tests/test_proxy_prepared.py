@@ -268,7 +268,7 @@ def test_a_ddl_through_the_proxy_refreshes_the_announced_columns(wire: tuple[int
 
 
 def test_only_queries_are_described() -> None:
-    from ddm_core.proxy.statements import returns_rows
+    from ddm_core.session_statements import returns_rows
 
     for query in ("SELECT 1", " /* c */ (SELECT a FROM t) UNION (SELECT b FROM u)", "WITH x AS (SELECT 1) SELECT *",
                   "SHOW CREATE TABLE t", "explain select 1", "VALUES (1)"):  # fmt: skip

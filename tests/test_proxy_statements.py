@@ -1,4 +1,4 @@
-"""How the proxy sorts statements by their first words (``proxy/statements.py``), without a parse."""
+"""How the proxy sorts statements by their first words (``session_statements.py``), without a parse."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from services import require_module
 
 require_module("mysql_mimic", "ddm proxy")
 
-from ddm_core.proxy.statements import Kind, classify, probe_items  # noqa: E402
+from ddm_core.session_statements import Kind, classify, probe_items  # noqa: E402
 
 
 @pytest.mark.parametrize(("sql", "kind", "rest"), [

@@ -70,6 +70,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import weakref
 from typing import (
     Any, Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, NoReturn, ParamSpec, Sequence, TypeVar,
 )
@@ -104,6 +105,10 @@ from ddm_core.execute.transaction import check_mode
 from ddm_core.route.plan import RoutePlan
 from ddm_core.route.router import Router
 from ddm_core.route.text.placeholders import translate
+from ddm_core.session_facts import (
+    CHARSET, FACTS_SQL, Control, Isolation, Local, Rows, SessionFacts, SessionLevel, description_of, emulated_facts,
+    facts_of, local_answer, needs_server_facts, session_statement,
+)
 
 __all__ = [
     "apilevel",
@@ -387,6 +392,7 @@ class Connection:
         self._mode = check_mode(transaction_mode) if transaction_mode is not None else None
         self._tx: Transaction | None = None
         self._owns_executor = owns_executor
+        self._level = SessionLevel()
 
     @property
     def owns_executor(self) -> bool:
@@ -429,9 +435,45 @@ class Connection:
 
     def begin(self) -> None:
         """Start a transaction now (also with autocommit on, until commit / rollback)."""
-        self._live()
         if self._tx is None:
-            self._tx = self._live().transaction(mode=self._mode)
+            self._tx = self._new_transaction(self._live())
+
+    def _new_transaction(self, executor: Executor) -> Transaction:
+        tx = executor.transaction(mode=self._mode)
+        tx.isolation = self._level.take()
+        return tx
+
+    # -- what clients ask of the session (docs/sqlalchemy.md#what-the-facade-answers) ----------------
+
+    def character_set_name(self) -> str:
+        """The character set of every connection underneath: ``utf8mb4`` (PyMySQL's method)."""
+        return CHARSET
+
+    def get_server_info(self) -> str:
+        """The server version clients see (:mod:`ddm_core.session_facts`)."""
+        return self.session_facts().version
+
+    def ping(self, reconnect: bool = False) -> None:
+        """Raise when the connection is closed (PyMySQL's method).
+
+        There is no single server behind a facade connection: each pooled connection is
+        checked when it is borrowed, so a live facade connection is usable as it is.
+        """
+        self._live()
+
+    def session_facts(self) -> SessionFacts:
+        """What the data sources' server reports (version, sql_mode...), read once per executor."""
+        return facts_for(self._live())
+
+    def _answer(self, local: Local) -> Result:
+        """Carry out what the session answers itself."""
+        if isinstance(local, Rows):
+            return Result.buffered(description_of(local), local.rows, statement="show")
+        if isinstance(local, Control):
+            {"BEGIN": self.begin, "COMMIT": self.commit, "ROLLBACK": self.rollback}[local.command]()
+        elif isinstance(local, Isolation):
+            self._level.set(local)
+        return Result.counted(0, None, (), "set")
 
     @translated
     def commit(self) -> None:
@@ -468,6 +510,12 @@ class Connection:
 
     def _run(self, sql: str, params: Any) -> Result:
         executor = self._live()
+        classified = session_statement(sql)
+        if classified is not None:
+            local = local_answer(sql, classified, executor.config, facts_for(executor), self._level.current,
+                                 self._autocommit)  # fmt: skip
+            if local is not None:
+                return self._answer(local)
         return self._run_plan(executor.router.route(sql, params), style_of(sql), executor)
 
     def _run_plan(self, plan: RoutePlan, style: str, executor: Executor | None = None) -> Result:
@@ -475,10 +523,13 @@ class Connection:
         if executor is None:
             executor = self._live()
         tx = self._tx
+        if plan.statement == "ddl":  # as on MySQL: DDL commits the open transaction, then runs on its own
+            self.commit()
+            return executor.execute_plan(plan, caller_style=style)
         if tx is None:
             if self._autocommit:
                 return executor.execute_plan(plan, caller_style=style)
-            tx = self._tx = executor.transaction(mode=self._mode)
+            tx = self._tx = self._new_transaction(executor)
         return tx.execute_plan(plan, caller_style=style)
 
     def __enter__(self) -> Connection:
@@ -509,6 +560,23 @@ class Connection:
     def __repr__(self) -> str:
         state = "closed" if self._executor is None else ("in transaction" if self._tx else "idle")
         return f"<ddm_core.dbapi.Connection {state} autocommit={self._autocommit}>"
+
+
+_FACTS: weakref.WeakKeyDictionary[Executor, SessionFacts] = weakref.WeakKeyDictionary()
+
+
+def facts_for(executor: Executor) -> SessionFacts:
+    """The server facts of ``executor``'s data sources: read from the server once, then remembered."""
+    facts = _FACTS.get(executor)
+    if facts is None:
+        config = executor.config
+        if needs_server_facts(config):
+            with executor.execute(FACTS_SQL) as result:
+                facts = facts_of(result.fetchall())
+        else:
+            facts = emulated_facts(config)
+        _FACTS[executor] = facts
+    return facts
 
 
 # -- Cursor ----------------------------------------------------------------------------------------
@@ -565,7 +633,9 @@ class Cursor:
 
     @property
     def lastrowid(self) -> Any:
-        """The driver's ``lastrowid`` of a single-shard INSERT, else ``None`` (see :attr:`generated_keys`)."""
+        """The first key ddm-core generated for the last INSERT (as ``LAST_INSERT_ID()`` names the first
+        row's), else the driver's ``lastrowid`` of a single-shard INSERT, else ``None``; every
+        generated key: :attr:`generated_keys`."""
         return self._lastrowid
 
     @property
@@ -618,7 +688,7 @@ class Cursor:
 
     def _take(self, result: Result) -> int:
         """Take a statement's result (every attribute of the last statement is set here); its row count."""
-        self._lastrowid = result.lastrowid
+        self._lastrowid = first_key(result)
         self._generated = result.generated_keys
         self._complete = result.complete
         if result.description is None:
@@ -735,6 +805,12 @@ class Cursor:
 
     def __repr__(self) -> str:
         return f"<ddm_core.dbapi.Cursor {'closed' if self._closed else 'open'} rowcount={self.rowcount}>"
+
+
+def first_key(result: Any) -> Any:
+    """A result's ``lastrowid`` as the facades report it: the first generated key, else the driver's."""
+    keys = result.generated_keys
+    return keys[0] if keys else result.lastrowid
 
 
 class InsertBatch:

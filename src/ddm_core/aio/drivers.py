@@ -165,8 +165,8 @@ class AsyncDriver(ABC):
         """Run one statement and read its rows as they are fetched (buffered where :attr:`can_stream` is false)."""
 
     @abstractmethod
-    async def begin(self, raw: Any) -> None:
-        """Open a transaction."""
+    async def begin(self, raw: Any, isolation: str | None = None) -> None:
+        """Open a transaction, at ``isolation`` when given (as :meth:`Driver.begin <ddm_core.execute.drivers.Driver.begin>`)."""
 
     @abstractmethod
     async def commit(self, raw: Any) -> None:
@@ -472,7 +472,10 @@ class AsyncMySQLDriver(AsyncDriver):
         description = cursor.description
         return _MySQLStream(cursor, None if description is None else _unsigned_lengths(description))
 
-    async def begin(self, raw: Any) -> None:
+    async def begin(self, raw: Any, isolation: str | None = None) -> None:
+        if isolation is not None:  # for the next transaction only: nothing stays on the pooled connection
+            async with raw.cursor() as cursor:
+                await cursor.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
         await raw.begin()
 
     async def commit(self, raw: Any) -> None:
@@ -648,8 +651,8 @@ class AsyncSQLiteDriver(AsyncDriver):
         cursor = await _in_thread(raw, self._start, raw._connection, sql, params)
         return _SQLiteStream(raw, cursor, self.sync)
 
-    async def begin(self, raw: Any) -> None:
-        await _in_thread(raw, self.sync.begin, raw._connection)
+    async def begin(self, raw: Any, isolation: str | None = None) -> None:
+        await _in_thread(raw, self.sync.begin, raw._connection, isolation)
 
     async def commit(self, raw: Any) -> None:
         await _in_thread(raw, self.sync.commit, raw._connection)
@@ -758,8 +761,8 @@ class AsyncPostgresDriver(AsyncDriver):
         answer = await self.execute(raw, sql, params)
         return _BufferedStream(answer.description, answer.rows)
 
-    async def begin(self, raw: Any) -> None:
-        await raw.execute("BEGIN")
+    async def begin(self, raw: Any, isolation: str | None = None) -> None:
+        await raw.execute("BEGIN" if isolation is None else f"BEGIN ISOLATION LEVEL {isolation}")
 
     async def commit(self, raw: Any) -> None:
         await raw.execute("COMMIT")

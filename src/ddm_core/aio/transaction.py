@@ -154,7 +154,7 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
         await self._plain_begin(data_source, pinned)
 
     async def _plain_begin(self, data_source: str, pinned: AsyncBorrowed) -> None:
-        await self.executor.runner.ask(pinned.pool, pinned, pinned.pool.driver.begin(pinned.raw), "BEGIN")
+        await self.executor.runner.ask(pinned.pool, pinned, pinned.pool.driver.begin(pinned.raw, self.isolation), "BEGIN")
 
     # -- dual writes: the protocol's steps, awaited ---------------------------------------------------
 

@@ -131,7 +131,7 @@ class AsyncXaTransaction(TwoPhaseView, AsyncTransaction):
                 raise self._rt.capacity_error(wait) from None
             self._slot = True
             self._xa.started()
-        await self._drive(self._xa.start_steps(data_source, pinned))
+        await self._drive(self._xa.start_steps(data_source, pinned, self.isolation))
 
     # -- ending -------------------------------------------------------------------------------------
 

@@ -135,7 +135,12 @@ class Driver(ABC):
         """Seconds a read from ``endpoint`` may wait for the server (``None``: unbounded)."""
         return None
 
-    def begin(self, raw: Any) -> None:
+    def begin(self, raw: Any, isolation: str | None = None) -> None:
+        """Open a transaction, at ``isolation`` (one of ``ISOLATION_LEVELS``) when given.
+
+        The base opens it with ``BEGIN`` and takes no level: SQLite's transactions are
+        always serializable (docs/sqlalchemy.md#isolation-levels).
+        """
         raw.cursor().execute("BEGIN")
 
     def commit(self, raw: Any) -> None:
@@ -266,7 +271,10 @@ class MySQLDriver(Driver):
     def socket_timeout(self, endpoint: Endpoint) -> float | None:
         return socket_timeout_of(endpoint.options, f"endpoint {endpoint.name!r} ({endpoint.url})")
 
-    def begin(self, raw: Any) -> None:
+    def begin(self, raw: Any, isolation: str | None = None) -> None:
+        if isolation is not None:  # for the next transaction only: nothing stays on the pooled connection
+            with raw.cursor() as cursor:
+                cursor.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
         raw.begin()
 
     def in_transaction(self, raw: Any) -> bool:
@@ -393,8 +401,8 @@ class PostgresDriver(Driver):
             connect_timeout=max(1, int(round(connect_timeout))),
         )
 
-    def begin(self, raw: Any) -> None:
-        raw.execute("BEGIN")
+    def begin(self, raw: Any, isolation: str | None = None) -> None:
+        raw.execute("BEGIN" if isolation is None else f"BEGIN ISOLATION LEVEL {isolation}")
 
     def commit(self, raw: Any) -> None:
         raw.execute("COMMIT")

@@ -120,6 +120,9 @@ class TransactionState(Generic[B]):
     #: A shadow participant may become a real one (its plain ``BEGIN`` is what a local pin opens with);
     #: the XA mode's may not (docs/migration.md#dual-write).
     _adopts_shadows = True
+    #: The level each pinned connection opens its transaction at (``None``: the server's default);
+    #: set before the first statement (:func:`~ddm_core.execute.isolation.isolation_level` spells it).
+    isolation: str | None = None
 
     def __init__(self, dual: Shadows[Any]) -> None:
         self._dual = dual  # a migration's dual writes in this transaction
@@ -232,7 +235,7 @@ class Transaction(TransactionState[Borrowed]):
         if isinstance(step, RunUnit):
             return self.executor.run_dual_unit(step.unit, step.on, step.style, step.deadline)
         if isinstance(step, Borrow):  # a shadow participant: a plain BEGIN, never an XA branch
-            return self._borrow_begun(step.data_source, lambda b: b.pool.driver.begin(b.raw), step.deadline)
+            return self._borrow_begun(step.data_source, lambda b: b.pool.driver.begin(b.raw, self.isolation), step.deadline)
         if isinstance(step, Reset):
             return reset_or_discard(step.on)
         return self._control(step.on, step.command)
@@ -282,7 +285,7 @@ class Transaction(TransactionState[Borrowed]):
 
     def _begin(self, data_source: str, pinned: Borrowed) -> None:
         """Open the transaction on a newly pinned connection (the XA mode starts a branch instead)."""
-        pinned.pool.driver.begin(pinned.raw)
+        pinned.pool.driver.begin(pinned.raw, self.isolation)
 
     # -- ending -----------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 A data source's connection ids mean nothing to a proxy client: the backend connections are the
 proxy's, shared by every session, and a ``KILL`` forwarded there would end any connection of the
 server as its backend user — another application's too. So ``KILL`` is the proxy's own statement
-(proxy/statements.py): it ends a session of this proxy process (the id ``CONNECTION_ID()`` and the
+(ddm_core/session_statements.py): it ends a session of this proxy process (the id ``CONNECTION_ID()`` and the
 handshake give), of the same proxy user, or of any user for a user allowed ``admin``.
 """
 

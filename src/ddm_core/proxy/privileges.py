@@ -20,7 +20,7 @@ patterns find the statement's kind and the file functions; sqlglot (the router's
 qualified tables, only for statements that have a qualified name. The answer depends on the text
 alone, so sessions keep it per statement shape (``Shape.needs``): a statement seen before costs one
 identity test (``needs is PLAIN``). ``KILL``, ``SET`` and ``USE`` are the proxy's own statements
-(proxy/statements.py); written inside an executable comment they would be forwarded, so they are
+(ddm_core/session_statements.py); written inside an executable comment they would be forwarded, so they are
 refused for everyone.
 """
 
@@ -117,7 +117,7 @@ _DDL_MODIFIERS = frozenset(
 )
 _TABLE_OBJECTS = frozenset({"TABLE", "INDEX"})
 _SAVEPOINTS = frozenset({"SAVEPOINT", "RELEASE", "ROLLBACK"})
-#: Answered by the proxy itself (proxy/statements.py): never forwarded, whoever asks.
+#: Answered by the proxy itself (ddm_core/session_statements.py): never forwarded, whoever asks.
 _PROXY_ONLY = frozenset({"KILL", "SET", "USE"})
 _EXPLAIN = frozenset({"EXPLAIN", "DESCRIBE", "DESC", "ANALYZE"})
 _EXPLAIN_OPTIONS = frozenset({"EXTENDED", "PARTITIONS", "ANALYZE", "FORMAT", "JSON", "TREE", "TRADITIONAL"})

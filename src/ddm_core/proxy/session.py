@@ -1,7 +1,7 @@
 """One client session of the proxy ↔ one ddm-core session (autocommit or one open Transaction).
 
 Built on mysql-mimic's bare ``BaseSession``: the raw SQL text comes in and,
-unless it is a session statement (:mod:`ddm_core.proxy.statements`), goes to
+unless it is a session statement (:mod:`ddm_core.session_statements`), goes to
 ddm-core's router untouched, so it is parsed once, by the router — mimic's
 sqlglot-based ``Session`` would parse every statement a second time.
 
@@ -51,7 +51,7 @@ from ddm_core.proxy.mysql_errors import (
 )  # fmt: skip
 from ddm_core.proxy.privileges import PLAIN, Needs
 from ddm_core.proxy.runtime import ProxyRuntime, Shape
-from ddm_core.proxy.statements import Kind, classify, probe_items, returns_rows
+from ddm_core.session_statements import Kind, classify, probe_items, returns_rows
 from ddm_core.proxy.variables import TRANSACTION_TYPE, apply_set
 from ddm_core.route.plan import RouteKind, RoutePlan
 from ddm_core.route.text.placeholders import translate

@@ -98,7 +98,7 @@ class XaTransaction(TwoPhaseView, Transaction):
             self._rt.acquire(pinned.pool.acquire_timeout)
             self._slot = True
             self._xa.started()
-        self._drive(self._xa.start_steps(data_source, pinned))
+        self._drive(self._xa.start_steps(data_source, pinned, self.isolation))
 
     # -- ending ------------------------------------------------------------------------------
 

@@ -111,9 +111,11 @@ class TwoPhase:
         own = default if timeout is None or timeout is DEFAULT else timeout
         return left if own is None else min(own, left)
 
-    def start_steps(self, data_source: str, pinned: Any) -> Steps[None]:
-        """``XA START`` a branch on ``data_source``'s newly pinned connection."""
+    def start_steps(self, data_source: str, pinned: Any, isolation: str | None = None) -> Steps[None]:
+        """``XA START`` a branch on ``data_source``'s newly pinned connection (at ``isolation``, when given)."""
         xid = Xid.branch(self.gtrid, data_source)
+        if isolation is not None:  # for the next transaction only, as a local transaction's BEGIN
+            yield Sql(pinned, f"SET TRANSACTION ISOLATION LEVEL {isolation}")
         yield Sql(pinned, xa.statement("START", xid))
         self.branches[data_source] = Branch(data_source, xid, pinned)
 

@@ -1,4 +1,8 @@
-"""Which statements the proxy answers itself, and which go to the router.
+"""Which statements a session answers itself, and which go to the router.
+
+Both servers of a client session read statements through here: ``ddm proxy``
+(docs/proxy.md#session-statements) and the DB-API facade, which SQLAlchemy and
+other clients drive (docs/sqlalchemy.md#what-the-facade-answers).
 
 Data statements (SELECT with tables, INSERT, UPDATE, DELETE, DDL, SHOW TABLES)
 go to ddm-core's router as they are, so each is parsed once, by the router.
@@ -6,7 +10,7 @@ Session statements — transaction control, ``SET``, ``USE``, ``SHOW DATABASES``
 ``SHOW VARIABLES``, the FROM-less probes drivers send on connect (``SELECT
 @@version_comment LIMIT 1``, ``SELECT DATABASE()``) and ``PREVIEW <sql>`` — are
 recognised here by their first words, with no parse: they concern the client
-session, which no data source holds (docs/proxy.md#session-statements).
+session, which no data source holds.
 """
 
 from __future__ import annotations

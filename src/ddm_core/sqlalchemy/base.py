@@ -1,0 +1,198 @@
+"""What the synchronous and the asyncio dialects share: the URL, the executor, errors, DDL.
+
+* **The URL names the configuration**: ``ddm+pymysql:///?config=examples/orders.yaml``
+  (a path, read relative to the working directory), or no ``config`` and
+  ``connect_args={"executor": executor}`` to share an executor the application
+  built (and closes). An executor the dialect builds from the URL is one per
+  engine, shared by all its pooled connections, and closed when the engine is
+  garbage-collected or the interpreter exits (:meth:`DdmDialectMixin.close_executor`
+  closes it sooner). ``transaction_mode=xa`` in the query makes the connections'
+  transactions XA ones (docs/xa.md).
+* **Generated keys**: a column a key generator fills (``keyGenerator`` in the
+  configuration) is the table's autoincrement column for SQLAlchemy, so the ORM reads the
+  key of a new row from ``cursor.lastrowid``, which the facade sets to the first key
+  ddm-core generated; its DDL carries no ``AUTO_INCREMENT``: ddm-core fills the column,
+  not the server. ``AUTO_INCREMENT`` on any other column of a sharded table is refused by
+  the router, as ``ddm ddl`` refuses it.
+* **Errors** keep their message: SQLAlchemy wraps the facade's error (a ``DdmError``
+  that is also the PEP 249 class) in its own ``DBAPIError`` subclass, as
+  ``.orig``; the MySQL error number, when a server raised it, is read from the
+  driver error the facade chained (``__cause__``).
+
+docs/sqlalchemy.md tells the whole story.
+"""
+
+from __future__ import annotations
+
+import weakref
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Callable, Mapping
+
+from sqlalchemy.dialects.mysql.base import MySQLDDLCompiler, MySQLDialect
+from sqlalchemy.engine import URL
+from sqlalchemy.engine.interfaces import ConnectArgsType
+from sqlalchemy.schema import Column
+
+from ddm_core.errors import ConfigError, DdmError
+from ddm_core.metadata.model import ShardingConfig
+from ddm_core.route.hints import Hint, hint
+
+__all__ = ["DdmDialectMixin", "DdmDDLCompiler", "key_column_of", "connect_options"]
+
+#: Query options of a ``ddm+...`` URL, and what each becomes.
+_OPTIONS = {"config": "the configuration path", "transaction_mode": "local or xa",
+            "charset": "utf8mb4 only: every pooled connection's character set"}  # fmt: skip
+
+
+def connect_options(url: URL) -> dict[str, Any]:
+    """The ``connect()`` arguments a ``ddm+...`` URL names.
+
+    Raises:
+        ConfigError: a host, user or database in the URL (the configuration names the data
+            sources), an unknown query option, or a character set other than utf8mb4.
+    """
+    if url.host or url.username or url.database or url.port:
+        raise ConfigError(
+            f"a ddm URL names no server ({url.render_as_string(hide_password=True)!r}): the configuration names "
+            "the data sources; write ddm+pymysql:///?config=path/to/config.yaml"
+        )
+    options: dict[str, Any] = {}
+    for name, value in url.query.items():
+        if name not in _OPTIONS:
+            raise ConfigError(
+                f"unknown option {name!r} in the ddm URL (known: {', '.join(sorted(_OPTIONS))})", option=name
+            )
+        if isinstance(value, tuple):
+            raise ConfigError(f"option {name!r} is given twice in the ddm URL", option=name)
+        if name == "charset":
+            if value.lower() != "utf8mb4":
+                raise ConfigError(f"the ddm URL's charset must be utf8mb4, not {value!r}", option=name)
+            continue
+        options[name] = value
+    return options
+
+
+def key_column_of(config: ShardingConfig, table: str) -> str | None:
+    """The column a key generator fills in logic table ``table``, if any."""
+    sharded = config.table(table)
+    generation = sharded.key_generation if sharded is not None else None
+    return generation.column if generation is not None else None
+
+
+class DdmDDLCompiler(MySQLDDLCompiler):
+    """MySQL DDL, except that a column ddm-core's key generator fills is no ``AUTO_INCREMENT`` column."""
+
+    def get_column_specification(self, column: Column[Any], **kw: Any) -> str:
+        spec: str = super().get_column_specification(column, **kw)
+        config = getattr(self.dialect, "ddm_config", None)
+        if config is not None and column.table is not None and spec.endswith(" AUTO_INCREMENT"):
+            key = key_column_of(config, column.table.name)
+            if key is not None and key.lower() == column.name.lower():
+                spec = spec[: -len(" AUTO_INCREMENT")]
+        return spec
+
+
+class DdmDialectMixin(MySQLDialect):
+    """The parts of a ``ddm+driver`` dialect that do not depend on the runner (threads or asyncio)."""
+
+    # "mysql": SQLAlchemy reads mysql_* table options and "mysql" type variants by the dialect's name
+    name = "mysql"
+    driver = "ddm"
+    supports_statement_cache = True
+    ddl_compiler = DdmDDLCompiler
+    supports_server_side_cursors = False  # the facade streams rows from the shards itself
+    #: The configuration of the executor the dialect's connections run on (known at the first connect).
+    ddm_config: ShardingConfig | None = None
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._executor: Any = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+
+    def create_connect_args(self, url: URL, _translate_args: dict[str, Any] | None = None) -> ConnectArgsType:
+        return [], connect_options(url)
+
+    def shared_executor(self, config: Any, build: Callable[[Any], Any]) -> Any:
+        """The executor this engine's connections share, built by ``build(config)`` on first use."""
+        if self._executor is None:
+            if config is None:
+                raise ConfigError(
+                    "a ddm engine needs a configuration: ddm+pymysql:///?config=path/to/config.yaml, or "
+                    "connect_args={'executor': executor}"
+                )
+            self._executor = build(config)
+            self._finalizer = weakref.finalize(self, _close, self._executor)
+        return self._executor
+
+    def close_executor(self) -> None:
+        """Close the executor the dialect built from the URL (``engine.dispose()`` does not)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._executor = None
+        self._finalizer = None
+
+    def _learn_config(self, dbapi_connection: Any) -> None:
+        executor = getattr(dbapi_connection, "executor", None)
+        if executor is not None and self.ddm_config is None:
+            self.ddm_config = executor.config
+
+    # -- per-statement hints: execution_options(ddm_hint={"database": "ds_1"}) ---------------------------
+
+    def do_execute(self, cursor: Any, statement: str, parameters: Any, context: Any = None) -> None:
+        with _hint_of(context):
+            super().do_execute(cursor, statement, parameters, context)  # type: ignore[no-untyped-call]
+
+    def do_execute_no_params(self, cursor: Any, statement: str, context: Any = None) -> None:
+        with _hint_of(context):
+            super().do_execute_no_params(cursor, statement, context)  # type: ignore[no-untyped-call]
+
+    def do_executemany(self, cursor: Any, statement: str, parameters: Any, context: Any = None) -> None:
+        with _hint_of(context):
+            super().do_executemany(cursor, statement, parameters, context)  # type: ignore[no-untyped-call]
+
+    def _initialize_mariadb(self, connection: Any) -> None:
+        super()._initialize_mariadb(connection)
+        # A multi-row INSERT is split among the shards, and their RETURNING rows come back in shard order,
+        # not in the order of the VALUES rows: SQLAlchemy would give objects each other's keys. A
+        # sequence would count on each data source on its own. The ORM reads keys from lastrowid.
+        self.insert_returning = self.delete_returning = self.update_returning = False
+        self.supports_sequences = False
+
+    def _extract_error_code(self, exception: BaseException) -> Any:
+        """The MySQL error number of a server's error (the facade chains the driver's as ``__cause__``)."""
+        cause = exception.__cause__ if isinstance(exception, DdmError) else exception
+        args = getattr(cause, "args", ())
+        return args[0] if args and isinstance(args[0], int) else None
+
+    def is_disconnect(self, e: Any, connection: Any, cursor: Any) -> bool:
+        """Only a closed facade connection is "disconnected": each pooled connection underneath is
+        checked by ddm-core's own pools, and a lost one fails its statement, not the facade connection."""
+        return "the connection is closed" in str(e)
+
+    def _detect_charset(self, connection: Any) -> str:
+        return "utf8mb4"
+
+
+def _hint_of(context: Any) -> AbstractContextManager[Any]:
+    """The ``ddm_hint`` execution option as an active :func:`ddm_core.hint` (a dict of its arguments, or a
+    :class:`~ddm_core.route.hints.Hint`); nothing when the statement has none."""
+    given = context.execution_options.get("ddm_hint") if context is not None else None
+    if given is None:
+        return nullcontext()
+    if isinstance(given, Hint):
+        given = {f: getattr(given, f) for f in ("database", "table", "strategy", "force_primary")} | (
+            {"database_value": given.database_value, "table_value": given.table_value}
+            | ({"strategy_value": given.strategy_value} if given.has_strategy_value else {})
+        )
+    if not isinstance(given, Mapping):
+        raise ConfigError(
+            f"execution_options(ddm_hint=...) takes a dict of ddm_core.hint() arguments or a Hint, not "
+            f"{type(given).__name__}", option="ddm_hint",
+        )
+    return hint(**given)
+
+
+def _close(executor: Any) -> None:
+    close = executor.close()
+    if close is not None and hasattr(close, "close"):  # an asyncio executor's close() is a coroutine
+        close.close()
