@@ -106,8 +106,8 @@ from ddm_core.route.plan import RoutePlan
 from ddm_core.route.router import Router
 from ddm_core.route.text.placeholders import translate
 from ddm_core.session_facts import (
-    CHARSET, FACTS_SQL, Control, Isolation, Local, Rows, SessionFacts, SessionLevel, description_of, emulated_facts,
-    facts_of, local_answer, needs_server_facts, session_statement,
+    CHARSET, FACTS_SQL, Control, Isolation, Local, SessionFacts, SessionLevel, emulated_facts, facts_of, local_answer,
+    needs_server_facts, result_of, session_statement,
 )
 
 __all__ = [
@@ -467,13 +467,11 @@ class Connection:
 
     def _answer(self, local: Local) -> Result:
         """Carry out what the session answers itself."""
-        if isinstance(local, Rows):
-            return Result.buffered(description_of(local), local.rows, statement="show")
         if isinstance(local, Control):
             {"BEGIN": self.begin, "COMMIT": self.commit, "ROLLBACK": self.rollback}[local.command]()
         elif isinstance(local, Isolation):
             self._level.set(local)
-        return Result.counted(0, None, (), "set")
+        return result_of(local)
 
     @translated
     def commit(self) -> None:

@@ -45,13 +45,14 @@ from importlib import metadata
 from typing import Any, Iterable, NamedTuple
 
 from ddm_core.execute.isolation import isolation_level
+from ddm_core.execute.result import Result
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.text.edits import LOGIC_DB
 from ddm_core.session_statements import Classified, Kind, classify, probe_items
 
 __all__ = [
     "FACTS_SQL", "SessionFacts", "facts_of", "emulated_facts", "needs_server_facts", "logic_database",
-    "Rows", "Control", "Isolation", "Nothing", "Local", "session_statement", "local_answer", "CHARSET", "SessionLevel", "description_of",
+    "Rows", "Control", "Isolation", "Nothing", "Local", "session_statement", "local_answer", "CHARSET", "SessionLevel", "result_of",
 ]
 
 #: Every pooled connection's character set (docs/operations.md#session-state).
@@ -299,6 +300,13 @@ class SessionLevel:
 
 #: PEP 249 type codes of answered columns (PyMySQL's FIELD_TYPE): LONGLONG, VAR_STRING.
 _INT, _STRING = 8, 253
+
+
+def result_of(local: Local) -> Result:
+    """The result a statement the session answered itself returns: its rows, or none."""
+    if isinstance(local, Rows):
+        return Result.buffered(description_of(local), local.rows, statement="show")
+    return Result.counted(0, None, (), "set")
 
 
 def description_of(rows: Rows) -> tuple[tuple[Any, ...], ...]:

@@ -50,6 +50,7 @@ from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.transaction import AsyncTransaction
 from ddm_core.dbapi import (
     DatabaseError,
+    first_key,
     DataError,
     Error,
     IntegrityError,
@@ -71,6 +72,10 @@ from ddm_core.execute.bulk import Limits
 from ddm_core.execute.pools import FALLBACK_PACKET
 from ddm_core.execute.shared import style_of
 from ddm_core.route.plan import RoutePlan
+from ddm_core.session_facts import (
+    CHARSET, FACTS_SQL, Control, Isolation, Local, SessionFacts, SessionLevel, emulated_facts, facts_of, local_answer,
+    needs_server_facts, result_of, session_statement,
+)
 
 __all__ = ["connect", "Connecting", "AsyncConnection", "AsyncCursor", "AsyncCursorContext"]
 
@@ -168,6 +173,7 @@ class AsyncConnection:
         self._owns_executor = owns_executor
         self._cursors: weakref.WeakSet[AsyncCursor] = weakref.WeakSet()
         self._closing: asyncio.Task[None] | None = None
+        self._level = SessionLevel()
 
     @property
     def owns_executor(self) -> bool:
@@ -213,9 +219,35 @@ class AsyncConnection:
 
     async def begin(self) -> None:
         """Start a transaction now (also with autocommit on, until commit / rollback); nothing is sent yet."""
-        executor = self._live()
         if self._tx is None:
-            self._tx = executor.transaction()
+            self._tx = self._new_transaction(self._live())
+
+    def _new_transaction(self, executor: AsyncExecutor) -> AsyncTransaction:
+        tx = executor.transaction()
+        tx.isolation = self._level.take()
+        return tx
+
+    # -- what clients ask of the session (docs/sqlalchemy.md#what-the-facade-answers) ----------------
+
+    def character_set_name(self) -> str:
+        """The character set of every connection underneath: ``utf8mb4``."""
+        return CHARSET
+
+    async def ping(self, reconnect: bool = False) -> None:
+        """Raise when the connection is closed; each pooled connection is checked when borrowed."""
+        self._live()
+
+    async def session_facts(self) -> SessionFacts:
+        """What the data sources' server reports (version, sql_mode...), read once per executor."""
+        return await facts_for(self._live())
+
+    async def _answer(self, local: Local) -> AsyncResult:
+        """Carry out what the session answers itself."""
+        if isinstance(local, Control):
+            await {"BEGIN": self.begin, "COMMIT": self.commit, "ROLLBACK": self.rollback}[local.command]()
+        elif isinstance(local, Isolation):
+            self._level.set(local)
+        return AsyncResult(result_of(local))
 
     @translated_async
     async def commit(self) -> None:
@@ -320,16 +352,42 @@ class AsyncConnection:
 
     async def _run(self, sql: str, params: Any) -> AsyncResult:
         executor = self._live()
+        classified = session_statement(sql)
+        if classified is not None:
+            facts = await facts_for(executor)
+            local = local_answer(sql, classified, executor.config, facts, self._level.current, self._autocommit)
+            if local is not None:
+                return await self._answer(local)
         return await self._run_plan(await executor.route(sql, params), style_of(sql), executor)
 
     async def _run_plan(self, plan: RoutePlan, style: str, executor: AsyncExecutor) -> AsyncResult:
         """Run a routed plan: in the open (or implicitly opened) transaction, or on its own in autocommit."""
         tx = self._tx
+        if plan.statement == "ddl":  # as on MySQL: DDL commits the open transaction, then runs on its own
+            await self.commit()
+            return await executor.execute_plan(plan, caller_style=style)
         if tx is None:
             if self._autocommit:
                 return await executor.execute_plan(plan, caller_style=style)
-            tx = self._tx = executor.transaction()
+            tx = self._tx = self._new_transaction(executor)
         return await tx.execute_plan(plan, caller_style=style)
+
+
+_FACTS: weakref.WeakKeyDictionary[AsyncExecutor, SessionFacts] = weakref.WeakKeyDictionary()
+
+
+async def facts_for(executor: AsyncExecutor) -> SessionFacts:
+    """The server facts of ``executor``'s data sources: read from the server once, then remembered."""
+    facts = _FACTS.get(executor)
+    if facts is None:
+        config = executor.config
+        if needs_server_facts(config):
+            result = await executor.execute(FACTS_SQL)
+            facts = facts_of(await result.fetchall())
+        else:
+            facts = emulated_facts(config)
+        _FACTS[executor] = facts
+    return facts
 
 
 def _closed(tx: AsyncTransaction | None, task: asyncio.Task[None]) -> None:
@@ -403,7 +461,8 @@ class AsyncCursor:
 
     @property
     def lastrowid(self) -> Any:
-        """The driver's ``lastrowid`` of a single-shard INSERT, else ``None`` (see :attr:`generated_keys`)."""
+        """The first key ddm-core generated for the last INSERT, else the driver's ``lastrowid`` of a
+        single-shard INSERT, else ``None`` (as :attr:`ddm_core.dbapi.Cursor.lastrowid`)."""
         return self._lastrowid
 
     @property
@@ -453,7 +512,7 @@ class AsyncCursor:
             result = await conn._run(query, args)
         except DdmError as exc:
             reraise(exc)
-        self._lastrowid = result.lastrowid
+        self._lastrowid = first_key(result)
         self._generated = result.generated_keys
         self._complete = result.complete
         if result.description is None:
