@@ -29,6 +29,8 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Callable, Mapping
 
 from sqlalchemy.dialects.mysql.base import MySQLDDLCompiler, MySQLDialect
+from sqlalchemy.dialects.sqlite import base as sqlite_types
+from sqlalchemy.sql import sqltypes
 from sqlalchemy.engine import URL
 from sqlalchemy.engine.interfaces import ConnectArgsType
 from sqlalchemy.schema import Column
@@ -38,6 +40,10 @@ from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.hints import Hint, hint
 
 __all__ = ["DdmDialectMixin", "DdmDDLCompiler", "key_column_of", "connect_options"]
+
+_SQLITE_TEMPORAL: dict[Any, Any] = {
+    sqltypes.DateTime: sqlite_types.DATETIME, sqltypes.Date: sqlite_types.DATE, sqltypes.Time: sqlite_types.TIME,
+}
 
 #: Query options of a ``ddm+...`` URL, and what each becomes.
 _OPTIONS = {"config": "the configuration path", "transaction_mode": "local or xa",
@@ -149,6 +155,15 @@ class DdmDialectMixin(MySQLDialect):
     def do_executemany(self, cursor: Any, statement: str, parameters: Any, context: Any = None) -> None:
         with _hint_of(context):
             super().do_executemany(cursor, statement, parameters, context)  # type: ignore[no-untyped-call]
+
+    def initialize(self, connection: Any) -> None:
+        super().initialize(connection)
+        config = self.ddm_config
+        if config is not None and all(ds.primary.dialect == "sqlite" for ds in config.data_sources.values()):
+            # SQLite hands back DECIMAL as float and DATETIME / DATE / TIME as text, where MySQL drivers
+            # give Decimal and datetime objects: read them as SQLAlchemy's own SQLite dialect does.
+            self.supports_native_decimal = False
+            self.colspecs = {**self.colspecs, **_SQLITE_TEMPORAL}
 
     def _initialize_mariadb(self, connection: Any) -> None:
         super()._initialize_mariadb(connection)
