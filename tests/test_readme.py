@@ -73,3 +73,28 @@ def test_the_asyncio_snippet_runs_against_the_examples(tmp_path: Path) -> None:
     create_example_tables(tmp_path)
     printed = run_blocks([block], tmp_path, {"__name__": "readme"})
     assert printed.splitlines() == ["[(30001, 1), (30002, 0)]", "(2,)"]
+
+
+def test_the_sqlalchemy_snippet_and_example_apps_run_against_the_examples(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    [block] = python_blocks(section("Using it from SQLAlchemy"))
+    create_example_tables(tmp_path)
+    sys.path.insert(0, str(tmp_path))  # `examples.order_models`, as from the repository's root
+    try:
+        printed = run_blocks([block], tmp_path, {"__name__": "readme"})
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert printed.splitlines() == ["[70002]"]
+
+    apps = {
+        "sqlalchemy_orm.py": ["O50001 19.80 [7]", "[(50003, Decimal('59.40')), (50002, Decimal('39.60'))]",
+                              "(3, Decimal('118.80'))", "3"],
+        "sqlalchemy_async.py": ["(2, Decimal('11.00'))", "A60001 5.50"],
+    }  # fmt: skip
+    for app, expected in apps.items():
+        done = subprocess.run([sys.executable, f"examples/{app}"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert done.returncode == 0, f"{app}: exit {done.returncode}\n{done.stdout}{done.stderr}"
+        assert done.stdout.splitlines() == expected, done.stdout

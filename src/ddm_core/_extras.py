@@ -22,6 +22,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "postgresql": ("psycopg",),
     "redis": ("redis",),
     "aio": ("asyncmy", "aiosqlite"),  # ddm_core.aio: asyncio drivers (psycopg's own for postgresql)
+    "sqlalchemy": ("sqlalchemy",),  # the ddm+pymysql / ddm+asyncmy dialects (ddm+asyncmy also needs aio)
 }
 
 
