@@ -27,6 +27,7 @@ client`` ...                          connection's character set)
 ``SET [SESSION] TRANSACTION           the level every connection of the connection's next (``SESSION``:
 ISOLATION LEVEL ...``                 every later) transaction opens at
 ``BEGIN`` / ``COMMIT`` / ``ROLLBACK`` the connection's own ``begin()`` / ``commit()`` / ``rollback()``
+                                      (``BEGIN`` commits an open transaction first, as on MySQL)
 ``USE <logic database>``              accepted, nothing to do
 ``SHOW VARIABLES [LIKE ...]``,        the variables above
 ``SHOW DATABASES``, ``SHOW WARNINGS``

@@ -244,7 +244,12 @@ class AsyncConnection:
     async def _answer(self, local: Local) -> AsyncResult:
         """Carry out what the session answers itself."""
         if isinstance(local, Control):
-            await {"BEGIN": self.begin, "COMMIT": self.commit, "ROLLBACK": self.rollback}[local.command]()
+            if local.command == "ROLLBACK":
+                await self.rollback()
+            else:
+                await self.commit()  # BEGIN commits an open transaction first, as on MySQL
+                if local.command == "BEGIN":
+                    await self.begin()
         elif isinstance(local, Isolation):
             self._level.set(local)
         return AsyncResult(result_of(local))
