@@ -468,7 +468,12 @@ class Connection:
     def _answer(self, local: Local) -> Result:
         """Carry out what the session answers itself."""
         if isinstance(local, Control):
-            {"BEGIN": self.begin, "COMMIT": self.commit, "ROLLBACK": self.rollback}[local.command]()
+            if local.command == "ROLLBACK":
+                self.rollback()
+            else:
+                self.commit()  # BEGIN commits an open transaction first, as on MySQL
+                if local.command == "BEGIN":
+                    self.begin()
         elif isinstance(local, Isolation):
             self._level.set(local)
         return result_of(local)
