@@ -16,7 +16,9 @@ against direct PyMySQL, rounds interleaved) get their own table: both
 medians, the ratio from the medians and from the best rounds, and the issue's
 target for it. A paired case that names its ``table`` in ``extra_info`` goes
 into a table of that name (the ``AsyncExecutor`` cases: one table per event
-loop, their baseline named in the case).
+loop, their baseline named in the case). A case whose ``extra_info`` has
+``correctness`` (side -> what it returned, checked against an oracle) also
+gets a row per side in the correctness table.
 
 Other processes on the machine slow some rounds: the load average before and
 after the run is printed with the table (with a warning when it nears the core
@@ -154,6 +156,18 @@ def _paired_table(title: str, paired: list[Fig]) -> list[str]:
     return lines
 
 
+def _correctness_rows(benchmarks: list[dict[str, Any]]) -> list[str]:
+    """What each side of a case returned against its oracle (``extra_info["correctness"]``)."""
+    rows = [
+        f"| {b['extra_info'].get('case', b['name'])} | {side} | {verdict} |"
+        for b in benchmarks
+        for side, verdict in (b.get("extra_info", {}).get("correctness") or {}).items()
+    ]
+    if not rows:
+        return []
+    return ["", "| correctness (against the oracle) | side | returned |", "| --- | --- | --- |", *rows]
+
+
 def _figure(seconds: float, f: Fig) -> str:
     """A round's seconds as throughput (``higher_is_better``) or time per item."""
     if f.higher_is_better:
@@ -250,6 +264,7 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
         "heap_merge", "heapq_merge", "heap_merge_iter", "heapq_merge_iter", "floor_loop", "floor_id"
     }
     lines += _paired_rows(figs)
+    lines += _correctness_rows(data["benchmarks"])
     others = [f for f in figs if f.case not in known and not f.direct_median]
     if others:
         lines += ["", "| other benchmarks in this run | figure |", "| --- | ---: |"]
