@@ -60,6 +60,7 @@ from ddm_core.execute.drivers import _COM_RESET_CONNECTION, Driver, driver_for
 from ddm_core.execute.mysql_cancel import _UNKNOWN_THREAD, KILL_TIMEOUT, MAX_KILLS_IN_FLIGHT
 from ddm_core.execute.mysql_connect import (
     CHARSET,
+    client_flags,
     connect_timeout_of,
     pymysql_module,
     socket_timeout_of,
@@ -404,6 +405,7 @@ class AsyncMySQLDriver(AsyncDriver):
             connect_timeout=bound,
             read_timeout=None,
             ssl=context,
+            client_flag=client_flags(endpoint.options, where),
         )
         # asyncmy wraps a connect and every read in asyncio.wait_for when it has a timeout: a task per
         # read (+~100 µs a statement) and, before Python 3.12, a cancel that lands as the awaited read

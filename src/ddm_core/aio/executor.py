@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ddm_core.errors import ConfigError, DdmError, ExecutionError
 from ddm_core.execute.engine import Engine
 from ddm_core.execute.executor import as_router
+from ddm_core.execute.mysql_connect import MATCHED_ROWS
 from ddm_core.execute.pools import PoolRegistry, PoolStats
 from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.transaction import check_mode
@@ -71,6 +72,8 @@ class AsyncExecutor:
             each data source's own setting), as the thread executor's.
         replica_monitor: Run the replica lag monitor (a thread of its own with blocking connections,
             off the statements' path; ``False``: replicas are checked by ``replica_status(refresh=True)``).
+        matched_rows: An UPDATE's row count is the rows it matched, not the rows it changed, on MySQL
+            and MariaDB (as the thread executor's ``matched_rows``).
         clock: Monotonic seconds for read-your-writes windows and breaker waits (tests inject one).
 
     Raises:
@@ -93,10 +96,12 @@ class AsyncExecutor:
         xa_recover_on_start: bool | None = None,
         read_your_writes: str | None = None,
         replica_monitor: bool = True,
+        matched_rows: bool = False,
         clock: Callable[[], float] | None = None,
     ) -> None:
         _transaction_class(transaction_mode)  # an unknown mode is refused before any I/O
         self.transaction_mode = transaction_mode
+        self.matched_rows = matched_rows
         if full_route_concurrency < 1:
             raise ConfigError(f"AsyncExecutor full_route_concurrency must be >= 1, not {full_route_concurrency}")
         router = as_router(config_or_router)
@@ -104,7 +109,7 @@ class AsyncExecutor:
             router, timeout=timeout, allow_partial=allow_partial, stream=stream, fetch_batch=fetch_batch,
             drain_limit=drain_limit, cancel_grace=cancel_grace,
         )  # fmt: skip
-        self._pools = AsyncPoolRegistry()
+        self._pools = AsyncPoolRegistry(MATCHED_ROWS if matched_rows else None)
         # Blocking connections of their own, off the statements' path: the lag monitor's probes, and the
         # merge's column collations, asked once per statement shape (execute/collations.py).
         self._describe_pools = PoolRegistry()

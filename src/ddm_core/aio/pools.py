@@ -32,7 +32,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Mapping
 
 from ddm_core.aio.drivers import AsyncDriver, async_driver_for
 from ddm_core.errors import ExecutionError, PoolTimeoutError
@@ -44,6 +44,7 @@ from ddm_core.execute.pools import (
     pool_sizing,
     pool_timeout_error,
     stats_by_data_source,
+    with_options,
 )
 from ddm_core.metadata.model import DataSource, Endpoint, PoolSettings
 
@@ -501,14 +502,15 @@ class AsyncEndpointPool:
 class AsyncPoolRegistry:
     """Creates and holds the :class:`AsyncEndpointPool` of every endpoint, lazily (as ``PoolRegistry``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, mysql_options: Mapping[str, str] | None = None) -> None:
         self._pools: dict[tuple[str, str, str, str | None], AsyncEndpointPool] = {}
+        self._mysql_options = mysql_options
 
     def pool(self, ds: DataSource, endpoint: Endpoint) -> AsyncEndpointPool:
         key = (ds.name, endpoint.name, endpoint.url, endpoint.username)
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = AsyncEndpointPool(ds.name, endpoint, ds.pool)
+            pool = self._pools[key] = AsyncEndpointPool(ds.name, with_options(endpoint, self._mysql_options), ds.pool)
         return pool
 
     def pools(self) -> list[AsyncEndpointPool]:

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from ddm_core.errors import ConfigError, DdmError
 from ddm_core.execute.endpoints import Endpoints
 from ddm_core.execute.engine import Engine
+from ddm_core.execute.mysql_connect import MATCHED_ROWS
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats
 from ddm_core.execute.result import Result
 from ddm_core.execute.sent import SentUnit
@@ -119,6 +120,11 @@ class Executor:
             docs/readwrite.md).
         replica_monitor: Run the replica lag monitor thread (``False``: replicas
             are checked only by ``replica_status(refresh=True)``).
+        matched_rows: On MySQL and MariaDB, an UPDATE's row count is the rows it
+            matched (``CLIENT_FOUND_ROWS``: Connector/J's default, SQLAlchemy's
+            expectation, what SQLite and PostgreSQL count), not the rows it
+            changed (PyMySQL's default); a data source URL's own
+            ``useAffectedRows`` wins (docs/sqlalchemy.md#row-counts).
         clock: Monotonic seconds for read-your-writes windows, lag recovery
             steps and circuit-breaker waits (tests inject one; default ``time.monotonic``).
 
@@ -144,9 +150,11 @@ class Executor:
         xa_recover_on_start: bool | None = None,
         read_your_writes: str | None = None,
         replica_monitor: bool = True,
+        matched_rows: bool = False,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.transaction_mode = check_mode(transaction_mode)
+        self.matched_rows = matched_rows
         if max_concurrency < 1 or full_route_concurrency < 1:
             raise ConfigError(
                 f"Executor max_concurrency and full_route_concurrency must be >= 1, not {max_concurrency} and {full_route_concurrency}"
@@ -161,7 +169,7 @@ class Executor:
             drain_limit=drain_limit, cancel_grace=cancel_grace,
         )  # fmt: skip
         self._watchdog = Watchdog()
-        self._pools = PoolRegistry(self._watchdog)
+        self._pools = PoolRegistry(self._watchdog, MATCHED_ROWS if matched_rows else None)
         # Replicas: balancer, read-your-writes, lag monitor, breakers (docs/readwrite.md).
         self._split = ReadWriteSplitter(
             self._pools, lambda: router.config, mode=read_your_writes, clock=clock, monitor=replica_monitor,

@@ -131,6 +131,29 @@ def tls_arguments(options: Mapping[str, str], where: str) -> dict[str, Any]:
     return {"ssl_disabled": False}  # PyMySQL negotiates TLS when the server offers it
 
 
+#: The URL option that makes an UPDATE's row count the rows it matched (Connector/J's ``useAffectedRows=false``).
+MATCHED_ROWS = {"useAffectedRows": "false"}
+_FOUND_ROWS = 2  # CLIENT_FOUND_ROWS, the same bit in PyMySQL's and asyncmy's constants
+
+
+def client_flags(options: Mapping[str, str], where: str) -> int:
+    """Capability flags the URL options ask for: ``useAffectedRows=false`` → ``CLIENT_FOUND_ROWS``.
+
+    By default (``true``, PyMySQL's behaviour) an UPDATE counts the rows it changed; with ``false``
+    (Connector/J's default, and what SQLAlchemy's MySQL dialects ask for) the rows it matched, as
+    SQLite and PostgreSQL count them.
+
+    Raises:
+        ConfigError: the option is neither ``true`` nor ``false``.
+    """
+    value = _option(options, "useAffectedRows")
+    if value is None or value.lower() == "true":
+        return 0
+    if value.lower() == "false":
+        return _FOUND_ROWS
+    raise ConfigError(f"{where}: URL option useAffectedRows={value!r} is neither true nor false", option="useAffectedRows")
+
+
 def open_mysql(
     *,
     host: str,
@@ -149,7 +172,7 @@ def open_mysql(
         connect_timeout: Seconds for the TCP connect and the handshake together
             (each read or write of the handshake waits at most this long).
         socket_timeout: Seconds any later read or write may wait for the server.
-        options: The endpoint's URL options (``useSSL``, ``sslMode``).
+        options: The endpoint's URL options (``useSSL``, ``sslMode``, ``useAffectedRows``).
         where: What the connection is for, in error messages (``data source 'ds_0'``).
 
     Returns:
@@ -173,6 +196,7 @@ def open_mysql(
         connect_timeout=bound,
         read_timeout=bound,  # the handshake is read with these: a silent server fails the connect in time
         write_timeout=bound,
+        client_flag=client_flags(options or {}, where),
         **tls_arguments(options or {}, where),
     )
     # From now on the socket timeout applies: enforced by the kernel where it can be

@@ -47,9 +47,9 @@ import logging
 import gc
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ddm_core.dialects import Dialect
 from ddm_core.errors import ExecutionError, PoolTimeoutError
@@ -604,6 +604,16 @@ class EndpointPool:
             self._close(conn.raw)
 
 
+def with_options(endpoint: Endpoint, mysql_options: Mapping[str, str] | None) -> Endpoint:
+    """``endpoint`` with ``mysql_options`` added to its URL options when it is a MySQL or MariaDB server
+    (the endpoint's own value of an option wins)."""
+    if not mysql_options or endpoint.dialect not in ("mysql", "mariadb"):
+        return endpoint
+    own = {key.lower() for key in endpoint.options}
+    added = {k: v for k, v in mysql_options.items() if k.lower() not in own}
+    return replace(endpoint, options={**endpoint.options, **added}) if added else endpoint
+
+
 class PoolRegistry:
     """Creates and holds the :class:`EndpointPool` of every endpoint, lazily.
 
@@ -613,12 +623,15 @@ class PoolRegistry:
 
     Args:
         watchdog: Handed to every pool (see :class:`EndpointPool`).
+        mysql_options: URL options added to every MySQL and MariaDB endpoint's own
+            (:func:`with_options`; the executor's ``matched_rows``).
     """
 
-    def __init__(self, watchdog: Watchdog | None = None) -> None:
+    def __init__(self, watchdog: Watchdog | None = None, mysql_options: Mapping[str, str] | None = None) -> None:
         self._pools: dict[tuple[str, str, str, str | None], EndpointPool] = {}
         self._lock = threading.Lock()
         self._watchdog = watchdog
+        self._mysql_options = mysql_options
 
     def pool(self, ds: DataSource, endpoint: Endpoint) -> EndpointPool:
         key = (ds.name, endpoint.name, endpoint.url, endpoint.username)
@@ -627,6 +640,7 @@ class PoolRegistry:
             with self._lock:
                 pool = self._pools.get(key)
                 if pool is None:
+                    endpoint = with_options(endpoint, self._mysql_options)
                     pool = self._pools[key] = EndpointPool(ds.name, endpoint, ds.pool, self._watchdog)
         return pool
 

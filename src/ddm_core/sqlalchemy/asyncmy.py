@@ -102,7 +102,9 @@ class DdmDialect_asyncmy(DdmDialectMixin, MySQLDialect_asyncmy):  # noqa: N801 -
 
         executor = cparams.get("executor") or self.shared_executor(
             cparams.get("config"),
-            lambda config: AsyncExecutor(config, transaction_mode=cparams.get("transaction_mode", "local")),
+            lambda config: AsyncExecutor(
+                config, transaction_mode=cparams.get("transaction_mode", "local"), matched_rows=True
+            ),
         )
         connection = self.loaded_dbapi.connect(executor)
         self._learn_config(connection)

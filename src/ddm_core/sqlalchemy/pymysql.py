@@ -33,7 +33,9 @@ class DdmDialect_pymysql(DdmDialectMixin, MySQLDialect_pymysql):  # noqa: N801 -
         return dbapi
 
     def connect(self, *cargs: Any, **cparams: Any) -> Any:
-        executor = cparams.get("executor") or self.shared_executor(cparams.get("config"), Executor)
+        executor = cparams.get("executor") or self.shared_executor(
+            cparams.get("config"), lambda config: Executor(config, matched_rows=True)
+        )
         connection = dbapi.connect(executor=executor, transaction_mode=cparams.get("transaction_mode"))
         self._learn_config(connection)
         return connection
