@@ -141,11 +141,7 @@ def test_begin_and_commit_statements_end_the_connections_own_transaction(conn: A
         assert cur.fetchall() == [(1,)]
         cur.execute("UPDATE t_order SET amount = 11 WHERE user_id = 7")
         cur.execute("COMMIT")
-    other = connect_for(any_runner_executor)(executor=any_runner_executor, autocommit=True)
-    try:
-        assert one(other, "SELECT amount FROM t_order WHERE user_id = 7") == [(11,)]
-    finally:
-        other.close()
+    assert committed_amounts(any_runner_executor) == [(11,)]
 
 
 def test_ddl_inside_a_transaction_commits_it_first(conn: Any, any_runner_executor: Any) -> None:
@@ -154,9 +150,14 @@ def test_ddl_inside_a_transaction_commits_it_first(conn: Any, any_runner_executo
         cur.execute("CREATE TABLE IF NOT EXISTS t_scratch (id INT PRIMARY KEY)")  # on its own, after a COMMIT
         assert not conn.in_transaction
         cur.execute("DROP TABLE t_scratch")
-    other = connect_for(any_runner_executor)(executor=any_runner_executor, autocommit=True)
+    assert committed_amounts(any_runner_executor) == [(30,)]
+
+
+def committed_amounts(ex: Any) -> list[Any]:
+    """User 7's amounts as another connection sees them (what was committed)."""
+    other = connect_for(ex)(executor=ex, autocommit=True)
     try:
-        assert one(other, "SELECT amount FROM t_order WHERE user_id = 7") == [(30,)]
+        return one(other, "SELECT amount FROM t_order WHERE user_id = 7")  # type: ignore[no-any-return]
     finally:
         other.close()
 
