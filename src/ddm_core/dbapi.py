@@ -75,6 +75,10 @@ from typing import (
     Any, Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, NoReturn, ParamSpec, Sequence, TypeVar,
 )
 
+from ddm_core.dbapi_types import (
+    BINARY, DATETIME, NUMBER, ROWID, STRING, Binary, Date, DateFromTicks, Time, TimeFromTicks, Timestamp,
+    TimestampFromTicks,
+)
 from ddm_core.errors import (
     ConfigError,
     CrossShardTransactionError,
@@ -127,6 +131,9 @@ __all__ = [
     "InternalError",
     "ProgrammingError",
     "NotSupportedError",
+    # PEP 249's type objects and constructors (ddm_core.dbapi_types)
+    "Date", "Time", "Timestamp", "DateFromTicks", "TimeFromTicks", "TimestampFromTicks", "Binary",
+    "STRING", "BINARY", "NUMBER", "DATETIME", "ROWID",
 ]
 
 apilevel = "2.0"
@@ -782,9 +789,16 @@ class Cursor:
     # -- the rest of PEP 249 ------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the cursor and its result (returning any connection a streamed result holds)."""
+        """Close the cursor and its result (returning any connection a streamed result holds).
+
+        The last statement's :attr:`rowcount`, :attr:`lastrowid` and :attr:`generated_keys` stay
+        readable, as PyMySQL's do: SQLAlchemy closes a DML statement's cursor before it reads them.
+        """
         if not self._closed:
-            self._reset()
+            result, self._result = self._result, None
+            if result is not None:
+                self._rowcount = result.rowcount
+                result.close(quiet=True)
             self._closed = True
 
     def setinputsizes(self, sizes: Any) -> None:
