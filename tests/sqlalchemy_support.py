@@ -10,10 +10,12 @@ behind plain ``mysql+pymysql``. Both run the same model classes.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from decimal import Decimal
 from typing import Any, Iterator
 
+import pymysql
 import pytest
 from sqlalchemy import (
     BigInteger, DateTime, Engine, Integer, MetaData, Numeric, String, and_, create_engine,
@@ -78,6 +80,13 @@ class Item(Base):
     )
 
 
+def sharded(name: str, urls: dict[str, Any], tables: int = TABLES, **extra: Any) -> dict[str, Any]:
+    """A table sharded by ``user_id`` over every data source x ``tables`` tables."""
+    return {"logicTable": name, "shardKey": "user_id", "algorithm": "slots", "slotCount": 1024,
+            "shardCount": len(urls), "tablePerShard": tables, "databases": list(urls), "tableKey": "user_id",
+            **extra}  # fmt: skip
+
+
 def sharding_dict(urls: dict[str, Any]) -> dict[str, Any]:
     """The configuration: orders by ``user_id`` over every data source x 4 tables, items bound to them."""
     return {
@@ -85,11 +94,14 @@ def sharding_dict(urls: dict[str, Any]) -> dict[str, Any]:
         "dataSources": urls,
         "pool": {"maxSize": 8, "minIdle": 1, "acquireTimeoutMs": 3000},
         "tables": [
-            {"logicTable": "t_order", "shardKey": "user_id", "algorithm": "slots", "slotCount": 1024,
-             "shardCount": len(urls), "tablePerShard": TABLES, "databases": list(urls), "tableKey": "user_id",
-             "keyGenerator": {"column": "order_id", "type": "gene", "shardColumn": "user_id"}},
+            sharded("t_order", urls, keyGenerator={"column": "order_id", "type": "gene", "shardColumn": "user_id"}),
             {"logicTable": "t_order_item", "bindTo": "t_order",
              "keyGenerator": {"column": "item_id", "type": "snowflake"}},
+            # sharded like t_order but bound to nothing: a join with t_order is refused
+            sharded("t_payment", urls, tables=2),
+            sharded("t_account", urls, keyGenerator={"column": "account_id", "type": "gene", "shardColumn": "user_id"}),
+            sharded("t_ticket", urls),  # no key generator: an AUTO_INCREMENT column is refused
+            sharded("t_shipment", urls, keyGenerator={"column": "shipment_id", "type": "snowflake"}),
         ],
         "broadcastTables": ["t_region"],
         "defaultDataSource": next(iter(urls)),
@@ -114,6 +126,22 @@ class Databases:
 
     def oracle_engine(self, **kw: Any) -> Engine:
         return create_engine(f"mysql+pymysql://root@127.0.0.1:3306/{self.oracle}?charset=utf8mb4", **kw)
+
+    def physical_rows(self, logic: str, where: str = "1", params: tuple[Any, ...] = ()) -> list[tuple[str, str, Any]]:
+        """``(database, physical table, row)`` of every row of ``logic``'s physical tables matching ``where``,
+        read directly (rows as dicts)."""
+        found = []
+        pattern = re.compile(rf"{re.escape(logic)}_\d+_\d+")
+        for name, tables in self.physical_tables().items():
+            conn = mysql_raw(name)
+            try:
+                with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                    for table in sorted(t for t in tables if pattern.fullmatch(t)):
+                        cur.execute(f"SELECT * FROM {table} WHERE {where}", params)
+                        found.extend((name, table, row) for row in cur.fetchall())
+            finally:
+                conn.close()
+        return found
 
     def physical_tables(self) -> dict[str, set[str]]:
         """``SHOW TABLES`` of every sharded database, read directly."""
@@ -149,10 +177,11 @@ def databases() -> Iterator[Databases]:
 @pytest.fixture(scope="module")
 def executor(databases: Databases) -> Iterator[Executor]:
     """One executor over the sharded databases, shared by the module's engines."""
-    with Executor(databases.config, timeout=10.0) as ex:
+    with Executor(databases.config, timeout=10.0, matched_rows=True) as ex:  # as the dialects build theirs
         yield ex
 
 
-def ddm_engine(executor: Executor, **kw: Any) -> Engine:
-    """A ``ddm+pymysql`` engine on ``executor`` (``transaction_mode`` etc. through ``kw``)."""
-    return create_engine("ddm+pymysql://", connect_args={"executor": executor}, **kw)
+def ddm_engine(executor: Executor, query: str = "", **kw: Any) -> Engine:
+    """A ``ddm+pymysql`` engine on ``executor`` (``query``: the URL's, e.g. ``transaction_mode=xa``)."""
+    return create_engine(f"ddm+pymysql:///?{query}" if query else "ddm+pymysql://",
+                         connect_args={"executor": executor}, **kw)  # fmt: skip

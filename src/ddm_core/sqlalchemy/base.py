@@ -12,8 +12,8 @@
   configuration) is the table's autoincrement column for SQLAlchemy, so the ORM reads the
   key of a new row from ``cursor.lastrowid``, which the facade sets to the first key
   ddm-core generated; its DDL carries no ``AUTO_INCREMENT``: ddm-core fills the column,
-  not the server. ``AUTO_INCREMENT`` on any other column of a sharded table is refused by
-  the router, as ``ddm ddl`` refuses it.
+  not the server; reflection reports it as the autoincrement column. ``AUTO_INCREMENT`` on any
+  other column of a sharded table is refused as the DDL is compiled, as ``ddm ddl`` refuses it.
 * **Errors** keep their message: SQLAlchemy wraps the facade's error (a ``DdmError``
   that is also the PEP 249 class) in its own ``DBAPIError`` subclass, as
   ``.orig``; the MySQL error number, when a server raised it, is read from the
@@ -35,8 +35,8 @@ from sqlalchemy.engine import URL
 from sqlalchemy.engine.interfaces import ConnectArgsType
 from sqlalchemy.schema import Column
 
-from ddm_core.errors import ConfigError, DdmError
-from ddm_core.metadata.model import ShardingConfig
+from ddm_core.errors import ConfigError, DdmError, UnsupportedSQLError
+from ddm_core.metadata.model import ShardingConfig, TableKind
 from ddm_core.route.hints import Hint, hint
 
 __all__ = ["DdmDialectMixin", "DdmDDLCompiler", "key_column_of", "connect_options"]
@@ -86,7 +86,8 @@ def key_column_of(config: ShardingConfig, table: str) -> str | None:
 
 
 class DdmDDLCompiler(MySQLDDLCompiler):
-    """MySQL DDL, except that a column ddm-core's key generator fills is no ``AUTO_INCREMENT`` column."""
+    """MySQL DDL, except that a column ddm-core's key generator fills is no ``AUTO_INCREMENT`` column,
+    and any other ``AUTO_INCREMENT`` column of a sharded table is refused."""
 
     def get_column_specification(self, column: Column[Any], **kw: Any) -> str:
         spec: str = super().get_column_specification(column, **kw)
@@ -95,7 +96,25 @@ class DdmDDLCompiler(MySQLDDLCompiler):
             key = key_column_of(config, column.table.name)
             if key is not None and key.lower() == column.name.lower():
                 spec = spec[: -len(" AUTO_INCREMENT")]
+            elif config.kind_of(column.table.name) is TableKind.SHARDED:
+                raise _auto_increment_refused(config, column.table.name, column.name, key)
         return spec
+
+
+def _auto_increment_refused(config: ShardingConfig, table: str, column: str, key: str | None) -> UnsupportedSQLError:
+    """Physical tables counting on their own would hand out the same ids (as ``ddm ddl`` refuses it)."""
+    sharded = config.table(table)
+    count = sharded.shard_count if sharded is not None else "its"
+    way_out = (
+        f" (the table's key generator fills {key!r})" if key is not None
+        else f", or configure a key generator for it (keyGenerator: {{column: {column}, type: snowflake}})"
+    )
+    return UnsupportedSQLError(
+        f"column {column!r} of sharded table {table!r} would be AUTO_INCREMENT: each of its {count} physical "
+        f"tables would count on its own and hand out the same ids across shards; declare it with "
+        f"autoincrement=False and give its values{way_out}",
+        table=table, column=column, construct="AUTO_INCREMENT",
+    )
 
 
 class DdmDialectMixin(MySQLDialect):
@@ -172,6 +191,15 @@ class DdmDialectMixin(MySQLDialect):
         # sequence would count on each data source on its own. The ORM reads keys from lastrowid.
         self.insert_returning = self.delete_returning = self.update_returning = False
         self.supports_sequences = False
+
+    def get_columns(self, connection: Any, table_name: str, schema: str | None = None, **kw: Any) -> Any:
+        """The server's columns, the one a key generator fills marked ``autoincrement`` (its DDL has no
+        ``AUTO_INCREMENT``): a reflected table then reads new keys back as a declared one does."""
+        columns = super().get_columns(connection, table_name, schema, **kw)
+        key = key_column_of(self.ddm_config, table_name) if self.ddm_config is not None else None
+        if key is None:
+            return columns
+        return [{**c, "autoincrement": True} if c["name"].lower() == key.lower() else c for c in columns]
 
     def _extract_error_code(self, exception: BaseException) -> Any:
         """The MySQL error number of a server's error (the facade chains the driver's as ``__cause__``)."""
