@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 from sqlalchemy import (
-    BigInteger, Column, Engine, Integer, LargeBinary, MetaData, String, Table, create_engine, insert, select,
+    BigInteger, Column, Engine, Integer, LargeBinary, MetaData, String, Table, create_engine, insert, inspect, select,
 )
 
 from ddm_core import dbapi, load_config
@@ -33,8 +33,16 @@ blobs = Table(  # not in the configuration: a single table on ds_0, its key from
 )
 
 
+class Setup:
+    """The module's databases and the executor over them."""
+
+    def __init__(self, names: list[str], executor: Executor) -> None:
+        self.names = names
+        self.executor = executor
+
+
 @pytest.fixture(scope="module")
-def engine() -> Iterator[Engine]:
+def setup() -> Iterator[Setup]:
     tag = uuid.uuid4().hex[:8]
     names = [f"ddm_sadialect_{tag}_{i}" for i in range(4)]
     raw = mysql_raw()
@@ -47,14 +55,21 @@ def engine() -> Iterator[Engine]:
     engine = create_engine("ddm+pymysql://", connect_args={"executor": executor})
     try:
         metadata.create_all(engine)
-        yield engine
-    finally:
         engine.dispose()
+        yield Setup(names, executor)
+    finally:
         executor.close()
         with raw.cursor() as cur:
             for name in names:
                 cur.execute(f"DROP DATABASE IF EXISTS {name}")
         raw.close()
+
+
+@pytest.fixture()
+def engine(setup: Setup) -> Iterator[Engine]:
+    engine = create_engine("ddm+pymysql://", connect_args={"executor": setup.executor})
+    yield engine
+    engine.dispose()
 
 
 def test_large_binary_round_trips_through_the_facades_binary_constructor(engine: Engine) -> None:
@@ -96,3 +111,34 @@ def test_a_closed_cursor_keeps_its_last_rowcount_and_lastrowid(engine: Engine) -
         raw.rollback()
     finally:
         raw.close()
+
+
+def test_an_offset_without_a_limit_pages_a_sharded_table(engine: Engine) -> None:
+    """SQLAlchemy writes ``.offset(n)`` alone as ``LIMIT %s, 18446744073709551615``; across shards the router
+    refused a literal LIMIT with a parameter OFFSET."""
+    for user_id in range(100, 112):  # twelve users: every data source holds some; a transaction each
+        with engine.begin() as conn:
+            conn.execute(insert(orders), {"user_id": user_id, "note": "offset"})
+    with engine.connect() as conn:
+        query = select(orders.c.user_id).where(orders.c.note == "offset").order_by(orders.c.user_id.desc())
+        assert conn.scalars(query.offset(5)).all() == list(range(106, 99, -1))
+        assert conn.scalars(query.offset(0)).all() == list(range(111, 99, -1))
+
+
+def test_reflection_does_not_list_the_xa_log(setup: Setup) -> None:
+    """The XA log lives on the default data source, whose SHOW TABLES lists every table: reflection (and
+    Alembic's autogenerate) saw ddm_xa_log as one of the application's tables."""
+    engine = create_engine("ddm+pymysql://", connect_args={"executor": setup.executor, "transaction_mode": "xa"})
+    try:
+        with engine.begin() as conn:  # one XA transaction writing to several data sources
+            conn.execute(insert(orders), [{"user_id": u, "note": "xa"} for u in range(200, 208)])
+        raw = mysql_raw(setup.names[0])
+        try:
+            with raw.cursor() as cur:
+                cur.execute("SHOW TABLES LIKE 'ddm_xa_log'")
+                assert cur.fetchall(), "the XA transaction wrote no log on ds_0: nothing to hide"
+        finally:
+            raw.close()
+        assert sorted(inspect(engine).get_table_names()) == ["t_blob", "t_order"]
+    finally:
+        engine.dispose()

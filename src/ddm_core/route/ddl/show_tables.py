@@ -10,7 +10,7 @@ drop the repeats and sort — so the answer is the logical one, the same
 * a sharded table's physical tables become its logic name; broadcast and
   single tables are listed by their name; the default data source (where
   tables the configuration does not name live) contributes all its tables,
-  the other data sources only the configured ones;
+  the other data sources only the configured ones; ddm-core's own XA log is not listed;
 * ``LIKE`` and ``WHERE`` filter the logic names, on the servers, with their
   own pattern rules;
 * the column is ``Tables_in_<logical schema>`` (``config.name``, else
@@ -41,6 +41,11 @@ from ddm_core.route.text.template import QUOTED_OR_PARAM, Template, from_generat
 
 __all__ = ["ShowTablesStatement", "compile_show_tables", "LOGIC_DB"]
 
+
+#: ddm-core's own tables (the XA log, ddm_core.xa.log.TABLE, on the default data source unless
+#: ``xa.logDataSource`` names another): not the application's, so not listed (reflection and
+#: migration tools would take them for tables of the application's).
+OWN_TABLES = ("ddm_xa_log",)
 
 _WHERE = re.compile(r"\bWHERE\b", re.I)
 _TRAILING = re.compile(r"[\s;]+\Z")
@@ -95,7 +100,7 @@ class _Listing:
 
     def restriction(self, column: str) -> str:
         if self.everything:
-            return ""
+            return f" AND {column} NOT IN ({self._names(OWN_TABLES)})"
         return f" AND {column} IN ({self._names(self.names)})" if self.names else " AND 1 = 0"
 
     def _names(self, names: Sequence[str]) -> str:

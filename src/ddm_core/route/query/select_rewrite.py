@@ -42,6 +42,9 @@ __all__ = ["multi_factory"]
 
 #: HAVING is evaluated by the merger, with the literals read as the statement's dialect reads them.
 _INPUT = input_dialect()
+#: A literal LIMIT this large means "every row after the OFFSET": MySQL's own idiom is
+#: ``LIMIT <offset>, 18446744073709551615``, which SQLAlchemy writes for an OFFSET without a LIMIT.
+_ALL_ROWS = 2**63 - 1
 _AGGREGATES: dict[type[exp.Expr], str] = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Min: "MIN", exp.Max: "MAX", exp.Avg: "AVG"}
 
 
@@ -267,7 +270,9 @@ class _Rewriter:
             tree.set("offset", None)
         elif limit is not None:
             tree.set("offset", None)
-            if isinstance(limit_src, Param) or isinstance(offset_src, Param):
+            if not isinstance(limit_src, Param) and int(limit_src.value) >= _ALL_ROWS:  # type: ignore[union-attr]
+                tree.set("limit", None)  # every row after the OFFSET: each unit returns all of its rows
+            elif isinstance(limit_src, Param) or isinstance(offset_src, Param):
                 # The limit placeholder stays; its value becomes offset + limit per route.
                 if not isinstance(limit_src, Param):
                     raise UnsupportedSQLError(
