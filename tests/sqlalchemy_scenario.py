@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Protocol, Sequence
 
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy import Engine, Select, delete, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from sqlalchemy_support import Item, Order, Region
@@ -34,6 +35,22 @@ class Side(Protocol):
 
     def run_autocommit(self, step: Callable[[Session], Any]) -> Any:
         """``step(session)`` with every statement on its own (writes to every data source)."""
+
+
+class SyncSide:
+    """Steps in a ``Session`` of ``engine``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+
+    def run(self, step: Callable[..., Any], *args: Any) -> Any:
+        with Session(self.engine) as session:
+            return step(session, *args)
+
+    def run_autocommit(self, step: Callable[[Session], Any]) -> Any:
+        with Session(self.autocommit) as session:
+            return step(session)
 
 
 def typed(value: Any) -> tuple[str, str]:
@@ -334,3 +351,26 @@ def empty_tables(session: Session) -> None:
 def fill_regions(session: Session) -> None:
     session.add_all([Region(region_id=r, name=name) for r, name in REGIONS])
     session.commit()
+
+
+def prepare(side: Side) -> None:
+    """Once per side: the regions (the tables are created by the caller)."""
+    side.run_autocommit(fill_regions)
+
+
+#: The oracle tests' examples: a few orders to start with, then a mix of operations.
+ORACLE_EXAMPLES = given(
+    seed=st.lists(new_orders(), min_size=1, max_size=6), ops=st.lists(operations, min_size=4, max_size=24)
+)
+ORACLE_SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def run_example(sharded: Side, oracle: Side, seed: list[list[NewOrder]], ops: list[tuple[str, Any]]) -> None:
+    """One example: both sides emptied, the seed orders inserted, the operations compared one by one."""
+    for side in (sharded, oracle):
+        side.run_autocommit(empty_tables)
+    scenario = Scenario(sharded, oracle)
+    for name, args in [("insert", orders) for orders in seed] + ops:
+        scenario.apply(name, args)

@@ -9,37 +9,13 @@ GROUP BY aggregates, counts, a join of the bound tables and one with the broadca
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from sqlalchemy import Engine
-from sqlalchemy.orm import Session
 
 from ddm_core.execute import Executor
-from sqlalchemy_scenario import NewOrder, Scenario, empty_tables, fill_regions, new_orders, operations
+from sqlalchemy_scenario import ORACLE_EXAMPLES, ORACLE_SETTINGS, NewOrder, SyncSide, prepare, run_example
 from sqlalchemy_support import Base, Databases, databases, ddm_engine, executor  # noqa: F401 - fixtures
-
-ORACLE_SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-
-
-class SyncSide:
-    """Steps in a ``Session`` of ``engine``."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
-
-    def run(self, step: Callable[..., Any], *args: Any) -> Any:
-        with Session(self.engine) as session:
-            return step(session, *args)
-
-    def run_autocommit(self, step: Callable[[Session], Any]) -> Any:
-        with Session(self.autocommit) as session:
-            return step(session)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +27,7 @@ def sides(databases: Databases, executor: Executor) -> Iterator[tuple[SyncSide, 
             Base.metadata.create_all(engine)
         pair = SyncSide(sharded), SyncSide(oracle)
         for side in pair:
-            side.run_autocommit(fill_regions)
+            prepare(side)
         yield pair
     finally:
         sharded.dispose()
@@ -59,13 +35,8 @@ def sides(databases: Databases, executor: Executor) -> Iterator[tuple[SyncSide, 
 
 
 @ORACLE_SETTINGS
-@given(seed=st.lists(new_orders(), min_size=1, max_size=6), ops=st.lists(operations, min_size=4, max_size=24))
+@ORACLE_EXAMPLES
 def test_orm_matches_an_unsharded_database(
     sides: tuple[SyncSide, SyncSide], seed: list[list[NewOrder]], ops: list[tuple[str, Any]]
 ) -> None:
-    sharded, oracle = sides
-    for side in sides:
-        side.run_autocommit(empty_tables)
-    scenario = Scenario(sharded, oracle)
-    for name, args in [("insert", orders) for orders in seed] + ops:
-        scenario.apply(name, args)
+    run_example(*sides, seed, ops)
