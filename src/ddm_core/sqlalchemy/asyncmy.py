@@ -18,7 +18,7 @@ and closes it itself (``await executor.close()``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy.connectors.asyncio import AsyncAdapt_dbapi_connection, AsyncAdapt_dbapi_module, AsyncAdapt_terminate
 from sqlalchemy.dialects.mysql.asyncmy import MySQLDialect_asyncmy
@@ -101,7 +101,7 @@ class DdmDialect_asyncmy(DdmDialectMixin, MySQLDialect_asyncmy):  # noqa: N801 -
         from ddm_core.aio import AsyncExecutor
 
         executor = cparams.get("executor") or self.shared_executor(
-            cparams.get("config"),
+            cparams,
             lambda config: AsyncExecutor(
                 config, transaction_mode=cparams.get("transaction_mode", "local"), matched_rows=True
             ),
@@ -109,10 +109,6 @@ class DdmDialect_asyncmy(DdmDialectMixin, MySQLDialect_asyncmy):  # noqa: N801 -
         connection = self.loaded_dbapi.connect(executor)
         self._learn_config(connection)
         return connection
-
-    def do_ping(self, dbapi_connection: Any) -> Literal[True]:
-        dbapi_connection.ping()
-        return True
 
 
 dialect = DdmDialect_asyncmy

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import weakref
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from sqlalchemy.dialects.mysql.base import MySQLDDLCompiler, MySQLDialect
 from sqlalchemy.dialects.sqlite import base as sqlite_types
@@ -38,6 +38,7 @@ from sqlalchemy.schema import Column
 from ddm_core.errors import ConfigError, DdmError, UnsupportedSQLError
 from ddm_core.metadata.model import ShardingConfig, TableKind
 from ddm_core.route.hints import Hint, hint
+from ddm_core.sqlalchemy.sources import open_config
 
 __all__ = ["DdmDialectMixin", "DdmDDLCompiler", "key_column_of", "connect_options"]
 
@@ -46,8 +47,10 @@ _SQLITE_TEMPORAL: dict[Any, Any] = {
 }
 
 #: Query options of a ``ddm+...`` URL, and what each becomes.
-_OPTIONS = {"config": "the configuration path", "transaction_mode": "local or xa",
-            "charset": "utf8mb4 only: every pooled connection's character set"}  # fmt: skip
+_OPTIONS = {"config": "a configuration path, or a redis:// configuration center", "transaction_mode": "local or xa",
+            "charset": "utf8mb4 only: every pooled connection's character set",
+            "prefix": "the configuration center's key prefix", "group": "the rollout group this engine follows",
+            "snapshot": "a file keeping the center's last good version"}  # fmt: skip
 
 
 def connect_options(url: URL) -> dict[str, Any]:
@@ -137,16 +140,24 @@ class DdmDialectMixin(MySQLDialect):
     def create_connect_args(self, url: URL, _translate_args: dict[str, Any] | None = None) -> ConnectArgsType:
         return [], connect_options(url)
 
-    def shared_executor(self, config: Any, build: Callable[[Any], Any]) -> Any:
-        """The executor this engine's connections share, built by ``build(config)`` on first use."""
+    def shared_executor(self, options: dict[str, Any], build: Callable[[Any], Any]) -> Any:
+        """The executor this engine's connections share, built on first use by ``build`` from the URL's
+        configuration (``options``: the URL's query, :mod:`ddm_core.sqlalchemy.sources`)."""
         if self._executor is None:
+            config = options.get("config")
             if config is None:
                 raise ConfigError(
                     "a ddm engine needs a configuration: ddm+pymysql:///?config=path/to/config.yaml, or "
                     "connect_args={'executor': executor}"
                 )
-            self._executor = build(config)
-            self._finalizer = weakref.finalize(self, _close, self._executor)
+            source, stop_following = open_config(config, options)
+            try:
+                self._executor = build(source)
+            except BaseException:
+                if stop_following is not None:
+                    stop_following()
+                raise
+            self._finalizer = weakref.finalize(self, _close, self._executor, stop_following)
         return self._executor
 
     def close_executor(self) -> None:
@@ -156,10 +167,17 @@ class DdmDialectMixin(MySQLDialect):
         self._executor = None
         self._finalizer = None
 
+    def do_ping(self, dbapi_connection: Any) -> Literal[True]:
+        dbapi_connection.ping()  # the facade connection: raises once it is closed
+        return True
+
     def _learn_config(self, dbapi_connection: Any) -> None:
         executor = getattr(dbapi_connection, "executor", None)
         if executor is not None and self.ddm_config is None:
             self.ddm_config = executor.config
+            # The ORM checks an UPDATE's rowcount against the rows it meant (version counters, stale
+            # rows): that holds when the count is of matched rows (docs/sqlalchemy.md#row-counts).
+            self.supports_sane_rowcount = self.supports_sane_multi_rowcount = bool(executor.matched_rows)
 
     # -- per-statement hints: execution_options(ddm_hint={"database": "ds_1"}) ---------------------------
 
@@ -235,7 +253,9 @@ def _hint_of(context: Any) -> AbstractContextManager[Any]:
     return hint(**given)
 
 
-def _close(executor: Any) -> None:
+def _close(executor: Any, stop_following: Callable[[], None] | None) -> None:
+    if stop_following is not None:
+        stop_following()
     close = executor.close()
     if close is not None and hasattr(close, "close"):  # an asyncio executor's close() is a coroutine
         close.close()

@@ -12,7 +12,7 @@ sources underneath may be MySQL, MariaDB or SQLite (docs/sqlalchemy.md).
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy.dialects.mysql.pymysql import MySQLDialect_pymysql
 
@@ -34,15 +34,11 @@ class DdmDialect_pymysql(DdmDialectMixin, MySQLDialect_pymysql):  # noqa: N801 -
 
     def connect(self, *cargs: Any, **cparams: Any) -> Any:
         executor = cparams.get("executor") or self.shared_executor(
-            cparams.get("config"), lambda config: Executor(config, matched_rows=True)
+            cparams, lambda config: Executor(config, matched_rows=True)
         )
         connection = dbapi.connect(executor=executor, transaction_mode=cparams.get("transaction_mode"))
         self._learn_config(connection)
         return connection
-
-    def do_ping(self, dbapi_connection: Any) -> Literal[True]:
-        dbapi_connection.ping()
-        return True
 
 
 dialect = DdmDialect_pymysql

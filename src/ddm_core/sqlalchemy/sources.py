@@ -1,0 +1,65 @@
+"""Where a ``ddm+...`` URL's configuration comes from: a file, or a Redis configuration center.
+
+* ``config=path/to/config.yaml`` — read once, when the engine's executor is built.
+* ``config=redis://host:6379/0`` with ``prefix`` (default ``ddm:config``), ``group`` (a rollout
+  group, docs/configuration.md#redis-config-center) and ``snapshot`` (a local file keeping the
+  last good version, served when Redis cannot be reached at start) — followed: every version
+  published later is taken by the engine's executor as it is by any other instance
+  (``RedisSource.follow``), until :meth:`~ddm_core.sqlalchemy.base.DdmDialectMixin.close_executor`.
+
+Any other source (the table source, a holder built by the application) is given as an executor
+in ``connect_args``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ddm_core.errors import ConfigError
+
+__all__ = ["FOLLOW_OPTIONS", "open_config"]
+
+#: URL options that only a followed configuration center takes.
+FOLLOW_OPTIONS = ("prefix", "group", "snapshot")
+
+
+def open_config(config: str, options: dict[str, str]) -> tuple[Any, Callable[[], None] | None]:
+    """What an executor is built from for the URL's ``config`` (and its center's ``options``), and the
+    function that stops following the center (``None`` for a file).
+
+    Raises:
+        ConfigError: center options given with a file, or a URL scheme ddm-core cannot follow.
+        MissingExtraError: a Redis center without the ``redis`` extra.
+    """
+    scheme = config.split("://", 1)[0].lower() if "://" in config else ""
+    if not scheme:
+        given = [name for name in FOLLOW_OPTIONS if name in options]
+        if given:
+            raise ConfigError(
+                f"the ddm URL's {', '.join(given)} option(s) belong to a configuration center "
+                f"(config=redis://...), not to the file {config!r}", option=given[0],
+            )  # fmt: skip
+        return config, None
+    if scheme not in ("redis", "rediss"):
+        raise ConfigError(
+            f"the ddm URL's config={config!r} names a {scheme!r} source: a path or a redis:// configuration "
+            "center is followed from the URL; pass any other source as connect_args={'executor': ...}",
+            option="config",
+        )
+    return _follow_redis(config, options)
+
+
+def _follow_redis(url: str, options: dict[str, str]) -> tuple[Any, Callable[[], None]]:
+    from ddm_core._extras import require_extra
+
+    require_extra("redis", needed_by=f"the ddm URL's configuration center {url!r}")
+    import redis
+
+    from ddm_core.metadata.reload import ConfigHolder
+    from ddm_core.metadata.sources.redis import DEFAULT_PREFIX, RedisSource
+
+    prefix = options.get("prefix", DEFAULT_PREFIX)
+    source = RedisSource(redis.Redis.from_url(url, socket_timeout=5), prefix=prefix, group=options.get("group"),
+                         name=f"{url} {prefix}")  # fmt: skip
+    holder = ConfigHolder(source, snapshot=options.get("snapshot"))
+    return holder, source.follow(holder)
