@@ -63,7 +63,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 # The access layer (dbapi, cli, ddl, hinting, the SQLAlchemy dialects, the package __init__) may import
 # anything below it.
-ACCESS = {"dbapi", "cli", "ddl", "hinting", "__init__", "sqlalchemy"}
+ACCESS = {"dbapi", "dbapi_types", "cli", "ddl", "hinting", "__init__", "sqlalchemy"}
 
 
 def _module_name(path: Path) -> str:

@@ -65,6 +65,13 @@ CASES = [
     Case("show-unparsable-form-refused", "N", "SHOW INDEXES IN t_order", error=(UnsupportedSQLError, ("'t_order'", "SHOW"))),
     Case("rename-refused", "N", "RENAME TABLE t_order TO t_order_old", error=(UnsupportedSQLError, ("'t_order'", "RENAME"))),
     Case("lock-refused", "S", "LOCK TABLES t_order WRITE", error=(UnsupportedSQLError, ("'t_order'",))),
+    # AUTO_INCREMENT on a sharded table: each physical table would count on its own (ddm ddl refuses it too)
+    Case("auto-increment-refused", "N", "CREATE TABLE t_order (order_id BIGINT AUTO_INCREMENT PRIMARY KEY)",
+         error=(UnsupportedSQLError, ("column 'order_id'", "'t_order'", "AUTO_INCREMENT", "key generator"))),
+    Case("auto-increment-alter-refused", "N", "ALTER TABLE t_order MODIFY order_id BIGINT AUTO_INCREMENT",
+         error=(UnsupportedSQLError, ("column 'order_id'", "AUTO_INCREMENT"))),
+    Case("auto-increment-single", "R", "CREATE TABLE t_setting (id INT AUTO_INCREMENT PRIMARY KEY)",
+         sources=["ds_3"], statement="ddl"),
     # EXPLAIN <query>: the nodes the query itself runs on
     Case("explain-point", "N", "EXPLAIN SELECT * FROM t_order WHERE user_id = 10086", nodes=nodes(n_node, 10086),
          statement="show"),

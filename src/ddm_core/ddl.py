@@ -50,6 +50,7 @@ from ddm_core.errors import (
 )
 from ddm_core.execute.drivers import Driver, driver_for
 from ddm_core.metadata.model import Endpoint, ShardingConfig, TableKind
+from ddm_core.route.ddl.auto_increment import refuse_auto_increment
 from ddm_core.route.router import Router
 
 __all__ = [
@@ -229,15 +230,6 @@ def _table_names(tree: exp.Expression) -> list[str]:
     return names
 
 
-def _main_table(tree: exp.Expression) -> str | None:
-    target: Any = tree.this if isinstance(tree, (exp.Create, exp.Alter)) else None
-    if isinstance(target, exp.Schema):
-        target = target.this
-    if isinstance(target, exp.Index):
-        target = target.args.get("table")
-    return target.name if isinstance(target, exp.Table) else None
-
-
 def _check_statement(config: ShardingConfig, tree: exp.Expression, where: str) -> None:
     for name in _table_names(tree):
         if config.kind_of(name) is None:
@@ -247,52 +239,7 @@ def _check_statement(config: ShardingConfig, tree: exp.Expression, where: str) -
                 "is never sent to a default data source",
                 table=name,
             )
-    main = _main_table(tree)
-    if main is None or config.kind_of(main) is not TableKind.SHARDED:
-        return
-    column = _auto_increment_column(tree)
-    if column is None:
-        return
-    table = config.table(main)
-    assert table is not None
-    raise UnsupportedSQLError(
-        f"{where}: {column} on sharded table {table.name!r} uses AUTO_INCREMENT: each of its "
-        f"{table.shard_count} physical tables would count on its own and hand out the same ids "
-        f"across shards. Drop AUTO_INCREMENT; {_key_generator_hint(table, column)}",
-        table=table.name,
-        column=column,
-        construct="AUTO_INCREMENT",
-    )
-
-
-def _auto_increment_column(tree: exp.Expression) -> str | None:
-    """``"column 'id'"`` for the first AUTO_INCREMENT / SERIAL column, ``"the table"`` for the option."""
-    for constraint in tree.find_all(exp.AutoIncrementColumnConstraint):
-        col = constraint.find_ancestor(exp.ColumnDef)
-        return f"column {col.name!r}" if col is not None else "a column"
-    for dtype in tree.find_all(exp.DataType):
-        if dtype.this in (exp.DataType.Type.SERIAL, exp.DataType.Type.BIGSERIAL, exp.DataType.Type.SMALLSERIAL):
-            col = dtype.find_ancestor(exp.ColumnDef)
-            return f"column {col.name!r} (SERIAL)" if col is not None else "a SERIAL column"
-    if any(True for _ in tree.find_all(exp.AutoIncrementProperty)):
-        return "the table option"
-    return None
-
-
-def _key_generator_hint(table: Any, column: str) -> str:
-    kg = table.key_generation
-    if kg is not None:
-        return (
-            f"the router fills {kg.column!r} from key generator {kg.generator.name!r} "
-            f"({kg.generator.type}) on every INSERT"
-        )
-    name = re.search(r"'([^']+)'", column)
-    col = name.group(1) if name else "id"
-    return (
-        f"no key generator is configured for {table.name!r}: add one for {col!r} "
-        f"(keyGenerator: {{column: {col}, type: snowflake}} in ddm-core's format, "
-        "keyGenerateStrategy in ShardingSphere's) so the router fills it on INSERT"
-    )
+    refuse_auto_increment(config, tree, where)
 
 
 def _known_tables(config: ShardingConfig) -> str:

@@ -20,8 +20,10 @@ from typing import Any
 
 from sqlglot import exp
 
+from ddm_core._text import shorten_sql
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.route.context import RouteContext
+from ddm_core.route.ddl.auto_increment import refuse_auto_increment
 from ddm_core.route.ddl.ddl_names import constraint_edits
 from ddm_core.route.ddl.show_tables import compile_show_tables
 from ddm_core.route.query.query import QueryStatement
@@ -59,6 +61,8 @@ def compile_other(
             nodes = None  # the tree changed: analyze walks it again
         if isinstance(db, exp.Identifier) and (known or is_logical_schema(db.name, ctx.config.name)):
             extra.append(_drop_show_schema(text, db, target))
+    if isinstance(tree, DDL_TYPES):
+        refuse_auto_increment(ctx.config, tree, f"DDL {shorten_sql(text)!r}")
     analysis = analyze(tree, ctx.config, params, nodes)
     edits = table_edits(analysis, ctx.config.name) + param_edits(text) + extra
     if isinstance(tree, DDL_TYPES):
