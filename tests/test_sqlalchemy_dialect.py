@@ -1,13 +1,12 @@
 """Regression tests for what SQLAlchemy's compliance suite (tests/test_sqlalchemy_suite.py) found in ``ddm+pymysql``.
 
-Real servers only: four fresh databases ``ddm_sadialect_<tag>_<n>`` on the local MariaDB, with
+Real servers only: four fresh databases on the local MariaDB, with
 ``t_order`` sharded by ``user_id`` (4 x 4 tables, ``order_id`` from a snowflake generator) and
 tables the configuration does not name on ``ds_0``.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Iterator
 
 import pytest
@@ -17,6 +16,7 @@ from sqlalchemy import (
 
 from ddm_core import dbapi, load_config
 from ddm_core.execute import Executor
+from services import fresh_mariadb_databases
 from test_execute_support import mysql_raw, sharding_config
 
 metadata = MetaData()
@@ -43,26 +43,17 @@ class Setup:
 
 @pytest.fixture(scope="module")
 def setup() -> Iterator[Setup]:
-    tag = uuid.uuid4().hex[:8]
-    names = [f"ddm_sadialect_{tag}_{i}" for i in range(4)]
-    raw = mysql_raw()
-    with raw.cursor() as cur:
-        for name in names:
-            cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
-    urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
-            for i, db in enumerate(names)}  # fmt: skip
-    executor = Executor(load_config(sharding_config(urls)))
-    engine = create_engine("ddm+pymysql://", connect_args={"executor": executor})
-    try:
-        metadata.create_all(engine)
-        engine.dispose()
-        yield Setup(names, executor)
-    finally:
-        executor.close()
-        with raw.cursor() as cur:
-            for name in names:
-                cur.execute(f"DROP DATABASE IF EXISTS {name}")
-        raw.close()
+    with fresh_mariadb_databases(4) as names:
+        urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
+                for i, db in enumerate(names)}  # fmt: skip
+        executor = Executor(load_config(sharding_config(urls)))
+        try:
+            engine = create_engine("ddm+pymysql://", connect_args={"executor": executor})
+            metadata.create_all(engine)
+            engine.dispose()
+            yield Setup(names, executor)
+        finally:
+            executor.close()
 
 
 @pytest.fixture()

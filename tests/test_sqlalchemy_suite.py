@@ -22,14 +22,13 @@ import json
 import re
 import subprocess
 import sys
-import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
 import pytest
 
-from test_execute_support import mysql_raw
+from services import fresh_mariadb_databases
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "tests" / "sqlalchemy_suite"
@@ -49,15 +48,18 @@ class Counts(NamedTuple):
 
 
 def suite_config(kind: str, databases: list[str]) -> dict[str, Any]:
-    """The ddm-core configuration of one run over ``databases`` (``ds_0`` .. ``ds_3``)."""
+    """The ddm-core configuration of one run: ``ds_0`` .. ``ds_3`` over the first four ``databases``, the
+    suite's schemas the last two (tests/sqlalchemy_suite/suite_schemas.py reads them from ``props``)."""
+    sources, schemas = databases[:SHARDS], databases[SHARDS:]
     urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
-            for i, db in enumerate(databases)}  # fmt: skip
+            for i, db in enumerate(sources)}  # fmt: skip
     config: dict[str, Any] = {
         "name": "ddm_suite", "dataSources": urls, "defaultDataSource": "ds_0",
         "runtime": {"allowFullRoute": True, "allowDmlFullRoute": True},
         # The suite builds engines of its own, each with an executor (pools) until it is collected: no idle
         # connections kept, so they do not add up to the server's max_connections.
         "pool": {"maxSize": 8, "minIdle": 0},
+        "props": {"sqlalchemySuiteSchemas": schemas},
     }  # fmt: skip
     if kind == "sharded":
         config["tables"] = [_sharded(table, key, per, list(urls)) for table, key, per in SHARDED]
@@ -79,21 +81,9 @@ def _sharded(table: str, key: str, per: int, names: list[str]) -> dict[str, Any]
 
 @pytest.fixture()
 def databases() -> Iterator[list[str]]:
-    """Four fresh databases, and the suite's two schemas named after the first; all dropped afterwards."""
-    tag = uuid.uuid4().hex[:8]
-    names = [f"ddm_sasuite_{tag}_{i}" for i in range(SHARDS)]
-    every = [*names, f"{names[0]}_test_schema", f"{names[0]}_test_schema_2"]
-    raw = mysql_raw()
-    try:
-        with raw.cursor() as cur:
-            for name in every:
-                cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    """Four fresh databases for the data sources, then two for the suite's schemas; all dropped afterwards."""
+    with fresh_mariadb_databases(SHARDS + 2) as names:
         yield names
-    finally:
-        with raw.cursor() as cur:
-            for name in every:
-                cur.execute(f"DROP DATABASE IF EXISTS {name}")
-        raw.close()
 
 
 def run_suite(dburi: str, junit: Path) -> tuple[Counts, str]:

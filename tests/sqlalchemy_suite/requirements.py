@@ -115,10 +115,11 @@ class Requirements(SuiteRequirements):
         )
     )
     temp_table_reflection = property(lambda self: self.temporary_tables)
-    schema_reflection = property(
+    schemas_listed = property(
         lambda self: _closed(
             "SHOW DATABASES answers the logic database only (session_facts.py): the suite's schemas are "
-            "databases on the default data source's server, reachable by name but not listed"
+            "databases on the default data source's server, reachable by name but not listed "
+            "(test_suite.py, ComponentReflectionTest)"
         )
     )
     rowcount_of_matched_rows = property(

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.testing import requires
 from sqlalchemy.testing.suite import *  # noqa: F401,F403
+from sqlalchemy.testing.suite import ComponentReflectionTest as _ComponentReflectionTest
 from sqlalchemy.testing.suite import CompoundSelectTest as _CompoundSelectTest
 from sqlalchemy.testing.suite import CTETest as _CTETest
 from sqlalchemy.testing.suite import FetchLimitOffsetTest as _FetchLimitOffsetTest
@@ -41,6 +42,24 @@ class FetchLimitOffsetTest(_FetchLimitOffsetTest):
     @requires.union_across_shards_with_order_or_subquery
     def test_limit_render_multiple_times(self, connection: Any) -> None:
         super().test_limit_render_multiple_times(connection)
+
+
+class ComponentReflectionTest(_ComponentReflectionTest):
+    @requires.schemas_listed
+    def test_get_schema_names(self, connection: Any) -> None:
+        super().test_get_schema_names(connection)
+
+    @requires.schemas_listed
+    def test_get_schema_names_w_translate_map(self, connection: Any) -> None:
+        super().test_get_schema_names_w_translate_map(connection)
+
+    @requires.schemas_listed
+    def test_has_schema(self, connection: Any) -> None:
+        super().test_has_schema(connection)
+
+    @requires.schemas_listed
+    def test_has_schema_w_translate_map(self, connection: Any) -> None:
+        super().test_has_schema_w_translate_map(connection)
 
 
 class RowCountTest(_RowCountTest):
