@@ -122,12 +122,6 @@ class Requirements(SuiteRequirements):
             "(test_suite.py, ComponentReflectionTest)"
         )
     )
-    rowcount_of_matched_rows = property(
-        lambda self: _closed(
-            "an UPDATE's rowcount counts the rows it changed: ddm-core's pooled connections do not ask "
-            "for CLIENT_FOUND_ROWS, which SQLAlchemy's MySQL drivers do (test_suite.py, RowCountTest)"
-        )
-    )
     returning_guards = property(
         lambda self: _closed(
             "ddm+pymysql reports no RETURNING (a multi-row INSERT comes back from the shards in shard "

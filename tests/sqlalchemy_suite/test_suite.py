@@ -13,7 +13,6 @@ from sqlalchemy.testing.suite import CompoundSelectTest as _CompoundSelectTest
 from sqlalchemy.testing.suite import CTETest as _CTETest
 from sqlalchemy.testing.suite import FetchLimitOffsetTest as _FetchLimitOffsetTest
 from sqlalchemy.testing.suite import ReturningGuardsTest as _ReturningGuardsTest
-from sqlalchemy.testing.suite import RowCountTest as _RowCountTest
 from sqlalchemy.testing.suite import SameNamedSchemaTableTest as _SameNamedSchemaTableTest
 from sqlalchemy.testing.suite import WindowFunctionTest as _WindowFunctionTest
 
@@ -61,13 +60,3 @@ class ComponentReflectionTest(_ComponentReflectionTest):
     def test_has_schema_w_translate_map(self, connection: Any) -> None:
         super().test_has_schema_w_translate_map(connection)
 
-
-class RowCountTest(_RowCountTest):
-    @requires.rowcount_of_matched_rows
-    def test_update_rowcount2(self, connection: Any) -> None:
-        super().test_update_rowcount2(connection)
-
-    @requires.rowcount_of_matched_rows
-    @requires.sane_multi_rowcount
-    def test_multi_update_rowcount(self, connection: Any) -> None:
-        super().test_multi_update_rowcount(connection)
