@@ -71,6 +71,29 @@ def test_large_binary_round_trips_through_the_facades_binary_constructor(engine:
         assert conn.scalar(select(blobs.c.data).where(blobs.c.id == key)) == value
 
 
+def test_large_binary_round_trips_through_the_asyncio_dialect(setup: Setup) -> None:
+    """ddm+asyncmy's module adapter offers the same PEP 249 constructors (``Binary``)."""
+    import asyncio
+
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from ddm_core.aio import AsyncExecutor
+
+    value = b"\x01\xfe" * 64
+
+    async def round_trip() -> Any:
+        async with AsyncExecutor(setup.executor.config) as executor:
+            engine = create_async_engine("ddm+asyncmy://", connect_args={"executor": executor})
+            try:
+                async with engine.begin() as conn:
+                    key = (await conn.execute(insert(blobs), {"data": value})).inserted_primary_key[0]
+                    return await conn.scalar(select(blobs.c.data).where(blobs.c.id == key))
+            finally:
+                await engine.dispose()
+
+    assert asyncio.run(round_trip()) == value
+
+
 def test_the_facade_offers_pep_249_type_objects_and_constructors() -> None:
     assert dbapi.Binary(bytearray(b"ab")) == b"ab" and type(dbapi.Binary(memoryview(b"x"))) is bytes
     assert dbapi.STRING == 253 and dbapi.NUMBER == 8 and dbapi.DATETIME == 12 and dbapi.BINARY == 252

@@ -24,7 +24,7 @@ from sqlalchemy.connectors.asyncio import AsyncAdapt_dbapi_connection, AsyncAdap
 from sqlalchemy.dialects.mysql.asyncmy import MySQLDialect_asyncmy
 from sqlalchemy.util.concurrency import await_
 
-from ddm_core import dbapi
+from ddm_core import dbapi, dbapi_types
 from ddm_core._extras import require_extra
 from ddm_core.sqlalchemy.base import DdmDialectMixin
 
@@ -68,7 +68,8 @@ class AsyncAdaptDdmConnection(AsyncAdapt_terminate, AsyncAdapt_dbapi_connection)
 
 
 class AsyncAdaptDdmDbapi(AsyncAdapt_dbapi_module):
-    """:mod:`ddm_core.aio.dbapi` as the module SQLAlchemy's dialect calls (PEP 249's classes are the thread facade's)."""
+    """:mod:`ddm_core.aio.dbapi` as the module SQLAlchemy's dialect calls (PEP 249's classes, type objects and
+    constructors are the thread facade's)."""
 
     paramstyle = "format"
 
@@ -76,7 +77,7 @@ class AsyncAdaptDdmDbapi(AsyncAdapt_dbapi_module):
         from ddm_core.aio import dbapi as aio_dbapi
 
         super().__init__(aio_dbapi, dbapi_module=dbapi)
-        for name in _ERRORS:
+        for name in (*_ERRORS, *dbapi_types.__all__):  # PEP 249's classes, type objects and constructors
             setattr(self, name, getattr(dbapi, name))
 
     def connect(self, executor: Any) -> AsyncAdaptDdmConnection:
