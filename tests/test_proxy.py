@@ -159,6 +159,24 @@ def test_transactions_commit_rollback_and_autocommit(proxy: ProxyProcess, setup:
     conn.close()
 
 
+def test_savepoints_mark_the_sessions_transaction(proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]) -> None:
+    config = setup[1]
+    conn = connect(proxy.port)  # autocommit off: the first statement opens the transaction
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (15, 21)")
+        cur.execute("SAVEPOINT s1")
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (16, 21)")
+        cur.execute("ROLLBACK TO SAVEPOINT s1")
+        cur.execute("INSERT INTO t_order (order_id, user_id) VALUES (17, 21)")
+        cur.execute("RELEASE SAVEPOINT s1")
+        with pytest.raises(pymysql.err.MySQLError) as gone:
+            cur.execute("ROLLBACK TO SAVEPOINT s1")
+        assert gone.value.args[0] == 1305 and "SAVEPOINT s1 does not exist" in gone.value.args[1]
+        conn.commit()
+    conn.close()
+    assert [r for r in _backend_rows(config, "t_order", "order_id, user_id") if r[1] == 21] == [(15, 21), (17, 21)]
+
+
 def test_errors_carry_mysql_codes_and_the_session_survives(proxy: ProxyProcess, setup: tuple[ProxyProcess, dict[str, Any]]) -> None:
     conn = connect(proxy.port)
     with conn.cursor() as cur:

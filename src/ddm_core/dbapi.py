@@ -104,13 +104,14 @@ from ddm_core.errors import (
 )
 from ddm_core.execute import Executor, Result, Transaction
 from ddm_core.execute.bulk import Limits, regroup
+from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.shared import style_of
 from ddm_core.execute.transaction import check_mode
 from ddm_core.route.plan import RoutePlan
 from ddm_core.route.router import Router
 from ddm_core.route.text.placeholders import translate
 from ddm_core.session_facts import (
-    CHARSET, FACTS_SQL, Control, Isolation, Local, SessionFacts, SessionLevel, emulated_facts, facts_of, local_answer,
+    CHARSET, FACTS_SQL, Control, Isolation, Local, Savepoint, SessionFacts, SessionLevel, emulated_facts, facts_of, local_answer,
     needs_server_facts, result_of, session_statement,
 )
 
@@ -481,6 +482,12 @@ class Connection:
                 self.commit()  # BEGIN commits an open transaction first, as on MySQL
                 if local.command == "BEGIN":
                     self.begin()
+        elif isinstance(local, Savepoint):
+            tx = self._tx
+            if tx is None and opens_transaction(local.command, local.name, self._autocommit):
+                tx = self._tx = self._new_transaction(self._live())
+            if tx is not None:
+                tx.run_savepoint(local.command, local.name)
         elif isinstance(local, Isolation):
             self._level.set(local)
         return result_of(local)

@@ -322,6 +322,10 @@ class CrossShardTransactionError(TransactionError):
     """A write inside one local transaction would touch a second data source."""
 
 
+class NoSuchSavepointError(TransactionError):
+    """``ROLLBACK TO`` / ``RELEASE`` of a savepoint the transaction has not set (or dropped)."""
+
+
 class XaError(TransactionError):
     """An XA (two-phase) transaction failed; the message says what became of each branch."""
 

@@ -28,6 +28,8 @@ client`` ...                          connection's character set)
 ISOLATION LEVEL ...``                 every later) transaction opens at
 ``BEGIN`` / ``COMMIT`` / ``ROLLBACK`` the connection's own ``begin()`` / ``commit()`` / ``rollback()``
                                       (``BEGIN`` commits an open transaction first, as on MySQL)
+``SAVEPOINT`` / ``ROLLBACK TO`` /      on every connection of the connection's transaction
+``RELEASE SAVEPOINT``                 (:mod:`ddm_core.execute.savepoints`)
 ``USE <logic database>``              accepted, nothing to do
 ``SHOW VARIABLES [LIKE ...]``,        the variables above
 ``SHOW DATABASES``, ``SHOW WARNINGS``
@@ -47,13 +49,14 @@ from typing import Any, Iterable, NamedTuple
 
 from ddm_core.execute.isolation import isolation_level
 from ddm_core.execute.result import Result
+from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.text.edits import LOGIC_DB
 from ddm_core.session_statements import Classified, Kind, classify, probe_items
 
 __all__ = [
     "FACTS_SQL", "SessionFacts", "facts_of", "emulated_facts", "needs_server_facts", "logic_database",
-    "Rows", "Control", "Isolation", "Nothing", "Local", "session_statement", "local_answer", "CHARSET", "SessionLevel", "result_of",
+    "Rows", "Control", "Savepoint", "Isolation", "Nothing", "Local", "session_statement", "local_answer", "CHARSET", "SessionLevel", "result_of", "SAVEPOINT_KINDS",
 ]
 
 #: Every pooled connection's character set (docs/operations.md#session-state).
@@ -131,6 +134,13 @@ class Control(NamedTuple):
     command: str  # "BEGIN" | "COMMIT" | "ROLLBACK"
 
 
+class Savepoint(NamedTuple):
+    """A savepoint command on the connection's transaction (:mod:`ddm_core.execute.savepoints`)."""
+
+    command: str  # SAVEPOINT | ROLLBACK TO SAVEPOINT | RELEASE SAVEPOINT
+    name: str
+
+
 class Isolation(NamedTuple):
     """Set the isolation level of the next transaction (``session``: of every later one)."""
 
@@ -142,7 +152,7 @@ class Nothing(NamedTuple):
     """Accepted, nothing to do (``SET NAMES utf8mb4``, ``USE`` the logic database)."""
 
 
-Local = Rows | Control | Isolation | Nothing
+Local = Rows | Control | Savepoint | Isolation | Nothing
 
 _SET_NAMES = re.compile(
     r"SET\s+(?:NAMES|CHARACTER\s+SET|CHARSET)\s+(['\"`]?)(\w+)\1(?:\s+COLLATE\s+(['\"`]?)\w+\3)?\Z", re.I
@@ -156,6 +166,8 @@ _SET_ISOLATION_VARIABLE = re.compile(
     r"(['\"])([A-Za-z _-]+)\1\Z", re.I
 )
 _CONTROL = {Kind.BEGIN: "BEGIN", Kind.COMMIT: "COMMIT", Kind.ROLLBACK: "ROLLBACK"}
+#: The savepoint statements' kinds and the commands they run (the proxy's too).
+SAVEPOINT_KINDS = {Kind.SAVEPOINT: SAVEPOINT, Kind.ROLLBACK_TO: ROLLBACK_TO, Kind.RELEASE: RELEASE}
 _CACHE_SIZE = 4096
 _classified: dict[str, Classified] = {}
 
@@ -194,6 +206,8 @@ def local_answer(
     kind = classified.kind
     if kind in _CONTROL:
         return Control(_CONTROL[kind])
+    if kind in SAVEPOINT_KINDS:
+        return Savepoint(SAVEPOINT_KINDS[kind], classified.rest)
     if kind is Kind.SET:
         return _set(classified.rest)
     variables = _variables(facts, isolation, autocommit)

@@ -38,6 +38,9 @@ class Kind(Enum):
     PROBE = "probe"  # FROM-less SELECT of session facts only
     PREVIEW = "preview"
     KILL = "kill"  # KILL [CONNECTION | QUERY] <id>: of the proxy's own sessions, never forwarded
+    SAVEPOINT = "savepoint"  # the name in ``rest``: set on every connection of the transaction
+    ROLLBACK_TO = "rollback to savepoint"
+    RELEASE = "release savepoint"
 
 
 class Classified(NamedTuple):
@@ -60,10 +63,18 @@ _SHOW_VARIABLES = re.compile(
 )
 _SHOW_NOTHING = re.compile(r"SHOW\s+(?:(?:SESSION|GLOBAL)\s+)?(?:WARNINGS|ERRORS|STATUS)(?:\s+LIKE\s+'[^']*')?\Z", re.I)
 _PREVIEW = re.compile(r"PREVIEW\s+(.+)\Z", re.I | re.S)
+_NAME = r"(`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+_SAVEPOINTS = (
+    (re.compile(r"SAVEPOINT\s+" + _NAME + r"\Z", re.I), "SAVEPOINT"),
+    (re.compile(r"ROLLBACK(?:\s+WORK)?\s+TO\s+(?:SAVEPOINT\s+)?" + _NAME + r"\Z", re.I), "ROLLBACK_TO"),
+    (re.compile(r"RELEASE\s+SAVEPOINT\s+" + _NAME + r"\Z", re.I), "RELEASE"),
+)
 _FIRST_WORD = re.compile(r"[A-Za-z]+")
 
 #: First words that can only be a session statement (anything else is the router's).
-_SESSION_WORDS = frozenset({"BEGIN", "START", "COMMIT", "ROLLBACK", "SET", "USE", "SHOW", "PREVIEW", "SELECT", "KILL"})
+_SESSION_WORDS = frozenset({
+    "BEGIN", "START", "COMMIT", "ROLLBACK", "SET", "USE", "SHOW", "PREVIEW", "SELECT", "KILL", "SAVEPOINT", "RELEASE",
+})  # fmt: skip
 
 
 class Probe(NamedTuple):
@@ -121,6 +132,10 @@ def classify(sql: str) -> Classified:
     for pattern, kind in ((_BEGIN, Kind.BEGIN), (_COMMIT, Kind.COMMIT), (_ROLLBACK, Kind.ROLLBACK)):
         if pattern.match(text):
             return Classified(kind)
+    for pattern, name in _SAVEPOINTS:
+        m = pattern.match(text)
+        if m:
+            return Classified(Kind[name], _unquote(m.group(1)))
     m = _USE.match(text)
     if m:
         return Classified(Kind.USE, _unquote(m.group(1)))

@@ -80,6 +80,7 @@ class Requirements(SuiteRequirements):
     unicode_ddl = property(lambda self: _open())
     views = property(lambda self: _open())
     window_functions = property(lambda self: _open())
+    savepoints = property(lambda self: _open())  # set on every connection of the transaction (execute/savepoints.py)
 
     def get_isolation_levels(self, config: Any) -> dict[str, Any]:
         with config.db.connect() as conn:  # in the dialect's order: the suite compares its error message
@@ -102,13 +103,6 @@ class Requirements(SuiteRequirements):
     )
 
     # -- what ddm-core rules out, in every configuration --------------------------------------------
-    savepoints = property(
-        lambda self: _closed(
-            "ddm-core refuses SAVEPOINT: a transaction holds one connection per data source it touched, "
-            "and a savepoint would have to be set on each, also on those it touches later "
-            "(docs/operations.md#session-state)"
-        )
-    )
     temporary_tables = property(
         lambda self: _closed(
             "a TEMPORARY table lives on one pooled connection: the next statement may run on another"

@@ -70,10 +70,11 @@ from ddm_core.dbapi import (
 from ddm_core.errors import DdmError
 from ddm_core.execute.bulk import Limits
 from ddm_core.execute.pools import FALLBACK_PACKET
+from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.shared import style_of
 from ddm_core.route.plan import RoutePlan
 from ddm_core.session_facts import (
-    CHARSET, FACTS_SQL, Control, Isolation, Local, SessionFacts, SessionLevel, emulated_facts, facts_of, local_answer,
+    CHARSET, FACTS_SQL, Control, Isolation, Local, Savepoint, SessionFacts, SessionLevel, emulated_facts, facts_of, local_answer,
     needs_server_facts, result_of, session_statement,
 )
 
@@ -250,6 +251,12 @@ class AsyncConnection:
                 await self.commit()  # BEGIN commits an open transaction first, as on MySQL
                 if local.command == "BEGIN":
                     await self.begin()
+        elif isinstance(local, Savepoint):
+            tx = self._tx
+            if tx is None and opens_transaction(local.command, local.name, self._autocommit):
+                tx = self._tx = self._new_transaction(self._live())
+            if tx is not None:
+                await tx.run_savepoint(local.command, local.name)
         elif isinstance(local, Isolation):
             self._level.set(local)
         return AsyncResult(result_of(local))

@@ -32,6 +32,7 @@ from typing import Any, Callable, Coroutine, Protocol, TypeVar
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError, QueryTimeoutError, TransactionError
 from ddm_core.execute.driver_errors import map_driver_error
+from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT
 from ddm_core.execute.session_state import check_pinned
 from ddm_core.execute.shadows import Shadows
 from ddm_core.execute.shared import DEFAULT, style_of
@@ -121,6 +122,34 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
         """Refuse a write that would reach a second data source (the XA mode overrides this)."""
         refuse_second_writer(plan, sources, self._written)
 
+    # -- savepoints (execute/savepoints.py) -------------------------------------------------------
+
+    async def savepoint(self, name: str) -> None:
+        """``SAVEPOINT name`` on every pinned connection (and on each one pinned later, after its BEGIN)."""
+        await self.run_savepoint(SAVEPOINT, name)
+
+    async def rollback_to_savepoint(self, name: str) -> None:
+        """``ROLLBACK TO SAVEPOINT name`` on every pinned connection; later savepoints are dropped."""
+        await self.run_savepoint(ROLLBACK_TO, name)
+
+    async def release_savepoint(self, name: str) -> None:
+        """``RELEASE SAVEPOINT name`` on every pinned connection; it and later savepoints are dropped."""
+        await self.run_savepoint(RELEASE, name)
+
+    async def run_savepoint(self, command: str, name: str) -> None:
+        """``command`` (``SAVEPOINT``, ``ROLLBACK TO SAVEPOINT``, ``RELEASE SAVEPOINT``) on ``name``."""
+        sql = self._savepoint_statement(command, name)
+        try:
+            for pinned in list(self._pins.values()):
+                await self._mark(pinned, sql)
+        except BaseException as exc:
+            self._savepoint_failed(exc)
+            raise
+        self._savepoints.apply(command, name)
+
+    async def _mark(self, pinned: AsyncBorrowed, sql: str) -> None:
+        await self._asked(pinned, pinned.pool.driver.execute(pinned.raw, sql, None), sql)
+
     async def _pin(self, data_source: str) -> AsyncBorrowed:
         pinned = self._pins.get(data_source)
         if pinned is not None:
@@ -130,9 +159,15 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
             if shadow is not None:
                 self._pins[data_source] = shadow
                 return shadow
-        borrowed = await self._borrow_begun(data_source, self._begin, None)
+        borrowed = await self._borrow_begun(data_source, self._begin_marked, None)
         self._pins[data_source] = borrowed
         return borrowed
+
+    async def _begin_marked(self, data_source: str, pinned: AsyncBorrowed) -> None:
+        """Open the transaction on a newly pinned connection and set the savepoints set so far."""
+        await self._begin(data_source, pinned)
+        for sql in self._savepoints.replay():
+            await self._mark(pinned, sql)
 
     async def _borrow_begun(
         self, data_source: str, begin: Callable[[str, AsyncBorrowed], Coroutine[Any, Any, None]], deadline: float | None

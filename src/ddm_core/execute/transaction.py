@@ -48,6 +48,10 @@ transaction) works like this:
   transaction (a deadlock, a lock-wait timeout, a cancel, a lost connection) leaves
   the transaction *failed*, as the same error of any statement would.
 
+* **Savepoints** (``tx.savepoint(name)``, ``rollback_to_savepoint``, ``release_savepoint``; the
+  facades' ``SAVEPOINT`` statements) mark the whole transaction: every pinned connection, and each
+  one pinned later right after its ``BEGIN`` (:mod:`ddm_core.execute.savepoints`).
+
 A transaction is not thread-safe: use it from one thread at a time.
 """
 
@@ -70,6 +74,7 @@ from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.session_state import check_pinned, reset_or_discard
 from ddm_core.execute.pools import EndpointPool
+from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT, Savepoints, savepoint_name
 from ddm_core.execute.shadows import Shadows
 from ddm_core.execute.shared import DEFAULT, Lane, style_of
 from ddm_core.execute.steps import Borrow, Reset, RunUnit, TxStep, drive
@@ -132,6 +137,29 @@ class TransactionState(Generic[B]):
         self._state = "active"  # active | failed | committed | rolled back
         self._failure: BaseException | None = None
         self._token: Token[Any] | None = None
+        self._savepoints = Savepoints()
+
+    @property
+    def savepoints(self) -> tuple[str, ...]:
+        """The names of the savepoints set and not yet released or rolled back past, oldest first."""
+        return tuple(self._savepoints.names)
+
+    def _savepoint_statement(self, command: str, name: str) -> str:
+        """The statement a savepoint command runs on every pin (checked: the state, the name, dual writes)."""
+        check_usable(self._state, self._failure)
+        sql = self._savepoints.statement(command, savepoint_name(name))
+        if command == ROLLBACK_TO and self._dual.carried:
+            error = TransactionError(
+                f"ROLLBACK TO SAVEPOINT {name}: a migration's dual writes ran in this transaction and cannot be "
+                "rolled back to a savepoint; the transaction is rolled back instead", savepoint=name,
+            )  # fmt: skip
+            self._state, self._failure = "failed", error
+            raise error
+        return sql
+
+    def _savepoint_failed(self, exc: BaseException) -> None:
+        """A savepoint command failed on one pin after others ran it: the pins disagree, nothing can commit."""
+        self._state, self._failure = "failed", exc
 
     @property
     def active(self) -> bool:
@@ -242,10 +270,15 @@ class Transaction(TransactionState[Borrowed]):
 
     @staticmethod
     def _control(pinned: Borrowed, command: str) -> None:
-        """``COMMIT`` or ``ROLLBACK`` on a pinned connection; its failure mapped."""
+        """``COMMIT``, ``ROLLBACK`` or a savepoint statement on a pinned connection; its failure mapped."""
         driver, pool = pinned.pool.driver, pinned.pool
         try:
-            (driver.commit if command == "COMMIT" else driver.rollback)(pinned.raw)
+            if command == "COMMIT":
+                driver.commit(pinned.raw)
+            elif command == "ROLLBACK":
+                driver.rollback(pinned.raw)
+            else:
+                driver.cursor(pinned.raw, False).execute(command)
         except Exception as exc:
             raise map_driver_error(exc, data_source=pool.data_source, endpoint=pool.endpoint.name, sql=command) from exc
 
@@ -263,6 +296,31 @@ class Transaction(TransactionState[Borrowed]):
             raise
         return borrowed
 
+    # -- savepoints (execute/savepoints.py) -----------------------------------------------------
+
+    def savepoint(self, name: str) -> None:
+        """``SAVEPOINT name`` on every pinned connection (and on each one pinned later, after its BEGIN)."""
+        self.run_savepoint(SAVEPOINT, name)
+
+    def rollback_to_savepoint(self, name: str) -> None:
+        """``ROLLBACK TO SAVEPOINT name`` on every pinned connection; later savepoints are dropped."""
+        self.run_savepoint(ROLLBACK_TO, name)
+
+    def release_savepoint(self, name: str) -> None:
+        """``RELEASE SAVEPOINT name`` on every pinned connection; it and later savepoints are dropped."""
+        self.run_savepoint(RELEASE, name)
+
+    def run_savepoint(self, command: str, name: str) -> None:
+        """``command`` (``SAVEPOINT``, ``ROLLBACK TO SAVEPOINT``, ``RELEASE SAVEPOINT``) on ``name``."""
+        sql = self._savepoint_statement(command, name)
+        try:
+            for pinned in self._pins.values():
+                self._control(pinned, sql)
+        except BaseException as exc:
+            self._savepoint_failed(exc)
+            raise
+        self._savepoints.apply(command, name)
+
     def _check_write(self, plan: RoutePlan, sources: tuple[str, ...]) -> None:
         """Refuse a write that would reach a second data source (the XA mode overrides this)."""
         refuse_second_writer(plan, sources, self._written)
@@ -279,9 +337,15 @@ class Transaction(TransactionState[Borrowed]):
             if shadow is not None:
                 self._pins[data_source] = shadow
                 return shadow
-        borrowed = self._borrow_begun(data_source, lambda b: self._begin(data_source, b))
+        borrowed = self._borrow_begun(data_source, lambda b: self._begin_marked(data_source, b))
         self._pins[data_source] = borrowed
         return borrowed
+
+    def _begin_marked(self, data_source: str, pinned: Borrowed) -> None:
+        """Open the transaction on a newly pinned connection and set the savepoints set so far."""
+        self._begin(data_source, pinned)
+        for sql in self._savepoints.replay():
+            self._control(pinned, sql)
 
     def _begin(self, data_source: str, pinned: Borrowed) -> None:
         """Open the transaction on a newly pinned connection (the XA mode starts a branch instead)."""

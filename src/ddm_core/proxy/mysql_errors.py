@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from ddm_core.errors import (
     CrossShardTransactionError,
+    NoSuchSavepointError,
     DataSourceUnavailableError,
     DdmError,
     DeepPaginationError,
@@ -53,6 +54,7 @@ TX_IN_PROGRESS = 1568  # ER_CANT_CHANGE_TX_CHARACTERISTICS: SET transaction_type
 INSECURE_TRANSPORT = 3159  # ER_SECURE_TRANSPORT_REQUIRED: proxy.tls.required and the client did not use TLS
 NO_SUCH_THREAD = 1094  # ER_NO_SUCH_THREAD: KILL of an id that is no session of this proxy
 QUERY_INTERRUPTED = 1317  # ER_QUERY_INTERRUPTED: KILL QUERY ended the statement
+NO_SUCH_SAVEPOINT = 1305  # ER_SP_DOES_NOT_EXIST: ROLLBACK TO / RELEASE of a savepoint the transaction did not set
 #: ProxyAccessDeniedError.scope -> MySQL's code for that refusal (docs/proxy.md#privileges)
 ACCESS_DENIED_CODES = {
     "operation": 1227,  # ER_SPECIFIC_ACCESS_DENIED_ERROR: "you need (at least one of) the X privilege(s)"
@@ -124,6 +126,7 @@ _REFUSALS: tuple[tuple[type[DdmError], int], ...] = (
     (XaBranchAbortedError, LOCK_DEADLOCK),
     (XaTimeoutError, QUERY_TIMEOUT),
     (XaCapacityError, TOO_MANY_CONNECTIONS),
+    (NoSuchSavepointError, NO_SUCH_SAVEPOINT),
     (TransactionError, UNKNOWN_ERROR),
 )
 

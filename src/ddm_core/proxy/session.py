@@ -40,6 +40,7 @@ from mysql_mimic.variables import SessionVariables
 
 from ddm_core.errors import DdmError, StatementInterruptedError
 from ddm_core.execute import Result, Transaction
+from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.shared import style_of
 from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
 from ddm_core.proxy.described import describe
@@ -51,6 +52,7 @@ from ddm_core.proxy.mysql_errors import (
 )  # fmt: skip
 from ddm_core.proxy.privileges import PLAIN, Needs
 from ddm_core.proxy.runtime import ProxyRuntime, Shape
+from ddm_core.session_facts import SAVEPOINT_KINDS
 from ddm_core.session_statements import Kind, classify, probe_items, returns_rows
 from ddm_core.proxy.variables import TRANSACTION_TYPE, apply_set
 from ddm_core.route.plan import RouteKind, RoutePlan
@@ -272,6 +274,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if kind is Kind.ROLLBACK:
             await self._in_thread(self._rollback)
             return Outcome()
+        if kind in SAVEPOINT_KINDS:
+            await self._in_thread(self._savepoint, kind, what.rest)
+            return Outcome()
         if kind is Kind.USE:
             await self.use(what.rest)
             return Outcome()
@@ -313,6 +318,15 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         tx, self._tx = self._tx, None
         if tx is not None:
             tx.rollback()
+
+    def _savepoint(self, kind: Kind, name: str) -> None:
+        """SAVEPOINT / ROLLBACK TO / RELEASE on every connection of the session's transaction."""
+        command, tx = SAVEPOINT_KINDS[kind], self._tx
+        if tx is None and opens_transaction(command, name, self._autocommit):
+            self._open_transaction()
+            tx = self._tx
+        if tx is not None:
+            tx.run_savepoint(command, name)
 
     def _set_transaction_mode(self, mode: str) -> None:
         if self._tx is not None and mode != self._tx_mode:
