@@ -184,6 +184,12 @@ class BlockingTransaction:
     def rollback(self) -> None:
         self._owner.run(self.inner.rollback())
 
+    def savepoint(self, name: str) -> None:
+        self._owner.run(self.inner.savepoint(name))
+
+    def rollback_to_savepoint(self, name: str) -> None:
+        self._owner.run(self.inner.rollback_to_savepoint(name))
+
     def __enter__(self) -> BlockingTransaction:
         current = self._owner._tx
         if current is not None and current.inner.active:

@@ -325,6 +325,18 @@ def test_transaction_commit_makes_both_visible_and_rollback_neither(env: Env, ex
 
 
 @on_both_runners
+def test_a_rollback_to_a_savepoint_after_a_dual_write_fails_the_transaction(env: Env, ex: Executor) -> None:
+    """The copy would stay ahead of the rows it copies: the whole transaction is rolled back instead."""
+    u0, _ = users_on(ex)
+    with pytest.raises(TransactionError, match="dual writes ran in this transaction"):
+        with ex.transaction() as tx:
+            tx.savepoint("before")
+            tx.execute_plan(with_dual(ex, INSERT, (1, u0, 10), ("ds_2", "t_order_new")))
+            tx.rollback_to_savepoint("before")
+    assert env.rows("ds_0", "t_order") == env.rows("ds_2", "t_order_new") == []
+
+
+@on_both_runners
 def test_transaction_rolled_back_by_an_error_rolls_back_the_shadow(env: Env, ex: Executor) -> None:
     u0, _ = users_on(ex)
     with pytest.raises(RuntimeError), ex.transaction() as tx:

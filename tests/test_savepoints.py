@@ -54,6 +54,7 @@ def test_rollback_to_undoes_what_came_after_on_every_connection(any_runner_execu
         one(conn, INSERT, (2, first, 20))
         one(conn, "SELECT COUNT(*) FROM t_order WHERE user_id = %s", (other,))  # pins a second data source after s1
         one(conn, "SAVEPOINT s2")
+        one(conn, "SAVEPOINT `before`")  # a reserved word, quoted as the client wrote it
         one(conn, INSERT, (3, first, 30))
         one(conn, "ROLLBACK TO SAVEPOINT s1")  # on both pins; s2 is gone with it
         with pytest.raises(errors.NoSuchSavepointError, match="SAVEPOINT s2 does not exist"):

@@ -32,7 +32,7 @@ from typing import Any, Callable, Coroutine, Protocol, TypeVar
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError, QueryTimeoutError, TransactionError
 from ddm_core.execute.driver_errors import map_driver_error
-from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT
+from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT, statement
 from ddm_core.execute.session_state import check_pinned
 from ddm_core.execute.shadows import Shadows
 from ddm_core.execute.shared import DEFAULT, style_of
@@ -138,10 +138,10 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
 
     async def run_savepoint(self, command: str, name: str) -> None:
         """``command`` (``SAVEPOINT``, ``ROLLBACK TO SAVEPOINT``, ``RELEASE SAVEPOINT``) on ``name``."""
-        sql = self._savepoint_statement(command, name)
+        self._check_savepoint(command, name)
         try:
             for pinned in list(self._pins.values()):
-                await self._mark(pinned, sql)
+                await self._mark(pinned, statement(command, name, pinned.pool.driver.dialect.name))
         except BaseException as exc:
             self._savepoint_failed(exc)
             raise
@@ -166,7 +166,7 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
     async def _begin_marked(self, data_source: str, pinned: AsyncBorrowed) -> None:
         """Open the transaction on a newly pinned connection and set the savepoints set so far."""
         await self._begin(data_source, pinned)
-        for sql in self._savepoints.replay():
+        for sql in self._savepoints.replay(pinned.pool.driver.dialect.name):
             await self._mark(pinned, sql)
 
     async def _borrow_begun(

@@ -19,7 +19,7 @@ import re
 
 from ddm_core.errors import NoSuchSavepointError, TransactionError
 
-__all__ = ["SAVEPOINT", "ROLLBACK_TO", "RELEASE", "Savepoints", "savepoint_name", "opens_transaction"]
+__all__ = ["SAVEPOINT", "ROLLBACK_TO", "RELEASE", "Savepoints", "savepoint_name", "opens_transaction", "statement"]
 
 SAVEPOINT, ROLLBACK_TO, RELEASE = "SAVEPOINT", "ROLLBACK TO SAVEPOINT", "RELEASE SAVEPOINT"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,63}\Z")
@@ -46,15 +46,14 @@ class Savepoints:
     def __init__(self) -> None:
         self.names: list[str] = []
 
-    def statement(self, command: str, name: str) -> str:
-        """The statement for ``command`` on ``name``, checked against the stack (nothing changes yet).
+    def check(self, command: str, name: str) -> None:
+        """``command`` on ``name`` against the stack (nothing changes yet).
 
         Raises:
             NoSuchSavepointError: rolling back to or releasing a savepoint the transaction has not set.
         """
         if command != SAVEPOINT and name not in self.names:
             raise NoSuchSavepointError(f"SAVEPOINT {name} does not exist", savepoint=name)
-        return f"{command} {name}"
 
     def apply(self, command: str, name: str) -> None:
         """The stack after ``command`` on ``name`` ran on every pinned connection."""
@@ -66,9 +65,16 @@ class Savepoints:
             at = self.names.index(name)
             del self.names[at + (1 if command == ROLLBACK_TO else 0) :]
 
-    def replay(self) -> list[str]:
-        """What a connection pinned now runs after its ``BEGIN``."""
-        return [f"{SAVEPOINT} {name}" for name in self.names]
+    def replay(self, dialect: str) -> list[str]:
+        """What a connection of ``dialect`` pinned now runs after its ``BEGIN``."""
+        return [statement(SAVEPOINT, name, dialect) for name in self.names]
+
+
+def statement(command: str, name: str, dialect: str) -> str:
+    """``command`` on savepoint ``name`` as backend ``dialect`` reads it: the name always quoted, so a
+    reserved word (``before``) is a name too (it holds no quote character: :func:`savepoint_name`)."""
+    quote = '"' if dialect == "postgresql" else "`"
+    return f"{command} {quote}{name}{quote}"
 
 
 def opens_transaction(command: str, name: str, autocommit: bool) -> bool:

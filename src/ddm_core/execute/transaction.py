@@ -74,7 +74,7 @@ from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.session_state import check_pinned, reset_or_discard
 from ddm_core.execute.pools import EndpointPool
-from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT, Savepoints, savepoint_name
+from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT, Savepoints, savepoint_name, statement
 from ddm_core.execute.shadows import Shadows
 from ddm_core.execute.shared import DEFAULT, Lane, style_of
 from ddm_core.execute.steps import Borrow, Reset, RunUnit, TxStep, drive
@@ -144,10 +144,10 @@ class TransactionState(Generic[B]):
         """The names of the savepoints set and not yet released or rolled back past, oldest first."""
         return tuple(self._savepoints.names)
 
-    def _savepoint_statement(self, command: str, name: str) -> str:
-        """The statement a savepoint command runs on every pin (checked: the state, the name, dual writes)."""
+    def _check_savepoint(self, command: str, name: str) -> None:
+        """Before a savepoint command runs on any pin: the state, the name, dual writes."""
         check_usable(self._state, self._failure)
-        sql = self._savepoints.statement(command, savepoint_name(name))
+        self._savepoints.check(command, savepoint_name(name))
         if command == ROLLBACK_TO and self._dual.carried:
             error = TransactionError(
                 f"ROLLBACK TO SAVEPOINT {name}: a migration's dual writes ran in this transaction and cannot be "
@@ -155,7 +155,6 @@ class TransactionState(Generic[B]):
             )  # fmt: skip
             self._state, self._failure = "failed", error
             raise error
-        return sql
 
     def _savepoint_failed(self, exc: BaseException) -> None:
         """A savepoint command failed on one pin after others ran it: the pins disagree, nothing can commit."""
@@ -312,10 +311,10 @@ class Transaction(TransactionState[Borrowed]):
 
     def run_savepoint(self, command: str, name: str) -> None:
         """``command`` (``SAVEPOINT``, ``ROLLBACK TO SAVEPOINT``, ``RELEASE SAVEPOINT``) on ``name``."""
-        sql = self._savepoint_statement(command, name)
+        self._check_savepoint(command, name)
         try:
             for pinned in self._pins.values():
-                self._control(pinned, sql)
+                self._control(pinned, statement(command, name, pinned.pool.driver.dialect.name))
         except BaseException as exc:
             self._savepoint_failed(exc)
             raise
@@ -344,7 +343,7 @@ class Transaction(TransactionState[Borrowed]):
     def _begin_marked(self, data_source: str, pinned: Borrowed) -> None:
         """Open the transaction on a newly pinned connection and set the savepoints set so far."""
         self._begin(data_source, pinned)
-        for sql in self._savepoints.replay():
+        for sql in self._savepoints.replay(pinned.pool.driver.dialect.name):
             self._control(pinned, sql)
 
     def _begin(self, data_source: str, pinned: Borrowed) -> None:
