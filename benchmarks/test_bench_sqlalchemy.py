@@ -24,23 +24,32 @@ ddm round follows one round of its baseline, so both see the same load;
 ``report.py`` prints the ratio of the medians against the issue's target.
 Nothing here asserts a speed.
 
-==============================  =======================================  ======================================
-case                            ddm+pymysql                              baseline
-==============================  =======================================  ======================================
-ORM get, identity map cleared   one ``Session``, ``expunge_all()`` +     the same on ``mysql+pymysql``, one
-                                ``session.get(Order, (uid, oid))`` ×200  table
-ORM get, a Session per get      ``with Session(engine) as s: s.get(...)`` the same on ``mysql+pymysql``
-Core select by key              ``conn.execute(select(t).where(user_id   the same on ``mysql+pymysql``
-                                == u, order_id == o)).all()`` ×200
-ORM bulk insert 20 000 rows     ``session.execute(insert(Order), dicts)``  the same into the one table, also
-                                on an ``AUTOCOMMIT`` engine (the rows     ``AUTOCOMMIT``
-                                span all 4 data sources: a local
-                                transaction writes to one only)
-the same, XA                    ``?transaction_mode=xa`` engine, one      one local transaction on the one
-                                XA transaction over 4 data sources        table
-vs horizontal_shard: get,       the ORM statement on ``ddm+pymysql``      the same on a ``ShardedSession``; rows
-ORDER BY LIMIT 20, GROUP BY                                               checked against the oracle
-==============================  =======================================  ======================================
+=============================  =========================================  ==================================
+case                           ddm+pymysql                                baseline
+=============================  =========================================  ==================================
+ORM get, identity map cleared  one ``Session``, ``expunge_all()`` +       the same on ``mysql+pymysql``, one
+                               ``session.get(Order, (uid, oid))`` ×200    table
+ORM get, a Session per get     ``with Session(engine) as s:``             the same on ``mysql+pymysql``
+                               ``s.get(...)``
+Core select by key             ``conn.execute(select(t).where(user_id     the same on ``mysql+pymysql``
+                               == u, order_id == o)).all()`` ×200
+ORM bulk insert 20 000 rows    ``session.execute(insert(Order), dicts)``  the same into the one table, also
+                               on an ``AUTOCOMMIT`` engine (the rows      ``AUTOCOMMIT``
+                               span all 4 data sources: a local
+                               transaction writes to one only)
+the same, XA                   ``?transaction_mode=xa`` engine, one       one local transaction on the one
+                               XA transaction over 4 data sources         table
+vs horizontal_shard: get,      the ORM statement on ``ddm+pymysql``       the same on a ``ShardedSession``;
+ORDER BY LIMIT 20, GROUP BY                                               rows checked against the oracle
+asyncio ``AsyncSession.get``   ``ddm+asyncmy`` over an                    ``mysql+asyncmy``, one table; both
+                               ``AsyncExecutor`` (``expunge_all``         on one event loop
+                               before each get)
+=============================  =========================================  ==================================
+
+The three by-key cases run twice: on the engines as created (each Session or
+connection opens a transaction, rolled back when it ends: ddm-core pins a
+connection per data source and opens the transaction on it) and on
+``isolation_level="AUTOCOMMIT"`` engines on both sides (no transaction).
 
 **Correctness.** Each horizontal_shard case first runs its statement on both
 sides and on the oracle — the same statement on ``mysql+pymysql`` over the one
@@ -100,6 +109,9 @@ class SaData:
     layout: Layout
     ddm: Engine
     single: Engine
+    #: The same with ``isolation_level="AUTOCOMMIT"`` (set once per pooled connection, not per checkout).
+    ddm_ac: Engine
+    single_ac: Engine
 
     def ddm_engine(self, url: str = "ddm+pymysql://", **kw: Any) -> Engine:
         return create_engine(url, connect_args={"executor": self.layout.executor}, **kw)
@@ -129,9 +141,10 @@ def sa_data() -> Iterator[SaData]:
             cur.executemany(INSERT, rows)
             cur.execute("ANALYZE TABLE t_order")
         direct.close()
-        data = SaData(names, one, layout, create_engine("ddm+pymysql://", connect_args={"executor": layout.executor}),
-                      mysql_engine(one))
-        engines += [data.ddm, data.single]
+        engines += [create_engine("ddm+pymysql://", connect_args={"executor": layout.executor}, **options)
+                    for options in ({}, {"isolation_level": "AUTOCOMMIT"})]
+        engines += [mysql_engine(one), mysql_engine(one, isolation_level="AUTOCOMMIT")]
+        data = SaData(names, one, layout, engines[0], engines[2], engines[1], engines[3])
         yield data
     finally:
         for engine in engines:
@@ -200,15 +213,20 @@ ROUNDS_BY_KEY: list[tuple[str, Callable[..., Callable[[], list[Any]]]]] = [
 ]
 
 
+@pytest.mark.parametrize("isolation", ["default", "AUTOCOMMIT"])
 @pytest.mark.parametrize("label,make", ROUNDS_BY_KEY, ids=["orm_get", "orm_get_session", "core_select"])
-def test_sa_by_key(sa_data: SaData, benchmark: Any, label: str,
-                   make: Callable[..., Callable[[], list[Any]]]) -> None:
+def test_sa_by_key(sa_data: SaData, benchmark: Any, label: str, make: Callable[..., Callable[[], list[Any]]],
+                   isolation: str) -> None:
+    """``default``: the engines as created (a transaction per Session / connection, rolled back at its end);
+    ``AUTOCOMMIT``: ``isolation_level="AUTOCOMMIT"`` on both sides (no transaction: what the first costs)."""
+    ddm, single = (sa_data.ddm, sa_data.single) if isolation == "default" else (sa_data.ddm_ac, sa_data.single_ac)
     keys = _keys()
-    ddm_round, one_round = make(sa_data.ddm, keys), make(sa_data.single, keys)
+    ddm_round, one_round = make(ddm, keys), make(single, keys)
     got, want = ddm_round(), one_round()
     assert got == want and all(r for r in got)
-    measure_pair(benchmark, ddm_round, Paired(_timed(one_round)), case=label, target="<= 1.10", items=CALLS,
-                 unit="call", rounds=30, group=GROUP, table=VS_ONE)
+    measure_pair(benchmark, ddm_round, Paired(_timed(one_round)),
+                 case=label + ("" if isolation == "default" else f", {isolation} engines"), target="<= 1.10",
+                 items=CALLS, unit="call", rounds=30, group=GROUP, table=VS_ONE)
 
 
 def _delete_bulk(data: SaData) -> None:
@@ -339,3 +357,40 @@ def test_sa_vs_horizontal_query(sa_data: SaData, horizontal: HorizontalShards, b
     correctness = {"ddm+pymysql": _verdict(ddm_round(), oracle), "horizontal_shard": _verdict(hs_round(), oracle)}
     measure_pair(benchmark, ddm_round, Paired(_timed(hs_round)), case=f"{label} (vs horizontal_shard)", target="",
                  items=PER_ROUND, unit="call", rounds=15, group=GROUP, table=VS_HS, correctness=correctness)
+
+
+# -- asyncio: ddm+asyncmy against mysql+asyncmy on one table ------------------------------------------
+
+
+def test_sa_async_get(sa_data: SaData, benchmark: Any) -> None:
+    """``AsyncSession.get`` per key, identity map cleared, on one event loop for both sides' rounds."""
+    pytest.importorskip("greenlet", reason="SQLAlchemy's asyncio extension needs greenlet (sqlalchemy[asyncio])")
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+    from test_bench_aio import OnLoop  # (it skips without asyncmy)
+
+    on = OnLoop("asyncio")
+    try:
+        executor = on.run(on.executor(sa_data.layout.config))
+        ddm = create_async_engine("ddm+asyncmy://", connect_args={"executor": executor})
+        single = create_async_engine(f"mysql+asyncmy://root@127.0.0.1:3306/{sa_data.one}?charset=utf8mb4")
+        keys = _keys()
+
+        async def gets(engine: AsyncEngine) -> list[Any]:
+            out = []
+            async with AsyncSession(engine) as session:
+                for key in keys:
+                    session.expunge_all()
+                    out.append(order_row(await session.get(Order, key)))
+            return out
+
+        try:
+            got, want = on.run(gets(ddm)), on.run(gets(single))
+            assert got == want and all(got)
+            measure_pair(benchmark, lambda: on.run(gets(ddm)), Paired(on.timed(lambda: gets(single))),
+                         case="asyncio: `AsyncSession.get`, identity map cleared (ddm+asyncmy vs mysql+asyncmy)",
+                         target="<= 1.10", items=CALLS, unit="call", rounds=30, group=GROUP, table=VS_ONE)
+        finally:
+            on.run(ddm.dispose())
+            on.run(single.dispose())
+    finally:
+        on.close()
