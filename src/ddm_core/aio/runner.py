@@ -141,11 +141,29 @@ class AsyncRunner:
             if full:
                 self._full_slots().release()
         results = [r for outcome in outcomes for _, r in outcome.results]
-        result = await self._assembled(stmt, lambda: self.engine.assemble(stmt, outcomes, self._describe), results)
+        return self._tracked(
+            plan, await self._assembled(stmt, lambda: self.engine.assemble(stmt, outcomes, self._describe), results)
+        )
+
+    def _tracked(self, plan: RoutePlan, result: Result) -> Result:
         split = self.endpoints.split
         if plan.is_write and split.tracks(plan):  # read-your-writes after a multi-unit or transactional write
             split.wrote(plan.data_sources)
         return result
+
+    async def run_pinned_single(self, stmt: Statement, lane: AsyncLane) -> Result:
+        """One unit on a transaction's pinned connection, buffered: what :meth:`run` gives, without its lanes."""
+        plan = stmt.plan
+        ((_, unit),) = lane.items
+        assert lane.pinned is not None
+        try:
+            result = await self.run_unit(unit, lane.pool, lane.pinned, stmt.style, stmt.deadline)
+        except QueryTimeoutError as exc:  # worded for the statement, as run() words it
+            return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self._describe)
+        if plan.merge.is_trivial:  # rows as they came: no collations to ask off the loop
+            return self._tracked(plan, self.engine.single_result(plan, result, self._describe))
+        assembled = await self._assembled(stmt, lambda: self.engine.single_result(plan, result, self._describe), [result])
+        return self._tracked(plan, assembled)
 
     async def stream(self, stmt: Statement) -> AsyncResult:
         """A read whose units' rows are only concatenated, read batch by batch as the caller iterates.

@@ -35,7 +35,7 @@ from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT, statement
 from ddm_core.execute.session_state import check_pinned
 from ddm_core.execute.shadows import Shadows
-from ddm_core.execute.shared import DEFAULT, style_of
+from ddm_core.execute.shared import DEFAULT, one_pinned_unit, style_of
 from ddm_core.execute.steps import Borrow, Reset, RunUnit, TxStep, drive_async
 from ddm_core.execute.transaction import TransactionState, check_usable, commit_order, refuse_second_writer
 from ddm_core.aio.deadline import finished_then_cancelled
@@ -104,7 +104,11 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
         engine = self.executor.engine
         stmt = engine.begin(plan, caller_style, timeout, False)
         try:
-            result = await self.executor.runner.run(stmt, list(lanes.values()))
+            pinned_lanes = list(lanes.values())
+            if one_pinned_unit(plan, pinned_lanes):
+                result = await self.executor.runner.run_pinned_single(stmt, pinned_lanes[0])
+            else:
+                result = await self.executor.runner.run(stmt, pinned_lanes)
         except BaseException as exc:
             engine.failed(plan, stmt.started, exc)
             if isinstance(exc, (QueryTimeoutError, DataSourceUnavailableError, asyncio.CancelledError)):

@@ -62,7 +62,7 @@ from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolSta
 from ddm_core.execute.result import Result
 from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.session_state import refuse_unpinned
-from ddm_core.execute.shared import DEFAULT, DualWriteKey, Lane, style_of
+from ddm_core.execute.shared import DEFAULT, DualWriteKey, Lane, one_pinned_unit, style_of
 from ddm_core.execute.threads import ThreadRunner
 from ddm_core.execute.transaction import CURRENT_TX, Transaction, begin_transaction, check_mode, recover_mode
 from ddm_core.execute.watchdog import Watchdog
@@ -457,7 +457,10 @@ class Executor:
         engine = self.engine
         stmt = engine.begin(plan, style, timeout, False)
         try:
-            result = self.runner.run(stmt, False, lanes)
+            if one_pinned_unit(plan, lanes):
+                result = self.runner.run_pinned_single(stmt, lanes[0])
+            else:
+                result = self.runner.run(stmt, False, lanes)
         except BaseException as exc:
             engine.failed(plan, stmt.started, exc)
             raise

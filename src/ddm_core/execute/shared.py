@@ -14,7 +14,7 @@ from typing import Any, Callable, Hashable, NamedTuple
 
 from ddm_core.errors import DdmError
 from ddm_core.execute.pools import Borrowed, EndpointPool
-from ddm_core.route.plan import RouteUnit
+from ddm_core.route.plan import RouteKind, RouteUnit
 from ddm_core.route.text.placeholders import translate
 
 __all__ = ["DEFAULT", "Lane", "style_of", "DualWriteKey", "dual_table", "Throttle"]
@@ -42,6 +42,12 @@ class Lane:
     pool: EndpointPool
     items: list[tuple[int, RouteUnit]]
     pinned: Borrowed | None = None
+
+
+def one_pinned_unit(plan: Any, lanes: list[Any]) -> bool:
+    """A transaction's statement is one unit on one pinned lane (not a FULL route): it runs as a single
+    unit does outside transactions, without lanes' fan-out and assembly (both runners)."""
+    return len(lanes) == 1 and len(lanes[0].items) == 1 and plan.kind is not RouteKind.FULL
 
 
 def style_of(sql: str) -> str:

@@ -95,11 +95,24 @@ class ThreadRunner:
         finally:
             if full and not released:
                 self._full_slots.release()
-        result = engine.assemble(stmt, outcomes, self.endpoints.reader)
+        return self._tracked(plan, engine.assemble(stmt, outcomes, self.endpoints.reader))
+
+    def _tracked(self, plan: RoutePlan, result: Result) -> Result:
         split = self.endpoints.split
         if plan.is_write and split.tracks(plan):  # read-your-writes after a multi-unit or transactional write
             split.wrote(plan.data_sources)
         return result
+
+    def run_pinned_single(self, stmt: Statement, lane: Lane) -> Result:
+        """One unit on a transaction's pinned connection, buffered: what :meth:`run` gives, without its lanes."""
+        self._check_open()
+        plan = stmt.plan
+        ((_, unit),) = lane.items
+        try:
+            result = self.run_unit(unit, lane.pool, lane.pinned, stmt.style, False, stmt.deadline)
+        except QueryTimeoutError as exc:  # worded for the statement, as run() words it
+            return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self.endpoints.reader)
+        return self._tracked(plan, self.engine.single_result(plan, result, self.endpoints.reader))
 
     def run_single(self, stmt: Statement) -> Result:
         """One unit outside a transaction, buffered: no lanes, no fan-out, no merge."""
