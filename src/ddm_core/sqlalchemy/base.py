@@ -182,6 +182,9 @@ class DdmDialectMixin(MySQLDialect):
     # -- per-statement hints: execution_options(ddm_hint={"database": "ds_1"}) ---------------------------
 
     def do_execute(self, cursor: Any, statement: str, parameters: Any, context: Any = None) -> None:
+        if context is None or "ddm_hint" not in context.execution_options:  # every statement comes here: no wrapper
+            cursor.execute(statement, parameters)
+            return
         with _hint_of(context):
             super().do_execute(cursor, statement, parameters, context)  # type: ignore[no-untyped-call]
 
