@@ -45,6 +45,7 @@ __all__ = [
     # transaction
     "TransactionError",
     "CrossShardTransactionError",
+    "NoSuchSavepointError",
     "XaError",
     "XaBranchAbortedError",
     "XaTimeoutError",
