@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from importlib import metadata
 from typing import Any, Iterable, NamedTuple
 
@@ -57,6 +58,7 @@ from ddm_core.session_statements import Classified, Kind, classify, probe_items
 __all__ = [
     "FACTS_SQL", "SessionFacts", "facts_of", "emulated_facts", "needs_server_facts", "logic_database",
     "Rows", "Control", "Savepoint", "Isolation", "Nothing", "Local", "session_statement", "local_answer", "CHARSET", "SessionLevel", "result_of", "SAVEPOINT_KINDS",
+    "emulated_version", "EMULATED_SQL_MODE",
 ]
 
 #: Every pooled connection's character set (docs/operations.md#session-state).
@@ -69,9 +71,8 @@ FACTS_SQL = (
 )
 _MYSQL = frozenset({"mysql", "mariadb"})
 _UNREAD_MODES = frozenset({"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES"})
-#: What a backend that is not MySQL reports: MySQL 8.0's protocol, as ``ddm proxy`` does.
-_EMULATED_VERSION = f"8.0.35-ddm-core-{metadata.version('ddm-core')}"
-_EMULATED_SQL_MODE = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+#: The sql_mode reported where no MySQL server is asked (over other backends, and by ``ddm proxy``).
+EMULATED_SQL_MODE = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
 _DEFAULT_ISOLATION = {"sqlite": "SERIALIZABLE", "postgresql": "READ COMMITTED"}
 
 
@@ -84,6 +85,13 @@ class SessionFacts:
     lower_case_table_names: int
     isolation: str  # one of ISOLATION_LEVELS
     collation: str
+
+
+@cache
+def emulated_version() -> str:
+    """The version reported where no MySQL server is asked: MySQL 8.0's protocol and variable names
+    (SQLAlchemy then reads ``transaction_isolation``), and who answers (read on first use, not at import)."""
+    return f"8.0.35-ddm-core-{metadata.version('ddm-core')}"
 
 
 def logic_database(config: ShardingConfig) -> str:
@@ -100,7 +108,7 @@ def emulated_facts(config: ShardingConfig) -> SessionFacts:
     """The facts reported over SQLite and PostgreSQL data sources."""
     default = config.data_sources[config.default_data_source or next(iter(config.data_sources))]
     level = _DEFAULT_ISOLATION.get(default.primary.dialect, "REPEATABLE READ")
-    return SessionFacts(_EMULATED_VERSION, _EMULATED_SQL_MODE, 0, level, f"{CHARSET}_general_ci")
+    return SessionFacts(emulated_version(), EMULATED_SQL_MODE, 0, level, f"{CHARSET}_general_ci")
 
 
 def facts_of(rows: Iterable[tuple[Any, ...]]) -> SessionFacts:
@@ -110,7 +118,7 @@ def facts_of(rows: Iterable[tuple[Any, ...]]) -> SessionFacts:
     level = values.get("transaction_isolation") or values.get("tx_isolation") or "REPEATABLE-READ"
     casing = values.get("lower_case_table_names", "0")
     return SessionFacts(
-        version=values.get("version", _EMULATED_VERSION),
+        version=values.get("version") or emulated_version(),
         sql_mode=",".join(modes),
         lower_case_table_names=int(casing) if casing.isdigit() else 0,
         isolation=isolation_level(level),

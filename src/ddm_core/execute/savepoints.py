@@ -26,7 +26,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,63}\Z")
 
 
 def savepoint_name(name: str) -> str:
-    """``name`` when it is a plain identifier (sent unquoted, as every backend reads it).
+    """``name`` when it is a plain identifier (no quote character: :func:`statement` quotes it safely).
 
     Raises:
         TransactionError: anything else.

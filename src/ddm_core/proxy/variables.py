@@ -12,7 +12,6 @@ statements run (docs/proxy.md#session-statements).
 from __future__ import annotations
 
 import re
-from importlib import metadata
 from typing import Any, Callable
 
 import sqlglot
@@ -24,12 +23,12 @@ from sqlglot import exp
 
 from ddm_core.dialects import INPUT
 from ddm_core.proxy.mysql_errors import NOT_SUPPORTED, UNKNOWN_SYSTEM_VARIABLE, WRONG_VALUE
+from ddm_core.session_facts import EMULATED_SQL_MODE, emulated_version
 
 __all__ = ["proxy_variables", "apply_set", "SERVER_VERSION", "TRANSACTION_TYPE", "TRANSACTION_TYPES"]
 
-#: What clients see as the server version: MySQL 8.0's protocol and variable names
-#: (SQLAlchemy then reads ``transaction_isolation``), and who answers.
-SERVER_VERSION = f"8.0.35-ddm-core-{metadata.version('ddm-core')}"
+#: What clients see as the server version (the facade reports the same over non-MySQL backends).
+SERVER_VERSION = emulated_version()
 
 # mimic's defaults, except where they would mislead a client: sql_mode ANSI
 # (SQLAlchemy would quote identifiers with '"', which the data sources read as
@@ -37,7 +36,7 @@ SERVER_VERSION = f"8.0.35-ddm-core-{metadata.version('ddm-core')}"
 _OVERRIDES: dict[str, VariableSchema] = {
     "version": (str, SERVER_VERSION, False),
     "version_comment": (str, "ddm-core proxy", False),
-    "sql_mode": (str, "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION", True),
+    "sql_mode": (str, EMULATED_SQL_MODE, True),
     "transaction_isolation": (str, "REPEATABLE-READ", True),
     "tx_isolation": (str, "REPEATABLE-READ", True),
     "tx_read_only": (bool, False, True),
