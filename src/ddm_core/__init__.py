@@ -18,6 +18,7 @@ from ddm_core.route import RoutePlan, Router, hint
 from ddm_core.execute import Executor, PoolStats, Result, Transaction
 from ddm_core.idlease import WorkerLease, lease_worker_id
 from ddm_core import xa as _xa  # noqa: F401 - registers transaction_mode="xa" (docs/xa.md)
+from ddm_core import crossnode as _crossnode  # noqa: F401 - runs cross-node SELECTs (docs/cross-node-queries.md)
 from ddm_core.dbapi import connect
 from ddm_core.hinting import shard_database
 from ddm_core.slots import SlotMap

@@ -40,6 +40,7 @@ __all__ = [
     "PoolTimeoutError",
     "QueryTimeoutError",
     "DuplicateKeyError",
+    "JoinLimitError",
     "MergeError",
     "CollationError",
     # transaction
@@ -302,6 +303,19 @@ class QueryTimeoutError(ExecutionError, TimeoutError):
 
 class DuplicateKeyError(ExecutionError):
     """A unique key was violated (MySQL 1062, PostgreSQL 23505, SQLite UNIQUE)."""
+
+
+class JoinLimitError(ExecutionError):
+    """A cross-node statement read more rows or bytes from its parts than ``runtime.maxJoinRows`` /
+    ``runtime.maxJoinMemoryMb`` allow (docs/cross-node-queries.md#bounds).
+
+    Attributes:
+        table: The part's table (as the statement names it).
+        rows: Rows read from the parts so far.
+        megabytes: Megabytes of rows read so far.
+        setting: The setting exceeded.
+        limit: Its value.
+    """
 
 
 class MergeError(ExecutionError, TypeError):

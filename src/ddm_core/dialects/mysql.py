@@ -23,6 +23,10 @@ ENDS_CONNECTION_CODES = frozenset({1153, 1158, 1159, 1160, 1161})
 #: ER_DUP_ENTRY.
 DUPLICATE_KEY = 1062
 #: First releases with ``FOR UPDATE SKIP LOCKED``: MariaDB 10.6, MySQL 8.0.1.
+# Column type codes (the protocol's): TINY/MEDIUM/LONG BLOB and BLOB (TEXT too) index only a prefix;
+# JSON and GEOMETRY take no plain index.
+_BLOBS = frozenset({249, 250, 251, 252})
+_UNINDEXED = frozenset({245, 255})
 SKIP_LOCKED_SINCE = {"MariaDB": (10, 6, 0), "MySQL": (8, 0, 1)}
 #: First MariaDB release with ``CRC32C()`` (MySQL has none).
 CRC32C_SINCE = (10, 8, 0)
@@ -59,6 +63,18 @@ class MySQL(Dialect):
     has_binlog = True
     describes_prepared_columns = True
     deletes_with_limit = True
+
+    def temporary_copy(self, table: str, select: str) -> str:
+        return f"CREATE TEMPORARY TABLE {self.identifier(table)} {select}"
+
+    def drop_temporary(self, table: str) -> str:
+        return f"DROP TEMPORARY TABLE IF EXISTS {self.identifier(table)}"
+
+    def temporary_index(self, table: str, column: str, type_code: Any) -> str | None:
+        if type_code in _UNINDEXED:
+            return None
+        prefix = "(255)" if type_code in _BLOBS else ""  # TEXT / BLOB keys need a prefix length
+        return f"ALTER TABLE {self.identifier(table)} ADD INDEX ({self.identifier(column)}{prefix})"
 
     def ddl_statements(self, sql: str) -> list[str]:
         """The routed statement unchanged: the template's text arrives byte for byte."""

@@ -55,6 +55,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ddm_core.errors import ConfigError, DdmError
+from ddm_core.execute.cross_node import run_cross_node
 from ddm_core.execute.endpoints import Endpoints
 from ddm_core.execute.engine import Engine
 from ddm_core.execute.mysql_connect import MATCHED_ROWS
@@ -294,6 +295,8 @@ class Executor:
         try:
             if len(plan.units) == 1 and plan.kind is not RouteKind.FULL and engine.streams_choice(stream) is not True:
                 result = self.runner.run_single(stmt)
+            elif plan.kind is RouteKind.CROSS_NODE:
+                result = run_cross_node("threads", self, plan, None, timeout)
             else:
                 result = self.runner.run(stmt, stream)
         except BaseException as exc:

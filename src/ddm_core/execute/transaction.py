@@ -70,6 +70,7 @@ from ddm_core.errors import (
     QueryTimeoutError,
     TransactionError,
 )
+from ddm_core.execute.cross_node import run_cross_node
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.session_state import check_pinned, reset_or_discard
@@ -219,6 +220,9 @@ class Transaction(TransactionState[Borrowed]):
             TransactionError: the transaction is over, or failed.
         """
         self._check_usable()
+        if plan.cross_node is not None:
+            result: Result = run_cross_node("threads", self.executor, plan, self, timeout)
+            return result
         started = time.monotonic() if plan.dual else 0.0
         changes_session = check_pinned(plan)  # refuses what even a pinned session must not run
         sources = plan.data_sources
@@ -326,6 +330,16 @@ class Transaction(TransactionState[Borrowed]):
 
     def _check_usable(self) -> None:
         check_usable(self._state, self._failure)
+
+    def connection(self, data_source: str) -> Borrowed:
+        """This transaction's connection to ``data_source``'s primary, begun on first use (for a
+        cross-node statement's temporary copies: docs/cross-node-queries.md)."""
+        self._check_usable()
+        return self._pin(data_source)
+
+    def mark_dirty(self, data_source: str) -> None:
+        """The session of ``data_source``'s connection changed: reset (or discard) it when this ends."""
+        self._dirty.add(data_source)
 
     def _pin(self, data_source: str) -> Borrowed:
         pinned = self._pins.get(data_source)

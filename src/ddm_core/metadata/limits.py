@@ -123,6 +123,10 @@ RANGES: Mapping[str, IntRange] = {
     "runtime.slowSqlMs": IntRange(1, 3_600_000, _RUNTIME.slow_sql_ms, off=True, unit="ms", note=_SLOW_SQL_NOTE),
     "runtime.mergeMemoryWarnMb": IntRange(1, 1_048_576, _RUNTIME.merge_memory_warn_mb,
                                           note="megabytes; at most 1 TiB"),  # fmt: skip
+    "runtime.maxJoinRows": IntRange(1, 1_000_000_000, _RUNTIME.max_join_rows,
+                                    note="rows a cross-node statement reads from its parts"),  # fmt: skip
+    "runtime.maxJoinMemoryMb": IntRange(1, 1_048_576, _RUNTIME.max_join_memory_mb,
+                                        note="megabytes of rows a cross-node statement moves"),  # fmt: skip
     "url.port": PORTS,
     "xa.timeoutMs": IntRange(100, 3_600_000, _XA.timeout_ms, unit="ms", note="at most one hour of held locks"),
     "xa.abandonAfterMs": IntRange(

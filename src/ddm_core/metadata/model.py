@@ -433,6 +433,14 @@ class RuntimeSettings:
         app_name: The application in that comment and in metrics (``appName``).
         merge_memory_warn_mb: A merge that held more than this many megabytes at
             once is logged as a warning (docs/observability.md#merge-memory).
+        cross_node_queries: Answer a SELECT whose joined or compared rows need not share a
+            node by reading its parts and joining them on one node, instead of refusing it
+            (docs/cross-node-queries.md).
+        max_join_rows: The most rows such a statement may read from its parts; past it
+            it fails, naming the part.
+        max_join_memory_mb: The most megabytes of rows such a statement may move.
+        insert_select_autocommit: An INSERT ... SELECT whose rows go to other shards may
+            run without XA, each batch committed on its own (docs/cross-node-queries.md#insert-select).
     """
 
     allow_full_route: bool = True
@@ -443,6 +451,10 @@ class RuntimeSettings:
     sql_comment: bool = False
     app_name: str | None = None
     merge_memory_warn_mb: int = 200
+    cross_node_queries: bool = True
+    max_join_rows: int = 1_000_000
+    max_join_memory_mb: int = 512
+    insert_select_autocommit: bool = False
 
 
 @dataclass(frozen=True, slots=True)

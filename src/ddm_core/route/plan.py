@@ -34,6 +34,7 @@ class RouteKind(str, Enum):
     MULTI = "multi"  # several units chosen by shard conditions
     BROADCAST = "broadcast"  # every data source (broadcast tables, DDL)
     FULL = "full"  # every node of a sharded table: no usable shard condition
+    CROSS_NODE = "cross-node"  # parts read, then joined on one node (``RoutePlan.cross_node``)
 
 
 # Plans are built on every route() call: NamedTuples construct several times
@@ -87,6 +88,8 @@ class RoutePlan(NamedTuple):
             same rows at their new location (docs/migration.md#dual-write): run
             after ``units`` succeed, best effort — a failure is logged and
             counted, never raised (catch-up repairs it).
+        cross_node: For ``RouteKind.CROSS_NODE`` (no units of its own): the parts to read and
+            the statement to run over their copies (:class:`ddm_core.route.crossnode.CrossNodePlan`).
     """
 
     units: tuple[RouteUnit, ...]
@@ -98,6 +101,7 @@ class RoutePlan(NamedTuple):
     generated_keys: tuple[Any, ...] = ()
     force_primary: bool = False
     dual: tuple[RouteUnit, ...] = ()
+    cross_node: Any = None
 
     @property
     def data_sources(self) -> tuple[str, ...]:
@@ -106,6 +110,9 @@ class RoutePlan(NamedTuple):
 
     def explain(self) -> list[tuple[str, str, str, str]]:
         """Rows of ``(data source, SQL, params, why)`` — the route preview."""
+        if self.cross_node is not None:
+            explained: list[tuple[str, str, str, str]] = self.cross_node.explain()
+            return explained
         why = "; ".join(f"{t.logic_table}: {t.reason}" for t in self.tables) or self.kind.value
         return [(u.data_source, u.sql, repr(list(u.params)), why) for u in self.units]
 
@@ -127,5 +134,5 @@ def single_unit_plan(
     """
     unit = _new_tuple(RouteUnit, (data_source, sql, params, physical))
     return _new_tuple(
-        RoutePlan, ((unit,), RouteKind.SINGLE, why, NO_MERGE, statement, is_write, generated_keys, force_primary, ())
+        RoutePlan, ((unit,), RouteKind.SINGLE, why, NO_MERGE, statement, is_write, generated_keys, force_primary, (), None)
     )

@@ -17,13 +17,17 @@ from typing import Any, Mapping
 from ddm_core.errors import ConfigError, DdmError, UnsupportedSQLError
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.model import ShardingConfig
-from ddm_core.route.compile import Compiled, compile_statement, quote_statement
+from sqlglot import exp
+
+from ddm_core.route.compile import Compiled, compile_statement, parse, quote_statement
+from ddm_core.route.crossnode import CrossNodeStatement, compile_cross_node
 from ddm_core.route.context import RouteContext
 from ddm_core.route.follow import Migrating, follower_of
 from ddm_core.route.hints import current_hint
 from ddm_core.route.plan import RoutePlan
 from ddm_core.route.table_schema import TableSchema, statement_tables
 from ddm_core.route.text.placeholders import Translated, translate
+from ddm_core.route.text.sql_hint import HintedStatement
 
 __all__ = ["Router", "CacheInfo", "Compiled"]
 
@@ -39,11 +43,12 @@ class CacheInfo:
 
 
 class _Entry:
-    __slots__ = ("translated", "statement")
+    __slots__ = ("translated", "statement", "cross")
 
     def __init__(self, translated: Translated, statement: Compiled) -> None:
         self.translated = translated
         self.statement = statement
+        self.cross: CrossNodeStatement | None = None  # built when a call first needs it
 
 
 #: Characters of SQL text the plan cache keeps at most, besides its count of texts: a plan holds
@@ -242,8 +247,27 @@ class Router:
                 return entry.statement.route(bound, current_hint())
             return follower.follow(entry.statement, bound, sql, params)
         except DdmError as err:  # no cost on the way through; on a refusal, name the statement
+            if getattr(err, "across_nodes", False) and self._ctx.config.runtime.cross_node_queries:
+                return self._cross_node(entry, bound, err, sql)
             quote_statement(err, sql)
             raise
+
+    def _cross_node(self, entry: _Entry, bound: Any, err: DdmError, sql: str) -> RoutePlan:
+        """A SELECT whose rows need not share a node: its parts and the statement over their copies."""
+        cross = entry.cross
+        try:
+            if cross is None:
+                tree = parse(entry.translated.numbered(), sql)
+                if not isinstance(tree, exp.Query) or isinstance(entry.statement, HintedStatement):
+                    quote_statement(err, sql)
+                    raise err
+                cross = entry.cross = compile_cross_node(tree, self._ctx.config, err.message, self._sub_router)
+            return cross.route(bound, self.route)
+        except DdmError as exc:
+            if exc is not err:
+                exc.__cause__ = err
+            quote_statement(exc, sql)
+            raise exc
 
     def compile(self, sql: str) -> Compiled:
         """The compiled (and cached) statement for ``sql``."""

@@ -26,6 +26,12 @@ def read_runtime(sec: Section, app_name: str | None) -> RuntimeSettings:
         merge_memory_warn_mb=sec.int(
             "mergeMemoryWarnMb", default=d.merge_memory_warn_mb, bounds=RANGES["runtime.mergeMemoryWarnMb"]
         ),
+        cross_node_queries=sec.bool("crossNodeQueries", default=d.cross_node_queries),
+        max_join_rows=sec.int("maxJoinRows", default=d.max_join_rows, bounds=RANGES["runtime.maxJoinRows"]),
+        max_join_memory_mb=sec.int(
+            "maxJoinMemoryMb", default=d.max_join_memory_mb, bounds=RANGES["runtime.maxJoinMemoryMb"]
+        ),
+        insert_select_autocommit=sec.bool("insertSelectAutocommit", default=d.insert_select_autocommit),
     )
     sec.finish()
     return settings

@@ -236,7 +236,7 @@ class Layout:
     def _check_spread(self, drivers: Mapping[int, int], routes: Sequence[Picked], n: int) -> None:
         """Several units: each row of each top scope must come from exactly one of them."""
         if self.set_operation is not None:
-            raise UnsupportedSQLError(
+            raise _unpaired(
                 f"{self.set_operation} of queries that reach {n} nodes: a row of one branch may have its match "
                 "on another node. Route every branch to one shard (the same shard key value)",
                 construct=self.set_operation,
@@ -248,7 +248,7 @@ class Layout:
                     continue  # UNION removes the copies
                 sides = [s for s in self.sides if s.scope == scope]
                 what = f"the branch over {self._label(sides[0])}" if sides else "a branch without a sharded table"
-                raise UnsupportedSQLError(
+                raise _unpaired(
                     f"UNION ALL over {n} nodes: {what} would be returned once per node. Use UNION, or route "
                     "every branch to one shard",
                     construct="UNION ALL",
@@ -259,7 +259,7 @@ class Layout:
                 if others:  # another sharded table of the scope keeps the rows: their join is what is missing
                     self._refuse(others[0], k, routes)
                 label = self._label(side)
-                raise UnsupportedSQLError(
+                raise _unpaired(
                     f"{label} is on the optional side of an outer join and reaches {n} nodes: a row that matches "
                     f"none of its rows would come back from each of them. Pin {label} to one shard (its shard "
                     "key), or join it from a table it shares a node with",
@@ -301,7 +301,7 @@ class Layout:
             elif g is group:
                 slots.append(i)  # outside every scope (an INSERT ... SELECT target): follows the unit
             else:
-                raise UnsupportedSQLError(
+                raise _unpaired(
                     f"sharded table {table.name!r} appears where no shard condition can reach it, in a statement "
                     f"routed by {group.name!r}'s shard key",
                     table=table.name,
@@ -315,14 +315,14 @@ class Layout:
         if a is None or a == b:
             n = len(routes[b].nodes)
             if not side_b.top:
-                raise UnsupportedSQLError(
+                raise _unpaired(
                     f"subquery on sharded table(s) {self._names(side_b)} reaches {n} nodes, and a subquery or "
                     "derived table runs within the statement's one shard: pin it with its shard key, or "
                     "correlate it with the outer table on the shard key",
                     construct="subquery",
                     tables=(mb.use.name,),
                 )
-            raise UnsupportedSQLError(
+            raise _unpaired(
                 f"{self._label(side_b)} reaches {n} nodes, where the statement can run on one only",
                 tables=(mb.use.name,),
             )
@@ -336,13 +336,13 @@ class Layout:
         if not (side_a.top and side_b.top):
             inner, outer = (side_b, ma) if not side_b.top else (side_a, mb)
             mi = self.members[inner.members[0]]
-            raise UnsupportedSQLError(
+            raise _unpaired(
                 f"subquery on sharded table(s) {self._names(inner)} is not constrained to the statement's "
                 f"shard ({reach}): {_missing(mi, outer, subquery=True)}",
                 construct="subquery",
                 tables=tables,
             )
-        raise UnsupportedSQLError(
+        raise _unpaired(
             f"join of {ma.label} and {mb.label} does not prove their rows share a node ({reach}): {_missing(ma, mb)}",
             construct="join",
             tables=tables,
@@ -367,6 +367,12 @@ def _missing(a: Member, b: Member, subquery: bool = False) -> str:
         return f"add {condition} {where}, or give both the same shard key value so that one shard holds them"
     return (f"{a.table.name!r} and {b.table.name!r} are not bound tables, so only shard key conditions that pin "
             "both to one shard in one data source keep them on one node (or make one of them a broadcast table)")
+
+
+def _unpaired(message: str, **context: Any) -> UnsupportedSQLError:
+    """A refusal because rows the statement combines need not share a node: a SELECT so refused can
+    still be answered by reading its parts (``across_nodes``; docs/cross-node-queries.md)."""
+    return UnsupportedSQLError(message, across_nodes=True, **context)
 
 
 def _first_in(table: ShardedTable, ds: str) -> int:

@@ -1,0 +1,132 @@
+"""Copying a cross-node statement's parts to the gathering node, written once for every runner.
+
+:func:`copy_steps` is a generator that does no I/O: it yields what to do —
+run a statement on the gathering node's connection (:class:`OnGather`), start
+reading a part (:class:`ReadPart`, answered with its column names and type
+codes), fetch the next rows of that read (:class:`FetchRows`), insert rows into
+a copy (:class:`InsertRows`) — and the runner (threads, asyncio) answers each
+with its own calls. The bounds are checked here, so every runner enforces
+them the same way (docs/cross-node-queries.md#bounds).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generator, NamedTuple, Sequence
+
+from ddm_core.dialects import dialect_for
+from ddm_core.errors import JoinLimitError
+from ddm_core.metadata.model import RuntimeSettings
+from ddm_core.route.crossnode import MAX_KEYS, CrossNodePlan, params_for, with_keys
+
+__all__ = ["OnGather", "ReadPart", "FetchRows", "InsertRows", "Step", "copy_steps", "BATCH_ROWS"]
+
+#: Rows fetched from a part and inserted into its copy at a time.
+BATCH_ROWS = 1000
+
+
+class OnGather(NamedTuple):
+    """Run ``sql`` on the gathering node's connection; ``optional``: a failure only skips it (an index)."""
+
+    sql: str
+    optional: bool = False
+    drop: str | None = None  # set for a CREATE: the statement that removes what it made
+
+
+class ReadPart(NamedTuple):
+    """Start reading a part (logic SQL, routed): answered with ``(column names, type codes)``."""
+
+    sql: str
+    params: Any
+
+
+class FetchRows(NamedTuple):
+    """The next rows of the open read (at most ``size``; none: it is over)."""
+
+    size: int
+
+
+class InsertRows(NamedTuple):
+    """Insert ``rows`` into a copy (``sql`` has one placeholder per column, in the driver's style)."""
+
+    sql: str
+    rows: Sequence[Sequence[Any]]
+
+
+Step = OnGather | ReadPart | FetchRows | InsertRows
+
+
+class _Meter:
+    """Rows and bytes read from the parts, against ``runtime.maxJoinRows`` / ``maxJoinMemoryMb``."""
+
+    def __init__(self, runtime: RuntimeSettings) -> None:
+        self.rows = 0
+        self.bytes = 0
+        self.max_rows = runtime.max_join_rows
+        self.max_bytes = runtime.max_join_memory_mb * 1024 * 1024
+
+    def add(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.rows += len(rows)
+        self.bytes += sum(_size(row) for row in rows)
+        if self.rows > self.max_rows:
+            self._fail(table, "runtime.maxJoinRows", self.max_rows, f"{self.rows} rows")
+        if self.bytes > self.max_bytes:
+            self._fail(table, "runtime.maxJoinMemoryMb", self.max_bytes // (1024 * 1024),
+                       f"{self.bytes / 1048576:.1f} MB")
+
+    def _fail(self, table: str, setting: str, limit: int, read: str) -> None:
+        raise JoinLimitError(
+            f"cross-node statement stopped while reading {table!r}: its parts gave {read} so far, more than "
+            f"{setting} = {limit} allows. Narrow the statement (a shard key or a more selective condition "
+            f"on a table), or raise {setting}",
+            table=table, rows=self.rows, megabytes=round(self.bytes / 1048576, 1), setting=setting, limit=limit,
+        )
+
+
+def _size(row: Sequence[Any]) -> int:
+    """Roughly the bytes a row takes (strings and bytes by length, other values 16)."""
+    return 16 + sum(len(v) if isinstance(v, (str, bytes, bytearray)) else 16 for v in row)
+
+
+def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step, Any, None]:
+    """Copy every part of ``plan`` into its temporary table on the gathering node, narrowing as planned."""
+    s = plan.statement
+    dialect = dialect_for(s.dialect)
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    meter = _Meter(runtime)
+    wanted = {(e.source, e.source_column.lower()) for e in plan.narrow.values()}
+    values: dict[tuple[int, str], dict[Any, None] | None] = {}  # distinct values (None: too many to send)
+    for k in plan.order:
+        part = s.parts[k]
+        yield OnGather(s.creates[k], drop=dialect.drop_temporary(part.temp))
+        sql, params = part.read, params_for(part.read, plan.params)
+        by = plan.narrow.get(k)
+        if by is not None:
+            keys = values.get((by.source, by.source_column.lower()))
+            if keys is not None:
+                if not keys:
+                    continue  # the other side has no row: none of this part's rows can join
+                sql, params = with_keys(s.narrowed[(k, by.target_column)], list(keys), plan.params)
+        names, types = yield ReadPart(sql, params)
+        lowered = [n.lower() for n in names]
+        for column in part.keys:
+            if column.lower() in lowered:
+                index = dialect.temporary_index(part.temp, column, types[lowered.index(column.lower())])
+                if index is not None:
+                    yield OnGather(index, optional=True)
+        collect = [(lowered.index(c), (src, c)) for src, c in wanted if src == k and c in lowered]
+        for _, key in collect:
+            values[key] = {}
+        columns = ", ".join(dialect.identifier(n) for n in names)
+        insert = f"INSERT INTO {dialect.identifier(part.temp)} ({columns}) VALUES ({', '.join([mark] * len(names))})"
+        while True:
+            rows = yield FetchRows(BATCH_ROWS)
+            if not rows:
+                break
+            meter.add(part.qualifier, rows)
+            for index, key in collect:
+                seen = values[key]
+                if seen is not None:
+                    seen.update((row[index], None) for row in rows if row[index] is not None)
+                    if len(seen) > MAX_KEYS:
+                        values[key] = None  # too many to send as IN lists: the other part is read whole
+            yield InsertRows(insert, rows)

@@ -1,0 +1,270 @@
+"""SELECTs whose rows need not share a node: read each sharded table's part, join the copies on one node.
+
+When the co-location proof (:mod:`ddm_core.route.shards.colocation`) cannot
+show that the rows a SELECT pairs live on one node, running it per node would
+lose rows. Instead of refusing it, the router cuts it (:mod:`.parts`): one
+*part* per sharded table occurrence, a SELECT of that table alone with the
+conditions that hold for its rows and the columns the statement uses, routed
+as any statement is. Each part's rows are copied into a temporary table on one
+data source (the *gathering node*), and the statement itself runs there over
+the copies: that server joins, groups, orders and compares strings as one
+unsharded database would, because it is one (docs/cross-node-queries.md).
+
+Parts are read one after another, the one reaching the fewest nodes first. A
+part joined to an already read part by an equality that must hold for its
+rows is *narrowed*: it reads only rows whose column is among the values the
+other part returned (``IN (...)``, routed by key when it is the shard key):
+a batched nested loop. Otherwise both sides are read whole and the gathering
+node's server joins them: a hash join (or an index join on the copies' keys).
+
+This module compiles a statement once per SQL text (:func:`compile_cross_node`)
+and routes it per call (:meth:`CrossNodeStatement.route`); the top-level
+``crossnode`` package runs the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+from sqlglot import exp
+
+from ddm_core.dialects import INPUT, dialect_for
+from ddm_core.errors import UnsupportedSQLError
+from ddm_core.metadata.model import ShardingConfig, SingleTable, TableKind
+from ddm_core.route.crossnode.parts import Equality, Occurrence, cut
+from ddm_core.route.plan import RouteKind, RoutePlan
+
+__all__ = ["TEMP_PREFIX", "MAX_KEYS", "Part", "CrossNodeStatement", "CrossNodePlan", "compile_cross_node",
+           "pyformat_sql", "params_for", "with_keys", "temporary_ddl"]
+
+#: Temporary copies are named ``ddm_x<k>``: per connection, dropped after the statement.
+TEMP_PREFIX = "ddm_x"
+#: Most distinct values one narrowed read sends as ``IN (...)``; with more, the part is read whole.
+MAX_KEYS = 4096
+
+
+class Part(NamedTuple):
+    """One sharded (or remote) table occurrence's rows, read alone and copied into ``temp``."""
+
+    index: int
+    table: str  # logic table, as written
+    qualifier: str  # what the statement calls it
+    temp: str  # its copy on the gathering node
+    physical: str  # a physical table of it on the gathering node: the copy takes its column types
+    columns: tuple[str, ...] | None  # None: every column
+    read: str  # SELECT of its rows (pyformat placeholders %(pN)s), without narrowing
+    pushed: str  # the pushed conditions, for explain ("" none)
+    keys: tuple[str, ...]  # columns compared by equality with another part: indexed on the copy
+
+
+@dataclass(frozen=True)
+class CrossNodeStatement:
+    """A cross-node SELECT compiled once per SQL text."""
+
+    parts: tuple[Part, ...]
+    narrowing: tuple[Equality, ...]
+    narrowed: Mapping[tuple[int, str], str]  # (part, column) → its read with ``AND column IN (<keys>)``
+    final: str  # the statement over the copies (pyformat)
+    gather: str  # the gathering node's data source
+    dialect: str  # the gathering node's backend
+    creates: tuple[str, ...]  # per part: CREATE TEMPORARY TABLE of its copy, in the backend's SQL
+    reason: str  # why it cannot run per node
+    final_router: Any = field(compare=False)  # routes ``final``: the copies are single tables on ``gather``
+
+    def route(self, bound: Sequence[Any], route_part: Callable[[str, Mapping[str, Any]], RoutePlan],
+              is_write: bool = False) -> RoutePlan:
+        """The plan: parts in read order with their narrowing, and the final statement routed."""
+        params = {f"p{i}": v for i, v in enumerate(bound)}
+        widths = [len(route_part(p.read, params_for(p.read, params)).units) for p in self.parts]
+        order, narrow = self._order(widths)
+        final = self.final_router.route(self.final, params)
+        plan = CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final)
+        return RoutePlan((), RouteKind.CROSS_NODE, final.tables, statement="select", is_write=is_write,
+                         cross_node=plan)
+
+    def _order(self, widths: Sequence[int]) -> tuple[list[int], dict[int, Equality]]:
+        """Read the narrowest part first; then, while one is left, one an already read part can narrow."""
+        left = sorted(range(len(self.parts)), key=lambda k: (widths[k], k))
+        order: list[int] = []
+        narrow: dict[int, Equality] = {}
+        while left:
+            pick = left[0]
+            for k in left:
+                by = next((e for e in self.narrowing if e.target == k and e.source in order), None)
+                if by is not None and widths[k] > 1:
+                    pick, narrow[k] = k, by
+                    break
+            left.remove(pick)
+            order.append(pick)
+        return order, narrow
+
+
+class CrossNodePlan(NamedTuple):
+    """What one call of a cross-node statement runs (``RoutePlan.cross_node``)."""
+
+    statement: CrossNodeStatement
+    params: dict[str, Any]  # pN → value, for the parts and the final statement
+    order: tuple[int, ...]  # part indexes in read order
+    narrow: dict[int, Equality]  # part → the equality that narrows its read
+    widths: tuple[int, ...]  # units of each part's whole read
+    final: RoutePlan  # the statement over the copies, on the gathering node
+
+    def explain(self) -> list[tuple[str, str, str, str]]:
+        """Preview rows: each part's read, then the statement on the gathering node."""
+        s = self.statement
+        strategy = "batched nested loop" if self.narrow else "hash join"
+        rows = []
+        for step, k in enumerate(self.order, 1):
+            part = s.parts[k]
+            by = self.narrow.get(k)
+            how = f"read whole from {self.widths[k]} unit(s)"
+            if by is not None:
+                src = s.parts[by.source]
+                how = (f"narrowed to {part.qualifier}.{by.target_column} IN (values of "
+                       f"{src.qualifier}.{by.source_column}, up to {MAX_KEYS} per read)")
+            rows.append((f"part {step}", part.read, "", f"{strategy}: {part.table} {part.qualifier} → "
+                         f"{s.gather}.{part.temp}; {how}; pushed: {part.pushed or 'nothing'}"))
+        for unit in self.final.units:
+            rows.append((unit.data_source, unit.sql, repr(list(unit.params)),
+                         f"{strategy} over the copies on {s.gather} ({len(s.parts)} parts); {s.reason}"))
+        return rows
+
+
+# -- compile ----------------------------------------------------------------------------------------
+
+
+def compile_cross_node(tree: exp.Expr, config: ShardingConfig, reason: str,
+                       router_for: Callable[[ShardingConfig], Any]) -> CrossNodeStatement:
+    """Cut a parsed SELECT (``:pN`` placeholders) into parts; ``reason``: the co-location refusal.
+
+    Raises:
+        UnsupportedSQLError: the statement cannot be answered this way (named why).
+    """
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    sharded = [t for t in tree.find_all(exp.Table)
+               if t.name.lower() not in ctes and config.kind_of(t.name) is TableKind.SHARDED]
+    if isinstance(tree, exp.Select) and tree.args.get("locks"):
+        raise UnsupportedSQLError(f"{reason}; a locking read (FOR UPDATE / LOCK IN SHARE MODE) cannot be "
+                                  "answered from copies of the rows", construct="locking read")
+    if any(t.args.get("db") for t in sharded):
+        raise UnsupportedSQLError(f"{reason}; a sharded table qualified with a database name cannot be copied",
+                                  construct="join")
+    found = cut(tree, {id(t) for t in sharded})
+    gather = _gathering_node(tree, config, found.occurrences, ctes, reason)
+    parts = tuple(_part(k, o, config, gather) for k, o in enumerate(found.occurrences))
+    narrowed = {(e.target, e.target_column): _narrowed(found.occurrences[e.target], e.target_column)
+                for e in found.narrowing}
+    for occurrence, part in zip(found.occurrences, parts):
+        occurrence.node.replace(_aliased(part.temp, occurrence.qualifier))
+    final = pyformat_sql(tree)
+    extra = {p.temp: SingleTable(p.temp, gather) for p in parts}
+    derived = replace(config, single_tables={**config.single_tables, **extra}, migration=None, cutover=None)
+    dialect = config.data_sources[gather].primary.dialect
+    creates = tuple(temporary_ddl(dialect, p) for p in parts)
+    return CrossNodeStatement(parts, tuple(found.narrowing), narrowed, final, gather, dialect, creates, reason,
+                              router_for(derived))
+
+
+def _part(k: int, o: Occurrence, config: ShardingConfig, gather: str) -> Part:
+    table = config.table(o.name)
+    assert table is not None
+    physical = table.tables_by_source[gather][0]
+    columns = None if o.columns is None else tuple(sorted(o.columns, key=str.lower))
+    select = _select(o.name, o.qualifier, columns)
+    condition = _condition(o)
+    if condition is not None:
+        select = select.where(condition)
+    pushed = condition.sql(INPUT) if condition is not None else ""
+    return Part(k, o.name, o.qualifier, f"{TEMP_PREFIX}{k}", physical, columns, pyformat_sql(select), pushed,
+                tuple(sorted(o.keys, key=str.lower)))
+
+
+def _narrowed(o: Occurrence, column: str) -> str:
+    """``o``'s read with ``AND column IN (<keys>)``; the runner fills ``<keys>`` (:func:`key_list`)."""
+    columns = None if o.columns is None else tuple(sorted(o.columns, key=str.lower))
+    keys = exp.column(column, table=o.qualifier, quoted=True).isin(exp.var(_KEYS))
+    condition = _condition(o)
+    return pyformat_sql(_select(o.name, o.qualifier, columns).where(
+        keys if condition is None else exp.and_(condition, keys)))
+
+
+def _condition(o: Occurrence) -> exp.Expr | None:
+    return exp.and_(*(c.copy() for c in o.conditions)) if o.conditions else None
+
+
+def _select(table: str, qualifier: str, columns: tuple[str, ...] | None) -> exp.Select:
+    items = [exp.column(c, table=qualifier, quoted=True) for c in columns] if columns else [exp.Star()]
+    return exp.select(*items).from_(_aliased(table, qualifier))
+
+
+def _aliased(table: str, alias: str) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(table), alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+
+def _gathering_node(tree: exp.Expr, config: ShardingConfig, occurrences: list[Occurrence], ctes: set[str],
+                    reason: str) -> str:
+    """The data source that holds a node of every part's table and every other non-broadcast table."""
+    fixed: set[str] = set()
+    for t in tree.find_all(exp.Table):
+        name = t.name.lower()
+        if not name or name in ctes or config.kind_of(t.name) in (TableKind.SHARDED, TableKind.BROADCAST):
+            continue
+        single = config.single_table(t.name)
+        where = single.data_source if single is not None else config.default_data_source
+        if where is not None:
+            fixed.add(where)
+    if len(fixed) > 1:
+        raise UnsupportedSQLError(f"{reason}; its unsharded tables live in {sorted(fixed)}, so no data source "
+                                  "can join the copies with them", construct="join")
+    tables = [config.table(o.name) for o in occurrences]
+    candidates = sorted(fixed) if fixed else list(config.data_sources)
+    for ds in candidates:
+        if all(t is not None and ds in t.tables_by_source for t in tables):
+            return ds
+    names = sorted({o.name for o in occurrences})
+    raise UnsupportedSQLError(f"{reason}; no data source holds a node of each of {names} (and the statement's "
+                              "unsharded tables), where their rows could be joined", construct="join")
+
+
+# -- SQL text with named placeholders -----------------------------------------------------------------
+
+_MARK = "\x00"
+_KEYS = "\x01KEYS\x01"  # where a narrowed read's IN list goes
+
+
+def pyformat_sql(tree: exp.Expr) -> str:
+    """``tree`` as MySQL text whose ``:pN`` placeholders are ``%(pN)s`` and other ``%`` doubled."""
+
+    def mark(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Placeholder):
+            return exp.var(f"{_MARK}{node.name}{_MARK}")
+        return node
+
+    text = tree.transform(mark).sql(INPUT).replace("%", "%%")
+    pieces = text.split(_MARK)
+    return "".join(f"%({p})s" if i % 2 else p for i, p in enumerate(pieces))
+
+
+def params_for(sql: str, params: Mapping[str, Any]) -> Mapping[str, Any] | list[Any]:
+    """What to route ``sql`` (pyformat) with: the named values, or none when it has no placeholder."""
+    return params if "%(" in sql else []
+
+
+def with_keys(narrowed: str, keys: Sequence[Any], params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A narrowed read for ``keys``: its ``IN`` list has a power-of-two length (the last value repeated),
+    so few distinct statement texts exist and their plans stay cached."""
+    size = 1
+    while size < len(keys):
+        size *= 2
+    filled = dict(params)
+    for i in range(size):
+        filled[f"k{i}"] = keys[min(i, len(keys) - 1)]
+    return narrowed.replace(_KEYS, ", ".join(f"%(k{i})s" for i in range(size))), filled
+
+
+def temporary_ddl(dialect_name: str, part: Part) -> str:
+    """``CREATE TEMPORARY TABLE`` of ``part``'s copy, with the columns and types of its physical table."""
+    dialect = dialect_for(dialect_name)
+    select = _select(part.physical, part.qualifier, part.columns).where(exp.false() if dialect.name == "postgresql" else "1 = 0")
+    return dialect.temporary_copy(part.temp, select.sql(dialect.sqlglot_name))
