@@ -17,12 +17,13 @@ rows (and Python types) the unsharded copy returns.
 
 from __future__ import annotations
 
+from collections import Counter
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ddm_core import load_config
@@ -38,8 +39,12 @@ NODE_ORDER = (0, 2, 1, 3)
 KEYED = ("t_order", "t_order_item", "t_account")
 
 
-def join_config(urls: dict[str, Any]) -> dict[str, Any]:
-    """The configuration the module routes against (see the module docstring)."""
+def join_config(urls: dict[str, Any], cross_node: bool = True) -> dict[str, Any]:
+    """The configuration the module routes against (see the module docstring).
+
+    ``cross_node=False``: SELECTs whose rows need not share a node are refused, as the
+    co-location proof decides, instead of being answered by copying their parts.
+    """
 
     def inline(expr: str) -> dict[str, Any]:
         # Ranges go to every target (INLINE cannot narrow them) instead of being refused.
@@ -77,7 +82,7 @@ def join_config(urls: dict[str, Any]) -> dict[str, Any]:
         "singleTables": {"t_cfg": "ds_0"},
         "defaultDataSource": "ds_0",
         "runtime": {"allowFullRoute": True, "allowDmlFullRoute": True, "fullRouteThreshold": 64,
-                    "maxOffset": 100_000, "sqlComment": False},
+                    "maxOffset": 100_000, "sqlComment": False, "crossNodeQueries": cross_node},
     }
 
 
@@ -301,6 +306,12 @@ CASES = SELF_JOINS + BINDING + OTHER_TABLES + SUBQUERIES + SET_OPERATIONS_AND_DM
 
 @pytest.fixture(scope="module")
 def router() -> Router:
+    """Refuses what the co-location proof cannot show (the proof's own cases)."""
+    return Router(load_config(join_config({ds: f"sqlite:///unused_{ds}.db" for ds in SOURCES}, cross_node=False)))
+
+
+@pytest.fixture(scope="module")
+def cross_router() -> Router:
     return Router(load_config(join_config({ds: f"sqlite:///unused_{ds}.db" for ds in SOURCES})))
 
 
@@ -322,6 +333,25 @@ def test_join_routes(router: Router, case: Case) -> None:
         assert " ".join(plan.units[0].sql.split()) == case.sql_of_first
     if len(plan.units) == 1:
         assert plan.kind is RouteKind.SINGLE, case.id
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.error is not None and c.sql.lstrip().upper().startswith(
+    ("SELECT", "(SELECT", "WITH"))], ids=lambda c: c.id)
+def test_refused_selects_run_across_nodes(router: Router, cross_router: Router, case: Case) -> None:
+    """A SELECT refused because its rows need not share a node is cut into parts instead; the plan
+    keeps the proof's reason. Refusals for other reasons stay refusals."""
+    with pytest.raises(UnsupportedSQLError) as info:
+        router.route(case.sql, case.params)
+    if not getattr(info.value, "across_nodes", False):
+        with pytest.raises(UnsupportedSQLError):
+            cross_router.route(case.sql, case.params)
+        return
+    plan = cross_router.route(case.sql, case.params)
+    assert plan.kind is RouteKind.CROSS_NODE and not plan.units, case.id
+    assert plan.cross_node.statement.reason in str(info.value)
+    (gather,) = plan.cross_node.final.units
+    assert gather.data_source == plan.cross_node.statement.gather
+    assert all(f"ddm_x{k}" in gather.sql for k in range(len(plan.cross_node.statement.parts)))
 
 
 def test_refusal_names_the_missing_condition(router: Router) -> None:
@@ -478,14 +508,25 @@ def _refill(backend: Backend, rows: dict[str, list[dict[str, Any]]]) -> None:
             backend.load(table, columns, rows[table])
 
 
+#: How the fuzzed queries went (plan kind, or refused and why): printed at the end of the module.
+OUTCOMES: Counter[str] = Counter()
+
+
 def _run(backend: Backend, rows: dict[str, list[dict[str, Any]]], queries: list[JoinQuery], streams: list[Any]) -> None:
     """Each query returns the unsharded join's rows (``check``), or is refused — never when it is provable."""
     _refill(backend, rows)
     for jq, stream in zip(queries, streams):
         try:
+            kind = backend.executor.router.route(jq.query.sql, jq.query.params).kind
             check(backend, jq.query, stream)
         except (UnsupportedSQLError, FullRouteError) as err:
             assert not jq.must_route, f"{backend.name}: refused a provable join: {jq.query.sql} {jq.query.params}: {err}"
+            OUTCOMES[f"refused: {getattr(err, 'construct', None) or type(err).__name__}"] += 1
+            if os.environ.get("DDM_SHOW_REFUSED"):
+                print("REFUSED", jq.query.sql, err)
+            continue
+        OUTCOMES[kind.value] += 1
+        event(f"plan: {kind.value}")
 
 
 def _create(backend: Backend, raw_ref: Callable[[str], None]) -> None:
@@ -542,15 +583,15 @@ def test_mariadb_joins_equal_unsharded(mariadb_joins: Backend, rows: dict[str, l
     "SELECT a.id, b.id FROM t_order a JOIN t_order b ON a.k = b.k WHERE a.user_id >= 1 AND b.user_id >= 0",
     "SELECT o.id, i.id FROM t_order o JOIN t_order_item i ON o.v = i.v",
 ])
-def test_fuzz_shapes_are_refused_not_short(sqlite_joins: Backend, sql: str) -> None:
+def test_fuzz_shapes_are_answered_in_full(sqlite_joins: Backend, sql: str) -> None:
     rows = {t: [] for t in TABLES}
     rows["t_order"] = [{"id": 1, "user_id": 1, "k": 1, "v": 1}, {"id": 2, "user_id": 2, "k": 1, "v": 1}]
     rows["t_order_item"] = [{"id": 3, "user_id": 3, "k": 1, "v": 1}]
     _refill(sqlite_joins, rows)
     _, want = sqlite_joins.ref(sql, [])
     assert want, "the unsharded join has rows that pair different nodes"
-    with pytest.raises(UnsupportedSQLError):
-        sqlite_joins.ddm(sql, [], None)
+    _, got = sqlite_joins.ddm(sql, [], None)
+    assert sorted(got) == sorted(want)
 
 
 @pytest.mark.parametrize(("name", "sql", "fragments"), [
@@ -571,6 +612,13 @@ def test_suite_configs_refuse_the_fuzz_shapes(name: str, sql: str, fragments: tu
 
     cfg = config(name)
     with pytest.raises(UnsupportedSQLError) as info:
-        Router(replace(cfg, runtime=replace(cfg.runtime, allow_full_route=True))).route(sql)
+        Router(replace(cfg, runtime=replace(cfg.runtime, allow_full_route=True, cross_node_queries=False))).route(sql)
     for fragment in fragments:
         assert fragment in str(info.value)
+
+
+def test_outcomes_report() -> None:
+    """How the fuzzed joins went (run after the properties; ``-s`` prints it): the refused ones ran."""
+    if OUTCOMES:
+        print("\njoin fuzz outcomes:", dict(sorted(OUTCOMES.items())))
+        assert OUTCOMES["cross-node"] > 0

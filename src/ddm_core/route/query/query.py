@@ -356,6 +356,7 @@ class QueryStatement:
                         f"sources (keep the shard key on {ds!r}, or make {k!r} a broadcast table)",
                         tables=(table.name, k),
                         data_source=ds,
+                        across_nodes=True,  # a SELECT can still copy the sharded rows there
                     )
 
     # -- statements without sharded tables --------------------------------------
