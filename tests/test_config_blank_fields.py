@@ -88,6 +88,8 @@ runtime:
   slowSqlMs: 200
   appName: shop
   mergeMemoryWarnMb: 256
+  maxJoinRows: 500000
+  maxJoinMemoryMb: 256
 xa:
   logDataSource: ds_0
   timeoutMs: 30000

@@ -23,6 +23,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from ddm_core.errors import ConfigError, DdmError, ExecutionError
+from ddm_core.execute.cross_node import run_cross_node
 from ddm_core.execute.engine import Engine
 from ddm_core.execute.executor import as_router
 from ddm_core.execute.mysql_connect import MATCHED_ROWS
@@ -201,6 +202,8 @@ class AsyncExecutor:
         if self._schema_pending:
             await self.load_schema()
         refuse_unpinned(plan)
+        if plan.cross_node is not None:
+            return await run_cross_node("asyncio", self, plan, None, timeout)  # type: ignore[no-any-return]
         engine, runner = self.engine, self.runner
         stmt = engine.begin(plan, caller_style, timeout, allow_partial)
         try:

@@ -31,6 +31,7 @@ from contextvars import ContextVar
 from typing import Any, Callable, Coroutine, Protocol, TypeVar
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError, QueryTimeoutError, TransactionError
+from ddm_core.execute.cross_node import run_cross_node
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT, statement
 from ddm_core.execute.session_state import check_pinned
@@ -88,6 +89,8 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
     async def execute_plan(self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT) -> AsyncResult:
         """Run a routed plan in this transaction (nothing is sent if a rule refuses it)."""
         check_usable(self._state, self._failure)
+        if plan.cross_node is not None:
+            return await run_cross_node("asyncio", self.executor, plan, self, timeout)  # type: ignore[no-any-return]
         changes_session = check_pinned(plan)
         sources = plan.data_sources
         if plan.is_write:

@@ -21,6 +21,7 @@ def run_cross_node(kind: str, *args: Any, **kwargs: Any) -> Any:
     runner = _RUNNERS.get(kind)
     if runner is None:
         raise UnsupportedSQLError(
-            "this statement joins rows that need not share a node, and no cross-node runner for "
-            f"{kind} is loaded (import ddm_core)", construct="join")
+            f"this SELECT combines rows that need not share a node; the {kind} executor cannot yet run it across "
+            "nodes (the thread executor, the DB-API facade and ddm proxy can: docs/cross-node-queries.md)",
+            construct="cross-node", across_nodes=True)
     return runner(*args, **kwargs)
