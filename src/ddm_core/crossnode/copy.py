@@ -1,7 +1,7 @@
 """Copying a cross-node statement's parts to the gathering node, written once for every runner.
 
 :func:`copy_steps` is a generator that does no I/O: it yields what to do —
-run a statement on the gathering node's connection (:class:`OnGather`), start
+run a statement on a connection that holds copies (:class:`OnTarget`), start
 reading a part (:class:`ReadPart`, answered with its column names and type
 codes), fetch the next rows of that read (:class:`FetchRows`), insert rows into
 a copy (:class:`InsertRows`) — and the runner (threads, asyncio) answers each
@@ -18,15 +18,17 @@ from ddm_core.errors import JoinLimitError
 from ddm_core.metadata.model import RuntimeSettings
 from ddm_core.route.crossnode import MAX_KEYS, CrossNodePlan, params_for, with_keys
 
-__all__ = ["OnGather", "ReadPart", "FetchRows", "InsertRows", "Step", "copy_steps", "BATCH_ROWS"]
+__all__ = ["OnTarget", "ReadPart", "FetchRows", "InsertRows", "Step", "copy_steps", "BATCH_ROWS"]
 
 #: Rows fetched from a part and inserted into its copy at a time.
 BATCH_ROWS = 1000
 
 
-class OnGather(NamedTuple):
-    """Run ``sql`` on the gathering node's connection; ``optional``: a failure only skips it (an index)."""
+class OnTarget(NamedTuple):
+    """Run ``sql`` on the connection to ``data_source`` that holds the copies; ``optional``: a failure
+    only skips it (an index)."""
 
+    data_source: str
     sql: str
     optional: bool = False
     drop: str | None = None  # set for a CREATE: the statement that removes what it made
@@ -46,13 +48,14 @@ class FetchRows(NamedTuple):
 
 
 class InsertRows(NamedTuple):
-    """Insert ``rows`` into a copy (``sql`` has one placeholder per column, in the driver's style)."""
+    """Insert ``rows`` into a copy on every target (``sql`` has one placeholder per column, in the
+    driver's style)."""
 
     sql: str
     rows: Sequence[Sequence[Any]]
 
 
-Step = OnGather | ReadPart | FetchRows | InsertRows
+Step = OnTarget | ReadPart | FetchRows | InsertRows
 
 
 class _Meter:
@@ -88,7 +91,7 @@ def _size(row: Sequence[Any]) -> int:
 
 
 def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step, Any, None]:
-    """Copy every part of ``plan`` into its temporary table on the gathering node, narrowing as planned."""
+    """Copy every part of ``plan`` it reads into its temporary table on each target, narrowing as planned."""
     s = plan.statement
     dialect = dialect_for(s.dialect)
     mark = "?" if dialect.paramstyle == "qmark" else "%s"
@@ -97,7 +100,8 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
     values: dict[tuple[int, str], dict[Any, None] | None] = {}  # distinct values (None: too many to send)
     for k in plan.order:
         part = s.parts[k]
-        yield OnGather(s.creates[k], drop=dialect.drop_temporary(part.temp))
+        for ds in plan.targets:
+            yield OnTarget(ds, plan.creates[(k, ds)], drop=dialect.drop_temporary(part.temp))
         sql, params = part.read, params_for(part.read, plan.params)
         by = plan.narrow.get(k)
         if by is not None:
@@ -111,8 +115,8 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
         for column in part.keys:
             if column.lower() in lowered:
                 index = dialect.temporary_index(part.temp, column, types[lowered.index(column.lower())])
-                if index is not None:
-                    yield OnGather(index, optional=True)
+                for ds in plan.targets if index is not None else ():
+                    yield OnTarget(ds, index, optional=True)
         collect = [(lowered.index(c), (src, c)) for src, c in wanted if src == k and c in lowered]
         for _, key in collect:
             values[key] = {}

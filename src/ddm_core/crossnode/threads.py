@@ -1,10 +1,11 @@
 """The thread runner of cross-node statements: blocking answers to :func:`~ddm_core.crossnode.copy.copy_steps`.
 
-The copies live on one connection to the gathering node: the caller's
-transaction's, or a local transaction opened for the statement (so that the
+The copies live on one connection per target data source (the gathering node,
+or every data source of a broadcast copy's driving part): the caller's
+transaction's, or a local transaction's opened for the statement (so that the
 parts of an autocommit caller stream on other pooled connections while the
-copies fill). The statement then runs over the copies on that connection, and
-the copies are dropped before the connection is given back — a pooled
+copies fill). The statement then runs over the copies on those connections,
+and the copies are dropped before the connections are given back — a pooled
 connection never keeps one (docs/cross-node-queries.md#connections).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddm_core.crossnode.copy import FetchRows, InsertRows, OnGather, ReadPart, copy_steps
+from ddm_core.crossnode.copy import FetchRows, InsertRows, OnTarget, ReadPart, copy_steps
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.result import Result
@@ -30,13 +31,18 @@ def run_threads(executor: Any, plan: RoutePlan, tx: Transaction | None, timeout:
     session = executor.transaction() if own else tx
     assert session is not None
     try:
-        gather = session.connection(cross.statement.gather)
-        drops: list[str] = []
+        targets = {ds: session.connection(ds) for ds in cross.targets}
+        drops: list[tuple[str, str]] = []
         try:
-            _copy(executor, cross, tx, gather, drops, timeout)
+            _copy(executor, cross, tx, targets, drops, timeout)
+            if not cross.final.merge.is_trivial:  # the merge may ask for collations: only these connections can
+                for unit in cross.final.units:
+                    target = targets[unit.data_source]
+                    executor.engine.collations.learn(unit.data_source, target.pool.driver.sql_for(unit.sql, "format"),
+                                                      target)
             result: Result = session.execute_plan(cross.final, timeout=timeout)
         finally:
-            _drop(gather, drops, session, cross.statement.gather)
+            _drop(targets, drops, session)
     except BaseException:
         if own:
             session.rollback()
@@ -46,8 +52,8 @@ def run_threads(executor: Any, plan: RoutePlan, tx: Transaction | None, timeout:
     return result
 
 
-def _copy(executor: Any, cross: CrossNodePlan, tx: Transaction | None, gather: Borrowed, drops: list[str],
-          timeout: Any) -> None:
+def _copy(executor: Any, cross: CrossNodePlan, tx: Transaction | None, targets: dict[str, Borrowed],
+          drops: list[tuple[str, str]], timeout: Any) -> None:
     steps = copy_steps(cross, executor.config.runtime)
     reading: Result | None = None
     answer: Any = None
@@ -62,23 +68,25 @@ def _copy(executor: Any, cross: CrossNodePlan, tx: Transaction | None, gather: B
                 assert reading is not None
                 answer = reading.fetchmany(step.size)
             elif isinstance(step, InsertRows):
-                _on(gather, step.sql, step.rows)
+                for target in targets.values():
+                    _on(target, step.sql, step.rows)
             elif isinstance(step, ReadPart):
                 if reading is not None:
                     reading.close()
                 reading = _read(executor, tx, step, timeout)
                 description = reading.description or ()
                 answer = ([d[0] for d in description], [d[1] for d in description])
-            elif isinstance(step, OnGather):
+            elif isinstance(step, OnTarget):
+                target = targets[step.data_source]
                 if step.optional:
                     try:
-                        _on(gather, step.sql)
+                        _on(target, step.sql)
                     except Exception:  # noqa: BLE001 - an index only speeds the join up
                         pass
                 else:
-                    _on(gather, step.sql)
+                    _on(target, step.sql)
                     if step.drop is not None:
-                        drops.append(step.drop)
+                        drops.append((step.data_source, step.drop))
     finally:
         steps.close()
         if reading is not None:
@@ -92,9 +100,9 @@ def _read(executor: Any, tx: Transaction | None, step: ReadPart, timeout: Any) -
     return executor.execute_plan(executor.router.route(step.sql, step.params), timeout=timeout, stream=True)
 
 
-def _on(gather: Borrowed, sql: str, rows: Any = None) -> None:
-    driver, pool = gather.pool.driver, gather.pool
-    cursor = driver.cursor(gather.raw, False)
+def _on(target: Borrowed, sql: str, rows: Any = None) -> None:
+    driver, pool = target.pool.driver, target.pool
+    cursor = driver.cursor(target.raw, False)
     try:
         if rows is None:
             cursor.execute(sql)
@@ -106,11 +114,14 @@ def _on(gather: Borrowed, sql: str, rows: Any = None) -> None:
         cursor.close()
 
 
-def _drop(gather: Borrowed, drops: list[str], session: Transaction, data_source: str) -> None:
-    """Drop the copies; if that fails, the connection's session is reset (or it is discarded) at the end."""
-    for sql in reversed(drops):
+def _drop(targets: dict[str, Borrowed], drops: list[tuple[str, str]], session: Transaction) -> None:
+    """Drop the copies; where that fails, the connection's session is reset (or it is discarded) at the end."""
+    failure: Exception | None = None
+    for ds, sql in reversed(drops):
         try:
-            _on(gather, sql)
-        except Exception:
-            session.mark_dirty(data_source)
-            raise
+            _on(targets[ds], sql)
+        except Exception as exc:
+            session.mark_dirty(ds)
+            failure = failure or exc
+    if failure is not None:
+        raise failure

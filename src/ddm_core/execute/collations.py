@@ -107,6 +107,25 @@ class ResultCollations:
         with self._lock:
             return (data_source, sql) not in self._known
 
+    def learn(self, data_source: str, sql: str, borrowed: Any) -> None:
+        """Describe ``sql`` on a connection the caller holds, when it names tables only that connection
+        sees (a cross-node statement's temporary copies: docs/cross-node-queries.md)."""
+        if not borrowed.pool.driver.dialect.describes_prepared_columns:
+            return
+        with self._lock:
+            if (data_source, sql) in self._known:
+                return
+        try:
+            ids = _prepared_collations(borrowed.raw, format_to_qmark(sql))
+        except Exception as exc:
+            pool = borrowed.pool
+            raise map_driver_error(exc, data_source=data_source, endpoint=pool.endpoint.name, sql=sql) from exc
+        with self._lock:
+            if len(self._known) >= self._limit:
+                with contextlib.suppress(StopIteration):
+                    del self._known[next(iter(self._known))]
+            self._known[(data_source, sql)] = ids
+
     def clear(self) -> None:
         """Forget every statement's collations (a table's columns may have changed)."""
         with self._lock:

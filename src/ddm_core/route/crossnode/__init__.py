@@ -58,6 +58,13 @@ class Part(NamedTuple):
     keys: tuple[str, ...]  # columns compared by equality with another part: indexed on the copy
 
 
+class _Push(NamedTuple):
+    """The statement with every part but the driver's renamed to copies declared broadcast tables."""
+
+    final: str
+    router: Any
+
+
 @dataclass(frozen=True)
 class CrossNodeStatement:
     """A cross-node SELECT compiled once per SQL text."""
@@ -68,24 +75,76 @@ class CrossNodeStatement:
     final: str  # the statement over the copies (pyformat)
     gather: str  # the gathering node's data source
     dialect: str  # the gathering node's backend
-    creates: tuple[str, ...]  # per part: CREATE TEMPORARY TABLE of its copy, in the backend's SQL
     reason: str  # why it cannot run per node
     final_router: Any = field(compare=False)  # routes ``final``: the copies are single tables on ``gather``
+    pristine: exp.Expr = field(compare=False)  # the parsed statement, for the broadcast variants
+    positions: tuple[int, ...] = ()  # each part's occurrence: its index among the tree's tables
+    config: ShardingConfig | None = field(default=None, compare=False)
+    router_for: Callable[[ShardingConfig], Any] | None = field(default=None, compare=False)
+    _pushes: dict[int, _Push | None] = field(default_factory=dict, compare=False)
 
     def route(self, bound: Sequence[Any], route_part: Callable[[str, Mapping[str, Any]], RoutePlan],
               is_write: bool = False) -> RoutePlan:
         """The plan: parts in read order with their narrowing, and the final statement routed."""
         params = {f"p{i}": v for i, v in enumerate(bound)}
         widths = [len(route_part(p.read, params_for(p.read, params)).units) for p in self.parts]
-        order, narrow = self._order(widths)
-        final = self.final_router.route(self.final, params)
-        plan = CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final)
-        return RoutePlan((), RouteKind.CROSS_NODE, final.tables, statement="select", is_write=is_write,
+        plan = self._broadcast_plan(params, widths) or self._gather_plan(params, widths)
+        return RoutePlan((), RouteKind.CROSS_NODE, plan.final.tables, statement="select", is_write=is_write,
                          cross_node=plan)
 
-    def _order(self, widths: Sequence[int]) -> tuple[list[int], dict[int, Equality]]:
-        """Read the narrowest part first; then, while one is left, one an already read part can narrow."""
-        left = sorted(range(len(self.parts)), key=lambda k: (widths[k], k))
+    def _gather_plan(self, params: dict[str, Any], widths: list[int]) -> CrossNodePlan:
+        order, narrow = self._order(widths, None)
+        final = self.final_router.route(self.final, params)
+        creates = {(k, self.gather): temporary_ddl(self.dialect, p, p.physical) for k, p in enumerate(self.parts)}
+        return CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final, (self.gather,), creates,
+                             None)
+
+    def _broadcast_plan(self, params: dict[str, Any], widths: list[int]) -> CrossNodePlan | None:
+        """Copy the other parts to every data source of the widest part's units, and run the statement there
+        per node, merged as any multi-shard SELECT: the widest part is never read through the client."""
+        config = self.config
+        driver = max(range(len(widths)), key=lambda k: widths[k])
+        if (config is None or config.migration is not None or config.cutover is not None or widths[driver] < 2
+                or any(w >= widths[driver] for k, w in enumerate(widths) if k != driver)):
+            return None
+        push = self._push(driver, config)
+        if push is None:
+            return None
+        try:
+            final = push.router.route(push.final, params)
+        except UnsupportedSQLError:
+            return None  # the driver cannot lead the statement (an outer join's optional side...)
+        targets = final.data_sources
+        creates: dict[tuple[int, str], str] = {}
+        for k, part in enumerate(self.parts):
+            table = config.table(part.table)
+            for ds in targets if k != driver else ():
+                physical = table.tables_by_source.get(ds) if table is not None else None
+                if not physical or config.data_sources[ds].primary.dialect != self.dialect:
+                    return None  # a copy takes its column types from a node of its table in that data source
+                creates[(k, ds)] = temporary_ddl(self.dialect, part, physical[0])
+        order, narrow = self._order(widths, driver)
+        return CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final, targets, creates, driver)
+
+    def _push(self, driver: int, config: ShardingConfig) -> _Push | None:
+        if driver in self._pushes:
+            return self._pushes[driver]
+        tree = self.pristine.copy()
+        tables = list(tree.find_all(exp.Table))
+        for k, part in enumerate(self.parts):
+            if k != driver:
+                tables[self.positions[k]].replace(_aliased(part.temp, part.qualifier))
+        temps = tuple(p.temp for k, p in enumerate(self.parts) if k != driver)
+        derived = _derived(config, broadcast_tables=(*config.broadcast_tables, *temps))
+        assert self.router_for is not None
+        push = _Push(pyformat_sql(tree), self.router_for(derived))
+        self._pushes[driver] = push
+        return push
+
+    def _order(self, widths: Sequence[int], driver: int | None) -> tuple[list[int], dict[int, Equality]]:
+        """Read the narrowest part first; then, while one is left, one an already read part can narrow
+        (the ``driver`` of a broadcast copy is not read at all)."""
+        left = sorted((k for k in range(len(self.parts)) if k != driver), key=lambda k: (widths[k], k))
         order: list[int] = []
         narrow: dict[int, Equality] = {}
         while left:
@@ -108,12 +167,22 @@ class CrossNodePlan(NamedTuple):
     order: tuple[int, ...]  # part indexes in read order
     narrow: dict[int, Equality]  # part → the equality that narrows its read
     widths: tuple[int, ...]  # units of each part's whole read
-    final: RoutePlan  # the statement over the copies, on the gathering node
+    final: RoutePlan  # the statement over the copies
+    targets: tuple[str, ...]  # data sources that get a copy of every part read
+    creates: Mapping[tuple[int, str], str]  # (part, data source) → CREATE TEMPORARY TABLE of its copy there
+    driver: int | None  # a broadcast copy: the part left in place, whose nodes run the statement
+
+    @property
+    def strategy(self) -> str:
+        if self.driver is not None:
+            return "broadcast copy"
+        return "batched nested loop" if self.narrow else "hash join"
 
     def explain(self) -> list[tuple[str, str, str, str]]:
-        """Preview rows: each part's read, then the statement on the gathering node."""
+        """Preview rows: each part's read, then the statement over the copies."""
         s = self.statement
-        strategy = "batched nested loop" if self.narrow else "hash join"
+        strategy = self.strategy
+        where = ", ".join(self.targets)
         rows = []
         for step, k in enumerate(self.order, 1):
             part = s.parts[k]
@@ -123,11 +192,14 @@ class CrossNodePlan(NamedTuple):
                 src = s.parts[by.source]
                 how = (f"narrowed to {part.qualifier}.{by.target_column} IN (values of "
                        f"{src.qualifier}.{by.source_column}, up to {MAX_KEYS} per read)")
-            rows.append((f"part {step}", part.read, "", f"{strategy}: {part.table} {part.qualifier} → "
-                         f"{s.gather}.{part.temp}; {how}; pushed: {part.pushed or 'nothing'}"))
+            rows.append((f"part {step}", part.read, "", f"{strategy}: {part.table} {part.qualifier} → {part.temp} "
+                         f"on {where}; {how}; pushed: {part.pushed or 'nothing'}"))
+        over = f"{len(self.order)} copies on {where}"
+        if self.driver is not None:
+            lead = s.parts[self.driver]
+            over += f", {lead.table} {lead.qualifier} read in place on its {self.widths[self.driver]} nodes"
         for unit in self.final.units:
-            rows.append((unit.data_source, unit.sql, repr(list(unit.params)),
-                         f"{strategy} over the copies on {s.gather} ({len(s.parts)} parts); {s.reason}"))
+            rows.append((unit.data_source, unit.sql, repr(list(unit.params)), f"{strategy} over {over}; {s.reason}"))
         return rows
 
 
@@ -150,7 +222,10 @@ def compile_cross_node(tree: exp.Expr, config: ShardingConfig, reason: str,
     if any(t.args.get("db") for t in sharded):
         raise UnsupportedSQLError(f"{reason}; a sharded table qualified with a database name cannot be copied",
                                   construct="join")
+    pristine = tree.copy()
     found = cut(tree, {id(t) for t in sharded})
+    every = {id(t): n for n, t in enumerate(tree.find_all(exp.Table))}
+    positions = tuple(every[id(o.node)] for o in found.occurrences)
     gather = _gathering_node(tree, config, found.occurrences, ctes, reason)
     parts = tuple(_part(k, o, config, gather) for k, o in enumerate(found.occurrences))
     narrowed = {(e.target, e.target_column): _narrowed(found.occurrences[e.target], e.target_column)
@@ -159,11 +234,17 @@ def compile_cross_node(tree: exp.Expr, config: ShardingConfig, reason: str,
         occurrence.node.replace(_aliased(part.temp, occurrence.qualifier))
     final = pyformat_sql(tree)
     extra = {p.temp: SingleTable(p.temp, gather) for p in parts}
-    derived = replace(config, single_tables={**config.single_tables, **extra}, migration=None, cutover=None)
+    derived = _derived(config, single_tables={**config.single_tables, **extra})
     dialect = config.data_sources[gather].primary.dialect
-    creates = tuple(temporary_ddl(dialect, p) for p in parts)
-    return CrossNodeStatement(parts, tuple(found.narrowing), narrowed, final, gather, dialect, creates, reason,
-                              router_for(derived))
+    return CrossNodeStatement(parts, tuple(found.narrowing), narrowed, final, gather, dialect, reason,
+                              router_for(derived), pristine, positions, config, router_for)
+
+
+def _derived(config: ShardingConfig, **changes: Any) -> ShardingConfig:
+    """The configuration the statement over the copies is routed with: the copies added, no migration
+    to follow (only copies and tables that stay put are named), and no cross-node answer of its own."""
+    runtime = replace(config.runtime, cross_node_queries=False)
+    return replace(config, migration=None, cutover=None, runtime=runtime, **changes)
 
 
 def _part(k: int, o: Occurrence, config: ShardingConfig, gather: str) -> Part:
@@ -263,8 +344,10 @@ def with_keys(narrowed: str, keys: Sequence[Any], params: Mapping[str, Any]) -> 
     return narrowed.replace(_KEYS, ", ".join(f"%(k{i})s" for i in range(size))), filled
 
 
-def temporary_ddl(dialect_name: str, part: Part) -> str:
-    """``CREATE TEMPORARY TABLE`` of ``part``'s copy, with the columns and types of its physical table."""
+def temporary_ddl(dialect_name: str, part: Part, physical: str) -> str:
+    """``CREATE TEMPORARY TABLE`` of ``part``'s copy, with the columns and types of ``physical``, a
+    physical table of it in the data source the copy goes to."""
     dialect = dialect_for(dialect_name)
-    select = _select(part.physical, part.qualifier, part.columns).where(exp.false() if dialect.name == "postgresql" else "1 = 0")
+    never = exp.false() if dialect.name == "postgresql" else "1 = 0"
+    select = _select(physical, part.qualifier, part.columns).where(never)
     return dialect.temporary_copy(part.temp, select.sql(dialect.sqlglot_name))
