@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -40,9 +40,12 @@ os.environ.setdefault("DDM_ORDER_PASSWORD", "router-suite")
 
 
 @lru_cache(maxsize=None)
-def config(name: str) -> Any:
+def config(name: str, cross_node: bool = False) -> Any:
+    """One of the suite's configurations. The router suites test what the co-location proof decides,
+    so a SELECT it cannot prove is refused here unless ``cross_node`` (docs/cross-node-queries.md)."""
     files = {"N": "native_orders.yaml", "S": "ss_order_db_2x16.yaml", "R": "router_ranges.yaml"}
-    return load_config(CONFIGS / files[name])
+    loaded = load_config(CONFIGS / files[name])
+    return replace(loaded, runtime=replace(loaded.runtime, cross_node_queries=cross_node))
 
 
 def router(name: str) -> Router:

@@ -11,14 +11,16 @@ them the same way (docs/cross-node-queries.md#bounds).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Generator, NamedTuple, Sequence
 
-from ddm_core.dialects import dialect_for
+from ddm_core.crossnode.client_join import Part, key_columns, plain_keys
+from ddm_core.dialects import Dialect, dialect_for
 from ddm_core.errors import JoinLimitError
 from ddm_core.metadata.model import RuntimeSettings
 from ddm_core.route.crossnode import MAX_KEYS, CrossNodePlan, params_for, with_keys
 
-__all__ = ["OnTarget", "ReadPart", "FetchRows", "InsertRows", "Step", "copy_steps", "BATCH_ROWS"]
+__all__ = ["OnTarget", "ReadPart", "FetchRows", "InsertRows", "Step", "copy_steps", "BATCH_ROWS", "CLIENT_JOIN_ROWS", "Held"]
 
 #: Rows fetched from a part and inserted into its copy at a time.
 BATCH_ROWS = 1000
@@ -35,10 +37,12 @@ class OnTarget(NamedTuple):
 
 
 class ReadPart(NamedTuple):
-    """Start reading a part (logic SQL, routed): answered with ``(column names, type codes)``."""
+    """Start reading a part (logic SQL, routed): answered with its DB-API description."""
 
     sql: str
     params: Any
+    stream: bool | None  # None (a whole part): the executor's choice, which streams a read of several
+    # units; False: a narrowed part (the rows of a bounded list of keys), read at once
 
 
 class FetchRows(NamedTuple):
@@ -56,6 +60,7 @@ class InsertRows(NamedTuple):
 
 
 Step = OnTarget | ReadPart | FetchRows | InsertRows
+Held = dict[int, Part]  # parts kept for a client join: index → (description, rows)
 
 
 class _Meter:
@@ -90,38 +95,49 @@ def _size(row: Sequence[Any]) -> int:
     return 16 + sum(len(v) if isinstance(v, (str, bytes, bytearray)) else 16 for v in row)
 
 
-def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step, Any, None]:
-    """Copy every part of ``plan`` it reads into its temporary table on each target, narrowing as planned."""
+#: A simple statement's parts are joined in the client while they hold at most this many rows in all.
+CLIENT_JOIN_ROWS = 20_000
+
+
+def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step, Any, Held | None]:
+    """Copy every part of ``plan`` it reads into its temporary table on each target, narrowing as planned.
+
+    A plan with a client-join shape (``plan.local``) keeps its parts in memory instead, as long as
+    they are few and their keys plain (:mod:`.client_join`); it then returns them, and nothing was
+    copied. Otherwise what it held is copied at once, and the rest streamed as usual (``None``).
+    """
     s = plan.statement
     dialect = dialect_for(s.dialect)
-    mark = "?" if dialect.paramstyle == "qmark" else "%s"
     meter = _Meter(runtime)
     wanted = {(e.source, e.source_column.lower()) for e in plan.narrow.values()}
     values: dict[tuple[int, str], dict[Any, None] | None] = {}  # distinct values (None: too many to send)
+    held: Held | None = {} if plan.local is not None else None
+    plain = key_columns(plan.local) if plan.local is not None else {}
     for k in plan.order:
         part = s.parts[k]
-        for ds in plan.targets:
-            yield OnTarget(ds, plan.creates[(k, ds)], drop=dialect.drop_temporary(part.temp))
         sql, params = part.read, params_for(part.read, plan.params)
         by = plan.narrow.get(k)
         if by is not None:
             keys = values.get((by.source, by.source_column.lower()))
             if keys is not None:
-                if not keys:
-                    continue  # the other side has no row: none of this part's rows can join
+                if not keys:  # the other side has no row: none of this part's rows can join
+                    if held is not None:
+                        yield from _copy_held(plan, dialect, held)
+                        held = None
+                    yield from _create(plan, dialect, k)
+                    continue
                 sql, params = with_keys(s.narrowed[(k, by.target_column)], list(keys), plan.params)
-        names, types = yield ReadPart(sql, params)
+        description = yield ReadPart(sql, params, None if sql is part.read else False)
+        names = [str(d[0]) for d in description]
         lowered = [n.lower() for n in names]
-        for column in part.keys:
-            if column.lower() in lowered:
-                index = dialect.temporary_index(part.temp, column, types[lowered.index(column.lower())])
-                for ds in plan.targets if index is not None else ():
-                    yield OnTarget(ds, index, optional=True)
+        if held is None:
+            yield from _create(plan, dialect, k, description)
+        else:
+            held[k] = (description, [])
         collect = [(lowered.index(c), (src, c)) for src, c in wanted if src == k and c in lowered]
         for _, key in collect:
             values[key] = {}
-        columns = ", ".join(dialect.identifier(n) for n in names)
-        insert = f"INSERT INTO {dialect.identifier(part.temp)} ({columns}) VALUES ({', '.join([mark] * len(names))})"
+        compared = [lowered.index(c) for c in plain.get(k, ()) if c in lowered]
         while True:
             rows = yield FetchRows(BATCH_ROWS)
             if not rows:
@@ -133,4 +149,42 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
                     seen.update((row[index], None) for row in rows if row[index] is not None)
                     if len(seen) > MAX_KEYS:
                         values[key] = None  # too many to send as IN lists: the other part is read whole
-            yield InsertRows(insert, rows)
+            if held is not None:
+                held[k][1].extend(rows)
+                if meter.rows <= CLIENT_JOIN_ROWS and plain_keys(compared, rows):
+                    continue
+                yield from _copy_held(plan, dialect, held)  # too many rows, or keys Python cannot compare
+                held = None
+                continue
+            yield InsertRows(_insert(dialect, part.temp, tuple(names)), rows)
+    return held
+
+
+def _create(plan: CrossNodePlan, dialect: Dialect, k: int, description: Sequence[Sequence[Any]] = ()
+            ) -> Generator[Step, Any, None]:  # fmt: skip
+    """Create part ``k``'s copy on every target, with indexes on its join columns."""
+    part = plan.statement.parts[k]
+    for ds in plan.targets:
+        yield OnTarget(ds, plan.creates[(k, ds)], drop=dialect.drop_temporary(part.temp))
+    lowered = [str(d[0]).lower() for d in description]
+    for column in part.keys:
+        if column.lower() in lowered:
+            index = dialect.temporary_index(part.temp, column, description[lowered.index(column.lower())][1])
+            for ds in plan.targets if index is not None else ():
+                yield OnTarget(ds, index, optional=True)
+
+
+def _copy_held(plan: CrossNodePlan, dialect: Dialect, held: Held) -> Generator[Step, Any, None]:
+    """Leave the client join: copy what was held, part by part."""
+    for k, (description, rows) in held.items():
+        yield from _create(plan, dialect, k, description)
+        insert = _insert(dialect, plan.statement.parts[k].temp, tuple(str(d[0]) for d in description))
+        for start in range(0, len(rows), BATCH_ROWS):
+            yield InsertRows(insert, rows[start:start + BATCH_ROWS])
+
+
+@functools.lru_cache(maxsize=1024)
+def _insert(dialect: Dialect, table: str, names: tuple[str, ...]) -> str:
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    columns = ", ".join(dialect.identifier(n) for n in names)
+    return f"INSERT INTO {dialect.identifier(table)} ({columns}) VALUES ({', '.join([mark] * len(names))})"

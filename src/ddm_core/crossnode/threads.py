@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddm_core.crossnode.copy import FetchRows, InsertRows, OnTarget, ReadPart, copy_steps
+from ddm_core.crossnode.client_join import join_rows
+from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, OnTarget, ReadPart, copy_steps
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.result import Result
@@ -25,35 +26,80 @@ __all__ = ["run_threads"]
 
 
 def run_threads(executor: Any, plan: RoutePlan, tx: Transaction | None, timeout: Any) -> Result:
-    """Run a ``RouteKind.CROSS_NODE`` plan: copy its parts, run the statement over the copies, drop them."""
+    """Run a ``RouteKind.CROSS_NODE`` plan: read its parts, then join them in the client or run the
+    statement over their copies (dropped afterwards)."""
     cross: CrossNodePlan = plan.cross_node
-    own = tx is None
-    session = executor.transaction() if own else tx
-    assert session is not None
+    copies = _Copies(executor, tx)
     try:
-        targets = {ds: session.connection(ds) for ds in cross.targets}
-        drops: list[tuple[str, str]] = []
-        try:
-            _copy(executor, cross, tx, targets, drops, timeout)
+        held = _copy(executor, cross, tx, copies, timeout)
+        if held is not None:
+            assert cross.local is not None
+            description, rows = join_rows(cross.local, held)
+            result = Result.buffered(description, rows)
+        else:
+            session = copies.session()
             if not cross.final.merge.is_trivial:  # the merge may ask for collations: only these connections can
                 for unit in cross.final.units:
-                    target = targets[unit.data_source]
+                    target = copies.on(unit.data_source)
                     executor.engine.collations.learn(unit.data_source, target.pool.driver.sql_for(unit.sql, "format"),
                                                       target)
-            result: Result = session.execute_plan(cross.final, timeout=timeout)
-        finally:
-            _drop(targets, drops, session)
+            result = session.execute_plan(cross.final, timeout=timeout)
+        copies.drop()
     except BaseException:
-        if own:
-            session.rollback()
+        copies.abandon()
         raise
-    if own:
-        session.commit()
+    copies.finish()
     return result
 
 
-def _copy(executor: Any, cross: CrossNodePlan, tx: Transaction | None, targets: dict[str, Borrowed],
-          drops: list[tuple[str, str]], timeout: Any) -> None:
+class _Copies:
+    """The connections that hold copies: the caller's transaction's, or a local one opened on first need."""
+
+    def __init__(self, executor: Any, tx: Transaction | None) -> None:
+        self.executor = executor
+        self.tx = tx
+        self.own: Transaction | None = None
+        self.drops: list[tuple[str, str]] = []
+
+    def session(self) -> Transaction:
+        if self.tx is not None:
+            return self.tx
+        if self.own is None:
+            self.own = self.executor.transaction()
+        return self.own
+
+    def on(self, data_source: str) -> Borrowed:
+        return self.session().connection(data_source)
+
+    def drop(self) -> None:
+        """Drop the copies; where that fails, the connection's session is reset (or it is discarded) at the end."""
+        failure: Exception | None = None
+        drops, self.drops = self.drops, []
+        for ds, sql in reversed(drops):
+            try:
+                _on(self.on(ds), sql)
+            except Exception as exc:
+                self.session().mark_dirty(ds)
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def abandon(self) -> None:
+        """After a failure: drop what can be dropped, end a transaction of our own."""
+        try:
+            self.drop()
+        except Exception:  # noqa: BLE001 - the first failure is the one raised; the sessions are reset
+            pass
+        finally:
+            if self.own is not None:
+                self.own.rollback()
+
+    def finish(self) -> None:
+        if self.own is not None:
+            self.own.commit()
+
+
+def _copy(executor: Any, cross: CrossNodePlan, tx: Transaction | None, copies: _Copies, timeout: Any) -> Held | None:
     steps = copy_steps(cross, executor.config.runtime)
     reading: Result | None = None
     answer: Any = None
@@ -61,23 +107,23 @@ def _copy(executor: Any, cross: CrossNodePlan, tx: Transaction | None, targets: 
         while True:
             try:
                 step = steps.send(answer)
-            except StopIteration:
-                return
+            except StopIteration as done:
+                held: Held | None = done.value
+                return held
             answer = None
             if isinstance(step, FetchRows):
                 assert reading is not None
                 answer = reading.fetchmany(step.size)
             elif isinstance(step, InsertRows):
-                for target in targets.values():
-                    _on(target, step.sql, step.rows)
+                for ds in cross.targets:
+                    _on(copies.on(ds), step.sql, step.rows)
             elif isinstance(step, ReadPart):
                 if reading is not None:
                     reading.close()
                 reading = _read(executor, tx, step, timeout)
-                description = reading.description or ()
-                answer = ([d[0] for d in description], [d[1] for d in description])
+                answer = list(reading.description or ())
             elif isinstance(step, OnTarget):
-                target = targets[step.data_source]
+                target = copies.on(step.data_source)
                 if step.optional:
                     try:
                         _on(target, step.sql)
@@ -86,7 +132,7 @@ def _copy(executor: Any, cross: CrossNodePlan, tx: Transaction | None, targets: 
                 else:
                     _on(target, step.sql)
                     if step.drop is not None:
-                        drops.append((step.data_source, step.drop))
+                        copies.drops.append((step.data_source, step.drop))
     finally:
         steps.close()
         if reading is not None:
@@ -97,7 +143,7 @@ def _read(executor: Any, tx: Transaction | None, step: ReadPart, timeout: Any) -
     """A part's rows: inside the caller's transaction (its own writes count), else streamed."""
     if tx is not None:
         return tx.execute_plan(executor.router.route(step.sql, step.params), timeout=timeout)
-    return executor.execute_plan(executor.router.route(step.sql, step.params), timeout=timeout, stream=True)
+    return executor.execute_plan(executor.router.route(step.sql, step.params), timeout=timeout, stream=step.stream)
 
 
 def _on(target: Borrowed, sql: str, rows: Any = None) -> None:
@@ -112,16 +158,3 @@ def _on(target: Borrowed, sql: str, rows: Any = None) -> None:
         raise map_driver_error(exc, data_source=pool.data_source, endpoint=pool.endpoint.name, sql=sql) from exc
     finally:
         cursor.close()
-
-
-def _drop(targets: dict[str, Borrowed], drops: list[tuple[str, str]], session: Transaction) -> None:
-    """Drop the copies; where that fails, the connection's session is reset (or it is discarded) at the end."""
-    failure: Exception | None = None
-    for ds, sql in reversed(drops):
-        try:
-            _on(targets[ds], sql)
-        except Exception as exc:
-            session.mark_dirty(ds)
-            failure = failure or exc
-    if failure is not None:
-        raise failure

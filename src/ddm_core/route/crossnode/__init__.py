@@ -24,6 +24,7 @@ and routes it per call (:meth:`CrossNodeStatement.route`); the top-level
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
@@ -32,6 +33,7 @@ from sqlglot import exp
 from ddm_core.dialects import INPUT, dialect_for
 from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import ShardingConfig, SingleTable, TableKind
+from ddm_core.route.crossnode.local import LocalJoin, local_join
 from ddm_core.route.crossnode.parts import Equality, Occurrence, cut
 from ddm_core.route.plan import RouteKind, RoutePlan
 
@@ -81,6 +83,7 @@ class CrossNodeStatement:
     positions: tuple[int, ...] = ()  # each part's occurrence: its index among the tree's tables
     config: ShardingConfig | None = field(default=None, compare=False)
     router_for: Callable[[ShardingConfig], Any] | None = field(default=None, compare=False)
+    local: LocalJoin | None = None  # the statement's shape as a join in the client, if it is that simple
     _pushes: dict[int, _Push | None] = field(default_factory=dict, compare=False)
 
     def route(self, bound: Sequence[Any], route_part: Callable[[str, Mapping[str, Any]], RoutePlan],
@@ -88,7 +91,8 @@ class CrossNodeStatement:
         """The plan: parts in read order with their narrowing, and the final statement routed."""
         params = {f"p{i}": v for i, v in enumerate(bound)}
         widths = [len(route_part(p.read, params_for(p.read, params)).units) for p in self.parts]
-        plan = self._broadcast_plan(params, widths) or self._gather_plan(params, widths)
+        # A client join reads the parts once and sends nothing back; it is tried first where it applies.
+        plan = (self.local is None and self._broadcast_plan(params, widths)) or self._gather_plan(params, widths)
         return RoutePlan((), RouteKind.CROSS_NODE, plan.final.tables, statement="select", is_write=is_write,
                          cross_node=plan)
 
@@ -97,7 +101,7 @@ class CrossNodeStatement:
         final = self.final_router.route(self.final, params)
         creates = {(k, self.gather): temporary_ddl(self.dialect, p, p.physical) for k, p in enumerate(self.parts)}
         return CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final, (self.gather,), creates,
-                             None)
+                             None, self.local)
 
     def _broadcast_plan(self, params: dict[str, Any], widths: list[int]) -> CrossNodePlan | None:
         """Copy the other parts to every data source of the widest part's units, and run the statement there
@@ -124,7 +128,8 @@ class CrossNodeStatement:
                     return None  # a copy takes its column types from a node of its table in that data source
                 creates[(k, ds)] = temporary_ddl(self.dialect, part, physical[0])
         order, narrow = self._order(widths, driver)
-        return CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final, targets, creates, driver)
+        return CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final, targets, creates, driver,
+                             None)
 
     def _push(self, driver: int, config: ShardingConfig) -> _Push | None:
         if driver in self._pushes:
@@ -171,11 +176,16 @@ class CrossNodePlan(NamedTuple):
     targets: tuple[str, ...]  # data sources that get a copy of every part read
     creates: Mapping[tuple[int, str], str]  # (part, data source) → CREATE TEMPORARY TABLE of its copy there
     driver: int | None  # a broadcast copy: the part left in place, whose nodes run the statement
+    local: LocalJoin | None  # join the parts in the client while they are few and their keys plain
 
     @property
     def strategy(self) -> str:
+        """How the parts meet: ``broadcast copy``, ``client join`` (copied to the gathering node after
+        all when they turn out many or their keys not plain), ``batched nested loop`` or ``hash join``."""
         if self.driver is not None:
             return "broadcast copy"
+        if self.local is not None:
+            return "client join"
         return "batched nested loop" if self.narrow else "hash join"
 
     def explain(self) -> list[tuple[str, str, str, str]]:
@@ -224,6 +234,7 @@ def compile_cross_node(tree: exp.Expr, config: ShardingConfig, reason: str,
                                   construct="join")
     pristine = tree.copy()
     found = cut(tree, {id(t) for t in sharded})
+    local = local_join(tree, found.occurrences)
     every = {id(t): n for n, t in enumerate(tree.find_all(exp.Table))}
     positions = tuple(every[id(o.node)] for o in found.occurrences)
     gather = _gathering_node(tree, config, found.occurrences, ctes, reason)
@@ -237,7 +248,7 @@ def compile_cross_node(tree: exp.Expr, config: ShardingConfig, reason: str,
     derived = _derived(config, single_tables={**config.single_tables, **extra})
     dialect = config.data_sources[gather].primary.dialect
     return CrossNodeStatement(parts, tuple(found.narrowing), narrowed, final, gather, dialect, reason,
-                              router_for(derived), pristine, positions, config, router_for)
+                              router_for(derived), pristine, positions, config, router_for, local)
 
 
 def _derived(config: ShardingConfig, **changes: Any) -> ShardingConfig:
@@ -344,6 +355,7 @@ def with_keys(narrowed: str, keys: Sequence[Any], params: Mapping[str, Any]) -> 
     return narrowed.replace(_KEYS, ", ".join(f"%(k{i})s" for i in range(size))), filled
 
 
+@functools.lru_cache(maxsize=1024)
 def temporary_ddl(dialect_name: str, part: Part, physical: str) -> str:
     """``CREATE TEMPORARY TABLE`` of ``part``'s copy, with the columns and types of ``physical``, a
     physical table of it in the data source the copy goes to."""
