@@ -21,7 +21,7 @@ from test_oracle import Backend, Query, check
 
 __all__ = [
     "DDL", "USER_COLUMNS", "ORDER_COLUMNS", "ITEM_COLUMNS", "USERS", "ORDERS", "ITEMS", "JOINS", "STRATEGIES",
-    "EVENT_ROWS", "JOIN_PARAMS", "crossnode_config", "reset", "create", "on_reference", "check_cross_node", "key_on", "load_events",
+    "EVENT_ROWS", "JOIN_PARAMS", "crossnode_config", "reset", "create", "on_reference", "data_source_of", "check_cross_node", "key_on", "load_events",
     "copies_left", "temporary_tables",
 ]
 
@@ -87,11 +87,15 @@ def crossnode_config(urls: dict[str, Any], **runtime: Any) -> dict[str, Any]:
     }
 
 
-def on_reference(backend: Backend, sql: str) -> None:
-    """Run ``sql`` on the backend's unsharded reference (the oracle backends' ``conn``: PyMySQL or sqlite3)."""
+def on_reference(backend: Backend, sql: str, params: Sequence[Any] = ()) -> None:
+    """Run ``sql`` (``%s`` placeholders) on the backend's unsharded reference (the oracle backends' ``conn``:
+    PyMySQL or sqlite3)."""
     cursor = backend.conn.cursor()  # type: ignore[attr-defined]
     try:
-        cursor.execute(sql)
+        if params:
+            cursor.execute(sql if backend.placeholder == "%s" else sql.replace("%s", "?"), list(params))
+        else:
+            cursor.execute(sql)
     finally:
         cursor.close()
 
@@ -121,11 +125,16 @@ def check_cross_node(backend: Backend, sql: str, params: Sequence[Any] = ()) -> 
     check(backend, Query(sql, list(params), "multiset"), None)
 
 
+def data_source_of(executor: Executor, table: str, column: str, value: Any) -> str:
+    """Where the row of ``table`` whose shard key ``column`` is ``value`` lives, as the router says."""
+    (unit,) = executor.router.route(f"SELECT * FROM {table} WHERE {column} = %s", [value]).units
+    return unit.data_source
+
+
 def key_on(executor: Executor, table: str, column: str, data_source: str, start: int) -> int:
-    """The first value from ``start`` up whose row of ``table`` lives on ``data_source`` (the router says)."""
+    """The first value from ``start`` up whose row of ``table`` lives on ``data_source``."""
     for value in range(start, start + 1000):
-        (unit,) = executor.router.route(f"SELECT * FROM {table} WHERE {column} = %s", [value]).units
-        if unit.data_source == data_source:
+        if data_source_of(executor, table, column, value) == data_source:
             return value
     raise AssertionError(f"no {table}.{column} from {start} lives on {data_source}")
 

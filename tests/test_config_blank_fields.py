@@ -90,6 +90,7 @@ runtime:
   mergeMemoryWarnMb: 256
   maxJoinRows: 500000
   maxJoinMemoryMb: 256
+  insertSelectAutocommit: false
 xa:
   logDataSource: ds_0
   timeoutMs: 30000

@@ -63,7 +63,7 @@ Step = OnTarget | ReadPart | FetchRows | InsertRows
 Held = dict[int, Part]  # parts kept for a client join: index → (description, rows)
 
 
-class _Meter:
+class Meter:
     """Rows and bytes read from the parts, against ``runtime.maxJoinRows`` / ``maxJoinMemoryMb``."""
 
     def __init__(self, runtime: RuntimeSettings) -> None:
@@ -108,7 +108,7 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
     """
     s = plan.statement
     dialect = dialect_for(s.dialect)
-    meter = _Meter(runtime)
+    meter = Meter(runtime)
     wanted = {(e.source, e.source_column.lower()) for e in plan.narrow.values()}
     values: dict[tuple[int, str], dict[Any, None] | None] = {}  # distinct values (None: too many to send)
     held: Held | None = {} if plan.local is not None else None

@@ -439,6 +439,9 @@ class RuntimeSettings:
         max_join_rows: The most rows such a statement may read from its parts; past it
             it fails, naming the part.
         max_join_memory_mb: The most megabytes of rows such a statement may move.
+        insert_select_autocommit: An INSERT ... SELECT whose rows go to other shards may run
+            batch by batch without XA when the caller has no transaction and the data sources
+            have no XA (each batch committed on its own: docs/cross-node-queries.md#insert-select).
     """
 
     allow_full_route: bool = True
@@ -452,6 +455,7 @@ class RuntimeSettings:
     cross_node_queries: bool = True
     max_join_rows: int = 1_000_000
     max_join_memory_mb: int = 512
+    insert_select_autocommit: bool = False
 
 
 @dataclass(frozen=True, slots=True)

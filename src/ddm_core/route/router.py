@@ -8,6 +8,7 @@ params, hash / look up the shard (compiled core), and fill templates.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ from ddm_core.metadata.model import ShardingConfig
 from sqlglot import exp
 
 from ddm_core.route.compile import Compiled, compile_statement, parse, quote_statement
-from ddm_core.route.crossnode import CrossNodeStatement, compile_cross_node
+from ddm_core.route.crossnode import CrossNodeStatement, compile_cross_node, pyformat_sql
+from ddm_core.route.crossnode.insert_select import InsertSelectStatement, compile_insert_select
 from ddm_core.route.context import RouteContext
 from ddm_core.route.follow import Migrating, follower_of
 from ddm_core.route.hints import current_hint
@@ -42,13 +44,24 @@ class CacheInfo:
     fast_path_misses: int = 0
 
 
+class _Refused:
+    """A statement refused at first sight because its rows cannot stay on their nodes: routing it raises
+    that refusal again, which :meth:`Router.route` may answer across nodes."""
+
+    def __init__(self, err: DdmError) -> None:
+        self.err = err
+
+    def route(self, bound: Any, hint: Any) -> RoutePlan:
+        raise copy.copy(self.err).with_traceback(None)  # a fresh one per call: tracebacks never pile up
+
+
 class _Entry:
     __slots__ = ("translated", "statement", "cross")
 
     def __init__(self, translated: Translated, statement: Compiled) -> None:
         self.translated = translated
         self.statement = statement
-        self.cross: CrossNodeStatement | None = None  # built when a call first needs it
+        self.cross: CrossNodeStatement | InsertSelectStatement | None = None  # built when a call first needs it
 
 
 #: Characters of SQL text the plan cache keeps at most, besides its count of texts: a plan holds
@@ -257,17 +270,25 @@ class Router:
         cross = entry.cross
         try:
             if cross is None:
-                tree = parse(entry.translated.numbered(), sql)
-                if not isinstance(tree, exp.Query) or isinstance(entry.statement, HintedStatement):
-                    quote_statement(err, sql)
-                    raise err
-                cross = entry.cross = compile_cross_node(tree, self._ctx.config, err.message, self._sub_router)
+                cross = entry.cross = self._compile_cross(entry, err, sql)
+            if isinstance(cross, InsertSelectStatement):
+                return cross.route(bound)
             return cross.route(bound, self.route)
         except DdmError as exc:
             if exc is not err:
                 exc.__cause__ = err
             quote_statement(exc, sql)
             raise exc
+
+    def _compile_cross(self, entry: _Entry, err: DdmError, sql: str) -> CrossNodeStatement | InsertSelectStatement:
+        tree = parse(entry.translated.numbered(), sql)
+        if isinstance(entry.statement, HintedStatement):
+            raise err
+        if isinstance(tree, exp.Insert) and isinstance(tree.expression, exp.Query):
+            return compile_insert_select(tree, err.message, pyformat_sql)
+        if not isinstance(tree, exp.Query):
+            raise err
+        return compile_cross_node(tree, self._ctx.config, err.message, self._sub_router)
 
     def compile(self, sql: str) -> Compiled:
         """The compiled (and cached) statement for ``sql``."""
@@ -283,7 +304,12 @@ class Router:
             raise UnsupportedSQLError(f"SQL must be a str, got {type(sql).__name__}", sql=sql)
         ctx = self._ctx  # one version for the whole build, read once
         translated = translate(sql, formatted=not isinstance(key, tuple))
-        statement = compile_statement(ctx, translated, sql)
+        try:
+            statement = compile_statement(ctx, translated, sql)
+        except DdmError as err:
+            if not getattr(err, "across_nodes", False):
+                raise
+            statement = _Refused(err)  # cached: each call is answered across nodes (or refused) in route()
         entry = _Entry(translated, statement)
         with self._lock:
             self._misses += 1

@@ -31,6 +31,7 @@ def read_runtime(sec: Section, app_name: str | None) -> RuntimeSettings:
         max_join_memory_mb=sec.int(
             "maxJoinMemoryMb", default=d.max_join_memory_mb, bounds=RANGES["runtime.maxJoinMemoryMb"]
         ),
+        insert_select_autocommit=sec.bool("insertSelectAutocommit", default=d.insert_select_autocommit),
     )
     sec.finish()
     return settings

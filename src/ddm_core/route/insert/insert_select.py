@@ -48,6 +48,7 @@ def check_insert_select(ctx: RouteContext, tree: exp.Insert, target: exp.Table, 
             "each row is unknown; insert with VALUES (the router splits rows by shard key)",
             table=name,
             construct="INSERT ... SELECT",
+            across_nodes=True,  # each row can still be routed by itself (docs/cross-node-queries.md)
         )
     table = ctx.config.table(name)
     source = tree.expression
@@ -101,6 +102,7 @@ def _keys_per_node(ctx: RouteContext, table: ShardedTable, columns: list[str], s
                     table=name,
                     column=column,
                     construct="INSERT ... SELECT",
+                    across_nodes=True,  # each row can still be routed by itself (docs/cross-node-queries.md)
                 )
             continue  # an id column left to its default
         at = columns.index(column)
@@ -116,6 +118,7 @@ def _keys_per_node(ctx: RouteContext, table: ShardedTable, columns: list[str], s
                 table=name,
                 column=column,
                 construct="INSERT ... SELECT",
+                across_nodes=True,  # each row can still be routed by itself (docs/cross-node-queries.md)
             )
         per_node = per_node and owner is True
     return per_node

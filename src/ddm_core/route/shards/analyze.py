@@ -234,6 +234,7 @@ def _primary(sharded: list[str], config: ShardingConfig, strict: bool = False) -
             "a join between them cannot be routed correctly (configure them as binding tables, "
             "or make one of them a broadcast table)",
             tables=tuple(sharded),
+            across_nodes=True,  # an INSERT ... SELECT can still route each row by itself
         )
     if group is None:
         return first
