@@ -188,9 +188,10 @@ def copies_left(executor: Executor) -> list[str]:
     """``endpoint: table`` for every ``ddm_x*`` temporary table on any connection idle in ``executor``'s pools.
 
     Every idle connection of each pool is borrowed at once (so each is a different one), probed
-    (:func:`temporary_tables`) and given back.
+    (:func:`temporary_tables`) and given back; call it when nothing runs (then every connection is idle).
     """
     found = []
+    probed = 0
     for pool in executor._pools.pools():
         held = []
         try:
@@ -201,5 +202,7 @@ def copies_left(executor: Executor) -> list[str]:
         finally:
             for borrowed in held:
                 borrowed.release()
+        probed += len(held)
+    assert probed, "no pooled connection to probe"
     return found
 

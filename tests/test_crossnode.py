@@ -166,6 +166,7 @@ def test_a_join_past_max_join_rows_fails_naming_it_and_streams_its_part(loaded: 
             tracemalloc.stop()
         assert len(rows) == EVENT_ROWS
         del rows
+        print(f"\n{backend.name}: peak {streamed} bytes while the join ran, {held} holding the part's rows")
         assert streamed * 10 < held, f"peak {streamed} bytes while streaming, {held} holding the part's rows"
 
         # The same executor goes on: the next cross-node statement creates ddm_x0 again on a pooled

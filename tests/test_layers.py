@@ -45,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
                 "_text"} | FACES,
     "xa": {"execute", "route", "metadata", "dialects", "errors", "_text"},
     # Cross-node SELECTs (docs/cross-node-queries.md): runs the router's plans, registered like "xa".
-    "crossnode": {"execute", "route", "metadata", "dialects", "errors", "_text"},
+    "crossnode": {"execute", "aio", "route", "metadata", "dialects", "errors", "_text"},
     "outbox": {"execute", "route", "metadata", "dialects", "errors", "_text"},
     "idlease": {"execute", "route", "metadata", "dialects", "ids", "errors", "_text"},
     # Observability (docs/observability.md): reuses the migration's schema check and its connections.

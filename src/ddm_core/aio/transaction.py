@@ -157,6 +157,16 @@ class AsyncTransaction(TransactionState[AsyncBorrowed]):
     async def _mark(self, pinned: AsyncBorrowed, sql: str) -> None:
         await self._asked(pinned, pinned.pool.driver.execute(pinned.raw, sql, None), sql)
 
+    async def connection(self, data_source: str) -> AsyncBorrowed:
+        """This transaction's connection to ``data_source``'s primary, begun on first use (for a
+        cross-node statement's temporary copies: docs/cross-node-queries.md)."""
+        check_usable(self._state, self._failure)
+        return await self._pin(data_source)
+
+    def mark_dirty(self, data_source: str) -> None:
+        """The session of ``data_source``'s connection changed: reset (or discard) it when this ends."""
+        self._dirty.add(data_source)
+
     async def _pin(self, data_source: str) -> AsyncBorrowed:
         pinned = self._pins.get(data_source)
         if pinned is not None:

@@ -96,6 +96,11 @@ class CrossNodeStatement:
         return RoutePlan((), RouteKind.CROSS_NODE, plan.final.tables, statement="select", is_write=is_write,
                          cross_node=plan)
 
+    def gathered(self, plan: CrossNodePlan) -> CrossNodePlan:
+        """``plan`` with every part copied to the gathering node (for a runner that cannot run a
+        broadcast copy's merged statement)."""
+        return plan if plan.driver is None else self._gather_plan(plan.params, list(plan.widths))
+
     def _gather_plan(self, params: dict[str, Any], widths: list[int]) -> CrossNodePlan:
         order, narrow = self._order(widths, None)
         final = self.final_router.route(self.final, params)
