@@ -168,7 +168,7 @@ async def _insert_select(executor: Any, cross: InsertSelectPlan, tx: AsyncTransa
     own = executor.transaction("xa") if tx is None and needs_xa(executor.config, s) else None
     writer = tx or own
     meter = Meter(executor.config.runtime)
-    total, keys = 0, []
+    total, keys = 0, list[Any]()
     try:
         source = await _read(executor, tx, s.select, params_for(s.select, cross.params), None, timeout)
         try:

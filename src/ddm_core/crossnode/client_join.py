@@ -5,7 +5,7 @@ a LEFT JOIN keeps an unmatched row with NULLs. That is SQL's answer only for
 keys Python compares as SQL does, which :func:`plain_keys` checks on the values
 read: integers and decimals (by value: ``1 = 1.00``), NULL. A string compares
 under its column's collation and a float as a double, so parts with such keys
-are copied to the gathering node instead (docs/cross-node-queries.md#client-join).
+are copied to the gathering node instead (docs/cross-node-queries.md#strategies).
 """
 
 from __future__ import annotations

@@ -170,7 +170,9 @@ def _create(plan: CrossNodePlan, dialect: Dialect, k: int, description: Sequence
     for column in part.keys:
         if column.lower() in lowered:
             index = dialect.temporary_index(part.temp, column, description[lowered.index(column.lower())][1])
-            for ds in plan.targets if index is not None else ():
+            if index is None:
+                continue
+            for ds in plan.targets:
                 yield OnTarget(ds, index, optional=True)
 
 

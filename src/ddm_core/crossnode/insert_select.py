@@ -31,7 +31,7 @@ def run_insert_select(executor: Any, plan: RoutePlan, tx: Transaction | None, ti
     own = executor.transaction("xa") if tx is None and needs_xa(config, s) else None
     writer = tx or own
     meter = Meter(config.runtime)
-    total, keys = 0, []
+    total, keys = 0, list[Any]()
     try:
         select_params = params_for(s.select, cross.params)
         source = (tx.execute(s.select, select_params, timeout=timeout) if tx is not None

@@ -145,9 +145,10 @@ def _copy(executor: Any, cross: CrossNodePlan, tx: Transaction | None, copies: _
 
 def _read(executor: Any, tx: Transaction | None, step: ReadPart, timeout: Any) -> Result:
     """A part's rows: inside the caller's transaction (its own writes count), else streamed."""
-    if tx is not None:
-        return tx.execute_plan(executor.router.route(step.sql, step.params), timeout=timeout)
-    return executor.execute_plan(executor.router.route(step.sql, step.params), timeout=timeout, stream=step.stream)
+    plan = executor.router.route(step.sql, step.params)
+    result: Result = (tx.execute_plan(plan, timeout=timeout) if tx is not None
+                      else executor.execute_plan(plan, timeout=timeout, stream=step.stream))
+    return result
 
 
 def _on(target: Borrowed, sql: str, rows: Any = None) -> None:

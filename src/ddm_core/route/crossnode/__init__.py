@@ -49,7 +49,7 @@ MAX_KEYS = 4096
 class Part(NamedTuple):
     """One sharded (or remote) table occurrence's rows, read alone and copied into ``temp``."""
 
-    index: int
+    number: int
     table: str  # logic table, as written
     qualifier: str  # what the statement calls it
     temp: str  # its copy on the gathering node
@@ -86,7 +86,7 @@ class CrossNodeStatement:
     local: LocalJoin | None = None  # the statement's shape as a join in the client, if it is that simple
     _pushes: dict[int, _Push | None] = field(default_factory=dict, compare=False)
 
-    def route(self, bound: Sequence[Any], route_part: Callable[[str, Mapping[str, Any]], RoutePlan],
+    def route(self, bound: Sequence[Any], route_part: Callable[[str, Any], RoutePlan],
               is_write: bool = False) -> RoutePlan:
         """The plan: parts in read order with their narrowing, and the final statement routed."""
         params = {f"p{i}": v for i, v in enumerate(bound)}

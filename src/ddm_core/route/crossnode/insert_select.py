@@ -47,7 +47,9 @@ class InsertSelectPlan(NamedTuple):
     statement: InsertSelectStatement
     params: dict[str, Any]
 
-    strategy = "insert ... select"
+    @property
+    def strategy(self) -> str:
+        return "insert ... select"
 
     def explain(self) -> list[tuple[str, str, str, str]]:
         s = self.statement

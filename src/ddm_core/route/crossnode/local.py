@@ -7,7 +7,7 @@ o.id WHERE o.user_id = ?``. Then the parts' rows hold everything the answer
 needs, and pairing them by key gives exactly the server's rows *when the keys
 compare in Python as in SQL*: integers and decimals by value, NULL never equal.
 The runner checks the values it read; strings (collations) and floats go to
-the gathering node instead (docs/cross-node-queries.md#client-join).
+the gathering node instead (docs/cross-node-queries.md#strategies).
 
 No grouping, aggregates, DISTINCT, ORDER BY, LIMIT, subqueries or expressions:
 the server's rules for those are not reproduced here.
