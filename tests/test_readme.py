@@ -26,6 +26,9 @@ def test_the_using_it_snippets_run_against_the_examples(tmp_path: Path) -> None:
     create_example_tables(tmp_path)
     printed = run_blocks(blocks, tmp_path, {"__name__": "readme"})
     assert "ds_" in printed  # the route preview printed its units
+    assert "hash join" in printed  # the cross-node SELECT's strategy
+    pairs = [line for line in printed.splitlines() if line.startswith("[('NO10086-")]
+    assert pairs and pairs[0].count("NO10087-") == 4  # each of 10086's four orders found its twin
 
     # What the snippets did, read from the SQLite files directly.
     files = sorted((tmp_path / "examples" / "data").glob("ds_*.db"))
