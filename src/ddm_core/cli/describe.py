@@ -40,6 +40,8 @@ def short_nodes(nodes: Sequence[str], limit: int = 4) -> str:
 
 def plan_header(plan: RoutePlan) -> list[str]:
     """What went where and why, one block per logic table."""
+    if plan.cross_node is not None:
+        return cross_node_header(plan)
     n = len(plan.units)
     access = "write" if plan.is_write else "read"
     if plan.force_primary and not plan.is_write:
@@ -60,8 +62,22 @@ def plan_header(plan: RoutePlan) -> list[str]:
     return lines
 
 
+def cross_node_header(plan: RoutePlan) -> list[str]:
+    """A cross-node plan: its strategy, each step's reason (docs/cross-node-queries.md)."""
+    cross = plan.cross_node
+    rows = cross.explain()
+    lines = [f"route: cross-node, {cross.strategy} — {len(rows)} steps ({plan.statement}, "
+             f"{'write' if plan.is_write else 'read'})"]
+    for step, _, _, why in rows:
+        lines.append(f"  {step}: {why}")
+    return lines
+
+
 def unit_rows(plan: RoutePlan) -> list[tuple[str, str, str, str]]:
-    """``(#, data source, SQL, params)`` for each unit, SQL on one line."""
+    """``(#, data source, SQL, params)`` for each unit, SQL on one line (a cross-node plan: each step)."""
+    if plan.cross_node is not None:
+        return [(str(i), step, one_line(sql), params or "") for i, (step, sql, params, _) in
+                enumerate(plan.cross_node.explain(), 1)]
     return [
         (str(i), u.data_source, one_line(u.sql), _params(u.params)) for i, u in enumerate(plan.units, 1)
     ]
@@ -177,6 +193,11 @@ def plan_json(plan: RoutePlan) -> str:
             {"data_source": u.data_source, "sql": u.sql, "params": list(u.params)} for u in plan.units
         ],
         "generated_keys": list(plan.generated_keys),
+        "cross_node": None if plan.cross_node is None else {
+            "strategy": plan.cross_node.strategy,
+            "steps": [{"step": step, "sql": sql, "params": params, "why": why}
+                      for step, sql, params, why in plan.cross_node.explain()],
+        },
         "merge": {
             "order_by": [[i, desc] for i, desc in spec.order_by],
             "group_by": list(spec.group_by),

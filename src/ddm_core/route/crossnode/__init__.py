@@ -207,9 +207,13 @@ class CrossNodePlan(NamedTuple):
                 src = s.parts[by.source]
                 how = (f"narrowed to {part.qualifier}.{by.target_column} IN (values of "
                        f"{src.qualifier}.{by.source_column}, up to {MAX_KEYS} per read)")
-            rows.append((f"part {step}", part.read, "", f"{strategy}: {part.table} {part.qualifier} → {part.temp} "
-                         f"on {where}; {how}; pushed: {part.pushed or 'nothing'}"))
+            goes = f"{part.temp} on {where}" if self.local is None else f"the client (else {part.temp} on {where})"
+            rows.append((f"part {step}", part.read, "", f"{strategy}: {part.table} {part.qualifier} → {goes}; "
+                         f"{how}; pushed: {part.pushed or 'nothing'}"))
         over = f"{len(self.order)} copies on {where}"
+        if self.local is not None:
+            over = (f"{len(self.order)} parts in the client; if they are many or their keys not integers, "
+                    f"this statement over their copies on {where}")
         if self.driver is not None:
             lead = s.parts[self.driver]
             over += f", {lead.table} {lead.qualifier} read in place on its {self.widths[self.driver]} nodes"
