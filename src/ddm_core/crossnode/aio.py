@@ -14,13 +14,13 @@ from typing import Any, Sequence
 
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.transaction import AsyncTransaction
-from ddm_core.crossnode.client_join import join_rows
+from ddm_core.crossnode.client_join import explained, join_rows
 from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, Meter, OnTarget, ReadPart, copy_steps
 from ddm_core.crossnode.insert_select import chunks, needs_xa, values_of
 from ddm_core.errors import DdmError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.result import Result
-from ddm_core.route.crossnode import CrossNodePlan, params_for
+from ddm_core.route.crossnode import CrossNodePlan, ExplainPlan, params_for
 from ddm_core.route.crossnode.insert_select import BATCH_ROWS, InsertSelectPlan
 from ddm_core.route.plan import RoutePlan
 
@@ -34,6 +34,8 @@ async def run_asyncio(executor: Any, plan: RoutePlan, tx: AsyncTransaction | Non
     """Run a ``RouteKind.CROSS_NODE`` plan on the event loop."""
     if isinstance(plan.cross_node, InsertSelectPlan):
         return await _insert_select(executor, plan.cross_node, tx, timeout)
+    if isinstance(plan.cross_node, ExplainPlan):
+        return AsyncResult(explained(plan.cross_node))
     cross: CrossNodePlan = plan.cross_node
     cross = cross.statement.gathered(cross)
     copies = _Copies(executor, tx)

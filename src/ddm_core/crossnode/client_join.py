@@ -13,9 +13,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
+from ddm_core.execute.result import Result
+from ddm_core.route.crossnode import ExplainPlan
 from ddm_core.route.crossnode.local import LocalJoin
 
-__all__ = ["key_columns", "plain_keys", "join_rows"]
+__all__ = ["key_columns", "plain_keys", "join_rows", "explained"]
+
+_VAR_STRING = 253  # the protocol's type code of a text column
 
 Part = tuple[Sequence[Sequence[Any]], list[Sequence[Any]]]  # (DB-API description, rows)
 
@@ -80,3 +84,9 @@ def join_rows(local: LocalJoin, parts: dict[int, Part]) -> tuple[list[tuple[Any,
             picks.append((position[out.part], i))
     rows = [tuple(None if c[p] is None else c[p][i] for p, i in picks) for c in combos]
     return description, rows
+
+
+def explained(plan: ExplainPlan) -> Result:
+    """``EXPLAIN`` of a cross-node SELECT, answered by the client: one row per step of its plan."""
+    description = [(name, _VAR_STRING, None, None, None, None, True) for name in plan.COLUMNS]
+    return Result.buffered(description, plan.explain())

@@ -18,12 +18,11 @@ from ddm_core.crossnode.client_join import Part, key_columns, plain_keys
 from ddm_core.dialects import Dialect, dialect_for
 from ddm_core.errors import JoinLimitError
 from ddm_core.metadata.model import RuntimeSettings
-from ddm_core.route.crossnode import MAX_KEYS, CrossNodePlan, params_for, with_keys
+from ddm_core.route.crossnode import COPY_BATCH, MAX_KEYS, CrossNodePlan, params_for, with_keys
 
 __all__ = ["OnTarget", "ReadPart", "FetchRows", "InsertRows", "Step", "copy_steps", "BATCH_ROWS", "CLIENT_JOIN_ROWS", "Held"]
 
-#: Rows fetched from a part and inserted into its copy at a time.
-BATCH_ROWS = 1000
+BATCH_ROWS = COPY_BATCH  # rows fetched from a part and inserted into its copies at a time
 
 
 class OnTarget(NamedTuple):
@@ -72,20 +71,22 @@ class Meter:
         self.max_rows = runtime.max_join_rows
         self.max_bytes = runtime.max_join_memory_mb * 1024 * 1024
 
-    def add(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+    def add(self, table: str, rows: Sequence[Sequence[Any]], alias: str = "") -> None:
+        """Count ``rows`` read for ``table`` (``alias``: what the statement calls it, when not its name)."""
         self.rows += len(rows)
         self.bytes += sum(_size(row) for row in rows)
         if self.rows > self.max_rows:
-            self._fail(table, "runtime.maxJoinRows", self.max_rows, f"{self.rows} rows")
+            self._fail(table, alias, "runtime.maxJoinRows", self.max_rows, "rows", f"{self.rows} rows")
         if self.bytes > self.max_bytes:
-            self._fail(table, "runtime.maxJoinMemoryMb", self.max_bytes // (1024 * 1024),
+            self._fail(table, alias, "runtime.maxJoinMemoryMb", self.max_bytes // 1048576, "MB",
                        f"{self.bytes / 1048576:.1f} MB")
 
-    def _fail(self, table: str, setting: str, limit: int, read: str) -> None:
+    def _fail(self, table: str, alias: str, setting: str, limit: int, unit: str, read: str) -> None:
+        named = f"{table!r} ({alias})" if alias and alias != table else repr(table)
         raise JoinLimitError(
-            f"cross-node statement stopped while reading {table!r}: its parts gave {read} so far, more than "
-            f"{setting} = {limit} allows. Narrow the statement (a shard key or a more selective condition "
-            f"on a table), or raise {setting}",
+            f"cross-node statement stopped while reading {named}: its parts gave {read} so far, more than "
+            f"{setting} ({limit} {unit}) allows. Narrow the statement (a shard key or a more selective "
+            f"condition on a table), or raise {setting}",
             table=table, rows=self.rows, megabytes=round(self.bytes / 1048576, 1), setting=setting, limit=limit,
         )
 
@@ -142,7 +143,7 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
             rows = yield FetchRows(BATCH_ROWS)
             if not rows:
                 break
-            meter.add(part.qualifier, rows)
+            meter.add(part.table, rows, part.qualifier)
             for index, key in collect:
                 seen = values[key]
                 if seen is not None:
@@ -162,18 +163,16 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
 
 def _create(plan: CrossNodePlan, dialect: Dialect, k: int, description: Sequence[Sequence[Any]] = ()
             ) -> Generator[Step, Any, None]:  # fmt: skip
-    """Create part ``k``'s copy on every target, with indexes on its join columns."""
+    """Create part ``k``'s copy on every target, indexed on its join columns (``description``: the part's
+    columns as read, for their types; none when nothing was read)."""
     part = plan.statement.parts[k]
+    types = {str(d[0]).lower(): d[1] for d in description}
+    keys = [(c, types[c.lower()]) for c in part.keys if c.lower() in types]
     for ds in plan.targets:
-        yield OnTarget(ds, plan.creates[(k, ds)], drop=dialect.drop_temporary(part.temp))
-    lowered = [str(d[0]).lower() for d in description]
-    for column in part.keys:
-        if column.lower() in lowered:
-            index = dialect.temporary_index(part.temp, column, description[lowered.index(column.lower())][1])
-            if index is None:
-                continue
-            for ds in plan.targets:
-                yield OnTarget(ds, index, optional=True)
+        statements = dialect.temporary_copy(part.temp, plan.creates[(k, ds)], keys)
+        yield OnTarget(ds, statements[0], drop=dialect.drop_temporary(part.temp))
+        for index in statements[1:]:
+            yield OnTarget(ds, index, optional=True)
 
 
 def _copy_held(plan: CrossNodePlan, dialect: Dialect, held: Held) -> Generator[Step, Any, None]:

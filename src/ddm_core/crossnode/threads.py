@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddm_core.crossnode.client_join import join_rows
+from ddm_core.crossnode.client_join import explained, join_rows
 from ddm_core.crossnode.insert_select import run_insert_select
 from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, OnTarget, ReadPart, copy_steps
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.result import Result
 from ddm_core.execute.transaction import Transaction
-from ddm_core.route.crossnode import CrossNodePlan
+from ddm_core.route.crossnode import CrossNodePlan, ExplainPlan
 from ddm_core.route.crossnode.insert_select import InsertSelectPlan
 from ddm_core.route.plan import RoutePlan
 
@@ -32,6 +32,8 @@ def run_threads(executor: Any, plan: RoutePlan, tx: Transaction | None, timeout:
     statement over their copies (dropped afterwards)."""
     if isinstance(plan.cross_node, InsertSelectPlan):
         return run_insert_select(executor, plan, tx, timeout)
+    if isinstance(plan.cross_node, ExplainPlan):
+        return explained(plan.cross_node)
     cross: CrossNodePlan = plan.cross_node
     copies = _Copies(executor, tx)
     try:

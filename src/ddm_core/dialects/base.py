@@ -147,17 +147,17 @@ class Dialect(ABC):
             f"listing the columns of a table is not written for {self.title} data sources", construct=self.name
         )
 
-    def temporary_copy(self, table: str, select: str) -> str:
-        """A temporary table ``table`` (this connection only) with the columns ``select`` returns."""
-        return f"CREATE TEMPORARY TABLE {self.identifier(table)} AS {select}"
+    def temporary_copy(self, table: str, select: str, keys: Sequence[tuple[str, Any]] = ()) -> list[str]:
+        """The statements that create a temporary table ``table`` (this connection only) with the columns
+        ``select`` returns, indexed on ``keys`` (``(column, type code)``), inside an open transaction."""
+        name = self.identifier(table)
+        return [f"CREATE TEMPORARY TABLE {name} AS {select}"] + [
+            f"CREATE INDEX {self.identifier(f'{table}_{n}')} ON {name} ({self.identifier(column)})"
+            for n, (column, _) in enumerate(keys)
+        ]
 
     def drop_temporary(self, table: str) -> str:
         return f"DROP TABLE IF EXISTS {self.identifier(table)}"
-
-    def temporary_index(self, table: str, column: str, type_code: Any) -> str | None:
-        """An index on a temporary copy's join column (``None``: the column cannot have one)."""
-        return f"CREATE INDEX {self.identifier(table + '_' + column)} ON {self.identifier(table)} " \
-               f"({self.identifier(column)})"
 
     def exact_literal(self, text: str) -> bool:
         """Does number literal ``text`` with a fraction or exponent read as an exact DECIMAL?

@@ -24,7 +24,7 @@ ENDS_CONNECTION_CODES = frozenset({1153, 1158, 1159, 1160, 1161})
 DUPLICATE_KEY = 1062
 #: First releases with ``FOR UPDATE SKIP LOCKED``: MariaDB 10.6, MySQL 8.0.1.
 # Column type codes (the protocol's): TINY/MEDIUM/LONG BLOB and BLOB (TEXT too) index only a prefix;
-# JSON and GEOMETRY take no plain index.
+# JSON and GEOMETRY take no plain index (a temporary copy's keys: docs/cross-node-queries.md).
 _BLOBS = frozenset({249, 250, 251, 252})
 _UNINDEXED = frozenset({245, 255})
 SKIP_LOCKED_SINCE = {"MariaDB": (10, 6, 0), "MySQL": (8, 0, 1)}
@@ -64,17 +64,15 @@ class MySQL(Dialect):
     describes_prepared_columns = True
     deletes_with_limit = True
 
-    def temporary_copy(self, table: str, select: str) -> str:
-        return f"CREATE TEMPORARY TABLE {self.identifier(table)} {select}"
+    def temporary_copy(self, table: str, select: str, keys: Sequence[tuple[str, Any]] = ()) -> list[str]:
+        # One statement: CREATE INDEX / ALTER TABLE on a table, temporary or not, commits the open
+        # transaction implicitly; CREATE TEMPORARY TABLE with its keys declared does not.
+        indexes = [f"KEY ({self.identifier(c)}{'(255)' if t in _BLOBS else ''})" for c, t in keys if t not in _UNINDEXED]
+        declared = f" ({', '.join(indexes)})" if indexes else ""
+        return [f"CREATE TEMPORARY TABLE {self.identifier(table)}{declared} {select}"]
 
     def drop_temporary(self, table: str) -> str:
         return f"DROP TEMPORARY TABLE IF EXISTS {self.identifier(table)}"
-
-    def temporary_index(self, table: str, column: str, type_code: Any) -> str | None:
-        if type_code in _UNINDEXED:
-            return None
-        prefix = "(255)" if type_code in _BLOBS else ""  # TEXT / BLOB keys need a prefix length
-        return f"ALTER TABLE {self.identifier(table)} ADD INDEX ({self.identifier(column)}{prefix})"
 
     def ddl_statements(self, sql: str) -> list[str]:
         """The routed statement unchanged: the template's text arrives byte for byte."""

@@ -27,7 +27,7 @@ from ddm_core.route.text.sql_hint import HintedStatement, pass_through, read_sql
 from ddm_core.route.text.statement_parser import parse_statements
 from ddm_core.route.text.template import Edit, from_edits
 
-__all__ = ["Compiled", "compile_statement", "parse", "quote_statement"]
+__all__ = ["Compiled", "compile_statement", "parse", "quote_statement", "REPLACE_HEAD"]
 
 
 class Compiled(Protocol):
@@ -36,7 +36,8 @@ class Compiled(Protocol):
     def route(self, bound: Sequence[Any], hint: Hint | None) -> RoutePlan: ...
 
 
-_REPLACE = re.compile(r"\A(\s*(?:/\*.*?\*/\s*)*)REPLACE\b", re.I | re.S)
+#: A statement opening with REPLACE (after comments): group 1 is what comes before the word.
+REPLACE_HEAD = re.compile(r"\A(\s*(?:/\*.*?\*/\s*)*)REPLACE\b", re.I | re.S)
 _HEAD = 24  # characters of a statement's start an error message must show to count as quoting it
 # A %-placeholder or %% escape the caller may have meant, in a statement routed without params.
 _PERCENT_PLACEHOLDER = re.compile(r"%(?:%|s|\([^()]*\)s)")
@@ -162,7 +163,7 @@ def _compile_statement(ctx: RouteContext, translated: Translated, original: str)
 
 def _compile_text(ctx: RouteContext, translated: Translated, original: str, numbered: str, cut: int) -> Any:
     """Compile ``numbered``, the translated statement from offset ``cut`` on (after an opening SQL hint)."""
-    found = _REPLACE.match(numbered)
+    found = REPLACE_HEAD.match(numbered)
     replace_span = (found.end(1), found.end(1) + len("INSERT")) if found else None
     # sqlglot reads REPLACE INTO as an opaque command: parse it as INSERT, write REPLACE back.
     text = numbered[: found.end(1)] + "INSERT" + numbered[found.end() :] if found else numbered

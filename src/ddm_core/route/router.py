@@ -20,8 +20,8 @@ from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.model import ShardingConfig
 from sqlglot import exp
 
-from ddm_core.route.compile import Compiled, compile_statement, parse, quote_statement
-from ddm_core.route.crossnode import CrossNodeStatement, compile_cross_node, pyformat_sql
+from ddm_core.route.compile import REPLACE_HEAD, Compiled, compile_statement, parse, quote_statement
+from ddm_core.route.crossnode import CrossNodeStatement, ExplainedStatement, compile_cross_node, pyformat_sql
 from ddm_core.route.crossnode.insert_select import InsertSelectStatement, compile_insert_select
 from ddm_core.route.context import RouteContext
 from ddm_core.route.follow import Migrating, follower_of
@@ -61,7 +61,7 @@ class _Entry:
     def __init__(self, translated: Translated, statement: Compiled) -> None:
         self.translated = translated
         self.statement = statement
-        self.cross: CrossNodeStatement | InsertSelectStatement | None = None  # built when a call first needs it
+        self.cross: CrossNodeStatement | ExplainedStatement | InsertSelectStatement | None = None  # on first need
 
 
 #: Characters of SQL text the plan cache keeps at most, besides its count of texts: a plan holds
@@ -280,12 +280,22 @@ class Router:
             quote_statement(exc, sql)
             raise exc
 
-    def _compile_cross(self, entry: _Entry, err: DdmError, sql: str) -> CrossNodeStatement | InsertSelectStatement:
-        tree = parse(entry.translated.numbered(), sql)
+    def _compile_cross(self, entry: _Entry, err: DdmError, sql: str
+                       ) -> CrossNodeStatement | ExplainedStatement | InsertSelectStatement:  # fmt: skip
         if isinstance(entry.statement, HintedStatement):
             raise err
+        text = entry.translated.numbered()
+        replace = REPLACE_HEAD.match(text)
+        if replace is not None:  # sqlglot reads REPLACE as an opaque command: parsed as INSERT
+            text = text[: replace.end(1)] + "INSERT" + text[replace.end():]
+        tree = parse(text, sql)
         if isinstance(tree, exp.Insert) and isinstance(tree.expression, exp.Query):
-            return compile_insert_select(tree, err.message, pyformat_sql)
+            statement = compile_insert_select(tree, err.message, pyformat_sql)
+            if replace is not None:
+                statement = statement._replace(head="REPLACE" + statement.head[len("INSERT"):])
+            return statement
+        if isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Query):  # EXPLAIN: the plan's steps
+            return ExplainedStatement(compile_cross_node(tree.this, self._ctx.config, err.message, self._sub_router))
         if not isinstance(tree, exp.Query):
             raise err
         return compile_cross_node(tree, self._ctx.config, err.message, self._sub_router)

@@ -37,13 +37,16 @@ from ddm_core.route.crossnode.local import LocalJoin, local_join
 from ddm_core.route.crossnode.parts import Equality, Occurrence, cut
 from ddm_core.route.plan import RouteKind, RoutePlan
 
-__all__ = ["TEMP_PREFIX", "MAX_KEYS", "Part", "CrossNodeStatement", "CrossNodePlan", "compile_cross_node",
-           "pyformat_sql", "params_for", "with_keys", "temporary_ddl"]
+__all__ = ["TEMP_PREFIX", "MAX_KEYS", "Part", "CrossNodeStatement", "CrossNodePlan", "ExplainPlan",
+           "ExplainedStatement", "compile_cross_node",
+           "pyformat_sql", "params_for", "with_keys", "copy_source"]
 
 #: Temporary copies are named ``ddm_x<k>``: per connection, dropped after the statement.
 TEMP_PREFIX = "ddm_x"
 #: Most distinct values one narrowed read sends as ``IN (...)``; with more, the part is read whole.
 MAX_KEYS = 4096
+#: Rows fetched from a part and inserted into its copies at a time.
+COPY_BATCH = 1000
 
 
 class Part(NamedTuple):
@@ -104,7 +107,7 @@ class CrossNodeStatement:
     def _gather_plan(self, params: dict[str, Any], widths: list[int]) -> CrossNodePlan:
         order, narrow = self._order(widths, None)
         final = self.final_router.route(self.final, params)
-        creates = {(k, self.gather): temporary_ddl(self.dialect, p, p.physical) for k, p in enumerate(self.parts)}
+        creates = {(k, self.gather): copy_source(self.dialect, p, p.physical) for k, p in enumerate(self.parts)}
         return CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final, (self.gather,), creates,
                              None, self.local)
 
@@ -131,7 +134,7 @@ class CrossNodeStatement:
                 physical = table.tables_by_source.get(ds) if table is not None else None
                 if not physical or config.data_sources[ds].primary.dialect != self.dialect:
                     return None  # a copy takes its column types from a node of its table in that data source
-                creates[(k, ds)] = temporary_ddl(self.dialect, part, physical[0])
+                creates[(k, ds)] = copy_source(self.dialect, part, physical[0])
         order, narrow = self._order(widths, driver)
         return CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final, targets, creates, driver,
                              None)
@@ -179,7 +182,7 @@ class CrossNodePlan(NamedTuple):
     widths: tuple[int, ...]  # units of each part's whole read
     final: RoutePlan  # the statement over the copies
     targets: tuple[str, ...]  # data sources that get a copy of every part read
-    creates: Mapping[tuple[int, str], str]  # (part, data source) → CREATE TEMPORARY TABLE of its copy there
+    creates: Mapping[tuple[int, str], str]  # (part, data source) → the SELECT its copy there takes its columns from
     driver: int | None  # a broadcast copy: the part left in place, whose nodes run the statement
     local: LocalJoin | None  # join the parts in the client while they are few and their keys plain
 
@@ -217,9 +220,40 @@ class CrossNodePlan(NamedTuple):
         if self.driver is not None:
             lead = s.parts[self.driver]
             over += f", {lead.table} {lead.qualifier} read in place on its {self.widths[self.driver]} nodes"
+        units = sum(self.widths[k] for k in self.order)
+        trips = (f"round trips: {len(self.order)} part read(s) on at most {units} unit(s)"
+                 + ("" if self.local is not None else
+                    f", then per data source of {where}: one CREATE per copy, its rows in INSERTs of "
+                    f"{COPY_BATCH} rows, the statement on {len(self.final.units)} unit(s), one DROP per copy"))
         for unit in self.final.units:
-            rows.append((unit.data_source, unit.sql, repr(list(unit.params)), f"{strategy} over {over}; {s.reason}"))
+            rows.append((unit.data_source, unit.sql, repr(list(unit.params)),
+                         f"{strategy} over {over}; {trips}; {s.reason}"))
         return rows
+
+
+class ExplainPlan(NamedTuple):
+    """``EXPLAIN`` of a cross-node SELECT: answered with the plan's steps, never sent to a server (the
+    statement runs nowhere as written)."""
+
+    plan: CrossNodePlan
+
+    #: The columns of the answer (those of ``PREVIEW``).
+    COLUMNS = ("data_source_name", "actual_sql", "params", "reason")
+
+    @property
+    def strategy(self) -> str:
+        return self.plan.strategy
+
+    def explain(self) -> list[tuple[str, str, str, str]]:
+        return self.plan.explain()
+
+
+class ExplainedStatement(NamedTuple):
+    inner: CrossNodeStatement
+
+    def route(self, bound: Sequence[Any], route_part: Callable[[str, Any], RoutePlan]) -> RoutePlan:
+        plan = self.inner.route(bound, route_part)
+        return plan._replace(cross_node=ExplainPlan(plan.cross_node), statement="select")
 
 
 # -- compile ----------------------------------------------------------------------------------------
@@ -235,7 +269,7 @@ def compile_cross_node(tree: exp.Expr, config: ShardingConfig, reason: str,
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     sharded = [t for t in tree.find_all(exp.Table)
                if t.name.lower() not in ctes and config.kind_of(t.name) is TableKind.SHARDED]
-    if isinstance(tree, exp.Select) and tree.args.get("locks"):
+    if any(select.args.get("locks") for select in tree.find_all(exp.Select)):
         raise UnsupportedSQLError(f"{reason}; a locking read (FOR UPDATE / LOCK IN SHARE MODE) cannot be "
                                   "answered from copies of the rows", construct="locking read")
     if any(t.args.get("db") for t in sharded):
@@ -365,10 +399,9 @@ def with_keys(narrowed: str, keys: Sequence[Any], params: Mapping[str, Any]) -> 
 
 
 @functools.lru_cache(maxsize=1024)
-def temporary_ddl(dialect_name: str, part: Part, physical: str) -> str:
-    """``CREATE TEMPORARY TABLE`` of ``part``'s copy, with the columns and types of ``physical``, a
-    physical table of it in the data source the copy goes to."""
+def copy_source(dialect_name: str, part: Part, physical: str) -> str:
+    """The SELECT (of no row) whose columns ``part``'s copy takes: those of ``physical``, a physical table of
+    it in the data source the copy goes to, with their types, character sets and collations."""
     dialect = dialect_for(dialect_name)
     never = exp.false() if dialect.name == "postgresql" else "1 = 0"
-    select = _select(physical, part.qualifier, part.columns).where(never)
-    return dialect.temporary_copy(part.temp, select.sql(dialect.sqlglot_name))
+    return _select(physical, part.qualifier, part.columns).where(never).sql(dialect.sqlglot_name)

@@ -55,6 +55,17 @@ def check_insert_select(ctx: RouteContext, tree: exp.Insert, target: exp.Table, 
     if table is None or analysis.primary is None:
         return False
     columns = _target_columns(ctx, tree, table)
+    key = table.key_generation
+    if key is not None and columns is not None and key.column.lower() not in columns:
+        # Run on the shards, the SELECT would insert rows without their generated key.
+        raise UnsupportedSQLError(
+            f"INSERT ... SELECT into {name!r} leaves out {key.column!r}, which its key generator fills; "
+            "the shards cannot generate it themselves",
+            table=name,
+            column=key.column,
+            construct="INSERT ... SELECT",
+            across_nodes=True,  # each row can still be inserted with a generated key
+        )
     if isinstance(source, exp.SetOperation):
         # Every branch's rows must keep their shard; per node a UNION could not dedupe across nodes.
         for branch in _branches(source):

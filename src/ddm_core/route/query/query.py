@@ -178,6 +178,8 @@ class QueryStatement:
                 "would depend on the shard. Add the shard key so it stays on one shard",
                 table=table.name,
                 construct=construct,
+                # an INSERT ... SELECT can still read across shards and insert each row where it belongs
+                across_nodes=self.statement == "insert",
             )
         if picked.full:
             self.ctx.check_full_route(table, len(nodes), self.is_write, self.tables)
