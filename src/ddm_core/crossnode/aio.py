@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.transaction import AsyncTransaction
 from ddm_core.crossnode.client_join import explained, join_rows
-from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, Meter, OnTarget, ReadPart, copy_steps
+from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, Meter, OnTarget, ReadPart, Sessions, copy_steps
 from ddm_core.crossnode.insert_select import chunks, needs_xa, values_of
 from ddm_core.errors import DdmError
 from ddm_core.execute.driver_errors import map_driver_error
@@ -38,7 +38,7 @@ async def run_asyncio(executor: Any, plan: RoutePlan, tx: AsyncTransaction | Non
         return AsyncResult(explained(plan.cross_node))
     cross: CrossNodePlan = plan.cross_node
     cross = cross.statement.gathered(cross)
-    copies = _Copies(executor, tx)
+    copies = _Copies(tx, executor.transaction)
     try:
         held = await _copy(executor, cross, tx, copies, timeout)
         if held is not None:
@@ -55,21 +55,8 @@ async def run_asyncio(executor: Any, plan: RoutePlan, tx: AsyncTransaction | Non
     return result
 
 
-class _Copies:
-    """The connections that hold copies: the caller's transaction's, or a local one opened on first need."""
-
-    def __init__(self, executor: Any, tx: AsyncTransaction | None) -> None:
-        self.executor = executor
-        self.tx = tx
-        self.own: AsyncTransaction | None = None
-        self.drops: list[tuple[str, str]] = []
-
-    def session(self) -> AsyncTransaction:
-        if self.tx is not None:
-            return self.tx
-        if self.own is None:
-            self.own = self.executor.transaction()
-        return self.own
+class _Copies(Sessions[AsyncTransaction]):
+    """The connections that hold copies, awaited."""
 
     async def run(self, data_source: str, sql: str, params: Sequence[Any] | None = None) -> None:
         target = await self.session().connection(data_source)

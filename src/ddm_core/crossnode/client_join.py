@@ -88,5 +88,5 @@ def join_rows(local: LocalJoin, parts: dict[int, Part]) -> tuple[list[tuple[Any,
 
 def explained(plan: ExplainPlan) -> Result:
     """``EXPLAIN`` of a cross-node SELECT, answered by the client: one row per step of its plan."""
-    description = [(name, _VAR_STRING, None, None, None, None, True) for name in plan.COLUMNS]
+    description = [(name, _VAR_STRING, None, None, None, None, True) for name in plan.columns]
     return Result.buffered(description, plan.explain())

@@ -12,7 +12,7 @@ them the same way (docs/cross-node-queries.md#bounds).
 from __future__ import annotations
 
 import functools
-from typing import Any, Generator, NamedTuple, Sequence
+from typing import Any, Callable, Generic, TypeVar, Generator, NamedTuple, Sequence
 
 from ddm_core.crossnode.client_join import Part, key_columns, plain_keys
 from ddm_core.dialects import Dialect, dialect_for
@@ -20,7 +20,7 @@ from ddm_core.errors import JoinLimitError
 from ddm_core.metadata.model import RuntimeSettings
 from ddm_core.route.crossnode import COPY_BATCH, MAX_KEYS, CrossNodePlan, params_for, with_keys
 
-__all__ = ["OnTarget", "ReadPart", "FetchRows", "InsertRows", "Step", "copy_steps", "BATCH_ROWS", "CLIENT_JOIN_ROWS", "Held"]
+__all__ = ["OnTarget", "Sessions", "ReadPart", "FetchRows", "InsertRows", "Step", "copy_steps", "BATCH_ROWS", "CLIENT_JOIN_ROWS", "Held"]
 
 BATCH_ROWS = COPY_BATCH  # rows fetched from a part and inserted into its copies at a time
 
@@ -60,6 +60,27 @@ class InsertRows(NamedTuple):
 
 Step = OnTarget | ReadPart | FetchRows | InsertRows
 Held = dict[int, Part]  # parts kept for a client join: index → (description, rows)
+
+
+T = TypeVar("T")
+
+
+class Sessions(Generic[T]):
+    """The transaction the copies live in: the caller's, or a local one opened on first need (``begin``);
+    and the DROPs that remove the copies made so far, as ``(data source, statement)``."""
+
+    def __init__(self, tx: T | None, begin: Callable[[], T]) -> None:
+        self.tx = tx
+        self.own: T | None = None
+        self._begin = begin
+        self.drops: list[tuple[str, str]] = []
+
+    def session(self) -> T:
+        if self.tx is not None:
+            return self.tx
+        if self.own is None:
+            self.own = self._begin()
+        return self.own
 
 
 class Meter:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ddm_core.crossnode.client_join import explained, join_rows
 from ddm_core.crossnode.insert_select import run_insert_select
-from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, OnTarget, ReadPart, copy_steps
+from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, OnTarget, ReadPart, Sessions, copy_steps
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.result import Result
@@ -35,7 +35,7 @@ def run_threads(executor: Any, plan: RoutePlan, tx: Transaction | None, timeout:
     if isinstance(plan.cross_node, ExplainPlan):
         return explained(plan.cross_node)
     cross: CrossNodePlan = plan.cross_node
-    copies = _Copies(executor, tx)
+    copies = _Copies(tx, executor.transaction)
     try:
         held = _copy(executor, cross, tx, copies, timeout)
         if held is not None:
@@ -58,21 +58,8 @@ def run_threads(executor: Any, plan: RoutePlan, tx: Transaction | None, timeout:
     return result
 
 
-class _Copies:
-    """The connections that hold copies: the caller's transaction's, or a local one opened on first need."""
-
-    def __init__(self, executor: Any, tx: Transaction | None) -> None:
-        self.executor = executor
-        self.tx = tx
-        self.own: Transaction | None = None
-        self.drops: list[tuple[str, str]] = []
-
-    def session(self) -> Transaction:
-        if self.tx is not None:
-            return self.tx
-        if self.own is None:
-            self.own = self.executor.transaction()
-        return self.own
+class _Copies(Sessions[Transaction]):
+    """The connections that hold copies, with blocking calls."""
 
     def on(self, data_source: str) -> Borrowed:
         return self.session().connection(data_source)

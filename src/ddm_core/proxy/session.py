@@ -55,7 +55,7 @@ from ddm_core.proxy.runtime import ProxyRuntime, Shape
 from ddm_core.session_facts import SAVEPOINT_KINDS
 from ddm_core.session_statements import Kind, classify, probe_items, returns_rows
 from ddm_core.proxy.variables import TRANSACTION_TYPE, apply_set
-from ddm_core.route.plan import RouteKind, RoutePlan
+from ddm_core.route.plan import EXPLAIN_COLUMNS, RouteKind, RoutePlan
 from ddm_core.route.text.placeholders import translate
 
 __all__ = ["ProxySession", "Outcome", "Rows", "Batched", "flatten"]
@@ -105,7 +105,7 @@ async def flatten(batches: AsyncIterator[list[tuple[Any, ...]]]) -> AsyncIterato
 _KEPT_ON_RESET = ("character_set_client", "character_set_results", "character_set_connection", "external_user")
 #: Session statements answered with rows (their columns are known before they run).
 _ANSWERS_WITH_ROWS = frozenset({Kind.PROBE, Kind.SHOW_DATABASES, Kind.SHOW_VARIABLES, Kind.SHOW_NOTHING})
-PREVIEW_COLUMNS = ("data_source_name", "actual_sql", "params", "reason")
+PREVIEW_COLUMNS = EXPLAIN_COLUMNS
 #: (autocommit, in a transaction) -> the status flags: made once (enum flag arithmetic is Python code)
 _STATUS = {(autocommit, in_tx): ServerStatus((ServerStatus.SERVER_STATUS_AUTOCOMMIT if autocommit else 0)
                                              | (ServerStatus.SERVER_STATUS_IN_TRANS if in_tx else 0))

@@ -24,7 +24,11 @@ __all__ = [
     "RoutePlan",
     "NO_MERGE",
     "single_unit_plan",
+    "EXPLAIN_COLUMNS",
 ]
+
+#: The columns of :meth:`RoutePlan.explain`'s rows, as ``PREVIEW`` (and a cross-node ``EXPLAIN``) answer them.
+EXPLAIN_COLUMNS = ("data_source_name", "actual_sql", "params", "reason")
 
 
 class RouteKind(str, Enum):

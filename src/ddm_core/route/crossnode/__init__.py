@@ -35,7 +35,7 @@ from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import ShardingConfig, SingleTable, TableKind
 from ddm_core.route.crossnode.local import LocalJoin, local_join
 from ddm_core.route.crossnode.parts import Equality, Occurrence, cut
-from ddm_core.route.plan import RouteKind, RoutePlan
+from ddm_core.route.plan import EXPLAIN_COLUMNS, RouteKind, RoutePlan
 
 __all__ = ["TEMP_PREFIX", "MAX_KEYS", "Part", "CrossNodeStatement", "CrossNodePlan", "ExplainPlan",
            "ExplainedStatement", "compile_cross_node",
@@ -47,6 +47,7 @@ TEMP_PREFIX = "ddm_x"
 MAX_KEYS = 4096
 #: Rows fetched from a part and inserted into its copies at a time.
 COPY_BATCH = 1000
+
 
 
 class Part(NamedTuple):
@@ -237,8 +238,10 @@ class ExplainPlan(NamedTuple):
 
     plan: CrossNodePlan
 
-    #: The columns of the answer (those of ``PREVIEW``).
-    COLUMNS = ("data_source_name", "actual_sql", "params", "reason")
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns of the answer (those of ``PREVIEW``)."""
+        return EXPLAIN_COLUMNS
 
     @property
     def strategy(self) -> str:

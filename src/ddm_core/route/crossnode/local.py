@@ -69,14 +69,11 @@ def local_join(tree: exp.Expr, occurrences: list[Occurrence]) -> LocalJoin | Non
         if k is None or side not in ("", "LEFT") or join.args.get("using") or join.args.get("method") \
                 or (join.kind or "").upper() not in ("", "INNER", "CROSS", "OUTER"):
             return None
+        pairs = _equalities(join.args.get("on"), pushed, by_name)
+        if pairs is None:
+            return None
         keys = []
-        for condition in conjuncts(join.args.get("on")):
-            if id(condition) in pushed:
-                continue
-            pair = _equality(condition, by_name)
-            if pair is None:
-                return None
-            (a, ca), (b, cb) = pair
+        for (a, ca), (b, cb) in pairs:
             if b == k and a in seen:
                 keys.append((a, ca, cb))
             elif a == k and b in seen:
@@ -87,16 +84,11 @@ def local_join(tree: exp.Expr, occurrences: list[Occurrence]) -> LocalJoin | Non
             return None  # a cross product: the server builds it without holding it in the client
         steps.append(JoinStep(k, side == "LEFT", tuple(keys)))
         seen.append(k)
-    filters = []
     where = tree.args.get("where")
-    for condition in conjuncts(where.this if where is not None else None):
-        if id(condition) in pushed:
-            continue
-        pair = _equality(condition, by_name)
-        if pair is None:
-            return None
-        (a, ca), (b, cb) = pair
-        filters.append((a, ca, b, cb))
+    found = _equalities(where.this if where is not None else None, pushed, by_name)
+    if found is None:
+        return None
+    filters = [(a, ca, b, cb) for (a, ca), (b, cb) in found]
     outputs = []
     for item in tree.expressions:
         name = item.alias if isinstance(item, exp.Alias) else None
@@ -109,6 +101,21 @@ def local_join(tree: exp.Expr, occurrences: list[Occurrence]) -> LocalJoin | Non
         else:
             outputs.append(Output(k, node.name, name or node.name))
     return LocalJoin(first, tuple(steps), tuple(filters), tuple(outputs))
+
+
+def _equalities(condition: exp.Expr | None, pushed: set[int], by_name: dict[str, int]
+                ) -> list[tuple[tuple[int, str], tuple[int, str]]] | None:  # fmt: skip
+    """The conjuncts of ``condition`` not pushed into a part, each an equality between two parts
+    (``None``: one is something else)."""
+    out = []
+    for conjunct in conjuncts(condition):
+        if id(conjunct) in pushed:
+            continue
+        pair = _equality(conjunct, by_name)
+        if pair is None:
+            return None
+        out.append(pair)
+    return out
 
 
 def _equality(condition: exp.Expr, by_name: dict[str, int]) -> tuple[tuple[int, str], tuple[int, str]] | None:
