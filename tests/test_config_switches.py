@@ -52,6 +52,8 @@ runtime:
   allowFullRoute: false
   allowDmlFullRoute: true
   sqlComment: true
+  crossNodeQueries: false
+  insertSelectAutocommit: true
 xa:
   recoverOnStart: true
 proxy:
@@ -76,6 +78,8 @@ ddm:
     allowFullRoute: false
     allowDmlFullRoute: true
     sqlComment: true
+    crossNodeQueries: false
+    insertSelectAutocommit: true
 dataSources:
   ds_0: sqlite:///switches_0.db
 """
