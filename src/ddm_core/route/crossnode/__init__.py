@@ -35,6 +35,7 @@ from ddm_core.errors import UnsupportedSQLError
 from ddm_core.metadata.model import ShardingConfig, SingleTable, TableKind
 from ddm_core.route.crossnode.local import LocalJoin, local_join
 from ddm_core.route.crossnode.parts import Equality, Occurrence, cut
+from ddm_core.route.hints import HINT_VAR
 from ddm_core.route.plan import EXPLAIN_COLUMNS, RouteKind, RoutePlan
 
 __all__ = ["TEMP_PREFIX", "MAX_KEYS", "Part", "CrossNodeStatement", "CrossNodePlan", "ExplainPlan",
@@ -107,7 +108,7 @@ class CrossNodeStatement:
 
     def _gather_plan(self, params: dict[str, Any], widths: list[int]) -> CrossNodePlan:
         order, narrow = self._order(widths, None)
-        final = self.final_router.route(self.final, params)
+        final = _unhinted(self.final_router.route, self.final, params)
         creates = {(k, self.gather): copy_source(self.dialect, p, p.physical) for k, p in enumerate(self.parts)}
         return CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final, (self.gather,), creates,
                              None, self.local)
@@ -124,7 +125,7 @@ class CrossNodeStatement:
         if push is None:
             return None
         try:
-            final = push.router.route(push.final, params)
+            final = _unhinted(push.router.route, push.final, params)
         except UnsupportedSQLError:
             return None  # the driver cannot lead the statement (an outer join's optional side...)
         targets = final.data_sources
@@ -295,6 +296,16 @@ def compile_cross_node(tree: exp.Expr, config: ShardingConfig, reason: str,
     dialect = config.data_sources[gather].primary.dialect
     return CrossNodeStatement(parts, tuple(found.narrowing), narrowed, final, gather, dialect, reason,
                               router_for(derived), pristine, positions, config, router_for, local)
+
+
+def _unhinted(route: Callable[[str, Any], RoutePlan], sql: str, params: Any) -> RoutePlan:
+    """Route the statement over the copies with no hint: the copies are where the plan put them, and a
+    hint's data source or table (which the parts' reads took) would send it where they are not."""
+    token = HINT_VAR.set(None)
+    try:
+        return route(sql, params)
+    finally:
+        HINT_VAR.reset(token)
 
 
 def _derived(config: ShardingConfig, **changes: Any) -> ShardingConfig:
