@@ -157,9 +157,11 @@ class CrossNodeStatement:
         return push
 
     def _order(self, widths: Sequence[int], driver: int | None) -> tuple[list[int], dict[int, Equality]]:
-        """Read the narrowest part first; then, while one is left, one an already read part can narrow
-        (the ``driver`` of a broadcast copy is not read at all)."""
-        left = sorted((k for k in range(len(self.parts)) if k != driver), key=lambda k: (widths[k], k))
+        """Read a part with conditions of its own first (the narrowest of them), then, while one is left,
+        one an already read part can narrow: a whole table is read last, if at all, and then usually
+        narrowed to the keys the others returned (the ``driver`` of a broadcast copy is not read)."""
+        left = sorted((k for k in range(len(self.parts)) if k != driver),
+                      key=lambda k: (not self.parts[k].pushed, widths[k], k))
         order: list[int] = []
         narrow: dict[int, Equality] = {}
         while left:
