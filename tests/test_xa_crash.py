@@ -34,7 +34,8 @@ from services import fresh_mariadb_databases, mariadb_connect
 from test_execute_support import PrivateMariaDB, assert_no_leaks, running_mariadb
 from runners import RUNNERS, BlockingAsyncExecutor
 from test_xa_support import (
-    all_trx, bank_config, check_bank, create_bank, detached_trx, ledger, prepared_xids, transfer, xa_host, xa_runtime,
+    assert_nothing_left, bank_config, check_bank, create_bank, detached_trx, ledger, prepared_xids, transfer, xa_host,
+    xa_runtime,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -117,16 +118,6 @@ def _run_child(config: dict[str, Any], step: str, where: str | None, intents: Pa
         proc.wait(timeout=30)
 
 
-def _assert_nothing_left(server: PrivateMariaDB, ex: Executor) -> None:
-    raw = server.raw()
-    try:
-        assert ours(prepared_xids(raw), xa_runtime(ex).log.namespace) == []
-        assert prepared_xids(raw) == []
-        assert all_trx(raw) == [], "transactions left open on the server"
-    finally:
-        raw.close()
-
-
 @pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize(
     ("step", "where", "decided"),
@@ -169,7 +160,7 @@ def test_coordinator_killed_at_each_step(server: PrivateMariaDB, tmp_path: Path,
         rows = check_bank(ex, intents)
         assert set(rows) == set(range(100, crashed)) | ({crashed} if decided else set())
         assert recover(ex, abandon_after_ms=0).summary().startswith("0 branch(es) committed, 0 rolled back, 0 kept")
-        _assert_nothing_left(server, ex)
+        assert_nothing_left(server, ex)
         assert_no_leaks(ex)
 
 
@@ -236,7 +227,7 @@ def test_participant_server_killed_mid_commit(participant: PrivateMariaDB, split
             check_bank(ex)
         state = xa_runtime(ex).log.read([tx.gtrid])[tx.gtrid].state
         assert state is (GlobalState.COMMITTED if kill_after == "committed" else GlobalState.ROLLED_BACK)
-        _assert_nothing_left(participant, ex)
+        assert_nothing_left(participant, ex)
         main = mariadb_connect()
         try:
             assert ours(prepared_xids(main), xa_runtime(ex).log.namespace) == [] and detached_trx(main) == []

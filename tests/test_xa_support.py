@@ -21,6 +21,7 @@ from ddm_core import load_config
 from ddm_core.execute import Executor
 from ddm_core.xa import XaRuntime, runtime_of
 from ddm_core.xa.log import XaHost
+from ddm_core.xa.xid import ours
 
 ACCOUNTS = 10  # 0..9: even on ds_0, odd on ds_1
 START_BALANCE = 1_000
@@ -138,6 +139,18 @@ def all_trx(raw: Any) -> list[Any]:
     with raw.cursor() as cur:
         cur.execute("SELECT trx_id, trx_state, trx_mysql_thread_id FROM information_schema.innodb_trx")
         return list(cur.fetchall())
+
+
+def assert_nothing_left(server: Any, ex: Any) -> None:
+    """On ``server`` (a tests/test_execute_support.py ``PrivateMariaDB``): no branch prepared, of ``ex``'s log
+    namespace or anyone's, and no InnoDB transaction open."""
+    raw = server.raw()
+    try:
+        assert ours(prepared_xids(raw), xa_runtime(ex).log.namespace) == []
+        assert prepared_xids(raw) == []
+        assert all_trx(raw) == [], "transactions left open on the server"
+    finally:
+        raw.close()
 
 
 def xa_host(ex: Any) -> XaHost:
