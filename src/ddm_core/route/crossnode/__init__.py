@@ -10,12 +10,17 @@ data source (the *gathering node*), and the statement itself runs there over
 the copies: that server joins, groups, orders and compares strings as one
 unsharded database would, because it is one (docs/cross-node-queries.md).
 
-Parts are read one after another, the one reaching the fewest nodes first. A
-part joined to an already read part by an equality that must hold for its
+Parts are read one after another, those with conditions of their own first.
+A part joined to an already read part by an equality that must hold for its
 rows is *narrowed*: it reads only rows whose column is among the values the
-other part returned (``IN (...)``, routed by key when it is the shard key):
-a batched nested loop. Otherwise both sides are read whole and the gathering
+other part returned (``IN (...)``, routed by key when it is the shard key): a
+batched nested loop. Otherwise both sides are read whole and the gathering
 node's server joins them: a hash join (or an index join on the copies' keys).
+Two other strategies avoid the gathering node: a *client join* for simple
+equi-joins (:mod:`.local`), and a *broadcast copy*, where the other parts are
+copied beside the widest part's shards and the statement runs there per node,
+merged as any multi-shard SELECT. An INSERT ... SELECT whose rows leave their
+nodes is :mod:`.insert_select`'s.
 
 This module compiles a statement once per SQL text (:func:`compile_cross_node`)
 and routes it per call (:meth:`CrossNodeStatement.route`); the top-level
@@ -52,13 +57,13 @@ COPY_BATCH = 1000
 
 
 class Part(NamedTuple):
-    """One sharded (or remote) table occurrence's rows, read alone and copied into ``temp``."""
+    """One sharded table occurrence's rows, read alone (and copied into ``temp`` unless joined in the client)."""
 
     number: int
     table: str  # logic table, as written
     qualifier: str  # what the statement calls it
-    temp: str  # its copy on the gathering node
-    physical: str  # a physical table of it on the gathering node: the copy takes its column types
+    temp: str  # its copy's name, wherever copies go
+    physical: str  # a physical table of it on the gathering node: the copy there takes its column types
     columns: tuple[str, ...] | None  # None: every column
     read: str  # SELECT of its rows (pyformat placeholders %(pN)s), without narrowing
     pushed: str  # the pushed conditions, for explain ("" none)
@@ -85,21 +90,19 @@ class CrossNodeStatement:
     reason: str  # why it cannot run per node
     final_router: Any = field(compare=False)  # routes ``final``: the copies are single tables on ``gather``
     pristine: exp.Expr = field(compare=False)  # the parsed statement, for the broadcast variants
-    positions: tuple[int, ...] = ()  # each part's occurrence: its index among the tree's tables
-    config: ShardingConfig | None = field(default=None, compare=False)
-    router_for: Callable[[ShardingConfig], Any] | None = field(default=None, compare=False)
-    local: LocalJoin | None = None  # the statement's shape as a join in the client, if it is that simple
-    _pushes: dict[int, _Push | None] = field(default_factory=dict, compare=False)
+    positions: tuple[int, ...]  # each part's occurrence: its index among the tree's tables
+    config: ShardingConfig = field(compare=False)
+    router_for: Callable[[ShardingConfig], Any] = field(compare=False)  # a router of a derived configuration
+    local: LocalJoin | None  # the statement's shape as a join in the client, if it is that simple
+    _pushes: dict[int, _Push] = field(default_factory=dict, compare=False)
 
-    def route(self, bound: Sequence[Any], route_part: Callable[[str, Any], RoutePlan],
-              is_write: bool = False) -> RoutePlan:
+    def route(self, bound: Sequence[Any], route_part: Callable[[str, Any], RoutePlan]) -> RoutePlan:
         """The plan: parts in read order with their narrowing, and the final statement routed."""
         params = {f"p{i}": v for i, v in enumerate(bound)}
         widths = [len(route_part(p.read, params_for(p.read, params)).units) for p in self.parts]
         # A client join reads the parts once and sends nothing back; it is tried first where it applies.
         plan = (self.local is None and self._broadcast_plan(params, widths)) or self._gather_plan(params, widths)
-        return RoutePlan((), RouteKind.CROSS_NODE, plan.final.tables, statement="select", is_write=is_write,
-                         cross_node=plan)
+        return RoutePlan((), RouteKind.CROSS_NODE, plan.final.tables, statement="select", cross_node=plan)
 
     def gathered(self, plan: CrossNodePlan) -> CrossNodePlan:
         """``plan`` with every part copied to the gathering node (for a runner that cannot run a
@@ -118,12 +121,10 @@ class CrossNodeStatement:
         per node, merged as any multi-shard SELECT: the widest part is never read through the client."""
         config = self.config
         driver = max(range(len(widths)), key=lambda k: widths[k])
-        if (config is None or config.migration is not None or config.cutover is not None or widths[driver] < 2
+        if (config.migration is not None or config.cutover is not None or widths[driver] < 2
                 or any(w >= widths[driver] for k, w in enumerate(widths) if k != driver)):
             return None
         push = self._push(driver, config)
-        if push is None:
-            return None
         try:
             final = _unhinted(push.router.route, push.final, params)
         except UnsupportedSQLError:
@@ -141,7 +142,7 @@ class CrossNodeStatement:
         return CrossNodePlan(self, params, tuple(order), narrow, tuple(widths), final, targets, creates, driver,
                              None)
 
-    def _push(self, driver: int, config: ShardingConfig) -> _Push | None:
+    def _push(self, driver: int, config: ShardingConfig) -> _Push:
         if driver in self._pushes:
             return self._pushes[driver]
         tree = self.pristine.copy()
@@ -151,7 +152,6 @@ class CrossNodeStatement:
                 tables[self.positions[k]].replace(_aliased(part.temp, part.qualifier))
         temps = tuple(p.temp for k, p in enumerate(self.parts) if k != driver)
         derived = _derived(config, broadcast_tables=(*config.broadcast_tables, *temps))
-        assert self.router_for is not None
         push = _Push(pyformat_sql(tree), self.router_for(derived))
         self._pushes[driver] = push
         return push
