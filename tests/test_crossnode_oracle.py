@@ -25,7 +25,8 @@ and on one unsharded copy of the rows, on SQLite and on MariaDB
 (``utf8mb4_general_ci``), compared with ``test_oracle.check`` (names, values,
 Python types; strings by collation key on MariaDB). A refusal fails the test:
 none of these statements is among docs/cross-node-queries.md's "What is not
-covered yet".
+covered yet". Library bugs the oracle found are pinned at the end as strict
+xfails, and the generator stays clear of their shapes (named where it does).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from hypothesis import strategies as st
 
 import ddm_core
 from ddm_core import load_config
-from ddm_core.errors import UnsupportedSQLError
+from ddm_core.errors import ExecutionError, UnsupportedSQLError
 from ddm_core.execute import Executor
 from ddm_core.route import RouteKind, RoutePlan, Router
 from test_execute_support import assert_no_leaks
@@ -114,6 +115,8 @@ REGIONS = ((0, "zero"), (1, "one"), (2, "Two "), (10, "ten"))
 NAMES = ("abc", "ABC ", "Abc", "b", "B  ", "", "x")
 #: Numbers as text: '1' = '1.0' = 1, ' 2' = 2, '1e1' = 10, 'x' = 0 when compared with a number on MariaDB.
 REFS = ("1", "1.0", " 2", "x", "1e1", "2.5", "0", "", "10", "-0")
+#: On SQLite only text that reads back as the same integer text (see test_sqlite_text_narrowed_by_numbers).
+CANONICAL_REFS = ("1", "x", "0", "", "10")
 TIERS = (0, 1, 2, 10, -1)
 SCORES = tuple(Decimal(s) for s in ("0.00", "1.00", "2.50", "2.00", "10.00", "-1.25"))
 QTYS = (0, 1, 2, 3, 10, -1)
@@ -127,16 +130,19 @@ def _maybe(values: Sequence[Any]) -> st.SearchStrategy[Any]:
 
 
 @st.composite
-def table_rows(draw: Callable[..., Any], max_rows: int = 8) -> dict[str, list[dict[str, Any]]]:
+def table_rows(draw: Callable[..., Any], refs: Sequence[str] = REFS, max_rows: int = 8
+               ) -> dict[str, list[dict[str, Any]]]:
     """A few rows per sharded table: keys that join and keys that do not, NULLs, equal-ish strings."""
     def rows(fields: dict[str, st.SearchStrategy[Any]], key: str) -> list[dict[str, Any]]:
-        return draw(st.lists(st.fixed_dictionaries(fields), max_size=max_rows, unique_by=lambda r: r[key]))
+        drawn: list[dict[str, Any]] = draw(st.lists(st.fixed_dictionaries(fields), max_size=max_rows,
+                                                    unique_by=lambda r: r[key]))
+        return drawn
 
     return {
         "t_user": rows({"id": st.integers(0, 11), "name": _maybe(NAMES), "score": _maybe(SCORES),
                         "tier": _maybe(TIERS)}, "id"),
         "t_order": rows({"order_id": st.integers(0, 15), "user_id": st.integers(0, 13), "code": _maybe(NAMES),
-                         "ref": _maybe(REFS), "qty": _maybe(QTYS), "amount": _maybe(AMOUNTS)}, "order_id"),
+                         "ref": _maybe(refs), "qty": _maybe(QTYS), "amount": _maybe(AMOUNTS)}, "order_id"),
         "t_item": rows({"item_id": st.integers(0, 29), "order_id": st.integers(0, 17), "sku": _maybe(SKUS),
                         "price": _maybe(AMOUNTS)}, "item_id"),
     }
@@ -166,18 +172,22 @@ def sqlite_xnode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
     urls = {ds: f"sqlite:///{base / f'{ds}.db'}" for ds in SOURCES}
     executor = Executor(load_config(xnode_config(urls)), timeout=20.0)
     backend = SQLiteBackend(executor, base / "ref.db")
+
+    def raw(sql: str) -> None:
+        backend.conn.execute(sql)
+
     try:
-        _create(backend, lambda sql: backend.conn.execute(sql))  # type: ignore[attr-defined]
+        _create(backend, raw)
         yield backend
         assert_no_leaks(executor)
     finally:
         executor.close()
-        backend.conn.close()  # type: ignore[attr-defined]
+        backend.conn.close()
 
 
 @pytest.fixture(scope="module")
 def mariadb_xnode() -> Iterator[MariaDBBackend]:
-    with mariadb_oracle("ddm_xnode", SOURCES, xnode_config) as backend:  # asserts no leak at the end
+    with mariadb_oracle("ddm_xoracle", SOURCES, xnode_config) as backend:  # asserts no leak at the end
         _create(backend, reference_runner(backend))
         yield backend
 
@@ -216,6 +226,7 @@ class FacadeBackend(Backend):
 TABLE = {"u": "t_user", "o": "t_order", "i": "t_item", "r": "t_region"}
 LETTER = {t: a for a, t in TABLE.items()}
 PK = {"u": "id", "o": "order_id", "i": "item_id", "r": "region"}
+SHARD_KEY = {"u": "id", "o": "user_id", "i": "order_id"}
 ALL_COLUMNS = {**{LETTER[t]: c for t, c in COLUMNS.items()}, "r": ("region", "label")}
 #: Equalities between two sharded tables: shard keys, strings (collation), text vs INT, DECIMAL vs INT.
 LINKS = (
@@ -232,15 +243,34 @@ def _links(a: str, b: str) -> list[tuple[str, str, str, str]]:
     return [(x, cx, y, cy) for x, cx, y, cy in LINKS if {x, y} == {a, b}]
 
 
+KEYS = tuple(range(14))
+#: Conditions on one table: (column, operator, values to draw when not one the rows hold). Text against
+#: numbers and numbers against text on purpose (MariaDB compares them as numbers).
+ATOMS: dict[str, tuple[tuple[str, str, tuple[Any, ...]], ...]] = {
+    "u": (("id", "=", KEYS), ("id", "IN", KEYS), ("id", ">=", KEYS), ("name", "=", NAMES), ("name", "IS NULL", ()),
+          ("name", "IS NOT NULL", ()), ("tier", "=", TIERS + ("1.0", " 2", "x")), ("score", ">", SCORES),
+          ("score", "<=", SCORES), ("tier", "IS NULL", ())),
+    "o": (("user_id", "=", KEYS), ("user_id", "IN", KEYS), ("code", "=", NAMES), ("code", "IS NULL", ()),
+          ("code", "IS NOT NULL", ()), ("ref", "=", REFS + (1, 2, 10)), ("qty", ">=", QTYS), ("amount", "<", AMOUNTS)),
+    "i": (("order_id", "=", KEYS), ("order_id", "IN", KEYS), ("sku", "=", SKUS), ("sku", "IS NULL", ()),
+          ("price", ">", AMOUNTS)),
+    "r": (("label", "<>", tuple(label for _, label in REGIONS)),),
+}
+
+
 class Statement:
     """One generated SELECT under construction: its FROM, its qualifiers, its WHERE."""
 
-    def __init__(self, draw: Callable[..., Any], backend: Backend) -> None:
+    def __init__(self, draw: Callable[..., Any], backend: Backend, rows: dict[str, list[dict[str, Any]]]) -> None:
         self.draw = draw
+        self.rows = rows
         self.b = Builder(draw, backend)
         self.letters: list[str] = []
         self.q: dict[str, str] = {}  # letter → qualifier (alias, or the table's name)
         self.subquery = False
+        self.subqueries = 0
+        #: columns out, conditions on one table, equalities between tables: the shape a client join answers
+        self.plain = draw(st.integers(0, 3)) == 0
 
     def table(self, letter: str, aliased: bool) -> str:
         self.letters.append(letter)
@@ -248,7 +278,7 @@ class Statement:
         return TABLE[letter] if not aliased else f"{TABLE[letter]} {letter}"
 
     def equality(self, link: tuple[str, str, str, str], qa: str, qb: str) -> str:
-        x, cx, _, cy = link
+        _, cx, _, cy = link
         left, right = f"{qa}.{cx}", f"{qb}.{cy}"
         return f"{left} = {right}" if self.draw(st.booleans()) else f"{right} = {left}"
 
@@ -261,46 +291,28 @@ class Statement:
 
     # -- conditions on one table ------------------------------------------------------------
 
+    def value(self, letter: str, column: str, fallback: Sequence[Any]) -> Any:
+        """Mostly a value the drawn rows hold (so that conditions meet rows), else one of ``fallback``."""
+        rows = self.rows.get(TABLE[letter], [])
+        present = sorted({r[column] for r in rows if r.get(column) is not None}, key=repr)
+        if present and self.draw(st.integers(0, 2)):
+            return self.draw(st.sampled_from(present))
+        return self.draw(st.sampled_from(fallback))
+
     def atom(self, letter: str, q: str | None = None) -> str:
-        d, val = self.draw, self.b.val
+        """A condition on one table (``q``: its qualifier when not the statement's)."""
         q = q or self.q[letter]
-        ints = st.integers(-1, 13)
-        choices: dict[str, Callable[[], str]] = {}
-        if letter == "u":
-            choices = {
-                "id_eq": lambda: f"{q}.id = {val(d(ints))}",
-                "id_in": lambda: f"{q}.id IN ({', '.join(val(v) for v in d(st.lists(ints, min_size=1, max_size=3)))})",
-                "id_ge": lambda: f"{q}.id >= {val(d(ints))}",
-                "name_eq": lambda: f"{q}.name = {val(d(st.sampled_from(NAMES)))}",
-                "name_null": lambda: f"{q}.name IS {d(st.sampled_from(['', 'NOT ']))}NULL",
-                "tier_eq": lambda: f"{q}.tier = {val(d(st.sampled_from(TIERS + ('1.0', ' 2', 'x'))))}",
-                "score_cmp": lambda: f"{q}.score {d(st.sampled_from(['>', '<=', '=']))} {val(d(st.sampled_from(SCORES)))}",
-            }
-        elif letter == "o":
-            choices = {
-                "user_eq": lambda: f"{q}.user_id = {val(d(ints))}",
-                "user_in": lambda: f"{q}.user_id IN ({', '.join(val(v) for v in d(st.lists(ints, min_size=1, max_size=3)))})",
-                "code_eq": lambda: f"{q}.code = {val(d(st.sampled_from(NAMES)))}",
-                "code_null": lambda: f"{q}.code IS {d(st.sampled_from(['', 'NOT ']))}NULL",
-                "ref_eq": lambda: f"{q}.ref = {val(d(st.sampled_from(REFS + (1, 2, 10))))}",
-                "qty_ge": lambda: f"{q}.qty >= {val(d(st.sampled_from(QTYS)))}",
-                "amount_lt": lambda: f"{q}.amount < {val(d(st.sampled_from(AMOUNTS)))}",
-            }
-        elif letter == "i":
-            choices = {
-                "order_eq": lambda: f"{q}.order_id = {val(d(st.integers(0, 17)))}",
-                "order_in": lambda: f"{q}.order_id IN ({', '.join(val(v) for v in d(st.lists(st.integers(0, 17), min_size=1, max_size=3)))})",
-                "sku_eq": lambda: f"{q}.sku = {val(d(st.sampled_from(SKUS)))}",
-                "sku_null": lambda: f"{q}.sku IS NULL",
-                "price_gt": lambda: f"{q}.price > {val(d(st.sampled_from(AMOUNTS)))}",
-            }
-        else:
-            choices = {"label_ne": lambda: f"{q}.label <> {val(d(st.sampled_from([l for _, l in REGIONS])))}"}
-        return choices[d(st.sampled_from(sorted(choices)))]()
+        column, op, values = self.draw(st.sampled_from(ATOMS[letter]))
+        if not values:
+            return f"{q}.{column} {op}"
+        if op == "IN":
+            n = self.draw(st.integers(1, 3))
+            return f"{q}.{column} IN ({', '.join(self.b.val(self.value(letter, column, values)) for _ in range(n))})"
+        return f"{q}.{column} {op} {self.b.val(self.value(letter, column, values))}"
 
     def condition(self) -> str:
         """A condition on one table, or an OR over two (which stays in the statement)."""
-        if len(self.letters) > 1 and self.draw(st.integers(0, 4)) == 0:
+        if len(self.letters) > 1 and not self.plain and self.draw(st.integers(0, 4)) == 0:
             a, b = self.draw(st.lists(st.sampled_from(self.letters), min_size=2, max_size=2, unique=True))
             return f"({self.atom(a)} OR {self.atom(b)})"
         return self.atom(self.draw(st.sampled_from(self.letters)))
@@ -308,9 +320,12 @@ class Statement:
     # -- subqueries over another sharded table -----------------------------------------------
 
     def inner(self, outer: str) -> tuple[str, str, str]:
-        """(letter, table reference, qualifier) of a subquery's table; its alias may shadow an outer one."""
+        """(letter, table reference, qualifier) of a subquery's table; its alias may shadow an outer one
+        of the same table. (Two subqueries never share an alias over different tables: the parts' columns
+        are then mixed up, see test_same_alias_in_two_subqueries.)"""
         letter = self.draw(st.sampled_from(["u", "o", "i"]))
-        alias = self.draw(st.sampled_from(["s", letter]))
+        self.subqueries += 1
+        alias = self.draw(st.sampled_from([f"s{self.subqueries}", letter]))
         return letter, f"{TABLE[letter]} {alias}", alias
 
     def subquery_condition(self) -> str:
@@ -338,7 +353,11 @@ class Statement:
         outer = self.draw(st.sampled_from([x for x in self.letters if x != "r"]))
         letter, ref, alias = self.inner(outer)
         agg = self.draw(st.sampled_from(["COUNT(*)", f"MAX({alias}.{PK[letter]})"]))
-        correlation = self.link(outer, letter, qb=alias) if outer != letter else f"{alias}.{PK[letter]} = {self.q[outer]}.{PK[letter]}"
+        # Not on the shard key of the same table: that is co-located, and then refused (see
+        # test_scalar_subquery_with_aggregate_per_node).
+        unkeyed = [x for x in _links(outer, letter) if x[1] != SHARD_KEY[letter]]
+        correlation = self.link(outer, letter, qb=alias) if outer != letter else self.equality(
+            self.draw(st.sampled_from(unkeyed)), alias, self.q[outer])
         return f"(SELECT {agg} FROM {ref} WHERE {correlation}) AS sub"
 
 
@@ -346,7 +365,7 @@ def _from(s: Statement) -> tuple[str, list[str]]:
     """The FROM clause (two or three sharded tables joined, or one table) and WHERE terms it brings."""
     d = s.draw
     aliased = d(st.integers(0, 4)) > 0
-    shape = d(st.sampled_from(["join2", "join2", "join3", "comma", "one"]))
+    shape = d(st.sampled_from(["join2", "join2", "join3", "comma"] + ([] if s.plain else ["one"])))
     where: list[str] = []
     if shape == "one":
         sql = s.table(d(st.sampled_from(["u", "o", "i"])), aliased)
@@ -385,16 +404,24 @@ AGGREGATES = {
 }
 
 
-def xnode_query(draw: Callable[..., Any], backend: Backend) -> Query:
-    s = Statement(draw, backend)
+def xnode_query(draw: Callable[..., Any], backend: Backend, rows: dict[str, list[dict[str, Any]]]) -> Query:
+    s = Statement(draw, backend, rows)
     source, where = _from(s)
+    if draw(st.integers(0, 2)) == 0:  # a point on a shard key: that part is read first, the others narrowed
+        letter = draw(st.sampled_from([x for x in s.letters if x != "r"]))
+        column = SHARD_KEY[letter]
+        where.append(f"{s.q[letter]}.{column} = {s.b.val(s.value(letter, column, KEYS))}")
     for _ in range(draw(st.integers(0, 2))):
         where.append(s.condition())
-    if draw(st.integers(0, 3)) == 0 and not s.subquery:
+    if draw(st.integers(0, 3)) == 0 and not s.subquery and not s.plain:
         where.append(s.subquery_condition())
     tail = f" FROM {source}" + (" WHERE " + " AND ".join(where) if where else "")
     columns = [f"{s.q[x]}.{c}" for x in s.letters for c in ALL_COLUMNS[x]]
     pks = [f"{s.q[x]}.{PK[x]}" for x in s.letters]  # unique together, outer joins' NULL rows included
+    if s.plain:
+        items = draw(st.lists(st.sampled_from(columns + [f"{s.q[x]}.*" for x in s.letters]), min_size=1, max_size=5,
+                              unique=True))
+        return Query(f"SELECT {', '.join(items)}" + tail, list(s.b.params), "multiset")
     kind = draw(st.sampled_from(["rows", "rows", "rows", "group", "group", "scalar", "distinct", "star"]))
     if kind in ("rows", "star"):
         if kind == "star":
@@ -404,7 +431,8 @@ def xnode_query(draw: Callable[..., Any], backend: Backend) -> Query:
             if draw(st.integers(0, 5)) == 0:
                 chosen.append(s.scalar_item())
         head = f"SELECT {', '.join(chosen)}" + tail
-        how = draw(st.sampled_from(["total", "total", "runs", "none"])) if kind == "rows" else "total"
+        # unordered plain rows: the shape a client join answers (docs/cross-node-queries.md)
+        how = draw(st.sampled_from(["total", "total", "runs", "none", "none", "none"])) if kind == "rows" else "total"
         if how == "total":
             keys = draw(st.lists(st.sampled_from(columns), max_size=2, unique=True))
             order = [(k, draw(st.booleans())) for k in keys] + [(k, draw(st.booleans())) for k in pks]
@@ -443,20 +471,24 @@ OUTCOMES: Counter[str] = Counter()
 def outcome(plan: RoutePlan) -> str:
     """``cross-node: <the plan's strategy>``, or the plan's kind."""
     if plan.kind is not RouteKind.CROSS_NODE:
-        return plan.kind.value
+        return str(plan.kind.value)
     cross = plan.cross_node
     rows = cross.explain()  # each part's read, then the statement over the copies
     assert len(rows) >= len(cross.order) + 1 and all(len(r) == 4 for r in rows), rows
-    strategy = getattr(cross, "strategy", None) or ("batched nested loop" if cross.narrow else "hash join")
-    return f"cross-node: {strategy}"
+    return f"cross-node: {cross.strategy}"
 
 
 def run_checked(backend: Backend, query: Query, stream: Any, facade: str | None = None) -> str:
     """Route ``query`` (a refusal fails), check it against the reference, record how it went."""
-    plan = backend.executor.router.route(query.text(backend.placeholder), query.params)
-    label = outcome(plan)
-    runner = backend if facade is None else FacadeBackend(backend, autocommit=facade == "autocommit")
-    check(runner, query, stream)
+    sql = query.text(backend.placeholder)
+    try:
+        plan = backend.executor.router.route(sql, query.params)
+        label = outcome(plan)
+        runner = backend if facade is None else FacadeBackend(backend, autocommit=facade == "autocommit")
+        check(runner, query, stream)
+    except Exception as exc:
+        exc.add_note(f"{backend.name} ({facade or 'executor'}): {sql}\n  params: {query.params!r}")
+        raise
     OUTCOMES[label] += 1
     if currently_in_test_context():  # a property test (the explicit ones count too, without events)
         event(f"plan: {label}")
@@ -468,25 +500,26 @@ def run_checked(backend: Backend, query: Query, stream: Any, facade: str | None 
 def _run(backend: Backend, rows: dict[str, list[dict[str, Any]]], data: st.DataObject) -> None:
     _refill(backend, rows)
     for _ in range(3):
-        query = xnode_query(data.draw, backend)
+        query = xnode_query(data.draw, backend, rows)
         stream = data.draw(st.sampled_from([None, True, False]), label="stream")
         facade = data.draw(st.sampled_from([None, None, None, None, "autocommit", "transaction"]), label="facade")
         run_checked(backend, query, stream, facade)
+    assert_no_leaks(backend.executor)  # every connection back in its pool, copies dropped with them
 
 
-#: ``DDM_CROSSNODE_EXAMPLES=1000`` for a long hunt; MariaDB runs two thirds of them.
-EXAMPLES = int(os.environ.get("DDM_CROSSNODE_EXAMPLES", "60"))
+#: Examples per backend (three statements each); ``DDM_CROSSNODE_EXAMPLES=2000`` for a long hunt.
+EXAMPLES = int(os.environ.get("DDM_CROSSNODE_EXAMPLES", "200"))
 PROPERTY = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @settings(max_examples=EXAMPLES, **PROPERTY)  # type: ignore[arg-type]
-@given(rows=table_rows(), data=st.data())
+@given(rows=table_rows(CANONICAL_REFS), data=st.data())
 def test_sqlite_cross_node_equals_unsharded(sqlite_xnode: Backend, rows: dict[str, list[dict[str, Any]]],
                                             data: st.DataObject) -> None:
     _run(sqlite_xnode, rows, data)
 
 
-@settings(max_examples=max(10, EXAMPLES * 2 // 3), **PROPERTY)  # type: ignore[arg-type]
+@settings(max_examples=EXAMPLES, **PROPERTY)  # type: ignore[arg-type]
 @given(rows=table_rows(), data=st.data())
 def test_mariadb_cross_node_equals_unsharded(mariadb_xnode: Backend, rows: dict[str, list[dict[str, Any]]],
                                              data: st.DataObject) -> None:
@@ -505,7 +538,7 @@ def _explicit(backend: Backend, rows: dict[str, list[dict[str, Any]]], sql: str,
     return backend.ref(sql, list(params))[1]
 
 
-USERS = [  # users 1 (ds_1), 2 and 4 (ds_0), 3 (ds_1): an order of user k sits on the other data source than user k
+USERS: list[dict[str, Any]] = [  # users 1 (ds_1), 2 and 4 (ds_0), 3 (ds_1): an order of user k sits on the other data source than user k
     {"id": 1, "name": "abc", "score": Decimal("1.00"), "tier": 1},
     {"id": 2, "name": "B  ", "score": Decimal("2.50"), "tier": 2},
     {"id": 3, "name": None, "score": None, "tier": None},
@@ -586,7 +619,7 @@ def test_left_join_fills_nulls(mariadb_xnode: Backend) -> None:
 def test_correlated_exists(mariadb_xnode: Backend) -> None:
     """EXISTS / NOT EXISTS correlated on a string (collation) and on the shard key, nested two deep."""
     orders = [_order(50, 1, code="ABC"), _order(51, 2, code="b "), _order(52, 4, code="y")]
-    items = [{"item_id": 1, "order_id": 50, "sku": 1, "price": None}]
+    items: list[dict[str, Any]] = [{"item_id": 1, "order_id": 50, "sku": 1, "price": None}]
     rows = {"t_user": USERS, "t_order": orders, "t_item": items}
     exists = ("SELECT u.id FROM t_user u WHERE EXISTS (SELECT 1 FROM t_order o WHERE o.user_id = u.id "
               "AND o.code = u.name) ORDER BY u.id")
@@ -596,6 +629,44 @@ def test_correlated_exists(mariadb_xnode: Backend) -> None:
     nested = ("SELECT u.id FROM t_user u WHERE EXISTS (SELECT 1 FROM t_order o WHERE o.user_id = u.id AND EXISTS "
               "(SELECT 1 FROM t_item i WHERE i.order_id = o.order_id AND i.sku = u.tier)) ORDER BY u.id")
     assert _explicit(mariadb_xnode, rows, nested) == [(1,)]
+
+
+# -- library bugs the oracle found, pinned (strict: a fix makes these fail, then drop the marker) ---------
+
+
+@pytest.mark.xfail(strict=True, raises=ExecutionError, reason="a part's columns are collected by alias across "
+                   "scopes: t_order s is read with t_user s's column tier (no such column)")
+def test_same_alias_in_two_subqueries(sqlite_xnode: Backend) -> None:
+    sql = ("SELECT u.id FROM t_user u WHERE u.id IN (SELECT s.user_id FROM t_order s) "
+           "AND EXISTS (SELECT 1 FROM t_user s WHERE s.tier = u.tier) ORDER BY u.id")
+    assert _explicit(sqlite_xnode, {"t_user": USERS, "t_order": [_order(60, 1)]}, sql) == [(1,)]
+
+
+@pytest.mark.xfail(strict=True, raises=UnsupportedSQLError, reason="a multi-shard SELECT with a correlated scalar "
+                   "subquery that aggregates is refused as if the subquery's COUNT(*) were the outer query's")
+def test_scalar_subquery_with_aggregate_per_node(sqlite_xnode: Backend) -> None:
+    """Co-located on the shard key (so not a cross-node plan): each node can answer its own rows."""
+    _refill(sqlite_xnode, {"t_user": USERS})
+    check(sqlite_xnode, Query("SELECT u.id, (SELECT COUNT(*) FROM t_user s WHERE s.id = u.id) AS n FROM t_user u "
+                              "ORDER BY u.id", [], "total"), None)
+
+
+class WrongAnswer(Exception):
+    """ddm-core's rows differ from the unsharded reference's."""
+
+
+@pytest.mark.xfail(strict=True, raises=WrongAnswer, reason="SQLite: t_order is narrowed with o.ref IN (<tier values>), "
+                   "which compares as text ('1' <> '1.0', '2' <> ' 2'), while the join compares o.ref = u.tier as "
+                   "numbers: rows are lost")
+def test_sqlite_text_narrowed_by_numbers(sqlite_xnode: Backend) -> None:
+    orders = [_order(20, 1, ref="1.0"), _order(21, 2, ref="1"), _order(22, 3, ref=" 2"), _order(23, 5, ref="1e1")]
+    sql = "SELECT u.id, o.order_id FROM t_user u JOIN t_order o ON o.ref = u.tier WHERE u.id >= 0"
+    _refill(sqlite_xnode, {"t_user": USERS, "t_order": orders})
+    want = sorted(sqlite_xnode.ref(sql, [])[1])
+    assert want == [(1, 20), (1, 21), (2, 22), (4, 23)]  # SQLite compares the TEXT column with the INT one as numbers
+    got = sorted(sqlite_xnode.ddm(sql, [], None)[1])
+    if got != want:
+        raise WrongAnswer(f"got {got}, expected {want}")
 
 
 def test_refused_when_cross_node_queries_off() -> None:
