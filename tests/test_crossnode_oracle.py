@@ -25,8 +25,8 @@ and on one unsharded copy of the rows, on SQLite and on MariaDB
 (``utf8mb4_general_ci``), compared with ``test_oracle.check`` (names, values,
 Python types; strings by collation key on MariaDB). A refusal fails the test:
 none of these statements is among docs/cross-node-queries.md's "What is not
-covered yet". Library bugs the oracle found are pinned at the end as strict
-xfails, and the generator stays clear of their shapes (named where it does).
+covered yet". Shapes the oracle found wrong once are kept at the end as tests
+of their own.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 import ddm_core
 from ddm_core import load_config
-from ddm_core.errors import ExecutionError, UnsupportedSQLError
+from ddm_core.errors import UnsupportedSQLError
 from ddm_core.execute import Executor
 from ddm_core.route import RouteKind, RoutePlan, Router
 from test_execute_support import assert_no_leaks
@@ -115,8 +115,6 @@ REGIONS = ((0, "zero"), (1, "one"), (2, "Two "), (10, "ten"))
 NAMES = ("abc", "ABC ", "Abc", "b", "B  ", "", "x")
 #: Numbers as text: '1' = '1.0' = 1, ' 2' = 2, '1e1' = 10, 'x' = 0 when compared with a number on MariaDB.
 REFS = ("1", "1.0", " 2", "x", "1e1", "2.5", "0", "", "10", "-0")
-#: On SQLite only text that reads back as the same integer text (see test_sqlite_text_narrowed_by_numbers).
-CANONICAL_REFS = ("1", "x", "0", "", "10")
 TIERS = (0, 1, 2, 10, -1)
 SCORES = tuple(Decimal(s) for s in ("0.00", "1.00", "2.50", "2.00", "10.00", "-1.25"))
 QTYS = (0, 1, 2, 3, 10, -1)
@@ -513,7 +511,7 @@ PROPERTY = dict(deadline=None, database=None, suppress_health_check=[HealthCheck
 
 
 @settings(max_examples=EXAMPLES, **PROPERTY)  # type: ignore[arg-type]
-@given(rows=table_rows(CANONICAL_REFS), data=st.data())
+@given(rows=table_rows(REFS), data=st.data())
 def test_sqlite_cross_node_equals_unsharded(sqlite_xnode: Backend, rows: dict[str, list[dict[str, Any]]],
                                             data: st.DataObject) -> None:
     _run(sqlite_xnode, rows, data)
@@ -631,19 +629,15 @@ def test_correlated_exists(mariadb_xnode: Backend) -> None:
     assert _explicit(mariadb_xnode, rows, nested) == [(1,)]
 
 
-# -- library bugs the oracle found, pinned (strict: a fix makes these fail, then drop the marker) ---------
+# -- shapes the oracle found wrong once (each now answered as one database would) --------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=ExecutionError, reason="a part's columns are collected by alias across "
-                   "scopes: t_order s is read with t_user s's column tier (no such column)")
 def test_same_alias_in_two_subqueries(sqlite_xnode: Backend) -> None:
     sql = ("SELECT u.id FROM t_user u WHERE u.id IN (SELECT s.user_id FROM t_order s) "
            "AND EXISTS (SELECT 1 FROM t_user s WHERE s.tier = u.tier) ORDER BY u.id")
     assert _explicit(sqlite_xnode, {"t_user": USERS, "t_order": [_order(60, 1)]}, sql) == [(1,)]
 
 
-@pytest.mark.xfail(strict=True, raises=UnsupportedSQLError, reason="a multi-shard SELECT with a correlated scalar "
-                   "subquery that aggregates is refused as if the subquery's COUNT(*) were the outer query's")
 def test_scalar_subquery_with_aggregate_per_node(sqlite_xnode: Backend) -> None:
     """Co-located on the shard key (so not a cross-node plan): each node can answer its own rows."""
     _refill(sqlite_xnode, {"t_user": USERS})
@@ -655,9 +649,6 @@ class WrongAnswer(Exception):
     """ddm-core's rows differ from the unsharded reference's."""
 
 
-@pytest.mark.xfail(strict=True, raises=WrongAnswer, reason="SQLite: t_order is narrowed with o.ref IN (<tier values>), "
-                   "which compares as text ('1' <> '1.0', '2' <> ' 2'), while the join compares o.ref = u.tier as "
-                   "numbers: rows are lost")
 def test_sqlite_text_narrowed_by_numbers(sqlite_xnode: Backend) -> None:
     orders = [_order(20, 1, ref="1.0"), _order(21, 2, ref="1"), _order(22, 3, ref=" 2"), _order(23, 5, ref="1e1")]
     sql = "SELECT u.id, o.order_id FROM t_user u JOIN t_order o ON o.ref = u.tier WHERE u.id >= 0"

@@ -141,6 +141,8 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
         by = plan.narrow.get(k)
         if by is not None:
             keys = values.get((by.source, by.source_column.lower()))
+            if keys is not None and not dialect.narrows_by(keys):
+                keys = None  # this backend's IN would not keep every row the join pairs: read it whole
             if keys is not None:
                 if not keys:  # the other side has no row: none of this part's rows can join
                     if held is not None:

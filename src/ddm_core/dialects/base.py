@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from decimal import ROUND_HALF_UP, Context, Decimal
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Iterable, Sequence
 
 
 from ddm_core.errors import UnsupportedSQLError
@@ -158,6 +158,12 @@ class Dialect(ABC):
 
     def drop_temporary(self, table: str) -> str:
         return f"DROP TABLE IF EXISTS {self.identifier(table)}"
+
+    def narrows_by(self, values: Iterable[Any]) -> bool:
+        """Does ``column IN (values)`` keep every row that ``column = other`` pairs with a row whose
+        ``other`` holds one of ``values``? (Narrowing a cross-node part relies on it:
+        docs/cross-node-queries.md#strategies.) MySQL compares a list as it compares ``=``."""
+        return True
 
     def exact_literal(self, text: str) -> bool:
         """Does number literal ``text`` with a fraction or exponent read as an exact DECIMAL?

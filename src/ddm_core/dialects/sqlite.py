@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ddm_core.dialects.base import Dialect
 
@@ -20,6 +20,11 @@ _MEMORY = ":memory:"
 
 class SQLite(Dialect):
     """SQLite (a ``sqlite:///path`` data source is one database file)."""
+
+    def narrows_by(self, values: Iterable[Any]) -> bool:
+        # A list takes the column's affinity, a joined column compares numerically: a TEXT '1.0' is
+        # not IN (1) but equals an INTEGER 1. Text values compare alike both ways.
+        return all(isinstance(v, str) for v in values)
 
     name = "sqlite"
     title = "SQLite"

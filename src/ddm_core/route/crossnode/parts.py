@@ -173,25 +173,34 @@ def _pushable(condition: exp.Expr) -> bool:
 
 
 def _columns(tree: exp.Expr, occurrences: list[Occurrence]) -> None:
-    """The columns each occurrence's part reads (``None``: every column, when one cannot tell)."""
-    by_qualifier: dict[str, list[Occurrence]] = {}
-    for o in occurrences:
-        by_qualifier.setdefault(o.qualifier.lower(), []).append(o)
+    """The columns each occurrence's part reads (``None``: every column, when one cannot tell).
+
+    A qualified column belongs to the table its qualifier names in the nearest SELECT that has a
+    table (or derived table) of that name, as SQL resolves it: two subqueries may both call their
+    tables ``s``.
+    """
+    names: dict[int, dict[str, Occurrence | None]] = {}  # SELECT → what its FROM / JOIN names
+    by_node = {id(o.node): o for o in occurrences}
+    for select in tree.find_all(exp.Select):
+        source = select.args.get("from_")
+        entries = [source.this if source is not None else None] + [j.this for j in select.args.get("joins") or []]
+        names[id(select)] = {e.alias_or_name.lower(): by_node.get(id(e)) for e in entries if e is not None}
     everything: set[int] = set()  # SELECTs whose occurrences read every column
     for column in tree.find_all(exp.Column):
         qualifier = column.table.lower()
+        if not qualifier:  # an alias, or a column of any table of its SELECT or one enclosing it
+            enclosing = column.parent_select
+            while enclosing is not None:
+                everything.add(id(enclosing))
+                enclosing = enclosing.parent_select
+            continue
+        owner = _resolve(column, qualifier, names)
+        if owner is None or owner.columns is None:
+            continue
         if isinstance(column.this, exp.Star):
-            for o in by_qualifier.get(qualifier, []):
-                o.columns = None
-        elif qualifier:
-            for o in by_qualifier.get(qualifier, []):
-                if o.columns is not None:
-                    o.columns.add(column.name)
-        else:  # unqualified: an alias, or a column of any table of its SELECT or one enclosing it
-            select = column.parent_select
-            while select is not None:
-                everything.add(id(select))
-                select = select.parent_select
+            owner.columns = None
+        else:
+            owner.columns.add(column.name)
     for select in tree.find_all(exp.Select):
         if any(isinstance(e, exp.Star) for e in select.expressions) or any(
                 j.args.get("using") or j.args.get("method") for j in select.args.get("joins") or []):
@@ -201,3 +210,15 @@ def _columns(tree: exp.Expr, occurrences: list[Occurrence]) -> None:
             o.columns = None
         elif o.columns is not None:
             o.columns.update(o.keys)
+
+
+def _resolve(column: exp.Column, qualifier: str, names: dict[int, dict[str, Occurrence | None]]
+             ) -> Occurrence | None:  # fmt: skip
+    """The occurrence ``qualifier`` names where ``column`` stands (``None``: another kind of table)."""
+    select = column.parent_select
+    while select is not None:
+        scope = names.get(id(select), {})
+        if qualifier in scope:
+            return scope[qualifier]
+        select = select.parent_select
+    return None

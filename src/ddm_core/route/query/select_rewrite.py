@@ -166,7 +166,7 @@ class _Rewriter:
             inner = item.this if isinstance(item, exp.Alias) else item
             func = _AGGREGATES.get(type(inner))
             if func is None:
-                if any(isinstance(n, tuple(_AGGREGATES)) for n in inner.find_all(*_AGGREGATES)):
+                if any(_belongs_to(n, inner) for n in inner.find_all(*_AGGREGATES)):
                     raise UnsupportedSQLError(
                         f"select item {item.sql(dialect=INPUT)!r} computes with an aggregate; across "
                         "shards only plain COUNT/SUM/MIN/MAX/AVG items can be merged (select them "
@@ -502,3 +502,13 @@ def _or(x: Any, y: Any) -> Any:
     if x is None or y is None:
         return None
     return False
+
+
+def _belongs_to(aggregate: exp.Expr, item: exp.Expr) -> bool:
+    """Is ``aggregate`` the select item's own, not one of a subquery inside it (whose value is per row)?"""
+    node = aggregate.parent
+    while node is not None and node is not item:
+        if isinstance(node, exp.Select):
+            return False
+        node = node.parent
+    return True
