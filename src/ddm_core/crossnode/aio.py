@@ -15,11 +15,12 @@ from typing import Any, Sequence
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.transaction import AsyncTransaction
 from ddm_core.crossnode.client_join import explained, join_rows
-from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, Meter, OnTarget, ReadPart, Sessions, copy_steps
+from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, Meter, ReadPart, Sessions, Step, copy_steps
 from ddm_core.crossnode.insert_select import chunks, needs_xa, values_of
 from ddm_core.errors import DdmError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.result import Result
+from ddm_core.execute.steps import drive_async
 from ddm_core.route.crossnode import CrossNodePlan, ExplainPlan, params_for
 from ddm_core.route.crossnode.insert_select import BATCH_ROWS, InsertSelectPlan
 from ddm_core.route.plan import RoutePlan
@@ -105,41 +106,31 @@ class _Copies(Sessions[AsyncTransaction]):
 
 async def _copy(executor: Any, cross: CrossNodePlan, tx: AsyncTransaction | None, copies: _Copies,
                 timeout: Any) -> Held | None:
-    steps = copy_steps(cross, executor.config.runtime)
-    reading: AsyncResult | None = None
-    answer: Any = None
+    """Answer the copy steps with awaits; the parts held for a client join, if any."""
+    reading: list[AsyncResult] = []  # the part being read (one at a time)
+
+    async def answer(step: Step) -> Any:
+        if isinstance(step, FetchRows):
+            return await reading[-1].fetchmany(step.size)
+        if isinstance(step, InsertRows):
+            for ds in cross.targets:
+                await copies.insert(ds, step.sql, step.rows)
+        elif isinstance(step, ReadPart):
+            while reading:
+                await reading.pop().aclose()
+            reading.append(await _read(executor, tx, step.sql, step.params, step.stream, timeout))
+            return list(reading[-1].description or ())
+        else:
+            await copies.run(step.data_source, step.sql)
+            if step.drop is not None:
+                copies.drops.append((step.data_source, step.drop))
+        return None
+
     try:
-        while True:
-            try:
-                step = steps.send(answer)
-            except StopIteration as done:
-                held: Held | None = done.value
-                return held
-            answer = None
-            if isinstance(step, FetchRows):
-                assert reading is not None
-                answer = await reading.fetchmany(step.size)
-            elif isinstance(step, InsertRows):
-                for ds in cross.targets:
-                    await copies.insert(ds, step.sql, step.rows)
-            elif isinstance(step, ReadPart):
-                if reading is not None:
-                    await reading.aclose()
-                reading = await _read(executor, tx, step.sql, step.params, step.stream, timeout)
-                answer = list(reading.description or ())
-            elif isinstance(step, OnTarget):
-                try:
-                    await copies.run(step.data_source, step.sql)
-                except Exception:
-                    if not step.optional:  # an index only speeds the join up
-                        raise
-                else:
-                    if step.drop is not None:
-                        copies.drops.append((step.data_source, step.drop))
+        return await drive_async(copy_steps(cross, executor.config.runtime), answer)
     finally:
-        steps.close()
-        if reading is not None:
-            await reading.aclose()
+        for result in reading:
+            await result.aclose()
 
 
 async def _read(executor: Any, tx: AsyncTransaction | None, sql: str, params: Any, stream: bool | None,

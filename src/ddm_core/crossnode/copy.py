@@ -26,12 +26,10 @@ BATCH_ROWS = COPY_BATCH  # rows fetched from a part and inserted into its copies
 
 
 class OnTarget(NamedTuple):
-    """Run ``sql`` on the connection to ``data_source`` that holds the copies; ``optional``: a failure
-    only skips it (an index)."""
+    """Run ``sql`` on the connection to ``data_source`` that holds the copies."""
 
     data_source: str
     sql: str
-    optional: bool = False
     drop: str | None = None  # set for a CREATE: the statement that removes what it made
 
 
@@ -195,7 +193,7 @@ def _create(plan: CrossNodePlan, dialect: Dialect, k: int, description: Sequence
         statements = dialect.temporary_copy(part.temp, plan.creates[(k, ds)], keys)
         yield OnTarget(ds, statements[0], drop=dialect.drop_temporary(part.temp))
         for index in statements[1:]:
-            yield OnTarget(ds, index, optional=True)
+            yield OnTarget(ds, index)
 
 
 def _copy_held(plan: CrossNodePlan, dialect: Dialect, held: Held) -> Generator[Step, Any, None]:

@@ -15,10 +15,11 @@ from typing import Any
 
 from ddm_core.crossnode.client_join import explained, join_rows
 from ddm_core.crossnode.insert_select import run_insert_select
-from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, OnTarget, ReadPart, Sessions, copy_steps
+from ddm_core.crossnode.copy import FetchRows, Held, InsertRows, ReadPart, Sessions, Step, copy_steps
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.result import Result
+from ddm_core.execute.steps import drive
 from ddm_core.execute.transaction import Transaction
 from ddm_core.route.crossnode import CrossNodePlan, ExplainPlan
 from ddm_core.route.crossnode.insert_select import InsertSelectPlan
@@ -93,43 +94,31 @@ class _Copies(Sessions[Transaction]):
 
 
 def _copy(executor: Any, cross: CrossNodePlan, tx: Transaction | None, copies: _Copies, timeout: Any) -> Held | None:
-    steps = copy_steps(cross, executor.config.runtime)
-    reading: Result | None = None
-    answer: Any = None
+    """Answer the copy steps with blocking calls; the parts held for a client join, if any."""
+    reading: list[Result] = []  # the part being read (one at a time)
+
+    def answer(step: Step) -> Any:
+        if isinstance(step, FetchRows):
+            return reading[-1].fetchmany(step.size)
+        if isinstance(step, InsertRows):
+            for ds in cross.targets:
+                _on(copies.on(ds), step.sql, step.rows)
+        elif isinstance(step, ReadPart):
+            while reading:
+                reading.pop().close()
+            reading.append(_read(executor, tx, step, timeout))
+            return list(reading[-1].description or ())
+        else:
+            _on(copies.on(step.data_source), step.sql)
+            if step.drop is not None:
+                copies.drops.append((step.data_source, step.drop))
+        return None
+
     try:
-        while True:
-            try:
-                step = steps.send(answer)
-            except StopIteration as done:
-                held: Held | None = done.value
-                return held
-            answer = None
-            if isinstance(step, FetchRows):
-                assert reading is not None
-                answer = reading.fetchmany(step.size)
-            elif isinstance(step, InsertRows):
-                for ds in cross.targets:
-                    _on(copies.on(ds), step.sql, step.rows)
-            elif isinstance(step, ReadPart):
-                if reading is not None:
-                    reading.close()
-                reading = _read(executor, tx, step, timeout)
-                answer = list(reading.description or ())
-            elif isinstance(step, OnTarget):
-                target = copies.on(step.data_source)
-                if step.optional:
-                    try:
-                        _on(target, step.sql)
-                    except Exception:  # noqa: BLE001 - an index only speeds the join up
-                        pass
-                else:
-                    _on(target, step.sql)
-                    if step.drop is not None:
-                        copies.drops.append((step.data_source, step.drop))
+        return drive(copy_steps(cross, executor.config.runtime), answer)
     finally:
-        steps.close()
-        if reading is not None:
-            reading.close()
+        for result in reading:
+            result.close()
 
 
 def _read(executor: Any, tx: Transaction | None, step: ReadPart, timeout: Any) -> Result:
