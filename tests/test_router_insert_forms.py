@@ -169,8 +169,11 @@ INSERT_SELECT = [
              n_node, [3, 4]),
     per_node("select-no-list-schema", "N", "INSERT INTO t_order SELECT i.order_id, i.user_id, i.qty, NULL "
              "FROM t_order_item i WHERE i.user_id IN (7, 8)", None, n_node, [7, 8]),
-    per_node("select-group-by-key", "N", "INSERT INTO t_order (user_id, amount) SELECT user_id, SUM(qty) FROM t_order_item "
-             "WHERE user_id IN (1, 3) GROUP BY user_id", None, n_node, [1, 3]),
+    per_node("select-group-by-key", "N", "INSERT INTO t_order (order_id, user_id, amount) SELECT order_id, user_id, "
+             "SUM(qty) FROM t_order_item WHERE user_id IN (1, 3) GROUP BY user_id, order_id", None, n_node, [1, 3]),
+    # the shards cannot fill the key generator's column: refused node by node (answered across nodes)
+    Case("select-key-generated", "N", "INSERT INTO t_order (user_id, amount) SELECT user_id, SUM(qty) FROM t_order_item "
+         "WHERE user_id IN (1, 3) GROUP BY user_id", error=(UnsupportedSQLError, ("'order_id'", "key generator"))),
     per_node("select-distinct", "N", "INSERT INTO t_order (order_id, user_id) SELECT DISTINCT order_id, user_id "
              "FROM t_order_item WHERE user_id IN (2, 4)", None, n_node, [2, 4]),
     per_node("select-join-broadcast-qualified", "N", "INSERT INTO t_order (order_id, user_id, note) SELECT i.order_id, "
@@ -178,8 +181,8 @@ INSERT_SELECT = [
              None, n_node, [1, 2]),
     per_node("s-select-bound-in", "S", "INSERT INTO t_order (order_id, user_id) SELECT order_id, user_id FROM t_order_item "
              "WHERE user_id IN (1, 2)", None, s_node, [1, 2]),
-    per_node("select-one-shard-aggregate", "N", "INSERT INTO t_order (user_id, amount) SELECT user_id, SUM(qty) "
-             "FROM t_order_item WHERE user_id = 9", None, n_node, [9]),
+    per_node("select-one-shard-aggregate", "N", "INSERT INTO t_order (order_id, user_id, amount) SELECT order_id, "
+             "user_id, SUM(qty) FROM t_order_item WHERE user_id = 9 GROUP BY order_id, user_id", None, n_node, [9]),
     per_node("select-union-one-shard", "N", "INSERT INTO t_order (order_id, user_id) SELECT order_id, user_id "
              "FROM t_order_item WHERE user_id = 1 UNION ALL SELECT order_id, user_id FROM t_order WHERE user_id = 1",
              None, n_node, [1]),
@@ -189,10 +192,11 @@ INSERT_SELECT = [
          "WHERE user_id IN (1, 2) UNION SELECT order_id, user_id FROM t_order WHERE user_id IN (1, 2)",
          error=(UnsupportedSQLError, ("INSERT ... SELECT",))),
     # refused: per-node results would differ from one table's, so only one shard may run it
-    Case("select-aggregate-multi", "N", "INSERT INTO t_order (user_id, amount) SELECT MIN(user_id), SUM(qty) "
-         "FROM t_order_item WHERE user_id IN (1, 2)", error=(UnsupportedSQLError, ("'user_id'", "MIN(user_id)"))),
-    Case("select-count-multi", "N", "INSERT INTO t_order (user_id, amount) SELECT user_id, COUNT(*) FROM t_order_item "
-         "WHERE user_id IN (1, 2)", error=(UnsupportedSQLError, ("INSERT ... SELECT", "2 shards"))),
+    Case("select-aggregate-multi", "N", "INSERT INTO t_order (order_id, user_id, amount) SELECT order_id, "
+         "MIN(user_id), SUM(qty) FROM t_order_item WHERE user_id IN (1, 2)",
+         error=(UnsupportedSQLError, ("'user_id'", "MIN(user_id)"))),
+    Case("select-count-multi", "N", "INSERT INTO t_order (order_id, user_id, amount) SELECT order_id, user_id, "
+         "COUNT(*) FROM t_order_item WHERE user_id IN (1, 2)", error=(UnsupportedSQLError, ("INSERT ... SELECT", "2 shards"))),
     Case("select-group-other-multi", "N", "INSERT INTO t_order (user_id, amount) SELECT user_id, SUM(qty) FROM t_order_item "
          "WHERE user_id IN (1, 2) GROUP BY qty", error=(UnsupportedSQLError, ("INSERT ... SELECT",))),
     Case("select-limit-multi", "N", "INSERT INTO t_order (order_id, user_id) SELECT order_id, user_id FROM t_order_item "

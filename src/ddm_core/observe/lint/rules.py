@@ -15,6 +15,8 @@ rule                   severity  when
 ``deep-pagination``    warning   a multi-shard SELECT with ``OFFSET`` ≥ ``deep_offset`` or from a
                                  parameter (``error`` beyond ``runtime.maxOffset``: refused)
 ``shard-key-update``   error     UPDATE setting a shard column
+``cross-node``         warning   a statement answered across nodes: its tables' rows are read and
+                                 joined in the client or on one node (docs/cross-node-queries.md)
 ``unsupported``        error     the router refuses the statement (or it cannot be parsed)
 =====================  ========  ===============================================================
 
@@ -50,7 +52,7 @@ from ddm_core.route.text.placeholders import Translated, translate
 __all__ = ["Finding", "LintSettings", "lint_statement", "RULES", "ERROR", "WARNING"]
 
 ERROR, WARNING = "error", "warning"
-RULES = ("full-route", "cross-shard-write", "deep-pagination", "shard-key-update", "unsupported")
+RULES = ("full-route", "cross-shard-write", "deep-pagination", "shard-key-update", "cross-node", "unsupported")
 #: Placeholder values tried in turn: integers, dates (time-based algorithms), strings. Each
 #: placeholder gets its own value, so ``SET user_id = %s WHERE user_id = %s`` is seen to move a row.
 _VALUES: tuple[Any, ...] = (
@@ -161,6 +163,13 @@ def _plan_findings(
     finding: Any, plan: RoutePlan, tree: exp.Expr, config: ShardingConfig, settings: LintSettings
 ) -> list[Finding]:
     out: list[Finding] = []
+    if plan.cross_node is not None:
+        cross = plan.cross_node
+        reason = cross.reason.split(" (statement: ")[0]
+        out.append(finding(WARNING, "cross-node", f"answered across nodes ({cross.strategy}): {reason}",
+                           "join bound tables on their shard key, or make the small table a broadcast table, "
+                           "so that each node answers its own rows"))  # fmt: skip
+        return out
     if plan.kind is RouteKind.FULL:
         for t in plan.tables:
             table = config.table(t.logic_table)

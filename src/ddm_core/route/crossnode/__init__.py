@@ -191,6 +191,11 @@ class CrossNodePlan(NamedTuple):
     local: LocalJoin | None  # join the parts in the client while they are few and their keys plain
 
     @property
+    def reason(self) -> str:
+        """Why the statement cannot run node by node (the co-location proof's refusal)."""
+        return self.statement.reason
+
+    @property
     def strategy(self) -> str:
         """How the parts meet: ``broadcast copy``, ``client join`` (copied to the gathering node after
         all when they turn out many or their keys not plain), ``batched nested loop`` or ``hash join``."""
@@ -249,6 +254,10 @@ class ExplainPlan(NamedTuple):
     @property
     def strategy(self) -> str:
         return self.plan.strategy
+
+    @property
+    def reason(self) -> str:
+        return self.plan.reason
 
     def explain(self) -> list[tuple[str, str, str, str]]:
         return self.plan.explain()

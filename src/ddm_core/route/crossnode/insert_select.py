@@ -51,6 +51,10 @@ class InsertSelectPlan(NamedTuple):
     def strategy(self) -> str:
         return "insert ... select"
 
+    @property
+    def reason(self) -> str:
+        return self.statement.reason
+
     def explain(self) -> list[tuple[str, str, str, str]]:
         s = self.statement
         return [
