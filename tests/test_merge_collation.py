@@ -469,9 +469,11 @@ def assert_groups(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]], colla
     assert table(got) == table(want), f"{sql}:\n  got  {got}\n  want {want}"
 
 
-#: (id, string) rows (latin1's alphabet, which every column can hold).
+#: (id, string) rows (latin1's alphabet, which every column can hold). No string ends in NUL: under a
+#: NO PAD collation MariaDB 10.11 itself orders '' before '\x00' for ORDER BY but after it for GROUP BY
+#: ... ORDER BY (seen with utf8mb4_general_nopad_ci), so no merge can match both.
 generated_rows = st.lists(
-    st.tuples(st.integers(1, 10_000), st.one_of(st.none(), latin1_strings)),
+    st.tuples(st.integers(1, 10_000), st.one_of(st.none(), latin1_strings.map(lambda v: v.rstrip("\x00")))),
     max_size=24, unique_by=lambda r: r[0],
 )
 
