@@ -10,6 +10,8 @@ asyncio runner gathers every part on the gathering node instead
 
 from __future__ import annotations
 
+import logging
+
 from typing import Any, Sequence
 
 from ddm_core.aio.result import AsyncResult
@@ -24,6 +26,8 @@ from ddm_core.execute.steps import drive_async
 from ddm_core.route.crossnode import CrossNodePlan, ExplainPlan, params_for
 from ddm_core.route.crossnode.insert_select import BATCH_ROWS, InsertSelectPlan
 from ddm_core.route.plan import RoutePlan
+
+log = logging.getLogger(__name__)
 
 __all__ = ["run_asyncio"]
 
@@ -93,8 +97,8 @@ class _Copies(Sessions[AsyncTransaction]):
     async def abandon(self) -> None:
         try:
             await self.drop()
-        except Exception:  # noqa: BLE001 - the first failure is the one raised; the sessions are reset
-            pass
+        except Exception as exc:  # noqa: BLE001 - the statement's own failure is the one raised
+            log.warning("dropping a cross-node statement's copies failed (%s); their sessions are reset", exc)
         finally:
             if self.own is not None:
                 await self.own.rollback()

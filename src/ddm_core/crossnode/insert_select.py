@@ -65,11 +65,11 @@ def needs_xa(config: ShardingConfig, s: InsertSelectStatement) -> bool:
         return True
     if not config.runtime.insert_select_autocommit:
         raise UnsupportedSQLError(
-                f"INSERT ... SELECT into {s.target!r} routes each row it reads to its own shard, so it writes "
-                "to several data sources; with no transaction open and data sources without XA nothing would "
-                "make that atomic. Run it inside a transaction, or set runtime.insertSelectAutocommit: true "
-                "to let each batch commit on its own",
-                construct="INSERT ... SELECT", table=s.target)
+            f"INSERT ... SELECT into {s.target!r} routes each row it reads to its own shard, so it writes "
+            "to several data sources; with no transaction open and data sources without XA nothing would "
+            "make that atomic. Run it inside a transaction, or set runtime.insertSelectAutocommit: true "
+            "to let each batch commit on its own",
+            construct="INSERT ... SELECT", table=s.target)
     return False
 
 

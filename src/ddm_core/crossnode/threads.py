@@ -11,6 +11,8 @@ connection never keeps one (docs/cross-node-queries.md#connections).
 
 from __future__ import annotations
 
+import logging
+
 from typing import Any
 
 from ddm_core.crossnode.client_join import explained, join_rows
@@ -24,6 +26,8 @@ from ddm_core.execute.transaction import Transaction
 from ddm_core.route.crossnode import CrossNodePlan, ExplainPlan
 from ddm_core.route.crossnode.insert_select import InsertSelectPlan
 from ddm_core.route.plan import RoutePlan
+
+log = logging.getLogger(__name__)
 
 __all__ = ["run_threads"]
 
@@ -82,8 +86,8 @@ class _Copies(Sessions[Transaction]):
         """After a failure: drop what can be dropped, end a transaction of our own."""
         try:
             self.drop()
-        except Exception:  # noqa: BLE001 - the first failure is the one raised; the sessions are reset
-            pass
+        except Exception as exc:  # noqa: BLE001 - the statement's own failure is the one raised
+            log.warning("dropping a cross-node statement's copies failed (%s); their sessions are reset", exc)
         finally:
             if self.own is not None:
                 self.own.rollback()
