@@ -35,7 +35,6 @@ from services import fresh_mariadb_databases, mariadb_connect
 from test_execute_support import running_mariadb
 from test_xa_support import (
     ACCOUNTS,
-    all_trx,
     START_BALANCE,
     bank_config,
     check_bank,
@@ -43,6 +42,7 @@ from test_xa_support import (
     ledger,
     prepared_xids,
     transfer_async,
+    trx_left,
     xa_host,
     xa_runtime,
 )
@@ -222,7 +222,7 @@ def test_transfers_cancelled_at_random_points_end_committed_or_rolled_back(priva
     assert outcomes["cancelled, committed"] > 0 and outcomes["cancelled, rolled back"] > 0, outcomes
     raw = server.raw()
     try:
-        assert prepared_xids(raw) == [] and all_trx(raw) == [], "a branch was left prepared or open"
+        assert prepared_xids(raw) == [] and trx_left(raw) == [], "a branch was left prepared or open"
     finally:
         raw.close()
     with Executor(config, load_schema=False) as ex:
