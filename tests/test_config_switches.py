@@ -60,6 +60,7 @@ proxy:
   auditLog: audit.jsonl
   auditAll: true
   inlineStatements: false
+  relay: false
   tls:
     cert: server.pem
     key: server.key

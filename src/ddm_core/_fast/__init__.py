@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay")
 
 
 class Implementation(NamedTuple):
@@ -34,6 +34,7 @@ class Implementation(NamedTuple):
     ids: ModuleType
     merge: ModuleType
     wire: ModuleType
+    relay: ModuleType
 
 
 def load(name: str) -> Implementation:

@@ -135,6 +135,29 @@ class Driver(ABC):
         """Seconds a read from ``endpoint`` may wait for the server (``None``: unbounded)."""
         return None
 
+    #: Whether a proxy may relay answers read off this driver's sockets (docs/proxy.md#relayed-results).
+    can_relay = False
+    #: Whether the server sends EOF packets on its connections (they did not ask for ``CLIENT_DEPRECATE_EOF``).
+    relay_eof = True
+
+    def relay_socket(self, raw: Any) -> Any | None:
+        """The socket whose raw answer packets a proxy passes on instead of :meth:`receive`; ``None``: it
+        cannot (the connection is gone, or speaks otherwise than :attr:`relay_eof` says)."""
+        return None
+
+    def relayed(self, raw: Any, status: int) -> None:
+        """A relayed answer ended with the server's ``status`` flags: the connection knows its state again."""
+
+    def relay_error(self, raw: Any, payload: bytes) -> BaseException:
+        """The driver's exception for an error packet a relay read (what :meth:`receive` would have raised)."""
+        raise ExecutionError(f"the {self.dialect.name} driver cannot relay answers")
+
+    def send_execute(self, raw: Any, sql: str, count: int, values: bytes) -> None:
+        """Send a binary-protocol execute of ``sql`` (``?`` marks, ``count`` of them) with ``values`` (its null
+        bitmap, types and values, as a COM_STMT_EXECUTE carries them), preparing ``sql`` on ``raw`` first
+        if it is not yet (one round trip, then kept on the connection); the answer is relayed."""
+        raise ExecutionError(f"the {self.dialect.name} driver cannot relay answers")
+
     def begin(self, raw: Any, isolation: str | None = None) -> None:
         """Open a transaction, at ``isolation`` (one of ``ISOLATION_LEVELS``) when given.
 
@@ -187,6 +210,11 @@ class Driver(ABC):
 _COM_RESET_CONNECTION = 0x1F
 #: MySQL's COM_QUERY command byte (one text statement).
 _COM_QUERY = 0x03
+_DEPRECATE_EOF = 1 << 24  # CLIENT_DEPRECATE_EOF
+_COM_STMT_PREPARE, _COM_STMT_EXECUTE, _COM_STMT_CLOSE = 0x16, 0x17, 0x19
+_EXECUTE_ONCE = b"\x00\x01\x00\x00\x00"  # no cursor, one iteration
+#: Statements send_execute keeps prepared on one connection (MariaDB's max_prepared_stmt_count is per server).
+_PREPARED_PER_CONNECTION = 128
 
 
 class MySQLDriver(Driver):
@@ -197,6 +225,7 @@ class MySQLDriver(Driver):
         pymysql_module()  # PyMySQL is untyped: its modules are used as Any
         self._sscursor = importlib.import_module("pymysql.cursors").SSCursor
         self._in_trans = importlib.import_module("pymysql.constants.SERVER_STATUS").SERVER_STATUS_IN_TRANS
+        self._errors = importlib.import_module("pymysql.err")
         self._killer = QueryKiller(self._open_briefly, dialect.cancel_statement)
 
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
@@ -268,6 +297,50 @@ class MySQLDriver(Driver):
     def fileno(self, raw: Any) -> int:
         return int(raw._sock.fileno())
 
+    can_relay = True
+
+    def relay_socket(self, raw: Any) -> Any | None:
+        # PyMySQL's buffered reader holds nothing here: the previous answer was read to its last
+        # packet, and a server sends nothing before the next command.
+        return None if raw._sock is None or raw.client_flag & _DEPRECATE_EOF else raw._sock
+
+    def relayed(self, raw: Any, status: int) -> None:
+        raw.server_status = status  # in_transaction() and the next statement read it
+
+    def send_execute(self, raw: Any, sql: str, count: int, values: bytes) -> None:
+        prepared: dict[str, int] | None = getattr(raw, "ddm_prepared", None)
+        if prepared is None:
+            prepared = raw.ddm_prepared = {}
+        stmt_id = prepared.get(sql)
+        if stmt_id is None:
+            if len(prepared) >= _PREPARED_PER_CONNECTION:  # the oldest go (COM_STMT_CLOSE has no answer)
+                for old in list(prepared)[: _PREPARED_PER_CONNECTION // 2]:
+                    raw._execute_command(_COM_STMT_CLOSE, prepared.pop(old).to_bytes(4, "little"))
+            stmt_id = prepared[sql] = self._prepare(raw, sql, count)
+        raw._execute_command(_COM_STMT_EXECUTE, stmt_id.to_bytes(4, "little") + _EXECUTE_ONCE + values)
+
+    def _prepare(self, raw: Any, sql: str, count: int) -> int:
+        """COM_STMT_PREPARE ``sql`` and read the whole answer (blocking: once per statement and connection)."""
+        raw._execute_command(_COM_STMT_PREPARE, sql.encode(raw.encoding))
+        first = raw._read_packet()  # an error packet raises PyMySQL's error
+        data = first.get_all_data()
+        stmt_id = int.from_bytes(data[1:5], "little")
+        columns, params = int.from_bytes(data[5:7], "little"), int.from_bytes(data[7:9], "little")
+        eof = 0 if raw.client_flag & _DEPRECATE_EOF else 1
+        for _ in range(params + (eof if params else 0) + columns + (eof if columns else 0)):
+            raw._read_packet()
+        if params != count:
+            raw._execute_command(_COM_STMT_CLOSE, stmt_id.to_bytes(4, "little"))
+            raise ExecutionError(f"the data source prepared {params} parameters, not {count}, for: {sql}")
+        return stmt_id
+
+    def relay_error(self, raw: Any, payload: bytes) -> BaseException:
+        try:
+            self._errors.raise_mysql_exception(payload)
+        except Exception as exc:  # noqa: BLE001  # what PyMySQL raises for this packet, to be mapped as usual
+            return exc
+        return ExecutionError("the data source's error packet could not be read")  # not an error packet
+
     def socket_timeout(self, endpoint: Endpoint) -> float | None:
         return socket_timeout_of(endpoint.options, f"endpoint {endpoint.name!r} ({endpoint.url})")
 
@@ -294,6 +367,7 @@ class MySQLDriver(Driver):
         self._killer.cancel(endpoint, raw)  # never waits on the server: docs in mysql_cancel
 
     def reset_session(self, raw: Any, endpoint: Endpoint) -> bool:
+        raw.ddm_prepared = None  # the reset deallocates the statements send_execute prepared
         raw._execute_command(_COM_RESET_CONNECTION, b"")
         raw._read_ok_packet()  # an error packet (a server without the command) raises: discard
         # The reset gave the session the server's defaults; put back what the recipe set.

@@ -306,7 +306,10 @@ class Executor:
             self.runner.run_dual(plan, caller_style, stmt.deadline)
         return engine.observed(plan, stmt.started, result)
 
-    def send_single(self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT) -> SentUnit | None:
+    def send_single(
+        self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT,
+        send: Callable[[Any, RouteUnit], None] | None = None,
+    ) -> SentUnit | None:  # fmt: skip
         """Send a one-unit plan outside any transaction and return at once; ``None``: it cannot go so now.
 
         The caller waits for ``fileno`` to be readable (an event loop: without a thread) and calls
@@ -314,8 +317,10 @@ class Executor:
         sent) when the plan is not one unit, is a dual write, its data source has replicas, its
         driver cannot split a statement, the executor streams every statement, or its pool has
         no idle connection that needs no check: then :meth:`execute_plan` runs it (docs/proxy.md).
+        ``send(raw, unit)``: sends the unit itself instead of the driver's ``send`` (a relayed binary
+        execute, docs/proxy.md#relayed-results); its answer is then relayed, never read by ``finish``.
         """
-        return self.runner.send_single(self.engine.begin(plan, caller_style, timeout, None))
+        return self.runner.send_single(self.engine.begin(plan, caller_style, timeout, None), send)
 
     def set_observer(self, observer: StatementObserver | None) -> None:
         """Tell ``observer`` about every statement :meth:`execute_plan` runs (``None``: nobody; docs/observability.md).

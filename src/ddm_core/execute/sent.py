@@ -10,7 +10,7 @@ thread waits for the data source meanwhile.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 if TYPE_CHECKING:
     from ddm_core.execute.pools import Borrowed, EndpointPool
@@ -26,6 +26,10 @@ class Finisher(Protocol):
     """What reads a sent unit's answer (the thread runner)."""
 
     def finish_sent(self, sent: SentUnit) -> Result: ...
+
+    def finish_relayed(self, sent: SentUnit, rows: int, status: int) -> None: ...
+
+    def fail_relayed(self, sent: SentUnit, error: BaseException) -> NoReturn: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -60,6 +64,20 @@ class SentUnit:
     def finish(self) -> Result:
         """Read the answer (blocking only until its last packet is in) and give the connection back."""
         return self.runner.finish_sent(self)
+
+    def relayed(self, rows: int, status: int) -> None:
+        """The answer was passed on raw (docs/proxy.md#relayed-results): ``rows`` rows, ending with the
+        server's ``status`` flags. The connection goes back and the statement is observed as if read.
+
+        Raises:
+            QueryTimeoutError: the deadline's cancel fired meanwhile (the rows may have been cut short).
+        """
+        self.runner.finish_relayed(self, rows, status)
+
+    def relay_failed(self, error: BaseException) -> NoReturn:
+        """A relayed answer ended in ``error`` (the driver's exception for its error packet, or a lost
+        connection): mapped and raised as :meth:`finish` would, the connection given back or discarded."""
+        self.runner.fail_relayed(self, error)
 
     def abandon(self) -> None:
         """The caller gave up (a client gone, a shutdown): the connection, in an unknown state, is discarded."""

@@ -20,7 +20,7 @@ import concurrent.futures as cf
 import threading
 import time
 from contextvars import copy_context
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 from ddm_core.errors import ExecutionError, PoolTimeoutError, QueryTimeoutError
 from ddm_core.execute.endpoints import Endpoints
@@ -342,8 +342,8 @@ class ThreadRunner:
                 return False
         return each_pool_can_lend(lanes)
 
-    def _send(self, unit: RouteUnit, pool: EndpointPool, borrowed: Borrowed, sql: str, deadline: float | None
-              ) -> tuple[Any, Guard | None]:  # fmt: skip
+    def _send(self, unit: RouteUnit, pool: EndpointPool, borrowed: Borrowed, sql: str, deadline: float | None,
+              send: Callable[[Any, RouteUnit], None] | None = None) -> tuple[Any, Guard | None]:  # fmt: skip
         """Arm the deadline and send ``unit`` without waiting; (cursor, guard) for :meth:`_answer`."""
         guard = borrowed.guard if deadline is not None else None
         cursor = None
@@ -352,7 +352,10 @@ class ThreadRunner:
                 raise timeout_error(unit, pool.endpoint.name)
             if guard is not None and deadline is not None:
                 guard.arm(deadline)
-            cursor = pool.driver.send(borrowed.raw, sql, unit.params)
+            if send is None:
+                cursor = pool.driver.send(borrowed.raw, sql, unit.params)
+            else:
+                send(borrowed.raw, unit)
         except BaseException as exc:
             self._fail(exc, unit, pool, borrowed, True, cursor, guard, sql)
         return cursor, guard
@@ -398,7 +401,7 @@ class ThreadRunner:
 
     # -- sent without waiting ---------------------------------------------------------------
 
-    def send_single(self, stmt: Statement) -> SentUnit | None:
+    def send_single(self, stmt: Statement, send: Callable[[Any, RouteUnit], None] | None = None) -> SentUnit | None:
         """Send a one-unit plan outside any transaction and return at once (see ``Executor.send_single``)."""
         plan = stmt.plan
         if self.closed or len(plan.units) != 1 or plan.kind is RouteKind.FULL or plan.dual or self.engine.stream is True:
@@ -421,7 +424,7 @@ class ThreadRunner:
             answer_by = None if bound is None else stmt.started + bound
         sql = self.engine.unit_sql(driver, unit, stmt.style)
         try:
-            cursor, guard = self._send(unit, pool, borrowed, sql, stmt.deadline)
+            cursor, guard = self._send(unit, pool, borrowed, sql, stmt.deadline, send)
             try:
                 fileno = driver.fileno(borrowed.raw)
             except BaseException:  # sent, but nobody can wait for the answer: the connection is in doubt
@@ -449,6 +452,27 @@ class ThreadRunner:
             engine.failed(stmt.plan, stmt.started, exc)
             raise
         return engine.observed(stmt.plan, stmt.started, result)
+
+    def finish_relayed(self, sent: SentUnit, rows: int, status: int) -> None:
+        """:meth:`SentUnit.relayed`: the connection back, the statement observed as a read of ``rows`` rows."""
+        stmt, pool, borrowed = sent.statement, sent.pool, sent.borrowed
+        if sent.guard is not None and sent.guard.disarm():  # the cancel may have cut the rows short
+            borrowed.release(discard=True)
+            error = timeout_error(sent.unit, pool.endpoint.name)
+            self.engine.failed(stmt.plan, stmt.started, error)
+            raise error
+        pool.driver.relayed(borrowed.raw, status)
+        borrowed.release()
+        self.engine.observed(stmt.plan, stmt.started, Result.counted(rows, None, (), stmt.plan.statement))
+
+    def fail_relayed(self, sent: SentUnit, error: BaseException) -> NoReturn:
+        """:meth:`SentUnit.relay_failed`: ``error`` mapped as a read's, the connection given back or discarded."""
+        stmt = sent.statement
+        try:
+            self._fail(error, sent.unit, sent.pool, sent.borrowed, True, sent.cursor, sent.guard, sent.sql)
+        except BaseException as exc:
+            self.engine.failed(stmt.plan, stmt.started, exc)
+            raise
 
     # -- fan-out -----------------------------------------------------------------------------
 

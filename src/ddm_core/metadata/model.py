@@ -573,6 +573,8 @@ class ProxySettings:
         audit_all: Every statement goes to the audit log, however fast (``auditAll``).
         inline_statements: Run a statement that goes to one data source on the event loop, without
             the hop to a worker thread (docs/proxy.md#how-it-is-built).
+        relay: Pass such a statement's result from the data source to the client packet by packet,
+            without decoding its rows (docs/proxy.md#relayed-results); ``False``: decoded and framed again.
         tls: TLS for clients (``None``: plain connections only).
         transaction_mode: What a client's ``BEGIN`` opens: ``local`` or ``xa`` (docs/proxy.md#xa-transactions);
             a session changes its own with ``SET transaction_type``.
@@ -600,6 +602,7 @@ class ProxySettings:
     audit_log: str | None = None
     audit_all: bool = False
     inline_statements: bool = True
+    relay: bool = True
     tls: ProxyTls | None = None
     transaction_mode: str = "local"
     max_connections: int = 151

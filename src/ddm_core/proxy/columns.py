@@ -25,6 +25,7 @@ own encoder sends a ``TINYINT`` as a bool and every integer signed).
 
 from __future__ import annotations
 
+import importlib
 import struct
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -37,7 +38,7 @@ from mysql_mimic.types import ColumnDefinition, str_len, uint_1, uint_2, uint_4,
 from ddm_core import dialects
 from ddm_core.merge.spec import Aggregate, MergeSpec
 
-__all__ = ["Column", "result_columns", "text_columns", "merged", "described_columns", "wire_columns"]
+__all__ = ["Column", "result_columns", "text_columns", "merged", "described_columns", "relayed_columns", "wire_columns"]
 
 BINARY = int(CharacterSet.binary)  # 63
 _NOT_NULL = int(ColumnDefinition.NOT_NULL_FLAG)
@@ -183,6 +184,31 @@ def described_columns(
 
 _DESCRIBED: dict[Any, list[Column]] = {}
 _DESCRIBED_LIMIT = 4096
+
+
+#: Types PyMySQL hands over as ``bytes`` when their character set is ``binary`` (its ``TEXT_TYPES``).
+_BYTES_WHEN_BINARY = frozenset({ColumnType.BIT, ColumnType.BLOB, ColumnType.LONG_BLOB, ColumnType.MEDIUM_BLOB,
+                                ColumnType.STRING, ColumnType.TINY_BLOB, ColumnType.VAR_STRING, ColumnType.VARCHAR,
+                                ColumnType.GEOMETRY})  # fmt: skip
+
+
+def relayed_columns(definitions: Sequence[bytes], aggregates: Sequence[Aggregate] = ()) -> list[Column]:
+    """The columns a relayed result announces: what :func:`described_columns` makes of the description
+    PyMySQL reads from the same column-definition packets (proxy/relay.py), so relayed and decoded
+    results announce alike. A column's value type is known from its definition (``bytes`` for a binary
+    string), where the decoded path looks at the first row's value."""
+    read = importlib.import_module("pymysql.protocol").FieldDescriptorPacket  # untyped; the MySQL driver
+    description: list[tuple[Any, ...]] = []
+    samples: list[Any] = []
+    for payload in definitions:
+        field = read(payload, "utf8")
+        description.append(field.description())
+        code = field.type_code
+        if code == ColumnType.NULL:
+            samples.append(None)
+        else:
+            samples.append(b"" if code in _BYTES_WHEN_BINARY and field.charsetnr == BINARY else "")
+    return described_columns(description, [tuple(samples)], aggregates)
 
 
 def wire_columns(columns: Sequence[Column]) -> list[ResultColumn]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from mysql_mimic import context, packets
 from mysql_mimic.charset import CharacterSet
@@ -56,11 +56,12 @@ from ddm_core.errors import DdmError
 from ddm_core.proxy.admission import Admission, Refusal
 from ddm_core.proxy.auth import exchange
 from ddm_core.proxy.client_packets import MalformedPacket, change_user, field_list, handshake_response
-from ddm_core.proxy.columns import Column, wire_columns
+from ddm_core.proxy.columns import Column, relayed_columns, wire_columns
 from ddm_core.proxy.mysql_errors import ACCESS_DENIED, INSECURE_TRANSPORT, UNKNOWN_ERROR, error_info, sqlstate_of
 from ddm_core.proxy.prepared import read_execute
 from ddm_core.proxy.runtime import ProxyRuntime
-from ddm_core.proxy.session import Batched, Outcome, Rows, flatten
+from ddm_core.proxy.relay import ResultRelay
+from ddm_core.proxy.session import RELAYED, Batched, Outcome, Rows, flatten
 from ddm_core.proxy.stream import PACKET_TOO_LARGE, PacketTooLarge
 from ddm_core.proxy.tls import start_tls
 
@@ -110,6 +111,8 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._announced: dict[int, list[Column]] = {}  # prepared statement id -> the columns its prepare announced
         # (columns, charset, seq, binary) -> (columns, framed column count + definitions, mimic's columns, next seq)
         self._headers: dict[Any, tuple[list[Column], bytes, list[Any], int]] = {}
+        # (backend definitions, charset, aggregates, announced) -> (announced, client header payloads)
+        self._relay_headers: dict[Any, tuple[list[Column] | None, list[bytes]]] = {}
         self._protocol_41: bool | None = None  # the client's capabilities, read once (they do not change)
         self._deprecate_eof = False
 
@@ -310,6 +313,9 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             com_query = packets.parse_com_query(capabilities=self.capabilities, client_charset=self.client_charset,
                                                 data=data)  # fmt: skip
             result = await self.session.handle_query(com_query.sql, com_query.query_attrs)
+            if result is RELAYED:  # already written, packet by packet (docs/proxy.md#relayed-results)
+                self._outcome = self._batched = None
+                return
             if isinstance(result, Rows) and result.columns and self._fast_frames():
                 self._outcome = self._batched = None
                 self._write_rows(result.columns, result.rows)
@@ -364,7 +370,16 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         return b"\xfe" + _STATUS_WARNINGS.pack(0, status)  # EOF: warnings, then status
 
     def _frame_header(self, columns: list[Column], charset: Any, binary: bool) -> tuple[bytes, list[Any], int]:
-        """The framed column count and definitions, mimic's columns, next seq.
+        """The framed column count and definitions, mimic's columns, next seq."""
+        wire, payloads = self._header_payloads(columns, charset, binary)
+        framed = bytearray()
+        seq = self.stream.seq.value
+        for payload in payloads:
+            seq = _frame(framed, seq, payload)
+        return bytes(framed), wire, seq
+
+    def _header_payloads(self, columns: list[Column], charset: Any, binary: bool) -> tuple[list[Any], list[bytes]]:
+        """mimic's columns and the column count and definition payloads a result starts with.
 
         Text results: mimic's definitions (name, type, character set); binary ones (prepared
         statements): the columns' full definitions, as ``_write_binary_resultset`` writes them.
@@ -381,11 +396,36 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
                 )
                 for c in wire
             )
-        framed = bytearray()
-        seq = self.stream.seq.value
-        for payload in payloads:
-            seq = _frame(framed, seq, payload)
-        return bytes(framed), wire, seq
+        return wire, payloads
+
+    def relay_for(self, backend_eof: bool, binary: bool) -> ResultRelay | None:
+        """A relay for a result to this client, text or ``binary`` (docs/proxy.md#relayed-results);
+        ``None``: it must be decoded (a client older than protocol 4.1)."""
+        if not self._fast_frames():
+            return None
+        return ResultRelay(self.stream.seq.value, not self._deprecate_eof, backend_eof, not binary)
+
+    def relay_header(self, aggregates: Any, announced: list[Column] | None
+                     ) -> Callable[[list[bytes]], tuple[list[bytes], int]]:  # fmt: skip
+        """For a relayed result: the data source's column definitions → the client's, as the decoded path
+        announces the same columns (kept per definitions), with the session's status flags.
+        ``announced``: a prepared statement's columns (a binary result), ``None`` for a text result."""
+
+        def header_for(definitions: list[bytes]) -> tuple[list[bytes], int]:
+            charset = self.server_charset
+            key = (tuple(definitions), charset, aggregates, None if announced is None else id(announced))
+            known = self._relay_headers.get(key)
+            if known is None or known[0] is not announced:
+                columns = relayed_columns(definitions, aggregates)
+                if announced is not None:
+                    columns = _as_announced(announced, columns)
+                known = (announced, self._header_payloads(columns, charset, binary=announced is not None)[1])
+                if len(self._relay_headers) >= _HEADERS_LIMIT:
+                    self._relay_headers.clear()
+                self._relay_headers[key] = known
+            return known[1], int(self.status_flags)
+
+        return header_for
 
     async def handle_stmt_execute(self, data: bytes) -> None:
         # Not mimic's: it pastes parameter values into the SQL unescaped (proxy/prepared.py).
@@ -397,7 +437,11 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
                 raise MysqlError("Parameter of prepared statement which is set through mysql_send_long_data() is "
                                  "longer than 'max_allowed_packet' bytes (proxy.maxAllowedPacket)",
                                  code=PACKET_TOO_LARGE)  # fmt: skip
-            result = await self.session.handle_prepared(execute.stmt.sql, execute.params)
+            announced = None if execute.use_cursor else self._announced.get(execute.stmt.stmt_id)
+            result = await self.session.handle_prepared(execute.stmt.sql, execute.params, announced)
+            if result is RELAYED:  # already written, packet by packet (docs/proxy.md#relayed-results)
+                self._outcome = None
+                return
             if isinstance(result, Outcome):
                 self._outcome = result
                 await self.stream.write(self.ok())

@@ -84,13 +84,14 @@ class ProxyRuntime:
         unmasked: Users who see masked columns unmasked.
         clock: Monotonic seconds (statement times for the audit log).
         inline: One-unit statements may run on the event loop (``proxy.inlineStatements``).
+        relay: Their results go to the client packet by packet, rows not decoded (``proxy.relay``).
     """
 
     def __init__(
         self, executor: Executor, variables: GlobalVariables, *, workers: int, batch_rows: int,
         limiter: RateLimiter | None = None, masker: Masker | None = None, audit: AuditLog | None = None,
         unmasked: frozenset[str] = frozenset(), clock: Callable[[], float] = time.monotonic,
-        inline: bool = True,
+        inline: bool = True, relay: bool = True,
     ) -> None:  # fmt: skip
         self.executor = executor
         self.variables = variables
@@ -108,6 +109,8 @@ class ProxyRuntime:
         self.shapes = Shapes()
         self.described = ResultShapes()  # prepared statements' result columns by text (proxy/described.py)
         self.inline = inline
+        self.relay = relay
+        self.relayed = 0  # of those, the statements whose result was relayed
         self.inlined = 0  # statements run on the event loop, without the thread hop
         self._running = 0
         self._idle_lock = threading.Lock()  # taken directly on the hot path (a Condition's with is Python code)
@@ -140,6 +143,7 @@ class ProxyRuntime:
         self.unmasked = frozenset(u.name for u in settings.users if u.unmask)
         self.access.take(settings.users)
         self.inline = settings.inline_statements
+        self.relay = settings.relay
         if settings.masks != self._mask_rules:
             masker = Masker(settings.masks)
             self.masker = masker if masker.active else None

@@ -270,7 +270,8 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
             self.runtime.audit.close()
         self.phase = Phase.CLOSED
         log.info("ddm proxy stopped: %d backend connection(s) were still borrowed at close; pools closed; "
-                 "%d statement(s) ran on the event loop", self.borrowed_at_close, self.runtime.inlined)  # fmt: skip
+                 "%d statement(s) ran on the event loop, %d of them relayed", self.borrowed_at_close,
+                 self.runtime.inlined, self.runtime.relayed)  # fmt: skip
 
 
 def back_log(settings: ProxySettings) -> int:

@@ -41,11 +41,13 @@ from mysql_mimic.variables import SessionVariables
 from ddm_core.errors import DdmError, StatementInterruptedError
 from ddm_core.execute import Result, Transaction
 from ddm_core.execute.savepoints import opens_transaction
+from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.shared import style_of
 from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
 from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
+from ddm_core.proxy.relay import RELAY_STATES, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import (
     ACCESS_DENIED, NOT_SUPPORTED, TX_IN_PROGRESS, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info,
@@ -55,10 +57,10 @@ from ddm_core.proxy.runtime import ProxyRuntime, Shape
 from ddm_core.session_facts import SAVEPOINT_KINDS
 from ddm_core.session_statements import Kind, classify, probe_items, returns_rows
 from ddm_core.proxy.variables import TRANSACTION_TYPE, apply_set
-from ddm_core.route.plan import EXPLAIN_COLUMNS, RouteKind, RoutePlan
+from ddm_core.route.plan import EXPLAIN_COLUMNS, RouteKind, RoutePlan, RouteUnit
 from ddm_core.route.text.placeholders import translate
 
-__all__ = ["ProxySession", "Outcome", "Rows", "Batched", "flatten"]
+__all__ = ["ProxySession", "Outcome", "Rows", "Batched", "flatten", "RELAYED"]
 
 log = logging.getLogger("ddm_core.proxy")
 
@@ -94,6 +96,13 @@ class Batched:
     columns: list[Column]
 
 
+class Relayed:
+    """The answer went to the client as the data source sent it (proxy/relay.py): nothing more to write."""
+
+
+RELAYED = Relayed()
+
+
 async def flatten(batches: AsyncIterator[list[tuple[Any, ...]]]) -> AsyncIterator[tuple[Any, ...]]:
     async for batch in batches:
         for row in batch:
@@ -127,6 +136,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._tx: Transaction | None = None
         self._closed = False
         self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
+        self._text = False  # the running command is a COM_QUERY (a text result)
+        self._announced: list[Column] | None = None  # the running execute's announced columns (a binary result)
         self._defaults()
 
     def _defaults(self) -> None:
@@ -178,6 +189,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # Counted as running by the connection's handle_query (runtime.statement), as every command is.
         self._check_logged_in()
         self._interrupted = False
+        self._text = True  # a COM_QUERY: its result may be relayed (docs/proxy.md#relayed-results)
         try:
             return await self._answer(sql)
         except DdmError as exc:
@@ -187,10 +199,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         finally:
             self._update_status()
 
-    async def handle_prepared(self, sql: str, params: list[Any]) -> Any:
-        """A prepared statement's execute: ``sql`` with ``?`` marks and their values."""
+    async def handle_prepared(self, sql: str, params: list[Any], announced: list[Column] | None = None) -> Any:
+        """A prepared statement's execute: ``sql`` with ``?`` marks and their values. ``announced``: the columns
+        its prepare announced, when its result may be relayed in the binary protocol (not into a cursor)."""
         self._check_logged_in()
         self._interrupted = False
+        self._text = False
+        self._announced = announced
         try:
             if not params:
                 return await self._answer(sql)
@@ -418,7 +433,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 first = await self._start_sent(sql, text, bound, started, shape)
             if first is None:
                 first = await self._in_thread(self._start, sql, text, bound, started)
-        if isinstance(first, Outcome):
+        if isinstance(first, (Outcome, Relayed)):
             return first  # done on its data source before KILL QUERY could stop it: its count stands
         statement, rows = first
         if self._interrupted:  # KILL QUERY while it ran: its rows are not sent
@@ -432,7 +447,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     async def _start_sent(
         self, sql: str, text: str, params: Any, started: float, shape: Shape
-    ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]] | None:
+    ) -> Outcome | Relayed | tuple[_Running, list[tuple[Any, ...]]] | None:
         # Sent from the event loop and awaited without a thread: the loop frames other clients'
         # packets meanwhile, so concurrent clients overlap their round trips on one thread. When the
         # executor declines (no idle connection, replicas, a driver that cannot split a statement),
@@ -449,15 +464,18 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return None
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
+        relay, send = self._relay_of(running, plan, style_of(text))
         try:
-            sent = runtime.executor.send_single(plan, caller_style=style_of(text))
+            sent = runtime.executor.send_single(plan, caller_style=style_of(text), send=send)
         except DdmError as exc:
             running.failed(exc)
             raise
         if sent is None:
             return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape)
+        if relay is not None:
+            return await self._relayed(sent, relay, running, plan)
         try:
-            await _readable(sent.fileno, sent.answer_by)
+            await readable(sent.fileno, sent.answer_by)
         except BaseException:  # cancelled (the client went away, a shutdown): the answer is never read
             sent.abandon()
             raise
@@ -476,6 +494,51 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         else:
             shape.slow = 0
         return self._outcome(running, plan, result, shape)
+
+    def _relay_of(self, running: _Running, plan: RoutePlan, style: str) -> tuple[ResultRelay | None, Any]:
+        """Whether this statement's answer is relayed (docs/proxy.md#relayed-results): its relay, and for a
+        binary result the sender of its execute (``Executor.send_single``'s ``send``); (None, None): decoded."""
+        if not (self.runtime.relay and running.masks is None and plan.statement == "select" and plan.merge.is_trivial):
+            return None, None
+        if not self._text and (self._announced is None or style != "qmark"):
+            return None, None  # into a cursor, or literals the proxy parameterized (not the client's marks)
+        unit = plan.units[0]
+        driver = self.runtime.executor.primary_pool(unit.data_source).driver
+        if not driver.can_relay:
+            return None, None
+        relay = self.connection.relay_for(driver.relay_eof, binary=not self._text)
+        if relay is None or self._text:
+            return relay, None
+        values = execute_values(unit.params)
+        if values is None:
+            return None, None
+
+        def send(raw: Any, unit: RouteUnit) -> None:
+            driver.send_execute(raw, unit.sql, len(unit.params), values)
+
+        return relay, send
+
+    async def _relayed(self, sent: SentUnit, relay: ResultRelay, running: _Running, plan: RoutePlan) -> Outcome | Relayed:
+        """``sent``'s answer relayed to the client (docs/proxy.md#relayed-results): :data:`RELAYED`, or the
+        :class:`Outcome` of an answer without rows."""
+        stream = self.connection.stream
+        try:
+            header = self.connection.relay_header(plan.merge.aggregates, None if self._text else self._announced)
+            rows = await relay_answer(sent, relay, stream.writer, header)
+        except DdmError as exc:
+            stream.seq.value = relay.seq  # the error packet follows what was relayed
+            running.failed(exc)
+            raise
+        finally:
+            self.runtime.inlined += 1
+        stream.seq.value = relay.seq
+        self.runtime.relayed += 1
+        if rows < 0:  # an OK packet (SELECT ... INTO): the connection writes it
+            affected, inserted, _, _ = RELAY_STATES.ok_fields(relay.first)
+            running.finish(affected)
+            return Outcome(max(affected, 0), max(inserted, 0))
+        running.finish(rows)
+        return RELAYED
 
     def _start_long(
         self, sql: str, params: list[Any] | None, started: float
@@ -615,29 +678,6 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
         self.runtime.workers.submit(run)
         return await done
-
-
-async def _readable(fd: int, until: float | None) -> None:
-    """Until ``fd`` has something to read (a data source's answer arriving), or ``until`` (monotonic) passed.
-
-    Past ``until`` the answer is read anyway: the read fails at once (a frozen data source answers
-    neither the statement nor its cancel), so the client gets its error and the connection goes.
-    """
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def on_ready() -> None:  # may run again before the awaiting task resumes
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_reader(fd, on_ready)
-    timer = None if until is None else loop.call_later(max(0.0, until - time.monotonic()), on_ready)
-    try:
-        await ready
-    finally:
-        loop.remove_reader(fd)
-        if timer is not None:
-            timer.cancel()
 
 
 def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:

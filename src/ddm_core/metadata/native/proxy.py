@@ -89,6 +89,7 @@ def read_proxy(sec: Section, ctx: Context) -> ProxySettings:
             "shutdownGraceMs", default=d.shutdown_grace_ms, bounds=RANGES["proxy.shutdownGraceMs"]
         ),
         inline_statements=sec.bool("inlineStatements", default=d.inline_statements),
+        relay=sec.bool("relay", default=d.relay),
         tls=tls,
         transaction_mode=_proxy_transaction_mode(sec, d.transaction_mode),
         **_proxy_limits(sec, d),

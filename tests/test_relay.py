@@ -1,0 +1,220 @@
+"""The ``relay`` unit (both twins): a data source's answer re-framed for a client, byte for byte.
+
+Generated answers (column definitions, rows, rows of 16 MB and more, an error mid-rows, OK and error
+answers, malformed ones) are cut at random points and fed to each twin; both must give the same
+bytes and states, and the output must be the client's stream: the header payloads handed in, the
+rows' payloads untouched, sequence ids counted from the client's command, closing packets in the
+form the client negotiated. A real server's answers are relayed too and read back by PyMySQL's rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddm_core._fast import load
+from ddm_core.execute.mysql_connect import open_mysql
+
+TWINS = [load("python").relay]
+try:
+    TWINS.append(load("cython").relay)
+except ImportError:  # not built: the pure twin alone (the compiled pass requires it)
+    pass
+
+R = TWINS[0]
+MAX = 0xFFFFFF
+STATUS = 0x0002  # SERVER_STATUS_AUTOCOMMIT
+HEADER = [b"\x02", b"client-def-1", b"client-def-2"]
+
+
+def _lenenc(n: int) -> bytes:
+    if n < 0xFB:
+        return bytes([n])
+    if n < 1 << 16:
+        return b"\xfc" + n.to_bytes(2, "little")
+    if n < 1 << 24:
+        return b"\xfd" + n.to_bytes(3, "little")
+    return b"\xfe" + n.to_bytes(8, "little")
+
+
+def _frame(payloads: list[bytes], seq: int = 1) -> bytes:
+    out = bytearray()
+    for p in payloads:
+        out += len(p).to_bytes(3, "little") + bytes([seq & 0xFF]) + p
+        seq += 1
+    return bytes(out)
+
+
+def _packets(stream: bytes) -> list[tuple[int, bytes]]:
+    out, at = [], 0
+    while at < len(stream):
+        length = int.from_bytes(stream[at : at + 3], "little")
+        out.append((stream[at + 3], stream[at + 4 : at + 4 + length]))
+        at += 4 + length
+    assert at == len(stream)
+    return out
+
+
+def _row(values: list[bytes | None]) -> bytes:
+    return b"".join(b"\xfb" if v is None else _lenenc(len(v)) + v for v in values)
+
+
+def _answer(rows: list[bytes], backend_eof: bool, end: bytes | None = None) -> list[bytes]:
+    """A backend's result: 2 definitions, rows, and its closing packet (or ``end``)."""
+    head = [b"\x02", b"backend-def-a", b"backend-def-b"] + ([b"\xfe\x00\x00\x22\x00"] if backend_eof else [])
+    if end is None:
+        end = b"\xfe\x00\x00\x22\x00" if backend_eof else b"\xfe\x00\x00\x22\x00\x00\x00"
+    return head + rows + [end]
+
+
+def _run(twin: Any, stream: bytes, cuts: list[int], *, seq: int, client_eof: bool, backend_eof: bool,
+         count_rows: bool = True) -> tuple[bytes, Any]:  # fmt: skip
+    relay = twin.ResultRelay(seq, client_eof, backend_eof, count_rows)
+    out = bytearray()
+    points = sorted({0, len(stream), *(c % (len(stream) + 1) for c in cuts)})
+    for a, b in zip(points, points[1:]):
+        state = relay.feed(stream[a:b])
+        if state == twin.HEADER:
+            assert [bytes(c) for c in relay.columns] == [b"backend-def-a", b"backend-def-b"]
+            state = relay.header(list(HEADER), STATUS)
+        out += relay.take()
+        if state not in (twin.FIRST, twin.ROWS):
+            break
+    return bytes(out), relay
+
+
+rows_strategy = st.lists(
+    st.lists(st.one_of(st.none(), st.binary(max_size=40)), min_size=2, max_size=2).map(_row), max_size=30
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(rows=rows_strategy, cuts=st.lists(st.integers(0, 10_000), max_size=6), seq=st.integers(1, 255),
+       client_eof=st.booleans(), backend_eof=st.booleans(), count_rows=st.booleans())  # fmt: skip
+def test_a_result_is_reframed_alike_by_both_twins(rows: list[bytes], cuts: list[int], seq: int, client_eof: bool,
+                                                  backend_eof: bool, count_rows: bool) -> None:  # fmt: skip
+    stream = _frame(_answer(rows, backend_eof))
+    outs = [_run(t, stream, cuts, seq=seq, client_eof=client_eof, backend_eof=backend_eof, count_rows=count_rows)
+            for t in TWINS]  # fmt: skip
+    out, relay = outs[0]
+    assert all(o == out and r.state == R.DONE and r.rows == len(rows) and r.status == 0x22 for o, r in outs)
+    packets = _packets(out)
+    assert [s for s, _ in packets] == [(seq + i) & 0xFF for i in range(len(packets))]  # counted from the command
+    payloads = [p for _, p in packets]
+    eof = b"\xfe\x00\x00" + STATUS.to_bytes(2, "little")
+    middle = [eof] if client_eof else []
+    affected = len(rows) if count_rows else 0
+    end = eof if client_eof else b"\xfe" + _lenenc(affected) + b"\x00" + STATUS.to_bytes(2, "little") + b"\x00\x00"
+    assert payloads == HEADER + middle + rows + [end]
+
+
+def test_rows_of_16_mb_and_more_pass_packet_by_packet() -> None:
+    big = _row([b"x" * (MAX + 10), b"y"])  # one row: a full packet, then the rest
+    pieces = [big[:MAX], big[MAX:]]
+    small = _row([b"a", None])
+    stream = _frame([b"\x02", b"backend-def-a", b"backend-def-b", b"\xfe\x00\x00\x02\x00", *pieces, small,
+                     b"\xfe\x00\x00\x02\x00"])  # fmt: skip
+    for twin in TWINS:
+        out, relay = _run(twin, stream, [5, MAX // 2, MAX + 40], seq=1, client_eof=True, backend_eof=True)
+        assert relay.state == twin.DONE and relay.rows == 2
+        payloads = [p for _, p in _packets(out)]
+        assert payloads[4:7] == [pieces[0], pieces[1], small]
+
+
+@pytest.mark.parametrize("backend_eof", [True, False])
+def test_ok_error_and_an_error_mid_rows(backend_eof: bool) -> None:
+    ok = b"\x00\x01\x07\x02\x00\x01\x00"  # 1 affected, insert id 7, status 2, 1 warning
+    error = b"\xff\x26\x04#23000Duplicate entry"
+    for twin in TWINS:
+        out, relay = _run(twin, _frame([ok]), [], seq=1, client_eof=True, backend_eof=backend_eof)
+        assert (relay.state, out, bytes(relay.first)) == (twin.OK, b"", ok)
+        assert twin.ok_fields(ok) == (1, 7, 2, 1) and twin.ok_fields(b"\x00\xfc") == (-1, -1, -1, -1)
+        out, relay = _run(twin, _frame([error]), [3], seq=1, client_eof=True, backend_eof=backend_eof)
+        assert (relay.state, out, bytes(relay.first)) == (twin.ERROR, b"", error)
+        stream = _frame(_answer([_row([b"1", b"2"])], backend_eof, end=error))
+        out, relay = _run(twin, stream, [7], seq=1, client_eof=False, backend_eof=backend_eof)
+        assert relay.state == twin.ERROR and bytes(relay.first) == error and relay.rows == 1
+        assert relay.seq == 1 + len(_packets(out))  # where the client's error packet goes
+
+
+@pytest.mark.parametrize("case", ["local infile", "out of sequence", "more results", "no eof", "empty"])
+def test_what_cannot_be_relayed_is_unexpected(case: str) -> None:
+    more = b"\xfe\x00\x00\x0a\x00"  # SERVER_MORE_RESULTS_EXISTS
+    streams = {
+        "local infile": _frame([b"\xfbfile.csv"]),
+        "out of sequence": _frame([b"\x02"], seq=2),
+        "more results": _frame(_answer([], True, end=more)),
+        "no eof": _frame([b"\x01", b"def", b"not an eof"]),
+        "empty": _frame([b""]),
+    }
+    for twin in TWINS:
+        _, relay = _run(twin, streams[case], [], seq=1, client_eof=True, backend_eof=True)
+        assert relay.state == twin.UNEXPECTED
+
+
+def test_header_is_called_once_at_header() -> None:
+    for twin in TWINS:
+        relay = twin.ResultRelay(1, True, True, True)
+        with pytest.raises(ValueError, match="not HEADER"):
+            relay.header([b"\x01"], 0)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT 1 AS a, 'x' AS b, NULL AS c, CAST(2.5 AS DECIMAL(4,2)) AS d, DATE '2026-12-05' AS e",
+    "SELECT seq, REPEAT('z', seq) FROM seq_1_to_300",
+    "SELECT 1 FROM DUAL WHERE 1 = 0",
+    "SELECT no_such_column",
+])  # fmt: skip
+def test_a_real_servers_answer_relays_to_its_rows(sql: str) -> None:
+    """MariaDB's own answer, relayed: the rows' payloads are the server's, the error its error."""
+    conn = open_mysql(host="127.0.0.1", port=3306, user="root", password="", database=None, connect_timeout=5,
+                      socket_timeout=10)  # fmt: skip
+    try:
+        with conn.cursor() as cur:
+            try:
+                cur.execute(sql)
+                expected: Any = [tuple(None if v is None else str(v) for v in row) for row in cur.fetchall()]
+            except Exception as exc:  # noqa: BLE001  # PyMySQL's error for the same answer
+                expected = exc.args[0]
+        for twin in TWINS:
+            conn._execute_command(0x03, sql.encode())
+            relay = twin.ResultRelay(1, True, True, True)
+            out = bytearray()
+            state = twin.FIRST
+            while state in (twin.FIRST, twin.ROWS):
+                state = relay.feed(conn._sock.recv(65536))
+                if state == twin.HEADER:
+                    state = relay.header([_lenenc(len(relay.columns))] + list(relay.columns), STATUS)
+                out += relay.take()
+            if isinstance(expected, int):
+                assert state == twin.ERROR and int.from_bytes(relay.first[1:3], "little") == expected
+                continue
+            assert state == twin.DONE and relay.rows == len(expected)
+            payloads = [p for _, p in _packets(bytes(out))]
+            count = payloads[0][0]
+            got = [_text_values(p, count) for p in payloads[count + 2 : -1]]
+            assert [tuple(v if v is None else v.decode() for v in row) for row in got] == expected
+    finally:
+        conn.close()
+
+
+def _text_values(payload: bytes, count: int) -> tuple[bytes | None, ...]:
+    values: list[bytes | None] = []
+    at = 0
+    for _ in range(count):
+        if payload[at] == 0xFB:
+            values.append(None)
+            at += 1
+            continue
+        first = payload[at]
+        if first < 0xFB:
+            length, at = first, at + 1
+        else:
+            width = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
+            length, at = int.from_bytes(payload[at + 1 : at + 1 + width], "little"), at + 1 + width
+        values.append(payload[at : at + length])
+        at += length
+    return tuple(values)
