@@ -3,7 +3,10 @@
 No client library: every byte sent is the test's, so malformed, truncated and
 out-of-order packets can be sent on purpose. Only what the tests need:
 the handshake (``mysql_native_password`` and ``caching_sha2_password``
-scrambles), COM_QUERY with a text result read back, and any command byte.
+scrambles), COM_QUERY with a text result read back, prepared statements
+(COM_STMT_PREPARE, COM_STMT_EXECUTE payloads built field by field, binary
+rows of string columns read back), any command byte, and a command's whole
+answer with the sequence id of each packet.
 """
 
 from __future__ import annotations
@@ -22,7 +25,12 @@ UTF8MB4 = 45
 MAX_PAYLOAD = 0xFFFFFF  # a longer payload continues in the next packet
 
 COM_QUIT, COM_INIT_DB, COM_QUERY, COM_FIELD_LIST, COM_PING, COM_CHANGE_USER = 0x01, 0x02, 0x03, 0x04, 0x0E, 0x11
-COM_STMT_SEND_LONG_DATA, COM_STMT_CLOSE, COM_RESET_CONNECTION = 0x18, 0x19, 0x1F
+COM_STMT_PREPARE, COM_STMT_EXECUTE, COM_STMT_SEND_LONG_DATA, COM_STMT_CLOSE = 0x16, 0x17, 0x18, 0x19
+COM_STMT_RESET, COM_STMT_FETCH, COM_RESET_CONNECTION = 0x1A, 0x1C, 0x1F
+#: The capability that puts a parameter count in COM_STMT_EXECUTE (and query attributes in COM_QUERY).
+QUERY_ATTRIBUTES = 1 << 27
+#: Parameter types of COM_STMT_EXECUTE used here.
+LONGLONG, VAR_STRING = 0x08, 0xFD
 #: Commands MySQL answers with nothing (the client sends the next command at once).
 UNANSWERED = frozenset({COM_QUIT, COM_STMT_SEND_LONG_DATA, COM_STMT_CLOSE})
 
@@ -97,7 +105,7 @@ class RawClient:
         seq = self.seq if seq is None else seq
         while True:
             chunk, payload = payload[:MAX_PAYLOAD], payload[MAX_PAYLOAD:]
-            self.sock.sendall(len(chunk).to_bytes(3, "little") + bytes([seq]) + chunk)
+            self.sock.sendall(frame(chunk, seq))
             seq = (seq + 1) % 256
             if len(chunk) < MAX_PAYLOAD:
                 break
@@ -136,11 +144,13 @@ class RawClient:
         self.nonce = nonce + part2.rstrip(b"\x00")
         return Greeting(connection_id, self.nonce, plugin)
 
-    def login(self, user: str, password: str, plugin: str = "mysql_native_password", database: str | None = None) -> bytes:
-        """Greeting, handshake response, answers until OK or ERR: the last answer."""
+    def login(self, user: str, password: str, plugin: str = "mysql_native_password", database: str | None = None,
+              capabilities: int = 0) -> bytes:  # fmt: skip
+        """Greeting, handshake response (``capabilities``: flags beyond the usual), answers until OK or ERR: the
+        last answer."""
         hello = self.greeting()
         scramble = (sha2_scramble if plugin == "caching_sha2_password" else native_scramble)(password, hello.nonce)
-        caps = CAPABILITIES | (CONNECT_WITH_DB if database is not None else 0)
+        caps = CAPABILITIES | capabilities | (CONNECT_WITH_DB if database is not None else 0)
         body = (struct.pack("<IIB", caps, 1 << 24, UTF8MB4) + b"\x00" * 23 + user.encode() + b"\x00"
                 + bytes([len(scramble)]) + scramble
                 + ((database.encode() + b"\x00") if database is not None else b"")
@@ -164,24 +174,119 @@ class RawClient:
 
     def result(self) -> list[tuple[str | None, ...]] | int:
         """The answer to the COM_QUERY sent last (see :meth:`query`)."""
-        first = self.packet()
-        if first[:1] == b"\xff":
-            raise ServerError(error_code(first) or 0, first[9:].decode(errors="replace"))
-        if first[:1] == b"\x00":
-            return _lenenc(first, 1)[0]
-        columns = _lenenc(first, 0)[0]
-        for _ in range(columns):
-            self.packet()
-        rows: list[tuple[str | None, ...]] = []
-        packet = self.packet()
-        if packet[:1] == b"\xfe" and len(packet) < 9:  # the EOF after the column definitions
-            packet = self.packet()
-        while not (packet[:1] == b"\xfe" and len(packet) < 9):
-            if packet[:1] == b"\xff":
-                raise ServerError(error_code(packet) or 0, packet[9:].decode(errors="replace"))
-            rows.append(_text_row(packet, columns))
-            packet = self.packet()
-        return rows
+        return decoded([payload for _, payload in self.response()])
+
+    def response(self) -> list[tuple[int, bytes]]:
+        """One command's whole answer, each packet with its sequence id: an OK, an ERR, or a result set (text or
+        binary; with its EOF packets, which a client that does not ask for CLIENT_DEPRECATE_EOF gets)."""
+        answer = [self.numbered()]
+        first = answer[0][1]
+        if first[:1] in (b"\x00", b"\xff"):
+            return answer
+        for _ in range(_lenenc(first, 0)[0]):  # the column definitions
+            answer.append(self.numbered())
+        while True:  # the EOF after the definitions, the rows, the EOF (or an ERR) that ends them
+            answer.append(self.numbered())
+            packet = answer[-1][1]
+            if packet[:1] == b"\xff" or (_is_eof(packet) and len(answer) > 2 + _lenenc(first, 0)[0]):
+                return answer
+
+    def numbered(self) -> tuple[int, bytes]:
+        """The next packet's sequence id and payload."""
+        payload = self.packet()
+        return (self.seq - 1) % 256, payload
+
+    def prepare(self, sql: str) -> int:
+        """COM_STMT_PREPARE: the statement id (its parameter and column definitions read), or raise for an ERR."""
+        self.command(COM_STMT_PREPARE, sql.encode())
+        ok = self.packet()
+        raise_error(ok)
+        stmt_id, columns, params = struct.unpack("<IHH", ok[1:9])
+        for count in (params, columns):
+            for _ in range(count + (1 if count else 0)):  # the definitions, then their EOF
+                self.packet()
+        return int(stmt_id)
+
+
+def frame(payload: bytes, seq: int = 0) -> bytes:
+    """One packet: ``payload`` (shorter than 16 MiB) behind its header with sequence id ``seq``."""
+    return len(payload).to_bytes(3, "little") + bytes([seq]) + payload
+
+
+def decoded(answer: list[bytes], *, binary: bool = False) -> list[tuple[str | None, ...]] | int:
+    """An answer's rows as text, the affected rows of an OK, or raise for an ERR.
+
+    ``binary``: COM_STMT_EXECUTE's answer (binary-protocol rows), whose columns must all have string types.
+    """
+    first = raise_error(answer[0])
+    if first[:1] == b"\x00":
+        return _lenenc(first, 1)[0]
+    row = _binary_strings if binary else _text_row
+    return [row(packet, _lenenc(first, 0)[0]) for packet in rows_of(answer)]
+
+
+def raise_error(packet: bytes) -> bytes:
+    """Raise :class:`ServerError` for an ERR packet; any other is returned."""
+    if packet[:1] == b"\xff":
+        raise ServerError(error_code(packet) or 0, packet[9:].decode(errors="replace"))
+    return packet
+
+
+def rows_of(answer: list[bytes]) -> list[bytes]:
+    """The row packets of a result set's payloads (see :meth:`RawClient.response`); raise for an ERR among them."""
+    columns = _lenenc(answer[0], 0)[0]
+    rows = answer[1 + columns :]
+    if rows and _is_eof(rows[0]):
+        rows = rows[1:]  # the EOF after the definitions
+    for packet in rows:
+        raise_error(packet)
+    return [packet for packet in rows if not _is_eof(packet)]
+
+
+def _binary_strings(packet: bytes, columns: int) -> tuple[str | None, ...]:
+    """A binary-protocol row whose columns all have string types."""
+    at = 1 + (columns + 9) // 8  # the 0x00 header, the NULL bitmap (its first two bits unused)
+    values: list[str | None] = []
+    for i in range(columns):
+        if packet[1 + (i + 2) // 8] >> ((i + 2) % 8) & 1:
+            values.append(None)
+            continue
+        value, at = _string_at(packet, at)
+        values.append(value)
+    return tuple(values)
+
+
+def execute_payload(stmt_id: int, params: list[tuple[int, bytes]], *, types: bool = True,
+                    count: int | None = None) -> bytes:  # fmt: skip
+    """COM_STMT_EXECUTE's body (after the command byte): no cursor, the NULL bitmap, the types unless ``types``
+    is false (new-params-bound 0, as libmariadb sends after a statement's first execute), the values.
+
+    ``params``: (type, encoded value) pairs (:func:`longlong`, :func:`var_string`); ``count``: the parameter
+    count a client with :data:`QUERY_ATTRIBUTES` sends first (each type then carries an empty name).
+    """
+    body = struct.pack("<IBI", stmt_id, 0, 1)
+    if count is not None:
+        body += bytes([count])
+    if not params:
+        return body
+    body += bytes((len(params) + 7) // 8) + (b"\x01" if types else b"\x00")
+    if types:
+        body += b"".join(bytes([kind, 0]) + (b"\x00" if count is not None else b"") for kind, _ in params)
+    return body + b"".join(value for _, value in params)
+
+
+def longlong(value: int) -> tuple[int, bytes]:
+    return LONGLONG, struct.pack("<q", value)
+
+
+def var_string(value: bytes) -> tuple[int, bytes]:
+    """A VAR_STRING parameter shorter than 251 bytes (its length in one byte)."""
+    assert len(value) < 0xFB, "a longer value's length takes more bytes"
+    return VAR_STRING, bytes([len(value)]) + value
+
+
+def _is_eof(packet: bytes) -> bool:
+    return packet[:1] == b"\xfe" and len(packet) < 9
 
 
 class ServerError(Exception):
@@ -206,7 +311,12 @@ def _text_row(packet: bytes, columns: int) -> tuple[str | None, ...]:
             values.append(None)
             at += 1
             continue
-        length, at = _lenenc(packet, at)
-        values.append(packet[at : at + length].decode())
-        at += length
+        value, at = _string_at(packet, at)
+        values.append(value)
     return tuple(values)
+
+
+def _string_at(packet: bytes, at: int) -> tuple[str, int]:
+    """The length-encoded string at ``at`` (as text), and where it ends."""
+    length, at = _lenenc(packet, at)
+    return packet[at : at + length].decode(), at + length
