@@ -15,12 +15,17 @@ cached, the one-unit path on), and /proc its user and system time.
 
 Usage (MariaDB on 127.0.0.1:3306, perf allowed for the user's own processes)::
 
-    python benchmarks/proxy_cpu.py [N] [--opcodes] [--perf-record] [--threads] [--hop] [--prepared] [--src DIR]
+    python benchmarks/proxy_cpu.py [N] [--opcodes | --callgrind] [--perf-record] [--threads] [--hop] [--prepared | --binary] [--src DIR]
 
-``--opcodes``: instead, the proxy runs traced (``sys.settrace`` with ``f_trace_opcodes``) and
+``--callgrind``: instead, the proxy runs under valgrind's callgrind and the machine instructions it
+executes per statement are printed (interpreter, compiled modules, C libraries; not the kernel) —
+deterministic like the opcodes, and counting what the opcodes do not (uvloop, mimic's mypyc code, the
+``_fast`` units). ``--opcodes``: instead, the proxy runs traced (``sys.settrace`` with ``f_trace_opcodes``) and
 the interpreted opcodes per statement are printed by part and by function — deterministic,
 the figure to compare before / after. ``--hop``: the proxy with ``inlineStatements: false``
-(every statement on a worker thread). ``--prepared``: the client prepares the statement
+(every statement on a worker thread). ``--binary``: a raw-socket client executes a prepared statement as
+libmariadb (sysbench's client) does: parameter types on the first execute only, no query attributes, no
+COM_STMT_RESET. ``--prepared``: the client prepares the statement
 (mysql-connector's C extension, ``prepared=True``: COM_STMT_EXECUTE, binary rows). ``--src DIR``: the proxy imports ``ddm_core`` from
 ``DIR`` (a copy of another version's ``src/``), to compare two versions in one session.
 """
@@ -52,6 +57,8 @@ POINT = "SELECT order_id, amount FROM t_order WHERE user_id = %s AND order_id = 
 def client(port: int, count: int) -> None:
     if "--prepared" in sys.argv:  # COM_STMT_EXECUTE and the binary protocol, as sysbench's C client
         return _prepared_client(port, count)
+    if "--binary" in sys.argv:
+        return _binary_client(port, count)
     conn = connect(port, autocommit=True)
     cur = conn.cursor()
     for i in range(count):
@@ -59,6 +66,19 @@ def client(port: int, count: int) -> None:
         cur.execute(POINT, (key, key))
         cur.fetchall()
     conn.close()
+
+
+def _binary_client(port: int, count: int) -> None:
+    from raw_mysql import COM_STMT_EXECUTE, RawClient, execute_payload, longlong
+    from test_proxy_support import PASSWORD, USER
+
+    with RawClient(port) as client:
+        client.login(USER, PASSWORD, database="logic_db")
+        stmt_id = client.prepare(POINT.replace("%s", "?"))
+        for i in range(count):
+            key = i % ROWS + 1
+            client.command(COM_STMT_EXECUTE, execute_payload(stmt_id, [longlong(key), longlong(key)], types=i == 0))
+            client.response()
 
 
 def _prepared_client(port: int, count: int) -> None:
@@ -222,6 +242,37 @@ def opcodes(config_path: Path, count: int) -> None:
         print(f"  {n / count:7.1f}  {name.replace(str(Path(sys.executable).parents[1]), '.venv')}")
 
 
+def callgrind(config_path: Path, count: int) -> None:
+    """Machine instructions the proxy process executes per statement, counted by valgrind (load-independent).
+
+    The proxy runs under callgrind with instrumentation off; after a warm-up it is switched on
+    (``callgrind_control -i on``) for ``count`` statements, then off, and the total is divided by ``count``.
+    """
+    import signal
+
+    out = Path(tempfile.mkdtemp()) / "callgrind.out"
+    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                             sys.executable, "-m", "ddm_core.cli", "proxy", "-c", str(config_path), "--port", "0"],
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    assert proc.stderr is not None
+    port = 0
+    for line in proc.stderr:
+        m = re.search(r"listening on \S+:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+            break
+    try:
+        client(port, 300)
+        subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True, capture_output=True)
+        client(port, count)
+        subprocess.run(["callgrind_control", "-i", "off", str(proc.pid)], check=True, capture_output=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    total = sum(int(m.group(1)) for m in re.finditer(r"^totals:\s+(\d+)", out.read_text(), re.M))
+    print(f"machine instructions per statement (proxy process, callgrind): {total / count:.0f}")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--serve-traced"]:
         serve_traced(sys.argv[2], sys.argv[3])
@@ -244,6 +295,9 @@ def main() -> None:
             assert proxy.proc is not None
             if "--opcodes" in sys.argv:
                 opcodes(path, count)
+                return
+            if "--callgrind" in sys.argv:
+                callgrind(path, count)
                 return
             client(proxy.port, 500)  # warm-up: plans cached, the one-unit path on
             if "--threads" in sys.argv:

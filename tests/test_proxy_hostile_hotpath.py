@@ -376,12 +376,6 @@ def test_clients_silent_mid_packet_block_no_one_and_hold_no_backend_session(
 
 # -- 3. malformed COM_STMT_EXECUTE after the statement was warmed ---------------------------------------
 
-#: A remembered types block cut short by a malformed execute (today's symptom, for the marks below).
-_TYPES_KEPT = ("the malformed execute's types block is kept as the statement's parameter types: the next "
-               "well-formed execute without types (libmariadb's second and later) fails with 1105 "
-               "'<n> is not a valid ColumnType'")  # fmt: skip
-
-
 def _header(stmt_id: int) -> bytes:
     return struct.pack("<IBI", stmt_id, 0, 1)  # no cursor, one iteration
 
@@ -400,17 +394,9 @@ MALFORMED: dict[str, tuple[Callable[[int, int], bytes], bool]] = {
     "one-value-for-two-parameters": (lambda stmt, _: execute_payload(stmt, [longlong(KEY)]), False),
     "parameter-count-1-of-2": (lambda stmt, _: execute_payload(stmt, [longlong(KEY)], count=1), True),
 }
-MALFORMED_MARKS = {
-    "string-length-past-the-end": pytest.mark.xfail(strict=True, reason=(
-        "executed: a VAR_STRING parameter announcing 100 bytes with 3 in the packet is read as 'abc' (mysql-mimic's "
-        "read_str_len takes what is there) and the UPDATE runs, the row's amount +1, answered OK")),
-    "types-cut-short": pytest.mark.xfail(strict=True, reason=_TYPES_KEPT),
-    "one-value-for-two-parameters": pytest.mark.xfail(strict=True, reason=_TYPES_KEPT),
-    "parameter-count-1-of-2": pytest.mark.xfail(strict=True, reason=_TYPES_KEPT),
-}  # fmt: skip
 
 
-@pytest.mark.parametrize("case", [pytest.param(name, marks=MALFORMED_MARKS.get(name, ())) for name in MALFORMED])
+@pytest.mark.parametrize("case", list(MALFORMED))
 def test_a_malformed_execute_of_a_warmed_statement_is_refused_and_the_session_goes_on(setup: Setup, case: str) -> None:
     malformed, attributes = MALFORMED[case]
     # a QUERY_ATTRIBUTES client sends the parameter count in every execute: 2 for BUMP, 1 for SELECT_ROW
@@ -574,10 +560,6 @@ def test_an_unknown_command_or_statement_id_after_warm_up_is_answered(
     nothing_left(setup)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "COM_STMT_SEND_LONG_DATA is answered with an error packet (1106 'Unknown statement' / 1105 'unpack requires a "
-    "buffer of 4 bytes'); MariaDB answers it with nothing, so the client's next command (COM_PING) gets that error "
-    "and every later answer is one behind"))  # fmt: skip
 @pytest.mark.parametrize("body", [struct.pack("<IH", 99_999, 0) + b"abc", b"\x01"], ids=["unknown-id", "short"])
 def test_send_long_data_for_an_unknown_statement_is_answered_with_nothing(setup: Setup, body: bytes) -> None:
     with warmed(setup.port, SELECT_NOTE) as client:

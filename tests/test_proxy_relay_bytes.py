@@ -958,15 +958,7 @@ def test_ok_and_error_packets_are_the_same_bytes(setup: Setup) -> None:
         _same_bytes(_step_id(step), [answers[i] for answers in decoded], [answers[i] for answers in relayed])
 
 
-_SQLSTATE_1264 = ("error 1264 (out of range) is sent with SQLSTATE HY000, MariaDB's is 22003 "
-                  "(proxy/mysql_errors.py _SQLSTATES has no entry for 1264)")  # fmt: skip
-#: Per step: how the decoded path's OK / error packet differs from MariaDB's today.
-DML_DIFFERS: dict[int, str] = {i: _SQLSTATE_1264 for i, step in enumerate(DML_STEPS) if step[3] == 1264}
-
-
-@pytest.mark.parametrize("index", [pytest.param(i, marks=[pytest.mark.xfail(strict=True, reason=DML_DIFFERS[i])]
-                                                if i in DML_DIFFERS else []) for i in range(len(DML_STEPS))],
-                         ids=[_step_id(step) for step in DML_STEPS])  # fmt: skip
+@pytest.mark.parametrize("index", range(len(DML_STEPS)), ids=[_step_id(step) for step in DML_STEPS])
 def test_ok_and_error_packets_are_mariadbs(setup: Setup, index: int) -> None:
     _, relayed, mariadb = _dml_rounds(setup)
     got, want = relayed[-1][index], mariadb[index]

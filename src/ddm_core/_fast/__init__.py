@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate")
 
 
 class Implementation(NamedTuple):
@@ -35,6 +35,7 @@ class Implementation(NamedTuple):
     merge: ModuleType
     wire: ModuleType
     relay: ModuleType
+    gate: ModuleType
 
 
 def load(name: str) -> Implementation:

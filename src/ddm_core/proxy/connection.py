@@ -60,9 +60,9 @@ from ddm_core.proxy.columns import Column, relayed_columns, wire_columns
 from ddm_core.proxy.mysql_errors import ACCESS_DENIED, INSECURE_TRANSPORT, UNKNOWN_ERROR, error_info, sqlstate_of
 from ddm_core.proxy.prepared import read_execute
 from ddm_core.proxy.runtime import ProxyRuntime
-from ddm_core.proxy.relay import ResultRelay
+from ddm_core.proxy.relay import CommandGate, ResultRelay, execute_params
 from ddm_core.proxy.session import RELAYED, Batched, Outcome, Rows, flatten
-from ddm_core.proxy.stream import PACKET_TOO_LARGE, PacketTooLarge
+from ddm_core.proxy.stream import PACKET_TOO_LARGE, BoundedReader, PacketTooLarge
 from ddm_core.proxy.tls import start_tls
 
 __all__ = ["ProxyConnection"]
@@ -72,6 +72,7 @@ log = logging.getLogger("ddm_core.proxy")
 _NO_ROWS = ResultSet(rows=[], columns=[])
 _HEADER = struct.Struct("<I")
 _STATUS_WARNINGS = struct.Struct("<HH")
+_UTF8 = (CharacterSet.utf8mb4, CharacterSet.utf8)
 #: Framed result headers kept per connection (one per column list seen); cleared when full.
 _HEADERS_LIMIT = 256
 INSECURE_TRANSPORT_MESSAGE = "Connections using insecure transport are prohibited: this ddm proxy requires TLS (proxy.tls.required)"
@@ -114,6 +115,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         # (backend definitions, charset, aggregates, announced) -> (announced, client header payloads)
         self._relay_headers: dict[Any, tuple[list[Column] | None, list[bytes]]] = {}
         self._protocol_41: bool | None = None  # the client's capabilities, read once (they do not change)
+        self._gate: CommandGate | None = None  # reads commands after the login (proxy/hotpath.py)
         self._deprecate_eof = False
 
     @property
@@ -139,6 +141,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         except MysqlError as exc:  # e.g. the database the client named does not exist
             await self.stream.write(self.error(msg=exc.msg, code=exc.code))
             return
+        self._install_gate()
         try:
             await self.command_phase()
         except asyncio.CancelledError:
@@ -299,9 +302,14 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         await super().handle_field_list(data)
 
     async def handle_stmt_send_long_data(self, data: bytes) -> None:
-        # Bounded as one packet is: the long data of one statement's parameters together.
+        # Never answered, as on MariaDB, not even for an unknown statement or a short packet: an answer
+        # would be read as the next command's. Bounded as one packet is: the long data of one
+        # statement's parameters together.
+        stmt = self.prepared_stmts.get(int.from_bytes(data[:4], "little")) if len(data) >= 6 else None
+        if stmt is None:
+            log.debug("COM_STMT_SEND_LONG_DATA for no prepared statement of this connection: ignored")
+            return
         await super().handle_stmt_send_long_data(data)
-        stmt = self.get_stmt(int.from_bytes(data[:4], "little"))
         held = sum(len(b) for b in (stmt.param_buffers or {}).values())
         if held > self.stream.reader.limit:
             stmt.param_buffers = None
@@ -398,12 +406,69 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             )
         return wire, payloads
 
-    def relay_for(self, backend_eof: bool, binary: bool) -> ResultRelay | None:
-        """A relay for a result to this client, text or ``binary`` (docs/proxy.md#relayed-results);
-        ``None``: it must be decoded (a client older than protocol 4.1)."""
+    def relay_for(self, backend_eof: bool, binary: bool, seq: int | None = None) -> ResultRelay | None:
+        """A relay for a result to this client, text or ``binary`` (docs/proxy.md#relayed-results), its first
+        packet at ``seq`` (default: the stream's next); ``None``: it must be decoded (a client older than
+        protocol 4.1)."""
         if not self._fast_frames():
             return None
-        return ResultRelay(self.stream.seq.value, not self._deprecate_eof, backend_eof, not binary)
+        first = self.stream.seq.value if seq is None else seq
+        return ResultRelay(first, not self._deprecate_eof, backend_eof, not binary)
+
+    # -- the hot path (proxy/hotpath.py) ---------------------------------------------------------------
+
+    def _install_gate(self) -> None:
+        """After the login: the gate reads this client's commands in front of mimic's stream
+        (docs/proxy.md#the-hot-path). Not over TLS (the TLS transport keeps the stream's protocol)."""
+        transport = self.stream.writer.transport
+        reader = self.stream.reader
+        if not (self.runtime.inline and self.runtime.relay) or not isinstance(reader, BoundedReader):
+            return
+        if transport.get_extra_info("sslcontext") is not None or not self._fast_frames():
+            return
+        gate = CommandGate(transport.get_protocol(), reader.inner, reader.limit, self.session.hot)
+        gate.transport = transport
+        transport.set_protocol(gate)
+        reader.watch(gate, self.stream.seq)
+        self._gate = gate
+
+    @property
+    def query_attributes(self) -> bool:
+        """The client sends query attributes before each COM_QUERY's text."""
+        return Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities
+
+    def hot_execute(self, payload: bytes) -> tuple[str, list[Any], list[Column], bytes] | None:
+        """A COM_STMT_EXECUTE the hot path may take: its text, parameter values, announced columns and the
+        parameter block a data source's execute of the same values carries; ``None``: mimic's path answers
+        it (into a cursor, long data, query attributes, a client character set other than UTF-8, a type
+        the compiled reader leaves to mimic's, malformed, unknown)."""
+        stmt = self.prepared_stmts.get(int.from_bytes(payload[1:5], "little"))
+        if stmt is None or stmt.param_buffers or stmt.stmt_id in self._too_long or self.query_attributes:
+            return None
+        announced = self._announced.get(stmt.stmt_id)
+        if announced is None or self.client_charset not in _UTF8:
+            return None
+        read = execute_params(payload, stmt.num_params, self._param_types.get(stmt.stmt_id))
+        if read is None:
+            return None
+        values, block, types = read
+        self._param_types[stmt.stmt_id] = types  # as read_execute remembers them
+        return stmt.sql, values, announced, block
+
+    def write_hot(self, payload: bytes, seq: int) -> None:
+        """A hot statement's closing packet (an OK, an error) at sequence id ``seq``."""
+        framed = bytearray()
+        _frame(framed, seq, payload)
+        self.stream.writer.transport.write(bytes(framed))
+
+    def ok_of(self, outcome: Outcome) -> bytes:
+        """The OK packet reporting ``outcome``."""
+        self._outcome = outcome
+        return self.ok()
+
+    def gate_done(self) -> None:
+        if self._gate is not None:
+            self._gate.done()
 
     def relay_header(self, aggregates: Any, announced: list[Column] | None
                      ) -> Callable[[list[bytes]], tuple[list[bytes], int]]:  # fmt: skip

@@ -84,12 +84,17 @@ _SQLSTATES: dict[int, str] = {
     1226: "42000",
     1231: "42000",
     1235: "42000",
+    1264: "22003",  # out of range value
+    1292: "22007",  # incorrect datetime / truncated incorrect value
+    1365: "22012",  # division by 0
+    1366: "22007",  # incorrect integer / string value
     1317: "70100",
     1370: "42000",
     1406: "22001",
     1451: "23000",
     1452: "23000",
     1568: "25001",
+    1690: "22003",  # BIGINT value out of range
     3169: "HY000",
 }
 

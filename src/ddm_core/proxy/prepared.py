@@ -15,6 +15,7 @@ values (docs/proxy.md#prepared-statements).
 from __future__ import annotations
 
 import io
+import struct
 from typing import Any, Callable, NamedTuple
 
 from mysql_mimic import packets
@@ -23,6 +24,8 @@ from mysql_mimic.errors import MysqlError
 from mysql_mimic.types import Capabilities, read_uint_4, read_uint_len
 
 __all__ = ["Execute", "read_execute"]
+
+MALFORMED_PACKET = 1835  # ER_MALFORMED_PACKET
 
 
 class Execute(NamedTuple):
@@ -56,7 +59,7 @@ def read_execute(
     Raises:
         MysqlError: an execute without types for a statement never executed with them.
     """
-    reader = io.BytesIO(data)
+    reader = _Exact(data)
     stmt = get_stmt(read_uint_4(reader))
     use_cursor, count_available = packets._read_cursor_flags(reader)
     read_uint_4(reader)  # iteration count, always 1
@@ -64,11 +67,17 @@ def read_execute(
     count = stmt.num_params
     if stmt.num_params > 0 or (attributes and count_available):
         if attributes:
-            count = read_uint_len(reader)
+            count = read_uint_len(reader)  # the statement's parameters, then the query attributes
+            if count < stmt.num_params:
+                raise MysqlError(f"malformed COM_STMT_EXECUTE: {count} parameter(s) sent, the statement has "
+                                 f"{stmt.num_params}", code=MALFORMED_PACKET)  # fmt: skip
     if count == 0:
         return Execute(stmt, use_cursor, [])
     start = reader.tell()
     flag_at = start + (count + 7) // 8  # after the NULL bitmap
+    if flag_at >= len(data):
+        raise MysqlError("malformed COM_STMT_EXECUTE: the packet ends in its NULL bitmap", code=MALFORMED_PACKET)
+    sent: bytes | None = None
     if data[flag_at] == 0:
         remembered = types.get(stmt.stmt_id)
         if remembered is None:
@@ -80,8 +89,26 @@ def read_execute(
             end += 2  # type and unsigned flag
             if attributes:
                 end = _lenenc_end(data, end)  # the (empty) name of a statement parameter
-        types[stmt.stmt_id] = data[flag_at + 1 : end]
-    reader = io.BytesIO(data)
+        sent = data[flag_at + 1 : end]
+    reader = _Exact(data)
     reader.seek(start)
-    values = packets._read_params(capabilities, charset, reader, count, stmt.param_buffers)
+    try:
+        values = packets._read_params(capabilities, charset, reader, count, stmt.param_buffers)
+    except (IndexError, ValueError, struct.error) as exc:  # a type byte MySQL does not have, a cut-short packet
+        raise MysqlError(f"malformed COM_STMT_EXECUTE: {exc}", code=MALFORMED_PACKET) from exc
+    if reader.tell() != len(data):
+        raise MysqlError("malformed COM_STMT_EXECUTE: bytes after its last parameter", code=MALFORMED_PACKET)
+    if sent is not None:  # remembered only once the execute was read whole: a malformed one changes nothing
+        types[stmt.stmt_id] = sent
     return Execute(stmt, use_cursor, [value for _, value in values[: stmt.num_params]])
+
+
+class _Exact(io.BytesIO):
+    """A packet reader for which running out of bytes is an error, not a shorter read (mimic's readers take
+    what is there: a string announcing 100 bytes with 3 left would be read as those 3)."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        if size is not None and size >= 0 and len(data) < size:
+            raise MysqlError("malformed COM_STMT_EXECUTE: the packet ends inside a value", code=MALFORMED_PACKET)
+        return data

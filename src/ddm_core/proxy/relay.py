@@ -14,17 +14,23 @@ import os
 import struct
 import time
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 from ddm_core._fast import SELECTED
 from ddm_core.execute.sent import SentUnit
 
 if TYPE_CHECKING:
+    from ddm_core._fast.gate import CommandGate, execute_params
     from ddm_core._fast.relay import ResultRelay
 else:
     ResultRelay = SELECTED.relay.ResultRelay
+    CommandGate = SELECTED.gate.CommandGate
+    execute_params = SELECTED.gate.execute_params
 
-__all__ = ["relay_answer", "readable", "execute_values", "ResultRelay", "RELAY_STATES"]
+__all__ = [
+    "relay_answer", "readable", "execute_values", "socket_of", "timed_out", "advance", "conclude", "is_waiting",
+    "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES",
+]  # fmt: skip
 
 _relay = SELECTED.relay
 _WAITING = (_relay.FIRST, _relay.ROWS)
@@ -131,45 +137,79 @@ async def relay_answer(
         DdmError: the data source's error, mapped as a decoded read maps it (``relay.seq`` is where the
             client's error packet goes), a timeout, or an answer the relay cannot pass on.
     """
-    driver = sent.pool.driver
-    raw = sent.borrowed.raw
-    sock = driver.relay_socket(raw)
-    if sock is None:
-        sent.relay_failed(ConnectionError("the data source's connection cannot be relayed (closed meanwhile)"))
+    sock = socket_of(sent)
     transport = writer.transport
     try:
         while True:
             if not await readable(sent.fileno, sent.answer_by):
-                sent.relay_failed(TimeoutError(f"no answer from the data source by the statement's deadline ({sent.sql})"))
-            try:
-                data = sock.recv(_READ_SIZE)
-            except (BlockingIOError, InterruptedError):
-                continue
-            except OSError as exc:
-                sent.relay_failed(ConnectionError(f"reading the data source's answer failed: {exc}"))
-            if not data:
-                sent.relay_failed(ConnectionError("the data source closed the connection mid-answer"))
-            state = relay.feed(data)
-            if state == _HEADER:
-                payloads, status = header_for(relay.columns)
-                state = relay.header(payloads, status)
-            out = relay.take()
-            if out:
-                transport.write(out)
+                timed_out(sent)
+            state = advance(sent, sock, relay, transport, header_for)
+            if state in _WAITING:
                 if transport.get_write_buffer_size() > _HIGH_WATER:
                     await writer.drain()
-            if state in _WAITING:
                 continue
-            if state == _DONE:
-                sent.relayed(relay.rows, relay.status)
-                return int(relay.rows)
-            if state == _OK:
-                sent.relayed(0, _relay.ok_fields(relay.first)[2])
-                return -1
-            if state == _ERROR:
-                sent.relay_failed(driver.relay_error(raw, relay.first))
-            sent.relay_failed(ConnectionError("the data source's answer could not be relayed (an unexpected packet)"))
-    except asyncio.CancelledError:  # the client went away, or a shutdown: the answer is never read whole
+            return conclude(sent, relay, state)
+    except BaseException:  # cancelled (a client gone, a shutdown) or a failure: the answer is not read whole
         if not sent.borrowed.released:
             sent.abandon()
         raise
+
+
+def socket_of(sent: SentUnit) -> Any:
+    """The socket ``sent``'s answer is read from (raises, the connection discarded, if it has none)."""
+    sock = sent.pool.driver.relay_socket(sent.borrowed.raw)
+    if sock is None:
+        sent.relay_failed(ConnectionError("the data source's connection cannot be relayed (closed meanwhile)"))
+    return sock
+
+
+def timed_out(sent: SentUnit) -> NoReturn:
+    """No answer by the bound (a frozen data source): the statement fails, the connection is discarded."""
+    sent.relay_failed(TimeoutError(f"no answer from the data source by the statement's deadline ({sent.sql})"))
+
+
+def advance(sent: SentUnit, sock: Any, relay: ResultRelay, transport: Any,
+            header_for: Callable[[list[bytes]], tuple[list[bytes], int]]) -> int:  # fmt: skip
+    """Read what the socket has, re-frame it and write it to the client; the relay's state after it.
+
+    Raises:
+        DdmError: the data source's connection failed or closed (the connection is discarded).
+    """
+    try:
+        data = sock.recv(_READ_SIZE)
+    except (BlockingIOError, InterruptedError):
+        return int(relay.state)
+    except OSError as exc:
+        sent.relay_failed(ConnectionError(f"reading the data source's answer failed: {exc}"))
+    if not data:
+        sent.relay_failed(ConnectionError("the data source closed the connection mid-answer"))
+    state = relay.feed(data)
+    if state == _HEADER:
+        payloads, status = header_for(relay.columns)
+        state = relay.header(payloads, status)
+    out = relay.take()
+    if out and not transport.is_closing():  # a client gone: its answer is read to the end all the same
+        transport.write(out)
+    return int(state)
+
+
+def conclude(sent: SentUnit, relay: ResultRelay, state: int) -> int:
+    """The answer is over (``state`` is not a waiting one): the rows relayed, or -1 for an OK answer.
+
+    Raises:
+        DdmError: its error packet, mapped; or what the relay could not pass on.
+    """
+    if state == _DONE:
+        sent.relayed(relay.rows, relay.status)
+        return int(relay.rows)
+    if state == _OK:
+        sent.relayed(0, _relay.ok_fields(relay.first)[2])
+        return -1
+    if state == _ERROR:
+        sent.relay_failed(sent.pool.driver.relay_error(sent.borrowed.raw, relay.first))
+    sent.relay_failed(ConnectionError("the data source's answer could not be relayed (an unexpected packet)"))
+
+
+def is_waiting(state: int) -> bool:
+    """More bytes are needed from the data source."""
+    return state in _WAITING

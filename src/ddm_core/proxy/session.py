@@ -47,6 +47,7 @@ from ddm_core.proxy.columns import Column, described_columns, result_columns, te
 from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
+from ddm_core.proxy.hotpath import HotRelay
 from ddm_core.proxy.relay import RELAY_STATES, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import (
@@ -495,7 +496,88 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             shape.slow = 0
         return self._outcome(running, plan, result, shape)
 
-    def _relay_of(self, running: _Running, plan: RoutePlan, style: str) -> tuple[ResultRelay | None, Any]:
+    # -- the hot path (proxy/hotpath.py) ---------------------------------------------------------------
+
+    def hot(self, command: int, payload: bytes) -> bool:
+        """The gate's hot path: take a COM_QUERY or COM_STMT_EXECUTE of a one-unit SELECT shape seen before and
+        relay its answer from a reader callback; ``False`` (nothing done): mimic's path answers it
+        (docs/proxy.md#the-hot-path)."""
+        runtime = self.runtime
+        if (self._tx is not None or not self._autocommit or not runtime.inline or not runtime.relay
+                or runtime.limiter is not None or (runtime.masker is not None and not self.may_unmask)):
+            return False  # fmt: skip
+        conn = self.connection
+        announced: list[Column] | None = None
+        block: bytes | None = None  # an execute's parameters as the client sent them
+        if command == _COM_QUERY:
+            if conn.query_attributes:  # mimic's reader takes them off the text
+                return False
+            sql = conn.client_charset.decode(payload[1:])
+            if len(sql) > LOOP_TEXT_LIMIT:
+                return False
+            text, params = parameterize(sql) or (sql, None)
+        elif command == _COM_STMT_EXECUTE:
+            took = conn.hot_execute(payload)
+            if took is None:
+                return False
+            sql, params, announced, block = took
+            text = sql
+        else:
+            return False
+        shape = runtime.shapes.get(text)
+        if shape is None or not shape.inline or shape.needs is not PLAIN:
+            return False
+        try:
+            plan = runtime.executor.router.route(text, params)
+        except DdmError:
+            return False  # mimic's path routes it again and answers the error
+        if not _one_unit(plan):
+            shape.inline = False
+            return False
+        self._text, self._announced, self._interrupted = command == _COM_QUERY, announced, False
+        running = _Running(self, sql, plan, runtime.clock())
+        relay, send = self._relay_of(running, plan, style_of(text), first_seq=1, block=(params, block))
+        if relay is None:
+            return False
+        cid = conn.connection_id
+        runtime._enter(cid)  # counted as running, as mimic's path counts every command
+        try:
+            sent = runtime.executor.send_single(plan, caller_style=style_of(text), send=send)
+        except DdmError as exc:
+            self._hot_end(running, cid, relay, 0, exc)
+            return True
+        if sent is None:  # no idle connection: a worker waits for one on mimic's path
+            runtime._exit(cid)
+            return False
+        header = conn.relay_header(plan.merge.aggregates, announced)
+        HotRelay(sent, relay, conn.stream.writer.transport, header,
+                 lambda rows, error: self._hot_end(running, cid, relay, rows, error)).start()  # fmt: skip
+        return True
+
+    def _hot_end(self, running: _Running, cid: int, relay: ResultRelay, rows: int, error: DdmError | None) -> None:
+        """A hot statement is over: its OK or error packet if it has one, the audit, then the gate goes on."""
+        runtime, conn = self.runtime, self.connection
+        try:
+            runtime.inlined += 1
+            if error is not None:
+                running.failed(error)
+                info = error_info(error)
+                log.debug("statement refused (%s): %s", info.code, info.message)
+                conn.write_hot(conn.error(msg=info.message, code=info.code), relay.seq)
+            elif rows < 0:  # an OK answer (SELECT ... INTO)
+                runtime.relayed += 1
+                affected, inserted, _, _ = RELAY_STATES.ok_fields(relay.first)
+                running.finish(max(affected, 0))
+                conn.write_hot(conn.ok_of(Outcome(max(affected, 0), max(inserted, 0))), relay.seq)
+            else:
+                runtime.relayed += 1
+                running.finish(rows)
+        finally:
+            runtime._exit(cid)
+            conn.gate_done()
+
+    def _relay_of(self, running: _Running, plan: RoutePlan, style: str, first_seq: int | None = None,
+                  block: tuple[Any, bytes | None] = (None, None)) -> tuple[ResultRelay | None, Any]:  # fmt: skip
         """Whether this statement's answer is relayed (docs/proxy.md#relayed-results): its relay, and for a
         binary result the sender of its execute (``Executor.send_single``'s ``send``); (None, None): decoded."""
         if not (self.runtime.relay and running.masks is None and plan.statement == "select" and plan.merge.is_trivial):
@@ -506,10 +588,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         driver = self.runtime.executor.primary_pool(unit.data_source).driver
         if not driver.can_relay:
             return None, None
-        relay = self.connection.relay_for(driver.relay_eof, binary=not self._text)
+        relay = self.connection.relay_for(driver.relay_eof, binary=not self._text, seq=first_seq)
         if relay is None or self._text:
             return relay, None
-        values = execute_values(unit.params)
+        # The client's own parameter block when the unit binds the same values in the same order (a point
+        # select); else the values the router bound, encoded here.
+        given, raw = block
+        values = raw if raw is not None and list(unit.params) == given else execute_values(unit.params)
         if values is None:
             return None, None
 
@@ -693,6 +778,7 @@ def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) ->
 #: Statements longer than this (characters) are scanned and routed on a worker thread, not on the
 #: event loop: linear work, but tens of milliseconds for a few megabytes that other clients would wait.
 LOOP_TEXT_LIMIT = 16_384
+_COM_QUERY, _COM_STMT_EXECUTE = 0x03, 0x17
 #: A statement text that ran on the event loop longer than this, ``INLINE_SLOW_RUNS`` times in a row,
 #: goes to the workers from then on (the loop serves no other client meanwhile).
 INLINE_SECONDS = 0.005

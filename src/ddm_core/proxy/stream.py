@@ -13,6 +13,7 @@ connection closed, as MySQL does).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 __all__ = ["BoundedReader", "PacketTooLarge", "PACKET_TOO_LARGE"]
 
@@ -39,9 +40,17 @@ class BoundedReader:
         self.inner = inner
         self.limit = limit
         self._chain = 0  # bytes announced so far by the packets of the chain being read
+        self._gate: Any = None  # the connection's CommandGate, once installed
+        self._seq: Any = None  # mimic's sequence counter: 0 when it reads a new command
+
+    def watch(self, gate: Any, seq: Any) -> None:
+        """Tell ``gate`` whenever mimic starts to wait for a new command (proxy/hotpath.py)."""
+        self._gate, self._seq = gate, seq
 
     async def read(self, n: int) -> bytes:
         """A packet header (``MysqlStream`` reads nothing else with ``read``); ``b""``: the client is gone."""
+        if self._gate is not None and not self._chain and not self._seq.value:
+            self._gate.command_awaited()
         try:
             header = await self.inner.readexactly(n)
         except asyncio.IncompleteReadError:
