@@ -202,20 +202,23 @@ FILE_PARTS = [
 ]
 
 
+def _listening(command: list[str]) -> tuple[subprocess.Popen[str], int]:
+    """A proxy started by ``command`` and the port it listens on (read from its log)."""
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        m = re.search(r"listening on \S+:(\d+)", line)
+        if m:
+            return proc, int(m.group(1))
+    raise AssertionError("the proxy exited before it listened")
+
+
 def opcodes(config_path: Path, count: int) -> None:
     import json
     import signal
 
     out = Path(tempfile.mkdtemp()) / "opcodes.json"
-    proc = subprocess.Popen([sys.executable, __file__, "--serve-traced", str(config_path), str(out)],
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
-    assert proc.stderr is not None
-    port = 0
-    for line in proc.stderr:
-        m = re.search(r"listening on \S+:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-            break
+    proc, port = _listening([sys.executable, __file__, "--serve-traced", str(config_path), str(out)])
     try:
         client(port, 500)
         proc.send_signal(signal.SIGUSR1)
@@ -251,16 +254,8 @@ def callgrind(config_path: Path, count: int) -> None:
     import signal
 
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
-    proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-                             sys.executable, "-m", "ddm_core.cli", "proxy", "-c", str(config_path), "--port", "0"],
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
-    assert proc.stderr is not None
-    port = 0
-    for line in proc.stderr:
-        m = re.search(r"listening on \S+:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-            break
+    proc, port = _listening(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                             sys.executable, "-m", "ddm_core.cli", "proxy", "-c", str(config_path), "--port", "0"])
     try:
         client(port, 300)
         subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True, capture_output=True)

@@ -374,24 +374,52 @@ def sbtest() -> Iterator[tuple[ProxyProcess, str, ProxyProcess]]:
         direct.close()
         folder = Path(tempfile.mkdtemp(prefix="ddm_bench_sysbench_"))
         proxy = ProxyProcess(write_config(config, folder / "proxy.yaml")).start()
+        two = ProxyProcess(folder / "proxy.yaml", "--processes", "2").start()
+        SB_PROXIES["--processes 2"] = two
         config["proxy"]["transactionMode"] = "xa"
         xa = ProxyProcess(write_config(config, folder / "xa.yaml")).start()
         try:
             yield proxy, databases[2], xa
         finally:
             proxy.stop()
+            two.stop()
             xa.stop()
+            SB_PROXIES.clear()
 
 
-@pytest.mark.parametrize("test", ["oltp_point_select", "oltp_read_write"])
-@pytest.mark.parametrize("threads", [1, 8])
-def test_sysbench_through_the_proxy_vs_direct(benchmark: Any, sbtest: tuple[ProxyProcess, str, ProxyProcess],
-                                              test: str, threads: int) -> None:  # fmt: skip
-    proxy, direct_db, _ = sbtest
+#: (test, sysbench options): the point select, the read-only mix with its transactions and without them
+#: (``--skip_trx=on``: each statement in autocommit), the read-write mix without transactions.
+SB_CASES = {
+    "oltp_point_select": ("oltp_point_select", ()),
+    "oltp_read_only": ("oltp_read_only", ()),
+    "oltp_read_only --skip_trx": ("oltp_read_only", ("--skip_trx=on",)),
     # sysbench's own default (1213 deadlock, 1020, 1205 lock wait) plus 1062: an autocommit DELETE and
     # INSERT of one id race between threads, on MariaDB directly too
-    extra = ("--skip_trx=on", "--mysql-ignore-errors=1062,1213,1020,1205") if test == "oltp_read_write" else ()
-    _sysbench_case(benchmark, f"sysbench {test}, {threads} thread(s): proxy vs direct", test, proxy, direct_db,
+    "oltp_read_write --skip_trx": ("oltp_read_write", ("--skip_trx=on", "--mysql-ignore-errors=1062,1213,1020,1205")),
+}
+
+
+#: Other proxies over the same tables (``sbtest``): ``--processes 2`` (SO_REUSEPORT, one event loop each).
+SB_PROXIES: dict[str, ProxyProcess] = {}
+
+
+@pytest.mark.parametrize("threads", [1, 8])
+def test_sysbench_point_select_through_two_proxy_processes(benchmark: Any, sbtest: tuple[ProxyProcess, str, ProxyProcess],
+                                                          threads: int) -> None:  # fmt: skip
+    _sysbench_case(benchmark, f"sysbench oltp_point_select, {threads} thread(s): proxy --processes 2 vs direct",
+                   "oltp_point_select", SB_PROXIES["--processes 2"], sbtest[1], threads, ())  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "threads"), [
+    *(("oltp_point_select", t) for t in (1, 2, 4, 8)),
+    *((case, t) for case in ("oltp_read_only", "oltp_read_only --skip_trx", "oltp_read_write --skip_trx")
+      for t in (1, 8)),
+])  # fmt: skip
+def test_sysbench_through_the_proxy_vs_direct(benchmark: Any, sbtest: tuple[ProxyProcess, str, ProxyProcess],
+                                              case: str, threads: int) -> None:  # fmt: skip
+    proxy, direct_db, _ = sbtest
+    test, extra = SB_CASES[case]
+    _sysbench_case(benchmark, f"sysbench {case}, {threads} thread(s): proxy vs direct", test, proxy, direct_db,
                    threads, extra)  # fmt: skip
 
 

@@ -221,7 +221,7 @@ def decoded(answer: list[bytes], *, binary: bool = False) -> list[tuple[str | No
     first = raise_error(answer[0])
     if first[:1] == b"\x00":
         return _lenenc(first, 1)[0]
-    row = _binary_strings if binary else _text_row
+    row = _binary_strings if binary else text_row
     return [row(packet, _lenenc(first, 0)[0]) for packet in rows_of(answer)]
 
 
@@ -295,6 +295,17 @@ class ServerError(Exception):
         self.code = code
 
 
+def lenenc_bytes(n: int) -> bytes:
+    """``n`` as a length-encoded integer."""
+    if n < 0xFB:
+        return bytes([n])
+    if n < 1 << 16:
+        return b"\xfc" + n.to_bytes(2, "little")
+    if n < 1 << 24:
+        return b"\xfd" + n.to_bytes(3, "little")
+    return b"\xfe" + n.to_bytes(8, "little")
+
+
 def _lenenc(data: bytes, at: int) -> tuple[int, int]:
     first = data[at]
     if first < 0xFB:
@@ -303,7 +314,8 @@ def _lenenc(data: bytes, at: int) -> tuple[int, int]:
     return int.from_bytes(data[at + 1 : at + 1 + width], "little"), at + 1 + width
 
 
-def _text_row(packet: bytes, columns: int) -> tuple[str | None, ...]:
+def text_row(packet: bytes, columns: int) -> tuple[str | None, ...]:
+    """A text-protocol row of ``columns`` values, as text (``None`` for NULL)."""
     values: list[str | None] = []
     at = 0
     for _ in range(columns):

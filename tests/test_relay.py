@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from ddm_core._fast import load
 from ddm_core.execute.mysql_connect import open_mysql
+from raw_mysql import lenenc_bytes, text_row
 
 TWINS = [load("python").relay]
 try:
@@ -28,16 +29,6 @@ R = TWINS[0]
 MAX = 0xFFFFFF
 STATUS = 0x0002  # SERVER_STATUS_AUTOCOMMIT
 HEADER = [b"\x02", b"client-def-1", b"client-def-2"]
-
-
-def _lenenc(n: int) -> bytes:
-    if n < 0xFB:
-        return bytes([n])
-    if n < 1 << 16:
-        return b"\xfc" + n.to_bytes(2, "little")
-    if n < 1 << 24:
-        return b"\xfd" + n.to_bytes(3, "little")
-    return b"\xfe" + n.to_bytes(8, "little")
 
 
 def _frame(payloads: list[bytes], seq: int = 1) -> bytes:
@@ -59,7 +50,7 @@ def _packets(stream: bytes) -> list[tuple[int, bytes]]:
 
 
 def _row(values: list[bytes | None]) -> bytes:
-    return b"".join(b"\xfb" if v is None else _lenenc(len(v)) + v for v in values)
+    return b"".join(b"\xfb" if v is None else lenenc_bytes(len(v)) + v for v in values)
 
 
 def _answer(rows: list[bytes], backend_eof: bool, end: bytes | None = None) -> list[bytes]:
@@ -107,7 +98,7 @@ def test_a_result_is_reframed_alike_by_both_twins(rows: list[bytes], cuts: list[
     eof = b"\xfe\x00\x00" + STATUS.to_bytes(2, "little")
     middle = [eof] if client_eof else []
     affected = len(rows) if count_rows else 0
-    end = eof if client_eof else b"\xfe" + _lenenc(affected) + b"\x00" + STATUS.to_bytes(2, "little") + b"\x00\x00"
+    end = eof if client_eof else b"\xfe" + lenenc_bytes(affected) + b"\x00" + STATUS.to_bytes(2, "little") + b"\x00\x00"
     assert payloads == HEADER + middle + rows + [end]
 
 
@@ -187,7 +178,7 @@ def test_a_real_servers_answer_relays_to_its_rows(sql: str) -> None:
             while state in (twin.FIRST, twin.ROWS):
                 state = relay.feed(conn._sock.recv(65536))
                 if state == twin.HEADER:
-                    state = relay.header([_lenenc(len(relay.columns))] + list(relay.columns), STATUS)
+                    state = relay.header([lenenc_bytes(len(relay.columns))] + list(relay.columns), STATUS)
                 out += relay.take()
             if isinstance(expected, int):
                 assert state == twin.ERROR and int.from_bytes(relay.first[1:3], "little") == expected
@@ -195,26 +186,6 @@ def test_a_real_servers_answer_relays_to_its_rows(sql: str) -> None:
             assert state == twin.DONE and relay.rows == len(expected)
             payloads = [p for _, p in _packets(bytes(out))]
             count = payloads[0][0]
-            got = [_text_values(p, count) for p in payloads[count + 2 : -1]]
-            assert [tuple(v if v is None else v.decode() for v in row) for row in got] == expected
+            assert [text_row(p, count) for p in payloads[count + 2 : -1]] == expected
     finally:
         conn.close()
-
-
-def _text_values(payload: bytes, count: int) -> tuple[bytes | None, ...]:
-    values: list[bytes | None] = []
-    at = 0
-    for _ in range(count):
-        if payload[at] == 0xFB:
-            values.append(None)
-            at += 1
-            continue
-        first = payload[at]
-        if first < 0xFB:
-            length, at = first, at + 1
-        else:
-            width = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
-            length, at = int.from_bytes(payload[at + 1 : at + 1 + width], "little"), at + 1 + width
-        values.append(payload[at : at + length])
-        at += length
-    return tuple(values)

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from ddm_core._fast import load
 from ddm_core.execute.mysql_connect import open_mysql
+from raw_mysql import lenenc_bytes as _lenenc
 
 TWINS = [load("python").wire]
 try:
@@ -31,16 +32,6 @@ except ImportError:  # not built: the pure twin alone (the compiled pass require
 
 MAX = 0xFFFFFF
 CONVERTERS = (("utf8", int), ("utf8", None), (None, None), ("latin1", None), ("utf8", Decimal))
-
-
-def _lenenc(n: int) -> bytes:
-    if n < 0xFB:
-        return bytes([n])
-    if n < 1 << 16:
-        return b"\xfc" + n.to_bytes(2, "little")
-    if n < 1 << 24:
-        return b"\xfd" + n.to_bytes(3, "little")
-    return b"\xfe" + n.to_bytes(8, "little")
 
 
 def _value(v: bytes | None) -> bytes:

@@ -213,6 +213,7 @@ _COM_QUERY = 0x03
 _DEPRECATE_EOF = 1 << 24  # CLIENT_DEPRECATE_EOF
 _COM_STMT_PREPARE, _COM_STMT_EXECUTE, _COM_STMT_CLOSE = 0x16, 0x17, 0x19
 _EXECUTE_ONCE = b"\x00\x01\x00\x00\x00"  # no cursor, one iteration
+_EXECUTE_HEAD = bytes((_COM_STMT_EXECUTE,))
 #: Statements send_execute keeps prepared on one connection (MariaDB's max_prepared_stmt_count is per server).
 _PREPARED_PER_CONNECTION = 128
 
@@ -317,7 +318,14 @@ class MySQLDriver(Driver):
                 for old in list(prepared)[: _PREPARED_PER_CONNECTION // 2]:
                     raw._execute_command(_COM_STMT_CLOSE, prepared.pop(old).to_bytes(4, "little"))
             stmt_id = prepared[sql] = self._prepare(raw, sql, count)
-        raw._execute_command(_COM_STMT_EXECUTE, stmt_id.to_bytes(4, "little") + _EXECUTE_ONCE + values)
+        # One packet, written as PyMySQL's _execute_command would (nothing of its is pending: the
+        # connection came idle from the pool), without its per-command bookkeeping.
+        payload = _EXECUTE_HEAD + stmt_id.to_bytes(4, "little") + _EXECUTE_ONCE + values
+        if len(payload) >= 0xFFFFFF:
+            raw._execute_command(_COM_STMT_EXECUTE, payload[1:])
+            return
+        raw._write_bytes(len(payload).to_bytes(3, "little") + b"\x00" + payload)
+        raw._next_seq_id = 1
 
     def _prepare(self, raw: Any, sql: str, count: int) -> int:
         """COM_STMT_PREPARE ``sql`` and read the whole answer (blocking: once per statement and connection)."""

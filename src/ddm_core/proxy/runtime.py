@@ -121,6 +121,7 @@ class ProxyRuntime:
         # now, and the connections to end once they are between commands (a reload removed their user).
         self._commands: dict[int, int] = {}
         self._revoked: dict[int, Callable[[], None]] = {}
+        self._drivers: tuple[Any, dict[str, Any]] = (None, {})  # (configuration, data source -> driver)
 
     def configure(self, settings: ProxySettings) -> None:
         """Take ``settings``' user and table rate limits, unmask list, masks, audit log and ``inlineStatements``.
@@ -164,6 +165,17 @@ class ProxyRuntime:
             self._revoked[connection_id] = end
         else:
             end()
+
+    def driver_of(self, data_source: str) -> Any:
+        """The executor's driver for ``data_source`` (kept per configuration: a reload may change it)."""
+        config = self.executor.config
+        known = self._drivers
+        if known[0] is not config:
+            known = self._drivers = (config, {})
+        driver = known[1].get(data_source)
+        if driver is None:
+            driver = known[1][data_source] = self.executor.primary_pool(data_source).driver
+        return driver
 
     def statement(self) -> _Command:
         """Count one client command as running (shutdown waits for the count to reach zero).

@@ -38,7 +38,7 @@ from mysql_mimic.session import BaseSession
 from mysql_mimic.types import ServerStatus
 from mysql_mimic.variables import SessionVariables
 
-from ddm_core.errors import DdmError, StatementInterruptedError
+from ddm_core.errors import DdmError, ExecutionError, StatementInterruptedError
 from ddm_core.execute import Result, Transaction
 from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.sent import SentUnit
@@ -506,45 +506,22 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if (self._tx is not None or not self._autocommit or not runtime.inline or not runtime.relay
                 or runtime.limiter is not None or (runtime.masker is not None and not self.may_unmask)):
             return False  # fmt: skip
-        conn = self.connection
-        announced: list[Column] | None = None
-        block: bytes | None = None  # an execute's parameters as the client sent them
-        if command == _COM_QUERY:
-            if conn.query_attributes:  # mimic's reader takes them off the text
-                return False
-            sql = conn.client_charset.decode(payload[1:])
-            if len(sql) > LOOP_TEXT_LIMIT:
-                return False
-            text, params = parameterize(sql) or (sql, None)
-        elif command == _COM_STMT_EXECUTE:
-            took = conn.hot_execute(payload)
-            if took is None:
-                return False
-            sql, params, announced, block = took
-            text = sql
-        else:
-            return False
-        shape = runtime.shapes.get(text)
-        if shape is None or not shape.inline or shape.needs is not PLAIN:
-            return False
         try:
-            plan = runtime.executor.router.route(text, params)
-        except DdmError:
-            return False  # mimic's path routes it again and answers the error
-        if not _one_unit(plan):
-            shape.inline = False
+            taken = self._hot_plan(command, payload)
+        except Exception as exc:  # noqa: BLE001  # undecodable text, a refusal, a bug: mimic's path answers it
+            log.debug("the hot path left a command to mimic's path: %s", exc)
             return False
-        self._text, self._announced, self._interrupted = command == _COM_QUERY, announced, False
-        running = _Running(self, sql, plan, runtime.clock())
-        relay, send = self._relay_of(running, plan, style_of(text), first_seq=1, block=(params, block))
-        if relay is None:
+        if taken is None:
             return False
+        running, relay, send, style, announced = taken
+        conn, plan = self.connection, running.plan
         cid = conn.connection_id
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
         try:
-            sent = runtime.executor.send_single(plan, caller_style=style_of(text), send=send)
-        except DdmError as exc:
-            self._hot_end(running, cid, relay, 0, exc)
+            sent = runtime.executor.send_single(plan, caller_style=style, send=send)
+        except Exception as exc:  # noqa: BLE001  # sent or not, it failed: its error is the answer
+            error = exc if isinstance(exc, DdmError) else ExecutionError(f"ddm: sending the statement failed: {exc}")
+            self._hot_end(running, cid, relay, 0, error)
             return True
         if sent is None:  # no idle connection: a worker waits for one on mimic's path
             runtime._exit(cid)
@@ -553,6 +530,39 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         HotRelay(sent, relay, conn.stream.writer.transport, header,
                  lambda rows, error: self._hot_end(running, cid, relay, rows, error)).start()  # fmt: skip
         return True
+
+    def _hot_plan(self, command: int, payload: bytes) -> tuple[_Running, ResultRelay, Any, str, list[Column] | None] | None:
+        """What the hot path sends for this command, routed; ``None``: it is not one of its statements."""
+        runtime, conn = self.runtime, self.connection
+        announced: list[Column] | None = None
+        block: bytes | None = None  # an execute's parameters as the client sent them
+        if command == _COM_QUERY:
+            if conn.query_attributes:  # mimic's reader takes them off the text
+                return None
+            sql = conn.client_charset.decode(payload[1:])
+            if len(sql) > LOOP_TEXT_LIMIT:
+                return None
+            text, params = parameterize(sql) or (sql, None)
+        elif command == _COM_STMT_EXECUTE:
+            took = conn.hot_execute(payload)
+            if took is None:
+                return None
+            sql, params, announced, block = took
+            text = sql
+        else:
+            return None
+        shape = runtime.shapes.get(text)
+        if shape is None or not shape.inline or shape.needs is not PLAIN:
+            return None
+        plan = runtime.executor.router.route(text, params)  # a refusal: mimic's path routes it again, answers it
+        if not _one_unit(plan):
+            shape.inline = False
+            return None
+        self._text, self._announced, self._interrupted = command == _COM_QUERY, announced, False
+        running = _Running(self, sql, plan, runtime.clock())
+        style = style_of(text)
+        relay, send = self._relay_of(running, plan, style, first_seq=1, block=(params, block))
+        return None if relay is None else (running, relay, send, style, announced)
 
     def _hot_end(self, running: _Running, cid: int, relay: ResultRelay, rows: int, error: DdmError | None) -> None:
         """A hot statement is over: its OK or error packet if it has one, the audit, then the gate goes on."""
@@ -585,7 +595,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if not self._text and (self._announced is None or style != "qmark"):
             return None, None  # into a cursor, or literals the proxy parameterized (not the client's marks)
         unit = plan.units[0]
-        driver = self.runtime.executor.primary_pool(unit.data_source).driver
+        driver = self.runtime.driver_of(unit.data_source)
         if not driver.can_relay:
             return None, None
         relay = self.connection.relay_for(driver.relay_eof, binary=not self._text, seq=first_seq)
