@@ -107,6 +107,7 @@ proxy:
   workers: 16
   batchRows: 500
   shutdownGraceMs: 10000
+  linkIdleMs: 2000
   maxConnections: 1000
   maxUserConnections: 100
   maxConnectErrors: 100

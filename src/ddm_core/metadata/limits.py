@@ -138,6 +138,9 @@ RANGES: Mapping[str, IntRange] = {
     "proxy.shutdownGraceMs": IntRange(
         0, 3_600_000, _PROXY.shutdown_grace_ms, unit="ms", note="SIGTERM waits this long for running statements"
     ),
+    "proxy.linkIdleMs": IntRange(
+        10, 3_600_000, _PROXY.link_idle_ms, unit="ms", note="an idle connection of the event loop's own is closed"
+    ),
     "proxy.users.rateLimit": IntRange(1, 1_000_000, 0, off=True, note="statements per second of one user"),
     "proxy.tableRateLimits": IntRange(1, 1_000_000, None, note="statements per second on one logic table"),
     "proxy.maxConnections": IntRange(1, 100_000, _PROXY.max_connections, note="client connections at once"),

@@ -575,6 +575,8 @@ class ProxySettings:
             the hop to a worker thread (docs/proxy.md#how-it-is-built).
         relay: Pass such a statement's result from the data source to the client packet by packet,
             without decoding its rows (docs/proxy.md#relayed-results); ``False``: decoded and framed again.
+        link_idle_ms: How long a connection of the event loop's own (the hot path's) may stay idle
+            before it is closed (docs/proxy.md#the-hot-path).
         tls: TLS for clients (``None``: plain connections only).
         transaction_mode: What a client's ``BEGIN`` opens: ``local`` or ``xa`` (docs/proxy.md#xa-transactions);
             a session changes its own with ``SET transaction_type``.
@@ -603,6 +605,7 @@ class ProxySettings:
     audit_all: bool = False
     inline_statements: bool = True
     relay: bool = True
+    link_idle_ms: int = 2_000
     tls: ProxyTls | None = None
     transaction_mode: str = "local"
     max_connections: int = 151

@@ -17,12 +17,18 @@ import time
 from typing import Any, Callable
 
 from ddm_core.errors import DdmError, ExecutionError
+from ddm_core.execute.pools import discard_on
+from ddm_core.execute.result import Result
 from ddm_core.execute.sent import SentUnit
-from ddm_core.proxy.relay import ResultRelay, advance, conclude, is_waiting, socket_of, timed_out
+from ddm_core.execute.statement import unit_error
+from ddm_core.proxy.backends import LOST as _LOST
+from ddm_core.proxy.relay import RELAY_STATES, ResultRelay, advance, conclude, is_waiting, socket_of, timed_out
 
-__all__ = ["HotRelay"]
+__all__ = ["HotRelay", "LinkStatement"]
 
 log = logging.getLogger("ddm_core.proxy")
+
+_DONE, _OK, _ERROR = RELAY_STATES.DONE, RELAY_STATES.OK, RELAY_STATES.ERROR
 
 #: ``on_end(rows, error)``: the rows relayed (-1: an OK answer, in ``relay.first``) or the error; the
 #: client's next packet (an error's, an OK's) takes the sequence id ``relay.seq``.
@@ -117,3 +123,108 @@ class HotRelay:
 _HIGH_WATER = 1 << 20
 _LOW_WATER = 1 << 18
 _DRAIN_POLL = 0.002
+
+
+class LinkStatement:
+    """One hot statement on a :class:`~ddm_core.proxy.backends.Link` of the event loop's own.
+
+    What the executor does for a sent unit is done here in its terms: the statement's deadline cancels
+    it on the data source (the driver's ``cancel``: ``KILL QUERY`` on a connection of its own) and a
+    cancelled link is never reused; past the answer bound a frozen data source's link is aborted; the
+    data source's error is mapped as a unit's (``unit_error``); the slow-SQL log and the observer hear
+    of it (``Engine.observed`` / ``failed``).
+    """
+
+    __slots__ = ("runtime", "link", "running", "relay", "header_for", "client", "on_end", "fired", "bounded",
+                 "_timers")  # fmt: skip
+
+    def __init__(self, runtime: Any, link: Any, running: Any, relay: ResultRelay,
+                 header_for: Callable[[list[bytes]], tuple[list[bytes], int]], client: Any, on_end: OnEnd) -> None:  # fmt: skip
+        self.runtime = runtime
+        self.link = link
+        self.running = running
+        self.relay = relay
+        self.header_for = header_for
+        self.client = client
+        self.on_end = on_end
+        self.fired = False  # the deadline's cancel went out
+        self.bounded = False  # the answer bound passed: the link was aborted
+        self._timers: list[asyncio.TimerHandle] = []
+
+    def start(self, style: str, values: bytes | None) -> None:
+        """Send the unit (a text statement, or an execute of ``values``, prepared on the link first if it
+        is not yet) and arm the deadline and the answer bound."""
+        runtime, link = self.runtime, self.link
+        unit = self.running.plan.units[0]
+        driver, endpoint = link.driver, link.endpoint
+        engine = runtime.executor.engine
+        loop = asyncio.get_running_loop()
+        seconds = engine.timeout
+        if seconds:
+            self._timers.append(loop.call_later(seconds, self._cancel, driver, endpoint))
+            bound: float | None = seconds + engine.cancel_grace
+        else:
+            bound = driver.socket_timeout(endpoint)
+        if bound is not None:
+            self._timers.append(loop.call_later(bound, self._expired))
+        if values is None:
+            sql = engine.unit_sql(driver, unit, style)
+            if unit.params is not None:
+                sql = sql % tuple(link.raw.escape(p) for p in unit.params)  # as PyMySQL's cursor formats it
+            link.send(b"\x03" + sql.encode(link.raw.encoding), self.relay, self.client, self.header_for, self._ended)
+            return
+        stmt_id = link.prepared.get(unit.sql)
+        if stmt_id is not None:
+            self._execute(stmt_id, values)
+            return
+
+        def prepared(stmt_id: int | None, error: bytes) -> None:
+            if stmt_id is None:
+                self.relay.first = error
+                self._ended(link, _ERROR if error else _LOST)
+                return
+            link.prepared[unit.sql] = stmt_id
+            self._execute(stmt_id, values)
+
+        link.prepare(unit.sql, prepared)
+
+    def _execute(self, stmt_id: int, values: bytes) -> None:
+        payload = b"\x17" + stmt_id.to_bytes(4, "little") + b"\x00\x01\x00\x00\x00" + values
+        self.link.send(payload, self.relay, self.client, self.header_for, self._ended)
+
+    def _cancel(self, driver: Any, endpoint: Any) -> None:
+        self.fired = True
+        driver.cancel(endpoint, self.link.raw)  # never waits on the server
+
+    def _expired(self) -> None:
+        self.bounded = True
+        self.link.abort()  # connection_lost ends the statement
+
+    def _ended(self, link: Any, state: int) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        running, relay, runtime = self.running, self.relay, self.runtime
+        plan, unit = running.plan, running.plan.units[0]
+        engine = runtime.executor.engine
+        backends = runtime.backends
+        if state in (_DONE, _OK) and not self.fired:
+            backends.give(link)
+            rows = int(relay.rows) if state == _DONE else -1
+            engine.observed(plan, running.started, Result.counted(max(rows, 0), None, (), plan.statement))
+            self.on_end(rows, None)
+            return
+        if state == _ERROR and relay.first:
+            exc: BaseException = link.driver.relay_error(link.raw, relay.first)
+        elif self.bounded:
+            exc = TimeoutError(f"no answer from the data source by the statement's deadline ({unit.sql})")
+        else:
+            exc = ConnectionError("the data source's connection was lost, or answered out of step")
+        if self.fired or state != _ERROR or discard_on(exc):
+            link.abort()  # a cancel may still be on its way to it, or its state is unknown
+        else:
+            backends.give(link)
+        error = unit_error(exc, unit, link.endpoint.name, self.fired, unit.sql)
+        if not isinstance(error, DdmError):
+            error = ExecutionError(f"ddm: {error}")
+        engine.failed(plan, running.started, error)
+        self.on_end(0, error)

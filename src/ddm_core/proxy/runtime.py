@@ -22,6 +22,7 @@ from mysql_mimic.variables import GlobalVariables
 from ddm_core.execute import Executor
 from ddm_core.metadata.model import MaskRule, ProxySettings
 from ddm_core.proxy.audit import AuditLog
+from ddm_core.proxy.backends import LoopBackends
 from ddm_core.proxy.described import ResultShapes
 from ddm_core.proxy.kill import Killable
 from ddm_core.proxy.masking import Masker, MaskPlan
@@ -102,6 +103,7 @@ class ProxyRuntime:
         self.unmasked = unmasked
         self.clock = clock
         self.workers = Workers(workers, "ddm-proxy")
+        self.backends = LoopBackends(executor, self.workers)  # the hot path's own connections, on the loop
         self.schema = executor.config.name or LOGIC_DB  # ProxyServer always names it
         self.access = AccessControl(self.schema)  # the users' privileges (proxy.users[].allow)
         #: Logged-in sessions by connection id, for KILL (on the event loop only).
@@ -145,6 +147,7 @@ class ProxyRuntime:
         self.access.take(settings.users)
         self.inline = settings.inline_statements
         self.relay = settings.relay
+        self.backends.idle_seconds = settings.link_idle_ms / 1000
         if settings.masks != self._mask_rules:
             masker = Masker(settings.masks)
             self.masker = masker if masker.active else None
@@ -168,7 +171,7 @@ class ProxyRuntime:
 
     def driver_of(self, data_source: str) -> Any:
         """The executor's driver for ``data_source`` (kept per configuration: a reload may change it)."""
-        config = self.executor.config
+        config = self.executor.engine.router.routed_config  # the hot path routed just before
         known = self._drivers
         if known[0] is not config:
             known = self._drivers = (config, {})

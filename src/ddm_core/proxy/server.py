@@ -263,6 +263,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=max(grace, 1.0))
         await self.wait_closed()
+        self.runtime.backends.close()  # the event loop's own connections (proxy/backends.py)
         self.runtime.workers.shutdown(wait=True)
         self.borrowed_at_close = self.executor.borrowed()
         self.executor.close()

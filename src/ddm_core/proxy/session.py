@@ -47,7 +47,7 @@ from ddm_core.proxy.columns import Column, described_columns, result_columns, te
 from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
-from ddm_core.proxy.hotpath import HotRelay
+from ddm_core.proxy.hotpath import HotRelay, LinkStatement
 from ddm_core.proxy.relay import RELAY_STATES, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import (
@@ -465,7 +465,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return None
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
-        relay, send = self._relay_of(running, plan, style_of(text))
+        relay, values = self._relay_of(running, plan, style_of(text))
+        send = None if relay is None else self._sender(runtime.driver_of(plan.units[0].data_source), values)
         try:
             sent = runtime.executor.send_single(plan, caller_style=style_of(text), send=send)
         except DdmError as exc:
@@ -513,10 +514,17 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return False
         if taken is None:
             return False
-        running, relay, send, style, announced = taken
+        running, relay, values, style, announced = taken
         conn, plan = self.connection, running.plan
         cid = conn.connection_id
+        link = runtime.backends.take(plan.units[0].data_source) if runtime.backends is not None else None
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
+        if link is not None:
+            on_end = lambda rows, error: self._hot_end(running, cid, relay, rows, error)  # noqa: E731
+            LinkStatement(runtime, link, running, relay, conn.relay_header(plan.merge.aggregates, announced),
+                          conn.stream.writer.transport, on_end).start(style, values)  # fmt: skip
+            return True
+        send = self._sender(runtime.driver_of(plan.units[0].data_source), values)
         try:
             sent = runtime.executor.send_single(plan, caller_style=style, send=send)
         except Exception as exc:  # noqa: BLE001  # sent or not, it failed: its error is the answer
@@ -561,8 +569,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._text, self._announced, self._interrupted = command == _COM_QUERY, announced, False
         running = _Running(self, sql, plan, runtime.clock())
         style = style_of(text)
-        relay, send = self._relay_of(running, plan, style, first_seq=1, block=(params, block))
-        return None if relay is None else (running, relay, send, style, announced)
+        relay, values = self._relay_of(running, plan, style, first_seq=1, block=(params, block))
+        return None if relay is None else (running, relay, values, style, announced)
 
     def _hot_end(self, running: _Running, cid: int, relay: ResultRelay, rows: int, error: DdmError | None) -> None:
         """A hot statement is over: its OK or error packet if it has one, the audit, then the gate goes on."""
@@ -587,9 +595,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             conn.gate_done()
 
     def _relay_of(self, running: _Running, plan: RoutePlan, style: str, first_seq: int | None = None,
-                  block: tuple[Any, bytes | None] = (None, None)) -> tuple[ResultRelay | None, Any]:  # fmt: skip
+                  block: tuple[Any, bytes | None] = (None, None)) -> tuple[ResultRelay | None, bytes | None]:  # fmt: skip
         """Whether this statement's answer is relayed (docs/proxy.md#relayed-results): its relay, and for a
-        binary result the sender of its execute (``Executor.send_single``'s ``send``); (None, None): decoded."""
+        binary result the parameter block of its execute; (None, None): decoded."""
         if not (self.runtime.relay and running.masks is None and plan.statement == "select" and plan.merge.is_trivial):
             return None, None
         if not self._text and (self._announced is None or style != "qmark"):
@@ -607,11 +615,18 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         values = raw if raw is not None and list(unit.params) == given else execute_values(unit.params)
         if values is None:
             return None, None
+        return relay, values
+
+    @staticmethod
+    def _sender(driver: Any, values: bytes | None) -> Any:
+        """``Executor.send_single``'s ``send`` for a binary execute of ``values`` (``None``: the driver's own)."""
+        if values is None:
+            return None
 
         def send(raw: Any, unit: RouteUnit) -> None:
             driver.send_execute(raw, unit.sql, len(unit.params), values)
 
-        return relay, send
+        return send
 
     async def _relayed(self, sent: SentUnit, relay: ResultRelay, running: _Running, plan: RoutePlan) -> Outcome | Relayed:
         """``sent``'s answer relayed to the client (docs/proxy.md#relayed-results): :data:`RELAYED`, or the

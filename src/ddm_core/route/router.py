@@ -145,6 +145,12 @@ class Router:
         self._sync()
         return self._ctx.config
 
+    @property
+    def routed_config(self) -> ShardingConfig:
+        """The version the last :meth:`route` used, not checked against a holder's newer one (what a
+        caller that just routed needs, without a second check)."""
+        return self._ctx.config
+
     def use_config(self, config: ShardingConfig) -> None:
         """Switch to another configuration version; cached plans are dropped.
 

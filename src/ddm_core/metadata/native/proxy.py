@@ -90,6 +90,7 @@ def read_proxy(sec: Section, ctx: Context) -> ProxySettings:
         ),
         inline_statements=sec.bool("inlineStatements", default=d.inline_statements),
         relay=sec.bool("relay", default=d.relay),
+        link_idle_ms=sec.int("linkIdleMs", default=d.link_idle_ms, bounds=RANGES["proxy.linkIdleMs"]),
         tls=tls,
         transaction_mode=_proxy_transaction_mode(sec, d.transaction_mode),
         **_proxy_limits(sec, d),

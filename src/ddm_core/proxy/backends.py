@@ -1,0 +1,313 @@
+"""Connections to the data sources owned by the event loop, for the hot path (docs/proxy.md#the-hot-path).
+
+The executor's pools lend PyMySQL connections to threads and to the loop alike, so a statement
+sent from the loop must add a reader on its socket and remove it again (six ``epoll_ctl`` and two
+``ioctl`` a statement) and go through the pool's locks and bookkeeping. A :class:`Link` is a
+connection opened by the same recipe (the data source's driver, on a worker thread) whose socket is
+then handed to the event loop as a transport: the loop reads it for as long as it lives and calls
+:meth:`Link.data_received` with each chunk, which the relay unit re-frames for the client.
+
+:class:`LoopBackends` keeps the idle links per data source: at most as many as the data source's
+pool may open (``pool.maxSize``), opened one at a time in the background when a statement found none
+(that statement takes the pooled path meanwhile), closed after ``proxy.linkIdleMs`` idle (an idle
+proxy holds no connections beyond its pools' own), when
+the configuration changes or when the proxy stops; a link that failed or answered out of step, or
+whose statement was cancelled, is never reused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from ddm_core._fast import SELECTED
+
+__all__ = ["Link", "LoopBackends"]
+
+log = logging.getLogger("ddm_core.proxy")
+
+_relay = SELECTED.relay
+_WAITING = (_relay.FIRST, _relay.ROWS)
+_HEADER = _relay.HEADER
+#: A relay state of its own: the connection was lost (or aborted) before the answer ended.
+LOST = -1
+#: Statements one link keeps prepared (MariaDB's max_prepared_stmt_count is per server).
+PREPARED_PER_LINK = 128
+_HIGH_WATER = 1 << 20
+_LOW_WATER = 1 << 18
+_DRAIN_POLL = 0.002
+
+OnEnd = Callable[["Link", int], None]
+
+
+def _frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "little") + b"\x00" + payload
+
+
+class Link(asyncio.Protocol):
+    """One data-source connection read by the event loop: one command at a time.
+
+    ``raw`` is the driver's connection object without its socket (its escaping, character set and
+    thread id serve), ``driver`` and ``endpoint`` the data source's primary it was opened to;
+    ``prepared`` maps the statements prepared on it to their ids.
+    """
+
+    def __init__(self, data_source: str, raw: Any, on_lost: Callable[[Link], None], driver: Any, endpoint: Any) -> None:
+        self.data_source = data_source
+        self.raw = raw
+        self.driver = driver
+        self.endpoint = endpoint
+        self.prepared: dict[str, int] = {}
+        self.closed = False
+        self.idle_since = 0.0  # the loop's time it was last given back
+        self.transport: Any = None
+        self._on_lost = on_lost
+        self._relay: Any = None
+        self._client: Any = None
+        self._header_for: Any = None
+        self._on_end: OnEnd | None = None
+        self._preparing: tuple[Callable[[int | None, bytes], None], bytearray] | None = None
+
+    # -- commands --------------------------------------------------------------------------------------
+
+    def send(self, payload: bytes, relay: Any, client: Any, header_for: Any, on_end: OnEnd) -> None:
+        """Send one command whose answer ``relay`` re-frames for the ``client`` transport; ``on_end(link,
+        state)`` once it is over (a relay state, or :data:`LOST`)."""
+        self._relay, self._client, self._header_for, self._on_end = relay, client, header_for, on_end
+        self.transport.write(_frame(payload))
+
+    def prepare(self, sql: str, on_prepared: Callable[[int | None, bytes], None]) -> None:
+        """COM_STMT_PREPARE ``sql``: ``on_prepared(statement id, b"")``, or ``(None, error packet)``."""
+        if len(self.prepared) >= PREPARED_PER_LINK:  # the oldest go: COM_STMT_CLOSE has no answer
+            for old in list(self.prepared)[: PREPARED_PER_LINK // 2]:
+                self.transport.write(_frame(b"\x19" + self.prepared.pop(old).to_bytes(4, "little")))
+        self._preparing = (on_prepared, bytearray())
+        self.transport.write(_frame(b"\x16" + sql.encode(self.raw.encoding)))
+
+    def abort(self) -> None:
+        """Close at once (an answer out of bounds, a statement in doubt): never reused."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- the protocol ---------------------------------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        relay = self._relay
+        if relay is not None:
+            state = relay.feed(data)
+            if state == _HEADER:
+                payloads, status = self._header_for(relay.columns)
+                state = relay.header(payloads, status)
+            out = relay.take()
+            client = self._client
+            if out and not client.is_closing():
+                client.write(out)
+                if client.get_write_buffer_size() > _HIGH_WATER and state in _WAITING:
+                    self.transport.pause_reading()  # a slow client: its answer waits in MariaDB meanwhile
+                    asyncio.get_running_loop().call_later(_DRAIN_POLL, self._drained)
+            if state in _WAITING:
+                return
+            self._end(state)
+            return
+        if self._preparing is not None:
+            self._prepare_data(data)
+            return
+        log.warning("data source %s sent %d bytes nobody asked for: its connection is closed", self.data_source,
+                    len(data))  # fmt: skip
+        self.abort()
+
+    def _drained(self) -> None:
+        client = self._client
+        if client is None or client.is_closing() or client.get_write_buffer_size() <= _LOW_WATER:
+            if not self.closed:
+                self.transport.resume_reading()
+        else:
+            asyncio.get_running_loop().call_later(_DRAIN_POLL, self._drained)
+
+    def _end(self, state: int) -> None:
+        on_end = self._on_end
+        self._relay = self._client = self._header_for = self._on_end = None
+        if on_end is not None:
+            on_end(self, state)
+
+    def _prepare_data(self, data: bytes) -> None:
+        assert self._preparing is not None
+        on_prepared, buffer = self._preparing
+        buffer += data
+        packets: list[bytes] = []
+        at = 0
+        while len(buffer) - at >= 4:
+            length = int.from_bytes(buffer[at : at + 3], "little")
+            if len(buffer) - at - 4 < length:
+                break
+            packets.append(bytes(buffer[at + 4 : at + 4 + length]))
+            at += 4 + length
+        if not packets:
+            return
+        first = packets[0]
+        if first[:1] == b"\xff":
+            self._preparing = None
+            on_prepared(None, first)
+            return
+        columns, params = int.from_bytes(first[5:7], "little"), int.from_bytes(first[7:9], "little")
+        eof = 0 if self.raw.client_flag & (1 << 24) else 1  # CLIENT_DEPRECATE_EOF
+        expected = 1 + params + (eof if params else 0) + columns + (eof if columns else 0)
+        if len(packets) < expected:
+            return  # the definitions are still coming (the whole answer is parsed again: a prepare is rare)
+        if len(packets) > expected or at != len(buffer):
+            self._preparing = None
+            self.abort()
+            on_prepared(None, b"")
+            return
+        self._preparing = None
+        on_prepared(int.from_bytes(first[1:5], "little"), b"")
+
+    def eof_received(self) -> bool | None:
+        return False  # the transport closes; connection_lost follows
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.closed = True
+        if self._relay is not None:
+            self._end(LOST)
+        if self._preparing is not None:
+            on_prepared, _ = self._preparing
+            self._preparing = None
+            on_prepared(None, b"")
+        self._on_lost(self)
+
+
+class LoopBackends:
+    """The idle :class:`Link` s per data source, for the hot path (module docstring).
+
+    Args:
+        executor: The proxy's executor: its configuration, its drivers and pool sizes.
+        workers: Where connections are opened (a blocking handshake never runs on the loop).
+    """
+
+    def __init__(self, executor: Any, workers: Any) -> None:
+        self.executor = executor
+        self.workers = workers
+        self._config: Any = None
+        self._idle: dict[str, list[Link]] = {}
+        self._open: dict[str, int] = {}  # links open (idle or lent) per data source
+        self._opening: set[str] = set()
+        self._never: set[str] = set()  # data sources reached over TLS: the pooled path serves them
+        self._sweeper: asyncio.TimerHandle | None = None
+        self.idle_seconds = 2.0  # proxy.linkIdleMs, set by the runtime
+        self.closed = False
+
+    def take(self, data_source: str) -> Link | None:
+        """An idle link to ``data_source``'s primary, or ``None`` (one is then opened for later statements)."""
+        config = self.executor.engine.router.routed_config  # the caller routed just before
+        if config is not self._config:
+            self._reset(config)
+        idle = self._idle.get(data_source)
+        if idle:
+            return idle.pop()
+        self._grow(data_source)
+        return None
+
+    def give(self, link: Link) -> None:
+        """A link whose answer ended in step: idle again (closed instead if its configuration went)."""
+        if link.closed or self.closed or link.data_source not in self._open:
+            link.abort()
+            return
+        loop = asyncio.get_running_loop()
+        link.idle_since = loop.time()
+        self._idle.setdefault(link.data_source, []).append(link)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(self.idle_seconds, self._sweep)
+
+    def _sweep(self) -> None:
+        """Close the links idle for ``idle_seconds`` (the oldest are at the bottom of each stack)."""
+        self._sweeper = None
+        loop = asyncio.get_running_loop()
+        cutoff = loop.time() - self.idle_seconds
+        left = False
+        for idle in self._idle.values():
+            while idle and idle[0].idle_since <= cutoff:
+                idle.pop(0).abort()  # connection_lost counts it out
+            left = left or bool(idle)
+        if left and not self.closed:
+            self._sweeper = loop.call_later(self.idle_seconds / 2, self._sweep)
+
+    def close(self) -> None:
+        """Close every idle link; lent ones close when they are given back."""
+        self.closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        self._reset(None)
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    def _reset(self, config: Any) -> None:
+        for links in self._idle.values():
+            for link in links:
+                link.abort()
+        self._idle.clear()
+        self._open.clear()
+        self._config = config
+
+    def _lost(self, link: Link) -> None:
+        idle = self._idle.get(link.data_source)
+        if idle and link in idle:
+            idle.remove(link)
+        if link.data_source in self._open and self._config is not None:
+            self._open[link.data_source] = max(0, self._open[link.data_source] - 1)
+
+    def _grow(self, data_source: str) -> None:
+        if self.closed or data_source in self._opening or data_source in self._never:
+            return
+        pool = self.executor.primary_pool(data_source)
+        if self._open.get(data_source, 0) >= pool.max_size or not pool.driver.can_relay or pool.split is not None:
+            return
+        self._opening.add(data_source)
+        self._open[data_source] = self._open.get(data_source, 0) + 1
+        loop = asyncio.get_running_loop()
+        config = self._config
+
+        def open_one() -> None:  # on a worker thread: the handshake blocks
+            try:
+                raw = pool.driver.connect(pool.endpoint, pool.acquire_timeout)
+            except Exception as exc:  # noqa: BLE001  # the pooled path reports a data source that is down
+                loop.call_soon_threadsafe(self._failed, data_source, exc)
+                return
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._opened(data_source, raw, config, pool)))
+
+        self.workers.submit(open_one)
+
+    def _failed(self, data_source: str, exc: BaseException) -> None:
+        self._opening.discard(data_source)
+        if data_source in self._open:
+            self._open[data_source] = max(0, self._open[data_source] - 1)
+        log.debug("opening a loop connection to %s failed: %s", data_source, exc)
+
+    async def _opened(self, data_source: str, raw: Any, config: Any, pool: Any) -> None:
+        if getattr(raw, "_secure", False):  # TLS to the data source: its socket's bytes are not MySQL's packets
+            self._never.add(data_source)
+            raw.close()
+            self._failed(data_source, RuntimeError("TLS connections stay with the pools"))
+            return
+        sock = raw._sock
+        raw._sock = raw._rfile = None  # the loop reads it from now on; the object keeps escaping and thread id
+        try:
+            if self.closed or config is not self._config:
+                sock.close()
+                self._failed(data_source, RuntimeError("the configuration changed meanwhile"))
+                return
+            loop = asyncio.get_running_loop()
+            _, link = await loop.create_connection(
+                lambda: Link(data_source, raw, self._lost, pool.driver, pool.endpoint), sock=sock
+            )
+        except Exception as exc:  # noqa: BLE001
+            sock.close()
+            self._failed(data_source, exc)
+            return
+        self._opening.discard(data_source)
+        self.give(link)
