@@ -61,6 +61,7 @@ class Link(asyncio.Protocol):
         self.prepared: dict[str, int] = {}
         self.closed = False
         self.idle_since = 0.0  # the loop's time it was last given back
+        self.config: Any = None  # the configuration version it was opened under
         self.transport: Any = None
         self._on_lost = on_lost
         self._relay: Any = None
@@ -214,7 +215,7 @@ class LoopBackends:
 
     def give(self, link: Link) -> None:
         """A link whose answer ended in step: idle again (closed instead if its configuration went)."""
-        if link.closed or self.closed or link.data_source not in self._open:
+        if link.closed or self.closed or link.config is not self._config:
             link.abort()
             return
         loop = asyncio.get_running_loop()
@@ -258,7 +259,7 @@ class LoopBackends:
         idle = self._idle.get(link.data_source)
         if idle and link in idle:
             idle.remove(link)
-        if link.data_source in self._open and self._config is not None:
+        if link.config is self._config and link.data_source in self._open:  # not one of a replaced version
             self._open[link.data_source] = max(0, self._open[link.data_source] - 1)
 
     def _grow(self, data_source: str) -> None:
@@ -280,7 +281,10 @@ class LoopBackends:
                 return
             loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._opened(data_source, raw, config, pool)))
 
-        self.workers.submit(open_one)
+        try:
+            self.workers.submit(open_one)
+        except RuntimeError as exc:  # the workers are shut down: the proxy is stopping
+            self._failed(data_source, exc)
 
     def _failed(self, data_source: str, exc: BaseException) -> None:
         self._opening.discard(data_source)
@@ -310,4 +314,5 @@ class LoopBackends:
             self._failed(data_source, exc)
             return
         self._opening.discard(data_source)
+        link.config = config
         self.give(link)
