@@ -136,7 +136,7 @@ class LinkStatement:
     """
 
     __slots__ = ("runtime", "link", "running", "relay", "header_for", "client", "on_end", "fired", "bounded",
-                 "_timers")  # fmt: skip
+                 "done", "_timers")  # fmt: skip
 
     def __init__(self, runtime: Any, link: Any, running: Any, relay: ResultRelay,
                  header_for: Callable[[list[bytes]], tuple[list[bytes], int]], client: Any, on_end: OnEnd) -> None:  # fmt: skip
@@ -149,6 +149,7 @@ class LinkStatement:
         self.on_end = on_end
         self.fired = False  # the deadline's cancel went out
         self.bounded = False  # the answer bound passed: the link was aborted
+        self.done = False  # ended (answered, or abandoned): a late callback changes nothing
         self._timers: list[asyncio.TimerHandle] = []
 
     def start(self, style: str, values: bytes | None) -> None:
@@ -192,6 +193,13 @@ class LinkStatement:
         payload = b"\x17" + stmt_id.to_bytes(4, "little") + b"\x00\x01\x00\x00\x00" + values
         self.link.send(payload, self.relay, self.client, self.header_for, self._ended)
 
+    def abandon(self) -> None:
+        """Sending failed half-way: the link is closed and nothing of this statement runs any more."""
+        self.done = True
+        for timer in self._timers:
+            timer.cancel()
+        self.link.abort()
+
     def _cancel(self, driver: Any, endpoint: Any) -> None:
         self.fired = True
         driver.cancel(endpoint, self.link.raw)  # never waits on the server
@@ -201,6 +209,9 @@ class LinkStatement:
         self.link.abort()  # connection_lost ends the statement
 
     def _ended(self, link: Any, state: int) -> None:
+        if self.done:
+            return
+        self.done = True
         for timer in self._timers:
             timer.cancel()
         running, relay, runtime = self.running, self.relay, self.runtime

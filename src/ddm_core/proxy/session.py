@@ -521,8 +521,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
         if link is not None:
             on_end = lambda rows, error: self._hot_end(running, cid, relay, rows, error)  # noqa: E731
-            LinkStatement(runtime, link, running, relay, conn.relay_header(plan.merge.aggregates, announced),
-                          conn.stream.writer.transport, on_end).start(style, values)  # fmt: skip
+            statement = LinkStatement(runtime, link, running, relay, conn.relay_header(plan.merge.aggregates, announced),
+                                      conn.stream.writer.transport, on_end)  # fmt: skip
+            try:
+                statement.start(style, values)
+            except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why
+                statement.abandon()
+                self._hot_end(running, cid, relay, 0, ExecutionError(f"ddm: sending the statement failed: {exc}"))
             return True
         send = self._sender(runtime.driver_of(plan.units[0].data_source), values)
         try:
