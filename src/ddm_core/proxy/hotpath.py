@@ -3,9 +3,15 @@ without a task, a stream read or mimic's dispatch (docs/proxy.md#the-hot-path).
 
 The connection's :class:`~ddm_core._fast.gate.CommandGate` hands a complete ``COM_QUERY`` or
 ``COM_STMT_EXECUTE`` to :meth:`ProxySession.hot <ddm_core.proxy.session.ProxySession.hot>`, which routes
-it, sends it (``Executor.send_single``) and starts a :class:`HotRelay`: the data source's socket is
-watched with a reader callback, each chunk re-framed by the relay unit and written to the client,
-and at the end the statement is finished (connection back, observer, audit) and the gate told to go on.
+it and sends it in one of two ways:
+
+* :class:`LinkStatement`: on one of the event loop's own connections (``proxy/backends.py``), whose
+  transport hands each chunk of the answer to the relay unit as it arrives;
+* :class:`HotRelay`: when none is idle yet, on a pooled connection (``Executor.send_single``) whose
+  socket is watched with a reader callback for as long as the answer takes.
+
+Each chunk is re-framed and written to the client; at the end the statement is finished (connection
+back, observer, audit) and the gate told to go on.
 """
 
 from __future__ import annotations
