@@ -21,15 +21,14 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from ddm_core._fast import SELECTED
+from ddm_core.proxy.relay import RELAY_STATES
 
 __all__ = ["Link", "LoopBackends"]
 
 log = logging.getLogger("ddm_core.proxy")
 
-_relay = SELECTED.relay
-_WAITING = (_relay.FIRST, _relay.ROWS)
-_HEADER = _relay.HEADER
+_WAITING = (RELAY_STATES.FIRST, RELAY_STATES.ROWS)
+_HEADER = RELAY_STATES.HEADER
 #: A relay state of its own: the connection was lost (or aborted) before the answer ended.
 LOST = -1
 #: Statements one link keeps prepared (MariaDB's max_prepared_stmt_count is per server).
