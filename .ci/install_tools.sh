@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The Debian tools the tests and benchmarks drive, installed with apt-get when missing (`make deps`,
 # which `make test` runs first): sysbench (a libmariadb client of `ddm proxy`), pt-table-checksum
-# (percona-toolkit, the checker benchmark's baseline) and valgrind (benchmarks/instructions.py).
+# (percona-toolkit, the checker benchmark's baseline), valgrind (benchmarks/instructions.py) and etcd
+# (etcd-server: the private etcd of tests/etcd_support.py).
 # Without apt-get it names what is missing and fails, before a test fails for it.
 set -euo pipefail
-tools=(sysbench:sysbench pt-table-checksum:percona-toolkit valgrind:valgrind)  # command:Debian package
+tools=(sysbench:sysbench pt-table-checksum:percona-toolkit valgrind:valgrind etcd:etcd-server)  # command:Debian package
 missing=()
 for tool in "${tools[@]}"; do
     command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")

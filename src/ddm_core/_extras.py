@@ -21,6 +21,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "migrate": ("pymysqlreplication",),
     "postgresql": ("psycopg",),
     "redis": ("redis",),
+    "etcd": ("requests",),  # the etcd client (metadata/sources/etcd_client.py) speaks etcd's JSON gateway
     "aio": ("asyncmy", "aiosqlite"),  # ddm_core.aio: asyncio drivers (psycopg's own for postgresql)
     "sqlalchemy": ("sqlalchemy",),  # the ddm+pymysql / ddm+asyncmy dialects (ddm+asyncmy also needs aio)
 }

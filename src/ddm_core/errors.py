@@ -84,6 +84,10 @@ __all__ = [
     "StatementInterruptedError",
     # observability
     "ObserveError",
+    # etcd
+    "EtcdError",
+    "EtcdUnavailableError",
+    "EtcdCompactedError",
     # installation
     "MissingExtraError",
 ]
@@ -381,6 +385,29 @@ class OutboxError(TransactionError):
 
 class ObserveError(DdmError):
     """A health baseline, lint run or shadow route cannot be done as asked (docs/observability.md)."""
+
+
+# -- etcd --------------------------------------------------------------------------
+
+
+class EtcdError(DdmError):
+    """etcd refused or could not answer a request as asked (docs/configuration.md#etcd-config-center).
+
+    Attributes:
+        endpoint: The etcd URL.
+    """
+
+
+class EtcdUnavailableError(EtcdError, ConnectionError):
+    """etcd cannot be reached, or did not answer in time (down, frozen, network)."""
+
+
+class EtcdCompactedError(EtcdError):
+    """A watch asked for revisions etcd has compacted away; read the current state and watch again.
+
+    Attributes:
+        compact_revision: The oldest revision etcd still keeps.
+    """
 
 
 # -- proxy -------------------------------------------------------------------------
