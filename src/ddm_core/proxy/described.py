@@ -8,7 +8,14 @@ expressions, aggregates), so it asks a data source:
 
 1. the statement is routed with ``0`` for every parameter (the shape of the
    result does not depend on the values, and every unit of a plan returns the
-   same shape: they differ only in their table names);
+   same shape: they differ only in their table names). When ``0`` is a value
+   its algorithm has no shard for (a TIME_RANGE or INTERVAL column, an INLINE
+   expression naming no node), the statement is routed again with each data
+   source forced in turn (a routing hint: no algorithm runs) until one holds
+   its tables — the columns are the same on every node. Refusals that hold
+   for every value (a full route, an unsupported construct) still fail the
+   prepare. Executes route with their own values, always
+   (docs/proxy.md#prepared-statements);
 2. the first unit's physical SQL is prepared on its data source
    (``COM_STMT_PREPARE`` over a pooled connection, closed at once): MariaDB
    answers with the column definitions without running anything, as
@@ -35,12 +42,13 @@ from typing import Any, Sequence
 from mysql_mimic import ColumnType
 
 from ddm_core.dialects import titles
-from ddm_core.errors import ExecutionError
+from ddm_core.errors import ExecutionError, RoutingError, ShardValueError
 from ddm_core.execute import Executor
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.mysql_connect import pymysql_module
 from ddm_core.execute.pools import discard_on
 from ddm_core.proxy.columns import Column, merged
+from ddm_core.route.hints import hint
 from ddm_core.route.plan import RoutePlan
 
 __all__ = ["ResultShapes", "Described", "describe", "PLACEHOLDER"]
@@ -97,13 +105,35 @@ def describe(executor: Executor, text: str, params: int, schema: str) -> Describ
     Raises:
         DdmError: the router refused the statement, or its data source could not prepare it.
     """
-    plan = executor.router.route(text, [PLACEHOLDER] * params if params else None)
+    plan = _placeholder_plan(executor, text, params)
     tables = tuple(t.logic_table for t in plan.tables)
     if not plan.units:
         return [], tables
     unit = plan.units[0]
     fields = _prepare_on(executor, unit.data_source, unit.sql)
     return merged(_logic_names(fields, plan, schema), plan.merge), tables
+
+
+#: The refusals of a placeholder value, not of the statement: its algorithm has no shard for ``0``.
+_VALUE_REFUSALS = (RoutingError, ShardValueError)
+
+
+def _placeholder_plan(executor: Executor, text: str, params: int) -> RoutePlan:
+    """A plan of ``text`` whose first unit holds its tables, whatever its parameters' values."""
+    bound = [PLACEHOLDER] * params if params else None
+    try:
+        return executor.router.route(text, bound)
+    except RoutingError as exc:
+        if type(exc) not in _VALUE_REFUSALS or not params:
+            raise  # a full route, an unsupported construct...: refused for every value
+        refused = exc
+    for data_source in executor.config.data_sources:
+        try:
+            with hint(database=data_source):
+                return executor.router.route(text, bound)
+        except RoutingError:
+            continue  # no node of one of its tables there
+    raise refused
 
 
 def _prepare_on(executor: Executor, data_source: str, sql: str) -> list[Column]:

@@ -9,11 +9,15 @@ packet is read with mimic's own parameter reader, the types of the first
 execute are remembered per statement and put back when a later execute
 leaves them out, and the values go to the router as parameters of the ``?``
 text — so they are never SQL, and one statement is parsed once, whatever its
-values (docs/proxy.md#prepared-statements).
+values (docs/proxy.md#prepared-statements). Mimic's reader knows integers,
+floats and strings only; a DATE / DATETIME / TIMESTAMP / TIME parameter (what
+mysql-connector sends for a ``datetime``) or a DECIMAL one is read here.
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import io
 import struct
 from typing import Any, Callable, NamedTuple
@@ -21,7 +25,8 @@ from typing import Any, Callable, NamedTuple
 from mysql_mimic import packets
 from mysql_mimic.charset import CharacterSet
 from mysql_mimic.errors import MysqlError
-from mysql_mimic.types import Capabilities, read_uint_4, read_uint_len
+from mysql_mimic.results import NullBitmap
+from mysql_mimic.types import Capabilities, ColumnType, read_str_len, read_uint_1, read_uint_4, read_uint_len
 
 __all__ = ["Execute", "read_execute"]
 
@@ -93,14 +98,77 @@ def read_execute(
     reader = _Exact(data)
     reader.seek(start)
     try:
-        values = packets._read_params(capabilities, charset, reader, count, stmt.param_buffers)
-    except (IndexError, ValueError, struct.error) as exc:  # a type byte MySQL does not have, a cut-short packet
+        values = _read_params(attributes, charset, reader, count, stmt.param_buffers)
+    # a type byte MySQL does not have, a cut-short packet, a date or decimal that is none
+    except (IndexError, ValueError, struct.error, decimal.InvalidOperation) as exc:
         raise MysqlError(f"malformed COM_STMT_EXECUTE: {exc}", code=MALFORMED_PACKET) from exc
     if reader.tell() != len(data):
         raise MysqlError("malformed COM_STMT_EXECUTE: bytes after its last parameter", code=MALFORMED_PACKET)
     if sent is not None:  # remembered only once the execute was read whole: a malformed one changes nothing
         types[stmt.stmt_id] = sent
-    return Execute(stmt, use_cursor, [value for _, value in values[: stmt.num_params]])
+    return Execute(stmt, use_cursor, values[: stmt.num_params])
+
+
+_DATES = {ColumnType.DATE, ColumnType.DATETIME, ColumnType.TIMESTAMP}
+_DECIMALS = {ColumnType.DECIMAL, ColumnType.NEWDECIMAL}
+
+
+def _read_params(attributes: bool, charset: CharacterSet, reader: io.BytesIO, count: int,
+                 buffers: dict[int, bytearray] | None) -> list[Any]:  # fmt: skip
+    """The values of an execute's parameter block (NULL bitmap, types, values), as mimic's ``_read_params``
+    reads them, with the temporal and decimal types it refuses."""
+    nulls = NullBitmap.from_buffer(reader, count)
+    read_uint_1(reader)  # new-params-bound: 1 here (read_execute put the remembered types back)
+    types = []
+    for _ in range(count):
+        types.append(packets._read_param_type(reader))
+        if attributes:
+            read_str_len(reader)  # a statement parameter's name: empty
+    out: list[Any] = []
+    for i, (kind, unsigned) in enumerate(types):
+        if nulls.is_flipped(i):
+            out.append(None)
+        elif buffers and i in buffers:  # sent as long data
+            out.append(charset.decode(buffers[i]))
+        elif kind in _DATES:
+            out.append(_date_value(reader, kind))
+        elif kind is ColumnType.TIME:
+            out.append(_time_value(reader))
+        elif kind in _DECIMALS:
+            out.append(decimal.Decimal(charset.decode(read_str_len(reader))))
+        else:
+            out.append(packets._read_param_value(charset, reader, kind, unsigned))
+    return out
+
+
+def _date_value(reader: io.BytesIO, kind: ColumnType) -> Any:
+    """A binary DATE / DATETIME / TIMESTAMP: a length (0, 4, 7 or 11), then year, month, day, [h, m, s, [µs]]."""
+    size = read_uint_1(reader)
+    if size not in (0, 4, 7, 11):
+        raise ValueError(f"a date parameter of {size} bytes")
+    raw = reader.read(size)
+    if size == 0 or raw[:4] == b"\0\0\0\0":  # MySQL's zero date, which Python has no value for
+        return "0000-00-00" if kind is ColumnType.DATE else "0000-00-00 00:00:00"
+    year, month, day = struct.unpack_from("<HBB", raw)
+    if kind is ColumnType.DATE:
+        return datetime.date(year, month, day)
+    hour, minute, second = raw[4:7] if size >= 7 else (0, 0, 0)
+    micro = struct.unpack_from("<I", raw, 7)[0] if size == 11 else 0
+    return datetime.datetime(year, month, day, hour, minute, second, micro)
+
+
+def _time_value(reader: io.BytesIO) -> datetime.timedelta:
+    """A binary TIME: a length (0, 8 or 12), then negative, days, h, m, s, [µs]."""
+    size = read_uint_1(reader)
+    if size not in (0, 8, 12):
+        raise ValueError(f"a time parameter of {size} bytes")
+    if size == 0:
+        return datetime.timedelta(0)
+    raw = reader.read(size)
+    negative, days, hour, minute, second = struct.unpack_from("<BIBBB", raw)
+    micro = struct.unpack_from("<I", raw, 8)[0] if size == 12 else 0
+    value = datetime.timedelta(days=days, hours=hour, minutes=minute, seconds=second, microseconds=micro)
+    return -value if negative else value
 
 
 class _Exact(io.BytesIO):
