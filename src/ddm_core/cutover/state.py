@@ -33,6 +33,8 @@ from ddm_core.migrate.state import Event, PhaseTrack, ScanProgress, WorkflowLog,
 __all__ = ["CutoverLog", "CutoverState", "Transition", "Switch", "DEFAULT_TABLE", "authority_of"]
 
 DEFAULT_TABLE = "ddm_cutover"
+#: Findings the state keeps (the newest): a sync running for months records one per scheduled comparison.
+KEPT_FINDINGS = 20
 
 def authority_of(state: BucketState) -> str:
     """``"legacy"`` or ``"shards"``: where a bucket in ``state`` takes its writes."""
@@ -77,7 +79,7 @@ class CutoverState:
         states: Each bucket's state after every finished transition.
         pending: A transition started and not finished (resumed by the next step).
         switches: Every authority change, in order.
-        findings: The sampled comparisons' results, in order.
+        findings: The last :data:`KEPT_FINDINGS` sampled comparisons' results, in order.
         scans: Scan rows (copy, binlog positions, marks) by name.
     """
 
@@ -140,6 +142,7 @@ def _fold(name: str, events: Sequence[Event]) -> CutoverState:
             pending = None
         elif ev.event == "finding":
             findings.append(ev.detail)
+            del findings[:-KEPT_FINDINGS]
     return CutoverState(name, phase, track.completed, track.stopped, events[-1].seq if events else 0, plan,
                         tuple(states), pending, tuple(switches), tuple(findings), tuple(track.history),
                         fold_scans(events))
@@ -159,6 +162,12 @@ class CutoverLog(WorkflowLog[CutoverState]):
 
     def fold(self, events: Sequence[Event]) -> CutoverState:
         return _fold(self.name, events)
+
+    def keep(self, events: Sequence[Event]) -> list[Event]:
+        """Besides the phase and scan rows: every transition row and the last findings."""
+        transitions = [ev for ev in events if ev.event in ("transition", "transition_done")]
+        findings = [ev for ev in events if ev.event == "finding"][-KEPT_FINDINGS:]
+        return super().keep(events) + transitions + findings
 
     def begin_transition(self, transition: Transition) -> CutoverState:
         """Record that ``transition`` starts (in the live phase)."""

@@ -283,7 +283,7 @@ def replay_passes(
 
 def _recorded_positions(log: MigrationLog) -> dict[str, Any]:
     """The binlog positions the backfill recorded on first entering (``server -> [file, pos]``)."""
-    for ev in log.events():
+    for ev in log.state().history:
         if ev.event == "enter" and ev.phase is Phase.BACKFILL and isinstance(ev.detail, dict):
             return dict(ev.detail.get("binlog") or {})
     return {}

@@ -39,6 +39,8 @@ from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
 
 from ddm_core.errors import MigrationError, MigrationStateError
 from ddm_core.metadata.sources.kept_connection import KeptConnection
+from ddm_core.migrate.checkpoint import CHECKPOINT, CHECKPOINT_EVERY, PHASE_ROWS, encode, expand, last_of
+from ddm_core.migrate.event import Event
 from ddm_core.migrate.phases import Phase, may_enter
 
 __all__ = ["WorkflowLog", "MigrationLog", "MigrationState", "PhaseTrack", "fold_scans", "SlotProgress", "ScanProgress", "Event", "DEFAULT_TABLE",
@@ -63,7 +65,8 @@ _CREATE = """CREATE TABLE IF NOT EXISTS `{table}` (
   detail MEDIUMTEXT NULL,
   created TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   PRIMARY KEY (migration, seq),
-  KEY by_slot (migration, slot, seq)
+  KEY by_slot (migration, slot, seq),
+  KEY by_event (migration, event, seq)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
 
 _COLUMNS = "seq, event, phase, slot, high_water, rows_copied, checksum, read_shift_pct, detail, created"
@@ -74,22 +77,6 @@ def create_table_sql(table: str = DEFAULT_TABLE) -> str:
     if not _NAME.fullmatch(table):
         raise MigrationError(f"migration state table name {table!r} must be a plain identifier", table=table)
     return _CREATE.format(table=table)
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One row of the state table (``phase``: a member of the workflow's phase enum)."""
-
-    seq: int
-    event: str
-    phase: Any
-    slot: int | None = None
-    high_water: tuple[Any, ...] | None = None
-    rows_copied: int | None = None
-    checksum: str | None = None
-    read_shift_pct: float = 0.0
-    detail: Any = None
-    created: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,12 +161,18 @@ class PhaseTrack:
         return True
 
 
+def _scan_name(ev: Event) -> str | None:
+    if ev.event in ("scan", "scan_done") and isinstance(ev.detail, dict) and "scan" in ev.detail:
+        return str(ev.detail["scan"])
+    return None
+
+
 def fold_scans(events: Sequence[Event]) -> dict[str, ScanProgress]:
     """Progress per scan from the ``scan`` / ``scan_done`` rows (the last row of each scan wins)."""
     scans: dict[str, ScanProgress] = {}
     for ev in events:
-        if ev.event in ("scan", "scan_done") and isinstance(ev.detail, dict) and "scan" in ev.detail:
-            name = str(ev.detail["scan"])
+        name = _scan_name(ev)
+        if name is not None:
             scans[name] = ScanProgress(name, ev.high_water, ev.rows_copied or 0, ev.checksum, ev.event == "scan_done")
     return scans
 
@@ -241,6 +234,7 @@ class WorkflowLog(abc.ABC, Generic[S]):
             (:func:`ddm_core.migrate.connector`).
         name: The workflow (letters, digits, ``_ . : -``; at most 64).
         table: The state table.
+        checkpoint_every: A checkpoint row once this many rows follow the last one.
     """
 
     #: The phase enum stored in the ``phase`` column.
@@ -251,7 +245,8 @@ class WorkflowLog(abc.ABC, Generic[S]):
     actor = "migrator"
     default_table = DEFAULT_TABLE
 
-    def __init__(self, connect: Callable[[], Any], name: str, *, table: str | None = None) -> None:
+    def __init__(self, connect: Callable[[], Any], name: str, *, table: str | None = None,
+                 checkpoint_every: int = CHECKPOINT_EVERY) -> None:
         if not _MIGRATION.fullmatch(name):
             raise MigrationError(
                 f"{self.kind} name {name!r} must be 1-64 letters, digits, '_', '.', ':' or '-'", migration=name
@@ -261,6 +256,9 @@ class WorkflowLog(abc.ABC, Generic[S]):
         self.name = name
         self.table = table
         self._kept = KeptConnection(connect)
+        self.checkpoint_every = checkpoint_every
+        self._indexed = False
+        self._since_checkpoint = 0  # rows after the last checkpoint, as this process last read or wrote them
 
     @staticmethod
     def may_enter(current: Any, completed: bool, target: Any) -> str | None:
@@ -279,6 +277,21 @@ class WorkflowLog(abc.ABC, Generic[S]):
             ),
         )
 
+    def transact(self, what: str, work: Callable[[Any], Any]) -> Any:
+        """``work(cursor)`` in one transaction on the table's connection (a failure rolls it back)."""
+
+        def run(cur: Any) -> Any:
+            cur.execute("START TRANSACTION")
+            try:
+                done = work(cur)
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+            return done
+
+        return self._cursor_run(what, run)
+
     def close(self) -> None:
         self._kept.close()
 
@@ -289,34 +302,103 @@ class WorkflowLog(abc.ABC, Generic[S]):
         self.close()
 
     def create_table(self) -> None:
-        """Create the state table if it does not exist."""
+        """Create the state table if it does not exist (one made by an older version gets its checkpoint index)."""
         self._cursor_run("create the table", lambda cur: cur.execute(create_table_sql(self.table)))
+        self._indexed = False
+        self.upgrade()
 
-    def events(self) -> list[Event]:
-        """Every row of this workflow, in order."""
+    def upgrade(self) -> None:
+        """Give a state table made before checkpoints the index that finds its last checkpoint (once per process).
+
+        Without it every read still works, but finds the last checkpoint by
+        reading all of the workflow's rows.
+        """
+        if self._indexed:
+            return
+
+        def add(cur: Any) -> None:
+            cur.execute("SELECT 1 FROM information_schema.statistics WHERE table_schema = DATABASE() "
+                        "AND table_name = %s AND index_name = 'by_event' LIMIT 1", (self.table,))
+            if cur.fetchone() is not None:
+                return
+            try:
+                cur.execute(f"ALTER TABLE `{self.table}` ADD KEY by_event (migration, event, seq)")
+            except Exception as exc:  # 1061: another process added it meanwhile
+                if not exc.args or exc.args[0] != 1061:
+                    raise
+
+        self._cursor_run("add the checkpoint index", add)
+        self._indexed = True
+
+    def events(self, *, upto: int | None = None) -> list[Event]:
+        """Every row of this workflow still in the table, in order (``upto``: up to that step)."""
         phases = self.phases
+        bound = "" if upto is None else " AND seq <= %s"
+        args = (self.name,) if upto is None else (self.name, upto)
 
         def read(cur: Any) -> list[Event]:
-            cur.execute(f"SELECT {_COLUMNS} FROM `{self.table}` WHERE migration = %s ORDER BY seq", (self.name,))
+            cur.execute(f"SELECT {_COLUMNS} FROM `{self.table}` WHERE migration = %s{bound} ORDER BY seq", args)
             return [_event(row, phases) for row in cur.fetchall()]
 
         found: list[Event] = self._cursor_run("read the state", read)
         return found
 
+    def tail(self) -> list[Event]:
+        """The last checkpoint row (if any) and every row after it: what :meth:`state` folds."""
+        phases = self.phases
+
+        def read(cur: Any) -> list[Event]:
+            cur.execute(f"SELECT MAX(seq) FROM `{self.table}` WHERE migration = %s AND event = %s",
+                        (self.name, CHECKPOINT))
+            found = cur.fetchone()
+            start = int(found[0]) if found and found[0] is not None else 0
+            cur.execute(f"SELECT {_COLUMNS} FROM `{self.table}` WHERE migration = %s AND seq >= %s ORDER BY seq",
+                        (self.name, start))
+            return [_event(row, phases) for row in cur.fetchall()]
+
+        rows: list[Event] = self._cursor_run("read the state", read)
+        self._since_checkpoint = len(rows) - (1 if rows and rows[0].event == CHECKPOINT else 0)
+        return rows
+
     def state(self) -> S:
-        """The workflow as its rows say now (what :meth:`fold` makes of them)."""
-        return self.fold(self.events())
+        """The workflow as its rows say now: the last checkpoint and the rows after it, folded."""
+        return self.fold(expand(self.tail(), self.phases))
 
     @abc.abstractmethod
     def fold(self, events: Sequence[Event]) -> S:
         """The state these rows make."""
 
+    def keep(self, events: Sequence[Event]) -> list[Event]:
+        """The rows a checkpoint after ``events`` carries: those :meth:`fold` still needs, in order.
+
+        Every workflow keeps its phase rows and the last row of each scan;
+        subclasses add what their fold reads.
+        """
+        return [ev for ev in events if ev.event in PHASE_ROWS] + last_of(events, _scan_name)
+
+    def checkpoint(self) -> S:
+        """Append a checkpoint row covering every row so far (nothing when the last row is one)."""
+        rows = self.tail()
+        if not rows or rows[-1].event == CHECKPOINT:
+            return self.fold(expand(rows, self.phases))
+        self.upgrade()
+        events = expand(rows, self.phases)
+        now = self.fold(events)
+        kept = sorted(self.keep([ev for ev in events if ev.event != CHECKPOINT]), key=lambda ev: ev.seq)
+        self._append(now, Event(0, CHECKPOINT, now.phase, read_shift_pct=self._shift(now), detail=encode(kept)),
+                     checkpointing=False)
+        return self.state()
+
     def scans(self) -> Mapping[str, ScanProgress]:
         """Progress per scan that has any."""
-        return fold_scans(self.events())
+        return fold_scans(expand(self.tail(), self.phases))
 
-    def _append(self, after: Any, ev: Event) -> None:
-        """Insert ``ev`` as row ``after.seq + 1``; another writer of that number is a conflict."""
+    def _append(self, after: Any, ev: Event, *, checkpointing: bool = True) -> None:
+        """Insert ``ev`` as row ``after.seq + 1``; another writer of that number is a conflict.
+
+        Once :data:`CHECKPOINT_EVERY` rows follow the last checkpoint (as the
+        last read counted them), a checkpoint row follows ``ev``.
+        """
         seq = after.seq + 1
 
         def insert(cur: Any) -> None:
@@ -356,6 +438,9 @@ class WorkflowLog(abc.ABC, Generic[S]):
             )
 
         self._cursor_run("record a step", insert)
+        self._since_checkpoint += 1
+        if checkpointing and self._since_checkpoint >= self.checkpoint_every:
+            self.checkpoint()
 
     # -- transitions -----------------------------------------------------------------------
 
@@ -440,6 +525,11 @@ class MigrationLog(WorkflowLog[MigrationState]):
 
     def fold(self, events: Sequence[Event]) -> MigrationState:
         return _fold(self.name, events)
+
+    def keep(self, events: Sequence[Event]) -> list[Event]:
+        """Besides the phase and scan rows: the last row of each slot (it carries all of the slot's progress)."""
+        slot_rows = last_of(events, lambda ev: ev.slot if ev.event in ("batch", "slot_done") else None)
+        return super().keep(events) + slot_rows
 
     def _shift_on_enter(self, now: Any, phase: Any) -> float:
         return 0.0 if phase is Phase.ROLLED_BACK else float(now.read_shift_pct)
