@@ -24,6 +24,7 @@ __all__ = [
     "ConfigPublishConflictError",
     "MigrationConfigError",
     "CutoverConfigError",
+    "InstanceFenceTimeoutError",
     # routing
     "RoutingError",
     "ShardValueError",
@@ -225,6 +226,15 @@ class PlacementChangeError(ConfigError):
 
 class MigrationConfigError(ConfigError):
     """A ``migration:`` block is invalid; the message names the field (``migration.readShiftPercent``)."""
+
+
+class InstanceFenceTimeoutError(ConfigError, TimeoutError):
+    """Registered instances did not take a configuration version in time (docs/operations.md#instance-registry).
+
+    Attributes:
+        version: The version waited for.
+        laggards: ``"<role> on <host> pid <pid> (version N)"`` of each instance still behind.
+    """
 
 
 class CutoverConfigError(ConfigError):

@@ -37,6 +37,7 @@ from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.runner import AsyncRunner
 from ddm_core.aio.transaction import CURRENT_ASYNC_TX, AsyncTransaction
 from ddm_core.aio.xa import AsyncXaTransaction, BlockingHost
+from ddm_core.metadata.instances.registrar import DEFAULT_TTL, Registrar, register_instance
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan
@@ -76,6 +77,8 @@ class AsyncExecutor:
         matched_rows: An UPDATE's row count is the rows it matched, not the rows it changed, on MySQL
             and MariaDB (as the thread executor's ``matched_rows``).
         clock: Monotonic seconds for read-your-writes windows and breaker waits (tests inject one).
+        instance_role / instance_ttl: Register in the configuration center's instance registry,
+            as :class:`~ddm_core.execute.Executor` does (docs/operations.md#instance-registry).
 
     Raises:
         ConfigError: a setting out of range, or an unknown ``transaction_mode``.
@@ -99,6 +102,8 @@ class AsyncExecutor:
         replica_monitor: bool = True,
         matched_rows: bool = False,
         clock: Callable[[], float] | None = None,
+        instance_role: str | None = "executor",
+        instance_ttl: float = DEFAULT_TTL,
     ) -> None:
         _transaction_class(transaction_mode)  # an unknown mode is refused before any I/O
         self.transaction_mode = transaction_mode
@@ -128,6 +133,11 @@ class AsyncExecutor:
         #: The configuration and blocking pools (off the loop) that XA recovery and the log's tools use.
         self.xa_host = BlockingHost(lambda: router.config, self._describe_pool)
         self._recover_pending = self.config.xa.recover_on_start if xa_recover_on_start is None else xa_recover_on_start
+        #: This process in the configuration center's instance registry (``None``: not registered);
+        #: its heartbeat is a thread of its own, never the event loop.
+        self.instance: Registrar | None = (
+            register_instance(config_or_router, role=instance_role, ttl=instance_ttl) if instance_role else None
+        )
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -321,6 +331,8 @@ class AsyncExecutor:
         if self._closed:
             return
         self._closed = True
+        if self.instance is not None:
+            await asyncio.to_thread(self.instance.close)  # joins the heartbeat, removes the record
         await self.runner.settle()
         await asyncio.to_thread(self._split.close)  # the lag monitor's thread joins
         await self._pools.dispose()

@@ -13,5 +13,6 @@ from ddm_core.cli import verify_cmd  # noqa: F401, E402
 from ddm_core.cli import health_cmd, lint_cmd, metrics_cmd  # noqa: F401, E402  # observability: docs/observability.md
 from ddm_core.cli import config_center_cmd  # noqa: F401, E402  # ddm config push|history|rollback (Redis)
 from ddm_core.cli import cutover_cmd  # noqa: F401, E402  # ddm cutover: docs/cutover.md
+from ddm_core.cli import instances_cmd  # noqa: F401, E402  # ddm instances: docs/operations.md#instance-registry
 
 __all__ = ["cli", "main"]

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ddm_core.cli.app import cli, load, needs_extra
 from ddm_core.cli.display import console as make_console
-from ddm_core.cli.display import size, spinner
+from ddm_core.cli.display import FenceBar, size, spinner
 from ddm_core.cutover import Cutover, CutoverStatus
 from ddm_core.cutover.placement import Buckets
 from ddm_core.cutover.sync import SyncPass
@@ -64,6 +64,9 @@ def _options(f: Any) -> Any:
                      help="An instance that did not confirm its version this long refuses writes to the table."),
         click.option("--poll-s", type=click.FloatRange(min=0.05, max=3600), default=1.0, show_default=True,
                      help="How often the application instances poll the ddm_config table."),
+        click.option("--fence-timeout-s", type=click.FloatRange(min=0.1, max=86400), default=60.0, show_default=True,
+                     help="How long a step waits for every registered instance to take its version "
+                          "(docs/operations.md#instance-registry)."),
         click.option("--hold-s", type=click.FloatRange(min=0), default=600.0, show_default=True,
                      help="The gate to gray: forward replay under the lag gate for this long."),
         click.option("--batch", type=click.IntRange(min=1, max=MAX_BATCH_ROWS), default=BATCH_ROWS,
@@ -83,6 +86,7 @@ class _Run:
         self.console = make_console()
         self.progress_on = bool(opts["progress"])
         self.spinner = spinner(self.console, self.progress_on)
+        self.fence = FenceBar(self.progress_on)
         self.bar: Progress | None = None
         self.task: Any = None
         legacy: dict[str, Any] = {"name": opts["legacy_name"], "url": opts["legacy_url"],
@@ -96,7 +100,8 @@ class _Run:
             state_on=opts["state_ds"], config_source=opts["config_on"] or opts["state_ds"],
             buckets=opts["bucket_count"], fence_after_s=opts["fence_after_s"], poll_s=opts["poll_s"],
             hold_s=opts["hold_s"], batch=opts["batch"], max_rows_per_s=opts["max_rows_per_s"], echo=self.echo,
-            on_copy=self.copied)
+            on_copy=self.copied, fence_timeout_s=opts["fence_timeout_s"],
+            on_fence=self.fence)
 
     def echo(self, line: str) -> None:
         self.spinner.update(line)
@@ -122,6 +127,7 @@ class _Run:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+        self.fence.close()
         self.spinner.__exit__()
         self.cut.close()
 

@@ -6,7 +6,9 @@ from typing import Any
 
 from rich.console import Console
 
-__all__ = ["console", "spinner", "size", "duration"]
+from ddm_core.metadata.instances.fence import FenceProgress
+
+__all__ = ["console", "spinner", "size", "duration", "FenceBar"]
 
 
 def console() -> Console:
@@ -54,3 +56,43 @@ def duration(seconds: float | None) -> str:
     if seconds < 3600:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+
+class FenceBar:
+    """A rich bar on stderr while a step waits for registered instances: how many took the version, the
+    laggards named; called with each look (``enabled=False``: nothing)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __call__(self, progress: FenceProgress) -> None:
+        if not self.enabled:
+            return
+        if self._bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("version {task.fields[version]}: instances"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[waiting]}"), TimeElapsedColumn(),
+                                 console=Console(stderr=True))  # fmt: skip
+            self._task = self._bar.add_task("fence", total=max(len(progress.live), 1), version=progress.version,
+                                            waiting="")  # fmt: skip
+            self._bar.start()
+        self._bar.update(self._task, completed=progress.took, total=max(len(progress.live), 1),
+                         version=progress.version, waiting=_waiting(progress))  # fmt: skip
+        if not progress.laggards:
+            self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _waiting(progress: FenceProgress) -> str:
+    named = ", ".join(f"{r.host} pid {r.pid} (version {r.version if r.version is not None else '?'})"
+                      for r in progress.laggards[:3])  # fmt: skip
+    more = f" and {len(progress.laggards) - 3} more" if len(progress.laggards) > 3 else ""
+    return f"waiting for {named}{more}" if named else "all took it"

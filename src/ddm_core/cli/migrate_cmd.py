@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ddm_core.cli.app import cli, load, needs_extra
-from ddm_core.cli.display import console as _console, duration as _duration, size as _size, spinner as _status
+from ddm_core.cli.display import FenceBar, console as _console, duration as _duration, size as _size, spinner as _status
 from ddm_core.errors import ConfigError
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate import Connections, config_table_source, connector
@@ -372,6 +372,9 @@ def _steps(f: Any) -> Any:
                      help="An instance that did not confirm its version this long refuses writes to moving slots."),
         click.option("--poll-s", type=click.FloatRange(min=0.05, max=3600), default=1.0, show_default=True,
                      help="How often the application instances poll the ddm_config table."),
+        click.option("--fence-timeout-s", type=click.FloatRange(min=0.1, max=86400), default=60.0, show_default=True,
+                     help="How long a step waits for every registered instance to take its version "
+                          "(docs/operations.md#instance-registry)."),
         click.option("--batch", type=click.IntRange(min=1, max=MAX_BATCH_ROWS), default=BATCH_ROWS,
                      show_default=True, help="Rows per backfill / finish batch."),
         click.option("--max-rows-per-s", type=click.FloatRange(min=1), help="Ceiling on rows read per second."),
@@ -402,6 +405,7 @@ class _Run:
         self.conns = Connections(self.old, self.new)
         self.bars: _BackfillBars | None = None
         self.spinner = _status(self.console, self.progress)
+        self.fence = FenceBar(self.progress)
         from ddm_core.migrate.migration import Migration
 
         self.migration = Migration(
@@ -410,7 +414,8 @@ class _Run:
             max_rows_per_s=opts["max_rows_per_s"], max_replica_lag_s=opts["max_replica_lag_s"],
             fence_after_s=opts["fence_after_s"], poll_s=opts["poll_s"], observation_s=opts["observation_s"],
             max_lag=opts["max_lag"], flush_rows=opts["flush_rows"], verify_cutover=opts["verify_cutover"], echo=self.echo,
-            on_scan=self.scan, on_catch_up=self.catch_up,
+            on_scan=self.scan, on_catch_up=self.catch_up, fence_timeout_s=opts["fence_timeout_s"],
+            on_fence=self.fence,
         )
 
     def echo(self, line: str) -> None:
@@ -435,6 +440,7 @@ class _Run:
     def __exit__(self, *exc: object) -> None:
         if self.bars is not None:
             self.bars.__exit__()
+        self.fence.close()
         self.spinner.__exit__()
         self.migration.close()
         self.conns.close()

@@ -37,6 +37,7 @@ from ddm_core.ddl import execute_ddl
 from ddm_core.errors import CutoverError
 from ddm_core.metadata.cutover import BucketState, CutoverRouting, cutover_document, format_buckets
 from ddm_core.metadata.dump import dump_native
+from ddm_core.metadata.instances.fence import FenceProgress
 from ddm_core.metadata.load import parse_config
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.metadata.sources.table import TableSource
@@ -113,6 +114,8 @@ class Cutover:
             instances watch, or a :class:`TableSource`.
         buckets: Slot-aligned buckets of the shard key.
         fence_after_s / poll_s: The fence the versions carry and how often instances poll.
+        fence_timeout_s: How long a step waits for the registered instances to take its
+            version (docs/operations.md#instance-registry); ``on_fence`` sees each look.
         hold_s: The gate to ``gray``: forward replay passes under ``max_lag`` for this long.
         batch / max_rows_per_s: The copy's batch size and read ceiling.
         lock_timeout: Seconds to wait for the cut-over's lock held by another process.
@@ -139,6 +142,8 @@ class Cutover:
         lock_timeout: float = 60.0,
         echo: Callable[[str], None] | None = None,
         on_copy: Callable[[ScanReport], None] | None = None,
+        fence_timeout_s: float = 60.0,
+        on_fence: Callable[[FenceProgress], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         wall: Callable[[], float] = time.time,
@@ -159,7 +164,8 @@ class Cutover:
         self.source = (config_source if isinstance(config_source, TableSource)
                        else config_table_source(config, config_source))
         self.publisher = Publisher(self.log, self.source, fence_after_s=self.fence_after_s, poll_s=self.poll_s,
-                                   echo=self.echo, sleep=sleep, wall=wall)
+                                   echo=self.echo, sleep=sleep, wall=wall, fence_timeout_s=fence_timeout_s,
+                                   on_fence=on_fence)
         self.sync = Sync(config, self.routing, self.conns, self.log, batch=batch, max_rows_per_s=max_rows_per_s,
                          max_lag=max_lag, pass_timeout=pass_timeout, flush_rows=flush_rows, clock=clock)
         self._lock_conn: Any = None
@@ -173,6 +179,7 @@ class Cutover:
             with contextlib.suppress(Exception):
                 self._lock_conn.close()
             self._lock_conn = None
+        self.publisher.close()
         self.log.close()
         self.source.close()
         self.conns.close()

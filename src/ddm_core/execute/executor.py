@@ -67,6 +67,7 @@ from ddm_core.execute.shared import DEFAULT, DualWriteKey, Lane, one_pinned_unit
 from ddm_core.execute.threads import ThreadRunner
 from ddm_core.execute.transaction import CURRENT_TX, Transaction, begin_transaction, check_mode, recover_mode
 from ddm_core.execute.watchdog import Watchdog
+from ddm_core.metadata.instances.registrar import DEFAULT_TTL, Registrar, register_instance
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
@@ -128,6 +129,12 @@ class Executor:
             ``useAffectedRows`` wins (docs/sqlalchemy.md#row-counts).
         clock: Monotonic seconds for read-your-writes windows, lag recovery
             steps and circuit-breaker waits (tests inject one; default ``time.monotonic``).
+        instance_role: Over a :class:`~ddm_core.metadata.ConfigHolder` following a shared
+            configuration center (table, Redis, etcd), register this executor in the center's
+            instance registry as ``"executor"`` or ``"proxy"`` (``None``: do not;
+            docs/operations.md#instance-registry). A heartbeat thread keeps the record; the
+            statement path never waits on it.
+        instance_ttl: Seconds the registry keeps the record after the last heartbeat.
 
     The executor is thread-safe: share one per process. Close it (or use it
     as a context manager) to stop its threads and close idle connections.
@@ -153,6 +160,8 @@ class Executor:
         replica_monitor: bool = True,
         matched_rows: bool = False,
         clock: Callable[[], float] | None = None,
+        instance_role: str | None = "executor",
+        instance_ttl: float = DEFAULT_TTL,
     ) -> None:
         self.transaction_mode = check_mode(transaction_mode)
         self.matched_rows = matched_rows
@@ -184,6 +193,10 @@ class Executor:
         self._closed = False
         if xa_recover_on_start if xa_recover_on_start is not None else self.config.xa.recover_on_start:
             self._recover_xa_at_start()
+        #: This process in the configuration center's instance registry (``None``: not registered).
+        self.instance: Registrar | None = (
+            register_instance(config_or_router, role=instance_role, ttl=instance_ttl) if instance_role else None
+        )
 
     # -- configuration ------------------------------------------------------------------
 
@@ -424,6 +437,8 @@ class Executor:
         if self._closed:
             return
         self._closed = True
+        if self.instance is not None:
+            self.instance.close()
         self._split.close()  # the lag monitor borrows from the pools: stop it first
         self.runner.close()
         self._watchdog.stop()

@@ -73,6 +73,9 @@ class ConfigVersion:
         loaded_at: ``time.time()`` when it became current.
         origin: Where it came from.
         from_snapshot: Loaded from the local snapshot (the source was unreachable).
+        revision: The source's change token for it (``"<version>:<checksum>"`` on the
+            table and Redis sources; ``""`` from a snapshot or :meth:`ConfigHolder.publish`):
+            the instance registry reports the source's version number from it.
     """
 
     number: int
@@ -81,6 +84,7 @@ class ConfigVersion:
     loaded_at: float
     origin: str
     from_snapshot: bool = False
+    revision: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +210,7 @@ class ConfigHolder:
         self.confirmed_at = time.monotonic()
         digest = digest_of(fetched.content)
         number = 1 if snap is None else int(snap["version"]) + (0 if snap["digest"] == digest else 1)
-        version = ConfigVersion(number, config, digest, time.time(), fetched.origin)
+        version = ConfigVersion(number, config, digest, time.time(), fetched.origin, revision=fetched.revision)
         self._revision = fetched.revision
         self._write_snapshot(version, fetched)
         return version
@@ -258,7 +262,8 @@ class ConfigHolder:
                 self._rejected_digest = None
                 if current.from_snapshot:  # the source is back with the same content
                     self._current = ConfigVersion(
-                        current.number, current.config, digest, current.loaded_at, fetched.origin
+                        current.number, current.config, digest, current.loaded_at, fetched.origin,
+                        revision=fetched.revision,
                     )
                     self.last_error = None
                 return ReloadResult("unchanged", self._current)
@@ -340,7 +345,7 @@ class ConfigHolder:
     def _install(
         self, current: ConfigVersion, config: ShardingConfig, digest: str, fetched: Fetched, *, migration: bool
     ) -> ReloadResult:
-        new = ConfigVersion(current.number + 1, config, digest, time.time(), fetched.origin)
+        new = ConfigVersion(current.number + 1, config, digest, time.time(), fetched.origin, revision=fetched.revision)
         moved = placement_changes(current.config, config) if migration else ()
         self._current = new  # the swap: one reference assignment
         if moved:

@@ -47,6 +47,7 @@ import yaml
 
 from ddm_core.errors import MigrationError, MigrationStateError, SourceUnavailableError
 from ddm_core.metadata.dump import dump_native
+from ddm_core.metadata.instances.fence import FenceProgress
 from ddm_core.metadata.migration import migration_document
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.metadata.sources.table import TableSource
@@ -130,6 +131,8 @@ class Migration:
         fence_after_s: The ``fenceAfterSeconds`` published: an instance that did not
             confirm its version for this long refuses writes to moving slots.
         poll_s: How often the application instances poll the configuration table.
+        fence_timeout_s: How long a step waits for the registered instances to take its
+            version (docs/operations.md#instance-registry); ``on_fence`` sees each look.
         observation_s: Seconds after cutover before :meth:`finish` may delete old rows.
         max_lag: The catch-up gate, seconds.
         verify_cutover: Compare the moving slots once more while writes are paused.
@@ -165,6 +168,8 @@ class Migration:
         echo: Callable[[str], None] | None = None,
         on_scan: Callable[[ScanReport], None] | None = None,
         on_catch_up: Callable[[int, int], None] | None = None,
+        fence_timeout_s: float = 60.0,
+        on_fence: Callable[[FenceProgress], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         wall: Callable[[], float] = time.time,
@@ -189,6 +194,7 @@ class Migration:
             verify_cutover, verify_rounds, chunk_rows, rate)
         self.echo = echo or (lambda line: None)
         self.on_scan, self.on_catch_up = on_scan, on_catch_up
+        self.fence_timeout_s, self.on_fence = fence_timeout_s, on_fence
         self.clock, self.sleep, self.wall = clock, sleep, wall
         self._plan: MigrationPlan | None = None
         self._publisher: Publisher | None = None
@@ -200,6 +206,8 @@ class Migration:
     # -- plumbing ---------------------------------------------------------------------------
 
     def close(self) -> None:
+        if self._publisher is not None:
+            self._publisher.close()
         self.log.close()
         self.source.close()
         if self._own_conns:
@@ -252,7 +260,8 @@ class Migration:
         if self._publisher is None:
             self._state()  # the state table exists before the first mark is read
             self._publisher = Publisher(self.log, self.source, fence_after_s=self.fence_after_s, poll_s=self.poll_s,
-                                        echo=self.echo, sleep=self.sleep, wall=self.wall)
+                                        echo=self.echo, sleep=self.sleep, wall=self.wall,
+                                        fence_timeout_s=self.fence_timeout_s, on_fence=self.on_fence)
         return self._publisher
 
     # -- start: prepare, dual write, backfill, catch-up, verify ----------------------------------

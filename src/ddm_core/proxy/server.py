@@ -88,7 +88,8 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         self.host = host
         self.requested_port = port
         self.phase = Phase.NEW
-        self.executor = Executor(config, **executor_options)
+        # Registered as a proxy in the configuration center's instance registry (when it follows one).
+        self.executor = Executor(config, **{"instance_role": "proxy", **executor_options})
         self.runtime = ProxyRuntime(self.executor, proxy_variables(port), workers=settings.workers,
                                     batch_rows=settings.batch_rows)  # fmt: skip
         self.runtime.configure(settings)

@@ -126,6 +126,7 @@ class TableSource:
     def __init__(self, connect: Callable[[], Any], *, table: str = DEFAULT_TABLE, name: str | None = None) -> None:
         self.table = _checked_name(table)
         self.name = name or table
+        self.connect = connect  # the instance registry keeps a connection of its own to the same database
         self._kept = KeptConnection(connect)
         self._highest = 0  # the highest version fetched: the newest may never go below it
         self._reported: str | None = None  # the bad row last logged, so each is logged once
