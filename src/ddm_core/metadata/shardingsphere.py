@@ -12,7 +12,10 @@ Supported (5.0 to 5.5 spellings):
   ``keyGenerateStrategies``, ``shardingAlgorithms``, ``keyGenerators``,
   ``auditors``, ``auditStrategy`` / ``defaultAuditStrategy``), ``!BROADCAST``, ``!SINGLE``, ``!READWRITE_SPLITTING`` (5.0
   ``dataSources``, 5.1 ``staticStrategy`` / ``type: Static``, 5.4
-  ``dataSourceGroups``; load balancers ROUND_ROBIN, RANDOM, WEIGHT).
+  ``dataSourceGroups``; load balancers ROUND_ROBIN, RANDOM, WEIGHT), ``!TRANSACTION``.
+* the transaction rule (``- !TRANSACTION`` or a top-level ``transaction:``):
+  LOCAL and XA become ``proxy.transactionMode``; BASE and unknown providers are
+  refused (:mod:`ddm_core.metadata.shardingsphere_transaction`).
 * ``databaseName`` / ``schemaName``, ``props``, ``mode`` (kept in
   ``config.props``).
 
@@ -53,6 +56,7 @@ from ddm_core.metadata.model import (
     KeyGeneration,
     MetadataCenter,
     PoolSettings,
+    ProxySettings,
     ReadWriteSettings,
     ShardedTable,
     SingleTable,
@@ -62,11 +66,12 @@ from ddm_core.metadata.model import (
 )
 from ddm_core.metadata.nodes import expand_names, expand_nodes, name_problem
 from ddm_core.metadata.problems import join_path
+from ddm_core.metadata.shardingsphere_transaction import read_transaction
 from ddm_core.metadata.tagged import Tagged
 
 __all__ = ["read_shardingsphere", "SUPPORTED_RULES"]
 
-SUPPORTED_RULES = ("SHARDING", "BROADCAST", "SINGLE", "READWRITE_SPLITTING")
+SUPPORTED_RULES = ("SHARDING", "BROADCAST", "SINGLE", "READWRITE_SPLITTING", "TRANSACTION")
 _URL_KEYS = ("jdbcUrl", "url", "standardJdbcUrl", "jdbc-url", "jdbc_url")
 _POOL_KEYS = {
     "maximumPoolSize": "max_size", "maxActive": "max_size", "maxPoolSize": "max_size",
@@ -112,10 +117,24 @@ def read_shardingsphere(doc: Any, ctx: Context) -> dict[str, Any]:
     if "SINGLE" in rules:
         singles, patterns, default = _single(*rules["SINGLE"], ctx)
         out.update(single_tables=singles, single_patterns=tuple(patterns), default_data_source=default)
+    mode = _transaction_mode(top, rules, ctx)
+    if mode is not None:
+        out["proxy"] = ProxySettings(transaction_mode=mode)
     if out["default_data_source"] is None and len(data_sources) == 1:
         out["default_data_source"] = next(iter(data_sources))
     top.finish()
     return out
+
+
+def _transaction_mode(top: Section, rules: dict[str, tuple[Any, str]], ctx: Context) -> str | None:
+    """The transaction rule's mode: ``- !TRANSACTION`` (5.0–5.2) or the top-level ``transaction:`` (5.3+)."""
+    given = [rules["TRANSACTION"]] if "TRANSACTION" in rules else []
+    if top.has("transaction"):
+        given.append((top.get("transaction"), top.field_path("transaction")))
+    if len(given) > 1:
+        ctx.problems.add(given[1][1], f"the transaction rule is given twice (first at {given[0][1]})", "transaction")
+        return None
+    return read_transaction(*given[0], ctx) if given else None
 
 
 def _mode(mode: Any) -> MetadataCenter:
