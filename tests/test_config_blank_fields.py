@@ -168,6 +168,9 @@ rules:
     breaker-failures: 3
     breaker-reset-ms: 5000
     breaker-probe-ms: 1000
+- !TRANSACTION
+  defaultType: XA
+  providerType: Atomikos
 - !SHARDING
   defaultShardingColumn: user_id
   tables:
