@@ -24,6 +24,7 @@ require_module("mysql_mimic", "ddm proxy")
 require_module("mysql.connector", "prepared statements against the proxy")
 
 from raw_mysql import COM_STMT_EXECUTE, RawClient, decoded, execute_payload, var_string  # noqa: E402
+from test_proxy_prepared import _connect  # noqa: E402  # mysql-connector to the proxy or to MariaDB
 
 SPAN_DDL = "CREATE TABLE t_span (id BIGINT NOT NULL PRIMARY KEY, made DATETIME NOT NULL, name VARCHAR(40))"
 SPLIT = datetime.datetime(2026, 7, 1)  # ds_0 holds the first half of 2026, ds_1 the second
@@ -76,15 +77,6 @@ def span(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, list[s
             yield proxy.port, databases
         finally:
             proxy.stop()
-
-
-def _connect(port: int, database: str, use_pure: bool) -> Any:
-    from mysql import connector
-    from test_proxy_support import PASSWORD, USER
-
-    user, password = (USER, PASSWORD) if port != 3306 else ("root", "")
-    return connector.connect(host="127.0.0.1", port=port, user=user, password=password, database=database,
-                             use_pure=use_pure, ssl_disabled=True, autocommit=True)  # fmt: skip
 
 
 #: (statement, the parameters of each execute of it): one prepared statement, executed with each in turn.
