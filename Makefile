@@ -36,7 +36,7 @@ test-c: compile deps
 
 # The pure pass runs what exercises the compiled units and their callers; the operational
 # suites (servers killed, frozen, replicated; proxies, relays, migrations; the bare-install check) run once, above.
-OPERATIONAL := proxy* xa* outbox* migrate* cutover* readwrite* id_lease* config_redis* config_table_source* etcd* config_etcd* \
+OPERATIONAL := proxy* xa* outbox* migrate* cutover* readwrite* id_lease* config_redis* config_table_source* etcd* config_etcd* instances* \
 	observe* health* lint* frozen_data_source* execute_unavailable* leaks* watchdog* session_state* typing* \
 	bare_install* aio_cancel* aio_frozen* aio_kill* aio_pools* sqlalchemy* crossnode_crash*
 PURE_SKIP := $(foreach t,$(OPERATIONAL),--ignore-glob='tests/test_$(t)')
