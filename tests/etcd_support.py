@@ -64,22 +64,27 @@ class PrivateEtcd:
         self.process: subprocess.Popen[bytes] | None = None
         self.frozen = False
 
-    def _args(self) -> list[str]:
+    def _args(self, url: str) -> list[str]:
         peer = f"http://127.0.0.1:{self.peer_port}"
         return [
             self.binary, "--name", "ddm-test", "--data-dir", str(self.data_dir),
-            "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+            "--listen-client-urls", url, "--advertise-client-urls", url,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"ddm-test={peer}", "--initial-cluster-state", "new",
             "--logger", "zap", "--log-outputs", "stderr",
         ]  # fmt: skip
 
-    def start(self, timeout: float = 20.0) -> None:
-        """Start etcd (on the same data dir and ports as before) and wait until it answers."""
+    def start(self, timeout: float = 20.0, *, aside: bool = False) -> str:
+        """Start etcd (on the same data dir and ports as before) and wait until it answers; returns its URL.
+
+        ``aside``: on another client port, which its clients do not know (they stay disconnected
+        while a test writes and compacts behind their backs through the returned URL).
+        """
         assert self.process is None, "etcd is already running"
+        url = f"http://127.0.0.1:{_free_port()}" if aside else self.url
         log = open(self.base / "etcd.log", "ab")  # noqa: SIM115 - the child keeps it
         try:
-            self.process = subprocess.Popen(self._args(), stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(self._args(url), stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         finally:
             log.close()
         self.frozen = False
@@ -88,8 +93,8 @@ class PrivateEtcd:
             if self.process.poll() is not None:
                 raise RuntimeError(f"etcd exited with {self.process.returncode}; see {self.base / 'etcd.log'}")
             try:
-                self.revision()
-                return
+                self.revision(url)
+                return url
             except (OSError, urllib.error.URLError, ValueError):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"etcd did not answer within {timeout} s; see {self.base / 'etcd.log'}")
@@ -122,9 +127,9 @@ class PrivateEtcd:
         os.kill(self.process.pid, signal.SIGCONT)
         self.frozen = False
 
-    def revision(self) -> int:
+    def revision(self, url: str | None = None) -> int:
         """The store's current revision."""
-        answer = etcd_call(self.url, "/v3/kv/range", {"key": b64("\0")}, timeout=2.0)
+        answer = etcd_call(url or self.url, "/v3/kv/range", {"key": b64("\0")}, timeout=2.0)
         return int(answer["header"]["revision"])
 
     def compact(self, revision: int | None = None) -> int:

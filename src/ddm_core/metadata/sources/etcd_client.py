@@ -255,9 +255,15 @@ class EtcdClient:
         kvs = answer.get("kvs") or []
         return (KeyValue.from_json(kvs[0]) if kvs else None), int(answer["header"]["revision"])
 
-    def get_prefix(self, prefix: str) -> tuple[list[KeyValue], int]:
-        """Every key starting with ``prefix`` (sorted by key) and the store's revision at the read."""
-        answer = self.call("/kv/range", {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix))})
+    def get_prefix(self, prefix: str, *, limit: int = 0, descending: bool = False) -> tuple[list[KeyValue], int]:
+        """Keys starting with ``prefix`` sorted by key (the last ``limit`` ones first when ``descending``;
+        0: all) and the store's revision at the read."""
+        body: dict[str, Any] = {"key": _b64(prefix), "range_end": _b64(prefix_end(prefix))}
+        if limit:
+            body["limit"] = str(limit)
+        if descending:
+            body.update(sort_order="DESCEND", sort_target="KEY")
+        answer = self.call("/kv/range", body)
         return [KeyValue.from_json(kv) for kv in answer.get("kvs") or []], int(answer["header"]["revision"])
 
     def put(self, key: str, value: str | bytes, *, lease: int = 0) -> int:
@@ -322,7 +328,7 @@ class EtcdClient:
 
     def watch(self, key: str, on_batch: Callable[[WatchBatch], None], *, start_revision: int,
               prefix: bool = False, idle_timeout: float = 30.0) -> "Watch":  # fmt: skip
-        """Follow ``key`` (every key under it with ``prefix``) from ``start_revision`` in a daemon thread.
+        """Follow ``key`` (every key under it with ``prefix``) from ``start_revision`` (0: from now) in a daemon thread.
 
         ``on_batch`` runs in that thread; see :class:`Watch`.
         """
@@ -358,7 +364,7 @@ class Watch:
         self.prefix = prefix
         self.on_batch = on_batch
         self.idle_timeout = idle_timeout
-        self.next_revision = max(1, start_revision)
+        self.next_revision = max(0, start_revision)
         self.connected = False
         self.reconnects = 0
         self.resyncs = 0
@@ -370,8 +376,9 @@ class Watch:
         self._thread.start()
 
     def _create_request(self) -> dict[str, Any]:
-        create: dict[str, Any] = {"key": _b64(self.key), "start_revision": str(self.next_revision),
-                                  "progress_notify": True}  # fmt: skip
+        create: dict[str, Any] = {"key": _b64(self.key), "progress_notify": True}
+        if self.next_revision:  # else: from now (the created answer's revision + 1 becomes next_revision)
+            create["start_revision"] = str(self.next_revision)
         if self.prefix:
             create["range_end"] = _b64(prefix_end(self.key))
         return {"create_request": create}
@@ -442,6 +449,8 @@ class Watch:
                                        endpoint=self.client.endpoint)  # fmt: skip
         if result.get("created"):
             self.connected = True
+            if not self.next_revision:
+                self.next_revision = int((result.get("header") or {}).get("revision", 0)) + 1
             return
         events = []
         for raw in result.get("events") or ():

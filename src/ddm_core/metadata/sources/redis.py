@@ -93,7 +93,7 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, (bytes, bytearray)) else str(value)
 
 
-def _check_group(group: str) -> str:
+def check_group(group: str) -> str:
     if not _GROUP.fullmatch(group):
         raise ConfigError(f"configuration rollout group {group!r} must be 1-64 letters, digits, '_', '.' or '-'",
                           group=group)  # fmt: skip
@@ -119,7 +119,7 @@ class RedisSource:
         self.client = client
         self.prefix = prefix
         self.name = name or prefix
-        self.group = None if group is None else _check_group(group)
+        self.group = None if group is None else check_group(group)
         self.channel = f"{prefix}:changes"
         self._latest_key = f"{prefix}:latest"
         # What this instance reads: everyone's newest, then its group's.
@@ -216,7 +216,7 @@ class RedisSource:
                               "bytes (docs/config-limits.md)", source=self.name)  # fmt: skip
         if validate:
             parse_config(body, origin=f"{self.where} (to publish)", check_env=False)
-        target = self._latest_key if group is None else self._group_key(_check_group(group))
+        target = self._latest_key if group is None else self._group_key(check_group(group))
         created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         args = ("" if expect_version is None else str(expect_version), body, checksum_of(body),
                 f"{self.prefix}:v:", self.channel, created, group or "")  # fmt: skip
@@ -238,7 +238,7 @@ class RedisSource:
         Raises:
             ConfigRowError: nothing was published for ``group``, or its version is unreadable.
         """
-        key = self._group_key(_check_group(group))
+        key = self._group_key(check_group(group))
         raw = self._call("read the group's newest version", lambda: self.client.get(key))
         if raw is None:
             raise ConfigRowError(f"{self.where}: nothing was published for group {group!r}; "

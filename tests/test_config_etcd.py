@@ -1,0 +1,261 @@
+"""The etcd configuration source on a private etcd (tests/etcd_support.py): versions and pointer flips,
+two watching processes, fifty following threads through a killed, frozen and compacted etcd, and
+followers SIGKILLed mid-apply.
+
+What followers serve is compared with what was published (the body's digest), never with a
+number the source itself reports.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from ddm_core.errors import ConfigPublishConflictError, ConfigRowError, ConfigValidationError, SourceUnavailableError
+from ddm_core.metadata import ConfigHolder
+from ddm_core.metadata.load import digest_of
+from ddm_core.metadata.sources.etcd import EtcdSource
+from ddm_core.metadata.sources.etcd_client import EtcdClient
+from etcd_support import PrivateEtcd, private_etcd  # noqa: F401 - the fixture
+from services import require_module
+
+require_module("requests", "the etcd configuration source (the 'etcd' extra)")
+HERE = Path(__file__).resolve().parent
+PREFIX = "/ddm-test/config"
+
+
+def body(max_offset: int, data_source: str = "ds_0", padding: int = 0) -> str:
+    return (
+        "dataSources:\n  ds_0: sqlite:///never_opened_0.db\n  ds_1: sqlite:///never_opened_1.db\n"
+        f"tables:\n  - {{logicTable: t_order, shardKey: user_id, databases: [{data_source}, ds_1], shardCount: 2}}\n"
+        f"runtime:\n  maxOffset: {max_offset}\n" + "".join(f"# padding line {i} {'x' * 60}\n" for i in range(padding))
+    )
+
+
+@pytest.fixture()
+def source(private_etcd: PrivateEtcd) -> Iterator[EtcdSource]:  # noqa: F811
+    client = EtcdClient(private_etcd.url, timeout=2.0)
+    yield EtcdSource(client, prefix=PREFIX)
+    client.close()
+
+
+def test_versions_pointer_flips_and_checks(source: EtcdSource, private_etcd: PrivateEtcd) -> None:  # noqa: F811
+    with pytest.raises(SourceUnavailableError, match="no configuration version yet"):
+        ConfigHolder(source, check_env=False)
+    assert source.publish(body(1000), expect_version=0) == 1
+    holder = ConfigHolder(source, check_env=False)
+    assert source.publish(body(2000), expect_version=1) == 2
+    with pytest.raises(ConfigPublishConflictError, match="names version 2, not 1"):
+        source.publish(body(3000), expect_version=1)
+    with pytest.raises(ConfigValidationError, match="ds_9"):
+        source.publish(body(3000, data_source="ds_9"))
+    assert holder.reload().updated and holder.config.runtime.max_offset == 2000
+    # Rollback flips the pointer back: no new version is written.
+    assert source.rollback(1, expect_version=2) == 1
+    assert private_etcd.get(f"{PREFIX}/active_version") == "1" and private_etcd.get(f"{PREFIX}/last_version") == "2"
+    assert holder.reload().updated and holder.config.runtime.max_offset == 1000
+    # A version whose body was changed after it was written is refused; the serving one stays.
+    stored = json.loads(private_etcd.get(source.version_key(2)) or "")
+    private_etcd.put(source.version_key(2), json.dumps({**stored, "body": body(9999)}))
+    private_etcd.put(f"{PREFIX}/active_version", "2")
+    result = holder.reload()
+    assert result.status == "unreachable" and isinstance(result.error, ConfigRowError)
+    assert "checksum" in result.error.message and holder.config.runtime.max_offset == 1000
+    with pytest.raises(ConfigRowError, match="cannot be rolled back to"):
+        source.rollback(2)
+    # A group's pointer wins for its instances until promoted.
+    source.rollback(1)
+    canary = EtcdSource(source.client, prefix=PREFIX, group="canary")
+    assert source.publish(body(3000), group="canary") == 3
+    assert canary.fetch().content == body(3000) and source.fetch().content == body(1000)
+    assert [(v.version, v.group, v.active_for) for v in source.history()] == [
+        (3, "canary", ("canary",)), (2, "", ()), (1, "", ("everyone",))]  # fmt: skip
+    assert source.promote("canary") == 3
+    assert source.fetch().content == body(3000) and private_etcd.get(source.group_pointer("canary")) is None
+    with pytest.raises(ConfigRowError, match="nothing was published for group 'canary'"):
+        source.promote("canary")
+
+
+def _reader(proc: subprocess.Popen[str]) -> "queue.Queue[str]":
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.strip())
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _next(lines: "queue.Queue[str]", what: str) -> str:
+    try:
+        return lines.get(timeout=60)  # a generous bound for a loaded machine: no speed is asserted
+    except queue.Empty:
+        raise AssertionError(f"the watcher never printed {what}") from None
+
+
+def _watcher(url: str, snapshot: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(HERE / "etcd_config_watcher.py"), url, PREFIX, str(snapshot)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE)  # fmt: skip
+
+
+def test_two_processes_take_every_push(source: EtcdSource, private_etcd: PrivateEtcd, tmp_path: Path) -> None:  # noqa: F811
+    source.publish(body(1000))
+    procs = [_watcher(private_etcd.url, tmp_path / f"snap{i}") for i in range(2)]
+    try:
+        readers = [_reader(p) for p in procs]
+        for lines in readers:
+            assert _next(lines, "ready").startswith("ready 1000 ")
+        for push in range(1, 21):
+            source.publish(body(1000 + push))
+            for lines in readers:
+                assert _next(lines, f"push {push}") == f"serving {1000 + push} {digest_of(body(1000 + push))}"
+        source.publish(body(3000, data_source="ds_9"), validate=False)  # refused by both; the last push stays
+        for lines in readers:
+            line = _next(lines, "the refusal")
+            assert line.startswith("refused ") and "ds_9" in line
+    finally:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.close()
+        for p in procs:
+            assert p.wait(timeout=30) == 0
+
+
+class _Follower:
+    """One application instance in a thread: its own client, source, holder and watch."""
+
+    def __init__(self, url: str) -> None:
+        self.source = EtcdSource(EtcdClient(url, timeout=1.0), prefix=PREFIX)
+        self.holder = ConfigHolder(self.source, check_env=False)
+        self.applied: list[str] = [self.holder.current.digest]
+        self.holder.subscribe(lambda new, old: self.applied.append(new.digest))
+        self.following = self.source.follow(self.holder, poll=600.0)  # only the watch brings flips
+
+    def stop(self) -> None:
+        self.following()
+        self.source.client.close()
+
+
+def test_fifty_followers_converge_through_kill_freeze_and_compaction(source: EtcdSource,
+                                                                     private_etcd: PrivateEtcd) -> None:  # noqa: F811
+    source.publish(body(1000))
+    followers = [_Follower(private_etcd.url) for _ in range(50)]
+    published = [digest_of(body(1000))]
+
+    def flip(offset: int) -> None:
+        source.publish(body(offset))
+        published.append(digest_of(body(offset)))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if all(f.holder.current.digest == published[-1] for f in followers):
+                return
+            time.sleep(0.05)
+        stuck = [i for i, f in enumerate(followers) if f.holder.current.digest != published[-1]]
+        raise AssertionError(f"{len(stuck)} followers stuck on an older version: {stuck[:10]}")
+
+    try:
+        # etcd SIGKILLed and restarted: the watches resume from their last revision + 1.
+        private_etcd.restart()
+        flip(2000)
+        # etcd frozen (SIGSTOP) for 3 s, a flip right after it thaws.
+        private_etcd.freeze()
+        time.sleep(3)
+        private_etcd.thaw()
+        flip(3000)
+        # Killed; back on a port the followers do not know, where a flip is published and history
+        # compacted past every follower's revision; killed again and back on the usual port.
+        private_etcd.kill()
+        aside = EtcdSource(EtcdClient(private_etcd.start(aside=True)), prefix=PREFIX)
+        aside.publish(body(4000))
+        published.append(digest_of(body(4000)))
+        for _ in range(30):
+            aside.client.put(f"{PREFIX}/noise", "x")  # revisions to compact away
+        aside.client.compact(aside.client.get(PREFIX)[1])
+        aside.client.close()
+        private_etcd.restart()
+        flip(5000)
+        resynced = sum(1 for f in followers if f.following.resyncs)
+        assert resynced == 50, "a follower's watch never met the compaction"
+    finally:
+        for f in followers:
+            f.stop()
+    for i, f in enumerate(followers):
+        assert f.applied[-1] == published[-1]
+        # Each version taken at most once, in the order published (a follower may skip one it never saw).
+        assert len(f.applied) == len(set(f.applied)), f"follower {i} applied a version twice: {f.applied}"
+        assert [published.index(d) for d in f.applied] == sorted(published.index(d) for d in f.applied)
+
+
+def test_a_follower_killed_mid_apply_restarts_on_a_whole_version(source: EtcdSource, private_etcd: PrivateEtcd,  # noqa: F811
+                                                                 tmp_path: Path) -> None:  # fmt: skip
+    """SIGKILL a follower while versions arrive; restarted with etcd unreachable, it serves its snapshot,
+    which must be a whole published version at least as new as the last one it reported taking."""
+    bodies = {digest_of(body(1000, padding=300)): 1000}
+    source.publish(body(1000, padding=300))
+    snapshot = tmp_path / "snap"
+    rng = random.Random(7)
+    dead_url = "http://127.0.0.1:1"  # nothing listens: the restart must use the snapshot
+    for round_ in range(5):
+        proc = _watcher(private_etcd.url, snapshot)
+        lines = _reader(proc)
+        assert _next(lines, "ready").startswith("ready ")
+        taken: list[str] = []
+        pusher_done = threading.Event()
+
+        def push(round_: int = round_) -> None:
+            for i in range(40):
+                text = body(2000 + round_ * 100 + i, padding=300)  # ~25 kB: a snapshot write takes a while
+                bodies[digest_of(text)] = 2000 + round_ * 100 + i
+                source.publish(text)
+                if pusher_done.wait(0.005):
+                    return
+
+        pusher = threading.Thread(target=push)
+        pusher.start()
+        time.sleep(rng.uniform(0.1, 0.6))
+        proc.kill()  # SIGKILL, at a random point of an apply
+        proc.wait()
+        pusher_done.set()
+        pusher.join()
+        while not lines.empty():
+            line = lines.get()
+            if line.startswith("serving "):
+                taken.append(line.split()[2])
+        again = _watcher(dead_url, snapshot)
+        try:
+            ready = _next(_reader(again), "ready from the snapshot").split()
+        finally:
+            assert again.stdin is not None
+            again.stdin.close()
+            again.wait(timeout=30)
+        assert ready[0] == "ready" and ready[3] == "1", f"round {round_}: not started from the snapshot: {ready}"
+        assert ready[2] in bodies, f"round {round_}: the snapshot holds no published version"
+        assert int(ready[1]) == bodies[ready[2]]
+        if taken:
+            assert bodies[ready[2]] >= bodies[taken[-1]], f"round {round_}: the snapshot went back"
+
+
+def test_unreachable_etcd_keeps_the_last_version_and_says_so(source: EtcdSource, private_etcd: PrivateEtcd,  # noqa: F811
+                                                             tmp_path: Path) -> None:  # fmt: skip
+    source.publish(body(1000))
+    holder = ConfigHolder(source, snapshot=tmp_path / "snap", check_env=False)
+    private_etcd.kill()
+    result = holder.reload(force=True)
+    assert result.status == "unreachable" and holder.config.runtime.max_offset == 1000
+    assert isinstance(holder.last_error, SourceUnavailableError) and "etcd is unreachable" in holder.last_error.message
+    later = ConfigHolder(EtcdSource(EtcdClient(private_etcd.url, timeout=0.5), prefix=PREFIX),
+                         snapshot=tmp_path / "snap", check_env=False)  # fmt: skip
+    assert later.current.from_snapshot and later.config.runtime.max_offset == 1000
+    private_etcd.start()
+    assert later.reload().status == "unchanged" and not later.current.from_snapshot and later.last_error is None
