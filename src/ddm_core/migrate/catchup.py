@@ -94,6 +94,7 @@ def catch_up(
     flush_rows: int = FLUSH_ROWS,
     clock: Callable[[], float] = time.monotonic,
     progress: Callable[[int, int], None] | None = None,
+    on_pass: Callable[[int, float], None] | None = None,
 ) -> CatchUpResult:
     """Run (or resume) the catch-up phase: binlog passes until one takes under ``max_lag`` seconds.
 
@@ -102,6 +103,7 @@ def catch_up(
         pass_timeout: Deadline of one pass, in seconds.
         flush_rows: Changes applied (and the position recorded) per flush.
         progress: Called as ``progress(pass number, changes applied so far)`` after each flush.
+        on_pass: Called as ``on_pass(pass number, seconds it took)`` after each pass.
 
     Raises:
         MigrationStateError: the migration is not at catch-up or a completed backfill.
@@ -119,7 +121,7 @@ def catch_up(
     state = log.enter(Phase.CATCH_UP, detail={"from": start}, state=state)
     return binlog_passes(old, new, plan, conns, log, phase=Phase.CATCH_UP, complete=True, max_lag=max_lag,
                          max_passes=max_passes, pass_timeout=pass_timeout, flush_rows=flush_rows, clock=clock,
-                         progress=progress)
+                         progress=progress, on_pass=on_pass)
 
 
 def _checked_start(old: ShardingConfig, new: ShardingConfig, plan: MigrationPlan, log: MigrationLog
@@ -181,6 +183,7 @@ def replay_passes(
     keep: Keep | None = None,
     position_prefix: str = "binlog:",
     record_every_s: float = 0.0,
+    on_pass: Callable[[int, float], None] | None = None,
 ) -> CatchUpResult:
     """Binlog passes over the servers of ``applier``'s source tables until one takes under ``max_lag`` s.
 
@@ -274,6 +277,8 @@ def replay_passes(
             if progress is not None:
                 progress(passes, applier.applied)
         last = clock() - began
+        if on_pass is not None:
+            on_pass(passes, last)
         if last < max_lag:
             if complete:
                 log.complete(phase, detail={"passes": passes, "applied": applier.applied, "last_pass": last})

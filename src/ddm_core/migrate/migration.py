@@ -141,6 +141,7 @@ class Migration:
         echo: Called with a line of text for each step taken.
         on_scan: Called with each backfill scan's report after each batch.
         on_catch_up: Called as ``on_catch_up(pass, changes applied)`` during catch-up.
+        on_catch_up_pass: Called as ``on_catch_up_pass(pass, seconds it took)`` after each catch-up pass.
     """
 
     def __init__(
@@ -168,6 +169,7 @@ class Migration:
         echo: Callable[[str], None] | None = None,
         on_scan: Callable[[ScanReport], None] | None = None,
         on_catch_up: Callable[[int, int], None] | None = None,
+        on_catch_up_pass: Callable[[int, float], None] | None = None,
         fence_timeout_s: float = 60.0,
         on_fence: Callable[[FenceProgress], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -193,7 +195,7 @@ class Migration:
         self.verify_cutover, self.verify_rounds, self.chunk_rows, self.rate = (
             verify_cutover, verify_rounds, chunk_rows, rate)
         self.echo = echo or (lambda line: None)
-        self.on_scan, self.on_catch_up = on_scan, on_catch_up
+        self.on_scan, self.on_catch_up, self.on_catch_up_pass = on_scan, on_catch_up, on_catch_up_pass
         self.fence_timeout_s, self.on_fence = fence_timeout_s, on_fence
         self.clock, self.sleep, self.wall = clock, sleep, wall
         self._plan: MigrationPlan | None = None
@@ -324,7 +326,7 @@ class Migration:
         for _ in range(rounds):
             result = catch_up(self.old, self.new, self.plan, self.conns, self.log, max_lag=self.max_lag,
                               pass_timeout=self.pass_timeout, flush_rows=self.flush_rows, clock=self.clock,
-                              progress=self.on_catch_up)
+                              progress=self.on_catch_up, on_pass=self.on_catch_up_pass)
             if result.completed:
                 return result
         raise MigrationError(
@@ -339,7 +341,7 @@ class Migration:
         self.echo(f"catch-up pass ({why})")
         result = binlog_passes(self.old, self.new, self.plan, self.conns, self.log, phase=state.phase,
                                max_lag=self.max_lag, pass_timeout=self.pass_timeout, flush_rows=self.flush_rows,
-                               clock=self.clock, progress=self.on_catch_up)
+                               clock=self.clock, progress=self.on_catch_up, on_pass=self.on_catch_up_pass)
         if not result.completed:
             raise MigrationError(
                 f"migration {self.name!r}: the binlog pass before {why} took {result.last_pass:.2f} s, over the "
