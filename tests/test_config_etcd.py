@@ -26,6 +26,7 @@ from ddm_core.metadata.load import digest_of
 from ddm_core.metadata.sources.etcd import EtcdSource
 from ddm_core.metadata.sources.etcd_client import EtcdClient
 from etcd_support import PrivateEtcd, private_etcd  # noqa: F401 - the fixture
+from cli_support import run
 from services import require_module
 
 require_module("requests", "the etcd configuration source (the 'etcd' extra)")
@@ -259,3 +260,28 @@ def test_unreachable_etcd_keeps_the_last_version_and_says_so(source: EtcdSource,
     assert later.current.from_snapshot and later.config.runtime.max_offset == 1000
     private_etcd.start()
     assert later.reload().status == "unchanged" and not later.current.from_snapshot and later.last_error is None
+
+
+def test_ddm_config_push_history_rollback_promote(private_etcd: PrivateEtcd, tmp_path: Path) -> None:  # noqa: F811
+    url = f"etcd://127.0.0.1:{private_etcd.client_port}{PREFIX}"
+    path = tmp_path / "ddm.yaml"
+    path.write_text(body(1000))
+    assert run("config", "push", "--etcd", url, str(path)).output.startswith("published version 1")
+    path.write_text(body(2000))
+    assert run("config", "push", "--etcd", url, "--expect-version", "1", str(path)).exit_code == 0
+    conflict = run("config", "push", "--etcd", url, "--expect-version", "1", str(path))
+    assert conflict.exit_code == 2 and "names version 2, not 1" in conflict.stderr
+    back = run("config", "rollback", "--etcd", url, "--to", "1")
+    assert back.exit_code == 0 and back.output.startswith("version 1 is active again")
+    assert private_etcd.get(f"{PREFIX}/active_version") == "1"
+    path.write_text(body(3000))
+    assert run("config", "push", "--etcd", url, "--group", "canary", str(path)).exit_code == 0
+    hist = run("config", "history", "--etcd", url)
+    rows = [[cell.strip() for cell in line.split("|")] for line in hist.output.splitlines()[2:]]
+    assert [(r[0], r[2], r[4]) for r in rows] == [("3", "canary", "canary"), ("2", "everyone", ""),
+                                                  ("1", "everyone", "everyone")]  # fmt: skip
+    promoted = run("config", "promote", "--etcd", url, "--group", "canary")
+    assert promoted.exit_code == 0 and "version 3 (the version of group 'canary') is active for everyone" in promoted.output
+    assert private_etcd.get(f"{PREFIX}/active_version") == "3"
+    both = run("config", "history", "--etcd", url, "--redis", "redis://127.0.0.1:6379/0")
+    assert both.exit_code == 2 and "name one configuration center" in both.stderr

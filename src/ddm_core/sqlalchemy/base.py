@@ -47,7 +47,7 @@ _SQLITE_TEMPORAL: dict[Any, Any] = {
 }
 
 #: Query options of a ``ddm+...`` URL, and what each becomes.
-_OPTIONS = {"config": "a configuration path, or a redis:// configuration center", "transaction_mode": "local or xa",
+_OPTIONS = {"config": "a configuration path, or a redis:// or etcd:// configuration center", "transaction_mode": "local or xa",
             "charset": "utf8mb4 only: every pooled connection's character set",
             "prefix": "the configuration center's key prefix", "group": "the rollout group this engine follows",
             "snapshot": "a file keeping the center's last good version"}  # fmt: skip

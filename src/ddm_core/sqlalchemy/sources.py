@@ -6,6 +6,9 @@
   last good version, served when Redis cannot be reached at start) — followed: every version
   published later is taken by the engine's executor as it is by any other instance
   (``RedisSource.follow``), until :meth:`~ddm_core.sqlalchemy.base.DdmDialectMixin.close_executor`.
+* ``config=etcd://host:2379/ddm/config`` (the path is the keys' prefix) with ``group`` and
+  ``snapshot`` — followed the same way on etcd (``EtcdSource.follow``,
+  docs/configuration.md#etcd-config-center).
 
 Any other source (the table source, a holder built by the application) is given as an executor
 in ``connect_args``.
@@ -29,7 +32,7 @@ def open_config(config: str, options: dict[str, str]) -> tuple[Any, Callable[[],
 
     Raises:
         ConfigError: center options given with a file, or a URL scheme ddm-core cannot follow.
-        MissingExtraError: a Redis center without the ``redis`` extra.
+        MissingExtraError: a Redis center without the ``redis`` extra, an etcd one without ``etcd``.
     """
     scheme = config.split("://", 1)[0].lower() if "://" in config else ""
     if not scheme:
@@ -37,13 +40,15 @@ def open_config(config: str, options: dict[str, str]) -> tuple[Any, Callable[[],
         if given:
             raise ConfigError(
                 f"the ddm URL's {', '.join(given)} option(s) belong to a configuration center "
-                f"(config=redis://...), not to the file {config!r}", option=given[0],
+                f"(config=redis://... or etcd://...), not to the file {config!r}", option=given[0],
             )  # fmt: skip
         return config, None
+    if scheme in ("etcd", "etcds"):
+        return _follow_etcd(config, options)
     if scheme not in ("redis", "rediss"):
         raise ConfigError(
-            f"the ddm URL's config={config!r} names a {scheme!r} source: a path or a redis:// configuration "
-            "center is followed from the URL; pass any other source as connect_args={'executor': ...}",
+            f"the ddm URL's config={config!r} names a {scheme!r} source: a path or a redis:// or etcd:// "
+            "configuration center is followed from the URL; pass any other source as connect_args={'executor': ...}",
             option="config",
         )
     return _follow_redis(config, options)
@@ -61,5 +66,20 @@ def _follow_redis(url: str, options: dict[str, str]) -> tuple[Any, Callable[[], 
     prefix = options.get("prefix", DEFAULT_PREFIX)
     source = RedisSource(redis.Redis.from_url(url, socket_timeout=5), prefix=prefix, group=options.get("group"),
                          name=f"{url} {prefix}")  # fmt: skip
+    holder = ConfigHolder(source, snapshot=options.get("snapshot"))
+    return holder, source.follow(holder)
+
+
+def _follow_etcd(url: str, options: dict[str, str]) -> tuple[Any, Callable[[], None]]:
+    from ddm_core._extras import require_extra
+
+    require_extra("etcd", needed_by=f"the ddm URL's configuration center {url!r}")
+    if "prefix" in options:
+        raise ConfigError(f"the ddm URL's prefix option belongs to a Redis center; an etcd URL carries its prefix "
+                          f"as its path (config=etcd://host:2379/ddm/config), not {url!r}", option="prefix")  # fmt: skip
+    from ddm_core.metadata.reload import ConfigHolder
+    from ddm_core.metadata.sources.etcd import EtcdSource
+
+    source = EtcdSource.from_url(url, group=options.get("group"))
     holder = ConfigHolder(source, snapshot=options.get("snapshot"))
     return holder, source.follow(holder)
