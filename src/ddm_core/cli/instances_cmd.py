@@ -19,8 +19,16 @@ from ddm_core.metadata.sources.redis import DEFAULT_PREFIX
 __all__ = ["instances", "instance_rows"]
 
 
-def _store(config_path: str | None, config_on: str | None, redis_url: str | None, prefix: str) -> InstanceStore:
-    if redis_url is not None:
+def _store(config_path: str | None, config_on: str | None, redis_url: str | None, prefix: str,
+           etcd_url: str | None) -> InstanceStore:  # fmt: skip
+    if etcd_url is not None:
+        from ddm_core._extras import require_extra
+
+        require_extra("etcd", needed_by="ddm instances --etcd")
+        from ddm_core.metadata.sources.etcd import EtcdSource
+
+        source: Any = EtcdSource.from_url(etcd_url)
+    elif redis_url is not None:
         from ddm_core._extras import require_extra
 
         require_extra("redis", needed_by="ddm instances --redis")
@@ -28,17 +36,17 @@ def _store(config_path: str | None, config_on: str | None, redis_url: str | None
 
         from ddm_core.metadata.sources.redis import RedisSource
 
-        source: Any = RedisSource(redis.Redis.from_url(redis_url, socket_timeout=5), prefix=prefix,
+        source = RedisSource(redis.Redis.from_url(redis_url, socket_timeout=5), prefix=prefix,
                                   name=f"{redis_url} {prefix}")  # fmt: skip
     elif config_path is not None and config_on is not None:
         from ddm_core.migrate.connections import config_table_source
 
         source = config_table_source(load(config_path, check_env=True), config_on)
     else:
-        raise ConfigError("ddm instances needs the configuration center: --redis URL, or -c CONFIG with "
-                          "--config-on DATA_SOURCE (the data source holding the ddm_config table)")  # fmt: skip
+        raise ConfigError("ddm instances needs the configuration center: --etcd URL, --redis URL, or -c CONFIG "
+                          "with --config-on DATA_SOURCE (the data source holding the ddm_config table)")  # fmt: skip
     store = store_for(source)
-    assert store is not None  # both sources keep a registry
+    assert store is not None  # every shared source keeps a registry
     return store
 
 
@@ -66,16 +74,19 @@ def instance_rows(records: list[InstanceRecord], active: int | None, now: float)
 @click.option("--redis", "redis_url", envvar="DDM_CONFIG_REDIS", metavar="URL",
               help="redis://host:port/db of a Redis configuration center (default $DDM_CONFIG_REDIS).")
 @click.option("--prefix", default=DEFAULT_PREFIX, show_default=True, help="The Redis keys' prefix.")
+@click.option("--etcd", "etcd_url", envvar="DDM_CONFIG_ETCD", metavar="URL",
+              help="etcd://host:2379/<prefix> of an etcd configuration center (default $DDM_CONFIG_ETCD).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of the table.")
 def instances(config_path: str | None, config_on: str | None, redis_url: str | None, prefix: str,
-              as_json: bool) -> None:  # fmt: skip
+              etcd_url: str | None, as_json: bool) -> None:  # fmt: skip
     """The instances registered with a configuration center: role, where, version in use, lag, heartbeat.
 
     \b
       ddm instances -c orders.yaml --config-on ds_0
       ddm instances --redis redis://127.0.0.1:6379/0 --json
+      ddm instances --etcd etcd://127.0.0.1:2379/ddm/config
     """
-    store = _store(config_path, config_on, redis_url, prefix)
+    store = _store(config_path, config_on, redis_url, prefix, etcd_url)
     try:
         records, active = store.live(), store.newest_version()
     finally:

@@ -18,17 +18,21 @@ import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
-from ddm_core.errors import ConfigError
+from ddm_core.errors import ConfigError, SourceUnavailableError
 from ddm_core.metadata.reload import ConfigVersion
 
-__all__ = ["ROLES", "InstanceRecord", "InstanceStore", "source_version", "new_record"]
+__all__ = ["ROLES", "InstanceRecord", "InstanceStore", "source_version", "new_record", "client_call"]
 
 #: What an instance is: an executor in an application, or a ``ddm proxy`` process.
 ROLES = ("executor", "proxy")
 
-_REVISION = re.compile(r"(\d+):")
+# The number leads every numbered source's revision: "<version>:<checksum>" (table, Redis),
+# "<version>@<etcd revision>" (etcd).
+_T = TypeVar("_T")
+
+_REVISION = re.compile(r"(\d+)[:@]")
 
 
 def source_version(version: ConfigVersion) -> int | None:
@@ -136,3 +140,12 @@ class InstanceStore(Protocol):
     def close(self) -> None:
         """Release the store's connection."""
         ...
+
+
+def client_call(where: str, source: str, what: str, work: Callable[[], _T]) -> _T:
+    """``work()`` on a store's client library; any failure is the store being unavailable (the
+    libraries' errors have no base class the metadata layer can import)."""
+    try:
+        return work()
+    except Exception as exc:
+        raise SourceUnavailableError(f"{where}: cannot {what}: {exc}", source=source) from exc

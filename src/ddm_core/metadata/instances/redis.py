@@ -8,13 +8,14 @@ from it too (``ttl_ms`` minus the key's remaining ``PTTL``).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
-from ddm_core.errors import SourceUnavailableError
-from ddm_core.metadata.instances.record import InstanceRecord
+from ddm_core.metadata.instances.record import InstanceRecord, client_call
 from ddm_core.metadata.sources.redis import RedisSource
 
 __all__ = ["RedisInstances"]
+
+_T = TypeVar("_T")
 
 
 def _text(value: Any) -> str:
@@ -33,11 +34,8 @@ class RedisInstances:
     def where(self) -> str:
         return f"Redis instance keys {self.key_prefix}* of {self.source.name!r}"
 
-    def _call(self, what: str, work: Callable[[], Any]) -> Any:
-        try:
-            return work()
-        except Exception as exc:  # the client's errors have no base class the metadata layer can import
-            raise SourceUnavailableError(f"{self.where}: cannot {what}: {exc}", source=self.source.name) from exc
+    def _call(self, what: str, work: Callable[[], _T]) -> _T:
+        return client_call(self.where, self.source.name, what, work)
 
     def keep(self, record: InstanceRecord, ttl: float) -> None:
         key, ttl_ms = self.key_prefix + record.instance_id, max(1, int(ttl * 1000))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddm_core.metadata.instances.record import InstanceStore
+from ddm_core.metadata.sources.etcd import EtcdSource
 from ddm_core.metadata.sources.redis import RedisSource
 from ddm_core.metadata.sources.table import TableSource
 
@@ -32,4 +33,12 @@ def store_for(source: Any) -> InstanceStore | None:
         from ddm_core.metadata.instances.redis import RedisInstances
 
         return RedisInstances(source)
+    if isinstance(source, EtcdSource):
+        from ddm_core.metadata.instances.etcd import EtcdInstances
+
+        def newest() -> int | None:
+            pointer = source.pointer()
+            return None if pointer is None else pointer.version
+
+        return EtcdInstances(source.client, source.prefix, newest_version=newest)
     return None
