@@ -25,6 +25,10 @@ __all__ = [
     "require_module",
     "mariadb_connect",
     "fresh_mariadb_databases",
+    "POSTGRESQL",
+    "postgresql_connect",
+    "postgresql_rows",
+    "fresh_postgresql_databases",
 ]
 
 #: Set to ``1`` to turn every "service missing" skip into a failure.
@@ -112,3 +116,41 @@ def fresh_mariadb_databases(count: int = 2, connect: Callable[[], Any] | None = 
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
         conn.close()
 
+
+#: The machine's PostgreSQL (trust authentication), as the tests reach it.
+POSTGRESQL = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
+
+
+def postgresql_connect(database: str = "postgres") -> Any:
+    """A psycopg 3 connection (autocommit) to ``database`` on :data:`POSTGRESQL`, or :func:`require_service` it."""
+    __tracebackhide__ = True
+    psycopg: Any = require_module("psycopg", "psycopg 3, the optional PostgreSQL driver")
+    try:
+        return psycopg.connect(**POSTGRESQL, dbname=database, autocommit=True, connect_timeout=2)
+    except psycopg.Error as exc:
+        require_service(f"PostgreSQL on {POSTGRESQL['host']}:{POSTGRESQL['port']}", str(exc))
+
+
+def postgresql_rows(database: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` in the PostgreSQL ``database``, read behind ddm-core's back."""
+    conn = postgresql_connect(database)
+    try:
+        cur = conn.execute(sql, params)
+        return list(cur.fetchall()) if cur.description is not None else []
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def fresh_postgresql_databases(count: int = 2) -> Iterator[list[str]]:
+    """``count`` new PostgreSQL databases ``ddm_test_<random>_<i>``, dropped afterwards."""
+    conn = postgresql_connect()
+    names = [f"ddm_test_{uuid.uuid4().hex[:10]}_{i}" for i in range(count)]
+    try:
+        for name in names:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        yield names
+    finally:
+        for name in names:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.close()

@@ -10,7 +10,7 @@ import threading
 from typing import Any, Iterator
 
 import pytest
-from outbox_support import outbox_databases, redis_client, rows, stream_prefix
+from outbox_support import STORE_IDS, STORES, Store, outbox_databases, redis_client, rows, stream_prefix
 
 from ddm_core import load_config
 from ddm_core.errors import ConfigError, CrossShardTransactionError, DuplicateKeyError, OutboxError
@@ -57,9 +57,10 @@ class Collect:
         self.got.append(message)
 
 
-@pytest.fixture(scope="module")
-def env() -> Iterator[tuple[list[str], dict[str, Any]]]:
-    with outbox_databases(2) as found:
+@pytest.fixture(scope="module", params=STORES, ids=STORE_IDS)
+def env(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], dict[str, Any]]]:
+    store: Store = request.param
+    with outbox_databases(2, store) as found:
         yield found
 
 
@@ -256,7 +257,9 @@ def test_skip_locked_on_this_server_lets_two_relays_claim_disjoint_rows(ex: Exec
     names, _ = env
     with ex.execute(on_data_source("ds_0", "SELECT VERSION()")) as result:
         version = result.fetchone()[0]  # type: ignore[index]
-    assert "MariaDB" in version and lock_clause("mariadb", version) == SKIP_LOCKED
+    dialect = ex.config.data_sources["ds_0"].primary.dialect
+    assert lock_clause(dialect, version) == SKIP_LOCKED, f"{dialect} {version}"
+    assert lock_clause("postgresql", version) == SKIP_LOCKED
     assert lock_clause("mariadb", "10.5.9-MariaDB") == FOR_UPDATE
     assert lock_clause("mysql", "8.0.36") == SKIP_LOCKED and lock_clause("mysql", "5.7.44") == FOR_UPDATE
     assert lock_clause("sqlite", None) == ""
