@@ -41,6 +41,8 @@ from ddm_core.migrate.connections import connector
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.publish import EFFECTIVE_MARK, Publisher
 from ddm_core.migrate.state import MigrationLog
+from ddm_core.observe.collector import DdmCollector
+from ddm_core.observe.statements import StatementRecorder
 from etcd_support import PrivateEtcd
 from instance_process import config_text
 from services import fresh_mariadb_databases, mariadb_connect, require_module
@@ -346,3 +348,10 @@ def test_an_unreachable_registry_fails_no_statement(databases: list[str], tmp_pa
             assert [tuple(r) for r in result] == [("kept",)]
         status = registrar.status
         assert not status.healthy and f"{port}" in (status.error or "") and status.record.version is None
+        collector = DdmCollector(StatementRecorder())  # what /metrics says about it
+        collector.watch(executor)
+        samples = {(s.name, s.labels["instance_id"]): s.value for family in collector.collect()
+                   if family.name.startswith("ddm_instance_") for s in family.samples}  # fmt: skip
+        instance_id = status.record.instance_id
+        assert samples == {("ddm_instance_registered", instance_id): 0.0,
+                           ("ddm_instance_config_version", instance_id): -1.0}

@@ -91,6 +91,7 @@ class DdmCollector(Collector):
         yield slow
         yield from _replica_families(executors)
         yield from _shadow_families(executors)
+        yield from _instance_families(executors)
 
 
 def _merge_families(marks: dict[str, MergeHighWater]) -> Iterator[Metric]:
@@ -248,3 +249,20 @@ def _shadow_families(executors: tuple[Executor, ...]) -> Iterator[Metric]:
         mismatches.add_metric([table, kind], wrong[table, kind])
     yield compared
     yield mismatches
+
+
+def _instance_families(executors: tuple[Executor, ...]) -> Iterator[Metric]:
+    """Each registered executor's standing in its configuration center's instance registry."""
+    healthy = GaugeMetricFamily("ddm_instance_registered", "1 while the instance registry holds this instance's "
+                                "record (0: the registry is unreachable)", labels=["instance_id", "role"])  # fmt: skip
+    version = GaugeMetricFamily("ddm_instance_config_version", "The configuration center's version this instance "
+                                "reports (-1: unknown)", labels=["instance_id", "role"])  # fmt: skip
+    for ex in executors:
+        if ex.instance is None:
+            continue
+        status = ex.instance.status
+        labels = [status.record.instance_id, status.record.role]
+        healthy.add_metric(labels, 1 if status.healthy else 0)
+        version.add_metric(labels, -1 if status.record.version is None else status.record.version)
+    yield healthy
+    yield version
