@@ -9,9 +9,11 @@ after a crash.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import threading
-from typing import Any
+import time
+from typing import Any, Mapping
 
 import click
 import numpy as np
@@ -22,11 +24,15 @@ from rich.table import Table
 from ddm_core.cli.app import cli, load, needs_extra
 from ddm_core.cli.display import console as make_console
 from ddm_core.cli.display import FenceBar, size, spinner
+from ddm_core.cli.live import REFRESH_S, DirectionRow, LiveTable, RateMeter, bytes_behind, position_text
 from ddm_core.cutover import Cutover, CutoverStatus
+from ddm_core.cutover.phases import CutoverPhase
 from ddm_core.cutover.placement import Buckets
-from ddm_core.cutover.sync import SyncPass
+from ddm_core.cutover.state import CutoverState
+from ddm_core.cutover.sync import FORWARD, REVERSE, SyncPass
 from ddm_core.metadata.cutover import BucketState, bucket_slots, format_buckets, parse_buckets
 from ddm_core.migrate.backfill import BATCH_ROWS, MAX_BATCH_ROWS, ScanReport
+from ddm_core.migrate.catchup import CatchUpResult
 from ddm_core.migrate.plan import slot_counts
 from ddm_core.migrate.tables import table_stats
 
@@ -225,18 +231,51 @@ def sync_cmd(seconds: float | None, check_every_s: float, sample: int, **opts: A
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with _Run(opts) as run:
         cut = run.cut
+        run.spinner.__exit__()  # the live table takes stderr
         if seconds is not None:
             threading.Timer(seconds, stop.set).start()
-        passes = [0, 0]
+        meters = {"forward": RateMeter(), "reverse": RateMeter()}
+        figures: dict[str, Any] = {"passes": 0, "forward": None, "reverse": None, "shown": -REFRESH_S}
+        live = LiveTable(f"cut-over {cut.name!r}: sync", enabled=run.progress_on)
 
         def on_pass(done: SyncPass) -> None:
-            passes[0] += 1
-            passes[1] += done.forward.applied + (done.reverse.applied if done.reverse else 0)
-            run.spinner.update(f"sync: {passes[0]:,} passes, {passes[1]:,} changes applied")
+            figures.update(passes=figures["passes"] + 1, forward=done.forward, reverse=done.reverse)
+            if run.progress_on and time.monotonic() - figures["shown"] >= REFRESH_S:
+                figures["shown"] = time.monotonic()
+                state = cut.log.state()
+                live.show(_direction_rows(cut, state, done, meters), state.findings[-1] if state.findings else None)
 
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops it, as SIGTERM does
+        with live, contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops it, as SIGTERM does
             cut.run_sync(stop=stop.is_set, check_every_s=check_every_s, sample=sample, on_pass=on_pass)
-        run.console.print(f"sync stopped: {passes[0]:,} passes, {passes[1]:,} changes applied")
+        applied = sum(r.applied for r in (figures["forward"], figures["reverse"]) if r is not None)
+        run.console.print(f"sync stopped: {figures['passes']:,} passes, {applied:,} changes applied")
+
+
+def _direction_rows(cut: Cutover, state: CutoverState, done: SyncPass | None,
+                    meters: Mapping[str, RateMeter] | None = None) -> list[DirectionRow]:
+    """One row per direction and server: the recorded position and the bytes to the server's end; the
+    direction's rate, lag and changes applied on its first row (when this process runs the sync)."""
+    sync = cut.sync
+    reading = {"forward": state.phase in (CutoverPhase.REPLAY, CutoverPhase.LIVE),
+               "reverse": any(sw.to == "shards" for sw in state.switches)}
+    ends = sync.positions() if any(reading.values()) else {}
+    start = sync.copy_start(state) if reading["forward"] else {}
+    rows: list[DirectionRow] = []
+    for direction, prefix, servers in (("forward", FORWARD, [sync.legacy_server]),
+                                       ("reverse", REVERSE, sync.shard_servers)):
+        if not reading[direction]:
+            continue
+        result: CatchUpResult | None = getattr(done, direction) if done is not None else None
+        for i, server in enumerate(servers):
+            at = state.scans.get(prefix + server)
+            recorded = at.high_water if at is not None and at.high_water else start.get(server)
+            mine = result if i == 0 else None  # the direction's own figures, on its first row
+            rows.append(DirectionRow(
+                direction, server, position_text(recorded),
+                meters[direction].see(mine.applied) if mine is not None and meters is not None else None,
+                mine.last_pass if mine is not None else None, bytes_behind(recorded, ends.get(server)),
+                mine.applied if mine is not None else 0))
+    return rows
 
 
 @cutover.command("advance")
@@ -278,11 +317,48 @@ def check_cmd(sample: int, **opts: Any) -> None:
 
 
 @cutover.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON document (for scripts).")
 @_options
-def status_cmd(**opts: Any) -> None:
-    """Buckets per state, sync lag both ways, the last check."""
+def status_cmd(as_json: bool, **opts: Any) -> None:
+    """Buckets per state, sync lag both ways per server (binlog position, bytes behind), the last check."""
+    if as_json:
+        opts["progress"] = False
     with _Run(opts) as run:
-        print_status(run.console, run.cut.status())
+        st = run.cut.status()
+        if not as_json:
+            print_status(run.console, st)
+            return
+        state = run.cut.log.state()
+        click.echo(json.dumps(status_json(st, _direction_rows(run.cut, state, None)), default=str, indent=2))
+
+
+def status_json(st: CutoverStatus, directions: list[DirectionRow]) -> dict[str, Any]:
+    """What ``ddm cutover status --json`` prints."""
+    return {
+        "name": st.name, "table": st.table, "legacy": st.legacy,
+        "phase": st.phase.value if st.phase is not None else None, "completed": st.completed, "stopped": st.stopped,
+        "buckets": {state.value: list(st.buckets_in(state)) for state in BucketState},
+        "pending": st.pending.to_json() if st.pending is not None else None,
+        "copy": {"rows": st.copied, "done": st.copy_done}, "behind_bytes": dict(st.behind),
+        "directions": [d.to_json() for d in directions], "last_check": st.findings,
+        "authority_switches": st.switches,
+    }
+
+
+@cutover.command("prune")
+@click.option("--archive", help="Copy the pruned rows into this table first (same layout, created if missing).")
+@click.option("--checkpoint", is_flag=True,
+              help="Write a checkpoint covering every row first (only while no ddm cutover process runs).")
+@_options
+def prune_cmd(archive: str | None, checkpoint: bool, **opts: Any) -> None:
+    """Delete (or archive) the ddm_cutover rows before the last checkpoint; the state is unchanged."""
+    from ddm_core.migrate.prune import prune
+
+    with _Run(opts) as run:
+        report = prune(run.cut.log, archive=archive, checkpoint=checkpoint,
+                       progress=lambda n: run.spinner.update(f"pruning: {n:,} rows"))
+        run.console.print(f"cut-over {report.workflow!r}: {report.deleted:,} rows before step {report.checkpoint} "
+                          + (f"moved to {archive}" if archive else "deleted") + f"; {report.kept} rows kept")
 
 
 @cutover.command("finish")

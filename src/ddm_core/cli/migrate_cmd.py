@@ -9,6 +9,8 @@ continues. The single phases stay available: ``plan``, ``prepare``,
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,12 +21,14 @@ from rich.table import Table
 
 from ddm_core.cli.app import cli, load, needs_extra
 from ddm_core.cli.display import FenceBar, console as _console, duration as _duration, size as _size, spinner as _status
+from ddm_core.cli.live import REFRESH_S, DirectionRow, LiveTable, RateMeter, bytes_behind, position_text
 from ddm_core.errors import ConfigError
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate import Connections, config_table_source, connector
 from ddm_core.migrate.backfill import (
     BATCH_ROWS, MAX_BATCH_ROWS, ScanReport, backfill, backfill_scans, estimated_rows,
 )
+from ddm_core.migrate.binlog import binlog_positions
 from ddm_core.migrate.catchup import FLUSH_ROWS, MAX_LAG, catch_up
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import MigrationPlan, plan_migration
@@ -159,8 +163,9 @@ def prepare_cmd(old_path: str, new_path: str, state_ds: str, name: str, rate: fl
 @_STATE
 @_NAME
 @click.option("--config-on", help="Data source holding the ddm_config table (shows its newest version).")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON document (for scripts).")
 def status_cmd(config_path: str | None, old_path: str | None, new_path: str | None, state_ds: str, name: str,
-               config_on: str | None) -> None:
+               config_on: str | None, as_json: bool) -> None:
     """The phase, read shift, per-scan progress, catch-up lag, published versions and history."""
     from ddm_core.migrate.migration import status_of
 
@@ -171,7 +176,7 @@ def status_cmd(config_path: str | None, old_path: str | None, new_path: str | No
     console = _console()
     with MigrationLog(connector(config, state_ds), name) as log:
         state = log.state()
-    if state.phase is None:
+    if state.phase is None and not as_json:
         console.print(f"migration {name!r} has no recorded step")
         return
     version = None
@@ -179,7 +184,52 @@ def status_cmd(config_path: str | None, old_path: str | None, new_path: str | No
         with config_table_source(config, config_on) as source:
             version = source.latest_version()
     plan = plan_migration(config, new, count="none", rate=1.0) if new is not None and old_path else None
-    _print_status(console, status_of(state, config if plan else None, new, plan, version))
+    st = status_of(state, config if plan else None, new, plan, version)
+    if as_json:
+        click.echo(json.dumps(status_json(st), default=str, indent=2))
+        return
+    _print_status(console, st)
+
+
+def status_json(st: Any) -> dict[str, Any]:
+    """What ``ddm migrate status --json`` prints (``st``: a :class:`~ddm_core.migrate.migration.MigrationStatus`)."""
+
+    def scan(s: Any) -> dict[str, Any]:
+        return {"scan": s.scan, "high_water": list(s.high_water) if s.high_water else None,
+                "rows_copied": s.rows_copied, "done": s.done}
+
+    return {
+        "name": st.name, "phase": st.phase.value if st.phase is not None else None, "completed": st.completed,
+        "stopped": st.stopped, "read_shift_pct": st.read_shift_pct, "rows_copied": st.rows_copied,
+        "scans": [scan(s) for s in st.scans], "finish_scans": [scan(s) for s in st.finish_scans],
+        "binlog": {server: position_text(at) for server, at in st.binlog.items()},
+        "catch_up_lag_s": st.catch_up_lag, "last_verify": st.findings, "published": dict(st.published),
+        "config_version": st.config_version, "write_pause_s": st.write_pause_s,
+        "history": [{"step": ev.seq, "event": ev.event, "phase": str(ev.phase)} for ev in st.history],
+    }
+
+
+@migrate.command("prune")
+@click.option("--config", "-c", "config_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="A configuration naming the state data source.")
+@_STATE
+@_NAME
+@click.option("--archive", help="Copy the pruned rows into this table first (same layout, created if missing).")
+@click.option("--checkpoint", is_flag=True,
+              help="Write a checkpoint covering every row first (only while no ddm migrate process runs).")
+@_PROGRESS
+def prune_cmd(config_path: str, state_ds: str, name: str, archive: str | None, checkpoint: bool,
+              progress: bool) -> None:
+    """Delete (or archive) the ddm_migration rows before the last checkpoint; the state is unchanged."""
+    from ddm_core.migrate.prune import prune
+
+    config = load(config_path, check_env=True)
+    console = _console()
+    with MigrationLog(connector(config, state_ds), name) as log, _status(console, progress) as spinner:
+        report = prune(log, archive=archive, checkpoint=checkpoint,
+                       progress=lambda n: spinner.update(f"pruning: {n:,} rows"))
+    console.print(f"migration {name!r}: {report.deleted:,} rows before step {report.checkpoint} "
+                  + (f"moved to {archive}" if archive else "deleted") + f"; {report.kept} rows kept")
 
 
 def _print_status(console: Console, st: Any) -> None:
@@ -344,12 +394,11 @@ def catch_up_cmd(old_path: str, new_path: str, state_ds: str, name: str, max_lag
     """Apply the binlog changes made since the backfill started (resumable; needs binlog_format=ROW)."""
     old, new = _configs(old_path, new_path)
     console = _console()
-    with Connections(old, new) as conns, MigrationLog(connector(old, state_ds), name) as log, \
-            _status(console, progress) as spinner:
+    with Connections(old, new) as conns, MigrationLog(connector(old, state_ds), name) as log:
         plan = plan_migration(old, new, count="none", rate=1.0)
-        result = catch_up(old, new, plan, conns, log, max_lag=max_lag, pass_timeout=pass_timeout,
-                          flush_rows=flush_rows,
-                          progress=lambda n, applied: spinner.update(f"pass {n}: {applied:,} changes applied"))
+        with _CatchUpLive(old, conns, log, progress) as live:
+            result = catch_up(old, new, plan, conns, log, max_lag=max_lag, pass_timeout=pass_timeout,
+                              flush_rows=flush_rows, progress=live.applied, on_pass=live.passed)
     if result.completed:
         console.print(f"migration {name!r}: catch-up completed after {result.passes} passes, "
                       f"{result.applied:,} changes applied (last pass {result.last_pass:.2f} s)")
@@ -357,6 +406,53 @@ def catch_up_cmd(old_path: str, new_path: str, state_ds: str, name: str, max_lag
         console.print(f"migration {name!r}: catch-up not completed: the last of {result.passes} passes took "
                       f"{result.last_pass:.2f} s (gate {max_lag:g} s); run it again")
         raise SystemExit(1)
+
+
+class _CatchUpLive:
+    """The live table of a catch-up: per source server the position recorded and the bytes to the server's
+    end; the changes applied per second and the last pass's seconds (the lag the gate reads)."""
+
+    def __init__(self, old: ShardingConfig, conns: Connections, log: MigrationLog, enabled: bool) -> None:
+        self.old, self.conns, self.log, self.enabled = old, conns, log, enabled
+        self.table = LiveTable(f"migration {log.name!r}: catch-up", enabled=enabled)
+        self.meter = RateMeter()
+        self.total, self.lag_s, self.shown = 0, None, -REFRESH_S  # type: int, float | None, float
+
+    def applied(self, passes: int, applied: int) -> None:
+        self.total = applied
+        self.refresh()
+
+    def passed(self, passes: int, seconds: float) -> None:
+        self.lag_s = seconds
+        self.refresh()
+
+    def refresh(self) -> None:
+        if self.enabled and time.monotonic() - self.shown >= REFRESH_S:
+            self.shown = time.monotonic()
+            self.table.show(*self.rows())
+
+    def rows(self) -> tuple[list[DirectionRow], Any]:
+        from ddm_core.migrate.migration import status_of
+
+        st = status_of(self.log.state(), None, None, None, None)
+        start: dict[str, Any] = {}
+        for ev in st.history:
+            if ev.event == "enter" and ev.phase is Phase.BACKFILL and isinstance(ev.detail, dict):
+                start = dict(ev.detail.get("binlog") or {})
+        recorded = {**start, **{server: list(at) for server, at in st.binlog.items()}}
+        ends = binlog_positions(self.old, self.conns, sorted(self.old.data_sources)) if recorded else {}
+        rows = [DirectionRow("catch-up", server, position_text(at), self.meter.see(self.total) if i == 0 else None,
+                             self.lag_s if i == 0 else None, bytes_behind(at, ends.get(server)),
+                             self.total if i == 0 else 0)
+                for i, (server, at) in enumerate(sorted(recorded.items()))]
+        return rows, st.findings
+
+    def __enter__(self) -> "_CatchUpLive":
+        self.table.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.table.__exit__()
 
 
 # -- the Migration steps ----------------------------------------------------------------------------
@@ -406,6 +502,7 @@ class _Run:
         self.bars: _BackfillBars | None = None
         self.spinner = _status(self.console, self.progress)
         self.fence = FenceBar(self.progress)
+        self.live: _CatchUpLive | None = None
         from ddm_core.migrate.migration import Migration
 
         self.migration = Migration(
@@ -414,7 +511,8 @@ class _Run:
             max_rows_per_s=opts["max_rows_per_s"], max_replica_lag_s=opts["max_replica_lag_s"],
             fence_after_s=opts["fence_after_s"], poll_s=opts["poll_s"], observation_s=opts["observation_s"],
             max_lag=opts["max_lag"], flush_rows=opts["flush_rows"], verify_cutover=opts["verify_cutover"], echo=self.echo,
-            on_scan=self.scan, on_catch_up=self.catch_up, fence_timeout_s=opts["fence_timeout_s"],
+            on_scan=self.scan, on_catch_up=self.catch_up, on_catch_up_pass=self.catch_up_pass,
+            fence_timeout_s=opts["fence_timeout_s"],
             on_fence=self.fence,
         )
 
@@ -430,8 +528,20 @@ class _Run:
             self.bars = _BackfillBars(self.conns, self.migration.plan, self.old, self.new, enabled=True)
         self.bars.update(report)
 
+    def _live(self) -> "_CatchUpLive":
+        if self.live is None:  # the live table takes stderr from here on
+            if self.bars is not None:
+                self.bars.__exit__()
+                self.bars = None
+            self.spinner.__exit__()
+            self.live = _CatchUpLive(self.old, self.conns, self.migration.log, self.progress).__enter__()
+        return self.live
+
     def catch_up(self, passes: int, applied: int) -> None:
-        self.spinner.update(f"catch-up pass {passes}: {applied:,} changes applied")
+        self._live().applied(passes, applied)
+
+    def catch_up_pass(self, passes: int, seconds: float) -> None:
+        self._live().passed(passes, seconds)
 
     def __enter__(self) -> "_Run":
         self.spinner.__enter__()
@@ -440,6 +550,8 @@ class _Run:
     def __exit__(self, *exc: object) -> None:
         if self.bars is not None:
             self.bars.__exit__()
+        if self.live is not None:
+            self.live.__exit__()
         self.fence.close()
         self.spinner.__exit__()
         self.migration.close()
