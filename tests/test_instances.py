@@ -214,7 +214,8 @@ def test_an_instance_registers_follows_its_versions_and_leaves(center: Center) -
     assert (by_pid[stuck.pid]["version"], by_pid[stuck.pid]["lag"]) == (1, 1)
     assert all(row["role"] == "executor" and row["heartbeat_age_s"] <= TTL for row in shown["instances"])
     table = CliRunner().invoke(cli, ["instances", *center.cli_args()])
-    assert table.exit_code == 0 and str(stuck.pid) in table.output and "1 behind" in table.output
+    assert table.exit_code == 0 and str(stuck.pid) in table.output
+    assert "2 instances; active version 2; 1 behind" in " ".join(table.output.split())
 
     stuck.send_signal(signal.SIGTERM)  # a clean stop removes the record before the process ends
     assert stuck.wait(WAIT) == 0
@@ -355,3 +356,42 @@ def test_an_unreachable_registry_fails_no_statement(databases: list[str], tmp_pa
         instance_id = status.record.instance_id
         assert samples == {("ddm_instance_registered", instance_id): 0.0,
                            ("ddm_instance_config_version", instance_id): -1.0}
+
+
+def test_a_proxy_over_a_followed_center_registers_as_a_proxy(databases: list[str]) -> None:
+    """``ProxyServer`` over a holder following Redis: its record says ``proxy`` and goes at shutdown."""
+    import asyncio
+
+    require_module("mysql_mimic", "the MySQL-protocol proxy")
+    from ddm_core.metadata.sources.redis import RedisSource
+    from ddm_core.proxy import ProxyServer
+    from ddm_core.proxy.auth import native_password_hash
+
+    doc = yaml.safe_load(config_text(databases))
+    doc["proxy"] = {"users": [{"name": "app", "passwordHash": native_password_hash("secret")}]}
+    prefix = f"ddm:test:{uuid.uuid4().hex[:10]}"
+    source = RedisSource(redis.Redis(host="127.0.0.1", port=6379, socket_timeout=5), prefix=prefix)
+    store = store_for(source)
+    assert store is not None
+    try:
+        source.publish(yaml.safe_dump(doc, sort_keys=False))
+        holder = ConfigHolder(source, check_env=False)
+
+        async def serve_and_stop() -> tuple[list[InstanceRecord], list[InstanceRecord]]:
+            server = ProxyServer(holder, port=0, load_schema=False, replica_monitor=False)
+            await server.start()
+            registrar = server.executor.instance
+            assert registrar is not None
+            while not registrar.status.healthy:
+                await asyncio.sleep(0.02)
+            serving = store.live()
+            await server.shutdown()
+            return serving, store.live()
+
+        serving, after = asyncio.run(serve_and_stop())
+        assert [(r.role, r.pid, r.version) for r in serving] == [("proxy", os.getpid(), 1)]
+        assert after == []
+    finally:
+        keys = list(source.client.scan_iter(match=prefix + ":*"))
+        if keys:
+            source.client.delete(*keys)

@@ -97,8 +97,9 @@ def instances(config_path: str | None, config_on: str | None, redis_url: str | N
         return
     out = make_console()
     behind = sum(1 for r in rows if r["lag"] != 0)
-    table = Table(title=f"{len(rows)} instances on {store.where}; active version {active if active else 'none'}"
-                        + (f"; {behind} behind" if behind else ""))  # fmt: skip
+    out.print(store.where)
+    table = Table(title=f"{len(rows)} instance{'' if len(rows) == 1 else 's'}; active version "
+                        f"{active if active else 'none'}" + (f"; {behind} behind" if behind else ""))  # fmt: skip
     for col, justify in (("id", "left"), ("role", "left"), ("host", "left"), ("pid", "right"),
                          ("version", "right"), ("lag", "right"), ("age", "right"), ("heartbeat", "right")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
