@@ -2,10 +2,12 @@
 
 ``lease_worker_id(executor_or_url, namespace=...)`` (also ``ddm_core.lease_worker_id``)
 takes the lowest free id, renews it by heartbeat and makes its generators stop
-when it cannot be renewed in time (docs/worker-leases.md).
+when it cannot be renewed in time (docs/worker-leases.md); ``lease_worker_id_etcd``
+does the same under an etcd lease.
 """
 
+from ddm_core.idlease.etcd import lease_worker_id_etcd
 from ddm_core.idlease.lease import Phase, WorkerLease, lease_worker_id
 from ddm_core.idlease.table import LEASE_TABLE, LeaseState
 
-__all__ = ["lease_worker_id", "WorkerLease", "Phase", "LEASE_TABLE", "LeaseState"]
+__all__ = ["lease_worker_id", "lease_worker_id_etcd", "WorkerLease", "Phase", "LEASE_TABLE", "LeaseState"]

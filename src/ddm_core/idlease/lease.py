@@ -43,10 +43,11 @@ from ddm_core.errors import (
 from ddm_core.execute.executor import Executor
 from ddm_core.execute.result import Result
 from ddm_core.idlease import table
+from ddm_core.idlease.store import LeaseStore
 from ddm_core.ids import GeneIdGenerator, Snowflake
 from ddm_core.route.text.sql_hint import on_data_source
 
-__all__ = ["lease_worker_id", "WorkerLease", "Phase"]
+__all__ = ["lease_worker_id", "WorkerLease", "Phase", "check_arguments", "started", "holder_token", "system_ms"]
 
 log = logging.getLogger("ddm_core.idlease")
 
@@ -71,7 +72,7 @@ def _autocommit(executor: Executor, sql: str, params: Any = None) -> Result:
     return contextvars.Context().run(executor.execute, sql, params)
 
 
-def _system_ms() -> int:
+def system_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
@@ -94,8 +95,7 @@ class WorkerLease:
 
     def __init__(
         self,
-        executor: Executor,
-        data_source: str,
+        store: LeaseStore,
         namespace: str,
         worker_id: int,
         holder: str,
@@ -104,7 +104,6 @@ class WorkerLease:
         previous_last_ms: int,
         max_backward_ms: int,
         clock: MsClock,
-        own_executor: bool,
     ) -> None:
         self.worker_id = worker_id
         self.namespace = namespace
@@ -112,9 +111,7 @@ class WorkerLease:
         self.ttl = ttl
         self.previous_last_ms = previous_last_ms
         self.max_backward_ms = max_backward_ms
-        self._executor = executor
-        self._data_source = data_source
-        self._own_executor = own_executor
+        self.store = store
         self._ms = clock
         self._phase = Phase.HELD
         self._valid_until = valid_until
@@ -206,8 +203,8 @@ class WorkerLease:
         """Renew once now; ``False`` (and the lease lost) when the database no longer has it for us.
 
         Raises:
-            ExecutionError / DataSourceUnavailableError: the database could not be asked
-                (the lease stays held until its local expiry; try again).
+            ExecutionError / DataSourceUnavailableError / EtcdUnavailableError: the store could not
+                be asked (the lease stays held until its local expiry; try again).
         """
         with self._lock:
             if self._phase is not Phase.HELD:
@@ -216,15 +213,12 @@ class WorkerLease:
             if sent >= self._valid_until:
                 self._lose("it was not renewed before its local expiry")
                 return False
-        sql = on_data_source(self._data_source, table.RENEW)
-        params = (int(self.ttl * 1_000_000), self._last_ms, self.namespace, self.worker_id, self.holder)
-        with _autocommit(self._executor, sql, params) as result:
-            renewed = result.rowcount == 1
+        renewed = self.store.renew(self._last_ms)
         with self._lock:
             if self._phase is not Phase.HELD:
                 return False
             if not renewed:
-                self._lose("the database says it expired or is held by another process")
+                self._lose(f"{self.store.where} says it expired or is held by another process")
                 return False
             if time.monotonic() >= self._valid_until:
                 # The answer came after the old validity ended: ids may have stopped in between, the
@@ -274,11 +268,9 @@ class WorkerLease:
                 held = self._phase is Phase.HELD
                 self._phase = Phase.RELEASED if held else self._phase
             if held:
-                sql = on_data_source(self._data_source, table.RELEASE)
-                _autocommit(self._executor, sql, (self._last_ms, self.namespace, self.worker_id, self.holder)).close()
+                self.store.release(self._last_ms)
         finally:
-            if self._own_executor:
-                self._executor.close()
+            self.store.close()
 
     close = release
 
@@ -325,11 +317,7 @@ def lease_worker_id(
         WorkerLeaseError: the lease table cannot be used (its statements are MySQL's own SQL:
             :attr:`~ddm_core.dialects.Dialect.runs_mysql_sql`).
     """
-    if not isinstance(namespace, str) or not 1 <= len(namespace) <= 64:
-        raise ConfigError(f"lease namespace must be a str of 1 to 64 characters, not {namespace!r}", field="namespace")
-    _check("max_workers", max_workers, 1, 1 << 20, whole=True)
-    _check("ttl", ttl, 1.0, 3600.0, whole=False)
-    _check("max_backward_ms", max_backward_ms, 0, 60_000, whole=True)
+    check_arguments(namespace, max_workers, ttl, max_backward_ms)
     own = isinstance(target, str)
     executor = _executor_for(target) if isinstance(target, str) else target
     try:
@@ -343,12 +331,26 @@ def lease_worker_id(
                 namespace=namespace,
                 data_source=ds,
             )
-        ms = clock or _system_ms
+        ms = clock or system_ms
         lease = _take(executor, ds, namespace, max_workers, ttl, max_backward_ms, ms, own)
     except BaseException:
         if own:
             executor.close()
         raise
+    return started(lease, heartbeat)
+
+
+def check_arguments(namespace: str, max_workers: int, ttl: float, max_backward_ms: int) -> None:
+    """Refuse lease arguments out of range (every store takes the same ones)."""
+    if not isinstance(namespace, str) or not 1 <= len(namespace) <= 64:
+        raise ConfigError(f"lease namespace must be a str of 1 to 64 characters, not {namespace!r}", field="namespace")
+    _check("max_workers", max_workers, 1, 1 << 20, whole=True)
+    _check("ttl", ttl, 1.0, 3600.0, whole=False)
+    _check("max_backward_ms", max_backward_ms, 0, 60_000, whole=True)
+
+
+def started(lease: WorkerLease, heartbeat: bool) -> WorkerLease:
+    """A just-taken lease past its floor (the previous holder's newest id), renewing when ``heartbeat``."""
     try:
         lease.wait_for_floor()
     except BaseException:
@@ -359,12 +361,38 @@ def lease_worker_id(
     return lease
 
 
+class _TableStore:
+    """The lease row of one worker id in ``ddm_worker_lease`` (docs/worker-leases.md#the-table)."""
+
+    def __init__(self, executor: Executor, data_source: str, namespace: str, worker_id: int, holder: str, ttl: float,
+                 own_executor: bool) -> None:  # fmt: skip
+        self.where = f"the lease table on data source {data_source!r}"
+        self._executor = executor
+        self._data_source = data_source
+        self._key = (namespace, worker_id, holder)
+        self._ttl_us = int(ttl * 1_000_000)
+        self._own_executor = own_executor
+
+    def renew(self, last_ms: int) -> bool:
+        sql = on_data_source(self._data_source, table.RENEW)
+        with _autocommit(self._executor, sql, (self._ttl_us, last_ms, *self._key)) as result:
+            return bool(result.rowcount == 1)
+
+    def release(self, last_ms: int) -> None:
+        _autocommit(self._executor, on_data_source(self._data_source, table.RELEASE), (last_ms, *self._key)).close()
+
+    def close(self) -> None:
+        if self._own_executor:
+            self._executor.close()
+
+
 def _executor_for(url: str) -> Executor:
     config = {"dataSources": {"lease": {"url": url}}, "pool": {"maxSize": 2, "minIdle": 0}}
     return Executor(config, load_schema=False)
 
 
-def _holder() -> str:
+def holder_token() -> str:
+    """``host:pid:random``: who holds a lease, as stored."""
     return f"{socket.gethostname()[:120]}:{os.getpid()}:{uuid.uuid4().hex[:16]}"
 
 
@@ -373,7 +401,7 @@ def _take(
     ms: MsClock, own: bool,
 ) -> WorkerLease:
     _autocommit(executor, on_data_source(ds, table.CREATE)).close()
-    holder = _holder()
+    holder = holder_token()
     ttl_us = int(ttl * 1_000_000)
     for _ in range(8):  # each round re-reads; losing every candidate of a round is rare
         with _autocommit(executor, on_data_source(ds, table.SELECT_ALL), (namespace,)) as result:
@@ -404,8 +432,8 @@ def _take(
             with _autocommit(executor, on_data_source(ds, table.READ_TAKEN), (namespace, wid, holder)) as result:
                 row = result.fetchone()
             previous = int(row[0]) if row is not None else 0
-            return WorkerLease(executor, ds, namespace, wid, holder, ttl, sent + ttl * 0.9, previous,
-                               max_backward_ms, ms, own)
+            store = _TableStore(executor, ds, namespace, wid, holder, ttl, own)
+            return WorkerLease(store, namespace, wid, holder, ttl, sent + ttl * 0.9, previous, max_backward_ms, ms)
     raise NoFreeWorkerIdError(
         f"could not win any free worker id of lease namespace {namespace!r} in 8 rounds: too many starters at once",
         namespace=namespace,
