@@ -2,8 +2,8 @@
 
 :class:`Registrar` writes the record from a daemon thread of its own: at start,
 every ``ttl / 3`` seconds, and at once when the holder takes a version (the
-holder's listener only swaps the record and wakes the thread: no I/O on the
-reload thread). A store that cannot be reached is logged once per outage and
+holder's listener only wakes the thread: no I/O on the reload thread); each
+write reads the version the holder serves then. A store that cannot be reached is logged once per outage and
 makes the registrar unhealthy (:attr:`Registrar.status`); statements never
 see it. Closing removes the record; a process that dies without closing
 leaves a record that expires after ``ttl`` seconds.
@@ -58,7 +58,7 @@ class Registrar:
     def __init__(self, holder: ConfigHolder, store: InstanceStore, *, role: str, ttl: float = DEFAULT_TTL) -> None:
         if not ttl > 0:
             raise ConfigError(f"instance registry ttl must be > 0 seconds, not {ttl!r}", ttl=ttl)
-        self.store, self.ttl = store, float(ttl)
+        self.holder, self.store, self.ttl = holder, store, float(ttl)
         self.record = new_record(role, holder.current)
         self._error: str | None = None
         self._last_written: float | None = None
@@ -69,8 +69,7 @@ class Registrar:
         self._thread.start()
 
     def _took(self, new: ConfigVersion, old: ConfigVersion) -> None:
-        self.record = self.record.serving(new)  # one reference swap; the thread writes it
-        self._wake.set()
+        self._wake.set()  # the thread writes the new version at once (no I/O on the reload thread)
 
     def _beat(self) -> None:
         while not self._stop.is_set():
@@ -79,7 +78,9 @@ class Registrar:
             self._wake.wait(self.ttl / 3)
 
     def _write(self) -> None:
-        record = self.record
+        # Each beat also reads the holder: a version it took before subscribing, or the source
+        # confirming the snapshot's content (no listener call), shows on the next beat.
+        record = self.record = self.record.serving(self.holder.current)
         try:
             self.store.keep(record, self.ttl)
         except Exception as exc:  # whatever the store raised, the instance keeps serving
