@@ -206,3 +206,17 @@ def _has_table(database: str, table: str) -> bool:
 def _differences(a: Any, b: Any) -> list[str]:
     """The fields in which two folded states differ."""
     return [f for f in a.__dataclass_fields__ if getattr(a, f) != getattr(b, f)]
+
+
+def test_a_checkpoint_of_an_unknown_layout_is_refused_by_name(database: str) -> None:
+    with MigrationLog(_connect(database), "future") as log:
+        log.create_table()
+        log.enter(Phase.PREPARE)
+        conn = mariadb_connect(database=database)
+        with conn.cursor() as cur:  # as a later version might write it
+            cur.execute("INSERT INTO ddm_migration (migration, seq, event, phase, detail) "
+                        "VALUES ('future', 2, 'checkpoint', 'prepare', '{\"version\": 99}')")
+        conn.close()
+        with pytest.raises(MigrationError, match="step 2 in table 'ddm_migration' is a checkpoint this version "
+                                                 "cannot read"):
+            log.state()

@@ -416,7 +416,9 @@ class _CatchUpLive:
         self.old, self.conns, self.log, self.enabled = old, conns, log, enabled
         self.table = LiveTable(f"migration {log.name!r}: catch-up", enabled=enabled)
         self.meter = RateMeter()
-        self.total, self.lag_s, self.shown = 0, None, -REFRESH_S  # type: int, float | None, float
+        self.total = 0
+        self.lag_s: float | None = None
+        self.shown = -REFRESH_S
 
     def applied(self, passes: int, applied: int) -> None:
         self.total = applied

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ddm_core.errors import MigrationError
-from ddm_core.migrate.checkpoint import CHECKPOINT, expand
+from ddm_core.migrate.checkpoint import CHECKPOINT
 from ddm_core.migrate.state import WorkflowLog, create_table_sql
 
 __all__ = ["PruneReport", "prune", "PRUNE_BATCH"]
@@ -92,7 +92,7 @@ def _check_reproduces(log: WorkflowLog[Any], what: str, tail: list[Any], last: i
         raise MigrationError(f"{what} starts at step {everything[0].seq} without a checkpoint: steps were deleted "
                              "by hand, so the state cannot be checked before pruning", migration=log.name,
                              table=log.table)
-    whole, kept = log.fold(expand(everything, log.phases)), log.fold(expand(tail, log.phases))
+    whole, kept = log.fold(log.expanded(everything)), log.fold(log.expanded(tail))
     if whole != kept:
         raise MigrationError(f"{what}: the checkpoint at step {tail[0].seq} does not reproduce the state of all "
                              "rows; nothing pruned (report this: the checkpoint misses rows the state needs)",

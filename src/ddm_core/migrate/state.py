@@ -362,7 +362,17 @@ class WorkflowLog(abc.ABC, Generic[S]):
 
     def state(self) -> S:
         """The workflow as its rows say now: the last checkpoint and the rows after it, folded."""
-        return self.fold(expand(self.tail(), self.phases))
+        return self.fold(self.expanded(self.tail()))
+
+    def expanded(self, rows: Sequence[Event]) -> list[Event]:
+        """``rows`` with a leading checkpoint row preceded by the rows it carries (what :meth:`fold` reads)."""
+        try:
+            return expand(rows, self.phases)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MigrationError(
+                f"{self.kind} {self.name!r}: step {rows[0].seq} in table {self.table!r} is a checkpoint this "
+                f"version cannot read ({exc}); run the ddm-core version that wrote it",
+                migration=self.name, table=self.table) from exc
 
     @abc.abstractmethod
     def fold(self, events: Sequence[Event]) -> S:
@@ -380,9 +390,9 @@ class WorkflowLog(abc.ABC, Generic[S]):
         """Append a checkpoint row covering every row so far (nothing when the last row is one)."""
         rows = self.tail()
         if not rows or rows[-1].event == CHECKPOINT:
-            return self.fold(expand(rows, self.phases))
+            return self.fold(self.expanded(rows))
         self.upgrade()
-        events = expand(rows, self.phases)
+        events = self.expanded(rows)
         now = self.fold(events)
         kept = sorted(self.keep([ev for ev in events if ev.event != CHECKPOINT]), key=lambda ev: ev.seq)
         self._append(now, Event(0, CHECKPOINT, now.phase, read_shift_pct=self._shift(now), detail=encode(kept)),
@@ -391,7 +401,7 @@ class WorkflowLog(abc.ABC, Generic[S]):
 
     def scans(self) -> Mapping[str, ScanProgress]:
         """Progress per scan that has any."""
-        return fold_scans(expand(self.tail(), self.phases))
+        return fold_scans(self.expanded(self.tail()))
 
     def _append(self, after: Any, ev: Event, *, checkpointing: bool = True) -> None:
         """Insert ``ev`` as row ``after.seq + 1``; another writer of that number is a conflict.
