@@ -64,8 +64,8 @@ class Switch:
 
     buckets: frozenset[int]
     to: str
-    legacy: Mapping[str, tuple[str, int]]
-    shards: Mapping[str, tuple[str, int]]
+    legacy: Mapping[str, tuple[Any, ...]]
+    shards: Mapping[str, tuple[Any, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +109,9 @@ class CutoverState:
         return 1 + max((int(e.detail["id"]) for e in done), default=0)
 
 
-def _positions(raw: Any) -> dict[str, tuple[str, int]]:
-    return {str(k): (str(v[0]), int(v[1])) for k, v in (raw or {}).items()}
+def _positions(raw: Any) -> dict[str, tuple[Any, ...]]:
+    """``server -> (file, pos)``, followed by the GTID position and ``@@server_id`` where they were recorded."""
+    return {str(k): (str(v[0]), int(v[1]), *v[2:]) for k, v in (raw or {}).items()}
 
 
 def _fold(name: str, events: Sequence[Event]) -> CutoverState:

@@ -25,6 +25,14 @@ switch on its server belongs to the new side. So a change the reverse sync
 wrote into the legacy table (after the switch to the shards) is never replayed
 forward, and the forward replay's own writes (before it) never come back: no
 loop, and no marker in the data.
+
+Every position is ``(file, pos)`` and, where the server keeps GTIDs, the GTID
+position there and the server's ``@@server_id`` (:mod:`ddm_core.migrate.gtid`).
+When the legacy primary is replaced by its promoted replica (another address,
+or other binlog files at the same one), the forward replay resumes on the new
+server by GTID from where it had read the old one, and a change is placed
+before or after a switch by its GTID: positions on the old server's files mean
+nothing in the new one's.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from ddm_core.migrate.backfill import BATCH_ROWS, ScanCopier, ScanReport, Thrott
 from ddm_core.migrate.binlog import binlog_positions, server_of
 from ddm_core.migrate.catchup import FLUSH_ROWS, MAX_LAG, Applier, CatchUpResult, replay_passes
 from ddm_core.migrate.connections import Connections
+from ddm_core.migrate.gtid import gtid_at, is_after, merge, server_gtid
 
 __all__ = ["Sync", "SyncPass", "FORWARD", "REVERSE"]
 
@@ -52,7 +61,8 @@ FORWARD, REVERSE = "forward:", "reverse:"
 #: Seconds between two recorded positions of one direction: a restarted sync reads at most this much again.
 RECORD_EVERY_S = 2.0
 
-Position = tuple[str, int]
+#: ``(file, pos)``, or ``(file, pos, gtid, server_id)`` where the server keeps GTIDs.
+Position = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,18 +98,29 @@ class Sync:
     # -- positions ---------------------------------------------------------------------------
 
     def positions(self) -> dict[str, Position]:
-        """Every server's binlog position now (legacy and shards); refuses a server without a binlog."""
+        """Every server's binlog position now (legacy and shards), with its GTID position where it keeps one;
+        refuses a server without a binlog."""
         out: dict[str, Position] = {}
         sources = [(self.legacy_config, self.routing.legacy_name)] + [
             (self.sharded, ds) for ds in sorted({n.data_source for n in self.table.data_nodes})]
         for config, ds in sources:
+            if server_of(config.data_sources[ds].primary) in out:
+                continue
+
+            def query(sql: str, params: Any, ds: str = ds) -> list[tuple[Any, ...]]:
+                return self.conns.query(ds, sql, params)
+
+            before, server_id = server_gtid(query)  # read first: it may lag the file position, never lead it
             for server, at in binlog_positions(config, self.conns, [ds]).items():
                 if at is None:
                     raise CutoverError(
                         f"cut-over {self.routing.name!r}: server {server} (data source {ds!r}) shows no binlog "
                         "position; the sync needs log_bin and binlog_format=ROW on every server",
                         table=self.routing.table, cutover=self.routing.name)
-                out[server] = (str(at[0]), int(at[1]))
+                file, pos = str(at[0]), int(at[1])
+                exact = gtid_at(query, file, pos)
+                gtid = before if exact is None else exact
+                out[server] = (file, pos, gtid, server_id) if gtid else (file, pos)
         return out
 
     # -- copy ----------------------------------------------------------------------------------
@@ -131,10 +152,28 @@ class Sync:
         if self._forward is None:
             self._forward = Applier(self.legacy_config, self.conns, [self.copier()])
         keep = self._keep(state.switches, "legacy", lambda copier: self.legacy_server)
-        return replay_passes(self.legacy_config, self._forward, self.log, self.copy_start(state), phase=state.phase,
+        return replay_passes(self.legacy_config, self._forward, self.log, self._forward_start(state), phase=state.phase,
                              max_lag=self.max_lag, max_passes=passes, pass_timeout=self.pass_timeout,
                              flush_rows=self.flush_rows, clock=self.clock, progress=progress, keep=keep,
                              position_prefix=FORWARD, record_every_s=RECORD_EVERY_S)
+
+    def _forward_start(self, state: CutoverState) -> dict[str, Any]:
+        """Where the forward replay starts on the legacy server: the copy's position, or — when the legacy
+        primary was replaced by a server at another address — the furthest GTID read on the ones before."""
+        start = self.copy_start(state)
+        server = self.legacy_server
+        if server in start or FORWARD + server in state.scans:
+            return start
+        read = [tuple(at.high_water) for name, at in state.scans.items()
+                if name.startswith(FORWARD) and at.high_water] + [tuple(at) for at in start.values()]
+        gtids = [str(at[2]) for at in read if len(at) > 2 and at[2]]
+        if not gtids:
+            raise CutoverError(
+                f"cut-over {self.routing.name!r}: the legacy data source now points at {server}, but the positions "
+                f"recorded on {', '.join(sorted(start))} carry no GTID to resume from there; point it back, or "
+                "restart the cut-over", table=self.routing.table, cutover=self.routing.name)
+        start[server] = ["", 0, merge(gtids), 0]  # an empty file: read by GTID (the new server's own files follow)
+        return start
 
     def reverse(self, state: CutoverState, *, passes: int = 1, progress: Callable[[int, int], None] | None = None
                 ) -> CatchUpResult | None:
@@ -163,9 +202,10 @@ class Sync:
         scans = self.log.scans()
         for server, at in positions.items():
             was = scans.get(prefix + server)
-            if was is None or not was.high_water or (str(was.high_water[0]), int(was.high_water[1])) < tuple(at):
-                self.log.record_scan(prefix + server, [at[0], int(at[1])], was.rows_copied if was else 0, "",
-                                     phase=CutoverPhase.LIVE)
+            if was is None or not was.high_water or (
+                    (str(was.high_water[0]), int(was.high_water[1])) < (str(at[0]), int(at[1]))):
+                self.log.record_scan(prefix + server, [at[0], int(at[1]), *at[2:]], was.rows_copied if was else 0,
+                                     "", phase=CutoverPhase.LIVE)
 
     def both(self, state: CutoverState) -> SyncPass:
         """One pass each way."""
@@ -224,10 +264,31 @@ def _holders(switches: Sequence[Switch], side: str, server: str, position: Posit
     """Per bucket: ``True`` where the shards held it at ``position`` of ``server``'s binlog, as read by ``side``."""
     on_shards = np.zeros(buckets, dtype=bool)
     for sw in switches:
-        at = (sw.legacy if side == "legacy" else sw.shards).get(server)
-        if at is not None and position > at:
+        recorded = sw.legacy if side == "legacy" else sw.shards
+        at = recorded.get(server)
+        other = at is None and side == "legacy" and bool(recorded)  # the legacy primary was replaced since
+        if other:
+            at = next(iter(recorded.values()))
+        if at is not None and _later(position, at, server, other_server=other):
             on_shards[list(sw.buckets)] = sw.to == "shards"
     return on_shards
+
+
+def _later(position: Position, at: Position, server: str, *, other_server: bool) -> bool:
+    """Is the change at ``position`` after the switch recorded at ``at``?
+
+    By file and offset when both come from one server (exact everywhere); by
+    GTID when the switch was recorded on another server of the topology (another
+    address, or another ``@@server_id`` at the same one).
+    """
+    at_id = int(at[3]) if len(at) > 3 else 0
+    here_id = int(position[3]) if len(position) > 3 else 0
+    if not other_server and not (at_id and here_id and at_id != here_id):
+        return (str(position[0]), int(position[1])) > (str(at[0]), int(at[1]))
+    if len(at) > 2 and at[2] and len(position) > 2 and position[2]:
+        return is_after(str(position[2]), str(at[2]))
+    raise CutoverError(f"a change read on server {server} cannot be placed before or after a switch recorded on "
+                       "another server without GTIDs on both", server=server)
 
 
 def _earliest(switches: Sequence[Switch]) -> dict[str, Any]:

@@ -17,8 +17,11 @@ with ``mysql-replication`` (row events; the server needs ``log_bin``,
   the binlog from any earlier position (a restart, the reader's known
   re-deliveries) converges on the source's rows;
 * the position is recorded (a ``scan`` event named ``binlog:host:port``, the
-  ``(file, position)`` after the last transaction applied) after each flush,
-  so a killed catch-up resumes from its last recorded position;
+  ``(file, position)`` after the last transaction applied, followed by the
+  GTID position there and the server's ``@@server_id`` when the start position
+  carried them) after each flush, so a killed catch-up resumes from its last
+  recorded position — by GTID when the server answering is another one than
+  the one that wrote it (a promoted replica: :mod:`ddm_core.migrate.gtid`);
 * every read is bounded: the stream connection has a read timeout and each
   pass a deadline (:class:`~ddm_core.errors.CatchUpTimeoutError`); a pass
   reads without blocking up to the end of the binlog.
@@ -43,6 +46,7 @@ from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate.backfill import Scan, ScanCopier, backfill_scans
 from ddm_core.migrate.binlog import server_of
 from ddm_core.migrate.connections import Connections
+from ddm_core.migrate.gtid import advance, is_mariadb, server_gtid
 from ddm_core.migrate.keycopy import Applier
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import MigrationPlan
@@ -162,8 +166,22 @@ def binlog_passes(
     return replay_passes(old, Applier(old, conns, copiers), log, start, phase=phase, **options)
 
 
-#: ``keep(copier, kind, rows, position)``: the row images of one event to apply (a replay's filter).
-Keep = Callable[[ScanCopier, str, Sequence[dict[str, Any]], tuple[str, int]], Sequence[dict[str, Any]]]
+#: ``keep(copier, kind, rows, position)``: the row images of one event to apply (a replay's filter);
+#: ``position``: ``(file, pos, gtid, server_id)``, the event's binlog position, its transaction's GTID
+#: (``""``: none) and the ``@@server_id`` of the server read (``0``: not asked, when no GTID is tracked).
+Keep = Callable[[ScanCopier, str, Sequence[dict[str, Any]], tuple[str, int, str, int]], Sequence[dict[str, Any]]]
+
+
+def _server_id(conns: Connections, data_source: str) -> int:
+    """``@@server_id`` of the server answering for ``data_source`` now (a fail-over changes it)."""
+    return server_gtid(lambda sql, params: conns.query(data_source, sql, params))[1]
+
+
+def _resume_point(marks: Sequence[Sequence[Any]], start: Sequence[Any]) -> tuple[str, int, str, int]:
+    """``(file, pos, gtid, server_id)`` to read from: the furthest mark, else ``start`` (missing parts: empty)."""
+    found = max(marks, key=lambda m: (str(m[0]), int(m[1])), default=start)
+    padded = [*found, "", 0][:4] if len(found) < 4 else list(found)
+    return str(padded[0] or ""), int(padded[1] or 0), str(padded[2] or ""), int(padded[3] or 0)
 
 
 def replay_passes(
@@ -192,14 +210,17 @@ def replay_passes(
 
     Args:
         config: Names the data sources of the applier's scan sources (their servers and databases).
-        start: ``server -> [file, position]`` where a server's first pass begins.
+        start: ``server -> [file, position, gtid, server_id]`` where a server's first pass begins (gtid
+            and server_id optional; an empty file: by GTID only). A position whose ``server_id`` is
+            not the answering server's is resumed from by its GTID (``auto_position``), and then
+            carries on in that server's own files.
         keep: Filters each event's row images before they are queued (``None``: every row).
         record_every_s: Record a server's position at most this often (0: after every flush). A
             position not recorded is read again after a restart, which the idempotent applies allow;
             a sync that runs for days keeps its state table small this way.
     """
     from pymysqlreplication import BinLogStreamReader  # type: ignore[import-untyped]
-    from pymysqlreplication.event import XidEvent  # type: ignore[import-untyped]
+    from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, XidEvent  # type: ignore[import-untyped]
     from pymysqlreplication.row_event import (  # type: ignore[import-untyped]
         DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent,
     )
@@ -221,7 +242,13 @@ def replay_passes(
             if name in applier.reached:  # read further than recorded (recording is throttled)
                 marks.append(applier.reached[name])
             # The later of the two: a switch recorded by another process may be ahead of this one.
-            file, pos = max(((str(f), int(p)) for f, p in marks), default=tuple(start[server]))
+            file, pos, gtid, written_by = _resume_point(marks, start.get(server) or ("", 0))
+            here = _server_id(applier.conns, sources[0]) if gtid else 0
+            # A position another server wrote means nothing in this one's files: resume by GTID.
+            by_gtid = bool(gtid) and (not file or (written_by != 0 and written_by != here))
+            if not file and not gtid:
+                raise MigrationError(f"catch-up of server {server}: no binlog file nor GTID to start from",
+                                     migration=log.name)
             ep = config.data_sources[sources[0]].primary
             settings = {"host": ep.host or "127.0.0.1", "port": ep.port or 3306, "user": ep.username or "root",
                         "password": ep.password.reveal() if ep.password is not None else "",
@@ -229,21 +256,33 @@ def replay_passes(
                         # TLS as the data source's URL says (PyMySQL would otherwise build a TLS context
                         # per connection, ~27 ms, and a pass opens two).
                         **tls_arguments(ep.options, f"data source {sources[0]!r}")}
+            where: dict[str, Any] = (
+                # MariaDB: is_mariadb only together with auto_position (with a file it loops on reconnects).
+                {"auto_position": gtid, "is_mariadb": is_mariadb(gtid)} if by_gtid
+                else {"log_file": file, "log_pos": int(pos), "resume_stream": True})
             stream = BinLogStreamReader(
-                connection_settings=settings, server_id=_reader_id(log.name, server), log_file=file,
-                log_pos=int(pos), resume_stream=True, blocking=False,
-                only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent],
-                only_schemas=schemas, only_tables=tables,
+                connection_settings=settings, server_id=_reader_id(log.name, server), blocking=False,
+                only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, GtidEvent,
+                             MariadbGtidEvent],
+                only_schemas=schemas, only_tables=tables, **where,
             )
-            committed: tuple[str, int] | None = None
+            committed: tuple[Any, ...] | None = None
+            current = ""  # the GTID of the transaction being read
+            # Track the GTID position only from a known one: a partial MySQL set would be wrong to resume from.
+            track = bool(gtid)
             try:
                 for event in stream:
                     if clock() - began > pass_timeout:
                         raise CatchUpTimeoutError(
                             f"catch-up of server {server}: a pass did not reach the end of the binlog within "
                             f"{pass_timeout:g} s (at {stream.log_file}:{stream.log_pos})", server=server)
+                    if isinstance(event, (GtidEvent, MariadbGtidEvent)):
+                        current = str(event.gtid)
+                        continue
                     if isinstance(event, XidEvent):
-                        committed = (str(stream.log_file), int(stream.log_pos))
+                        if track:
+                            gtid = advance(gtid, current)
+                        committed = (str(stream.log_file), int(stream.log_pos), *((gtid, here) if track else ()))
                         if len(applier) >= flush_rows:
                             applier.flush()
                             applier.reached[name] = committed
@@ -257,7 +296,7 @@ def replay_passes(
                     if copier is not None:
                         kind, rows = kinds[type(event)], event.rows
                         if keep is not None:
-                            rows = keep(copier, kind, rows, (str(stream.log_file), int(stream.log_pos)))
+                            rows = keep(copier, kind, rows, (str(stream.log_file), int(stream.log_pos), current, here))
                         applier.add(copier, kind, rows)
             except CatchUpTimeoutError:
                 raise
