@@ -3,7 +3,7 @@
 The steps of :class:`ddm_core.cutover.Cutover`: ``plan``, ``start`` (prepare,
 full copy, replay), ``sync`` (both directions, until stopped), ``advance``,
 ``rollback``, ``check``, ``status``, ``finish`` and ``abort``; each resumes
-after a crash.
+after a crash. ``prune`` trims the state table.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ __all__ = ["cutover"]
 def cutover() -> None:
     """Gray cut-over from a legacy database to the shards (docs/cutover.md).
 
-    plan | start | sync | advance --buckets | rollback --buckets | check | status | finish | abort.
+    plan | start | sync | advance --buckets | rollback --buckets | check | status | finish | abort | prune.
     The steps that read binlogs need the 'migrate' extra: pip install 'ddm-core[migrate]'.
     """
 

@@ -4,7 +4,7 @@ The steps of :class:`ddm_core.migrate.Migration`: ``start`` (prepare, dual write
 backfill, catch-up, verify), ``verify``, ``shift-reads PCT``, ``cutover``,
 ``rollback``, ``finish`` and ``status``; each can be run again after a crash and
 continues. The single phases stay available: ``plan``, ``prepare``,
-``backfill``, ``catch-up`` and ``config-publish``.
+``backfill``, ``catch-up`` and ``config-publish``; ``prune`` trims the state table.
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ def migrate() -> None:
     """Online resharding by slots (docs/migration.md).
 
     start | status | verify | shift-reads PCT | cutover | rollback | finish, each resumable;
-    plan, prepare, backfill, catch-up and config-publish run single phases. The steps that read
-    binlogs need the 'migrate' extra: pip install 'ddm-core[migrate]'.
+    plan, prepare, backfill, catch-up and config-publish run single phases; prune deletes the state
+    rows a checkpoint covers. The steps that read binlogs need the 'migrate' extra:
+    pip install 'ddm-core[migrate]'.
     """
 
 
