@@ -169,6 +169,7 @@ def test_forward_sync_follows_a_promoted_replica_by_gtid(tmp_path: Path) -> None
                         "MASTER_CONNECT_RETRY=1, MASTER_USE_GTID=slave_pos", "START SLAVE")
         legacy_db = primary.create_database("ddm_legacy_")
         ref = fill_legacy(primary.raw(), legacy_db, ROWS)
+        _rotate(primary)  # the primary's files run ahead of the replica's: its positions mean nothing there
         doc, legacy = layout(shard_dbs, shards.port, legacy_db, primary.port)
         cut = _cutover(doc, legacy)
         with config_table_source(cut.config, "ds_0", create=True) as source:
@@ -179,6 +180,8 @@ def test_forward_sync_follows_a_promoted_replica_by_gtid(tmp_path: Path) -> None
             cut.start()  # copy and replay under the writer's changes
             syncing = SyncThread(cut)
             _wait(lambda: syncing.passes >= 3 or syncing.failure is not None, "sync passes")
+            _rotate(primary)
+            _wait(lambda: syncing.passes >= 6 or syncing.failure is not None, "sync passes over the rotation")
 
             # The fail-over: writes stop, the replica catches up, the primary dies wherever the sync is.
             writer.pause()
@@ -221,6 +224,11 @@ def test_forward_sync_follows_a_promoted_replica_by_gtid(tmp_path: Path) -> None
         # The replay went on in the new primary's own files, by its server id and GTIDs.
         mark = state.scans[f"forward:127.0.0.1:{replica.port}"].high_water
         assert mark is not None and len(mark) == 4 and int(mark[3]) == 2 and str(mark[2]).startswith("0-")
+
+
+def _rotate(server: PrivateMariaDB) -> None:
+    """Two new binlog files on ``server`` only (not written to the binlog, so no replica rotates with it)."""
+    Replication.sql(server, "FLUSH NO_WRITE_TO_BINLOG BINARY LOGS", "FLUSH NO_WRITE_TO_BINLOG BINARY LOGS")
 
 
 def _wait_replicated(primary: PrivateMariaDB, replica: PrivateMariaDB) -> None:
