@@ -395,3 +395,43 @@ def test_a_proxy_over_a_followed_center_registers_as_a_proxy(databases: list[str
         keys = list(source.client.scan_iter(match=prefix + ":*"))
         if keys:
             source.client.delete(*keys)
+
+
+def test_a_version_is_reported_once_the_old_versions_statements_are_over(databases: list[str]) -> None:
+    """A statement routed under version 1 still runs when the holder takes version 2: the record
+    keeps saying 1 until it is over, so a step waiting for 2 cannot go on while it may still write."""
+    from ddm_core.metadata.sources.redis import RedisSource
+
+    conn = mariadb_connect(database=databases[0])
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t_config (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, name VARCHAR(40) UNIQUE)")
+        cur.execute("INSERT INTO t_config (name) VALUES ('slow')")
+    conn.close()
+    prefix = f"ddm:test:{uuid.uuid4().hex[:10]}"
+    source = RedisSource(redis.Redis(host="127.0.0.1", port=6379, socket_timeout=5), prefix=prefix)
+    store = store_for(source)
+    assert store is not None
+    try:
+        source.publish(config_text(databases))
+        holder = ConfigHolder(source, check_env=False)
+        with Executor(holder, instance_ttl=TTL, timeout=20, load_schema=False, replica_monitor=False) as executor:
+            assert executor.instance is not None
+            wait_until("registered", lambda: [r.version for r in store.live()] == [1])
+            slow = threading.Thread(target=lambda: executor.execute("SELECT SLEEP(1.5), name FROM t_config").close())
+            slow.start()
+            wait_until("the slow statement holds its connection", lambda: executor.borrowed() > 0)
+            source.publish(version_text(databases, 5))
+            assert holder.reload().status == "updated" and holder.current.revision.startswith("2:")
+            seen_while_running = []
+            while slow.is_alive():
+                reported = [r.version for r in store.live()]
+                if executor.borrowed() > 0:  # the only statement was running when the record was read
+                    seen_while_running.append(reported)
+                time.sleep(0.05)
+            slow.join()
+            assert seen_while_running and all(v == [1] for v in seen_while_running), seen_while_running
+            wait_until("version 2 reported once the statement is over", lambda: [r.version for r in store.live()] == [2])
+    finally:
+        keys = list(source.client.scan_iter(match=prefix + ":*"))
+        if keys:
+            source.client.delete(*keys)

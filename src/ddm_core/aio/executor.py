@@ -37,7 +37,7 @@ from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.runner import AsyncRunner
 from ddm_core.aio.transaction import CURRENT_ASYNC_TX, AsyncTransaction
 from ddm_core.aio.xa import AsyncXaTransaction, BlockingHost
-from ddm_core.metadata.instances.registrar import DEFAULT_TTL, Registrar, register_instance
+from ddm_core.metadata.instances.registrar import DEFAULT_TTL, DRAIN_S, Registrar, register_instance
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan
@@ -136,8 +136,11 @@ class AsyncExecutor:
         #: This process in the configuration center's instance registry (``None``: not registered);
         #: its heartbeat is a thread of its own, never the event loop.
         self.instance: Registrar | None = (
-            register_instance(config_or_router, role=instance_role, ttl=instance_ttl) if instance_role else None
-        )
+            register_instance(config_or_router, role=instance_role, ttl=instance_ttl,
+                              idle=lambda since: self.borrowed() == 0,
+                              drain_s=DRAIN_S if timeout is None else timeout)
+            if instance_role else None
+        )  # fmt: skip
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -167,9 +170,9 @@ class AsyncExecutor:
         """Route and run one statement (in the open ``async with executor.transaction()`` of this context, if any).
 
         Rows come back in memory (read with ``await result.fetchall()`` or ``async for``), except a read
-        with ``stream=True`` whose units' rows are only concatenated (one unit, or no ORDER BY,
-        GROUP BY, aggregate, DISTINCT or LIMIT across units): its rows are read as they are
-        iterated, each unit holding its connection until the result is read or closed.
+        that streams (``stream=True``, or the executor's choice as on the thread runner): its rows are
+        read from the units as they are iterated, concatenated or merged (ORDER BY, GROUP BY, DISTINCT,
+        LIMIT across units), each unit holding its connection until the result is read or closed.
 
         Raises:
             What :meth:`ddm_core.execute.Executor.execute` raises; a cancelled call re-raises
@@ -236,9 +239,9 @@ class AsyncExecutor:
         return AsyncResult(engine.observed(plan, stmt.started, result))
 
     def _streams(self, plan: RoutePlan, stream: Any) -> bool:
-        """Stream this read? Only where the rows are concatenated (docs/asyncio.md#streaming)."""
+        """Stream this read? As the thread runner decides (docs/asyncio.md#streaming)."""
         choice = self.engine.streams_choice(stream)
-        if choice is False or not plan.merge.is_trivial or (choice is None and len(plan.units) < 2):
+        if choice is False or (choice is None and len(plan.units) < 2):
             return False
         return self.engine.should_stream(plan, self.runner.driver_lanes(plan), stream)
 

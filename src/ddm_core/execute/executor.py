@@ -67,7 +67,7 @@ from ddm_core.execute.shared import DEFAULT, DualWriteKey, Lane, one_pinned_unit
 from ddm_core.execute.threads import ThreadRunner
 from ddm_core.execute.transaction import CURRENT_TX, Transaction, begin_transaction, check_mode, recover_mode
 from ddm_core.execute.watchdog import Watchdog
-from ddm_core.metadata.instances.registrar import DEFAULT_TTL, Registrar, register_instance
+from ddm_core.metadata.instances.registrar import DEFAULT_TTL, DRAIN_S, Registrar, register_instance
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
@@ -133,7 +133,8 @@ class Executor:
             configuration center (table, Redis, etcd), register this executor in the center's
             instance registry as ``"executor"`` or ``"proxy"`` (``None``: do not;
             docs/operations.md#instance-registry). A heartbeat thread keeps the record; the
-            statement path never waits on it.
+            statement path never waits on it. A version taken is reported once no connection is
+            borrowed, at the latest ``timeout`` seconds after the switch.
         instance_ttl: Seconds the registry keeps the record after the last heartbeat.
 
     The executor is thread-safe: share one per process. Close it (or use it
@@ -195,8 +196,26 @@ class Executor:
             self._recover_xa_at_start()
         #: This process in the configuration center's instance registry (``None``: not registered).
         self.instance: Registrar | None = (
-            register_instance(config_or_router, role=instance_role, ttl=instance_ttl) if instance_role else None
-        )
+            register_instance(config_or_router, role=instance_role, ttl=instance_ttl, idle=self._idle_for(instance_role),
+                              drain_s=DRAIN_S if timeout is None else timeout)
+            if instance_role else None
+        )  # fmt: skip
+
+    def _idle_for(self, role: str) -> Callable[[float], bool]:
+        """When the registry may report a version this executor took at ``since`` (``time.monotonic``):
+        once no connection is borrowed, or every statement running now was armed after ``since`` (its
+        deadline minus the executor's ``timeout``). A proxy's event loop also runs statements on
+        connections of its own, which neither counts: it waits the whole statement deadline."""
+        if role == "proxy":
+            return lambda since: False
+
+        def drained(since: float) -> bool:
+            if self.borrowed() == 0:
+                return True
+            earliest, timeout = self._watchdog.earliest_deadline(), self.timeout
+            return timeout is not None and earliest is not None and earliest - timeout >= since
+
+        return drained
 
     # -- configuration ------------------------------------------------------------------
 
@@ -321,19 +340,29 @@ class Executor:
 
     def send_single(
         self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT,
-        send: Callable[[Any, RouteUnit], None] | None = None,
+        send: Callable[[Any, RouteUnit], None] | None = None, pool: EndpointPool | None = None,
     ) -> SentUnit | None:  # fmt: skip
         """Send a one-unit plan outside any transaction and return at once; ``None``: it cannot go so now.
 
         The caller waits for ``fileno`` to be readable (an event loop: without a thread) and calls
         :meth:`SentUnit.finish`, which returns what :meth:`execute_plan` would. ``None`` (nothing
-        sent) when the plan is not one unit, is a dual write, its data source has replicas, its
-        driver cannot split a statement, the executor streams every statement, or its pool has
-        no idle connection that needs no check: then :meth:`execute_plan` runs it (docs/proxy.md).
+        sent) when the plan is not one unit, is a dual write, writes to a data source with replicas,
+        is a ``gtid`` read that must ask servers first, its driver cannot split a statement, the
+        executor streams every statement, its pool has no idle connection that needs no check, or
+        the replica chosen for it turns out unreachable (marked out of reads): then
+        :meth:`execute_plan` runs it (docs/proxy.md). A read on a data source with replicas goes to
+        the splitter's choice in this context (:meth:`loop_pool`; docs/readwrite.md).
         ``send(raw, unit)``: sends the unit itself instead of the driver's ``send`` (a relayed binary
         execute, docs/proxy.md#relayed-results); its answer is then relayed, never read by ``finish``.
+        ``pool``: the one :meth:`loop_pool` gave for this plan (the choice is made once).
         """
-        return self.runner.send_single(self.engine.begin(plan, caller_style, timeout, None), send)
+        return self.runner.send_single(self.engine.begin(plan, caller_style, timeout, None), send, pool)
+
+    def loop_pool(self, plan: RoutePlan) -> EndpointPool | None:
+        """Where a one-unit ``plan`` sent without a thread goes: the primary's pool, or for a read on a data
+        source with replicas the splitter's choice now — read-your-writes, replica health and breakers of
+        this context — or ``None`` when only :meth:`execute_plan` may run it (see :meth:`send_single`)."""
+        return self.runner.loop_pool(plan)
 
     def set_observer(self, observer: StatementObserver | None) -> None:
         """Tell ``observer`` about every statement :meth:`execute_plan` runs (``None``: nobody; docs/observability.md).

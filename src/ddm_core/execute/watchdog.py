@@ -147,6 +147,12 @@ class Watchdog:
         """Guards armed right now (statements running under a deadline)."""
         return len(self._armed)
 
+    def earliest_deadline(self) -> float | None:
+        """The earliest deadline armed right now (``None``: nothing armed); read off the statement path
+        (the instance registry asks whether statements begun before a version switch are over)."""
+        deadlines = [d for d in (g.deadline for g in list(self._armed)) if d is not None]  # list(): one C-level copy
+        return min(deadlines) if deadlines else None
+
     def _nudge(self, deadline: float) -> None:
         """A deadline earlier than the planned wake was armed: wake the thread to rescan."""
         with self._cond:
