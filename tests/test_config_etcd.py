@@ -148,67 +148,79 @@ class _Follower:
         self.source.client.close()
 
 
-def test_fifty_followers_converge_through_kill_freeze_and_compaction(source: EtcdSource,
-                                                                     private_etcd: PrivateEtcd) -> None:  # noqa: F811
+def converge_through_faults(source: EtcdSource, etcd: PrivateEtcd, *, followers: int, freeze_s: float) -> dict[str, int]:
+    """``followers`` threads follow one pointer while etcd is SIGKILLed and restarted, frozen for ``freeze_s``,
+    and compacted past their revision; every flip must reach all, each version taken once and in order.
+
+    Returns counts for a report (the benchmark's 200-follower run): flips, resyncs, reconnects.
+    """
     source.publish(body(1000))
-    followers = [_Follower(private_etcd.url) for _ in range(50)]
+    crowd = [_Follower(etcd.url) for _ in range(followers)]
     published = [digest_of(body(1000))]
 
     def flip(offset: int) -> None:
         source.publish(body(offset))
         published.append(digest_of(body(offset)))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if all(f.holder.current.digest == published[-1] for f in followers):
+            if all(f.holder.current.digest == published[-1] for f in crowd):
                 return
             time.sleep(0.05)
-        stuck = [i for i, f in enumerate(followers) if f.holder.current.digest != published[-1]]
+        stuck = [i for i, f in enumerate(crowd) if f.holder.current.digest != published[-1]]
         raise AssertionError(f"{len(stuck)} followers stuck on an older version: {stuck[:10]}")
 
     try:
         # etcd SIGKILLed and restarted: the watches resume from their last revision + 1.
-        private_etcd.restart()
+        etcd.restart()
         flip(2000)
-        # etcd frozen (SIGSTOP) for 3 s, a flip right after it thaws.
-        private_etcd.freeze()
-        time.sleep(3)
-        private_etcd.thaw()
+        # etcd frozen (SIGSTOP), a flip right after it thaws.
+        etcd.freeze()
+        time.sleep(freeze_s)
+        etcd.thaw()
         flip(3000)
         # Killed; back on a port the followers do not know, where a flip is published and history
         # compacted past every follower's revision; killed again and back on the usual port.
-        private_etcd.kill()
-        aside = EtcdSource(EtcdClient(private_etcd.start(aside=True)), prefix=PREFIX)
+        etcd.kill()
+        aside = EtcdSource(EtcdClient(etcd.start(aside=True)), prefix=PREFIX)
         aside.publish(body(4000))
         published.append(digest_of(body(4000)))
         for _ in range(30):
             aside.client.put(f"{PREFIX}/noise", "x")  # revisions to compact away
         aside.client.compact(aside.client.get(PREFIX)[1])
         aside.client.close()
-        private_etcd.restart()
+        etcd.restart()
         flip(5000)
-        resynced = sum(1 for f in followers if f.following.resyncs)
-        assert resynced == 50, "a follower's watch never met the compaction"
+        resynced = sum(1 for f in crowd if f.following.resyncs)
+        reconnects = sum(f.following.reconnects for f in crowd)
+        assert resynced == followers, "a follower's watch never met the compaction"
     finally:
-        for f in followers:
+        for f in crowd:
             f.stop()
-    for i, f in enumerate(followers):
+    for i, f in enumerate(crowd):
         assert f.applied[-1] == published[-1]
         # Each version taken at most once, in the order published (a follower may skip one it never saw).
         assert len(f.applied) == len(set(f.applied)), f"follower {i} applied a version twice: {f.applied}"
         assert [published.index(d) for d in f.applied] == sorted(published.index(d) for d in f.applied)
+    return {"flips": len(published) - 1, "resynced": resynced, "reconnects": reconnects}
 
 
-def test_a_follower_killed_mid_apply_restarts_on_a_whole_version(source: EtcdSource, private_etcd: PrivateEtcd,  # noqa: F811
-                                                                 tmp_path: Path) -> None:  # fmt: skip
-    """SIGKILL a follower while versions arrive; restarted with etcd unreachable, it serves its snapshot,
-    which must be a whole published version at least as new as the last one it reported taking."""
+def test_fifty_followers_converge_through_kill_freeze_and_compaction(source: EtcdSource,
+                                                                     private_etcd: PrivateEtcd) -> None:  # noqa: F811
+    converge_through_faults(source, private_etcd, followers=50, freeze_s=3)
+
+
+def crash_mid_apply(source: EtcdSource, etcd: PrivateEtcd, tmp_path: Path, *, rounds: int) -> int:
+    """SIGKILL a follower process while versions arrive, ``rounds`` times; restarted with etcd unreachable, it
+    serves its snapshot, which must be a whole published version at least as new as the last one it reported
+    taking. Returns how many versions the killed followers reported taking in all."""
     bodies = {digest_of(body(1000, padding=300)): 1000}
     source.publish(body(1000, padding=300))
     snapshot = tmp_path / "snap"
     rng = random.Random(7)
     dead_url = "http://127.0.0.1:1"  # nothing listens: the restart must use the snapshot
-    for round_ in range(5):
-        proc = _watcher(private_etcd.url, snapshot)
+    total = 0
+    for round_ in range(rounds):
+        proc = _watcher(etcd.url, snapshot)
         lines = _reader(proc)
         assert _next(lines, "ready").startswith("ready ")
         taken: list[str] = []
@@ -233,6 +245,7 @@ def test_a_follower_killed_mid_apply_restarts_on_a_whole_version(source: EtcdSou
             line = lines.get()
             if line.startswith("serving "):
                 taken.append(line.split()[2])
+        total += len(taken)
         again = _watcher(dead_url, snapshot)
         try:
             ready = _next(_reader(again), "ready from the snapshot").split()
@@ -245,6 +258,12 @@ def test_a_follower_killed_mid_apply_restarts_on_a_whole_version(source: EtcdSou
         assert int(ready[1]) == bodies[ready[2]]
         if taken:
             assert bodies[ready[2]] >= bodies[taken[-1]], f"round {round_}: the snapshot went back"
+    return total
+
+
+def test_a_follower_killed_mid_apply_restarts_on_a_whole_version(source: EtcdSource, private_etcd: PrivateEtcd,  # noqa: F811
+                                                                 tmp_path: Path) -> None:  # fmt: skip
+    crash_mid_apply(source, private_etcd, tmp_path, rounds=5)
 
 
 def test_unreachable_etcd_keeps_the_last_version_and_says_so(source: EtcdSource, private_etcd: PrivateEtcd,  # noqa: F811
