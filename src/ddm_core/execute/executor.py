@@ -133,8 +133,8 @@ class Executor:
             configuration center (table, Redis, etcd), register this executor in the center's
             instance registry as ``"executor"`` or ``"proxy"`` (``None``: do not;
             docs/operations.md#instance-registry). A heartbeat thread keeps the record; the
-            statement path never waits on it. A version taken is reported once no connection is
-            borrowed, at the latest ``timeout`` seconds after the switch.
+            statement path never waits on it. A version taken is reported once the statements
+            begun before the switch are over (at the latest ``timeout`` seconds after it).
         instance_ttl: Seconds the registry keeps the record after the last heartbeat.
 
     The executor is thread-safe: share one per process. Close it (or use it
