@@ -5,10 +5,10 @@ transactions on a few hot business rows: each locks one hot row, updates it,
 deletes it or inserts it again, and publishes five messages on that row's data
 source — the first carries the row's state after the write and a version taken
 while the row was locked. One transaction in twenty publishes and then rolls
-back. Two ``ddm relay`` processes deliver to a real Redis stream; they start once
-a backlog has built up, and ten times, in turn, a relay is SIGKILLed at a random
-point of its first half second of claiming and started again, while the writers
-go on. The independent reference is what the writers saw commit (or roll back).
+back. Two ``ddm relay`` processes (batches of 10) deliver to a real Redis stream;
+they start once a backlog has built up, and eight times, in turn, a relay is
+SIGKILLed at a random point of its first half second of claiming and started
+again, while the writers go on. The independent reference is what the writers saw commit (or roll back).
 Then:
 
 * the stream holds every committed id, at least once, and no id of a rolled
@@ -44,12 +44,12 @@ from ddm_core.outbox import consume_once, publish
 
 WRITERS = 3
 PER_TX = 5
-PAUSE_S = (0.03, 0.09)  # between a writer's transactions: messages keep coming while relays die
+PAUSE_S = (0.04, 0.12)  # between a writer's transactions: messages keep coming while relays die
 HOT = list(range(1, 9))  # user_id = order_id of the hot rows, spread over both data sources
-KILLS = 10
+KILLS = 8
 KILL_WITHIN_S = 0.5  # a relay dies at a random point of this long once it has begun claiming
-BACKLOG = 500  # published before the relays start
-MIN_COMMITTED_TX = 100  # fewer would say little
+BACKLOG = 300  # published before the relays start
+MIN_COMMITTED_TX = 60  # fewer would say little
 HANG_GUARD_S = 300  # a run that makes no progress fails instead of hanging the suite
 
 
@@ -63,7 +63,7 @@ class RelayProcess:
     def __init__(self, config: Path, prefix: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ddm_core.cli", "relay", "--config", str(config),
-             "--sink", f"redis://127.0.0.1:6379/0?prefix={prefix}", "--poll-interval", "0.05", "--batch-size", "50"],
+             "--sink", f"redis://127.0.0.1:6379/0?prefix={prefix}", "--poll-interval", "0.05", "--batch-size", "10"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
         self.claiming = threading.Event()
