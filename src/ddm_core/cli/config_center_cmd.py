@@ -32,6 +32,9 @@ def _center_options(fn: _F) -> _F:
                       help="etcd://host:port/<prefix> of the configuration center (default $DDM_CONFIG_ETCD).")(fn)  # fmt: skip
     fn = click.option("--redis", "redis_url", envvar="DDM_CONFIG_REDIS", default=None, metavar="URL",
                       help="redis://host:port/db of the configuration center (default $DDM_CONFIG_REDIS).")(fn)  # fmt: skip
+    # The extra as app.needs_extra records it (the bare-install check runs these with --redis); which
+    # extra is asked for depends on the center named, so _source asks before anything is connected.
+    fn.needs_extra = "redis"  # type: ignore[attr-defined]
     return fn
 
 
