@@ -95,8 +95,8 @@ def test_reading_the_state_costs_the_same_after_1m_rows(logs: dict[int, tuple[Cu
     for log, _ in logs.values():  # the checkpointed read equals the fold of every row
         assert log.state() == log.fold(log.events())
     reads = {rows: [] for rows in SIZES}  # type: dict[int, list[float]]
-    for _ in range(ROUNDS):  # interleaved: a busy moment slows every size alike
-        for rows in SIZES:
+    for round_ in range(ROUNDS):  # interleaved, the order turned each round: a busy moment slows every size alike
+        for rows in SIZES[round_ % len(SIZES):] + SIZES[:round_ % len(SIZES)]:
             reads[rows].append(_median(logs[rows][0].state, 1))
     state = {rows: statistics.median(times) for rows, times in reads.items()}
     full = {rows: _median(lambda log=logs[rows][0]: log.fold(log.events()), 1 if rows > 10_000 else 5)
