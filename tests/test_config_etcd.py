@@ -21,6 +21,8 @@ from typing import Iterator
 import pytest
 
 from ddm_core.errors import ConfigPublishConflictError, ConfigRowError, ConfigValidationError, SourceUnavailableError
+from ddm_core import metrics
+from ddm_core.execute import Executor
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.load import digest_of
 from ddm_core.metadata.sources.etcd import EtcdSource
@@ -266,17 +268,40 @@ def test_a_follower_killed_mid_apply_restarts_on_a_whole_version(source: EtcdSou
     crash_mid_apply(source, private_etcd, tmp_path, rounds=5)
 
 
+def _config_metrics(executor: Executor) -> dict[str, float]:
+    """The ``ddm_config_*`` samples a scrape of ``executor``'s metrics shows."""
+    prometheus_client = require_module("prometheus_client", "the metrics of a followed configuration")
+    registry = prometheus_client.CollectorRegistry()
+    installed = metrics.install(registry, executor=executor)
+    try:
+        return {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in installed.text().splitlines()
+                if line.startswith("ddm_config_")}  # fmt: skip
+    finally:
+        installed.uninstall()
+
+
 def test_unreachable_etcd_keeps_the_last_version_and_says_so(source: EtcdSource, private_etcd: PrivateEtcd,  # noqa: F811
                                                              tmp_path: Path) -> None:  # fmt: skip
     source.publish(body(1000))
     holder = ConfigHolder(source, snapshot=tmp_path / "snap", check_env=False)
+    executor = Executor(holder, load_schema=False, replica_monitor=False)
+    assert _config_metrics(executor) | {"ddm_config_confirmed_age_seconds": 0} == {
+        "ddm_config_version": 1, "ddm_config_source_reachable": 1, "ddm_config_from_snapshot": 0,
+        "ddm_config_confirmed_age_seconds": 0}  # fmt: skip
     private_etcd.kill()
     result = holder.reload(force=True)
     assert result.status == "unreachable" and holder.config.runtime.max_offset == 1000
     assert isinstance(holder.last_error, SourceUnavailableError) and "etcd is unreachable" in holder.last_error.message
+    scraped = _config_metrics(executor)
+    assert scraped["ddm_config_source_reachable"] == 0 and scraped["ddm_config_version"] == 1
+    executor.close()
     later = ConfigHolder(EtcdSource(EtcdClient(private_etcd.url, timeout=0.5), prefix=PREFIX),
                          snapshot=tmp_path / "snap", check_env=False)  # fmt: skip
     assert later.current.from_snapshot and later.config.runtime.max_offset == 1000
+    from_snapshot = Executor(later, load_schema=False, replica_monitor=False)
+    scraped = _config_metrics(from_snapshot)
+    assert scraped["ddm_config_from_snapshot"] == 1 and scraped["ddm_config_confirmed_age_seconds"] == -1
+    from_snapshot.close()
     private_etcd.start()
     assert later.reload().status == "unchanged" and not later.current.from_snapshot and later.last_error is None
 

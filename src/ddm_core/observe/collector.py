@@ -10,9 +10,11 @@ are summed per label set.
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ddm_core._extras import require_extra
+from ddm_core.errors import ConfigRowError, SourceUnavailableError
 
 require_extra("metrics", needed_by=__name__)  # before the imports below: one line naming the extra
 
@@ -92,6 +94,7 @@ class DdmCollector(Collector):
         yield from _replica_families(executors)
         yield from _shadow_families(executors)
         yield from _instance_families(executors)
+        yield from _config_families(executors)
 
 
 def _merge_families(marks: dict[str, MergeHighWater]) -> Iterator[Metric]:
@@ -266,3 +269,31 @@ def _instance_families(executors: tuple[Executor, ...]) -> Iterator[Metric]:
         version.add_metric(labels, -1 if status.record.version is None else status.record.version)
     yield healthy
     yield version
+
+
+def _config_families(executors: tuple[Executor, ...]) -> Iterator[Metric]:
+    """Each followed configuration: its version, whether its source answers, whether the snapshot serves."""
+    labels = ["source"]
+    version = GaugeMetricFamily("ddm_config_version", "The configuration version serving (the holder's number)",
+                                labels=labels)  # fmt: skip
+    reachable = GaugeMetricFamily("ddm_config_source_reachable", "1 while the last reload reached the configuration "
+                                  "source (0: unreachable, the last version keeps serving)", labels=labels)  # fmt: skip
+    snapshot = GaugeMetricFamily("ddm_config_from_snapshot", "1 while the version serving was read from the local "
+                                 "snapshot (the source was unreachable at start)", labels=labels)  # fmt: skip
+    age = GaugeMetricFamily("ddm_config_confirmed_age_seconds", "Seconds since the source last confirmed the "
+                            "serving version (-1: never, e.g. started from the snapshot)", labels=labels)  # fmt: skip
+    seen: set[int] = set()
+    for ex in executors:
+        holder = ex.router.holder
+        if holder is None or id(holder) in seen:
+            continue
+        seen.add(id(holder))
+        name = [str(getattr(holder.source, "name", None) or repr(holder.source))]
+        error = holder.last_error
+        unreachable = isinstance(error, SourceUnavailableError) and not isinstance(error, ConfigRowError)
+        version.add_metric(name, holder.version)
+        reachable.add_metric(name, 0 if unreachable else 1)
+        snapshot.add_metric(name, 1 if holder.current.from_snapshot else 0)
+        confirmed = holder.confirmed_at
+        age.add_metric(name, -1 if confirmed == float("-inf") else round(time.monotonic() - confirmed, 3))
+    yield from (version, reachable, snapshot, age)

@@ -146,6 +146,11 @@ class Router:
         return self._ctx.config
 
     @property
+    def holder(self) -> ConfigHolder | None:
+        """The holder this router follows (``None``: a fixed configuration)."""
+        return self._holder
+
+    @property
     def routed_config(self) -> ShardingConfig:
         """The version the last :meth:`route` used, not checked against a holder's newer one (what a
         caller that just routed needs, without a second check)."""
