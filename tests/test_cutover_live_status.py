@@ -73,7 +73,7 @@ def test_status_json_names_both_directions_their_positions_and_the_last_check(li
     doc = json.loads(result.output)
     state = live["cut"].log.state()
     assert doc["phase"] == "live" and doc["buckets"]["gray"] == [0] and doc["authority_switches"] == 1
-    assert doc["last_check"]["sampled"] == 50 and doc["last_check"]["differences"] == 0
+    assert doc["last_check"] == dict(state.findings[-1]) and doc["last_check"]["sampled"] == 50
     by = {(d["direction"], d["server"]): d for d in doc["directions"]}
     assert set(by) == {("forward", live["legacy"]), ("reverse", live["shards"])}
     for (direction, server), d in by.items():
@@ -97,7 +97,8 @@ def test_the_sync_live_table_shows_rate_lag_position_and_check(live: dict[str, A
     assert live["legacy"] in forward and f"{recorded[0]}:{recorded[1]}" in forward
     assert f"{done.forward.last_pass:.2f}" in forward and f"{done.forward.applied:,}" in forward
     assert any("reverse" in line and live["shards"] in line for line in text.splitlines())
-    assert "last check: 50 keys compared, 0 differ" in text
+    # the legacy writes above may touch gray bucket 0, whose legacy changes are not the forward sync's
+    assert f"last check: 50 keys compared, {state.findings[-1]['differences']} differ" in text
 
 
 def test_the_sync_command_draws_its_table(live: dict[str, Any]) -> None:
