@@ -1,4 +1,4 @@
-"""The outbox on a real MariaDB (and Redis): publish, relay, retry, dead letters, purge, consume once.
+"""The outbox on a real MariaDB and a real PostgreSQL (and Redis): publish, relay, retry, dead letters, purge, consume once.
 
 Clocks of the relay are injected (no timed assertions); every check reads the
 tables behind ddm-core's back.
