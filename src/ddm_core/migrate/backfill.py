@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import functools
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -40,6 +42,7 @@ from ddm_core.metadata.model import ShardedTable, ShardingConfig
 from ddm_core.migrate.binlog import binlog_positions
 from ddm_core.migrate.checker import Checker, Digest, RowFilter, RowSource, SlotFilter
 from ddm_core.migrate.connections import Connections
+from ddm_core.migrate.literals import insert_statements, row_literal_sql, statement_limit
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import MigrationPlan, slots_of_values
 from ddm_core.migrate.state import MigrationLog, WorkflowLog
@@ -316,7 +319,7 @@ class ScanCopier:
 
     def __init__(self, scan: Scan, old: ShardingConfig, conns: Connections,
                  placement: Placement | None = None) -> None:
-        self.scan, self.conns = scan, conns
+        self.scan, self.conns, self.old = scan, conns, old
         src = scan.source
         self.key = primary_key(conns, src, scan.physical)
         self.table_order = table_columns(conns, src, scan.physical)
@@ -340,27 +343,87 @@ class ScanCopier:
         self.upserts = [self._upsert_sql(t) for t in scan.targets]
         self.sources = [c.a for c in self.checkers]
         self.whole_targets = [RowSource(conns, [(t.data_source, t.table)]) for t in scan.targets]
+        by_name = {c.name.lower(): c for c in self.sources[0].columns}
+        # The source server spells each row's VALUES tuple (migrate/literals.py); None: a column type it cannot.
+        self.literal = row_literal_sql(conns, src, [by_name[c.lower()] for c in self.all_columns])
+        self._read_columns = self.columns
+        self._shard_in_read = self.shard_at
+        if self.literal is not None:
+            shard = self.all_columns[self.shard_at] if placement is not None else None
+            self._read_columns = [shard] if shard is not None and self.shard_at >= len(self.key) else []
+            self._shard_in_read = self.shard_at if self.shard_at < len(self.key) else len(self.key)
+        self._limits: dict[str, int] = {}
+
+    def on(self, conns: Connections) -> "ScanCopier":
+        """The same copier over other connections (for another thread)."""
+        return ScanCopier(self.scan, self.old, conns, self.placement)
 
     @property
     def every_target(self) -> bool:
         """Every row goes to every target (a broadcast copy)."""
         return self.placement is None
 
-    def _upsert_sql(self, target: Target) -> str:
+    def _upsert_parts(self, target: Target) -> tuple[str, str]:
+        """``INSERT INTO target (columns) VALUES`` and `` ON DUPLICATE KEY UPDATE`` every column."""
         def q(name: str) -> str:
             return quote(self.conns, target.data_source, name)
 
         names = ", ".join(q(c) for c in self.all_columns)
         update = ", ".join(f"{q(c)} = VALUES({q(c)})" for c in self.columns) or f"{q(self.key[0])} = {q(self.key[0])}"
-        marks = ", ".join(["%s"] * len(self.all_columns))
-        return (f"INSERT INTO {q(target.table)} ({names}) VALUES ({marks}) "
-                f"ON DUPLICATE KEY UPDATE {update}")
+        return f"INSERT INTO {q(target.table)} ({names}) VALUES ", f" ON DUPLICATE KEY UPDATE {update}"
 
-    def assign(self, rows: Sequence[tuple[Any, ...]]) -> np.ndarray:
-        """The target index of each row (-1: it goes nowhere, e.g. its slot does not move), in one batch call."""
+    def _upsert_sql(self, target: Target) -> str:
+        head, tail = self._upsert_parts(target)
+        return head + "(" + ", ".join(["%s"] * len(self.all_columns)) + ")" + tail
+
+    def assign(self, rows: Sequence[tuple[Any, ...]], shard_at: int | None = None) -> np.ndarray:
+        """The target index of each row (-1: it goes nowhere, e.g. its slot does not move), in one batch call.
+
+        ``shard_at``: where the shard value is in ``rows`` (default: full rows, :attr:`all_columns` order).
+        """
         if self.placement is None:
             return np.zeros(len(rows), dtype=np.int64)  # broadcast: every row to every target
-        return self.placement.assign([r[self.shard_at] for r in rows])
+        at = self.shard_at if shard_at is None else shard_at
+        return self.placement.assign([r[at] for r in rows])
+
+    def read(self, batch: int, *, after: Sequence[Any] | None = None,
+             upto: Sequence[Any] | None = None) -> Iterator[list[tuple[Any, ...]]]:
+        """The scan's source rows in key order, ``batch`` at a time, as :meth:`write_read` takes them.
+
+        With literals: the key, the shard value (unless it is a key column) and
+        the row's ``VALUES`` tuple (bytes); without: full rows.
+        """
+        extra = [self.literal] if self.literal is not None else []
+        return keyset_chunks(self.conns, self.scan.source, self.scan.physical, self._read_columns, self.key, batch,
+                             after=after, upto=upto, extra=extra)
+
+    def write_read(self, rows: Sequence[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+        """Upsert rows as :meth:`read` returns them; returns the keys written to each target."""
+        if self.literal is None:
+            return self.write(rows)
+        where = self.assign(rows, self._shard_in_read)
+        n = len(self.key)
+        written: list[list[tuple[Any, ...]]] = []
+        for i, target in enumerate(self.scan.targets):
+            picked = range(len(rows)) if self.every_target else np.flatnonzero(where == i).tolist()
+            batch = [rows[j] for j in picked]
+            values = [r[-1] for r in batch]
+            if None in values:  # a part of the row's literal was NULL: the SQL above lacks a case
+                raise MigrationError(f"backfill of {self.scan.describe()}: the source server spelled no row literal "
+                                     f"for key {batch[values.index(None)][:n]}", table=self.scan.table)
+            if values:
+                self._send(target, values)
+            written.append([tuple(r[:n]) for r in batch])
+        return written
+
+    def _send(self, target: Target, values: list[bytes]) -> None:
+        ds = target.data_source
+        limit = self._limits.get(ds)
+        if limit is None:
+            limit = self._limits[ds] = statement_limit(self.conns, ds)
+        head, tail = (p.encode() for p in self._upsert_parts(target))
+        for statement in insert_statements(head, tail, values, limit):
+            self.conns.send(ds, statement, f"upsert of {len(values)} rows into {target.table}")
 
     def write(self, rows: Sequence[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
         """Upsert the moving rows of ``rows`` into their targets; returns the keys written to each target."""
@@ -385,13 +448,18 @@ class ScanCopier:
         the range decide (:class:`~ddm_core.migrate.checker.Checker`).
         """
         total, same = Digest(), True
-        for checker, source, target, keys in zip(self.checkers, self.sources, self.whole_targets, written):
-            a = source.digest_of_keys(keys, checker.shape_a) if keys else Digest()
-            if target.digest(rng, checker.shape_b) != a:
-                a, b = checker.digests(rng)
-                same = same and a == b
-            total = total + a
+        for i, keys in enumerate(written):
+            ok, digest = self._check_target(i, rng, keys)
+            same, total = same and ok, total + digest
         return same, total
+
+    def _check_target(self, i: int, rng: tuple[Any, Any], keys: Sequence[tuple[Any, ...]]) -> tuple[bool, Digest]:
+        checker, source, target = self.checkers[i], self.sources[i], self.whole_targets[i]
+        a = source.digest_of_keys(keys, checker.shape_a) if keys else Digest()
+        if target.digest(rng, checker.shape_b) == a:
+            return True, a
+        a, b = checker.digests(rng)
+        return a == b, a
 
     def mismatch(self, rng: tuple[Any, Any]) -> str:
         lines = []
@@ -467,10 +535,36 @@ def backfill(
     return BackfillResult(tuple(reports), clock() - started, throttle.slept)
 
 
+#: Batches read but not yet recorded: one being checked, one being written, one just read.
+IN_FLIGHT = 3
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A batch handed to the writer thread, then to the check thread."""
+
+    rng: tuple[Any, Any]
+    rows_read: int
+    write: "Future[list[list[tuple[Any, ...]]]]"
+    check: "Future[tuple[bool, Digest]]"
+
+    def cancel(self) -> None:
+        self.write.cancel()
+        self.check.cancel()
+
+
 def run_scan(report: ScanReport, copier_of: Callable[[Scan], ScanCopier], conns: Connections,
              log: WorkflowLog[Any], batch: int, throttle: Throttle, progress: Progress | None,
              under_writes: bool = False, phase: Any = Phase.BACKFILL) -> None:
-    """Copy one scan from its recorded high-water mark to its end, batch by checked batch (module docs)."""
+    """Copy one scan from its recorded high-water mark to its end, batch by checked batch (module docs).
+
+    Three threads overlap, each over connections of its own: this one reads
+    batch ``i + 2`` while the writer thread upserts batch ``i + 1`` and the
+    check thread checks batch ``i``. A batch is recorded (here) only once its
+    check passed, and batches are recorded in key order, so a crash anywhere
+    still resumes after the last checked batch; the batches after it are
+    written again, which changes nothing.
+    """
     scan = report.scan
     was = log.scans().get(scan.name)
     if was is not None and was.done:
@@ -483,17 +577,16 @@ def run_scan(report: ScanReport, copier_of: Callable[[Scan], ScanCopier], conns:
     report.rows_copied = was.rows_copied if was is not None else 0
     checksum = was.checksum if was is not None and was.checksum else Digest().hex
     n = len(copier.key)
-    for rows in keyset_chunks(conns, scan.source, scan.physical, copier.columns, copier.key, batch,
-                              after=high_water):
-        last = tuple(rows[-1][:n])
-        rng = (tuple(high_water) if high_water is not None else None, last)
-        written = copier.write(rows)
-        same, digest = copier.check(rng, written)
+
+    def settle(done: _InFlight) -> None:
+        nonlocal checksum, high_water
+        rng, last = done.rng, done.rng[1]
+        same, digest = done.check.result()
+        written = done.write.result()
         if not same:  # rewrite once: a row changed between read and check (or a write was lost)
             report.rewrites += 1
-            again = [r for chunk in keyset_chunks(conns, scan.source, scan.physical, copier.columns, copier.key,
-                                                  batch, after=rng[0], upto=last) for r in chunk]
-            written = copier.write(again)
+            again = [r for chunk in copier.read(batch, after=rng[0], upto=last) for r in chunk]
+            written = copier.write_read(again)
             same, digest = copier.check(rng, written)
             if not same and under_writes:
                 report.unsettled += 1
@@ -506,18 +599,46 @@ def run_scan(report: ScanReport, copier_of: Callable[[Scan], ScanCopier], conns:
                     table=scan.table, scan=scan.name, high_water=rng[0],
                 )
         report.rows_copied += len(written[0]) if copier.every_target else sum(len(w) for w in written)
-        report.rows_read += len(rows)
+        report.rows_read += done.rows_read
         report.batches += 1
         checksum = digest.hex
         log.record_scan(scan.name, last, report.rows_copied, checksum, phase=phase)
         high_water = last
         if progress is not None:
             progress(report)
-        throttle.after(len(rows), scan.source)
+        throttle.after(done.rows_read, scan.source)
+
+    with conns.twin() as write_conns, conns.twin() as check_conns, \
+            ThreadPoolExecutor(1, thread_name_prefix="ddm-backfill-write") as writer, \
+            ThreadPoolExecutor(1, thread_name_prefix="ddm-backfill-check") as checker:
+        writing, checking = copier.on(write_conns), copier.on(check_conns)
+        pending: deque[_InFlight] = deque()
+        after = tuple(high_water) if high_water is not None else None
+        try:
+            for rows in copier.read(batch, after=high_water):
+                rng = (after, tuple(rows[-1][:n]))
+                write = writer.submit(writing.write_read, rows)
+                check = checker.submit(_check_after, checking, rng, write)
+                pending.append(_InFlight(rng, len(rows), write, check))
+                after = rng[1]
+                if len(pending) >= IN_FLIGHT:
+                    settle(pending.popleft())
+            while pending:
+                settle(pending.popleft())
+        except BaseException:
+            for p in pending:  # nothing after a failed batch is recorded; do not write it either
+                p.cancel()
+            raise
     log.record_scan(scan.name, high_water, report.rows_copied, checksum, done=True, phase=phase)
     report.done = True
     if progress is not None:
         progress(report)
+
+
+def _check_after(copier: ScanCopier, rng: tuple[Any, Any],
+                 write: "Future[list[list[tuple[Any, ...]]]]") -> tuple[bool, Digest]:
+    """A batch's check, once the writer thread wrote it (its failure is the check's)."""
+    return copier.check(rng, write.result())
 
 
 def estimated_rows(conns: Connections, scan: Scan) -> int:

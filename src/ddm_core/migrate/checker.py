@@ -269,9 +269,12 @@ class RowSource:
             h = row_hash_sql(self.conns, ds, shape)
             for i in range(0, len(keys), _IN_BATCH * 4):
                 part = keys[i : i + _IN_BATCH * 4]
-                sql = (f"SELECT COUNT(*), SUM({h}) FROM {self._q(ds, table)} "
-                       f"WHERE {tup} IN ({', '.join([mark] * len(part))})")
-                c, sm = self.conns.query(ds, sql, [v for k in part for v in k])[0]
+                sql = f"SELECT COUNT(*), SUM({h}) FROM {self._q(ds, table)} WHERE {tup} IN "
+                if n == 1 and all(type(k[0]) is int for k in part):  # spelled at once: escaping each was slow
+                    c, sm = self.conns.query(ds, sql + "(" + ",".join([str(k[0]) for k in part]) + ")")[0]
+                else:
+                    c, sm = self.conns.query(ds, sql + f"({', '.join([mark] * len(part))})",
+                                             [v for k in part for v in k])[0]
                 total = total + Digest(int(c), int(Decimal(sm or 0)) & _MASK)
         return total
 

@@ -101,6 +101,10 @@ class Connections:
         self.connect_timeout = connect_timeout
         self._open: dict[str, Any] = {}
 
+    def twin(self) -> "Connections":
+        """Connections to the same data sources, opened anew on use (one set per thread)."""
+        return Connections(self.config, *self.configs[1:], connect_timeout=self.connect_timeout)
+
     def config_of(self, data_source: str) -> ShardingConfig:
         """The first configuration naming ``data_source``."""
         for config in self.configs:
@@ -123,6 +127,19 @@ class Connections:
     def execute_many(self, data_source: str, sql: str, rows: Any) -> None:
         """``executemany`` of ``sql`` on ``data_source`` (PyMySQL sends one multi-row INSERT)."""
         self.query(data_source, sql, rows, many=True)
+
+    def send(self, data_source: str, statement: bytes, what: str) -> None:
+        """Run one statement already spelled in full (no parameters); a failure names ``what``, not the
+        statement (a batch INSERT is megabytes)."""
+        cur = self.get(data_source).cursor()
+        try:
+            cur.execute(statement)
+        except DdmError:
+            raise
+        except Exception as exc:  # driver errors have no common base
+            raise MigrationError(f"data source {data_source!r}: {what}: {exc}", data_source=data_source) from exc
+        finally:
+            cur.close()
 
     def query(self, data_source: str, sql: str, params: Any = None, *, many: bool = False) -> list[tuple[Any, ...]]:
         """Every row of ``sql`` on ``data_source`` (names the data source and statement on failure)."""

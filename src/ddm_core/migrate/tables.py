@@ -115,22 +115,24 @@ def keyset_chunks(
     *,
     after: Sequence[Any] | None = None,
     upto: Sequence[Any] | None = None,
+    extra: Sequence[str] = (),
 ) -> Iterator[list[tuple[Any, ...]]]:
     """The rows of ``table`` in primary-key order, ``batch`` at a time (keyset pagination).
 
     Each chunk is its own short query (``WHERE (key) > (last key) ORDER BY key
     LIMIT batch``), so no statement holds the table for long. The key columns
-    come first in every row, then ``columns``.
+    come first in every row, then ``columns``, then ``extra``.
 
     Args:
         after: Start after this key (exclusive).
         upto: Stop at this key (inclusive).
+        extra: SQL expressions read after the columns (e.g. a row's INSERT literal).
     """
     def q(name: str) -> str:
         return quote(conns, data_source, name)
 
     keys = ", ".join(q(k) for k in key)
-    select = ", ".join([*(q(k) for k in key), *(q(c) for c in columns)])
+    select = ", ".join([*(q(k) for k in key), *(q(c) for c in columns), *extra])
     tuple_of = f"({keys})" if len(key) > 1 else keys
     marks = "(" + ", ".join(["%s"] * len(key)) + ")" if len(key) > 1 else "%s"
     last: Sequence[Any] | None = after
