@@ -94,6 +94,15 @@ async def _stream(ex: AsyncExecutor, rnd: random.Random) -> None:
             await asyncio.sleep(0)
 
 
+async def _merged_stream(ex: AsyncExecutor, rnd: random.Random) -> None:
+    """A merge streamed on the loop: cancels land while it awaits a unit's next rows (aio/merging.py)."""
+    sql = rnd.choice(["SELECT user_id, note FROM t_order ORDER BY note DESC",
+                      "SELECT amount, COUNT(*) FROM t_order GROUP BY amount ORDER BY amount"])  # fmt: skip
+    async with await ex.execute(sql, stream=True) as result:
+        async for _ in result:
+            await asyncio.sleep(0)
+
+
 async def _transaction(ex: AsyncExecutor, rnd: random.Random, user: int) -> None:
     async with ex.transaction():
         await ex.execute("UPDATE t_order SET amount = amount + 1 WHERE user_id = %s", (user,))
@@ -109,13 +118,14 @@ def test_a_thousand_random_cancels_leave_nothing_behind(config: Any, databases: 
     async def main() -> None:
         async with AsyncExecutor(config, timeout=5.0) as ex:
             for round_no in range(ROUNDS):
-                kind = rnd.choice(["single", "fan_out", "stream", "transaction"])
+                kind = rnd.choice(["single", "fan_out", "stream", "merged_stream", "transaction"])
                 kinds[kind] = kinds.get(kind, 0) + 1
                 user = rnd.randint(1, USERS)
                 work = {
                     "single": lambda: _single(ex, rnd),
                     "fan_out": lambda: _fan_out(ex, rnd),
                     "stream": lambda: _stream(ex, rnd),
+                    "merged_stream": lambda: _merged_stream(ex, rnd),
                     "transaction": lambda: _transaction(ex, rnd, user),
                 }[kind]()
                 await cancel_after(work, rnd.uniform(0, 0.004))
@@ -139,15 +149,17 @@ def test_a_thousand_random_cancels_leave_nothing_behind(config: Any, databases: 
     assert min(kinds.values()) > ROUNDS // 8, kinds  # every kind was exercised
 
 
-def test_an_abandoned_stream_gives_its_connections_back(config: Any) -> None:
+@pytest.mark.parametrize("sql", ["SELECT user_id, note FROM t_order", "SELECT user_id, note FROM t_order ORDER BY note"],
+                         ids=["concatenated", "merged"])
+def test_an_abandoned_stream_gives_its_connections_back(config: Any, sql: str) -> None:
     """A streamed result dropped half-read, never closed: collected, its connections are closed, not lent again."""
     import gc
 
     async def main() -> None:
-        async with AsyncExecutor(config, fetch_batch=10) as ex:
-            result = await ex.execute("SELECT user_id, note FROM t_order", stream=True)
+        async with AsyncExecutor(config, fetch_batch=2) as ex:
+            result = await ex.execute(sql, stream=True)
             assert result.streamed and await result.fetchone() is not None
-            units = len(ex.router.route("SELECT user_id, note FROM t_order").units)
+            units = len(ex.router.route(sql).units)
             assert ex.borrowed() == units == 16  # one per unit, each holding its unread rows
             del result
             gc.collect()

@@ -170,9 +170,9 @@ class AsyncExecutor:
         """Route and run one statement (in the open ``async with executor.transaction()`` of this context, if any).
 
         Rows come back in memory (read with ``await result.fetchall()`` or ``async for``), except a read
-        with ``stream=True`` whose units' rows are only concatenated (one unit, or no ORDER BY,
-        GROUP BY, aggregate, DISTINCT or LIMIT across units): its rows are read as they are
-        iterated, each unit holding its connection until the result is read or closed.
+        that streams (``stream=True``, or the executor's choice as on the thread runner): its rows are
+        read from the units as they are iterated, concatenated or merged (ORDER BY, GROUP BY, DISTINCT,
+        LIMIT across units), each unit holding its connection until the result is read or closed.
 
         Raises:
             What :meth:`ddm_core.execute.Executor.execute` raises; a cancelled call re-raises
@@ -239,9 +239,9 @@ class AsyncExecutor:
         return AsyncResult(engine.observed(plan, stmt.started, result))
 
     def _streams(self, plan: RoutePlan, stream: Any) -> bool:
-        """Stream this read? Only where the rows are concatenated (docs/asyncio.md#streaming)."""
+        """Stream this read? As the thread runner decides (docs/asyncio.md#streaming)."""
         choice = self.engine.streams_choice(stream)
-        if choice is False or not plan.merge.is_trivial or (choice is None and len(plan.units) < 2):
+        if choice is False or (choice is None and len(plan.units) < 2):
             return False
         return self.engine.should_stream(plan, self.runner.driver_lanes(plan), stream)
 

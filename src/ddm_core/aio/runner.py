@@ -34,6 +34,7 @@ from ddm_core.execute.result import Result, UnitResult
 from ddm_core.execute.statement import LaneOutcome, Statement, timeout_error, unit_error
 from ddm_core.aio.deadline import Deadlines, within
 from ddm_core.aio.gtid import answered, value_on
+from ddm_core.aio.merging import MergedStream, fed_unit
 from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool
 from ddm_core.aio.result import AsyncResult, Row
 from ddm_core.readwrite.gtid_check import LAST_GTID_SQL, GtidCheck
@@ -166,7 +167,8 @@ class AsyncRunner:
         return self._tracked(plan, assembled)
 
     async def stream(self, stmt: Statement) -> AsyncResult:
-        """A read whose units' rows are only concatenated, read batch by batch as the caller iterates.
+        """A read over unbuffered units, read batch by batch as the caller iterates: concatenated, or merged as
+        the thread runner merges them (:mod:`ddm_core.aio.merging`).
 
         Every unit is opened at once (each waits for its first rows within the deadline); a unit that
         timed out is left out of a read that accepts partial results, as in :meth:`run`.
@@ -204,6 +206,17 @@ class AsyncRunner:
                 await unit_stream.aclose()
             if error is not None:
                 raise error
+        if not stmt.plan.merge.is_trivial:
+            units = [fed_unit(s) for s in opened]
+            plan, batch = stmt.plan, self.engine.fetch_batch
+            try:
+                merged = await self._assembled(stmt, lambda: self.engine.rows_result(plan, units, complete, self._describe),
+                                               units)  # fmt: skip
+            except BaseException:
+                for unit_stream in opened:
+                    await unit_stream.aclose()
+                raise
+            return AsyncResult(merged, MergedStream(merged, opened, batch, batch))
         description = opened[0].description if opened else None
         result = Result(description=description, rows=iter(()), statement=stmt.plan.statement, complete=complete,
                         unit_count=len(lanes))  # fmt: skip
