@@ -39,6 +39,7 @@ from ddm_core.metadata.model import (
     ReadWriteSettings,
     ShardingConfig,
     freeze,
+    is_leased_worker,
     thaw,
 )
 from ddm_core.metadata.nodes import NameBudget
@@ -224,7 +225,8 @@ class Context:
             return None
         ppath = join_path(path, "props")
         self._unknown_generator_props(type_key, props, ppath)
-        numbers = self._generator_numbers(props, ppath)
+        leased = is_leased_worker(props.get("worker-id"))
+        numbers = self._generator_numbers({k: v for k, v in props.items() if not (leased and k == "worker-id")}, ppath)
         gene_bits = shard_column = None
         if type_key == "GENE":
             gene_bits = numbers.get("gene-bits")

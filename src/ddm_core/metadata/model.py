@@ -47,6 +47,7 @@ __all__ = [
     "Strategy",
     "NO_SHARDING",
     "KeyGeneratorSpec",
+    "is_leased_worker",
     "KeyGeneration",
     "ShardedTable",
     "BindingGroup",
@@ -300,7 +301,7 @@ class KeyGeneratorSpec:
         name: Its name (ShardingSphere ``keyGenerators`` key, or generated).
         type: ``"SNOWFLAKE"``, ``"GENE"`` or ``"UUID"``.
         props: As configured (``worker-id``, ``gene-bits``, ``shard-column``...).
-        worker_id: Fixed worker id, if configured (``None`` = lease one).
+        worker_id: Fixed worker id, if configured (``None``: worker 0, or a lease when ``leased``).
         gene_bits: GENE only: bits of the shard key's slot carried in each id.
         shard_column: GENE only: the column whose slot the id carries.
     """
@@ -311,6 +312,17 @@ class KeyGeneratorSpec:
     worker_id: int | None = None
     gene_bits: int | None = None
     shard_column: str | None = None
+
+    @property
+    def leased(self) -> bool:
+        """``workerId: lease``: the process leases its worker id from the configuration's store
+        (docs/worker-leases.md#workerid-lease-in-a-configuration)."""
+        return is_leased_worker(self.props.get("worker-id"))
+
+
+def is_leased_worker(value: Any) -> bool:
+    """``workerId: lease`` (prop ``worker-id: lease``): the worker id is leased, not configured."""
+    return isinstance(value, str) and value.strip().lower() == "lease"
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,15 @@ def _follow_etcd(url: str, options: dict[str, str]) -> tuple[Any, Callable[[], N
     from ddm_core.metadata.reload import ConfigHolder
     from ddm_core.metadata.sources.etcd import EtcdSource
 
+    from ddm_core.idlease.config import lease_config_worker_ids
+
     source = EtcdSource.from_url(url, group=options.get("group"))
     holder = ConfigHolder(source, snapshot=options.get("snapshot"))
-    return holder, source.follow(holder)
+    leases = lease_config_worker_ids(source, holder.config)  # workerId: lease generators draw from these
+    following = source.follow(holder)
+
+    def stop() -> None:
+        following()
+        leases.release()
+
+    return holder, stop

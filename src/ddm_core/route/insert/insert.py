@@ -43,6 +43,7 @@ from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
 from ddm_core.route.insert.insert_fast import OneRowInsert, one_row_insert
 from ddm_core.route.insert.insert_forms import column_list, set_form_text, value_spans
+from ddm_core.route.insert.leased_workers import leased_generator
 from ddm_core.route.insert.insert_select import check_insert_select
 from ddm_core.route.plan import NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute
 from ddm_core.route.query.query import QueryStatement
@@ -103,6 +104,8 @@ def generator_for(spec: KeyGeneratorSpec) -> Any:
     kind = spec.type.upper()
     if kind == "UUID":
         return None
+    if spec.leased:  # workerId: lease
+        return leased_generator(kind, spec.gene_bits or 10)
     return _generator(kind, spec.worker_id or 0, spec.gene_bits or 10)
 
 
