@@ -337,8 +337,11 @@ def test_redis_down_is_a_failed_delivery_not_a_lost_message(ex: Executor, env: A
     names, _ = env
     ids = _publish_many(ex, 2)
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
-    dead_port = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=1)  # nothing listens on port 1
+    # Nothing listens on port 1; no retries (the client's default backs off for seconds per store).
+    dead_port = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
     relay = Relay(ex, RedisStreamSink(dead_port), clock=FakeClock())
     assert relay.run_once().failed == 2
     assert sorted(r[0] for db in names for r in rows(db, "SELECT message_id FROM ddm_outbox WHERE "
