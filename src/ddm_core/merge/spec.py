@@ -68,11 +68,11 @@ class MergeSpec:
     visible: int | None = None
     derived: int = 0
     column_names: tuple[str | None, ...] = ()
+    #: Nothing to do beyond concatenating the units' rows (set once: every statement asks).
+    is_trivial: bool = field(init=False, compare=False, repr=False)
 
-    @property
-    def is_trivial(self) -> bool:
-        """Nothing to do beyond concatenating the units' rows."""
-        return not (
+    def __post_init__(self) -> None:
+        trivial = not (
             self.order_by
             or self.group_by
             or self.aggregates
@@ -82,6 +82,7 @@ class MergeSpec:
             or self.limit is not None
             or self.derived
         )
+        object.__setattr__(self, "is_trivial", trivial)
 
 
 NO_MERGE = MergeSpec()
