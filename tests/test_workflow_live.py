@@ -71,6 +71,9 @@ def test_figures_rates_positions_and_bytes_behind() -> None:
     assert position_text(["0-1-42"]) == "0-1-42"  # a GTID as it is
     assert bytes_behind(["b.1", 100], ["b.1", 350]) == 250
     assert bytes_behind(["b.1", 100], ["b.2", 4]) is None and bytes_behind(None, ["b.1", 4]) is None
+    # After a fail-over the promoted server's file may carry the same name: its offsets mean nothing here.
+    assert bytes_behind(["b.1", 100, "0-1-9", 1], ["b.1", 350, "0-2-12", 2]) is None
+    assert bytes_behind(["b.1", 100, "0-1-9", 1], ["b.1", 350, "0-1-12", 1]) == 250
 
 
 @pytest.fixture()

@@ -78,8 +78,11 @@ def position_text(high_water: Sequence[Any] | None) -> str | None:
 
 
 def bytes_behind(recorded: Sequence[Any] | None, end: Sequence[Any] | None) -> int | None:
-    """Bytes from ``recorded`` to ``end`` (``None``: either unknown, or the server moved to another file)."""
+    """Bytes from ``recorded`` to ``end`` (``None``: either unknown, the server moved to another file, or the
+    position was recorded on another server — a fail-over: ``(file, pos, gtid, server_id)`` positions)."""
     if not recorded or not end or str(recorded[0]) != str(end[0]):
+        return None
+    if len(recorded) >= 4 and len(end) >= 4 and recorded[3] != end[3]:  # same file name, another server's binlog
         return None
     return max(0, int(end[1]) - int(recorded[1]))
 
