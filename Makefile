@@ -32,17 +32,17 @@ deps:
 test: deps typecheck test-c test-py
 
 test-c: compile deps
-	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q
+	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q --durations=25
 
 # The pure pass runs what exercises the compiled units and their callers; the operational
 # suites (servers killed, frozen, replicated; proxies, relays, migrations; the bare-install check) run once, above.
 OPERATIONAL := proxy* xa* outbox* migrate* cutover* readwrite* id_lease* config_redis* config_table_source* etcd* config_etcd* instances* \
 	observe* health* lint* frozen_data_source* execute_unavailable* leaks* watchdog* session_state* typing* \
-	bare_install* aio_cancel* aio_frozen* aio_kill* aio_pools* sqlalchemy* crossnode_crash*
+	bare_install* aio_cancel* aio_frozen* aio_kill* aio_pools* sqlalchemy* crossnode_crash* workflow* gtid_positions*
 PURE_SKIP := $(foreach t,$(OPERATIONAL),--ignore-glob='tests/test_$(t)')
 
 test-py: compile
-	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 DDM_NO_EXTENSIONS=1 $(PY) -m pytest -q $(PURE_SKIP)
+	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 DDM_NO_EXTENSIONS=1 $(PY) -m pytest -q --durations=15 $(PURE_SKIP)
 
 bench: compile
 	$(PY) benchmarks/report.py
