@@ -9,7 +9,6 @@ number the source itself reports.
 from __future__ import annotations
 
 import json
-import queue
 import random
 import subprocess
 import sys
@@ -20,16 +19,17 @@ from typing import Iterator
 
 import pytest
 
-from ddm_core.errors import ConfigPublishConflictError, ConfigRowError, ConfigValidationError, SourceUnavailableError
 from ddm_core import metrics
+from ddm_core.errors import ConfigPublishConflictError, ConfigRowError, ConfigValidationError, SourceUnavailableError
 from ddm_core.execute import Executor
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.load import digest_of
 from ddm_core.metadata.sources.etcd import EtcdSource
 from ddm_core.metadata.sources.etcd_client import EtcdClient
-from etcd_support import PrivateEtcd, private_etcd  # noqa: F401 - the fixture
 from cli_support import run
+from etcd_support import PrivateEtcd, private_etcd  # noqa: F401 - the fixture
 from services import require_module
+from test_config_redis import _next, _reader  # a watcher process's lines, read as the Redis tests read them
 
 require_module("requests", "the etcd configuration source (the 'etcd' extra)")
 HERE = Path(__file__).resolve().parent
@@ -86,25 +86,6 @@ def test_versions_pointer_flips_and_checks(source: EtcdSource, private_etcd: Pri
     assert source.fetch().content == body(3000) and private_etcd.get(source.group_pointer("canary")) is None
     with pytest.raises(ConfigRowError, match="nothing was published for group 'canary'"):
         source.promote("canary")
-
-
-def _reader(proc: subprocess.Popen[str]) -> "queue.Queue[str]":
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line.strip())
-
-    threading.Thread(target=pump, daemon=True).start()
-    return lines
-
-
-def _next(lines: "queue.Queue[str]", what: str) -> str:
-    try:
-        return lines.get(timeout=60)  # a generous bound for a loaded machine: no speed is asserted
-    except queue.Empty:
-        raise AssertionError(f"the watcher never printed {what}") from None
 
 
 def _watcher(url: str, snapshot: Path) -> subprocess.Popen[str]:

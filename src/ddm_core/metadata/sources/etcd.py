@@ -44,13 +44,12 @@ from ddm_core.errors import (
     EtcdUnavailableError,
     SourceUnavailableError,
 )
-from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
 from ddm_core.metadata.load import parse_config
 from ddm_core.metadata.reload import ConfigHolder
 from ddm_core.metadata.sources import Fetched
 from ddm_core.metadata.sources.etcd_client import Compare, EtcdClient, KeyValue, Watch, delete_op, put_op, range_op
 from ddm_core.metadata.sources.redis import check_group
-from ddm_core.metadata.sources.table import checksum_of, version_problem
+from ddm_core.metadata.sources.table import check_publishable, checksum_of, version_problem
 
 __all__ = ["EtcdSource", "EtcdVersion", "EtcdFollowing", "DEFAULT_PREFIX"]
 
@@ -231,12 +230,7 @@ class EtcdSource:
             ConfigPublishConflictError: the pointer does not name ``expect_version``.
             SourceUnavailableError: etcd cannot be reached.
         """
-        size = len(body.encode("utf-8", "surrogateescape"))
-        if size > MAX_DOCUMENT_BYTES:
-            raise ConfigError(f"{self.where}: a configuration of {size} bytes is larger than {MAX_DOCUMENT_BYTES} "
-                              "bytes (docs/config-limits.md)", source=self.name)  # fmt: skip
-        if validate:
-            parse_config(body, origin=f"{self.where} (to publish)", check_env=False)
+        check_publishable(body, self.where, validate=validate, source=self.name)
         target = self.active_key if group is None else self.group_pointer(group)
         created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         stored = json.dumps({"body": body, "checksum": checksum_of(body), "created": created, "group": group or ""})

@@ -48,11 +48,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ddm_core.errors import ConfigError, ConfigPublishConflictError, ConfigRowError, SourceUnavailableError
-from ddm_core.metadata.limits import MAX_DOCUMENT_BYTES
-from ddm_core.metadata.load import parse_config
 from ddm_core.metadata.reload import ConfigHolder
 from ddm_core.metadata.sources import Fetched
-from ddm_core.metadata.sources.table import checksum_of, version_problem
+from ddm_core.metadata.sources.table import check_publishable, checksum_of, version_problem
 
 __all__ = ["RedisSource", "RedisVersion", "DEFAULT_PREFIX"]
 
@@ -210,12 +208,7 @@ class RedisSource:
             ConfigPublishConflictError: the newest version is not ``expect_version``.
             SourceUnavailableError: Redis cannot be reached.
         """
-        size = len(body.encode("utf-8", "surrogateescape"))
-        if size > MAX_DOCUMENT_BYTES:
-            raise ConfigError(f"{self.where}: a configuration of {size} bytes is larger than {MAX_DOCUMENT_BYTES} "
-                              "bytes (docs/config-limits.md)", source=self.name)  # fmt: skip
-        if validate:
-            parse_config(body, origin=f"{self.where} (to publish)", check_env=False)
+        check_publishable(body, self.where, validate=validate, source=self.name)
         target = self._latest_key if group is None else self._group_key(check_group(group))
         created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         args = ("" if expect_version is None else str(expect_version), body, checksum_of(body),

@@ -44,7 +44,7 @@ from ddm_core.metadata.load import parse_config
 from ddm_core.metadata.sources import Fetched
 from ddm_core.metadata.sources.kept_connection import KeptConnection
 
-__all__ = ["TableSource", "DEFAULT_TABLE", "create_table_sql", "checksum_of", "version_problem"]
+__all__ = ["TableSource", "DEFAULT_TABLE", "create_table_sql", "checksum_of", "version_problem", "check_publishable"]
 
 log = logging.getLogger("ddm_core.metadata")
 
@@ -65,6 +65,23 @@ _CREATE = """CREATE TABLE IF NOT EXISTS `{table}` (
 def checksum_of(body: str) -> str:
     """The checksum a row carries: SHA-256 (hex) of the body's UTF-8 bytes (= ``digest_of(body)``)."""
     return hashlib.sha256(body.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def check_publishable(body: str, where: str, *, validate: bool, **context: Any) -> None:
+    """Refuse, before a versioned source stores it, a body over the size limit or (``validate``) an invalid one.
+
+    Environment variables are not checked: the publisher may not have the application's secrets.
+
+    Raises:
+        ConfigError: larger than ``MAX_DOCUMENT_BYTES`` (``context`` names the source).
+        ConfigValidationError: not a valid configuration.
+    """
+    size = len(body.encode("utf-8", "surrogateescape"))
+    if size > MAX_DOCUMENT_BYTES:
+        raise ConfigError(f"{where}: a configuration of {size} bytes is larger than {MAX_DOCUMENT_BYTES} bytes "
+                          "(docs/config-limits.md)", **context)  # fmt: skip
+    if validate:
+        parse_config(body, origin=f"{where} (to publish)", check_env=False)
 
 
 def version_problem(version: int, body: Any, checksum: Any, highest: int) -> str | None:
@@ -230,15 +247,8 @@ class TableSource:
             ConfigRowError: the server did not store the body as given.
             SourceUnavailableError: the table cannot be reached or written.
         """
+        check_publishable(body, self.where, validate=validate, table=self.table)
         size = len(body.encode("utf-8", "surrogateescape"))
-        if size > MAX_DOCUMENT_BYTES:
-            raise ConfigError(
-                f"{self.where}: a configuration of {size} bytes is larger than {MAX_DOCUMENT_BYTES} bytes "
-                "(docs/config-limits.md)",
-                table=self.table,
-            )
-        if validate:
-            parse_config(body, origin=f"{self.where} (to publish)", check_env=False)
         checksum = checksum_of(body)
 
         def insert(cur: Any) -> int:
