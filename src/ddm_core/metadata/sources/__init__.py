@@ -9,7 +9,9 @@ only reads (and, for the shared ones, publishes) text. One module per source:
 * :mod:`~ddm_core.metadata.sources.static` — content held in memory (tests, programmatic configuration);
 * :mod:`~ddm_core.metadata.sources.table` — numbered versions in a database table (``ddm_config``),
   over one kept connection (:mod:`~ddm_core.metadata.sources.kept_connection`);
-* :mod:`~ddm_core.metadata.sources.redis` — numbered versions on Redis, with a notice per version.
+* :mod:`~ddm_core.metadata.sources.redis` — numbered versions on Redis, with a notice per version;
+* :mod:`~ddm_core.metadata.sources.etcd` — numbered versions on etcd and an active-version pointer,
+  followed by a watch (its client: :mod:`~ddm_core.metadata.sources.etcd_client`).
 
 A new source implements the protocol below and raises
 :class:`~ddm_core.errors.SourceUnavailableError` when it cannot reach its backend
