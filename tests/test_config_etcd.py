@@ -305,8 +305,14 @@ def test_ddm_config_push_history_rollback_promote(private_etcd: PrivateEtcd, tmp
     rows = [[cell.strip() for cell in line.split("|")] for line in hist.output.splitlines()[2:]]
     assert [(r[0], r[2], r[4]) for r in rows] == [("3", "canary", "canary"), ("2", "everyone", ""),
                                                   ("1", "everyone", "everyone")]  # fmt: skip
+    canary_back = run("config", "rollback", "--etcd", url, "--group", "canary", "--to", "2")
+    assert canary_back.exit_code == 0 and canary_back.output.startswith("version 2 is active again for group 'canary'")
+    assert private_etcd.get(f"{PREFIX}/groups/canary/active_version") == "2"
+    assert run("config", "rollback", "--etcd", url, "--group", "canary", "--to", "3").exit_code == 0
     promoted = run("config", "promote", "--etcd", url, "--group", "canary")
     assert promoted.exit_code == 0 and "version 3 (the version of group 'canary') is active for everyone" in promoted.output
     assert private_etcd.get(f"{PREFIX}/active_version") == "3"
+    on_redis = run("config", "rollback", "--redis", "redis://127.0.0.1:6379/0", "--group", "canary", "--to", "1")
+    assert on_redis.exit_code == 2 and "flips a group's pointer on etcd" in on_redis.stderr
     both = run("config", "history", "--etcd", url, "--redis", "redis://127.0.0.1:6379/0")
     assert both.exit_code == 2 and "name one configuration center" in both.stderr

@@ -91,16 +91,22 @@ def history(redis_url: str | None, etcd_url: str | None, prefix: str, limit: int
 @click.option("--to", "to_version", type=click.IntRange(1), required=True, help="The version whose content returns.")
 @click.option("--expect-version", type=click.IntRange(0), default=None,
               help="Publish only if the newest version is this one (compare-and-set).")
+@click.option("--group", default=None, metavar="NAME", help="etcd: flip this rollout group's pointer instead.")
 def rollback(redis_url: str | None, etcd_url: str | None, prefix: str, to_version: int,
-             expect_version: int | None) -> None:
+             expect_version: int | None, group: str | None) -> None:  # fmt: skip
     """Return to an earlier version: on Redis its content is published again as a new version, on etcd the
-    active-version pointer flips back to it."""
+    active-version pointer (everyone's, or --group's) flips back to it."""
     source = _source(redis_url, etcd_url, prefix)
-    version = source.rollback(to_version, expect_version=expect_version)
     if isinstance(source, EtcdSource):
-        click.echo(f"version {version} is active again on {source.where} (the pointer flipped back)")
-    else:
-        click.echo(f"published version {version} (the content of version {to_version}) to {source.where}")
+        version = source.rollback(to_version, expect_version=expect_version, group=group)
+        whose = "" if group is None else f" for group {group!r}"
+        click.echo(f"version {version} is active again{whose} on {source.where} (the pointer flipped back)")
+        return
+    if group is not None:
+        raise ConfigError("ddm config rollback --group flips a group's pointer on etcd; on Redis, push a good version "
+                          "with --group instead", option="--group")  # fmt: skip
+    version = source.rollback(to_version, expect_version=expect_version)
+    click.echo(f"published version {version} (the content of version {to_version}) to {source.where}")
 
 
 @config_group.command("promote")
