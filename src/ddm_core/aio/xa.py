@@ -27,7 +27,7 @@ from ddm_core.errors import DdmError
 from ddm_core.execute.pools import EndpointPool
 from ddm_core.execute.shared import DEFAULT
 from ddm_core.execute.transaction import check_usable
-from ddm_core.execute.steps import Finish, Sql, Step, Steps, drive_async
+from ddm_core.execute.steps import Finish, Outcome, Round, Sql, Step, Steps, drive_async
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.plan import RoutePlan
 from ddm_core.xa import branches as xa
@@ -76,6 +76,9 @@ class AsyncXaTransaction(TwoPhaseView, AsyncTransaction):
     async def _answer(self, step: Step) -> Any:
         if isinstance(step, Finish):
             return await self._finish(step.state)
+        if isinstance(step, Round):  # every branch's statement (and the log's) at once, on this loop
+            answers = await asyncio.gather(*(self._answer(sql) for sql in step.steps), return_exceptions=True)
+            return tuple(Outcome(error=a) if isinstance(a, BaseException) else Outcome(a) for a in answers)
         if step.on is self._rt.log:
             return await self._on_log(step)
         pinned: AsyncBorrowed = step.on

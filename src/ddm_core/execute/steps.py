@@ -8,7 +8,9 @@ generator that ``yield``\\ s one step at a time and receives the step's answer b
 made once, in the generator, and each runner only says how to do one step
 (docs/architecture.md#the-statement-engine-and-its-runners).
 
-The XA protocol yields :class:`Sql` and :class:`Finish`; a transaction's dual writes
+The XA protocol yields :class:`Sql`, :class:`Round` (several connections' statements at once:
+:func:`together` drives sub-protocols in lockstep, a round of steps at a time) and :class:`Finish`;
+a transaction's dual writes
 (:mod:`ddm_core.execute.shadows`) yield :class:`RunUnit`, :class:`Borrow`, :class:`Control` and
 :class:`Reset`.
 """
@@ -22,7 +24,8 @@ if TYPE_CHECKING:
     from ddm_core.route.plan import RouteUnit
 
 __all__ = [
-    "Sql", "Finish", "Step", "Steps", "RunUnit", "Borrow", "Control", "Reset", "TxStep", "TxSteps", "drive",
+    "Sql", "Finish", "Round", "Outcome", "together", "Step", "Steps", "RunUnit", "Borrow", "Control", "Reset",
+    "TxStep", "TxSteps", "drive",
     "drive_async",
 ]  # fmt: skip
 
@@ -53,9 +56,53 @@ class Finish:
     state: str
 
 
-Step = Union[Sql, Finish]
+@dataclass(frozen=True, slots=True)
+class Round:
+    """Run every step of ``steps`` at once, each on a connection of its own; answers one :class:`Outcome`
+    per step, in order, once every one has its answer (a failure is an outcome, never raised)."""
+
+    steps: tuple[Sql, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one step of a :class:`Round`, or one protocol of :func:`together`, came to: a value or an error."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+Step = Union[Sql, Finish, Round]
 #: A protocol: yields steps, is sent each step's answer, returns ``T``.
 Steps = Generator[Step, Any, T]
+
+
+def together(protocols: list[Generator[Step, Any, Any]]) -> Generator[Round, Any, list[Outcome]]:
+    """Run ``protocols`` side by side: each one's next statement goes into one :class:`Round` with the others',
+    so their round trips overlap; one :class:`Outcome` per protocol (its return value, or what it raised).
+
+    A protocol that raised or returned is out of the later rounds; the others go on.
+    """
+    results = [Outcome() for _ in protocols]
+    feed: dict[int, Outcome] = {i: Outcome() for i in range(len(protocols))}
+    while feed:
+        asked: dict[int, Sql] = {}
+        for i, answer in feed.items():
+            try:
+                step = protocols[i].send(answer.value) if answer.error is None else protocols[i].throw(answer.error)
+            except StopIteration as stop:
+                results[i] = Outcome(stop.value)
+            except Exception as exc:  # noqa: BLE001 - the caller reads each protocol's failure
+                results[i] = Outcome(error=exc)
+            else:
+                if not isinstance(step, Sql):  # a round is one statement per connection, nothing else
+                    raise TypeError(f"together() runs statements only, not {step!r}")
+                asked[i] = step
+        if not asked:
+            break
+        answers = yield Round(tuple(asked.values()))
+        feed = dict(zip(asked, answers))
+    return results
 
 
 @dataclass(frozen=True, slots=True)

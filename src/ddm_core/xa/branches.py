@@ -33,6 +33,8 @@ __all__ = [
     "code_of",
     "require_xa",
     "run",
+    "send",
+    "receive",
     "statement",
     "start",
     "end",
@@ -95,7 +97,29 @@ def run(pinned: Borrowed, sql: str) -> int:
         finally:
             cursor.close()
     except Exception as exc:
-        raise map_driver_error(exc, data_source=pinned.pool.data_source, endpoint=pinned.pool.endpoint.name, sql=sql) from exc
+        raise _mapped(pinned, sql, exc) from exc
+
+
+def send(pinned: Borrowed, sql: str) -> Any:
+    """Send ``sql`` on ``pinned`` without waiting for its answer (the driver's pipelining,
+    docs/operations.md#multi-unit-statements); the cursor :func:`receive` reads the answer into."""
+    try:
+        return pinned.pool.driver.send(pinned.raw, sql, None)
+    except Exception as exc:
+        raise _mapped(pinned, sql, exc) from exc
+
+
+def receive(pinned: Borrowed, cursor: Any, sql: str) -> int:
+    """The answer to what :func:`send` sent on ``pinned``: its row count (errors mapped as :func:`run`'s)."""
+    try:
+        pinned.pool.driver.receive(pinned.raw, cursor, None)
+        return int(cursor.rowcount)
+    except Exception as exc:
+        raise _mapped(pinned, sql, exc) from exc
+
+
+def _mapped(pinned: Borrowed, sql: str, exc: Exception) -> DdmError:
+    return map_driver_error(exc, data_source=pinned.pool.data_source, endpoint=pinned.pool.endpoint.name, sql=sql)
 
 
 def statement(command: str, xid: Xid) -> str:
@@ -178,5 +202,5 @@ def recover(pinned: Borrowed, namespace: str) -> list[Xid]:
         finally:
             cursor.close()
     except Exception as exc:
-        raise map_driver_error(exc, data_source=pinned.pool.data_source, endpoint=pinned.pool.endpoint.name, sql=sql) from exc
+        raise _mapped(pinned, sql, exc) from exc
     return ours(rows, namespace)

@@ -18,11 +18,11 @@ commit, and must not be able to take a whole pool.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ddm_core.errors import DdmError
 from ddm_core.execute.pools import Borrowed
-from ddm_core.execute.steps import Finish, Step, Steps, drive
+from ddm_core.execute.steps import Finish, Outcome, Round, Step, Steps, drive
 from ddm_core.execute.transaction import Transaction
 from ddm_core.route.plan import RoutePlan
 from ddm_core.xa import branches as xa
@@ -65,9 +65,38 @@ class XaTransaction(TwoPhaseView, Transaction):
     def _answer(self, step: Step) -> Any:
         if isinstance(step, Finish):
             return self._finish(step.state)
+        if isinstance(step, Round):
+            return self._round(step)
         if step.on is self._rt.log:
             return self._rt.log.answer(step)
         return xa.run_step(step)
+
+    def _round(self, step: Round) -> tuple[Outcome, ...]:
+        """Every statement of ``step`` at once, on this thread: the branches' sent first (the driver's pipelining,
+        as a multi-unit statement's units are sent), the log's run meanwhile, then the branches' answers read in
+        turn (docs/xa.md#commit). Every XA-capable driver pipelines; one that did not would run its statement
+        in turn here, after the others were sent."""
+        log_sql = self._rt.log
+        outcomes: dict[int, Outcome] = {}
+        sent: list[tuple[int, Any]] = []
+        try:
+            for i, sql in enumerate(step.steps):
+                if sql.on is not log_sql and sql.on.pool.driver.can_pipeline:
+                    try:
+                        sent.append((i, xa.send(sql.on, sql.sql)))
+                    except DdmError as exc:
+                        outcomes[i] = Outcome(error=exc)
+            for i, sql in enumerate(step.steps):
+                if sql.on is log_sql:
+                    outcomes[i] = _outcome(log_sql.answer, sql)
+                elif i not in outcomes and i not in dict(sent):
+                    outcomes[i] = _outcome(xa.run_step, sql)
+            for i, cursor in sent:
+                outcomes[i] = _outcome(xa.receive, step.steps[i].on, cursor, step.steps[i].sql)
+        except BaseException:  # interrupted with answers unread: those connections cannot be reused
+            self._xa.abandon()
+            raise
+        return tuple(outcomes[i] for i in range(len(step.steps)))
 
     # -- statements ------------------------------------------------------------------------
 
@@ -132,3 +161,11 @@ class XaTransaction(TwoPhaseView, Transaction):
         elif getattr(self, "_slot", False):
             self._slot = False
             self._rt.release()
+
+
+def _outcome(call: Callable[..., Any], *args: Any) -> Outcome:
+    """``call(*args)``'s value, or the error it raised."""
+    try:
+        return Outcome(call(*args))
+    except Exception as exc:  # noqa: BLE001 - the protocol reads each statement's failure
+        return Outcome(error=exc)

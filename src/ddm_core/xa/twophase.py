@@ -38,7 +38,7 @@ from ddm_core.errors import (
 )
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.shared import DEFAULT
-from ddm_core.execute.steps import Finish, Sql, Steps
+from ddm_core.execute.steps import Finish, Outcome, Sql, Steps, together
 from ddm_core.execute.transaction import check_usable
 from ddm_core.xa import branches as xa
 from ddm_core.xa.log import GlobalState
@@ -185,22 +185,49 @@ class TwoPhase:
             yield Finish("committed")
             return
         yield from self.check_deadline_steps("its commit")
-        for b in self.branches.values():
-            yield from self._advance_steps(b, "END", BranchPhase.IDLE)
         if len(self.branches) == 1:
-            yield from self._one_phase_steps(next(iter(self.branches.values())))
+            b = next(iter(self.branches.values()))
+            yield from self._advance_steps(b, "END", BranchPhase.IDLE)
+            yield from self._one_phase_steps(b)
         else:
             yield from self._two_phase_steps()
 
     def _advance_steps(self, b: Branch, command: str, phase: BranchPhase) -> Steps[None]:
         """``XA <command>`` on branch ``b``, then it is in ``phase``; a failure rolls every branch back and raises."""
+        exc = yield from self._branch_steps(b, command, phase)
+        if exc is not None:
+            yield from self.abort_steps(exc)
+            raise self._aborted(f"XA {command}", b, exc) from exc
+
+    def _branch_steps(self, b: Branch, command: str, phase: BranchPhase) -> Steps[DdmError | None]:
+        """``XA <command>`` on branch ``b`` alone: then it is in ``phase`` (the step hook told); its error, if any."""
         try:
             yield Sql(b.pinned, xa.statement(command, b.xid))
         except DdmError as exc:
             self._lose_if_gone(b, exc)
-            yield from self.abort_steps(exc)
-            raise self._aborted(f"XA {command}", b, exc) from exc
+            return exc
         b.phase = phase
+        if phase is BranchPhase.PREPARED:
+            self._hook("prepared", b.data_source)
+        return None
+
+    def _each_steps(self, command: str, phase: BranchPhase, *log_steps: Steps[Any]) -> Steps[list[Outcome]]:
+        """``XA <command>`` on every branch at once (with ``log_steps`` alongside); the log steps' outcomes.
+
+        Raises: a branch failed (every branch rolled back), as :meth:`_advance_steps`.
+        """
+        branches = list(self.branches.values())
+        outcomes = yield from together([*log_steps, *(self._branch_steps(b, command, phase) for b in branches)])
+        logged, ends = outcomes[: len(log_steps)], outcomes[len(log_steps) :]
+        for b, outcome in zip(branches, ends):
+            failed = outcome.error or outcome.value  # the first branch that failed, in branch order
+            if failed is not None:
+                self._logged = self._logged or (bool(logged) and logged[0].error is None)
+                yield from self.abort_steps(failed)
+                if isinstance(failed, DdmError):
+                    raise self._aborted(f"XA {command}", b, failed) from failed
+                raise failed
+        return logged
 
     def _one_phase_steps(self, b: Branch) -> Steps[None]:
         try:
@@ -215,31 +242,39 @@ class TwoPhase:
         yield Finish("committed")
 
     def _two_phase_steps(self) -> Steps[None]:
+        """Two-phase commit, each phase on every branch at once (docs/xa.md#commit):
+
+        1. ``XA END`` on every branch while the participants are logged (``PREPARING``; ending a branch
+           prepares nothing, so the row is still durable before the first PREPARE);
+        2. ``XA PREPARE`` on every branch; any failure rolls every branch back;
+        3. the COMMIT decision, once every PREPARE succeeded (a compare-and-set, durable before 4);
+        4. ``XA COMMIT`` on every branch; ``COMMITTED`` logged when all are done.
+        """
         rt = self.rt
-        try:
-            yield from rt.log.begin_steps(self.gtrid, list(self.branches), rt.coordinator)
-        except DdmError as exc:
-            yield from self.abort_steps(exc)
+        (begun,) = yield from self._each_steps(
+            "END", BranchPhase.IDLE, rt.log.begin_steps(self.gtrid, list(self.branches), rt.coordinator)
+        )
+        if begun.error is not None:
+            yield from self.abort_steps(begun.error)
             raise XaError(
                 f"XA transaction {self.gtrid}: the transaction log on {rt.log.data_source!r} could not be "
-                f"written ({exc}); every branch was rolled back",
+                f"written ({begun.error}); every branch was rolled back",
                 gtrid=self.gtrid,
                 data_source=rt.log.data_source,
-            ) from exc
+            ) from begun.error
         self._logged = True
         self._hook("logged")
-        for b in self.branches.values():
-            yield from self.check_deadline_steps(f"the PREPARE on {b.data_source!r}")  # never once recovery may act
-            yield from self._advance_steps(b, "PREPARE", BranchPhase.PREPARED)
-            self._hook("prepared", b.data_source)
+        yield from self.check_deadline_steps("the PREPAREs")  # never once recovery may act
+        yield from self._each_steps("PREPARE", BranchPhase.PREPARED)
         yield from self._decide_commit_steps()
         self._hook("decided")
         pending: list[str] = []
-        for b in self.branches.values():
-            try:
-                yield from xa.commit_steps(b.pinned, b.xid)  # False: already committed by recovery
-            except DdmError as exc:
-                log.warning("XA COMMIT of %s on %s failed (%s); recovery will commit it", self.gtrid, b.data_source, exc)
+        branches = list(self.branches.values())
+        outcomes = yield from together([xa.commit_steps(b.pinned, b.xid) for b in branches])  # False: recovery did it
+        for b, outcome in zip(branches, outcomes):
+            if outcome.error is not None:
+                log.warning("XA COMMIT of %s on %s failed (%s); recovery will commit it", self.gtrid, b.data_source,
+                            outcome.error)
                 b.phase = BranchPhase.LOST  # still prepared on its server: recovery commits it
                 pending.append(b.data_source)
                 continue
