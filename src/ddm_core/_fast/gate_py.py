@@ -180,6 +180,13 @@ class CommandGate:
                 self.transport.resume_reading()
             self._pump()
 
+    def handback(self, payload: bytes) -> None:
+        """The hot command (``payload``, from its command byte) could not be answered and nothing of an answer
+        was written: mimic answers it after all, then what the client sent meanwhile, in order."""
+        if self.mode == HOT:
+            self.reader.feed_data(len(payload).to_bytes(3, "little") + b"\x00" + payload)
+            self._to_mimic()
+
     # -- internals -----------------------------------------------------------------------------------
 
     def _pump(self) -> None:

@@ -340,19 +340,29 @@ class Executor:
 
     def send_single(
         self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT,
-        send: Callable[[Any, RouteUnit], None] | None = None,
+        send: Callable[[Any, RouteUnit], None] | None = None, pool: EndpointPool | None = None,
     ) -> SentUnit | None:  # fmt: skip
         """Send a one-unit plan outside any transaction and return at once; ``None``: it cannot go so now.
 
         The caller waits for ``fileno`` to be readable (an event loop: without a thread) and calls
         :meth:`SentUnit.finish`, which returns what :meth:`execute_plan` would. ``None`` (nothing
-        sent) when the plan is not one unit, is a dual write, its data source has replicas, its
-        driver cannot split a statement, the executor streams every statement, or its pool has
-        no idle connection that needs no check: then :meth:`execute_plan` runs it (docs/proxy.md).
+        sent) when the plan is not one unit, is a dual write, writes to a data source with replicas,
+        is a ``gtid`` read that must ask servers first, its driver cannot split a statement, the
+        executor streams every statement, its pool has no idle connection that needs no check, or
+        the replica chosen for it turns out unreachable (marked out of reads): then
+        :meth:`execute_plan` runs it (docs/proxy.md). A read on a data source with replicas goes to
+        the splitter's choice in this context (:meth:`loop_pool`; docs/readwrite.md).
         ``send(raw, unit)``: sends the unit itself instead of the driver's ``send`` (a relayed binary
         execute, docs/proxy.md#relayed-results); its answer is then relayed, never read by ``finish``.
+        ``pool``: the one :meth:`loop_pool` gave for this plan (the choice is made once).
         """
-        return self.runner.send_single(self.engine.begin(plan, caller_style, timeout, None), send)
+        return self.runner.send_single(self.engine.begin(plan, caller_style, timeout, None), send, pool)
+
+    def loop_pool(self, plan: RoutePlan) -> EndpointPool | None:
+        """Where a one-unit ``plan`` sent without a thread goes: the primary's pool, or for a read on a data
+        source with replicas the splitter's choice now — read-your-writes, replica health and breakers of
+        this context — or ``None`` when only :meth:`execute_plan` may run it (see :meth:`send_single`)."""
+        return self.runner.loop_pool(plan)
 
     def set_observer(self, observer: StatementObserver | None) -> None:
         """Tell ``observer`` about every statement :meth:`execute_plan` runs (``None``: nobody; docs/observability.md).

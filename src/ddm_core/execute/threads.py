@@ -22,7 +22,7 @@ import time
 from contextvars import copy_context
 from typing import Any, Callable, NoReturn
 
-from ddm_core.errors import ExecutionError, PoolTimeoutError, QueryTimeoutError
+from ddm_core.errors import DataSourceUnavailableError, ExecutionError, PoolTimeoutError, QueryTimeoutError
 from ddm_core.execute.endpoints import Endpoints
 from ddm_core.execute.engine import Engine, each_pool_can_lend, lend_failed, lend_order
 from ddm_core.execute.pools import Borrowed, EndpointPool, discard_on
@@ -32,6 +32,7 @@ from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.shared import Lane
 from ddm_core.execute.statement import LaneOutcome, Statement, close_quietly, timeout_error, unit_error
 from ddm_core.execute.watchdog import Guard
+from ddm_core.readwrite.gtid_check import GtidCheck
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
 __all__ = ["ThreadRunner"]
@@ -401,15 +402,30 @@ class ThreadRunner:
 
     # -- sent without waiting ---------------------------------------------------------------
 
-    def send_single(self, stmt: Statement, send: Callable[[Any, RouteUnit], None] | None = None) -> SentUnit | None:
+    def loop_pool(self, plan: RoutePlan) -> EndpointPool | None:
+        """The pool a one-unit ``plan`` sent without a thread goes to: the primary's, or for a read on a data
+        source with replicas the splitter's choice now, in this context; ``None``: the worker path runs it (a
+        write there, whose read-your-writes mark the splitter records; a ``gtid`` read, whose check asks
+        servers)."""
+        read = not (plan.is_write or plan.force_primary)
+        chosen = self.endpoints.choice_of(plan.units[0].data_source, read=read)
+        if isinstance(chosen, GtidCheck) or (chosen.split is not None and not read):
+            return None
+        return chosen
+
+    def send_single(self, stmt: Statement, send: Callable[[Any, RouteUnit], None] | None = None,
+                    pool: EndpointPool | None = None) -> SentUnit | None:  # fmt: skip
         """Send a one-unit plan outside any transaction and return at once (see ``Executor.send_single``)."""
         plan = stmt.plan
         if self.closed or len(plan.units) != 1 or plan.kind is RouteKind.FULL or plan.dual or self.engine.stream is True:
             return None
         refuse_unpinned(plan)
         unit = plan.units[0]
-        pool = self.endpoints.pool_of(unit.data_source, read=not (plan.is_write or plan.force_primary))
-        if pool.split is not None or not pool.driver.can_pipeline:
+        if pool is None:
+            pool = self.loop_pool(plan)
+            if pool is None:
+                return None
+        if not pool.driver.can_pipeline:
             return None
         borrowed = pool.lend_idle()
         if borrowed is None:
@@ -424,7 +440,13 @@ class ThreadRunner:
             answer_by = None if bound is None else stmt.started + bound
         sql = self.engine.unit_sql(driver, unit, stmt.style)
         try:
-            cursor, guard = self._send(unit, pool, borrowed, sql, stmt.deadline, send)
+            try:
+                cursor, guard = self._send(unit, pool, borrowed, sql, stmt.deadline, send)
+            except DataSourceUnavailableError as exc:
+                if not pool.replica:
+                    raise
+                pool.split.retry_pool(unit.data_source, pool, exc)  # marked out: the worker path reads elsewhere
+                return None
             try:
                 fileno = driver.fileno(borrowed.raw)
             except BaseException:  # sent, but nobody can wait for the answer: the connection is in doubt

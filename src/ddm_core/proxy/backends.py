@@ -3,11 +3,13 @@
 The executor's pools lend PyMySQL connections to threads and to the loop alike, so a statement
 sent from the loop must add a reader on its socket and remove it again (six ``epoll_ctl`` and two
 ``ioctl`` a statement) and go through the pool's locks and bookkeeping. A :class:`Link` is a
-connection opened by the same recipe (the data source's driver, on a worker thread) whose socket is
-then handed to the event loop as a transport: the loop reads it for as long as it lives and calls
-:meth:`Link.data_received` with each chunk, which the relay unit re-frames for the client.
+connection opened by the same recipe (the endpoint's driver, on a worker thread, through the
+endpoint's circuit breaker) whose socket is then handed to the event loop as a transport: the loop
+reads it for as long as it lives and calls :meth:`Link.data_received` with each chunk, which the
+relay unit re-frames for the client.
 
-:class:`LoopBackends` keeps the idle links per data source: at most as many as the data source's
+:class:`LoopBackends` keeps the idle links per endpoint — a data source's primary, or one of its
+replicas when the read/write splitter chose it for a read: at most as many as that endpoint's
 pool may open (``pool.maxSize``), opened one at a time in the background when a statement found none
 (that statement takes the pooled path meanwhile), closed after ``proxy.linkIdleMs`` idle (an idle
 proxy holds no connections beyond its pools' own), when
@@ -48,15 +50,16 @@ class Link(asyncio.Protocol):
     """One data-source connection read by the event loop: one command at a time.
 
     ``raw`` is the driver's connection object without its socket (its escaping, character set and
-    thread id serve), ``driver`` and ``endpoint`` the data source's primary it was opened to;
-    ``prepared`` maps the statements prepared on it to their ids.
+    thread id serve), ``pool`` the executor's pool of the endpoint it was opened to (its ``driver`` and
+    ``endpoint``); ``prepared`` maps the statements prepared on it to their ids.
     """
 
-    def __init__(self, data_source: str, raw: Any, on_lost: Callable[[Link], None], driver: Any, endpoint: Any) -> None:
+    def __init__(self, data_source: str, raw: Any, on_lost: Callable[[Link], None], pool: Any) -> None:
         self.data_source = data_source
         self.raw = raw
-        self.driver = driver
-        self.endpoint = endpoint
+        self.pool = pool
+        self.driver = pool.driver
+        self.endpoint = pool.endpoint
         self.prepared: dict[str, int] = {}
         self.closed = False
         self.idle_since = 0.0  # the loop's time it was last given back
@@ -181,6 +184,10 @@ class Link(asyncio.Protocol):
         self._on_lost(self)
 
 
+def _key(link: Link) -> tuple[str, str]:
+    return (link.data_source, link.endpoint.name)
+
+
 class LoopBackends:
     """The idle :class:`Link` s per data source, for the hot path (module docstring).
 
@@ -193,23 +200,26 @@ class LoopBackends:
         self.executor = executor
         self.workers = workers
         self._config: Any = None
-        self._idle: dict[str, list[Link]] = {}
-        self._open: dict[str, int] = {}  # links open (idle or lent) per data source
-        self._opening: set[str] = set()
-        self._never: set[str] = set()  # data sources reached over TLS: the pooled path serves them
+        # Per endpoint: (data source, endpoint name)
+        self._idle: dict[tuple[str, str], list[Link]] = {}
+        self._open: dict[tuple[str, str], int] = {}  # links open (idle or lent)
+        self._opening: set[tuple[str, str]] = set()
+        self._never: set[tuple[str, str]] = set()  # endpoints reached over TLS: the pooled path serves them
         self._sweeper: asyncio.TimerHandle | None = None
         self.idle_seconds = 2.0  # proxy.linkIdleMs, set by the runtime
         self.closed = False
 
-    def take(self, data_source: str) -> Link | None:
-        """An idle link to ``data_source``'s primary, or ``None`` (one is then opened for later statements)."""
+    def take(self, data_source: str, pool: Any) -> Link | None:
+        """An idle link to ``pool``'s endpoint (``Executor.loop_pool``'s choice for a statement on ``data_source``),
+        or ``None`` (one is then opened for later statements)."""
         config = self.executor.engine.router.routed_config  # the caller routed just before
         if config is not self._config:
             self._reset(config)
-        idle = self._idle.get(data_source)
+        key = (data_source, pool.endpoint.name)
+        idle = self._idle.get(key)
         if idle:
             return idle.pop()
-        self._grow(data_source)
+        self._grow(key, pool)
         return None
 
     def give(self, link: Link) -> None:
@@ -219,7 +229,7 @@ class LoopBackends:
             return
         loop = asyncio.get_running_loop()
         link.idle_since = loop.time()
-        self._idle.setdefault(link.data_source, []).append(link)
+        self._idle.setdefault(_key(link), []).append(link)
         if self._sweeper is None:
             self._sweeper = loop.call_later(self.idle_seconds, self._sweep)
 
@@ -255,63 +265,65 @@ class LoopBackends:
         self._config = config
 
     def _lost(self, link: Link) -> None:
-        idle = self._idle.get(link.data_source)
+        key = _key(link)
+        idle = self._idle.get(key)
         if idle and link in idle:
             idle.remove(link)
-        if link.config is self._config and link.data_source in self._open:  # not one of a replaced version
-            self._open[link.data_source] = max(0, self._open[link.data_source] - 1)
+        if link.config is self._config and key in self._open:  # not one of a replaced version
+            self._open[key] = max(0, self._open[key] - 1)
 
-    def _grow(self, data_source: str) -> None:
-        if self.closed or data_source in self._opening or data_source in self._never:
+    def _grow(self, key: tuple[str, str], pool: Any) -> None:
+        if self.closed or key in self._opening or key in self._never:
             return
-        pool = self.executor.primary_pool(data_source)
-        if self._open.get(data_source, 0) >= pool.max_size or not pool.driver.can_relay or pool.split is not None:
+        if self._open.get(key, 0) >= pool.max_size or not pool.driver.can_relay:
             return
-        self._opening.add(data_source)
-        self._open[data_source] = self._open.get(data_source, 0) + 1
+        self._opening.add(key)
+        self._open[key] = self._open.get(key, 0) + 1
         loop = asyncio.get_running_loop()
         config = self._config
+        breaker = pool.breaker  # an endpoint that keeps refusing connections opens it, as the pool's do
 
         def open_one() -> None:  # on a worker thread: the handshake blocks
             try:
-                raw = pool.driver.connect(pool.endpoint, pool.acquire_timeout)
+                if breaker is None:
+                    raw = pool.driver.connect(pool.endpoint, pool.acquire_timeout)
+                else:
+                    raw = breaker.call(pool.driver.connect, pool.endpoint, pool.acquire_timeout)
             except Exception as exc:  # noqa: BLE001  # the pooled path reports a data source that is down
-                loop.call_soon_threadsafe(self._failed, data_source, exc)
+                loop.call_soon_threadsafe(self._failed, key, exc)
                 return
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._opened(data_source, raw, config, pool)))
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._opened(key, raw, config, pool)))
 
         try:
             self.workers.submit(open_one)
         except RuntimeError as exc:  # the workers are shut down: the proxy is stopping
-            self._failed(data_source, exc)
+            self._failed(key, exc)
 
-    def _failed(self, data_source: str, exc: BaseException) -> None:
-        self._opening.discard(data_source)
-        if data_source in self._open:
-            self._open[data_source] = max(0, self._open[data_source] - 1)
-        log.debug("opening a loop connection to %s failed: %s", data_source, exc)
+    def _failed(self, key: tuple[str, str], exc: BaseException) -> None:
+        self._opening.discard(key)
+        if key in self._open:
+            self._open[key] = max(0, self._open[key] - 1)
+        log.debug("opening a loop connection to %s (%s) failed: %s", key[0], key[1], exc)
 
-    async def _opened(self, data_source: str, raw: Any, config: Any, pool: Any) -> None:
+    async def _opened(self, key: tuple[str, str], raw: Any, config: Any, pool: Any) -> None:
         if getattr(raw, "_secure", False):  # TLS to the data source: its socket's bytes are not MySQL's packets
-            self._never.add(data_source)
+            self._never.add(key)
             raw.close()
-            self._failed(data_source, RuntimeError("TLS connections stay with the pools"))
+            self._failed(key, RuntimeError("TLS connections stay with the pools"))
             return
         sock = raw._sock
         raw._sock = raw._rfile = None  # the loop reads it from now on; the object keeps escaping and thread id
         try:
             if self.closed or config is not self._config:
                 sock.close()
-                self._failed(data_source, RuntimeError("the configuration changed meanwhile"))
+                self._failed(key, RuntimeError("the configuration changed meanwhile"))
                 return
             loop = asyncio.get_running_loop()
-            _, link = await loop.create_connection(
-                lambda: Link(data_source, raw, self._lost, pool.driver, pool.endpoint), sock=sock
-            )
+            _, link = await loop.create_connection(lambda: Link(key[0], raw, self._lost, pool), sock=sock)
         except Exception as exc:  # noqa: BLE001
             sock.close()
-            self._failed(data_source, exc)
+            self._failed(key, exc)
             return
-        self._opening.discard(data_source)
+        self._opening.discard(key)
         link.config = config
         self.give(link)

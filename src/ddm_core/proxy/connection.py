@@ -470,6 +470,11 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         if self._gate is not None:
             self._gate.done()
 
+    def gate_handback(self, payload: bytes) -> None:
+        """The hot command ``payload`` goes to mimic's path after all (nothing of an answer was written)."""
+        if self._gate is not None:
+            self._gate.handback(payload)
+
     def relay_header(self, aggregates: Any, announced: list[Column] | None
                      ) -> Callable[[list[bytes]], tuple[list[bytes], int]]:  # fmt: skip
         """For a relayed result: the data source's column definitions → the client's, as the decoded path

@@ -104,6 +104,7 @@ class ProxyRuntime:
         self.clock = clock
         self.workers = Workers(workers, "ddm-proxy")
         self.backends = LoopBackends(executor, self.workers)  # the hot path's own connections, on the loop
+        self.tracker = executor.endpoints.split.tracker  # read-your-writes; sessions carry their own marks
         self.schema = executor.config.name or LOGIC_DB  # ProxyServer always names it
         self.access = AccessControl(self.schema)  # the users' privileges (proxy.users[].allow)
         #: Logged-in sessions by connection id, for KILL (on the event loop only).

@@ -38,7 +38,7 @@ from mysql_mimic.session import BaseSession
 from mysql_mimic.types import ServerStatus
 from mysql_mimic.variables import SessionVariables
 
-from ddm_core.errors import DdmError, ExecutionError, StatementInterruptedError
+from ddm_core.errors import DataSourceUnavailableError, DdmError, ExecutionError, StatementInterruptedError
 from ddm_core.execute import Result, Transaction
 from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.sent import SentUnit
@@ -139,6 +139,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
         self._text = False  # the running command is a COM_QUERY (a text result)
         self._announced: list[Column] | None = None  # the running execute's announced columns (a binary result)
+        # Read-your-writes: this session's last writes per data source with replicas. Its statements run on
+        # whichever worker is free, or on the loop: each puts them in place (WriteTracker.swap) around itself.
+        self._marks: Any = None  # readwrite.tracker.Marks
         self._defaults()
 
     def _defaults(self) -> None:
@@ -463,19 +466,25 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if not _one_unit(plan):
             shape.inline = False  # rare (routes can differ by value): the workers run it
             return None
+        pool = self._loop_pool(plan)
+        if pool is None:
+            return None  # a write to a data source with replicas, a gtid read's check: the workers run it
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
         relay, values = self._relay_of(running, plan, style_of(text))
         send = None if relay is None else self._sender(runtime.driver_of(plan.units[0].data_source), values)
         try:
-            sent = runtime.executor.send_single(plan, caller_style=style_of(text), send=send)
+            sent = runtime.executor.send_single(plan, caller_style=style_of(text), send=send, pool=pool)
         except DdmError as exc:
             running.failed(exc)
             raise
         if sent is None:
             return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape)
         if relay is not None:
-            return await self._relayed(sent, relay, running, plan)
+            relayed = await self._relayed(sent, relay, running, plan)
+            if relayed is None:  # its replica went away before any of the answer was relayed: read elsewhere
+                return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape)
+            return relayed
         try:
             await readable(sent.fileno, sent.answer_by)
         except BaseException:  # cancelled (the client went away, a shutdown): the answer is never read
@@ -486,6 +495,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         try:
             result = sent.finish()
         except DdmError as exc:
+            if self._replica_gone(sent.pool, plan, None, exc):  # nothing sent to the client yet: read elsewhere
+                return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape)
             running.failed(exc)
             raise
         # The answer is read on the loop once it starts to arrive: a statement whose rows keep
@@ -514,37 +525,40 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return False
         if taken is None:
             return False
-        running, relay, values, style, announced = taken
+        running, relay, values, style, announced, pool = taken
         conn, plan = self.connection, running.plan
         cid = conn.connection_id
-        link = runtime.backends.take(plan.units[0].data_source) if runtime.backends is not None else None
+        link = runtime.backends.take(plan.units[0].data_source, pool) if runtime.backends is not None else None
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
+
+        def on_end(rows: int, error: DdmError | None) -> None:
+            self._hot_end(running, cid, relay, rows, error, pool, payload)
+
         if link is not None:
-            on_end = lambda rows, error: self._hot_end(running, cid, relay, rows, error)  # noqa: E731
             statement = LinkStatement(runtime, link, running, relay, conn.relay_header(plan.merge.aggregates, announced),
                                       conn.stream.writer.transport, on_end)  # fmt: skip
             try:
                 statement.start(style, values)
             except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why
                 statement.abandon()
-                self._hot_end(running, cid, relay, 0, ExecutionError(f"ddm: sending the statement failed: {exc}"))
+                on_end(0, ExecutionError(f"ddm: sending the statement failed: {exc}"))
             return True
         send = self._sender(runtime.driver_of(plan.units[0].data_source), values)
         try:
-            sent = runtime.executor.send_single(plan, caller_style=style, send=send)
+            sent = runtime.executor.send_single(plan, caller_style=style, send=send, pool=pool)
         except Exception as exc:  # noqa: BLE001  # sent or not, it failed: its error is the answer
             error = exc if isinstance(exc, DdmError) else ExecutionError(f"ddm: sending the statement failed: {exc}")
-            self._hot_end(running, cid, relay, 0, error)
+            on_end(0, error)
             return True
         if sent is None:  # no idle connection: a worker waits for one on mimic's path
             runtime._exit(cid)
             return False
         header = conn.relay_header(plan.merge.aggregates, announced)
-        HotRelay(sent, relay, conn.stream.writer.transport, header,
-                 lambda rows, error: self._hot_end(running, cid, relay, rows, error)).start()  # fmt: skip
+        HotRelay(sent, relay, conn.stream.writer.transport, header, on_end).start()
         return True
 
-    def _hot_plan(self, command: int, payload: bytes) -> tuple[_Running, ResultRelay, Any, str, list[Column] | None] | None:
+    def _hot_plan(self, command: int, payload: bytes
+                  ) -> tuple[_Running, ResultRelay, Any, str, list[Column] | None, Any] | None:  # fmt: skip
         """What the hot path sends for this command, routed; ``None``: it is not one of its statements."""
         runtime, conn = self.runtime, self.connection
         announced: list[Column] | None = None
@@ -571,15 +585,35 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if not _one_unit(plan):
             shape.inline = False
             return None
+        pool = self._loop_pool(plan)
+        if pool is None:
+            return None
         self._text, self._announced, self._interrupted = command == _COM_QUERY, announced, False
         running = _Running(self, sql, plan, runtime.clock())
         style = style_of(text)
         relay, values = self._relay_of(running, plan, style, first_seq=1, block=(params, block))
-        return None if relay is None else (running, relay, values, style, announced)
+        return None if relay is None else (running, relay, values, style, announced, pool)
 
-    def _hot_end(self, running: _Running, cid: int, relay: ResultRelay, rows: int, error: DdmError | None) -> None:
-        """A hot statement is over: its OK or error packet if it has one, the audit, then the gate goes on."""
+    def _loop_pool(self, plan: RoutePlan) -> Any:
+        """``Executor.loop_pool`` with this session's read-your-writes marks in place: for a read on a data
+        source with replicas, the splitter's choice for this session, made here on the event loop."""
+        tracker = self.runtime.tracker
+        had = tracker.swap(self._marks)
+        try:
+            return self.runtime.executor.loop_pool(plan)
+        finally:
+            self._marks = tracker.swap(had)
+
+    def _hot_end(self, running: _Running, cid: int, relay: ResultRelay, rows: int, error: DdmError | None,
+                 pool: Any, payload: bytes) -> None:  # fmt: skip
+        """A hot statement is over: its OK or error packet if it has one, the audit, then the gate goes on. A
+        read whose replica went away before any of its answer was relayed goes to mimic's path instead, which
+        reads it elsewhere (as the splitter retries a read once)."""
         runtime, conn = self.runtime, self.connection
+        if error is not None and self._replica_gone(pool, running.plan, relay, error):
+            runtime._exit(cid)
+            conn.gate_handback(payload)
+            return
         try:
             runtime.inlined += 1
             if error is not None:
@@ -598,6 +632,15 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         finally:
             runtime._exit(cid)
             conn.gate_done()
+
+    @staticmethod
+    def _replica_gone(pool: Any, plan: RoutePlan, relay: ResultRelay | None, error: BaseException) -> bool:
+        """``error`` says the replica ``pool`` went away (it is marked out of reads then): may the read run once
+        more elsewhere — is nothing of its answer relayed to the client yet?"""
+        if not (pool.replica and isinstance(error, DataSourceUnavailableError)):
+            return False
+        pool.split.lost(plan.units[0].data_source, pool, error)
+        return relay is None or relay.state == RELAY_STATES.FIRST
 
     def _relay_of(self, running: _Running, plan: RoutePlan, style: str, first_seq: int | None = None,
                   block: tuple[Any, bytes | None] = (None, None)) -> tuple[ResultRelay | None, bytes | None]:  # fmt: skip
@@ -633,14 +676,18 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
         return send
 
-    async def _relayed(self, sent: SentUnit, relay: ResultRelay, running: _Running, plan: RoutePlan) -> Outcome | Relayed:
+    async def _relayed(self, sent: SentUnit, relay: ResultRelay, running: _Running, plan: RoutePlan
+                       ) -> Outcome | Relayed | None:  # fmt: skip
         """``sent``'s answer relayed to the client (docs/proxy.md#relayed-results): :data:`RELAYED`, or the
-        :class:`Outcome` of an answer without rows."""
+        :class:`Outcome` of an answer without rows; ``None``: its replica went away before anything of the
+        answer was relayed (the caller reads it elsewhere)."""
         stream = self.connection.stream
         try:
             header = self.connection.relay_header(plan.merge.aggregates, None if self._text else self._announced)
             rows = await relay_answer(sent, relay, stream.writer, header)
         except DdmError as exc:
+            if self._replica_gone(sent.pool, plan, relay, exc):
+                return None
             stream.seq.value = relay.seq  # the error packet follows what was relayed
             running.failed(exc)
             raise
@@ -780,16 +827,20 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # worker took it does not run, as with run_in_executor.
         loop = asyncio.get_running_loop()
         done: asyncio.Future[_T] = loop.create_future()
+        tracker = self.runtime.tracker
 
         def run() -> None:
             if done.cancelled():
                 return
+            had = tracker.swap(self._marks)  # the session's read-your-writes marks, not the worker thread's
+            value: Any = None
+            error: BaseException | None = None
             try:
                 value = func(*args)
             except BaseException as exc:  # noqa: B036  # handed to the awaiting task, as run_in_executor does
-                loop.call_soon_threadsafe(_settle, done, None, exc)
-            else:
-                loop.call_soon_threadsafe(_settle, done, value, None)
+                error = exc
+            self._marks = tracker.swap(had)  # before the loop can run the session's next statement
+            loop.call_soon_threadsafe(_settle, done, value, error)
 
         self.runtime.workers.submit(run)
         return await done

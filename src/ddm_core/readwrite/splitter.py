@@ -296,15 +296,22 @@ class ReadWriteSplitter:
         """
         ds = self._data_source(data_source)
         table = self.table(ds)
-        lost = next((m for m in table.members if m.pool is pool), None)
-        if lost is not None:
-            self.observed(ds, lost.endpoint, Check(Observation.FAILED, error=str(exc)))
+        lost = self.lost(data_source, pool, exc)
         member = self._balance(table, exclude=lost)
         other = member.pool if member is not None else self.primary_of(table)
         self._count(ds.name, "retried")
         log.warning("a read on %s (data source %r) failed, the replica went away: %s; retried once on %s",
                     pool.endpoint.name, ds.name, exc, other.endpoint.name)  # fmt: skip
         return other
+
+    def lost(self, data_source: str, pool: Any, exc: BaseException) -> _Member | None:
+        """A read on replica ``pool`` of ``data_source`` failed because it went away: it is out of reads until
+        the lag monitor finds it back (``None``: ``pool`` is none of its replicas now)."""
+        ds = self._data_source(data_source)
+        member = next((m for m in self.table(ds).members if m.pool is pool), None)
+        if member is not None:
+            self.observed(ds, member.endpoint, Check(Observation.FAILED, error=str(exc)))
+        return member
 
     def _run_write(self, run_unit: Callable[..., Any], unit: Any, pool: Any, style: str, deadline: float | None) -> Any:
         if not self.gtid_writes(unit.data_source):

@@ -3,7 +3,10 @@
 The context is a :class:`contextvars.ContextVar` per executor: a thread, an
 asyncio task or a request handler that copies the context sees its own
 writes, and nobody else's. Marks are replaced, never changed in place, so a
-context copied before a write (a task started earlier) does not see it.
+context copied before a write (a task started earlier) does not see it. A
+caller whose sessions hop between threads and the event loop (the proxy)
+carries each session's marks itself and puts them in place around each of its
+statements (:meth:`WriteTracker.swap`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Callable, Iterator, Mapping
 from ddm_core.errors import ConfigError
 from ddm_core.readwrite.gtid import Position
 
-__all__ = ["Mode", "WriteMark", "WriteTracker", "read_your_writes", "mode_override"]
+__all__ = ["Mode", "WriteMark", "WriteTracker", "Marks", "read_your_writes", "mode_override"]
 
 
 class Mode(str, Enum):
@@ -73,6 +76,10 @@ class WriteMark:
     text: str | None = None
 
 
+#: One context's last writes: data source → :class:`WriteMark` (``None``: none yet).
+Marks = Mapping[str, WriteMark] | None
+
+
 class WriteTracker:
     """Per context: data source → :class:`WriteMark`."""
 
@@ -97,6 +104,13 @@ class WriteTracker:
     def mark(self, data_source: str) -> WriteMark | None:
         marks = self._marks.get()
         return None if marks is None else marks.get(data_source)
+
+    def swap(self, marks: Marks) -> Marks:
+        """Make ``marks`` this context's and return the ones it had: a session that runs its statements on
+        whichever thread is free puts its own in place before one and takes them back after it."""
+        had = self._marks.get()
+        self._marks.set(marks)
+        return had
 
     def within(self, mark: WriteMark, window_s: float) -> bool:
         return self._clock() - mark.at < window_s
