@@ -198,3 +198,21 @@ def test_a_hot_command_running_holds_what_follows_until_done(twin: Any) -> None:
         client.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=lambda t: t.__name__)
+def test_a_hot_command_handed_back_reaches_mimic_before_what_followed_it(twin: Any) -> None:
+    async def main() -> None:
+        taken: list[bytes] = []
+        gate, reader, client = await _gate_session(twin, lambda c, p: taken.append(p) is None)
+        gate.command_awaited()
+        await _send(client, _packet(b"\x03A") + _packet(b"\x03B"))
+        assert taken == [b"\x03A"]
+        gate.handback(b"\x03A")  # A could not be answered on the hot path (its replica went away)
+        assert gate.mode == twin.MIMIC and taken == [b"\x03A"]
+        assert await reader.readexactly(2 * (4 + 2)) == _packet(b"\x03A") + _packet(b"\x03B")
+        gate.handback(b"\x03C")  # nothing hot is running: no effect
+        assert not reader._buffer
+        client.close()
+
+    asyncio.run(main())
