@@ -22,7 +22,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "postgresql": ("psycopg",),
     "redis": ("redis",),
     "etcd": ("requests",),  # the etcd client (metadata/sources/etcd_client.py) speaks etcd's JSON gateway
-    "aio": ("asyncmy", "aiosqlite"),  # ddm_core.aio: asyncio drivers (psycopg's own for postgresql)
+    "aio": ("asyncmy", "aiosqlite", "greenlet"),  # ddm_core.aio: asyncio drivers (psycopg's own for postgresql), merged streams
     "sqlalchemy": ("sqlalchemy",),  # the ddm+pymysql / ddm+asyncmy dialects (ddm+asyncmy also needs aio)
 }
 

@@ -32,6 +32,7 @@ from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.transaction import check_mode
 from ddm_core.execute.shared import DEFAULT, DualWriteKey, style_of
 from ddm_core.execute.endpoints import Endpoints, data_source_of
+from ddm_core.aio.merging import can_stream_merges, require_merge_streaming
 from ddm_core.aio.pools import AsyncEndpointPool, AsyncPoolRegistry
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.runner import AsyncRunner
@@ -242,6 +243,10 @@ class AsyncExecutor:
         """Stream this read? As the thread runner decides (docs/asyncio.md#streaming)."""
         choice = self.engine.streams_choice(stream)
         if choice is False or (choice is None and len(plan.units) < 2):
+            return False
+        if not plan.merge.is_trivial and not can_stream_merges():  # greenlet missing: asked for, refused by name
+            if choice is True:
+                require_merge_streaming()
             return False
         return self.engine.should_stream(plan, self.runner.driver_lanes(plan), stream)
 

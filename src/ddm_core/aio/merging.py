@@ -14,15 +14,39 @@ builds the same merge over the same units, only fed by awaits.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Iterator, Protocol, Sequence
 
-from greenlet import getcurrent, greenlet
-
+from ddm_core._extras import require_extra
 from ddm_core.aio.result import Row
 from ddm_core.execute.result import Result, UnitResult
 from ddm_core.route.plan import RouteUnit
 
-__all__ = ["fed_unit", "MergedStream", "UnitStream"]
+__all__ = ["fed_unit", "MergedStream", "UnitStream", "can_stream_merges", "require_merge_streaming"]
+
+#: greenlet (the ``aio`` extra), imported on the first merged stream: ``ddm_core.aio`` loads without it.
+_greenlet: Any = None
+
+
+def can_stream_merges() -> bool:
+    """Is greenlet installed? (Without it a merged read the executor chose to stream is buffered instead.)"""
+    global _greenlet
+    if _greenlet is None:
+        try:
+            _greenlet = importlib.import_module("greenlet")
+        except ModuleNotFoundError:
+            return False
+    return True
+
+
+def require_merge_streaming() -> None:
+    """Refuse a merged read asked to stream when greenlet is missing, naming the extra that installs it.
+
+    Raises:
+        MissingExtraError: greenlet is not installed.
+    """
+    if not can_stream_merges():
+        require_extra("aio", needed_by="a merged read streamed on the asyncio runner (stream=True)")
 
 
 class UnitStream(Protocol):
@@ -44,7 +68,7 @@ class UnitStream(Protocol):
 def _fed(stream: UnitStream) -> Iterator[Row]:
     """The unit's rows for the merge: each batch asked of the task that drives the merge (see the module doc)."""
     while True:
-        task = getcurrent().parent  # whoever runs this pull's MergedStream.next_batch
+        task = _greenlet.getcurrent().parent  # whoever runs this pull's MergedStream.next_batch
         assert task is not None, "a unit fed by awaits is read inside MergedStream.next_batch only"
         rows = task.switch(stream)  # the task awaits stream.next_batch() and switches back with its rows
         if not rows:
@@ -73,7 +97,7 @@ class MergedStream:
     async def next_batch(self) -> Sequence[Row]:
         if not self._streams:
             return ()
-        merge = greenlet(self._result.fetchmany)
+        merge = _greenlet.greenlet(self._result.fetchmany)
         asked = merge.switch(self._batch)
         while not merge.dead:  # the merge wants a unit's next rows
             try:
