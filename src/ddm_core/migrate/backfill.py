@@ -5,13 +5,17 @@ without reading their whole table: the unit of work is a **scan** of one
 source physical table in primary-key order (docs/migration.md#backfill).
 Each batch of ``batch`` rows (10 000 by default) is
 
-1. read with one keyset query (``WHERE key > high water ORDER BY key LIMIT``);
+1. read with one keyset query (``WHERE key > high water ORDER BY key LIMIT``)
+   returning each row's ``VALUES`` tuple spelled by the source server
+   (:mod:`ddm_core.migrate.literals`; the PyMySQL way for a table with a
+   column type it cannot spell);
 2. assigned to slots on the compiled batch path
    (:func:`ddm_core.migrate.plan.slots_of_values`, i.e. ``hashing.slots_of`` on a
    numpy array) and, through a slot → target lookup array, to the target
    physical table of each moving row (the row keeps its table index);
-3. written with ``INSERT ... ON DUPLICATE KEY UPDATE`` every column, so a batch
-   replayed after a crash changes nothing;
+3. written with ``INSERT ... ON DUPLICATE KEY UPDATE`` every column, the tuples
+   joined into statements of up to ``max_allowed_packet``, so a batch replayed
+   after a crash changes nothing;
 4. checked: the count and the 64-bit digest of the checker
    (:class:`~ddm_core.migrate.checker.Checker`) over the batch's key range,
    source rows of the target's slots against the target's rows, must agree;
@@ -21,6 +25,7 @@ Each batch of ``batch`` rows (10 000 by default) is
    mark in ``ddm_migration`` (a ``scan`` event with rows so far and the batch
    checksum). A migrator killed anywhere resumes after the last recorded mark.
 
+Reads, writes and checks overlap on three threads (:func:`run_scan`).
 Broadcast tables new data sources lack are scanned the same way, every row to
 every new data source. A rows/s ceiling throttles the reads.
 """
