@@ -64,9 +64,10 @@ ALLOWED: dict[str, set[str]] = {
     "aio": {"execute", "route", "merge.spec", "metadata", "dialects", "errors", "_text", "_extras", "readwrite", "dbapi", "xa",
             "session_facts"},
 }
-# The access layer (dbapi, cli, ddl, hinting, the SQLAlchemy dialects, the package __init__) may import
+# The access layer (dbapi, cli, ddl, hinting, the SQLAlchemy dialects, following a configuration center by URL,
+# the package __init__) may import
 # anything below it.
-ACCESS = {"dbapi", "dbapi_types", "cli", "ddl", "hinting", "__init__", "sqlalchemy"}
+ACCESS = {"dbapi", "dbapi_types", "cli", "ddl", "hinting", "__init__", "sqlalchemy", "config_center"}
 
 
 def _module_name(path: Path) -> str:

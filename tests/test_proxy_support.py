@@ -62,7 +62,8 @@ def write_config(config: dict[str, Any], path: Path) -> Path:
 class ProxyProcess:
     """``ddm proxy`` in a subprocess on a free port; stderr collected by a thread."""
 
-    def __init__(self, config_path: Path, *extra_args: str) -> None:
+    def __init__(self, config_path: Path | None, *extra_args: str) -> None:
+        """``config_path`` ``None``: the configuration is named by ``extra_args`` (``--follow URL``)."""
         self.config_path = config_path
         self.extra_args = extra_args
         self.port = 0
@@ -73,7 +74,8 @@ class ProxyProcess:
     def start(self) -> ProxyProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ddm_core.cli", "proxy", "-c", str(self.config_path), "--port", "0", *self.extra_args],
+            [sys.executable, "-m", "ddm_core.cli", "proxy", *(["-c", str(self.config_path)] if self.config_path else []),
+             "--port", "0", *self.extra_args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
         threading.Thread(target=self._read, daemon=True).start()

@@ -8,7 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -26,7 +26,16 @@ _CHILD_ENV = "DDM_PROXY_CHILD"
 
 
 @cli.command()
-@config_option()
+@config_option(required=False)
+@click.option("--follow", "follow_url", metavar="URL",
+              help="Follow a configuration center instead of a file: redis://host:6379/0 (with --prefix) or "
+                   "etcd://host:2379/ddm/config (docs/configuration.md); every version published there is taken "
+                   "and the proxy registers itself as an instance (ddm instances).")  # fmt: skip
+@click.option("--prefix", help="With a redis:// --follow: the key prefix of its versions (default ddm:config).")
+@click.option("--group", help="With --follow: the rollout group this proxy takes its versions from.")
+@click.option("--snapshot", type=click.Path(dir_okay=False),
+              help="With --follow: a local file keeping the last version taken, served when the center cannot be "
+                   "reached at start.")  # fmt: skip
 @click.option("--port", "-P", type=click.IntRange(0, 65535), default=3307, show_default=True,
               help="TCP port to listen on (0: any free port, printed on start).")
 @click.option("--host", "-H", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -40,12 +49,14 @@ _CHILD_ENV = "DDM_PROXY_CHILD"
 @click.option("--loop", "loop_name", type=click.Choice(LOOP_CHOICES), default="auto", show_default=True,
               help="Event loop: uvloop (in C; auto picks it when installed) or asyncio's own.")
 @needs_extra("proxy")
-def proxy(config_path: str, port: int, host: str, processes: int, log_level: str, reload_interval: float,
+def proxy(config_path: str | None, follow_url: str | None, prefix: str | None, group: str | None,
+          snapshot: str | None, port: int, host: str, processes: int, log_level: str, reload_interval: float,
           loop_name: str) -> None:  # fmt: skip
     """Serve CONFIG's logic tables to any MySQL client (users from its proxy: section).
 
     \b
       ddm proxy -c orders.yaml --port 3307
+      ddm proxy --follow etcd://127.0.0.1:2379/ddm/config --port 3307
       mysql -h 127.0.0.1 -P 3307 -u app -p
 
     SIGTERM stops accepting, lets running statements finish (proxy.shutdownGraceMs),
@@ -58,29 +69,63 @@ def proxy(config_path: str, port: int, host: str, processes: int, log_level: str
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # mimic logs every refused statement at ERROR with its text; the proxy reports errors to clients.
     logging.getLogger("mysql_mimic").setLevel(logging.CRITICAL)
-    config = load(config_path, check_env=True)
+    source_args = _source_args(config_path, follow_url, prefix, group, snapshot)
     loop = chosen(loop_name)
     if processes > 1:
-        sys.exit(_run_processes(config_path, host, port, processes, log_level, reload_interval, loop))
+        sys.exit(_run_processes(source_args, host, port, processes, log_level, reload_interval, loop))
+    holder, stop_following = _open(config_path, follow_url, prefix, group, snapshot, reload_interval)
 
     async def run() -> None:
-        # The executor and the proxy section follow the file's versions (ConfigHolder, as the library does).
-        holder = ConfigHolder(config_path, check_env=True) if reload_interval else None
-        server = ProxyServer(holder or config, host=host, port=port, reuse_port=os.environ.get(_CHILD_ENV) == "1")
+        server = ProxyServer(holder, host=host, port=port, reuse_port=os.environ.get(_CHILD_ENV) == "1")
         await server.start()
         click.echo(f"ddm proxy listening on {host}:{server.port} (event loop: {loop})", err=True)
-        if holder is not None:
-            holder.watch(reload_interval)
+        if isinstance(holder, ConfigHolder) and stop_following is None:
+            holder.watch(reload_interval)  # a file: looked at every reload interval
         try:
             await server.serve_until_signalled()
         finally:
-            if holder is not None:
+            if stop_following is not None:
+                stop_following()
+            elif isinstance(holder, ConfigHolder):
                 holder.stop()
 
     run_loop(run(), loop)
 
 
-def _run_processes(config_path: str, host: str, port: int, processes: int, log_level: str,
+def _source_args(config_path: str | None, follow_url: str | None, prefix: str | None, group: str | None,
+                 snapshot: str | None) -> list[str]:  # fmt: skip
+    """The arguments naming the configuration (checked: a file or a center, the center's options only with one)."""
+    if (config_path is None) == (follow_url is None):
+        raise click.UsageError("give the configuration as a file (-c / $DDM_CONFIG) or a center to follow "
+                               "(--follow URL), one of the two")  # fmt: skip
+    if follow_url is None:
+        given = [name for name, value in (("--prefix", prefix), ("--group", group), ("--snapshot", snapshot)) if value]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} belong(s) to --follow, not to a configuration file")
+        return ["-c", str(config_path)]
+    args = ["--follow", follow_url]
+    for name, value in (("--prefix", prefix), ("--group", group), ("--snapshot", snapshot)):
+        if value is not None:
+            args += [name, value]
+    return args
+
+
+def _open(config_path: str | None, follow_url: str | None, prefix: str | None, group: str | None,
+          snapshot: str | None, reload_interval: float) -> tuple[Any, Callable[[], None] | None]:  # fmt: skip
+    """What the server serves: a holder following the center (and how to stop it), a holder of the file's
+    versions (hot reload), or the file's configuration once (``--reload-interval 0``)."""
+    if follow_url is None:
+        assert config_path is not None
+        config = load(config_path, check_env=True)  # a bad file is refused here, with its problems listed
+        return (ConfigHolder(config_path, check_env=True) if reload_interval else config), None
+    from ddm_core.config_center import open_config
+
+    options = {name: value for name, value in (("prefix", prefix), ("group", group), ("snapshot", snapshot))
+               if value is not None}  # fmt: skip
+    return open_config(follow_url, options)
+
+
+def _run_processes(source_args: list[str], host: str, port: int, processes: int, log_level: str,
                    reload_interval: float, loop: str) -> int:  # fmt: skip
     """Start ``processes`` proxies on one port, pass SIGTERM / SIGINT on, return the worst exit status."""
     holder: socket.socket | None = None
@@ -90,7 +135,7 @@ def _run_processes(config_path: str, host: str, port: int, processes: int, log_l
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         holder.bind((host, 0))
         port = int(holder.getsockname()[1])
-    argv = [sys.executable, "-m", "ddm_core.cli", "proxy", "-c", config_path, "--host", host, "--port", str(port),
+    argv = [sys.executable, "-m", "ddm_core.cli", "proxy", *source_args, "--host", host, "--port", str(port),
             "--log-level", log_level, "--reload-interval", str(reload_interval), "--loop", loop]  # fmt: skip
     children = [subprocess.Popen(argv, env={**os.environ, _CHILD_ENV: "1"}) for _ in range(processes)]
 

@@ -38,7 +38,7 @@ from sqlalchemy.schema import Column
 from ddm_core.errors import ConfigError, DdmError, UnsupportedSQLError
 from ddm_core.metadata.model import ShardingConfig, TableKind
 from ddm_core.route.hints import Hint, hint
-from ddm_core.sqlalchemy.sources import open_config
+from ddm_core.config_center import open_config
 
 __all__ = ["DdmDialectMixin", "DdmDDLCompiler", "key_column_of", "connect_options"]
 
@@ -142,7 +142,7 @@ class DdmDialectMixin(MySQLDialect):
 
     def shared_executor(self, options: dict[str, Any], build: Callable[[Any], Any]) -> Any:
         """The executor this engine's connections share, built on first use by ``build`` from the URL's
-        configuration (``options``: the URL's query, :mod:`ddm_core.sqlalchemy.sources`)."""
+        configuration (``options``: the URL's query, :mod:`ddm_core.config_center`)."""
         if self._executor is None:
             config = options.get("config")
             if config is None:

@@ -1,17 +1,17 @@
-"""Where a ``ddm+...`` URL's configuration comes from: a file, or a Redis configuration center.
+"""A configuration named by a path or a configuration center's URL, followed: shared by the SQLAlchemy
+dialects (``ddm+pymysql:///?config=...``) and ``ddm proxy --follow URL``.
 
-* ``config=path/to/config.yaml`` — read once, when the engine's executor is built.
-* ``config=redis://host:6379/0`` with ``prefix`` (default ``ddm:config``), ``group`` (a rollout
-  group, docs/configuration.md#redis-config-center) and ``snapshot`` (a local file keeping the
-  last good version, served when Redis cannot be reached at start) — followed: every version
-  published later is taken by the engine's executor as it is by any other instance
-  (``RedisSource.follow``), until :meth:`~ddm_core.sqlalchemy.base.DdmDialectMixin.close_executor`.
-* ``config=etcd://host:2379/ddm/config`` (the path is the keys' prefix) with ``group`` and
-  ``snapshot`` — followed the same way on etcd (``EtcdSource.follow``,
-  docs/configuration.md#etcd-config-center).
+* ``path/to/config.yaml`` — read once.
+* ``redis://host:6379/0`` with ``prefix`` (default ``ddm:config``), ``group`` (a rollout group,
+  docs/configuration.md#redis-config-center) and ``snapshot`` (a local file keeping the last good
+  version, served when Redis cannot be reached at start) — followed: every version published later
+  is taken as it is by any other instance (``RedisSource.follow``) until the returned stop function
+  is called.
+* ``etcd://host:2379/ddm/config`` (the path is the keys' prefix) with ``group`` and ``snapshot`` —
+  followed the same way on etcd (``EtcdSource.follow``, docs/configuration.md#etcd-config-center);
+  its ``workerId: lease`` key generators draw their ids from leases on the same etcd.
 
-Any other source (the table source, a holder built by the application) is given as an executor
-in ``connect_args``.
+Any other source (the table source, a holder built by the application) is built by the application.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ FOLLOW_OPTIONS = ("prefix", "group", "snapshot")
 
 
 def open_config(config: str, options: dict[str, str]) -> tuple[Any, Callable[[], None] | None]:
-    """What an executor is built from for the URL's ``config`` (and its center's ``options``), and the
+    """What an executor is built from for ``config`` (a path, or a center's URL with its ``options``), and the
     function that stops following the center (``None`` for a file).
 
     Raises:
@@ -39,7 +39,7 @@ def open_config(config: str, options: dict[str, str]) -> tuple[Any, Callable[[],
         given = [name for name in FOLLOW_OPTIONS if name in options]
         if given:
             raise ConfigError(
-                f"the ddm URL's {', '.join(given)} option(s) belong to a configuration center "
+                f"the {', '.join(given)} option(s) belong to a configuration center "
                 f"(config=redis://... or etcd://...), not to the file {config!r}", option=given[0],
             )  # fmt: skip
         return config, None
@@ -47,8 +47,9 @@ def open_config(config: str, options: dict[str, str]) -> tuple[Any, Callable[[],
         return _follow_etcd(config, options)
     if scheme not in ("redis", "rediss"):
         raise ConfigError(
-            f"the ddm URL's config={config!r} names a {scheme!r} source: a path or a redis:// or etcd:// "
-            "configuration center is followed from the URL; pass any other source as connect_args={'executor': ...}",
+            f"config={config!r} names a {scheme!r} source: a path, or a redis:// or etcd:// configuration "
+            "center to follow; any other source is built by the application (for SQLAlchemy: "
+            "connect_args={'executor': ...})",
             option="config",
         )
     return _follow_redis(config, options)
@@ -57,7 +58,7 @@ def open_config(config: str, options: dict[str, str]) -> tuple[Any, Callable[[],
 def _follow_redis(url: str, options: dict[str, str]) -> tuple[Any, Callable[[], None]]:
     from ddm_core._extras import require_extra
 
-    require_extra("redis", needed_by=f"the ddm URL's configuration center {url!r}")
+    require_extra("redis", needed_by=f"the configuration center {url!r}")
     import redis
 
     from ddm_core.metadata.reload import ConfigHolder
@@ -73,9 +74,9 @@ def _follow_redis(url: str, options: dict[str, str]) -> tuple[Any, Callable[[], 
 def _follow_etcd(url: str, options: dict[str, str]) -> tuple[Any, Callable[[], None]]:
     from ddm_core._extras import require_extra
 
-    require_extra("etcd", needed_by=f"the ddm URL's configuration center {url!r}")
+    require_extra("etcd", needed_by=f"the configuration center {url!r}")
     if "prefix" in options:
-        raise ConfigError(f"the ddm URL's prefix option belongs to a Redis center; an etcd URL carries its prefix "
+        raise ConfigError(f"the prefix option belongs to a Redis center; an etcd URL carries its prefix "
                           f"as its path (config=etcd://host:2379/ddm/config), not {url!r}", option="prefix")  # fmt: skip
     from ddm_core.metadata.reload import ConfigHolder
     from ddm_core.metadata.sources.etcd import EtcdSource
