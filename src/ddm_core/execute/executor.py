@@ -313,6 +313,7 @@ class Executor:
         timeout: float | None = DEFAULT,
         allow_partial: bool | None = None,
         stream: bool | None = DEFAULT,
+        pool: EndpointPool | None = None,
     ) -> Result:
         """Run an already routed plan outside any transaction (for tools that route themselves).
 
@@ -320,13 +321,15 @@ class Executor:
             plan: From :meth:`Router.route`.
             caller_style: ``"qmark"`` when the statement was written with ``?``
                 (its units then use ``?``), else ``"format"``.
+            pool: For a one-unit plan, the pool :meth:`loop_pool` chose for it when :meth:`send_single`
+                could not send it (no idle connection): it runs there, so a read's endpoint is chosen once.
         """
         refuse_unpinned(plan)  # a session change must not stay on a shared pooled connection
         engine = self.engine
         stmt = engine.begin(plan, caller_style, timeout, allow_partial)
         try:
             if len(plan.units) == 1 and plan.kind is not RouteKind.FULL and engine.streams_choice(stream) is not True:
-                result = self.runner.run_single(stmt)
+                result = self.runner.run_single(stmt, pool)
             elif plan.kind is RouteKind.CROSS_NODE:
                 result = run_cross_node("threads", self, plan, None, timeout)
             else:

@@ -115,13 +115,14 @@ class ThreadRunner:
             return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self.endpoints.reader)
         return self._tracked(plan, self.engine.single_result(plan, result, self.endpoints.reader))
 
-    def run_single(self, stmt: Statement) -> Result:
-        """One unit outside a transaction, buffered: no lanes, no fan-out, no merge."""
+    def run_single(self, stmt: Statement, pool: EndpointPool | None = None) -> Result:
+        """One unit outside a transaction, buffered: no lanes, no fan-out, no merge (``pool``: chosen already)."""
         self._check_open()
         plan = stmt.plan
         unit = plan.units[0]
         try:
-            pool = self.endpoints.pool_of(unit.data_source, read=not (plan.is_write or plan.force_primary))
+            if pool is None:
+                pool = self.endpoints.pool_of(unit.data_source, read=not (plan.is_write or plan.force_primary))
             if pool.split is None:
                 result = self.run_unit(unit, pool, None, stmt.style, False, stmt.deadline)
             else:  # replicas: record the write for read-your-writes, retry a read a lost replica failed

@@ -358,12 +358,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             self._commit()  # switching autocommit on commits, as on MySQL
         self._autocommit = on
 
-    def _execute(self, plan: RoutePlan, style: str) -> Result:
+    def _execute(self, plan: RoutePlan, style: str, pool: Any = None) -> Result:
+        """``pool``: the endpoint the loop chose for this one-unit autocommit statement (the choice is made once)."""
         if self._tx is None and not self._autocommit:
             self._open_transaction()  # the first statement opens it
         if self._tx is not None:
             return self._tx.execute_plan(plan, caller_style=style)
-        return self.runtime.executor.execute_plan(plan, caller_style=style)
+        return self.runtime.executor.execute_plan(plan, caller_style=style, pool=pool)
 
     def _check_database(self, name: str) -> None:
         if name.lower() not in (self.runtime.schema.lower(), "information_schema"):
@@ -478,8 +479,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         except DdmError as exc:
             running.failed(exc)
             raise
-        if sent is None:
-            return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape)
+        if sent is None:  # no idle connection there: a worker waits for one, on the endpoint chosen here
+            return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape, pool)
         if relay is not None:
             relayed = await self._relayed(sent, relay, running, plan)
             if relayed is None:  # its replica went away before any of the answer was relayed: read elsewhere
@@ -585,14 +586,14 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if not _one_unit(plan):
             shape.inline = False
             return None
-        pool = self._loop_pool(plan)
-        if pool is None:
-            return None
         self._text, self._announced, self._interrupted = command == _COM_QUERY, announced, False
         running = _Running(self, sql, plan, runtime.clock())
         style = style_of(text)
         relay, values = self._relay_of(running, plan, style, first_seq=1, block=(params, block))
-        return None if relay is None else (running, relay, values, style, announced, pool)
+        if relay is None:
+            return None
+        pool = self._loop_pool(plan)  # last: a choice is made only for a statement that goes (round robin)
+        return None if pool is None else (running, relay, values, style, announced, pool)
 
     def _loop_pool(self, plan: RoutePlan) -> Any:
         """``Executor.loop_pool`` with this session's read-your-writes marks in place: for a read on a data
@@ -762,10 +763,10 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             raise
 
     def _run_admitted(
-        self, running: _Running, plan: RoutePlan, style: str, shape: Shape
+        self, running: _Running, plan: RoutePlan, style: str, shape: Shape, pool: Any = None
     ) -> Outcome | tuple[_Running, list[tuple[Any, ...]]]:
         try:
-            result = self._execute(plan, style)
+            result = self._execute(plan, style, pool)
         except DdmError as exc:
             running.failed(exc)
             raise
