@@ -134,6 +134,56 @@ def test_every_mysql_column_type_reads_as_the_thread_executor_reads_it(mariadb: 
     assert lengths["ltx"] == lengths["lbl"] == lengths["j"] == 4294967295
 
 
+
+def test_a_result_shape_seen_before_is_read_from_the_buffer_as_asyncmy_reads_it(mariadb: str) -> None:
+    """aio/asyncmy_answers.py: the first result of a shape is asyncmy's own read, the next ones are taken
+    from the receive buffer; rows, types, description, session status and errors are the same."""
+    lookup = "SELECT k, (SELECT v FROM t_kv y WHERE y.k >= %s) AS v FROM t_kv x WHERE x.k = 1"
+
+    async def go() -> None:
+        driver = _mysql()
+        raw = await driver.connect(mysql_endpoint(mariadb), 2.0)
+        try:
+            every = [await driver.execute(raw, "SELECT * FROM t_all ORDER BY id", None) for _ in range(3)]
+            assert raw._result is None and len(raw.ddm_shapes) == 1  # the third was read here, not by asyncmy
+            first = every[0]
+            for answer in every[1:]:
+                assert answer.description == first.description
+                assert _typed(answer.rows) == _typed(first.rows) and type(answer.rows) is list
+                assert answer.rowcount == len(first.rows) and answer.lastrowid is None
+            assert raw._affected_rows == len(first.rows)
+            # The status bits come from the packet that ends the rows, as asyncmy reads them.
+            await driver.begin(raw)
+            assert (await driver.execute(raw, "SELECT * FROM t_all ORDER BY id", None)).rows == first.rows
+            assert raw._result is None and driver.in_transaction(raw)
+            await driver.rollback(raw)
+            assert not driver.in_transaction(raw)
+            # An error after column packets seen before: asyncmy's own read raises it, the connection goes on.
+            await driver.execute(raw, "INSERT INTO t_kv VALUES (1, 'a'), (2, 'b')", None)
+            try:
+                assert (await driver.execute(raw, lookup, (2,))).rows == [(1, "b")]
+                assert (await driver.execute(raw, lookup, (2,))).rows == [(1, "b")]
+                assert raw._result is None
+                with pytest.raises(asyncmy_errors.OperationalError) as failed:
+                    await driver.execute(raw, lookup, (1,))
+                assert failed.value.args[0] == 1242  # subquery returns more than 1 row
+                assert (await driver.execute(raw, lookup, (2,))).rows == [(1, "b")]
+            finally:
+                await driver.execute(raw, "DELETE FROM t_kv", None)
+            # A procedure's result is followed by another: asyncmy reads both, the next statement is read here.
+            await driver.execute(raw, "CREATE PROCEDURE two_results() BEGIN SELECT 1 AS a; SELECT 2 AS a; END", None)
+            try:
+                for _ in range(2):
+                    assert (await driver.execute(raw, "CALL two_results()", None)).rows == [(1,)]
+                    assert (await driver.execute(raw, "SELECT 3 AS a", None)).rows == [(3,)]
+            finally:
+                await driver.execute(raw, "DROP PROCEDURE two_results", None)
+        finally:
+            await driver.close(raw)
+
+    run(go())
+
+
 PARAM_CASES: list[tuple[str, Any]] = [
     ("SELECT %s, %s, %s, %s, %s", (1, -5, 2**64 - 1, 1.5, 1e300)),
     ("SELECT %s, %s, %s", (True, False, None)),

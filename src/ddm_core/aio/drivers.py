@@ -53,6 +53,7 @@ from functools import partial
 from typing import Any, Callable
 
 from ddm_core._extras import require_extra
+from ddm_core.aio.asyncmy_answers import query_rows, unsigned_lengths
 from ddm_core.aio.deadline import within
 from ddm_core.dialects import Dialect, find_dialect
 from ddm_core.errors import ConfigError, ExecutionError
@@ -290,24 +291,6 @@ def _connection_class(connection_module: Any, client: Any, errors: Any, ssl_erro
     return DdmConnection
 
 
-def _unsigned_lengths(description: tuple[tuple[Any, ...], ...]) -> tuple[tuple[Any, ...], ...]:
-    """A description with PyMySQL's column lengths.
-
-    asyncmy keeps a column's length in a C ``int``, so 4294967295 (LONGTEXT,
-    LONGBLOB, JSON) reads as -1; PyMySQL reports the unsigned value. Nothing is
-    copied when no length wrapped.
-    """
-    for column in description:
-        if column[3] < 0:
-            break
-    else:
-        return description
-    return tuple(
-        column if column[3] >= 0 else (*column[:3], column[3] & 0xFFFFFFFF, column[4] & 0xFFFFFFFF, *column[5:])
-        for column in description
-    )
-
-
 class _MySQLStream(AsyncStream):
     """An asyncmy ``SSCursor`` being read."""
 
@@ -426,6 +409,7 @@ class AsyncMySQLDriver(AsyncDriver):
         escaping = self._escaping(raw)
         teach_pymysql(escaping)  # memoryview / bytearray params bound as bytes, as on the thread runner
         raw.ddm_escaping = escaping
+        raw.ddm_shapes = {}  # result shapes seen on this connection (aio/asyncmy_answers.py)
         return raw
 
     def _tls(self, options: Any, where: str) -> tuple[ssl.SSLContext | None, bool]:
@@ -459,20 +443,22 @@ class AsyncMySQLDriver(AsyncDriver):
             query = sql % tuple(map(str, params))  # PyMySQL's escape_int is str(): the same text, without its dispatch
         else:
             query = raw.ddm_escaping._mogrify(sql, params)  # as PyMySQL's Cursor.execute
-        await raw.query(query)
+        taken = await query_rows(raw, query)  # a result set of a known shape: read without asyncmy's result object
+        if taken is not None:
+            return UnitAnswer(taken[0], taken[1], len(taken[1]))
         result = raw._result
         description = result.description
         if description is None:
             return UnitAnswer(None, [], result.affected_rows, result.insert_id or None)
         rows = list(result.rows)
-        return UnitAnswer(_unsigned_lengths(description), rows, len(rows))
+        return UnitAnswer(unsigned_lengths(description), rows, len(rows))
 
     async def open_stream(self, raw: Any, sql: str, params: Any) -> AsyncStream:
         query = sql if params is None else raw.ddm_escaping._mogrify(sql, params)
         cursor = raw.cursor(self._sscursor)
         await cursor.execute(query)  # no args: the text is sent as it is
         description = cursor.description
-        return _MySQLStream(cursor, None if description is None else _unsigned_lengths(description))
+        return _MySQLStream(cursor, None if description is None else unsigned_lengths(description))
 
     async def begin(self, raw: Any, isolation: str | None = None) -> None:
         if isolation is not None:  # for the next transaction only: nothing stays on the pooled connection

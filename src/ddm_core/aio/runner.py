@@ -116,7 +116,10 @@ class AsyncRunner:
         try:
             chosen = self.endpoints.choice_of(unit.data_source, read=not (plan.is_write or plan.force_primary))
             pool = chosen if not isinstance(chosen, GtidCheck) else await answered(chosen, stmt.deadline, self.kill_later)
-            result = await self._on(unit, pool, stmt.style, stmt.deadline, write=plan.is_write)
+            if pool.split is None:  # no replicas: what _on() does then, one coroutine fewer
+                result = await self.run_unit(unit, pool, None, stmt.style, stmt.deadline)
+            else:
+                result = await self._on(unit, pool, stmt.style, stmt.deadline, write=plan.is_write)
         except QueryTimeoutError as exc:  # allow_partial decides, as for any plan
             return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self._describe)
         if plan.merge.is_trivial:  # rows as they came: no collations to ask off the loop
