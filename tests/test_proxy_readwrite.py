@@ -135,16 +135,34 @@ def test_a_read_after_a_write_in_the_same_session_goes_to_the_primary(proxy: Pro
     assert _on_the_loop(proxy) >= READS  # the primary's reads went from the loop as well
 
 
-def test_a_replica_killed_under_loop_reads_fails_no_read(proxy: ProxyProcess,
-                                                          replication: Replication) -> None:  # noqa: F811
+@pytest.mark.parametrize("client", ["text", "prepared"])
+def test_a_replica_killed_under_loop_reads_fails_no_read(proxy: ProxyProcess, replication: Replication,  # noqa: F811
+                                                          client: str) -> None:
     """SIGKILL of a replica whose connections the loop holds (pooled and its own): no read fails; they go to
-    the other replica (or the primary) while it is out, and it serves again once it is back."""
-    conn = _session(proxy)
+    the other replica (or the primary) while it is out, and it serves again once it is back. ``text``:
+    PyMySQL's point selects take the hot path (the gate hands a failed one back to mimic's path);
+    ``prepared``: mysql-connector's C client sends query attributes, so its executes are sent from the
+    loop by mimic's path (``_start_sent``), which reruns a failed one on a worker."""
+    if client == "text":
+        conn = _session(proxy)
+        read = _who
+    else:
+        require_module("mysql.connector", "prepared reads through the proxy")
+        from mysql import connector
+
+        conn = connector.connect(host="127.0.0.1", port=proxy.port, user=USER, password=PASSWORD,
+                                 database="logic_db", ssl_disabled=True, autocommit=True)  # fmt: skip
+        cur = conn.cursor(prepared=True)
+
+        def read(_: Any, key: int = 1) -> str:
+            cur.execute("SELECT who FROM t_who WHERE id = ?", (key,))
+            return str(cur.fetchall()[0][0])
+
     try:
-        assert {_who(conn, 1 + n % 2) for n in range(READS)} == REPLICAS  # both replicas' connections are open
+        assert {read(conn, 1 + n % 2) for n in range(READS)} == REPLICAS  # both replicas' connections are open
         replication.kill(0)
         try:
-            after = [_who(conn, 1 + n % 2) for n in range(READS)]
+            after = [read(conn, 1 + n % 2) for n in range(READS)]
         finally:
             replication.restart(0)
         assert "replica0" not in after and set(after) <= {"replica1", "primary"}, after
