@@ -151,6 +151,9 @@ def test_a_value_no_shard_holds_is_refused_at_execute_and_the_statement_lives_on
         with pytest.raises(connector.Error) as refused:  # outside every range: no shard can hold it
             cur.execute(sql, (datetime.datetime(2031, 1, 1),))
         assert "no configured time range" in str(refused.value.msg)
+        with pytest.raises(connector.Error) as null:  # a NULL shard key: no shard, never guessed
+            cur.execute(sql, (None,))
+        assert "NULL" in str(null.value.msg)
         cur.execute(sql, (MAR,))
         assert sorted(r[0] for r in cur.fetchall()) == [2, 3]
     finally:
