@@ -3,7 +3,7 @@
 Escaping every value in Python (PyMySQL's ``executemany``) was most of the
 backfill's CPU (docs/migration.md#backfill-throughput). Instead the keyset read
 asks the source server for one more column per row, the row's ``VALUES``
-tuple ready to send — ``(12,'note \\'a\\'',X'00FF',NULL,'2024-01-01 10:00:00.000001')``
+tuple ready to send — ``(12,_utf8mb4 X'6E6F7465',X'00FF',NULL,'2024-01-01 10:00:00.000001')``
 — and the writer only joins the tuples of a target into multi-row INSERTs of
 up to ``max_allowed_packet`` bytes. Each column is spelled so that the
 target parses back the very value the source holds:
@@ -11,10 +11,13 @@ target parses back the very value the source holds:
 * integers, DECIMAL, FLOAT / DOUBLE, YEAR: the server's own decimal text
   (the text protocol sends the same text, so nothing is lost that the
   PyMySQL path kept);
-* temporal types: ``QUOTE`` of the value at the column's precision;
-* text (CHAR ... LONGTEXT, ENUM, SET, JSON): ``QUOTE`` of the value converted to
-  utf8mb4, the connections' character set (the target converts it back to
-  the column's);
+* temporal types: ``QUOTE`` of the value at the column's precision (digits and
+  separators only: nothing to escape);
+* text (CHAR ... LONGTEXT, ENUM, SET, JSON): the value converted to utf8mb4 as a
+  hex literal with its character set, ``_utf8mb4 X'..'`` (the target converts it
+  back to the column's). Not ``QUOTE``: its backslash escapes would be read as
+  two characters by a target session in ``NO_BACKSLASH_ESCAPES`` mode, which a
+  hex literal does not depend on;
 * binary strings and BLOBs: a hex literal (``X'..'``), so no byte passes
   through a character set;
 * BIT: its unsigned integer value;
@@ -56,7 +59,7 @@ def literal_sql(conns: Connections, data_source: str, column: ColumnInfo) -> str
     elif kind in _QUOTED:
         return f"QUOTE({c})"
     elif kind in _TEXT:
-        return f"QUOTE(CONVERT({c} USING utf8mb4))"
+        value = f"CONCAT('_utf8mb4 X''', HEX(CONVERT({c} USING utf8mb4)), '''')"
     elif kind in _BINARY:
         value = f"CONCAT('X''', HEX({c}), '''')"
     elif kind == "bit":
