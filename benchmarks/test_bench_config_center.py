@@ -159,7 +159,7 @@ def test_200_followers_through_faults(tmp_path: Path, benchmark: Any) -> None:
     etcd = PrivateEtcd(tmp_path)
     etcd.start()
     source = EtcdSource(EtcdClient(etcd.url, timeout=2.0), prefix=PREFIX)
-    counts: dict[str, int] = {}
+    counts: dict[str, float] = {}
     try:
         benchmark.group = GROUP
         benchmark.pedantic(lambda: counts.update(converge_through_faults(source, etcd, followers=200, freeze_s=10)),

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -123,36 +123,47 @@ class _Follower:
         self.source = EtcdSource(EtcdClient(url, timeout=1.0), prefix=PREFIX)
         self.holder = ConfigHolder(self.source, check_env=False)
         self.applied: list[str] = [self.holder.current.digest]
-        self.holder.subscribe(lambda new, old: self.applied.append(new.digest))
+        self.taken_at: dict[str, float] = {}  # digest -> time.monotonic() it was taken
+        self.holder.subscribe(self._took)
         self.following = self.source.follow(self.holder, poll=600.0)  # only the watch brings flips
+
+    def _took(self, new: Any, old: Any) -> None:
+        self.taken_at.setdefault(new.digest, time.monotonic())
+        self.applied.append(new.digest)
 
     def stop(self) -> None:
         self.following()
         self.source.client.close()
 
 
-def converge_through_faults(source: EtcdSource, etcd: PrivateEtcd, *, followers: int, freeze_s: float) -> dict[str, int]:
+def converge_through_faults(source: EtcdSource, etcd: PrivateEtcd, *, followers: int, freeze_s: float) -> dict[str, float]:
     """``followers`` threads follow one pointer while etcd is SIGKILLed and restarted, frozen for ``freeze_s``,
     and compacted past their revision; every flip must reach all, each version taken once and in order.
 
-    Returns counts for a report (the benchmark's 200-follower run): flips, resyncs, reconnects.
+    Returns figures for a report (the benchmark's 200-follower run): flips, resyncs, reconnects, and the
+    p50 / p99 milliseconds from a flip's publish to a follower taking it: for a flip on a healthy etcd, and
+    over the flips published right after each fault (the watches' reconnects included).
     """
     source.publish(body(1000))
     crowd = [_Follower(etcd.url) for _ in range(followers)]
     published = [digest_of(body(1000))]
+    delays: dict[str, list[float]] = {"healthy": [], "after_fault": []}
 
-    def flip(offset: int) -> None:
+    def flip(offset: int, kind: str = "after_fault") -> None:
+        started = time.monotonic()
         source.publish(body(offset))
         published.append(digest_of(body(offset)))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if all(f.holder.current.digest == published[-1] for f in crowd):
+                delays[kind].extend(f.taken_at[published[-1]] - started for f in crowd)
                 return
             time.sleep(0.05)
         stuck = [i for i, f in enumerate(crowd) if f.holder.current.digest != published[-1]]
         raise AssertionError(f"{len(stuck)} followers stuck on an older version: {stuck[:10]}")
 
     try:
+        flip(1500, "healthy")
         # etcd SIGKILLed and restarted: the watches resume from their last revision + 1.
         etcd.restart()
         flip(2000)
@@ -184,7 +195,12 @@ def converge_through_faults(source: EtcdSource, etcd: PrivateEtcd, *, followers:
         # Each version taken at most once, in the order published (a follower may skip one it never saw).
         assert len(f.applied) == len(set(f.applied)), f"follower {i} applied a version twice: {f.applied}"
         assert [published.index(d) for d in f.applied] == sorted(published.index(d) for d in f.applied)
-    return {"flips": len(published) - 1, "resynced": resynced, "reconnects": reconnects}
+    figures: dict[str, float] = {"flips": len(published) - 1, "resynced": resynced, "reconnects": reconnects}
+    for kind, seen in delays.items():
+        seen.sort()
+        figures[f"{kind}_p50_ms"] = round(1000 * seen[len(seen) // 2], 1)
+        figures[f"{kind}_p99_ms"] = round(1000 * seen[min(len(seen) - 1, int(len(seen) * 0.99))], 1)
+    return figures
 
 
 def test_fifty_followers_converge_through_kill_freeze_and_compaction(source: EtcdSource,
