@@ -67,6 +67,18 @@ class Endpoints(Generic[P]):
         """As :meth:`pool_of`, but a ``gtid`` read's check comes back unanswered, for the caller to answer."""
         return self._chosen(data_source, read, self.split.read_choice)  # type: ignore[no-any-return]
 
+    def plain_primary(self, data_source: str, config: ShardingConfig) -> P | None:
+        """The primary's pool of ``data_source`` when it has no replicas (nor a splitter) and is known under
+        ``config`` (the version in use): what :meth:`choice_of` returns for it, read or write, without the
+        lookups; ``None``: ask :meth:`choice_of`."""
+        version, known = self._primaries
+        if version is not config:
+            return None
+        entry = known.get(data_source)
+        if entry is None or entry[0].replicas or entry[1].split is not None:
+            return None
+        return entry[1]
+
     def _chosen(self, data_source: str, read: bool, reader: Callable[[DataSource], Any]) -> Any:
         config = self._config()
         version, known = self._primaries

@@ -162,6 +162,13 @@ class Engine:
             self.observer.finished(plan, started, result)
         return result
 
+    def observed_rows(self, plan: RoutePlan, started: float, rows: int) -> None:
+        """:meth:`observed` of a one-unit read whose ``rows`` were relayed, its :class:`Result` built only when
+        someone hears of it (an observer, a slow statement)."""
+        if self.observer is None and plan.statement != "ddl" and self.slow_sql.surely_quick(started):
+            return
+        self.observed(plan, started, Result.counted(rows, None, (), plan.statement))
+
     def failed(self, plan: RoutePlan, started: float, exc: BaseException) -> None:
         """A statement raised: the observer hears of it."""
         if self.observer is not None:

@@ -61,6 +61,11 @@ class SlowSqlLog:
             self._refresh_at = now + REFRESH
         return self._threshold
 
+    def surely_quick(self, started: float) -> bool:
+        """The statement ``started`` then is under the threshold as last read (``False``: :meth:`observe` decides)."""
+        now = time.monotonic()
+        return now - started < self._threshold and now < self._refresh_at
+
     def observe(self, started: float, plan: RoutePlan, result: Any) -> None:
         """Count and log the statement if it took at least the threshold (``started``: its ``monotonic()``)."""
         now = time.monotonic()

@@ -60,6 +60,9 @@ class Link(asyncio.Protocol):
         self.pool = pool
         self.driver = pool.driver
         self.endpoint = pool.endpoint
+        self.key = (data_source, pool.endpoint.name)  # LoopBackends' key of its endpoint
+        #: How long an answer may take to begin without a statement deadline (the endpoint's socket timeout).
+        self.read_bound: float | None = pool.driver.socket_timeout(pool.endpoint)
         self.prepared: dict[str, int] = {}
         self.closed = False
         self.idle_since = 0.0  # the loop's time it was last given back
@@ -184,10 +187,6 @@ class Link(asyncio.Protocol):
         self._on_lost(self)
 
 
-def _key(link: Link) -> tuple[str, str]:
-    return (link.data_source, link.endpoint.name)
-
-
 class LoopBackends:
     """The idle :class:`Link` s per data source, for the hot path (module docstring).
 
@@ -229,7 +228,7 @@ class LoopBackends:
             return
         loop = asyncio.get_running_loop()
         link.idle_since = loop.time()
-        self._idle.setdefault(_key(link), []).append(link)
+        self._idle.setdefault(link.key, []).append(link)
         if self._sweeper is None:
             self._sweeper = loop.call_later(self.idle_seconds, self._sweep)
 
@@ -265,7 +264,7 @@ class LoopBackends:
         self._config = config
 
     def _lost(self, link: Link) -> None:
-        key = _key(link)
+        key = link.key
         idle = self._idle.get(key)
         if idle and link in idle:
             idle.remove(link)

@@ -115,6 +115,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         # (backend definitions, charset, aggregates, announced) -> (announced, client header payloads)
         self._relay_headers: dict[Any, tuple[list[Column] | None, list[bytes]]] = {}
         self._protocol_41: bool | None = None  # the client's capabilities, read once (they do not change)
+        self._query_attributes: bool | None = None
         self._gate: CommandGate | None = None  # reads commands after the login (proxy/hotpath.py)
         self._deprecate_eof = False
 
@@ -434,8 +435,12 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
 
     @property
     def query_attributes(self) -> bool:
-        """The client sends query attributes before each COM_QUERY's text."""
-        return Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities
+        """The client sends query attributes before each COM_QUERY's text (read once: the capabilities are
+        the handshake's; ``in`` on an enum flag is Python code)."""
+        known = self._query_attributes
+        if known is None:
+            known = self._query_attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities
+        return known
 
     def hot_execute(self, payload: bytes) -> tuple[str, list[Any], list[Column], bytes] | None:
         """A COM_STMT_EXECUTE the hot path may take: its text, parameter values, announced columns and the
@@ -672,8 +677,8 @@ def _charset(variables: Any, name: str) -> CharacterSet:
     ``CharacterSet[...]`` is an enum lookup in Python: both read twice a statement.
     """
     value = variables._values.get(name)
-    if value is None:
-        value = variables.get(name)
+    if value is None:  # not set in the session: the schema's default (what get_variable returns), without its calls
+        value = variables.global_variables.schema[name][1]
     charset = _CHARSETS.get(value)
     if charset is None:
         charset = CharacterSet[str(value)]

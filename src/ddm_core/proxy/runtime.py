@@ -24,6 +24,7 @@ from ddm_core.metadata.model import MaskRule, ProxySettings
 from ddm_core.proxy.audit import AuditLog
 from ddm_core.proxy.backends import LoopBackends
 from ddm_core.proxy.described import ResultShapes
+from ddm_core.proxy.hotpath import Deadlines
 from ddm_core.proxy.kill import Killable
 from ddm_core.proxy.masking import Masker, MaskPlan
 from ddm_core.proxy.privileges import AccessControl, Needs
@@ -39,7 +40,7 @@ log = logging.getLogger("ddm_core.proxy")
 class Shape:
     """What the proxy learnt about one statement text (after literals became parameters)."""
 
-    __slots__ = ("inline", "slow", "masks", "needs")
+    __slots__ = ("inline", "slow", "masks", "needs", "style")
 
     def __init__(self, inline: bool) -> None:
         #: Routed to one unit and quick so far: sent from the event loop (session.py, _start_sent).
@@ -47,6 +48,7 @@ class Shape:
         self.slow = 0  # slow runs on the event loop in a row
         self.masks: MaskPlan | None = None  # its projection's masks, parsed on first need
         self.needs: Needs | None = None  # the privileges it needs (proxy/privileges.py), read before its first run
+        self.style: str | None = None  # its paramstyle (execute/shared.py style_of), read on the hot path's first run
 
 
 class Shapes:
@@ -104,6 +106,7 @@ class ProxyRuntime:
         self.clock = clock
         self.workers = Workers(workers, "ddm-proxy")
         self.backends = LoopBackends(executor, self.workers)  # the hot path's own connections, on the loop
+        self.deadlines = Deadlines()  # of the statements running on those connections, on one loop timer
         self.tracker = executor.endpoints.split.tracker  # read-your-writes; sessions carry their own marks
         self.schema = executor.config.name or LOGIC_DB  # ProxyServer always names it
         self.access = AccessControl(self.schema)  # the users' privileges (proxy.users[].allow)
@@ -118,6 +121,7 @@ class ProxyRuntime:
         self._running = 0
         self._idle_lock = threading.Lock()  # taken directly on the hot path (a Condition's with is Python code)
         self._idle = threading.Condition(self._idle_lock)
+        self._waiting = 0  # threads in wait_idle (under the lock)
         self._limiter = limiter  # also when inactive: a reload keeps the tokens of unchanged buckets
         self._mask_rules: tuple[MaskRule, ...] | None = None  # as configure() last took them
         # Per client connection (mimic's connection id), on the event loop only: commands running
@@ -200,7 +204,7 @@ class ProxyRuntime:
     def _exit(self, cid: int | None) -> None:
         with self._idle_lock:
             self._running -= 1
-            if self._running == 0:
+            if self._running == 0 and self._waiting:  # a Condition's notify is Python code: only for a waiter
                 self._idle.notify_all()
         if cid is not None:
             left = self._commands.pop(cid, 1) - 1
@@ -220,12 +224,16 @@ class ProxyRuntime:
         """Wait up to ``timeout`` seconds for no command to be running; ``True`` when none is."""
         deadline = time.monotonic() + timeout
         with self._idle:
-            while self._running:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(left)
-            return True
+            self._waiting += 1
+            try:
+                while self._running:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._idle.wait(left)
+                return True
+            finally:
+                self._waiting -= 1
 
     @staticmethod
     def client_host(connection: Any) -> str:

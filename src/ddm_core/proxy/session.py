@@ -27,6 +27,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Sequence, TypeVar
 
 from mysql_mimic.errors import MysqlError
@@ -532,9 +533,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         link = runtime.backends.take(plan.units[0].data_source, pool) if runtime.backends is not None else None
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
 
-        def on_end(rows: int, error: DdmError | None) -> None:
-            self._hot_end(running, cid, relay, rows, error, pool, payload)
-
+        # on_end(rows, error): a partial is called in C, a closure would be a frame more a statement
+        on_end: Callable[[int, DdmError | None], None] = partial(self._hot_end, running, cid, relay, pool, payload)
         if link is not None:
             statement = LinkStatement(runtime, link, running, relay, conn.relay_header(plan.merge.aggregates, announced),
                                       conn.stream.writer.transport, on_end)  # fmt: skip
@@ -583,30 +583,53 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if shape is None or not shape.inline or shape.needs is not PLAIN:
             return None
         plan = runtime.executor.router.route(text, params)  # a refusal: mimic's path routes it again, answers it
-        if not _one_unit(plan):
+        units = plan.units
+        # _one_unit, written out (a frame less on every statement)
+        if len(units) != 1 or plan.kind is not _SINGLE or plan.dual or plan.statement not in _INLINE_STATEMENTS:
             shape.inline = False
             return None
-        self._text, self._announced, self._interrupted = command == _COM_QUERY, announced, False
-        running = _Running(self, sql, plan, runtime.clock())
-        style = style_of(text)
-        relay, values = self._relay_of(running, plan, style, first_seq=1, block=(params, block))
+        text_result = command == _COM_QUERY
+        self._text, self._announced, self._interrupted = text_result, announced, False
+        started = runtime.clock()
+        style = shape.style
+        if style is None:
+            style = shape.style = style_of(text)
+        # _relay_of for the hot path, whose statements are never masked (hot() checked) nor go into a cursor
+        if plan.statement != "select" or not plan.merge.is_trivial or (not text_result and style != "qmark"):
+            return None
+        unit = units[0]
+        driver = runtime.driver_of(unit.data_source)
+        if not driver.can_relay:
+            return None
+        relay = conn.relay_for(driver.relay_eof, binary=not text_result, seq=1)
         if relay is None:
             return None
+        values: bytes | None = None
+        if not text_result:  # the client's own parameter block when the unit binds the same values in order
+            values = block if block is not None and list(unit.params) == params else execute_values(unit.params)
+            if values is None:
+                return None
         pool = self._loop_pool(plan)  # last: a choice is made only for a statement that goes (round robin)
-        return None if pool is None else (running, relay, values, style, announced, pool)
+        if pool is None:
+            return None
+        return _Running(self, sql, plan, started), relay, values, style, announced, pool
 
     def _loop_pool(self, plan: RoutePlan) -> Any:
         """``Executor.loop_pool`` with this session's read-your-writes marks in place: for a read on a data
         source with replicas, the splitter's choice for this session, made here on the event loop."""
+        executor = self.runtime.executor
+        pool = executor.endpoints.plain_primary(plan.units[0].data_source, executor.engine.router.routed_config)
+        if pool is not None:  # no replicas: no marks to read, the primary it is (the caller routed just before)
+            return pool
         tracker = self.runtime.tracker
         had = tracker.swap(self._marks)
         try:
-            return self.runtime.executor.loop_pool(plan)
+            return executor.loop_pool(plan)
         finally:
             self._marks = tracker.swap(had)
 
-    def _hot_end(self, running: _Running, cid: int, relay: ResultRelay, rows: int, error: DdmError | None,
-                 pool: Any, payload: bytes) -> None:  # fmt: skip
+    def _hot_end(self, running: _Running, cid: int, relay: ResultRelay, pool: Any, payload: bytes, rows: int,
+                 error: DdmError | None) -> None:  # fmt: skip
         """A hot statement is over: its OK or error packet if it has one, the audit, then the gate goes on. A
         read whose replica went away before any of its answer was relayed goes to mimic's path instead, which
         reads it elsewhere (as the splitter retries a read once)."""
@@ -629,7 +652,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 conn.write_hot(conn.ok_of(Outcome(max(affected, 0), max(inserted, 0))), relay.seq)
             else:
                 runtime.relayed += 1
-                running.finish(rows)
+                if runtime.audit is not None:  # running.finish: no result to close on the hot path, only the audit
+                    running.finish(rows)
         finally:
             runtime._exit(cid)
             conn.gate_done()
@@ -870,6 +894,9 @@ _INLINE_STATEMENTS = frozenset({"select", "insert", "update", "delete"})
 #: What an audit record of a statement refused before routing names as its units: none.
 _UNROUTED = RoutePlan(units=(), kind=RouteKind.SINGLE)
 _INTERRUPTED = "Query execution was interrupted (KILL QUERY)"
+
+
+_SINGLE = RouteKind.SINGLE
 
 
 def _one_unit(plan: RoutePlan) -> bool:
