@@ -24,6 +24,7 @@ column type both ways.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 __all__ = ["query_rows", "unsigned_lengths", "CACHE_SHAPES"]
@@ -34,6 +35,7 @@ CACHE_SHAPES = 256
 _COM_QUERY = 0x03
 _MORE_RESULTS = 8  # SERVER_STATUS.SERVER_MORE_RESULTS_EXISTS
 _HEADER = b"\x01\x00\x00\x01"  # a one-byte payload, sequence 1
+_CLOSING = struct.Struct("<IBBBH")  # length and sequence, 0xFE, affected rows, insert id, status
 
 _READERS: tuple[Any, Any] | None = None
 
@@ -121,20 +123,17 @@ def _take(raw: Any, proto: Any, shapes: dict[Any, Any]) -> Any:
         at, seq = parse_rows(buf, after, end, shape[1], seq, rows, True)
     except Exception:  # a converter refused a value: asyncmy's own read raises it, from the same state
         return None
-    # The packet that ends the rows, complete, and no result after it.
-    if end - at < 9 or buf[at + 3] != seq or buf[at + 4] != 0xFE:
+    # The packet that ends the rows, complete: an OK packet with a 0xFE header, affected rows and insert
+    # id (one byte each after a result set, else asyncmy reads it), status, warnings.
+    if end - at < 11:
         return None
-    size = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16)
-    if end - at - 4 < size:
+    head, first, affected, insert_id, status = _CLOSING.unpack_from(buf, at)
+    size = head & 0xFFFFFF
+    if head >> 24 != seq or first != 0xFE or end - at - 4 < size or size < 7 or affected >= 0xFB or insert_id >= 0xFB:
         return None
-    # An OK packet with a 0xFE header: affected rows and insert id (one byte each after a result set,
-    # else asyncmy reads it), status, warnings.
-    if size < 7 or buf[at + 5] >= 0xFB or buf[at + 6] >= 0xFB:
-        return None
-    status = buf[at + 7] | (buf[at + 8] << 8)
     if status & _MORE_RESULTS:
         return None
-    # What asyncmy's read leaves behind: position, sequence, affected rows, status (from a closing OK only).
+    # What asyncmy's read leaves behind: position, sequence, affected rows, status.
     proto.pos = at + 4 + size
     raw._next_seq_id = (seq + 1) & 0xFF
     raw._result = None
