@@ -218,6 +218,9 @@ class AsyncDriver(ABC):
 
 # -- MySQL / MariaDB: asyncmy -------------------------------------------------------------------
 
+#: The parameter types of a statement whose parameters are all plain ints (bool is not one).
+_INT_ONLY = {int}
+
 #: Length 1, sequence 0, COM_QUIT: a connection closed with it is not an aborted one for the server.
 _QUIT_PACKET = b"\x01\x00\x00\x00\x01"
 
@@ -439,7 +442,7 @@ class AsyncMySQLDriver(AsyncDriver):
     async def execute(self, raw: Any, sql: str, params: Any) -> UnitAnswer:
         if params is None:
             query = sql
-        elif type(params) is tuple and all(type(p) is int for p in params):
+        elif type(params) is tuple and (not params or {*map(type, params)} == _INT_ONLY):  # no generator a statement
             query = sql % tuple(map(str, params))  # PyMySQL's escape_int is str(): the same text, without its dispatch
         else:
             query = raw.ddm_escaping._mogrify(sql, params)  # as PyMySQL's Cursor.execute
