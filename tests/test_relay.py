@@ -102,6 +102,48 @@ def test_a_result_is_reframed_alike_by_both_twins(rows: list[bytes], cuts: list[
     assert payloads == HEADER + middle + rows + [end]
 
 
+class _Sink:
+    """What pump writes to: an asyncio transport's write / is_closing, the bytes kept."""
+
+    def __init__(self, closing: bool = False) -> None:
+        self.out = bytearray()
+        self.writes = 0
+        self.closing = closing
+
+    def write(self, data: bytes) -> None:
+        assert data, "an empty write"
+        self.out += data
+        self.writes += 1
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(rows=rows_strategy, cuts=st.lists(st.integers(0, 10_000), max_size=6), client_eof=st.booleans(),
+       backend_eof=st.booleans())  # fmt: skip
+def test_pump_writes_what_feed_header_and_take_frame(rows: list[bytes], cuts: list[int], client_eof: bool,
+                                                     backend_eof: bool) -> None:  # fmt: skip
+    stream = _frame(_answer(rows, backend_eof))
+    expected, _ = _run(TWINS[0], stream, cuts, seq=3, client_eof=client_eof, backend_eof=backend_eof)
+    points = sorted({0, len(stream), *(c % (len(stream) + 1) for c in cuts)})
+    for twin in TWINS:
+        relay, sink, closed = twin.ResultRelay(3, client_eof, backend_eof, True), _Sink(), _Sink(closing=True)
+        asked: list[list[bytes]] = []
+
+        def header_for(columns: list[bytes]) -> tuple[list[bytes], int]:
+            asked.append([bytes(c) for c in columns])
+            return list(HEADER), STATUS
+
+        states = [relay.pump(stream[a:b], sink, header_for) for a, b in zip(points, points[1:])]
+        assert bytes(sink.out) == expected and states[-1] == twin.DONE and relay.rows == len(rows)
+        assert asked == [[b"backend-def-a", b"backend-def-b"]]  # once, at the header
+        assert all(s in (twin.FIRST, twin.ROWS) for s in states[:-1])
+        # A closing client is written nothing; the answer is still read to its end
+        other = twin.ResultRelay(3, client_eof, backend_eof, True)
+        assert other.pump(stream, closed, header_for) == twin.DONE and closed.writes == 0
+
+
 def test_rows_of_16_mb_and_more_pass_packet_by_packet() -> None:
     big = _row([b"x" * (MAX + 10), b"y"])  # one row: a full packet, then the rest
     pieces = [big[:MAX], big[MAX:]]

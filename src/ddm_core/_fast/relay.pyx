@@ -149,6 +149,23 @@ cdef class ResultRelay:
         self._run()
         return S_FIRST if self._state >= S_COLUMNS else self._state
 
+    def pump(self, bytes data, client, header_for):
+        """feed, header and take in one call (docs in the pure twin); the state after them."""
+        if data:
+            self._in += data
+        if self._state == S_FIRST or self._state == S_COLUMNS or self._state == S_COLUMNS_EOF or self._state == S_ROWS:
+            self._run()
+        if self._state == S_HEADER:
+            payloads, status = header_for(self.columns)
+            self.header(payloads, status)
+        cdef bytes out
+        if PyByteArray_GET_SIZE(self._out):
+            out = bytes(self._out)
+            del self._out[:]
+            if not client.is_closing():
+                client.write(out)
+        return S_FIRST if self._state >= S_COLUMNS else self._state
+
     # -- internals -----------------------------------------------------------------------------------
 
     cdef void _frame(self, const unsigned char* payload, Py_ssize_t length):

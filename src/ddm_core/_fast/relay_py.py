@@ -29,6 +29,8 @@ States after a call (:attr:`ResultRelay.state`):
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 __all__ = [
     "ResultRelay", "ok_fields", "FIRST", "OK", "ERROR", "HEADER", "ROWS", "DONE", "UNEXPECTED",
 ]  # fmt: skip
@@ -141,6 +143,20 @@ class ResultRelay:
         self._state = ROWS
         self._run()
         return self.state
+
+    def pump(self, data: bytes, client: Any, header_for: Callable[[list[bytes]], tuple[list[bytes], int]]) -> int:
+        """:meth:`feed` ``data``; at :data:`HEADER` :meth:`header` with what ``header_for(columns)`` returns (the
+        client's payloads and status); then what is framed goes to ``client.write`` (an asyncio transport's),
+        unless ``client.is_closing()``. The state after them: one call for each chunk of the answer."""
+        state = self.feed(data)
+        if state == HEADER:
+            payloads, status = header_for(self.columns)
+            state = self.header(payloads, status)
+        if self._out:
+            out = self.take()
+            if not client.is_closing():
+                client.write(out)
+        return state
 
     # -- internals -----------------------------------------------------------------------------------
 

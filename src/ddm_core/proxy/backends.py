@@ -29,8 +29,7 @@ __all__ = ["Link", "LoopBackends"]
 
 log = logging.getLogger("ddm_core.proxy")
 
-_WAITING = (RELAY_STATES.FIRST, RELAY_STATES.ROWS)
-_HEADER = RELAY_STATES.HEADER
+_FIRST, _ROWS = RELAY_STATES.FIRST, RELAY_STATES.ROWS  # an answer still coming
 #: A relay state of its own: the connection was lost (or aborted) before the answer ended.
 LOST = -1
 #: Statements one link keeps prepared (MariaDB's max_prepared_stmt_count is per server).
@@ -105,18 +104,12 @@ class Link(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         relay = self._relay
         if relay is not None:
-            state = relay.feed(data)
-            if state == _HEADER:
-                payloads, status = self._header_for(relay.columns)
-                state = relay.header(payloads, status)
-            out = relay.take()
-            client = self._client
-            if out and not client.is_closing():
-                client.write(out)
-                if client.get_write_buffer_size() > _HIGH_WATER and state in _WAITING:
+            state = relay.pump(data, self._client, self._header_for)  # framed bytes written to the client
+            if state == _FIRST or state == _ROWS:
+                client = self._client
+                if client.get_write_buffer_size() > _HIGH_WATER and not client.is_closing():
                     self.transport.pause_reading()  # a slow client: its answer waits in MariaDB meanwhile
                     asyncio.get_running_loop().call_later(_DRAIN_POLL, self._drained)
-            if state in _WAITING:
                 return
             self._end(state)
             return

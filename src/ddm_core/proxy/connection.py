@@ -117,6 +117,8 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._protocol_41: bool | None = None  # the client's capabilities, read once (they do not change)
         self._query_attributes: bool | None = None
         self._gate: CommandGate | None = None  # reads commands after the login (proxy/hotpath.py)
+        self.gate_transport: Any = None  # the client's transport, once the gate reads it
+        self.client_eof = True
         self._deprecate_eof = False
 
     @property
@@ -429,6 +431,8 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             return
         gate = CommandGate(transport.get_protocol(), reader.inner, reader.limit, self.session.hot)
         gate.transport = transport
+        self.gate_transport = transport  # the client's, for the hot path (the stream writer's, read once)
+        self.client_eof = not self._deprecate_eof  # the client reads EOF packets (a relay's client_eof)
         transport.set_protocol(gate)
         reader.watch(gate, self.stream.seq)
         self._gate = gate

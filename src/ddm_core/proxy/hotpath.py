@@ -275,7 +275,7 @@ class LinkStatement:
             return
         self.done = True
         runtime = self.runtime
-        runtime.deadlines.discard(self)
+        runtime.deadlines.running.discard(self)  # Deadlines.discard's, without its frame
         running, relay = self.running, self.relay
         plan = running.plan
         engine = runtime.executor.engine

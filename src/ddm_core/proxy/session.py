@@ -537,7 +537,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         on_end: Callable[[int, DdmError | None], None] = partial(self._hot_end, running, cid, relay, pool, payload)
         if link is not None:
             statement = LinkStatement(runtime, link, running, relay, conn.relay_header(plan.merge.aggregates, announced),
-                                      conn.stream.writer.transport, on_end)  # fmt: skip
+                                      conn.gate_transport, on_end)  # fmt: skip
             try:
                 statement.start(style, values)
             except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why
@@ -598,20 +598,23 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if plan.statement != "select" or not plan.merge.is_trivial or (not text_result and style != "qmark"):
             return None
         unit = units[0]
-        driver = runtime.driver_of(unit.data_source)
+        executor = runtime.executor
+        # A data source without replicas: its primary, and that pool's driver (the caller routed just before)
+        pool = executor.endpoints.plain_primary(unit.data_source, executor.engine.router.routed_config)
+        driver = runtime.driver_of(unit.data_source) if pool is None else pool.driver
         if not driver.can_relay:
             return None
-        relay = conn.relay_for(driver.relay_eof, binary=not text_result, seq=1)
-        if relay is None:
-            return None
+        # relay_for's: the gate runs only for a client of protocol 4.1 (ProxyConnection._install_gate)
+        relay = ResultRelay(1, conn.client_eof, driver.relay_eof, text_result)
         values: bytes | None = None
         if not text_result:  # the client's own parameter block when the unit binds the same values in order
             values = block if block is not None and list(unit.params) == params else execute_values(unit.params)
             if values is None:
                 return None
-        pool = self._loop_pool(plan)  # last: a choice is made only for a statement that goes (round robin)
         if pool is None:
-            return None
+            pool = self._loop_pool(plan)  # last: a choice is made only for a statement that goes (round robin)
+            if pool is None:
+                return None
         return _Running(self, sql, plan, started), relay, values, style, announced, pool
 
     def _loop_pool(self, plan: RoutePlan) -> Any:

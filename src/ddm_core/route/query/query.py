@@ -249,8 +249,16 @@ class QueryStatement:
         return parts
 
     def _single_plan(self, i: int, bound: Sequence[Any]) -> RoutePlan:
-        data_source, sql, tables, why = self._node_parts(i)
-        params = self.template.params_of(bound)
+        # Every point route ends here: _node_parts' cache and params_of's common case read in place
+        parts = self._nodes.get(i)
+        if parts is None:
+            parts = self._node_parts(i)
+        data_source, sql, tables, why = parts
+        template = self.template
+        if template.identity and len(bound) == len(template.params):
+            params = tuple(bound)
+        else:
+            params = template.params_of(bound)
         return single_unit_plan(data_source, sql, params, tables, why, self.statement, self.is_write, (), self.locking)
 
     def _build_multi(self) -> MultiRewrite:

@@ -113,14 +113,15 @@ class Template:
         names: Name slots (per-physical-table object names), usually none.
     """
 
-    __slots__ = ("fmt", "params", "names", "_identity", "constant")
+    __slots__ = ("fmt", "params", "names", "identity", "constant")
 
     def __init__(self, fmt: str, params: tuple[int, ...], names: tuple[NameSlot, ...] = ()) -> None:
         self.fmt = fmt
         self.params = params
         self.names = names
         # Every parameter once, in the caller's order: the common case needs no reordering.
-        self._identity = params == tuple(range(len(params)))
+        #: The unit's params are the bound ones in order (params_of is then ``tuple(bound)``).
+        self.identity = params == tuple(range(len(params)))
         #: ``(text, first, end)`` when the SQL names no table and its params are ``bound[first:end]``
         #: in order (a VALUES row): what :meth:`fill` returns, without formatting (bulk INSERT rows).
         self.constant: tuple[str, int, int] | None = None
@@ -138,7 +139,7 @@ class Template:
 
     def params_of(self, bound: Sequence[Any]) -> tuple[Any, ...]:
         """The unit's params (the same for every node)."""
-        if self._identity and len(bound) == len(self.params):
+        if self.identity and len(bound) == len(self.params):
             return tuple(bound)
         return tuple([bound[i] for i in self.params])
 
