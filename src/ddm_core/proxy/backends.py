@@ -80,7 +80,7 @@ class Link(asyncio.Protocol):
         """Send one command whose answer ``relay`` re-frames for the ``client`` transport; ``on_end(link,
         state)`` once it is over (a relay state, or :data:`LOST`)."""
         self._relay, self._client, self._header_for, self._on_end = relay, client, header_for, on_end
-        self.transport.write(_frame(payload))
+        self.transport.write(len(payload).to_bytes(3, "little") + b"\x00" + payload)  # _frame's, every statement
 
     def prepare(self, sql: str, on_prepared: Callable[[int | None, bytes], None]) -> None:
         """COM_STMT_PREPARE ``sql``: ``on_prepared(statement id, b"")``, or ``(None, error packet)``."""
@@ -111,7 +111,10 @@ class Link(asyncio.Protocol):
                     self.transport.pause_reading()  # a slow client: its answer waits in MariaDB meanwhile
                     asyncio.get_running_loop().call_later(_DRAIN_POLL, self._drained)
                 return
-            self._end(state)
+            on_end = self._on_end  # _end's, written out: every statement ends here
+            self._relay = self._client = self._header_for = self._on_end = None
+            if on_end is not None:
+                on_end(self, state)
             return
         if self._preparing is not None:
             self._prepare_data(data)
@@ -201,10 +204,9 @@ class LoopBackends:
         self.idle_seconds = 2.0  # proxy.linkIdleMs, set by the runtime
         self.closed = False
 
-    def take(self, data_source: str, pool: Any) -> Link | None:
-        """An idle link to ``pool``'s endpoint (``Executor.loop_pool``'s choice for a statement on ``data_source``),
-        or ``None`` (one is then opened for later statements)."""
-        config = self.executor.engine.router.routed_config  # the caller routed just before
+    def take(self, data_source: str, pool: Any, config: Any) -> Link | None:
+        """An idle link to ``pool``'s endpoint (``Executor.loop_pool``'s choice for a statement on ``data_source``
+        routed under ``config``), or ``None`` (one is then opened for later statements)."""
         if config is not self._config:
             self._reset(config)
         key = (data_source, pool.endpoint.name)

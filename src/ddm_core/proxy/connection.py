@@ -118,16 +118,33 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._query_attributes: bool | None = None
         self._gate: CommandGate | None = None  # reads commands after the login (proxy/hotpath.py)
         self.gate_transport: Any = None  # the client's transport, once the gate reads it
+        self._known_charsets: tuple[Any, int, tuple[CharacterSet, CharacterSet]] = (None, 0, _NO_CHARSETS)
         self.client_eof = True
         self._deprecate_eof = False
 
     @property
     def server_charset(self) -> CharacterSet:
-        return _charset(self.session.variables, "character_set_results")
+        known, variables = self._known_charsets, self.session.variables
+        if known[0] is variables and known[1] == variables.changes:  # read every statement: no call
+            return known[2][1]
+        return self._charsets()[1]
 
     @property
     def client_charset(self) -> CharacterSet:
-        return _charset(self.session.variables, "character_set_client")
+        known, variables = self._known_charsets, self.session.variables
+        if known[0] is variables and known[1] == variables.changes:
+            return known[2][0]
+        return self._charsets()[0]
+
+    def _charsets(self) -> tuple[CharacterSet, CharacterSet]:
+        """(character_set_client, character_set_results), read again only once the session's variables
+        changed (proxy/variables.py CountedVariables: a SET, a reset) or were replaced."""
+        variables = self.session.variables
+        known = self._known_charsets
+        if known[0] is not variables or known[1] != variables.changes:
+            pair = (_charset(variables, "character_set_client"), _charset(variables, "character_set_results"))
+            known = self._known_charsets = (variables, variables.changes, pair)
+        return known[2]
 
     # -- login -----------------------------------------------------------------------------------
 
@@ -433,6 +450,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         gate.transport = transport
         self.gate_transport = transport  # the client's, for the hot path (the stream writer's, read once)
         self.client_eof = not self._deprecate_eof  # the client reads EOF packets (a relay's client_eof)
+        self._query_attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities  # hot_execute reads it
         transport.set_protocol(gate)
         reader.watch(gate, self.stream.seq)
         self._gate = gate
@@ -452,7 +470,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         it (into a cursor, long data, query attributes, a client character set other than UTF-8, a type
         the compiled reader leaves to mimic's, malformed, unknown)."""
         stmt = self.prepared_stmts.get(int.from_bytes(payload[1:5], "little"))
-        if stmt is None or stmt.param_buffers or stmt.stmt_id in self._too_long or self.query_attributes:
+        if stmt is None or stmt.param_buffers or stmt.stmt_id in self._too_long or self._query_attributes:
             return None
         announced = self._announced.get(stmt.stmt_id)
         if announced is None or self.client_charset not in _UTF8:
@@ -691,6 +709,7 @@ def _charset(variables: Any, name: str) -> CharacterSet:
 
 
 _CHARSETS: dict[Any, CharacterSet] = {}
+_NO_CHARSETS = (CharacterSet.utf8mb4, CharacterSet.utf8mb4)  # never returned: no variables are None's
 
 
 def _frame(buffer: bytearray, seq: int, payload: bytes) -> int:

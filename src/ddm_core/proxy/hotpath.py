@@ -141,31 +141,24 @@ class Deadlines:
     ended leaves the timer armed (it fires once for nothing).
     """
 
-    __slots__ = ("running", "_timer", "_at")
+    __slots__ = ("running", "_timer", "at")
 
     def __init__(self) -> None:
+        #: The statements whose deadlines are watched: a LinkStatement adds itself as it starts and leaves as it
+        #: ends (set.add / set.discard: no frame a statement).
         self.running: set[LinkStatement] = set()
         self._timer: asyncio.TimerHandle | None = None
-        self._at = float("inf")  # when the timer fires (inf: not armed)
+        self.at = float("inf")  # when the timer fires (inf: not armed)
 
-    def add(self, statement: LinkStatement, loop: asyncio.AbstractEventLoop) -> None:
-        """Watch ``statement``'s deadlines until :meth:`discard`."""
-        self.running.add(statement)
-        first = statement.cancel_at if statement.cancel_at is not None else statement.abort_at
-        if first is not None and first < self._at:
-            self._arm(first, loop)
-
-    def discard(self, statement: LinkStatement) -> None:
-        self.running.discard(statement)
-
-    def _arm(self, when: float, loop: asyncio.AbstractEventLoop) -> None:
+    def arm(self, when: float, loop: asyncio.AbstractEventLoop) -> None:
+        """Fire at ``when`` (earlier than :attr:`at`): a statement in :attr:`running` has its first deadline then."""
         if self._timer is not None:
             self._timer.cancel()
-        self._at = when
+        self.at = when
         self._timer = loop.call_at(when, self._fire, loop)
 
     def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer, self._at = None, float("inf")
+        self._timer, self.at = None, float("inf")
         now = loop.time()
         for statement in list(self.running):
             try:
@@ -174,7 +167,7 @@ class Deadlines:
                 log.exception("a hot statement's deadline failed")
         due = [when for st in self.running for when in (st.cancel_at, st.abort_at) if when is not None]
         if due:
-            self._arm(min(due), loop)
+            self.arm(min(due), loop)
 
 
 class LinkStatement:
@@ -187,14 +180,15 @@ class LinkStatement:
     of it (``Engine.observed`` / ``failed``).
     """
 
-    __slots__ = ("runtime", "link", "running", "relay", "header_for", "client", "on_end", "fired", "bounded",
+    __slots__ = ("runtime", "link", "plan", "started", "relay", "header_for", "client", "on_end", "fired", "bounded",
                  "done", "cancel_at", "abort_at")  # fmt: skip
 
-    def __init__(self, runtime: Any, link: Any, running: Any, relay: ResultRelay,
+    def __init__(self, runtime: Any, link: Any, plan: Any, started: float, relay: ResultRelay,
                  header_for: Callable[[list[bytes]], tuple[list[bytes], int]], client: Any, on_end: OnEnd) -> None:  # fmt: skip
         self.runtime = runtime
         self.link = link
-        self.running = running
+        self.plan = plan  # the statement's one-unit plan
+        self.started = started  # its start (the clock of the slow-SQL log and the observer)
         self.relay = relay
         self.header_for = header_for
         self.client = client
@@ -209,7 +203,7 @@ class LinkStatement:
         """Send the unit (a text statement, or an execute of ``values``, prepared on the link first if it
         is not yet) and arm the deadline and the answer bound."""
         link = self.link
-        unit = self.running.plan.units[0]
+        unit = self.plan.units[0]
         engine = self.runtime.executor.engine
         loop = asyncio.get_running_loop()
         seconds = engine.timeout
@@ -219,8 +213,12 @@ class LinkStatement:
             self.abort_at = now + seconds + engine.cancel_grace
         elif link.read_bound is not None:
             self.abort_at = loop.time() + link.read_bound
-        if self.abort_at is not None:
-            self.runtime.deadlines.add(self, loop)
+        if self.abort_at is not None:  # Deadlines.add's, without its frame (the cancel comes before the abort)
+            deadlines = self.runtime.deadlines
+            deadlines.running.add(self)
+            first = self.cancel_at if self.cancel_at is not None else self.abort_at
+            if first < deadlines.at:
+                deadlines.arm(first, loop)
         if values is not None:
             stmt_id = link.prepared.get(unit.sql)
             if stmt_id is not None:
@@ -251,7 +249,7 @@ class LinkStatement:
     def abandon(self) -> None:
         """Sending failed half-way: the link is closed and nothing of this statement runs any more."""
         self.done = True
-        self.runtime.deadlines.discard(self)
+        self.runtime.deadlines.running.discard(self)
         self.link.abort()
 
     def check(self, now: float) -> None:
@@ -275,15 +273,14 @@ class LinkStatement:
             return
         self.done = True
         runtime = self.runtime
-        runtime.deadlines.running.discard(self)  # Deadlines.discard's, without its frame
-        running, relay = self.running, self.relay
-        plan = running.plan
+        runtime.deadlines.running.discard(self)
+        relay, plan = self.relay, self.plan
         engine = runtime.executor.engine
         backends = runtime.backends
         if (state == _DONE or state == _OK) and not self.fired:
             backends.give(link)
             rows = int(relay.rows) if state == _DONE else -1
-            engine.observed_rows(plan, running.started, max(rows, 0))
+            engine.observed_rows(plan, self.started, max(rows, 0))
             self.on_end(rows, None)
             return
         unit = plan.units[0]
@@ -300,5 +297,5 @@ class LinkStatement:
         error = unit_error(exc, unit, link.endpoint.name, self.fired, unit.sql)
         if not isinstance(error, DdmError):
             error = ExecutionError(f"ddm: {error}")
-        engine.failed(plan, running.started, error)
+        engine.failed(plan, self.started, error)
         self.on_end(0, error)

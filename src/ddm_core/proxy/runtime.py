@@ -195,16 +195,20 @@ class ProxyRuntime:
         """
         return _Command(self)
 
+    # _enter and _exit run on the event loop only, the one writer of _running: no lock to count. A waiter
+    # (wait_idle, on a thread) counts itself in _waiting before it reads _running, under the lock; _exit
+    # reads _waiting after it counted down, so either the waiter sees the zero or _exit sees the waiter and
+    # notifies it under the lock (then the waiter is waiting: it holds the lock until then).
+
     def _enter(self, cid: int | None) -> None:
         if cid is not None:
             self._commands[cid] = self._commands.get(cid, 0) + 1
-        with self._idle_lock:
-            self._running += 1
+        self._running += 1
 
     def _exit(self, cid: int | None) -> None:
-        with self._idle_lock:
-            self._running -= 1
-            if self._running == 0 and self._waiting:  # a Condition's notify is Python code: only for a waiter
+        self._running -= 1
+        if self._running == 0 and self._waiting:  # a Condition's notify is Python code: only for a waiter
+            with self._idle:
                 self._idle.notify_all()
         if cid is not None:
             left = self._commands.pop(cid, 1) - 1

@@ -37,7 +37,6 @@ from mysql_mimic.results import ResultColumn, ResultSet
 from mysql_mimic.schema import like_to_regex
 from mysql_mimic.session import BaseSession
 from mysql_mimic.types import ServerStatus
-from mysql_mimic.variables import SessionVariables
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError, ExecutionError, StatementInterruptedError
 from ddm_core.execute import Result, Transaction
@@ -58,7 +57,7 @@ from ddm_core.proxy.privileges import PLAIN, Needs
 from ddm_core.proxy.runtime import ProxyRuntime, Shape
 from ddm_core.session_facts import SAVEPOINT_KINDS
 from ddm_core.session_statements import Kind, classify, probe_items, returns_rows
-from ddm_core.proxy.variables import TRANSACTION_TYPE, apply_set
+from ddm_core.proxy.variables import TRANSACTION_TYPE, CountedVariables, apply_set
 from ddm_core.route.plan import EXPLAIN_COLUMNS, RouteKind, RoutePlan, RouteUnit
 from ddm_core.route.text.placeholders import translate
 
@@ -147,7 +146,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     def _defaults(self) -> None:
         """The session's settings as a new session has them."""
-        self.variables = SessionVariables(self.runtime.variables)
+        self.variables = CountedVariables(self.runtime.variables)
         self._autocommit = True  # MySQL's default
         # What BEGIN opens: proxy.transactionMode, then the session's SET transaction_type
         self._tx_mode = self.runtime.executor.config.proxy.transaction_mode
@@ -527,17 +526,16 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return False
         if taken is None:
             return False
-        running, relay, values, style, announced, pool = taken
-        conn, plan = self.connection, running.plan
+        sql, plan, started, relay, values, style, announced, pool, link = taken
+        conn = self.connection
         cid = conn.connection_id
-        link = runtime.backends.take(plan.units[0].data_source, pool) if runtime.backends is not None else None
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
-
         # on_end(rows, error): a partial is called in C, a closure would be a frame more a statement
-        on_end: Callable[[int, DdmError | None], None] = partial(self._hot_end, running, cid, relay, pool, payload)
+        on_end: Callable[[int, DdmError | None], None] = partial(self._hot_end, sql, plan, started, cid, relay, pool,
+                                                                 payload)  # fmt: skip
+        header_for = conn.relay_header(plan.merge.aggregates, announced)
         if link is not None:
-            statement = LinkStatement(runtime, link, running, relay, conn.relay_header(plan.merge.aggregates, announced),
-                                      conn.gate_transport, on_end)  # fmt: skip
+            statement = LinkStatement(runtime, link, plan, started, relay, header_for, conn.gate_transport, on_end)
             try:
                 statement.start(style, values)
             except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why
@@ -554,13 +552,14 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if sent is None:  # no idle connection: a worker waits for one on mimic's path
             runtime._exit(cid)
             return False
-        header = conn.relay_header(plan.merge.aggregates, announced)
-        HotRelay(sent, relay, conn.stream.writer.transport, header, on_end).start()
+        HotRelay(sent, relay, conn.gate_transport, header_for, on_end).start()
         return True
 
     def _hot_plan(self, command: int, payload: bytes
-                  ) -> tuple[_Running, ResultRelay, Any, str, list[Column] | None, Any] | None:  # fmt: skip
-        """What the hot path sends for this command, routed; ``None``: it is not one of its statements."""
+                  ) -> tuple[str, RoutePlan, float, ResultRelay, Any, str, list[Column] | None, Any, Any] | None:  # fmt: skip
+        """What the hot path sends for this command, routed — its text, plan, start, relay, execute values,
+        paramstyle, announced columns, pool and idle link (``None``: none, the pooled path sends it); ``None``:
+        it is not one of its statements."""
         runtime, conn = self.runtime, self.connection
         announced: list[Column] | None = None
         block: bytes | None = None  # an execute's parameters as the client sent them
@@ -599,8 +598,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return None
         unit = units[0]
         executor = runtime.executor
-        # A data source without replicas: its primary, and that pool's driver (the caller routed just before)
-        pool = executor.endpoints.plain_primary(unit.data_source, executor.engine.router.routed_config)
+        config = executor.engine.router.routed_config  # the version just routed with
+        # A data source without replicas: its primary, and that pool's driver
+        pool = executor.endpoints.plain_primary(unit.data_source, config)
         driver = runtime.driver_of(unit.data_source) if pool is None else pool.driver
         if not driver.can_relay:
             return None
@@ -615,7 +615,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             pool = self._loop_pool(plan)  # last: a choice is made only for a statement that goes (round robin)
             if pool is None:
                 return None
-        return _Running(self, sql, plan, started), relay, values, style, announced, pool
+        link = runtime.backends.take(unit.data_source, pool, config)  # last: it goes
+        return sql, plan, started, relay, values, style, announced, pool, link
 
     def _loop_pool(self, plan: RoutePlan) -> Any:
         """``Executor.loop_pool`` with this session's read-your-writes marks in place: for a read on a data
@@ -631,16 +632,27 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         finally:
             self._marks = tracker.swap(had)
 
-    def _hot_end(self, running: _Running, cid: int, relay: ResultRelay, pool: Any, payload: bytes, rows: int,
-                 error: DdmError | None) -> None:  # fmt: skip
+    def _hot_end(self, sql: str, plan: RoutePlan, started: float, cid: int, relay: ResultRelay, pool: Any,
+                 payload: bytes, rows: int, error: DdmError | None) -> None:  # fmt: skip
         """A hot statement is over: its OK or error packet if it has one, the audit, then the gate goes on. A
         read whose replica went away before any of its answer was relayed goes to mimic's path instead, which
         reads it elsewhere (as the splitter retries a read once)."""
         runtime, conn = self.runtime, self.connection
-        if error is not None and self._replica_gone(pool, running.plan, relay, error):
+        if error is None and rows >= 0:  # the common end: the rows relayed, nothing more to write
+            runtime.inlined += 1
+            runtime.relayed += 1
+            try:
+                if runtime.audit is not None:  # _Running.finish: no result to close on the hot path, only the audit
+                    _Running(self, sql, plan, started).finish(rows)
+            finally:
+                runtime._exit(cid)
+                conn.gate_done()
+            return
+        if error is not None and self._replica_gone(pool, plan, relay, error):
             runtime._exit(cid)
             conn.gate_handback(payload)
             return
+        running = _Running(self, sql, plan, started)  # the audit record (made only past the common end)
         try:
             runtime.inlined += 1
             if error is not None:
@@ -653,10 +665,6 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 affected, inserted, _, _ = RELAY_STATES.ok_fields(relay.first)
                 running.finish(max(affected, 0))
                 conn.write_hot(conn.ok_of(Outcome(max(affected, 0), max(inserted, 0))), relay.seq)
-            else:
-                runtime.relayed += 1
-                if runtime.audit is not None:  # running.finish: no result to close on the hot path, only the audit
-                    running.finish(rows)
         finally:
             runtime._exit(cid)
             conn.gate_done()
@@ -911,6 +919,8 @@ def _one_unit(plan: RoutePlan) -> bool:
 
 class _Running:
     """One routed statement with rows: its result, columns, masks and audit record."""
+
+    __slots__ = ("session", "sql", "plan", "started", "result", "columns", "masks", "masked")
 
     def __init__(self, session: ProxySession, sql: str, plan: RoutePlan, started: float) -> None:
         self.session = session

@@ -18,14 +18,14 @@ import sqlglot
 from mysql_mimic.charset import CharacterSet
 from mysql_mimic.errors import MysqlError
 from mysql_mimic.intercept import TRANSACTION_CHARACTERISTICS, expression_to_value, setitem_kind
-from mysql_mimic.variables import DEFAULT, SYSTEM_VARIABLES, GlobalVariables, VariableSchema
+from mysql_mimic.variables import DEFAULT, SYSTEM_VARIABLES, GlobalVariables, SessionVariables, VariableSchema
 from sqlglot import exp
 
 from ddm_core.dialects import INPUT
 from ddm_core.proxy.mysql_errors import NOT_SUPPORTED, UNKNOWN_SYSTEM_VARIABLE, WRONG_VALUE
 from ddm_core.session_facts import EMULATED_SQL_MODE, emulated_version
 
-__all__ = ["proxy_variables", "apply_set", "SERVER_VERSION", "TRANSACTION_TYPE", "TRANSACTION_TYPES"]
+__all__ = ["proxy_variables", "apply_set", "CountedVariables", "SERVER_VERSION", "TRANSACTION_TYPE", "TRANSACTION_TYPES"]
 
 #: What clients see as the server version (the facade reports the same over non-MySQL backends).
 SERVER_VERSION = emulated_version()
@@ -60,6 +60,21 @@ TRANSACTION_TYPE = "transaction_type"
 TRANSACTION_TYPES = {"LOCAL": "local", "XA": "xa"}
 #: ShardingSphere's DistSQL spelling, ``SET [DIST] VARIABLE name = value``: read as ``SET name = value``.
 _DIST_SQL = re.compile(r"\s*SET\s+(?:DIST\s+)?VARIABLE\s+", re.I)
+
+
+class CountedVariables(SessionVariables):  # type: ignore[misc]  # mimic ships no types
+    """A session's variables that count their changes: what the connection reads of them on every statement
+    (its character sets) it keeps until ``changes`` moves. mimic's ``set`` is the one writer of the values."""
+
+    def __init__(self, global_variables: GlobalVariables) -> None:
+        super().__init__(global_variables)
+        self.changes = 0
+
+    def set(self, name: str, value: Any, force: bool = False) -> None:
+        try:
+            super().set(name, value, force)
+        finally:
+            self.changes += 1
 
 
 def proxy_variables(port: int) -> GlobalVariables:

@@ -25,13 +25,16 @@ from ddm_core.route.crossnode import CrossNodeStatement, ExplainedStatement, com
 from ddm_core.route.crossnode.insert_select import InsertSelectStatement, compile_insert_select
 from ddm_core.route.context import RouteContext
 from ddm_core.route.follow import Migrating, follower_of
-from ddm_core.route.hints import current_hint
+from ddm_core.route.hints import HINT_VAR
 from ddm_core.route.plan import RoutePlan
 from ddm_core.route.table_schema import TableSchema, statement_tables
 from ddm_core.route.text.placeholders import Translated, translate
 from ddm_core.route.text.sql_hint import HintedStatement
 
 __all__ = ["Router", "CacheInfo", "Compiled"]
+
+#: hints.current_hint's lookup, called in C (the route of every statement reads it)
+_current_hint = HINT_VAR.get
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +250,8 @@ class Router:
             DdmError: every refusal names what was wrong (table, column,
                 construct or parameter) — see :mod:`ddm_core.errors`.
         """
-        if self._holder is not None:
+        holder = self._holder
+        if holder is not None and holder.config is not self._ctx.config:  # _sync's test, without its frame
             self._sync()
         follower = self._follower  # None outside a migration or cut-over: the one test on the hot path
         key: Any = sql
@@ -268,7 +272,7 @@ class Router:
         try:
             bound = entry.translated.bind(params)
             if follower is None:
-                return entry.statement.route(bound, current_hint())
+                return entry.statement.route(bound, _current_hint())
             return follower.follow(entry.statement, bound, sql, params)
         except DdmError as err:  # no cost on the way through; on a refusal, name the statement
             if getattr(err, "across_nodes", False) and self._ctx.config.runtime.cross_node_queries:
