@@ -86,6 +86,10 @@ class BlockingAsyncExecutor:
     def slow_statements(self) -> int:
         return self.inner.slow_statements
 
+    @property
+    def instance(self) -> Any:  # the instance registry's record of this executor (None: not registered)
+        return self.inner.instance
+
     def dual_writes(self) -> Any:
         return self.inner.dual_writes()
 
