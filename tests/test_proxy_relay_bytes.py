@@ -841,6 +841,45 @@ def test_results_after_set_names_latin1_are_the_same_bytes(setup: Setup, row: st
     _check_values(f"{sql} in latin1", _values(answers[-1][1], lambda a: _text_rows(a, "latin1")), want)
 
 
+def _column_name(definition: bytes) -> bytes:
+    """A column definition's name, as sent (after catalog, schema, table and org_table)."""
+    at = 0
+    for _ in range(4):
+        size, at = _lenenc(definition, at)
+        at += size
+    size, at = _lenenc(definition, at)
+    return definition[at : at + size]
+
+
+def test_column_names_follow_set_names_mid_session(setup: Setup) -> None:
+    """The connection keeps the session's character sets between statements until its variables change: a
+    ``SET NAMES`` between the runs of a hot statement changes how the next ones' text is read and how their
+    column names are sent, as on MariaDB (``Ø`` is one byte in latin1, two in UTF-8), and so does setting
+    it back."""
+    key = 1
+    sql = f"SELECT c_int AS `Ø` FROM t_types WHERE id = {key}"
+    proxy, direct = Wire(setup.ports[0], USER, PASSWORD, "logic_db"), Wire(3306, "root", "", setup.database_of(key))
+
+    def names(wire: Wire, codec: str) -> list[bytes]:
+        wire.client.command(COM_QUERY, sql.encode(codec))  # the text in the session's client character set
+        return [_column_name(c) for c in wire._result().columns]
+
+    try:
+        seen = []
+        for charset, codec in (("utf8mb4", "utf-8"), ("latin1", "latin-1"), ("utf8mb4", "utf-8"), ("latin1", "latin-1")):
+            for wire in (proxy, direct):
+                answer = wire.query(f"SET NAMES {charset}")
+                assert answer.end[:1] == b"\x00", (wire is proxy, answer.error)
+            (want,) = names(direct, codec)
+            for run in range(RUNS):  # from the second run on, the hot path answers
+                assert names(proxy, codec) == [want], (charset, run)
+            seen.append(want)
+        assert seen == ["Ø".encode(), "Ø".encode("latin-1")] * 2
+    finally:
+        proxy.close()
+        direct.close()
+
+
 # -- a row longer than a packet ----------------------------------------------------------------------------
 
 _ONE_PACKET = ("the decoded path frames a row of 16 MiB or more as one packet (mysql-mimic's write_text_rows, "

@@ -138,13 +138,17 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
 
     def _charsets(self) -> tuple[CharacterSet, CharacterSet]:
         """(character_set_client, character_set_results), read again only once the session's variables
-        changed (proxy/variables.py CountedVariables: a SET, a reset) or were replaced."""
+        changed (proxy/variables.py CountedVariables: a SET, a reset) or were replaced; kept only for
+        variables that count their changes."""
         variables = self.session.variables
         known = self._known_charsets
-        if known[0] is not variables or known[1] != variables.changes:
-            pair = (_charset(variables, "character_set_client"), _charset(variables, "character_set_results"))
-            known = self._known_charsets = (variables, variables.changes, pair)
-        return known[2]
+        if known[0] is variables and known[1] == variables.changes:
+            return known[2]
+        pair = (_charset(variables, "character_set_client"), _charset(variables, "character_set_results"))
+        changes = getattr(variables, "changes", None)
+        if changes is not None:  # mimic's own SessionVariables (a session other than ProxySession's) count nothing
+            self._known_charsets = (variables, changes, pair)
+        return pair
 
     # -- login -----------------------------------------------------------------------------------
 
