@@ -38,6 +38,10 @@ _HEADER = b"\x01\x00\x00\x01"  # a one-byte payload, sequence 1
 _CLOSING = struct.Struct("<IBBBH")  # length and sequence, 0xFE, affected rows, insert id, status
 
 _READERS: tuple[Any, Any] | None = None
+#: Does the installed asyncmy have the internals this module reads (checked on first use)? Without
+#: them every answer is read by asyncmy's own ``query``, as before this module existed.
+_SUPPORTED: bool | None = None
+_CONNECTION_INTERNALS = ("_execute_command", "_fill_buffer", "_read_query_result")
 
 
 def _asyncmy_readers() -> tuple[Any, Any]:
@@ -49,12 +53,29 @@ def _asyncmy_readers() -> tuple[Any, Any]:
     return _READERS
 
 
+def _supported(raw: Any) -> bool:
+    """The asyncmy internals read here are all present (asyncmy 0.2.18 has them; another version may not)."""
+    global _SUPPORTED
+    if _SUPPORTED is None:
+        try:
+            _asyncmy_readers()
+            proto = raw._proto
+            _SUPPORTED = all(hasattr(raw, name) for name in (*_CONNECTION_INTERNALS, "_deprecate_eof", "_next_seq_id")) \
+                and all(hasattr(proto, name) for name in ("buffer", "pos", "length"))
+        except (ImportError, AttributeError):
+            _SUPPORTED = False
+    return _SUPPORTED
+
+
 async def query_rows(raw: Any, query: str) -> tuple[Any, list[tuple[Any, ...]]] | None:
     """Send ``query`` and read its answer: ``(description, rows)`` when it was a result set read here.
 
     ``None``: asyncmy read the answer itself (``raw._result`` holds it, as after ``raw.query``).
     Raises what asyncmy's ``query`` raises.
     """
+    if not _supported(raw):
+        await raw.query(query)
+        return None
     result = raw._result
     if not raw._deprecate_eof or (result is not None and (result.unbuffered_active or result.has_next)):
         await raw.query(query)  # classic EOF packets (older servers), or a previous result to finish first
