@@ -9,7 +9,8 @@ stdin closes.
 from __future__ import annotations
 
 import sys
-import threading
+
+from config_watcher import follow_and_report
 
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.sources.etcd import EtcdSource
@@ -21,25 +22,12 @@ def main() -> None:
     group = sys.argv[4] if len(sys.argv) > 4 else None
     source = EtcdSource(EtcdClient(url, timeout=1.0), prefix=prefix, group=group)
     holder = ConfigHolder(source, snapshot=snapshot, check_env=False)
-    lock = threading.Lock()
 
-    def say(line: str) -> None:
-        with lock:
-            print(line, flush=True)
+    def ready(h: ConfigHolder) -> str:
+        current = h.current
+        return f"{current.config.runtime.max_offset} {current.digest} {int(current.from_snapshot)}"
 
-    holder.subscribe(lambda new, old: say(f"serving {new.config.runtime.max_offset} {new.digest}"))
-    stop = source.follow(holder, poll=60.0)  # long poll: a flip arrives by the watch
-    current = holder.current
-    say(f"ready {current.config.runtime.max_offset} {current.digest} {int(current.from_snapshot)}")
-    done = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
-    last = None
-    while not done.wait(0.05):
-        error = holder.last_error
-        if error is not None and error is not last:
-            say("refused " + " | ".join(error.message.splitlines()))
-        last = error
-    stop()
+    follow_and_report(holder, source, lambda new: f"{new.config.runtime.max_offset} {new.digest}", ready)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ for every version the holder refuses; it exits when stdin closes.
 from __future__ import annotations
 
 import sys
-import threading
 
 import redis
+from config_watcher import follow_and_report
 
 from ddm_core.metadata import ConfigHolder
 from ddm_core.metadata.sources.redis import RedisSource
@@ -21,24 +21,8 @@ def main() -> None:
     group = sys.argv[3] if len(sys.argv) > 3 else None
     source = RedisSource(redis.Redis(host="127.0.0.1", port=6379), prefix=prefix, group=group)
     holder = ConfigHolder(source, snapshot=snapshot, check_env=False)
-    lock = threading.Lock()
-
-    def say(line: str) -> None:
-        with lock:
-            print(line, flush=True)
-
-    holder.subscribe(lambda new, old: say(f"serving {new.config.runtime.max_offset} {new.origin}"))
-    stop = source.follow(holder, poll=60.0)  # long poll: a change arrives by the pub/sub notice
-    say(f"ready {holder.config.runtime.max_offset}")
-    done = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
-    last = None
-    while not done.wait(0.05):
-        error = holder.last_error
-        if error is not None and error is not last:
-            say("refused " + " | ".join(error.message.splitlines()))
-        last = error
-    stop()
+    follow_and_report(holder, source, lambda new: f"{new.config.runtime.max_offset} {new.origin}",
+                      lambda h: f"{h.config.runtime.max_offset}")  # fmt: skip
 
 
 if __name__ == "__main__":

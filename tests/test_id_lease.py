@@ -13,7 +13,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 from services import fresh_mariadb_databases, mariadb_rows
@@ -228,12 +228,7 @@ def test_16_processes_starting_at_once_get_16_distinct_ids(url: str, namespace: 
     ]
     try:
         go.touch()  # all of them lease now
-        got = []
-        for proc in procs:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("ID "), f"holder failed: {line!r}"
-            got.append(int(line.split()[1]))
+        got = leased_ids(procs)
         assert sorted(got) == list(range(16)), got
         with pytest.raises(NoFreeWorkerIdError):
             lease_worker_id(url, namespace=namespace, max_workers=16)
@@ -247,13 +242,27 @@ def test_16_processes_starting_at_once_get_16_distinct_ids(url: str, namespace: 
         assert lease.worker_id == 0, "every holder released on exit"
 
 
-def test_a_paused_holder_loses_its_lease_and_stops_issuing(url: str, namespace: str) -> None:
-    proc = subprocess.Popen([sys.executable, str(HOLDER), url, namespace, "issue", "2"],
-                            stdout=subprocess.PIPE, env=_env(), text=True)
+def leased_ids(procs: list[subprocess.Popen[str]]) -> list[int]:
+    """The worker id each holder process (tests/id_lease_holder.py) printed first, in order."""
+    got = []
+    for proc in procs:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("ID "), f"holder failed: {line!r}"
+        got.append(int(line.split()[1]))
+    return got
+
+
+def assert_a_paused_holder_yields(proc: subprocess.Popen[str], take: Callable[[], WorkerLease],
+                                  worker: int | None = None) -> None:  # fmt: skip
+    """``proc`` (tests/id_lease_holder.py ``issue``: its ``ID`` line, ``worker`` if given) is paused until ``take()``
+    gets its id, then resumed: it must end with ``LOST``, having issued nothing after the takeover and nothing the
+    heir issues. Shared by the table and the etcd lease stores (tests/test_id_lease_etcd.py).
+    """
     assert proc.stdout is not None
     try:
         first = proc.stdout.readline()
-        assert first.startswith("ID "), first
+        assert first.startswith("ID ") and (worker is None or first == f"ID {worker}\n"), first
         worker = int(first.split()[1])
         for _ in range(20):  # it issues
             assert proc.stdout.readline().startswith("N ")
@@ -261,7 +270,7 @@ def test_a_paused_holder_loses_its_lease_and_stops_issuing(url: str, namespace: 
         deadline = time.monotonic() + HANG_GUARD_S
         while True:
             try:
-                heir = lease_worker_id(url, namespace=namespace, max_workers=1, heartbeat=False)
+                heir = take()
                 break
             except NoFreeWorkerIdError:
                 if time.monotonic() > deadline:
@@ -286,3 +295,9 @@ def test_a_paused_holder_loses_its_lease_and_stops_issuing(url: str, namespace: 
     assert all(decode(i).timestamp_ms < taken_at for i in issued)
     assert not set(issued) & set(heir_ids)
     heir.release()
+
+
+def test_a_paused_holder_loses_its_lease_and_stops_issuing(url: str, namespace: str) -> None:
+    proc = subprocess.Popen([sys.executable, str(HOLDER), url, namespace, "issue", "2"],
+                            stdout=subprocess.PIPE, env=_env(), text=True)
+    assert_a_paused_holder_yields(proc, lambda: lease_worker_id(url, namespace=namespace, max_workers=1, heartbeat=False))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from ddm_core.metadata.sources.etcd import EtcdSource
 from ddm_core.metadata.sources.etcd_client import EtcdClient
 from etcd_support import PrivateEtcd, etcd_call, private_etcd  # noqa: F401 - the fixture
 from services import require_module
+from test_id_lease import assert_a_paused_holder_yields, leased_ids
 
 require_module("requests", "worker-id leases on etcd (the 'etcd' extra)")
 HOLDER = Path(__file__).with_name("id_lease_holder.py")
@@ -65,12 +65,7 @@ def test_processes_starting_at_once_hold_distinct_ids(private_etcd: PrivateEtcd,
     procs = [_holder(private_etcd, "orders", "hold", "30", os.environ | {"GO_FILE": str(go)}) for _ in range(6)]
     try:
         go.touch()
-        got = []
-        for proc in procs:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("ID "), f"holder failed: {line!r}"
-            got.append(int(line.split()[1]))
+        got = leased_ids(procs)
         assert sorted(got) == list(range(6)), got
         held = _held(private_etcd, "orders")
         assert sorted(held) == list(range(6)) and len(set(held.values())) == 6  # one holder per id, in etcd too
@@ -116,37 +111,8 @@ def test_a_killed_holders_id_is_freed_after_its_ttl(private_etcd: PrivateEtcd) -
 
 def test_a_paused_holder_stops_issuing_before_its_id_is_taken(private_etcd: PrivateEtcd) -> None:  # noqa: F811
     proc = _holder(private_etcd, "pause", "issue", "2")
-    assert proc.stdout is not None
-    try:
-        assert proc.stdout.readline() == "ID 0\n"
-        for _ in range(20):
-            assert proc.stdout.readline().startswith("N ")
-        proc.send_signal(signal.SIGSTOP)  # no ids, no keep-alive
-        deadline = time.monotonic() + HANG_GUARD_S
-        while True:
-            try:
-                heir = lease_worker_id_etcd(private_etcd.url, namespace="pause", max_workers=1, heartbeat=False)
-                break
-            except NoFreeWorkerIdError:
-                assert time.monotonic() < deadline, "the paused holder's lease never expired"
-                time.sleep(0.1)
-        taken_at = time.time_ns() // 1_000_000
-        heir_ids = [heir.snowflake().next_id() for _ in range(3)]
-        proc.send_signal(signal.SIGCONT)
-        rest = proc.stdout.read()
-        assert proc.wait(HANG_GUARD_S) == 3, rest[-500:]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-            proc.wait()
-    lines = rest.splitlines()
-    assert lines[-1].startswith("LOST ") and "was lost" in lines[-1], lines[-3:]
-    issued = [int(line.split()[1]) for line in lines if line.startswith("N ")]
-    decode = ids.Snowflake(0).decode
-    assert all(decode(i).timestamp_ms < taken_at for i in issued)  # nothing issued after the takeover
-    assert not set(issued) & set(heir_ids)
-    heir.release()
+    assert_a_paused_holder_yields(proc, lambda: lease_worker_id_etcd(private_etcd.url, namespace="pause", max_workers=1,
+                                                                   heartbeat=False), worker=0)  # fmt: skip
 
 
 def test_a_holder_stops_issuing_when_etcd_is_gone(private_etcd: PrivateEtcd) -> None:  # noqa: F811
