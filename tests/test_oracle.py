@@ -739,7 +739,10 @@ def _sort_key(row: Sequence[Any]) -> tuple[Any, ...]:
         if v is None:
             out.append((0, 0, ""))
         elif isinstance(v, (int, float, Decimal)):
-            out.append((1, round(float(v), 6), type(v).__name__))
+            # float() merges neighbours past 2**53 (2**53 + 1 and + 2 alike): exact numbers there keep their order,
+            # or rows of one tie run pair up in input order and the same multisets compare unequal.
+            exact = v if not isinstance(v, float) and abs(v) >= 2**53 else 0
+            out.append((1, round(float(v), 6), exact, type(v).__name__))
         else:
             out.append((2, 0, str(v)))
     return tuple(out)
