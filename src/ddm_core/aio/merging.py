@@ -14,6 +14,7 @@ builds the same merge over the same units, only fed by awaits.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from typing import Any, Iterator, Protocol, Sequence
 
@@ -121,7 +122,5 @@ class MergedStream:
 def _unwind(merge: Any, exc: BaseException) -> None:
     """End a merge left waiting for rows that will not come: ``exc`` is raised where it waits, so its frames
     close their iterators on the way out (a suspended generator could not be closed from outside)."""
-    try:
+    with contextlib.suppress(BaseException):  # the same error, back out of the merge: the caller raises it
         merge.throw(exc)
-    except BaseException:  # noqa: S110  (the same error, back out of the merge: the caller raises it)
-        pass
