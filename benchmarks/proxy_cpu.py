@@ -210,7 +210,7 @@ def _listening(command: list[str]) -> tuple[subprocess.Popen[str], int]:
         m = re.search(r"listening on \S+:(\d+)", line)
         if m:
             return proc, int(m.group(1))
-    raise AssertionError("the proxy exited before it listened")
+    raise AssertionError(f"the proxy exited before it listened: {proc.stderr.read()[-2000:]}")
 
 
 def opcodes(config_path: Path, count: int) -> None:
@@ -254,7 +254,8 @@ def callgrind(config_path: Path, count: int) -> None:
     import signal
 
     out = Path(tempfile.mkdtemp()) / "callgrind.out"
-    proc, port = _listening(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+    proc, port = _listening(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-instr=no",
+                             f"--callgrind-out-file={out}",
                              sys.executable, "-m", "ddm_core.cli", "proxy", "-c", str(config_path), "--port", "0"])
     try:
         client(port, 300)
@@ -266,6 +267,7 @@ def callgrind(config_path: Path, count: int) -> None:
         proc.wait(120)
     total = sum(int(m.group(1)) for m in re.finditer(r"^totals:\s+(\d+)", out.read_text(), re.M))
     print(f"machine instructions per statement (proxy process, callgrind): {total / count:.0f}")
+    print(f"(callgrind_annotate {out} splits them by function)")
 
 
 def main() -> None:

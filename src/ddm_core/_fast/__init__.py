@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink")
 
 
 class Implementation(NamedTuple):
@@ -36,6 +36,7 @@ class Implementation(NamedTuple):
     wire: ModuleType
     relay: ModuleType
     gate: ModuleType
+    hotlink: ModuleType
 
 
 def load(name: str) -> Implementation:

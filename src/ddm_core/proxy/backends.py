@@ -23,37 +23,31 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from ddm_core.proxy.relay import RELAY_STATES
+from ddm_core.proxy.relay import LinkProtocol, frame, hotlink as _hotlink
 
 __all__ = ["Link", "LoopBackends"]
 
 log = logging.getLogger("ddm_core.proxy")
 
-_FIRST, _ROWS = RELAY_STATES.FIRST, RELAY_STATES.ROWS  # an answer still coming
 #: A relay state of its own: the connection was lost (or aborted) before the answer ended.
-LOST = -1
+LOST: int = _hotlink.LOST
 #: Statements one link keeps prepared (MariaDB's max_prepared_stmt_count is per server).
 PREPARED_PER_LINK = 128
-_HIGH_WATER = 1 << 20
-_LOW_WATER = 1 << 18
-_DRAIN_POLL = 0.002
-
-OnEnd = Callable[["Link", int], None]
 
 
-def _frame(payload: bytes) -> bytes:
-    return len(payload).to_bytes(3, "little") + b"\x00" + payload
-
-
-class Link(asyncio.Protocol):
+class Link(LinkProtocol, asyncio.Protocol):
     """One data-source connection read by the event loop: one command at a time.
 
+    Its per-statement part — ``send``, ``data_received`` relaying the answer to the client — is the
+    compiled ``hotlink`` unit's :class:`LinkProtocol`; here the rest: prepares, losses, closing.
     ``raw`` is the driver's connection object without its socket (its escaping, character set and
     thread id serve), ``pool`` the executor's pool of the endpoint it was opened to (its ``driver`` and
     ``endpoint``); ``prepared`` maps the statements prepared on it to their ids.
     """
 
     def __init__(self, data_source: str, raw: Any, on_lost: Callable[[Link], None], pool: Any) -> None:
+        super().__init__()
+        self.loop = asyncio.get_running_loop()  # made by create_connection, on the loop
         self.data_source = data_source
         self.raw = raw
         self.pool = pool
@@ -63,32 +57,20 @@ class Link(asyncio.Protocol):
         #: How long an answer may take to begin without a statement deadline (the endpoint's socket timeout).
         self.read_bound: float | None = pool.driver.socket_timeout(pool.endpoint)
         self.prepared: dict[str, int] = {}
-        self.closed = False
         self.idle_since = 0.0  # the loop's time it was last given back
         self.config: Any = None  # the configuration version it was opened under
-        self.transport: Any = None
         self._on_lost = on_lost
-        self._relay: Any = None
-        self._client: Any = None
-        self._header_for: Any = None
-        self._on_end: OnEnd | None = None
         self._preparing: tuple[Callable[[int | None, bytes], None], bytearray] | None = None
 
     # -- commands --------------------------------------------------------------------------------------
-
-    def send(self, payload: bytes, relay: Any, client: Any, header_for: Any, on_end: OnEnd) -> None:
-        """Send one command whose answer ``relay`` re-frames for the ``client`` transport; ``on_end(link,
-        state)`` once it is over (a relay state, or :data:`LOST`)."""
-        self._relay, self._client, self._header_for, self._on_end = relay, client, header_for, on_end
-        self.transport.write(len(payload).to_bytes(3, "little") + b"\x00" + payload)  # _frame's, every statement
 
     def prepare(self, sql: str, on_prepared: Callable[[int | None, bytes], None]) -> None:
         """COM_STMT_PREPARE ``sql``: ``on_prepared(statement id, b"")``, or ``(None, error packet)``."""
         if len(self.prepared) >= PREPARED_PER_LINK:  # the oldest go: COM_STMT_CLOSE has no answer
             for old in list(self.prepared)[: PREPARED_PER_LINK // 2]:
-                self.transport.write(_frame(b"\x19" + self.prepared.pop(old).to_bytes(4, "little")))
+                self.transport.write(frame(b"\x19" + self.prepared.pop(old).to_bytes(4, "little")))
         self._preparing = (on_prepared, bytearray())
-        self.transport.write(_frame(b"\x16" + sql.encode(self.raw.encoding)))
+        self.transport.write(frame(b"\x16" + sql.encode(self.raw.encoding)))
 
     def abort(self) -> None:
         """Close at once (an answer out of bounds, a statement in doubt): never reused."""
@@ -96,46 +78,16 @@ class Link(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    # -- the protocol ---------------------------------------------------------------------------------------
+    # -- the protocol (the per-statement part is LinkProtocol's) ---------------------------------------------
 
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        relay = self._relay
-        if relay is not None:
-            state = relay.pump(data, self._client, self._header_for)  # framed bytes written to the client
-            if state == _FIRST or state == _ROWS:
-                client = self._client
-                if client.get_write_buffer_size() > _HIGH_WATER and not client.is_closing():
-                    self.transport.pause_reading()  # a slow client: its answer waits in MariaDB meanwhile
-                    asyncio.get_running_loop().call_later(_DRAIN_POLL, self._drained)
-                return
-            on_end = self._on_end  # _end's, written out: every statement ends here
-            self._relay = self._client = self._header_for = self._on_end = None
-            if on_end is not None:
-                on_end(self, state)
-            return
+    def unasked(self, data: bytes) -> None:
+        """Bytes with no statement's answer awaited: a prepare's answer, else out of step (closed)."""
         if self._preparing is not None:
             self._prepare_data(data)
             return
         log.warning("data source %s sent %d bytes nobody asked for: its connection is closed", self.data_source,
                     len(data))  # fmt: skip
         self.abort()
-
-    def _drained(self) -> None:
-        client = self._client
-        if client is None or client.is_closing() or client.get_write_buffer_size() <= _LOW_WATER:
-            if not self.closed:
-                self.transport.resume_reading()
-        else:
-            asyncio.get_running_loop().call_later(_DRAIN_POLL, self._drained)
-
-    def _end(self, state: int) -> None:
-        on_end = self._on_end
-        self._relay = self._client = self._header_for = self._on_end = None
-        if on_end is not None:
-            on_end(self, state)
 
     def _prepare_data(self, data: bytes) -> None:
         assert self._preparing is not None
@@ -174,8 +126,8 @@ class Link(asyncio.Protocol):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self.closed = True
-        if self._relay is not None:
-            self._end(LOST)
+        if self.answering:
+            self.end(LOST)
         if self._preparing is not None:
             on_prepared, _ = self._preparing
             self._preparing = None
@@ -221,7 +173,7 @@ class LoopBackends:
         if link.closed or self.closed or link.config is not self._config:
             link.abort()
             return
-        loop = asyncio.get_running_loop()
+        loop = link.loop  # not get_running_loop(): it asks getpid() (a system call) every time
         link.idle_since = loop.time()
         self._idle.setdefault(link.key, []).append(link)
         if self._sweeper is None:

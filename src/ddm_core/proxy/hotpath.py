@@ -27,13 +27,15 @@ from ddm_core.execute.pools import discard_on
 from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.statement import unit_error
 from ddm_core.proxy.backends import LOST as _LOST
-from ddm_core.proxy.relay import RELAY_STATES, ResultRelay, advance, conclude, is_waiting, socket_of, timed_out
+from ddm_core.proxy.relay import (
+    RELAY_STATES, HotStatement, ResultRelay, advance, conclude, is_waiting, socket_of, timed_out,
+)  # fmt: skip
 
 __all__ = ["Deadlines", "HotRelay", "LinkStatement"]
 
 log = logging.getLogger("ddm_core.proxy")
 
-_DONE, _OK, _ERROR = RELAY_STATES.DONE, RELAY_STATES.OK, RELAY_STATES.ERROR
+_ERROR = RELAY_STATES.ERROR
 
 #: ``on_end(rows, error)``: the rows relayed (-1: an OK answer, in ``relay.first``) or the error; the
 #: client's next packet (an error's, an OK's) takes the sequence id ``relay.seq``.
@@ -170,119 +172,37 @@ class Deadlines:
             self.arm(min(due), loop)
 
 
-class LinkStatement:
+class LinkStatement(HotStatement):
     """One hot statement on a :class:`~ddm_core.proxy.backends.Link` of the event loop's own.
 
     What the executor does for a sent unit is done here in its terms: the statement's deadline cancels
     it on the data source (the driver's ``cancel``: ``KILL QUERY`` on a connection of its own) and a
     cancelled link is never reused; past the answer bound a frozen data source's link is aborted; the
     data source's error is mapped as a unit's (``unit_error``); the slow-SQL log and the observer hear
-    of it (``Engine.observed`` / ``failed``).
+    of it (``Engine.observed`` / ``failed``). Its per-statement part (the send, the deadlines'
+    registration, the common end) is the compiled ``hotlink`` unit's :class:`HotStatement`; here the
+    first prepare on a link and the mapping of what failed.
     """
 
-    __slots__ = ("runtime", "link", "plan", "started", "relay", "header_for", "client", "on_end", "fired", "bounded",
-                 "done", "cancel_at", "abort_at")  # fmt: skip
+    __slots__ = ()
 
-    def __init__(self, runtime: Any, link: Any, plan: Any, started: float, relay: ResultRelay,
-                 header_for: Callable[[list[bytes]], tuple[list[bytes], int]], client: Any, on_end: OnEnd) -> None:  # fmt: skip
-        self.runtime = runtime
-        self.link = link
-        self.plan = plan  # the statement's one-unit plan
-        self.started = started  # its start (the clock of the slow-SQL log and the observer)
-        self.relay = relay
-        self.header_for = header_for
-        self.client = client
-        self.on_end = on_end
-        self.fired = False  # the deadline's cancel went out
-        self.bounded = False  # the answer bound passed: the link was aborted
-        self.done = False  # ended (answered, or abandoned): a late callback changes nothing
-        self.cancel_at: float | None = None  # the loop's time its deadline cancels it on the data source
-        self.abort_at: float | None = None  # the loop's time its link is aborted (the answer bound)
-
-    def start(self, style: str, values: bytes | None) -> None:
-        """Send the unit (a text statement, or an execute of ``values``, prepared on the link first if it
-        is not yet) and arm the deadline and the answer bound."""
+    def prepare_first(self, values: bytes) -> None:
         link = self.link
-        unit = self.plan.units[0]
-        engine = self.runtime.executor.engine
-        loop = asyncio.get_running_loop()
-        seconds = engine.timeout
-        if seconds:
-            now = loop.time()
-            self.cancel_at = now + seconds
-            self.abort_at = now + seconds + engine.cancel_grace
-        elif link.read_bound is not None:
-            self.abort_at = loop.time() + link.read_bound
-        if self.abort_at is not None:  # Deadlines.add's, without its frame (the cancel comes before the abort)
-            deadlines = self.runtime.deadlines
-            deadlines.running.add(self)
-            first = self.cancel_at if self.cancel_at is not None else self.abort_at
-            if first < deadlines.at:
-                deadlines.arm(first, loop)
-        if values is not None:
-            stmt_id = link.prepared.get(unit.sql)
-            if stmt_id is not None:
-                self._execute(stmt_id, values)
-                return
-        else:
-            driver = link.driver
-            sql = engine.unit_sql(driver, unit, style)
-            if unit.params is not None:
-                sql = sql % tuple(link.raw.escape(p) for p in unit.params)  # as PyMySQL's cursor formats it
-            link.send(b"\x03" + sql.encode(link.raw.encoding), self.relay, self.client, self.header_for, self._ended)
-            return
+        sql = self.plan.units[0].sql
 
         def prepared(stmt_id: int | None, error: bytes) -> None:
             if stmt_id is None:
                 self.relay.first = error
-                self._ended(link, _ERROR if error else _LOST)
+                self.ended(link, _ERROR if error else _LOST)
                 return
-            link.prepared[unit.sql] = stmt_id
-            self._execute(stmt_id, values)
+            link.prepared[sql] = stmt_id
+            self.execute(stmt_id, values)
 
-        link.prepare(unit.sql, prepared)
+        link.prepare(sql, prepared)
 
-    def _execute(self, stmt_id: int, values: bytes) -> None:
-        payload = b"\x17" + stmt_id.to_bytes(4, "little") + b"\x00\x01\x00\x00\x00" + values
-        self.link.send(payload, self.relay, self.client, self.header_for, self._ended)
-
-    def abandon(self) -> None:
-        """Sending failed half-way: the link is closed and nothing of this statement runs any more."""
-        self.done = True
-        self.runtime.deadlines.running.discard(self)
-        self.link.abort()
-
-    def check(self, now: float) -> None:
-        """:class:`Deadlines`: past its deadline it is cancelled on the data source (the driver's ``cancel``,
-        which never waits on the server); past the answer bound its link is aborted (``connection_lost``
-        ends the statement)."""
-        if self.done:
-            return
-        if self.cancel_at is not None and self.cancel_at <= now:
-            self.cancel_at = None
-            self.fired = True
-            link = self.link
-            link.driver.cancel(link.endpoint, link.raw)
-        if self.abort_at is not None and self.abort_at <= now:
-            self.abort_at = None
-            self.bounded = True
-            self.link.abort()
-
-    def _ended(self, link: Any, state: int) -> None:
-        if self.done:
-            return
-        self.done = True
-        runtime = self.runtime
-        runtime.deadlines.running.discard(self)
+    def failed(self, link: Any, state: int) -> None:
         relay, plan = self.relay, self.plan
-        engine = runtime.executor.engine
-        backends = runtime.backends
-        if (state == _DONE or state == _OK) and not self.fired:
-            backends.give(link)
-            rows = int(relay.rows) if state == _DONE else -1
-            engine.observed_rows(plan, self.started, max(rows, 0))
-            self.on_end(rows, None)
-            return
+        engine = self.runtime.executor.engine
         unit = plan.units[0]
         if state == _ERROR and relay.first:
             exc: BaseException = link.driver.relay_error(link.raw, relay.first)
@@ -293,7 +213,7 @@ class LinkStatement:
         if self.fired or state != _ERROR or discard_on(exc):
             link.abort()  # a cancel may still be on its way to it, or its state is unknown
         else:
-            backends.give(link)
+            self.runtime.backends.give(link)
         error = unit_error(exc, unit, link.endpoint.name, self.fired, unit.sql)
         if not isinstance(error, DdmError):
             error = ExecutionError(f"ddm: {error}")

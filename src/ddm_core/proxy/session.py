@@ -535,7 +535,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                                                                  payload)  # fmt: skip
         header_for = conn.relay_header(plan.merge.aggregates, announced)
         if link is not None:
-            statement = LinkStatement(runtime, link, plan, started, relay, header_for, conn.gate_transport, on_end)
+            # gate_done and cid: the statement does the common end (_hot_end's first branch) itself, in C
+            statement = LinkStatement(runtime, link, plan, started, relay, header_for, conn.gate_transport, on_end,
+                                      conn.gate_done, cid)  # fmt: skip
             try:
                 statement.start(style, values)
             except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why

@@ -1,0 +1,236 @@
+# cython: language_level=3
+"""Compiled twin of ``hotlink_py.py``: a hot statement on one of the event loop's own data-source connections.
+
+Same classes and behaviour as the pure twin (its docstring has the contract; tests/test_hotlink.py runs
+both). What runs for every hot statement — the send, each chunk of the answer, the end — runs here
+without an interpreted frame; the rare parts are the Python subclasses' (``proxy/backends.py``
+``Link``, ``proxy/hotpath.py`` ``LinkStatement``).
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.set cimport PySet_Add, PySet_Discard
+from libc.string cimport memcpy
+
+from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, OK as _OK, ROWS as _ROWS
+
+__all__ = ["LinkProtocol", "HotStatement", "LOST", "frame"]
+
+LOST = -1
+HIGH_WATER = 1 << 20
+LOW_WATER = 1 << 18
+DRAIN_POLL = 0.002
+
+cdef int S_FIRST = _FIRST
+cdef int S_ROWS = _ROWS
+cdef int S_DONE = _DONE
+cdef int S_OK = _OK
+DEF HIGH = 1 << 20
+DEF LOW = 1 << 18
+
+
+cdef bytes _framed(bytes head, Py_ssize_t head_size, bytes payload):
+    """One packet of sequence id 0: ``head`` (its first ``head_size`` bytes) then ``payload``, in one allocation."""
+    cdef Py_ssize_t size = head_size + PyBytes_GET_SIZE(payload)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 4 + size)
+    cdef unsigned char* p = <unsigned char*> PyBytes_AS_STRING(out)
+    p[0] = size & 0xFF
+    p[1] = (size >> 8) & 0xFF
+    p[2] = (size >> 16) & 0xFF
+    p[3] = 0
+    if head_size:
+        memcpy(p + 4, PyBytes_AS_STRING(head), head_size)
+    memcpy(p + 4 + head_size, PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
+    return out
+
+
+def frame(bytes payload, int seq=0):
+    """``payload`` as one MySQL packet with sequence id ``seq``."""
+    cdef bytes out = _framed(b"", 0, payload)
+    (<unsigned char*> PyBytes_AS_STRING(out))[3] = seq & 0xFF
+    return out
+
+
+@cython.auto_pickle(False)  # a connection's protocol: never pickled
+cdef class LinkProtocol:
+    """A data-source connection's protocol on the loop (``hotlink_py.LinkProtocol``)."""
+
+    cdef public object transport, loop
+    cdef public bint closed
+    cdef object _relay, _client, _header_for, _on_end  # None, as transport and loop, until set
+
+    @property
+    def answering(self):
+        return self._relay is not None
+
+    def send(self, bytes payload, relay, client, header_for, on_end):
+        self._relay, self._client, self._header_for, self._on_end = relay, client, header_for, on_end
+        self.transport.write(_framed(b"", 0, payload))
+
+    cdef inline void _send_framed(self, bytes packet, HotStatement statement) except *:
+        self._relay, self._client, self._header_for, self._on_end = (
+            statement.relay, statement.client, statement.header_for, statement.ended)
+        self.transport.write(packet)
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        relay = self._relay
+        if relay is None:
+            self.unasked(data)
+            return
+        cdef int state = relay.pump(data, self._client, self._header_for)
+        if state == S_FIRST or state == S_ROWS:
+            client = self._client
+            if client.get_write_buffer_size() > HIGH and not client.is_closing():
+                self.transport.pause_reading()
+                self.loop.call_later(DRAIN_POLL, self._drained)
+            return
+        self.end(state)
+
+    def end(self, int state):
+        on_end = self._on_end
+        self._relay = self._client = self._header_for = self._on_end = None
+        if on_end is not None:
+            on_end(self, state)
+
+    def unasked(self, data):
+        raise NotImplementedError
+
+    def _drained(self):
+        client = self._client
+        if client is None or client.is_closing() or client.get_write_buffer_size() <= LOW:
+            if not self.closed:
+                self.transport.resume_reading()
+        else:
+            self.loop.call_later(DRAIN_POLL, self._drained)
+
+
+cdef bytes _EXECUTE_TAIL = b"\x00\x01\x00\x00\x00"
+
+
+@cython.auto_pickle(False)
+cdef class HotStatement:
+    """One hot statement on a :class:`LinkProtocol` (``hotlink_py.HotStatement``)."""
+
+    cdef public object runtime, link, plan, relay, header_for, client, on_end, done_with, cid, cancel_at, abort_at
+    cdef public double started
+    cdef public bint fired, bounded, done
+
+    def __init__(self, runtime, link, plan, double started, relay, header_for, client, on_end, done_with=None,
+                 cid=None):
+        self.runtime = runtime
+        self.link = link
+        self.plan = plan
+        self.started = started
+        self.relay = relay
+        self.header_for = header_for
+        self.client = client
+        self.on_end = on_end
+        self.done_with = done_with
+        self.cid = cid
+        self.fired = False
+        self.bounded = False
+        self.done = False
+        self.cancel_at = None
+        self.abort_at = None
+
+    def start(self, str style, values):
+        link = self.link
+        unit = self.plan.units[0]
+        runtime = self.runtime
+        engine = runtime.executor.engine
+        loop = link.loop
+        seconds = engine.timeout
+        cdef double now
+        if seconds:
+            now = loop.time()
+            self.cancel_at = now + seconds
+            self.abort_at = now + seconds + engine.cancel_grace
+        else:
+            bound = link.read_bound
+            if bound is not None:
+                self.abort_at = loop.time() + bound
+        if self.abort_at is not None:
+            deadlines = runtime.deadlines
+            PySet_Add(deadlines.running, self)
+            first = self.cancel_at if self.cancel_at is not None else self.abort_at
+            if first < deadlines.at:
+                deadlines.arm(first, loop)
+        if values is None:
+            sql = engine.unit_sql(link.driver, unit, style)
+            params = unit.params
+            if params is not None:
+                escape = link.raw.escape
+                sql = sql % tuple([escape(p) for p in params])
+            link.send(b"\x03" + sql.encode(link.raw.encoding), self.relay, self.client, self.header_for, self.ended)
+            return
+        stmt_id = link.prepared.get(unit.sql)
+        if stmt_id is None:
+            self.prepare_first(values)
+            return
+        self._execute(stmt_id, values)
+
+    def execute(self, stmt_id, bytes values):
+        self._execute(stmt_id, values)
+
+    cdef void _execute(self, object stmt_id, bytes values) except *:
+        cdef unsigned int sid = stmt_id
+        cdef bytes head = PyBytes_FromStringAndSize(NULL, 10)
+        cdef unsigned char* h = <unsigned char*> PyBytes_AS_STRING(head)
+        h[0] = 0x17
+        h[1] = sid & 0xFF
+        h[2] = (sid >> 8) & 0xFF
+        h[3] = (sid >> 16) & 0xFF
+        h[4] = (sid >> 24) & 0xFF
+        memcpy(h + 5, PyBytes_AS_STRING(_EXECUTE_TAIL), 5)
+        packet = _framed(head, 10, values)
+        (<LinkProtocol?> self.link)._send_framed(packet, self)
+
+    def prepare_first(self, values):
+        raise NotImplementedError
+
+    def abandon(self):
+        self.done = True
+        PySet_Discard(self.runtime.deadlines.running, self)
+        self.link.abort()
+
+    def check(self, double now):
+        if self.done:
+            return
+        if self.cancel_at is not None and self.cancel_at <= now:
+            self.cancel_at = None
+            self.fired = True
+            link = self.link
+            link.driver.cancel(link.endpoint, link.raw)
+        if self.abort_at is not None and self.abort_at <= now:
+            self.abort_at = None
+            self.bounded = True
+            self.link.abort()
+
+    def ended(self, link, int state):
+        if self.done:
+            return
+        self.done = True
+        runtime = self.runtime
+        PySet_Discard(runtime.deadlines.running, self)
+        if (state != S_DONE and state != S_OK) or self.fired:
+            self.failed(link, state)
+            return
+        runtime.backends.give(link)
+        cdef long long rows = self.relay.rows if state == S_DONE else -1
+        runtime.executor.engine.observed_rows(self.plan, self.started, rows if rows > 0 else 0)
+        done_with = self.done_with
+        if rows < 0 or done_with is None or runtime.audit is not None:
+            self.on_end(rows, None)
+            return
+        runtime.inlined += 1
+        runtime.relayed += 1
+        try:
+            runtime._exit(self.cid)
+        finally:
+            done_with()
+
+    def failed(self, link, int state):
+        raise NotImplementedError
