@@ -344,6 +344,7 @@ class Executor:
     def send_single(
         self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT,
         send: Callable[[Any, RouteUnit], None] | None = None, pool: EndpointPool | None = None,
+        on: Borrowed | None = None,
     ) -> SentUnit | None:  # fmt: skip
         """Send a one-unit plan outside any transaction and return at once; ``None``: it cannot go so now.
 
@@ -357,9 +358,11 @@ class Executor:
         the splitter's choice in this context (:meth:`loop_pool`; docs/readwrite.md).
         ``send(raw, unit)``: sends the unit itself instead of the driver's ``send`` (a relayed binary
         execute, docs/proxy.md#relayed-results); its answer is then relayed, never read by ``finish``.
-        ``pool``: the one :meth:`loop_pool` gave for this plan (the choice is made once).
+        ``pool``: the one :meth:`loop_pool` gave for this plan (the choice is made once). ``on``: a transaction's
+        pinned connection to send it on instead (docs/proxy.md#transactions-on-the-loop): its releases are the
+        caller's to keep from the pool.
         """
-        return self.runner.send_single(self.engine.begin(plan, caller_style, timeout, None), send, pool)
+        return self.runner.send_single(self.engine.begin(plan, caller_style, timeout, None), send, pool, on)
 
     def loop_pool(self, plan: RoutePlan) -> EndpointPool | None:
         """Where a one-unit ``plan`` sent without a thread goes: the primary's pool, or for a read on a data

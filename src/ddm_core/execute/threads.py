@@ -415,20 +415,24 @@ class ThreadRunner:
         return chosen
 
     def send_single(self, stmt: Statement, send: Callable[[Any, RouteUnit], None] | None = None,
-                    pool: EndpointPool | None = None) -> SentUnit | None:  # fmt: skip
-        """Send a one-unit plan outside any transaction and return at once (see ``Executor.send_single``)."""
+                    pool: EndpointPool | None = None, on: Borrowed | None = None) -> SentUnit | None:  # fmt: skip
+        """Send a one-unit plan and return at once (see ``Executor.send_single``); ``on``: a transaction's pinned
+        connection to send it on (the caller checked the plan may run there), else an idle one of ``pool``."""
         plan = stmt.plan
         if self.closed or len(plan.units) != 1 or plan.kind is RouteKind.FULL or plan.dual or self.engine.stream is True:
             return None
-        refuse_unpinned(plan)
+        if on is None:
+            refuse_unpinned(plan)
         unit = plan.units[0]
-        if pool is None:
+        if on is not None:
+            pool = on.pool
+        elif pool is None:
             pool = self.loop_pool(plan)
             if pool is None:
                 return None
         if not pool.driver.can_pipeline:
             return None
-        borrowed = pool.lend_idle()
+        borrowed = on if on is not None else pool.lend_idle()
         if borrowed is None:
             return None
         driver = pool.driver

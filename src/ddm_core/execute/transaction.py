@@ -161,6 +161,12 @@ class TransactionState(Generic[B]):
         """A savepoint command failed on one pin after others ran it: the pins disagree, nothing can commit."""
         self._state, self._failure = "failed", exc
 
+    def fail(self, error: BaseException) -> None:
+        """A statement sent on a pin outside ``execute_plan`` (the proxy's loop) lost or cancelled it, as
+        ``execute_plan`` fails on a timeout or a lost connection: nothing more runs; the end discards the pins."""
+        if self._state == "active":
+            self._state, self._failure = "failed", error
+
     @property
     def active(self) -> bool:
         """Statements may still run (not committed, rolled back or failed)."""

@@ -48,6 +48,7 @@ from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.hotpath import HotRelay, LinkStatement
+from ddm_core.proxy.loop_transactions import ends_quietly, on_pin, send_on_pin
 from ddm_core.proxy.relay import RELAY_STATES, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import (
@@ -285,13 +286,15 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if kind is Kind.SET:
             return await self._in_thread(apply_set, what.rest, self.variables, self._set_autocommit,
                                          self._set_transaction_mode) or Outcome()  # fmt: skip
+        # Answered on the loop when nothing is sent (no connection pinned yet, a local transaction): a thread
+        # hop less per transaction (proxy/loop_transactions.py)
         if kind is Kind.BEGIN:
-            return await self._in_thread(self._begin)
+            return self._begin() if self._tx is None and self._tx_mode == "local" else await self._in_thread(self._begin)
         if kind is Kind.COMMIT:
-            await self._in_thread(self._commit)
+            await self._end_transaction(self._commit)
             return Outcome()
         if kind is Kind.ROLLBACK:
-            await self._in_thread(self._rollback)
+            await self._end_transaction(self._rollback)
             return Outcome()
         if kind in SAVEPOINT_KINDS:
             await self._in_thread(self._savepoint, kind, what.rest)
@@ -337,6 +340,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         tx, self._tx = self._tx, None
         if tx is not None:
             tx.rollback()
+
+    async def _end_transaction(self, end: Callable[[], None]) -> None:
+        if self._tx is None or ends_quietly(self._tx):
+            end()
+        else:
+            await self._in_thread(end)
 
     def _savepoint(self, kind: Kind, name: str) -> None:
         """SAVEPOINT / ROLLBACK TO / RELEASE on every connection of the session's transaction."""
@@ -434,7 +443,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             # Literal values back into parameters: one text per statement shape, so the plan cache hits.
             text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
             shape = runtime.shapes.get(text)
-            if shape is not None and shape.inline and self._tx is None and self._autocommit and runtime.inline:
+            tx = self._tx  # in a transaction: a read on a pin goes from the loop (proxy/loop_transactions.py)
+            if shape is not None and shape.inline and runtime.inline and (self._autocommit if tx is None else tx.active):
                 first = await self._start_sent(sql, text, bound, started, shape)
             if first is None:
                 first = await self._in_thread(self._start, sql, text, bound, started)
@@ -467,15 +477,20 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if not _one_unit(plan):
             shape.inline = False  # rare (routes can differ by value): the workers run it
             return None
-        pool = self._loop_pool(plan)
-        if pool is None:
-            return None  # a write to a data source with replicas, a gtid read's check: the workers run it
+        tx, pool = self._tx, None
+        if tx is None:
+            pool = self._loop_pool(plan)
+            if pool is None:
+                return None  # a write to a data source with replicas, a gtid read's check: the workers run it
+        elif not on_pin(tx, plan):
+            return None  # a write, a data source not pinned yet, an XA transaction: the workers run it
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
         relay, values = self._relay_of(running, plan, style_of(text))
         send = None if relay is None else self._sender(runtime.driver_of(plan.units[0].data_source), values)
         try:
-            sent = runtime.executor.send_single(plan, caller_style=style_of(text), send=send, pool=pool)
+            sent = (runtime.executor.send_single(plan, caller_style=style_of(text), send=send, pool=pool) if tx is None
+                    else send_on_pin(runtime.executor, tx, plan, style_of(text), send))  # fmt: skip
         except DdmError as exc:
             running.failed(exc)
             raise
