@@ -44,19 +44,23 @@ from test_xa_support import (
     detached_trx,
     ledger,
     prepared_xids,
+    LOG_PLACES,
+    log_apart,
     transfer,
     xa_host,
     xa_runtime,
 )
+from ddm_core.xa.runtime import MARK_BATCH
 
 
 @pytest.fixture(scope="module")
 def bank_dbs() -> Iterator[dict[str, Any]]:
-    with fresh_mariadb_databases(2) as names:
-        urls = {f"ds_{i}": f"mysql://127.0.0.1:3306/{db}" for i, db in enumerate(names)}
+    with fresh_mariadb_databases(3) as names:
+        urls = {f"ds_{i}": f"mysql://127.0.0.1:3306/{db}" for i, db in enumerate(names[:2])}
         config = bank_config(urls)
         create_bank(config)
-        yield {"config": config, "names": names}
+        apart = log_apart(bank_config(urls), f"mysql://127.0.0.1:3306/{names[2]}")
+        yield {"config": config, "participant": config, "apart": apart, "names": names}
 
 
 def _reset(ex: Executor) -> None:
@@ -65,10 +69,11 @@ def _reset(ex: Executor) -> None:
 
 
 @contextmanager
-def _bank_executor(bank_dbs: dict[str, Any], runner: str) -> Iterator[Any]:
-    """An executor of ``runner`` over the bank, reset first; afterwards no connection borrowed, nothing prepared."""
+def _bank_executor(bank_dbs: dict[str, Any], runner: str, log_place: str = "participant") -> Iterator[Any]:
+    """An executor of ``runner`` over the bank (its log at ``log_place``, :data:`LOG_PLACES`), reset first;
+    afterwards no connection borrowed, nothing prepared."""
     make = Executor if runner == "threads" else BlockingAsyncExecutor
-    executor = make(load_config(bank_dbs["config"]), load_schema=False, timeout=10.0)
+    executor = make(load_config(bank_dbs[log_place]), load_schema=False, timeout=10.0)
     _reset(executor)
     yield executor
     try:
@@ -87,6 +92,20 @@ def _bank_executor(bank_dbs: dict[str, Any], runner: str) -> Iterator[Any]:
 def ex(request: pytest.FixtureRequest, bank_dbs: dict[str, Any]) -> Iterator[Executor]:
     """The bank's executor on each runner (tests/runners.py: the asyncio one driven from this test)."""
     with _bank_executor(bank_dbs, request.param) as executor:
+        yield executor
+
+
+@pytest.fixture(params=[(r, p) for p in LOG_PLACES for r in RUNNERS], ids=lambda rp: f"{rp[0]}-log-{rp[1]}")
+def placed_ex(request: pytest.FixtureRequest, bank_dbs: dict[str, Any]) -> Iterator[Executor]:
+    """:func:`ex` with the log on ``ds_0`` (a participant: the last resource) and on a data source of its own."""
+    with _bank_executor(bank_dbs, *request.param) as executor:
+        yield executor
+
+
+@pytest.fixture(params=RUNNERS)
+def apart_ex(request: pytest.FixtureRequest, bank_dbs: dict[str, Any]) -> Iterator[Executor]:
+    """:func:`ex` with the log on a data source of its own: every branch prepares, the decision is a log write."""
+    with _bank_executor(bank_dbs, request.param, "apart") as executor:
         yield executor
 
 
@@ -150,17 +169,75 @@ def test_unknown_mode_is_refused(bank_dbs: dict[str, Any], ex: Executor) -> None
         ddm_core.connect(executor=ex, transaction_mode="bogus")
 
 
-def test_two_phase_transfer_commits_both_data_sources_and_logs_it(ex: Executor) -> None:
+def test_two_phase_transfer_commits_both_data_sources_and_logs_it(placed_ex: Executor) -> None:
+    ex = placed_ex
     steps: list[tuple[str, str | None]] = []
     xa_runtime(ex).step_hook = lambda step, ds: steps.append((step, ds))
     with ex.transaction(mode="xa") as tx:
         transfer(tx, 7, 2, 3, 40)
         assert tx.written_data_sources == ("ds_0", "ds_1")
-    assert steps == [("logged", None), ("prepared", "ds_0"), ("prepared", "ds_1"), ("decided", None),
-                     ("committed", "ds_0"), ("committed", "ds_1"), ("finished", None)]
+    if xa_runtime(ex).log.data_source == "ds_0":  # the last resource: never prepared, its commit is the decision
+        assert steps == [("logged", None), ("prepared", "ds_1"), ("committed", "ds_0"), ("decided", None),
+                         ("committed", "ds_1"), ("finished", None)]
+    else:
+        assert steps == [("logged", None), ("prepared", "ds_0"), ("prepared", "ds_1"), ("decided", None),
+                         ("committed", "ds_0"), ("committed", "ds_1"), ("finished", None)]
     assert tx.state == "committed"
-    assert balances(ex)[2] == START_BALANCE - 40 and balances(ex)[3] == START_BALANCE + 40
+    assert balances(ex)[2] == START_BALANCE - 40 and balances(ex)[3] == START_BALANCE + 40  # visible at once
+    assert _log_state(ex, tx.gtrid) is GlobalState.COMMITTING  # COMMITTED is deferred
+    report = recover(xa_host(ex))
+    assert report.finished == [] and report.committed == []  # its own marks are written first, in one go
     assert _log_state(ex, tx.gtrid) is GlobalState.COMMITTED
+    check_bank(ex)
+
+
+def test_committed_marks_ride_along_a_later_commit_round(placed_ex: Executor) -> None:
+    """The ``COMMITTED`` marks of :data:`MARK_BATCH` commits are written together in a later commit's COMMIT round;
+    marks a process never wrote are recovery's: it finishes a ``COMMITTING`` row with nothing prepared."""
+    ex = placed_ex
+    gtrids = []
+    for i in range(MARK_BATCH + 1):
+        with ex.transaction(mode="xa") as tx:
+            transfer(tx, 300 + i, 2 * (i % 5), 2 * (i % 5) + 1, 1)
+        gtrids.append(tx.gtrid)
+    states = [_log_state(ex, g) for g in gtrids]
+    assert states == [GlobalState.COMMITTED] * MARK_BATCH + [GlobalState.COMMITTING]
+    xa_runtime(ex).flush_marks = lambda: None  # as if the process died with the last mark unwritten
+    report = recover(xa_host(ex))
+    assert report.finished == [gtrids[-1]] and report.committed == []
+    assert _log_state(ex, gtrids[-1]) is GlobalState.COMMITTED
+    check_bank(ex)
+
+
+def test_a_tombstone_refuses_the_last_resource_or_waits_for_its_commit(ex: Executor) -> None:
+    """Recovery's tombstone and the last resource's decision row share the log's primary key: a tombstone
+    written first refuses the commit (every branch rolled back); one tried while the row is in flight waits
+    for the one-phase commit and then follows it."""
+    txlog = xa_runtime(ex).log
+    tx = ex.transaction(mode="xa")
+    transfer(tx, 61, 0, 1, 5)
+    assert txlog.tombstone(tx.gtrid) is GlobalState.ROLLING_BACK  # as recovery of an old row-less branch does
+    with pytest.raises(XaError, match="already has a log row"):
+        tx.commit()
+    assert tx.state == "rolled back" and ledger(ex) == {}
+    raced: list[GlobalState] = []
+
+    def race(step: str, ds: str | None) -> None:
+        if step == "prepared":  # ds_1 prepared, the decision row uncommitted in ds_0's branch
+            t = threading.Thread(target=lambda: raced.append(txlog.tombstone(tx2.gtrid)))
+            t.start()
+            t.join(0.5)
+            assert t.is_alive(), "the tombstone must wait for the row's key"
+            waiting.append(t)
+
+    waiting: list[threading.Thread] = []
+    xa_runtime(ex).step_hook = race
+    tx2 = ex.transaction(mode="xa")
+    transfer(tx2, 62, 0, 1, 5)
+    tx2.commit()
+    waiting[0].join(10)
+    assert raced == [GlobalState.COMMITTING] and tx2.state == "committed"
+    assert sorted(ledger(ex)[62]) == [(0, -5), (1, 5)]
     check_bank(ex)
 
 
@@ -372,9 +449,11 @@ def test_the_cap_on_concurrent_xa_transactions(ex: Executor) -> None:
 # -- recovery and the log ------------------------------------------------------------------------------
 
 
-def test_a_late_prepare_after_recovery_rolled_back_is_refused(ex: Executor) -> None:
+def test_a_late_prepare_after_recovery_rolled_back_is_refused(apart_ex: Executor) -> None:
     """Recovery decides ROLLBACK while the coordinator stalls after its PREPAREs, before the decision (a hanging
-    transaction); the PREPAREs run at once, so at the first branch's ``prepared`` step every branch is prepared."""
+    transaction); the PREPAREs run at once, so at the first branch's ``prepared`` step every branch is prepared.
+    (With the log on a participant there is no PREPARING row to decide on: the tombstone test below.)"""
+    ex = apart_ex
     reports = []
 
     def stall(step: str, ds: str | None) -> None:

@@ -34,8 +34,8 @@ from services import fresh_mariadb_databases, mariadb_connect
 from test_execute_support import PrivateMariaDB, assert_no_leaks, running_mariadb
 from runners import RUNNERS, BlockingAsyncExecutor
 from test_xa_support import (
-    assert_nothing_left, bank_config, check_bank, create_bank, detached_trx, ledger, prepared_xids, transfer, xa_host,
-    xa_runtime,
+    assert_nothing_left, bank_config, check_bank, create_bank, detached_trx, ledger, log_apart, prepared_xids, transfer,
+    xa_host, xa_runtime,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -87,14 +87,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateMariaDB]
         yield s
 
 
-def _private_bank(server: PrivateMariaDB) -> dict[str, Any]:
+def _private_bank(server: PrivateMariaDB, log_place: str = "participant") -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
     conn = server.raw()
     with conn.cursor() as cur:
-        for i in range(2):
+        for i in ("0", "1", "log"):
             cur.execute(f"CREATE DATABASE xa_{tag}_{i}")
     conn.close()
     config = bank_config({f"ds_{i}": f"mysql://127.0.0.1:{server.port}/xa_{tag}_{i}" for i in range(2)})
+    if log_place == "apart":
+        log_apart(config, f"mysql://127.0.0.1:{server.port}/xa_{tag}_log")
     create_bank(config)
     return config
 
@@ -118,19 +120,27 @@ def _run_child(config: dict[str, Any], step: str, where: str | None, intents: Pa
         proc.wait(timeout=30)
 
 
+P, A = "participant", "apart"
+
+
 @pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize(
-    ("step", "where", "decided"),
+    ("log_place", "step", "where", "prepared", "decided"),
     [
-        ("logged", None, False),  # participants logged, every branch ended, nothing prepared
-        ("prepared", "ds_0", False),  # the PREPARE round answered (every branch prepared), no decision
-        ("decided", None, True),  # after the COMMIT decision
-        ("committed", "ds_0", True),  # the COMMIT round answered, COMMITTED not yet logged
+        # The log on ds_0, a participant: its branch is the last resource (never prepared, holds the row).
+        (P, "logged", None, set(), False),  # every other branch ended, the decision row uncommitted in ds_0's branch
+        (P, "prepared", "ds_1", {"ds_1"}, False),  # ds_1 prepared, before ds_0's one-phase commit: no decision
+        (P, "committed", "ds_0", {"ds_1"}, True),  # right after ds_0's one-phase commit: that is the decision
+        (P, "finished", None, set(), True),  # the COMMIT round answered, COMMITTED not written (deferred)
+        # The log on a data source of its own: every branch prepares, the PREPARING row beside the PREPAREs.
+        (A, "prepared", "ds_0", {"ds_0", "ds_1"}, False),  # the PREPARE round answered (and the row), no decision
+        (A, "decided", None, {"ds_0", "ds_1"}, True),  # after the COMMIT decision (a log write)
+        (A, "finished", None, set(), True),  # the COMMIT round answered, COMMITTED not written (deferred)
     ],  # a crash in the middle of a round (some branches prepared / committed): tests/test_xa_concurrent_crash.py
 )
-def test_coordinator_killed_at_each_step(server: PrivateMariaDB, tmp_path: Path, step: str, where: str | None,
-                                         decided: bool, runner: str) -> None:
-    config = _private_bank(server)
+def test_coordinator_killed_at_each_step(server: PrivateMariaDB, tmp_path: Path, log_place: str, step: str,
+                                         where: str | None, prepared: set[str], decided: bool, runner: str) -> None:
+    config = _private_bank(server, log_place)
     intents = tmp_path / "intents.log"
     gtrid = _run_child(config, step, where, intents, runner)
     crashed = 100 + BEFORE
@@ -140,22 +150,21 @@ def test_coordinator_killed_at_each_step(server: PrivateMariaDB, tmp_path: Path,
             left = {x.bqual.decode() for x in ours(prepared_xids(raw), xa_runtime(ex).log.namespace)}
         finally:
             raw.close()
-        expected_prepared = {"logged": set(), "prepared": {"ds_0", "ds_1"}, "decided": {"ds_0", "ds_1"},
-                             "committed": set()}[step]
-        assert left == expected_prepared, "prepared branches must outlive their coordinator's death"
+        assert left == prepared, "prepared branches must outlive their coordinator's death"
         first = recover(ex)  # the default abandon age (60 s): undecided ones are young, kept
-        if decided:
-            assert sorted(first.committed) == sorted(f"{gtrid}/{ds}" for ds in expected_prepared)
-            assert first.finished == [gtrid]
+        if decided:  # committed, and the row marked COMMITTED (its mark was never written)
+            assert sorted(first.committed) == sorted(f"{gtrid}/{ds}" for ds in prepared)
+            assert gtrid in first.finished
         else:
             assert first.committed == [] and first.rolled_back == []
-            assert sorted(first.kept) == sorted(f"{gtrid}/{ds}" for ds in expected_prepared)
+            assert sorted(first.kept) == sorted(f"{gtrid}/{ds}" for ds in prepared)
             assert crashed not in ledger(ex)  # prepared rows are not visible
-            second = recover(ex, abandon_after_ms=0)  # now abandoned: rolled back
-            assert sorted(second.rolled_back) == sorted(f"{gtrid}/{ds}" for ds in expected_prepared)
-            assert second.finished == [gtrid]
-        row = xa_runtime(ex).log.read([gtrid])[gtrid]
-        assert row.state is (GlobalState.COMMITTED if decided else GlobalState.ROLLED_BACK)
+            second = recover(ex, abandon_after_ms=0)  # now abandoned: rolled back (a tombstone when there is no row)
+            assert sorted(second.rolled_back) == sorted(f"{gtrid}/{ds}" for ds in prepared)
+            assert second.finished == ([gtrid] if prepared else [])
+        row = xa_runtime(ex).log.read([gtrid]).get(gtrid)  # none: the decision row rolled back with its branch
+        assert (row.state if row else None) is (GlobalState.COMMITTED if decided else
+                                                GlobalState.ROLLED_BACK if prepared else None)
         rows = check_bank(ex, intents)
         assert set(rows) == set(range(100, crashed)) | ({crashed} if decided else set())
         assert recover(ex, abandon_after_ms=0).summary().startswith("0 branch(es) committed, 0 rolled back, 0 kept")
@@ -224,8 +233,59 @@ def test_participant_server_killed_mid_commit(participant: PrivateMariaDB, split
         else:
             assert report.committed == [] and ledger(ex) == {}
             check_bank(ex)
-        state = xa_runtime(ex).log.read([tx.gtrid])[tx.gtrid].state
-        assert state is (GlobalState.COMMITTED if kill_after == "decided" else GlobalState.ROLLED_BACK)
+        row = xa_runtime(ex).log.read([tx.gtrid]).get(tx.gtrid)  # "logged": ds_0's decision row rolled back with it
+        assert (row.state if row else None) is (GlobalState.COMMITTED if kill_after == "decided" else None)
+        assert_nothing_left(participant, ex)
+        main = mariadb_connect()
+        try:
+            assert ours(prepared_xids(main), xa_runtime(ex).log.namespace) == [] and detached_trx(main) == []
+        finally:
+            main.close()
+        assert_no_leaks(ex)
+
+
+@pytest.fixture()
+def log_on_killed(participant: PrivateMariaDB) -> Iterator[dict[str, Any]]:
+    """ds_0 and the log on the private server (ds_0's branch is the last resource), ds_1 on the machine's MariaDB."""
+    if participant.proc is None:
+        participant.start()
+    db = participant.create_database("xa_")
+    with fresh_mariadb_databases(1) as (main_db,):
+        config = bank_config({"ds_0": f"mysql://127.0.0.1:{participant.port}/{db}",
+                              "ds_1": f"mysql://127.0.0.1:3306/{main_db}"})
+        create_bank(config)
+        yield config
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_last_resource_server_killed_before_its_one_phase_commit(participant: PrivateMariaDB,
+                                                                 log_on_killed: dict[str, Any], runner: str) -> None:
+    """The server of the last resource (the log's data source) dies after ds_1 prepared, before the one-phase
+    commit that would be the decision: the commit's outcome is unknown and the log cannot be read, so ds_1 stays
+    prepared (``committed=None``); after the restart ds_0's unprepared branch is gone with its row, and
+    recovery's tombstone rolls ds_1 back."""
+    make = Executor if runner == "threads" else BlockingAsyncExecutor
+    with make(load_config(log_on_killed), load_schema=False) as ex:
+        tx = ex.transaction(mode="xa")
+        transfer(tx, 1, 0, 1, 25)
+
+        def kill_log_server(step: str, ds: str | None) -> None:
+            if step == "prepared":
+                participant.kill()
+
+        xa_runtime(ex).step_hook = kill_log_server
+        with pytest.raises(XaInDoubtError) as info:
+            tx.commit()
+        assert info.value.committed is None and tx.state == "in doubt"
+        xa_runtime(ex).step_hook = None
+        participant.start()
+        kept = recover(xa_host(ex))  # young, no row: kept
+        assert kept.kept == [f"{tx.gtrid}/ds_1"] and kept.rolled_back == []
+        report = recover(xa_host(ex), abandon_after_ms=0)
+        assert report.rolled_back == [f"{tx.gtrid}/ds_1"] and report.finished == [tx.gtrid]
+        assert xa_runtime(ex).log.read([tx.gtrid])[tx.gtrid].state is GlobalState.ROLLED_BACK  # the tombstone
+        assert ledger(ex) == {}
+        check_bank(ex)
         assert_nothing_left(participant, ex)
         main = mariadb_connect()
         try:

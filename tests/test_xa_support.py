@@ -49,6 +49,19 @@ def bank_config(urls: dict[str, str], **xa: Any) -> dict[str, Any]:
     }
 
 
+def log_apart(config: dict[str, Any], url: str) -> dict[str, Any]:
+    """``config`` with the XA log on a data source of its own (``ds_log`` at ``url``, no tables): no branch is
+    the last resource, every branch prepares and the log rows are autocommitted (docs/xa.md#commit)."""
+    config["dataSources"]["ds_log"] = {"url": url, "username": "root", "password": ""}
+    config["xa"]["logDataSource"] = "ds_log"
+    return config
+
+
+#: Where the XA log lives in a test's bank: on ``ds_0``, a participant (its branch is the last resource), or
+#: on a data source of its own.
+LOG_PLACES = ["participant", "apart"]
+
+
 def create_bank(config: Any) -> None:
     with Executor(load_config(config), load_schema=False) as ex:
         ex.execute(ACCOUNT_DDL).close()

@@ -87,12 +87,12 @@ def require_xa(pinned: Any) -> None:
         )
 
 
-def run(pinned: Borrowed, sql: str) -> int:
+def run(pinned: Borrowed, sql: str, params: tuple[Any, ...] = ()) -> int:
     """Run one statement on ``pinned``; its row count. Driver errors are mapped (naming the data source)."""
     try:
         cursor = pinned.raw.cursor()
         try:
-            cursor.execute(sql)
+            cursor.execute(sql, params or None)
             return int(cursor.rowcount)
         finally:
             cursor.close()
@@ -100,11 +100,11 @@ def run(pinned: Borrowed, sql: str) -> int:
         raise _mapped(pinned, sql, exc) from exc
 
 
-def send(pinned: Borrowed, sql: str) -> Any:
+def send(pinned: Borrowed, sql: str, params: tuple[Any, ...] = ()) -> Any:
     """Send ``sql`` on ``pinned`` without waiting for its answer (the driver's pipelining,
     docs/operations.md#multi-unit-statements); the cursor :func:`receive` reads the answer into."""
     try:
-        return pinned.pool.driver.send(pinned.raw, sql, None)
+        return pinned.pool.driver.send(pinned.raw, sql, params or None)
     except Exception as exc:
         raise _mapped(pinned, sql, exc) from exc
 
@@ -152,7 +152,7 @@ def rollback(pinned: Borrowed, xid: Xid, *, active: bool = False) -> bool:
 def run_step(step: Step) -> int:
     """Answer a branch's :class:`~ddm_core.execute.steps.Sql` step on its blocking connection."""
     assert isinstance(step, Sql)
-    return run(step.on, step.sql)
+    return run(step.on, step.sql, step.params)
 
 
 # -- the same commands as steps, for either runner (ddm_core.execute.steps) ------------------------

@@ -83,7 +83,7 @@ class XaTransaction(TwoPhaseView, Transaction):
             for i, sql in enumerate(step.steps):
                 if sql.on is not log_sql and sql.on.pool.driver.can_pipeline:
                     try:
-                        sent.append((i, xa.send(sql.on, sql.sql)))
+                        sent.append((i, xa.send(sql.on, sql.sql, sql.params)))
                     except DdmError as exc:
                         outcomes[i] = Outcome(error=exc)
             for i, sql in enumerate(step.steps):

@@ -1,18 +1,24 @@
 """The durable XA transaction log: one row per global transaction, keyed by its gtrid, with its state.
 
 The table ``ddm_xa_log`` lives on one configured data source (``xa.logDataSource``;
-default: the default data source, else the first). Every write is its own
-autocommitted statement on a pooled connection of that data source — never on
-a branch's connection — so it is durable before the coordinator goes on:
+default: the default data source, else the first). When that data source has a branch
+in the transaction, the decision row is written *inside* that branch and committed with
+it in one phase (the last resource: its commit is the durable decision). Otherwise each
+write is its own autocommitted statement on a pooled connection of that data source —
+never on a branch's connection — so it is durable before the coordinator goes on:
 
 =================  ===============================================================
 state              written
 =================  ===============================================================
-``PREPARING``      with the participant list, before the first ``XA PREPARE``
-``COMMITTING``     the COMMIT decision, before the first ``XA COMMIT``; a
+``PREPARING``      (no last resource) with the participant list, alongside the
+                   ``XA PREPARE`` s: a prepared branch without a row is aged by
+                   its gtrid and refused by a tombstone (below)
+``COMMITTING``     the COMMIT decision, before the first ``XA COMMIT``: a
                    compare-and-set from ``PREPARING``, so it cannot overtake a
-                   rollback decided by recovery
-``COMMITTED``      after every branch committed (recovery also sets it)
+                   rollback decided by recovery; or the last resource's row,
+                   inserted in its branch (a tombstone's key refuses it)
+``COMMITTED``      after every branch committed, deferred: marked in batches by
+                   a later commit of the same executor, or by recovery
 ``ROLLING_BACK``   the ROLLBACK decision (coordinator after a failed PREPARE, or
                    recovery of an abandoned transaction; a row inserted by
                    recovery for a branch with no row is a tombstone)
@@ -189,6 +195,10 @@ class TransactionLog:
         """Move ``gtrid`` from ``expect`` to ``state``; ``False`` if it was not in ``expect`` (someone decided first)."""
         return self._run(self.decide_steps(gtrid, state, expect=expect))
 
+    def mark_committed(self, gtrids: Sequence[str]) -> int:
+        """``COMMITTING`` → ``COMMITTED`` for ``gtrids`` (see :meth:`mark_committed_steps`)."""
+        return self._run(self.mark_committed_steps(gtrids))
+
     def read(self, gtrids: Iterable[str]) -> dict[str, LogRow]:
         """The rows of ``gtrids`` that exist."""
         return self._run(self.read_steps(gtrids))
@@ -203,19 +213,28 @@ class TransactionLog:
             yield Sql(self, DDL)
             self._ready = True
 
-    def begin_steps(self, gtrid: str, participants: Sequence[str], coordinator: str) -> Steps[None]:
-        """Record ``PREPARING`` with the participants (before the first PREPARE).
+    def begin_steps(
+        self, gtrid: str, participants: Sequence[str], coordinator: str, *,
+        state: GlobalState = GlobalState.PREPARING, on: Any = None,
+    ) -> Steps[None]:
+        """Insert ``gtrid``'s row in ``state`` with the participants.
+
+        ``PREPARING`` (the default) on a pooled connection of the log data source, alongside the PREPAREs;
+        or ``COMMITTING`` on ``on``, the log data source's own branch (the last resource, docs/xa.md#commit):
+        uncommitted until that branch commits in one phase, and then it *is* the decision. The table must
+        exist already there (:meth:`ensure_steps`: DDL would end the branch).
 
         Raises:
             XaError: a row for ``gtrid`` exists already (recovery wrote a rollback tombstone).
         """
-        yield from self.ensure_steps()
+        if on is None:
+            yield from self.ensure_steps()
         try:
             yield Sql(
-                self,
+                self if on is None else on,
                 f"INSERT INTO {TABLE} (gtrid, state, participants, coordinator, created_at, updated_at) "
                 "VALUES (%s, %s, %s, %s, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
-                (gtrid, GlobalState.PREPARING.value, json.dumps(list(participants)), coordinator[:255]),
+                (gtrid, state.value, json.dumps(list(participants)), coordinator[:255]),
             )
         except DuplicateKeyError as exc:
             raise XaError(
@@ -252,13 +271,33 @@ class TransactionLog:
 
     def tombstone(self, gtrid: str) -> GlobalState:
         """For a prepared branch with no row: insert ``ROLLING_BACK`` unless a row appeared; the row's state."""
-        self._execute(
+        return self._run(self.tombstone_steps(gtrid))
+
+    def tombstone_steps(self, gtrid: str) -> Steps[GlobalState]:
+        """Insert a ``ROLLING_BACK`` tombstone for ``gtrid`` unless its row exists; the row's state then.
+
+        The primary key arbitrates: while a last resource's uncommitted decision row holds the key, the
+        ``INSERT IGNORE`` waits for that branch to commit (the row wins: ``COMMITTING``) or roll back (the
+        tombstone goes in), so the decision is either made or refused, never both.
+        """
+        yield Sql(
+            self,
             f"INSERT IGNORE INTO {TABLE} (gtrid, state, participants, coordinator, created_at, updated_at) "
             "VALUES (%s, %s, '[]', 'recovery', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
             (gtrid, GlobalState.ROLLING_BACK.value),
         )
-        row = self.read([gtrid]).get(gtrid)
+        row = (yield from self.read_steps([gtrid])).get(gtrid)
         return row.state if row is not None else GlobalState.ROLLING_BACK
+
+    def mark_committed_steps(self, gtrids: Sequence[str]) -> Steps[int]:
+        """``COMMITTING`` → ``COMMITTED`` for ``gtrids`` (every branch of each committed); how many moved."""
+        marks = ", ".join(["%s"] * len(gtrids))
+        changed = yield Sql(
+            self,
+            f"UPDATE {TABLE} SET state = %s, updated_at = UTC_TIMESTAMP(6) WHERE state = %s AND gtrid IN ({marks})",
+            (GlobalState.COMMITTED.value, GlobalState.COMMITTING.value, *gtrids),
+        )
+        return int(changed)
 
     # -- reading -------------------------------------------------------------------------------
 

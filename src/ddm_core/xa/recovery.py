@@ -94,6 +94,7 @@ def recover(executor: XaHost, *, abandon_after_ms: int | None = None, purge_afte
     abandon = executor.config.xa.abandon_after_ms if abandon_after_ms is None else abandon_after_ms
     try:
         txlog.ensure()
+        rt.flush_marks()  # this executor's own committed transactions: one write, not one per row below
         now_ms = txlog.now_ms()
     except DdmError as exc:
         raise XaRecoveryError(

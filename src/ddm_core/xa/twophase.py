@@ -211,23 +211,43 @@ class TwoPhase:
             self._hook("prepared", b.data_source)
         return None
 
-    def _each_steps(self, command: str, phase: BranchPhase, *log_steps: Steps[Any]) -> Steps[list[Outcome]]:
-        """``XA <command>`` on every branch at once (with ``log_steps`` alongside); the log steps' outcomes.
-
-        Raises: a branch failed (every branch rolled back), as :meth:`_advance_steps`.
-        """
-        branches = list(self.branches.values())
-        outcomes = yield from together([*log_steps, *(self._branch_steps(b, command, phase) for b in branches)])
-        logged, ends = outcomes[: len(log_steps)], outcomes[len(log_steps) :]
-        for b, outcome in zip(branches, ends):
+    def _each_steps(self, work: list[tuple[Branch, str, BranchPhase]], *extra: Steps[Any]) -> Steps[None]:
+        """``XA <command>`` on each ``(branch, command, phase)`` of ``work`` at once, with the ``extra`` log
+        protocols alongside; any failure rolls every branch back and raises — a branch's first, in branch
+        order (as :meth:`_advance_steps`), else the log's."""
+        outcomes = yield from together([*extra, *(self._branch_steps(b, cmd, phase) for b, cmd, phase in work)])
+        logged, answers = outcomes[: len(extra)], outcomes[len(extra) :]
+        for (b, command, _), outcome in zip(work, answers):
             failed = outcome.error or outcome.value  # the first branch that failed, in branch order
             if failed is not None:
-                self._logged = self._logged or (bool(logged) and logged[0].error is None)
                 yield from self.abort_steps(failed)
                 if isinstance(failed, DdmError):
                     raise self._aborted(f"XA {command}", b, failed) from failed
                 raise failed
-        return logged
+        for outcome in logged:
+            if outcome.error is not None:
+                yield from self.abort_steps(outcome.error)
+                if isinstance(outcome.error, XaError):  # a tombstone refused the row
+                    raise outcome.error
+                raise XaError(
+                    f"XA transaction {self.gtrid}: the transaction log on {self.rt.log.data_source!r} could not be "
+                    f"written ({outcome.error}); every branch was rolled back",
+                    gtrid=self.gtrid,
+                    data_source=self.rt.log.data_source,
+                ) from outcome.error
+
+    def _logging(self, steps: Steps[Any]) -> Steps[None]:
+        """The ``PREPARING`` row's ``steps``; once written, a rollback is logged too (:meth:`abort_steps`)."""
+        yield from steps
+        self._logged = True
+
+    def _in_branch(self, b: Branch, steps: Steps[Any]) -> Steps[None]:
+        """``steps`` on branch ``b``'s connection: a failure that took the connection loses the branch."""
+        try:
+            yield from steps
+        except DdmError as exc:
+            self._lose_if_gone(b, exc)
+            raise
 
     def _one_phase_steps(self, b: Branch) -> Steps[None]:
         try:
@@ -242,36 +262,48 @@ class TwoPhase:
         yield Finish("committed")
 
     def _two_phase_steps(self) -> Steps[None]:
-        """Two-phase commit, each phase on every branch at once (docs/xa.md#commit):
+        """Two-phase commit, each phase on every branch at once (docs/xa.md#commit). When the log's data source
+        has a branch, that branch is the *last resource*: it never prepares, the decision row is written
+        inside it, and its one-phase commit is the durable decision. Rounds:
 
-        1. ``XA END`` on every branch while the participants are logged (``PREPARING``; ending a branch
-           prepares nothing, so the row is still durable before the first PREPARE);
-        2. ``XA PREPARE`` on every branch; any failure rolls every branch back;
-        3. the COMMIT decision, once every PREPARE succeeded (a compare-and-set, durable before 4);
-        4. ``XA COMMIT`` on every branch; ``COMMITTED`` logged when all are done.
+        1. ``XA END`` on every other branch; the last resource's decision row (``COMMITTING``, uncommitted);
+        2. ``XA PREPARE`` on every other branch; ``XA END`` of the last resource — or, with none, the
+           ``PREPARING`` row alongside the PREPAREs; any failure rolls every branch back;
+        3. once every PREPARE succeeded, the decision: ``XA COMMIT ... ONE PHASE`` of the last resource, or
+           the compare-and-set ``PREPARING`` → ``COMMITTING``; durable before 4;
+        4. ``XA COMMIT`` on every other branch (with earlier commits' deferred ``COMMITTED`` marks alongside).
         """
         rt = self.rt
-        (begun,) = yield from self._each_steps(
-            "END", BranchPhase.IDLE, rt.log.begin_steps(self.gtrid, list(self.branches), rt.coordinator)
-        )
-        if begun.error is not None:
-            yield from self.abort_steps(begun.error)
-            raise XaError(
-                f"XA transaction {self.gtrid}: the transaction log on {rt.log.data_source!r} could not be "
-                f"written ({begun.error}); every branch was rolled back",
-                gtrid=self.gtrid,
-                data_source=rt.log.data_source,
-            ) from begun.error
-        self._logged = True
+        yield from rt.log.ensure_steps()  # never inside a branch: DDL would end it
+        last = self.branches.get(rt.log.data_source)
+        others = [b for b in self.branches.values() if b is not last]
+        participants = list(self.branches)
+        if last is None:
+            yield from self._each_steps([(b, "END", BranchPhase.IDLE) for b in others])
+        else:
+            row = rt.log.begin_steps(self.gtrid, participants, rt.coordinator, state=GlobalState.COMMITTING,
+                                     on=last.pinned)
+            yield from self._each_steps([(b, "END", BranchPhase.IDLE) for b in others], self._in_branch(last, row))
         self._hook("logged")
         yield from self.check_deadline_steps("the PREPAREs")  # never once recovery may act
-        yield from self._each_steps("PREPARE", BranchPhase.PREPARED)
-        yield from self._decide_commit_steps()
+        prepares = [(b, "PREPARE", BranchPhase.PREPARED) for b in others]
+        if last is None:
+            yield from self._each_steps(prepares, self._logging(rt.log.begin_steps(self.gtrid, participants,
+                                                                                   rt.coordinator)))
+            yield from self._decide_commit_steps()
+        else:
+            yield from self._each_steps([*prepares, (last, "END", BranchPhase.IDLE)])
+            yield from self._last_resource_steps(last)
         self._hook("decided")
         pending: list[str] = []
-        branches = list(self.branches.values())
-        outcomes = yield from together([xa.commit_steps(b.pinned, b.xid) for b in branches])  # False: recovery did it
-        for b, outcome in zip(branches, outcomes):
+        due = rt.marks_due()
+        outcomes = yield from together(
+            [*(xa.commit_steps(b.pinned, b.xid) for b in others),  # False: recovery did it
+             *([rt.log.mark_committed_steps(due)] if due else [])]
+        )
+        if due and outcomes[-1].error is not None:  # recovery marks them later; their data is committed
+            log.warning("marking %d XA transactions COMMITTED in the log failed: %s", len(due), outcomes[-1].error)
+        for b, outcome in zip(others, outcomes):
             if outcome.error is not None:
                 log.warning("XA COMMIT of %s on %s failed (%s); recovery will commit it", self.gtrid, b.data_source,
                             outcome.error)
@@ -290,12 +322,42 @@ class TwoPhase:
                 committed=True,
                 pending=tuple(pending),
             )
-        try:
-            yield from rt.log.decide_steps(self.gtrid, GlobalState.COMMITTED, expect=GlobalState.COMMITTING)
-        except DdmError as exc:  # recovery marks it later; the data is committed
-            log.warning("marking %s COMMITTED in the XA log failed: %s", self.gtrid, exc)
+        rt.committed(self.gtrid)  # COMMITTED: marked by a later commit's round 4, or by recovery
         self._hook("finished")
         yield Finish("committed")
+
+    def _last_resource_steps(self, last: Branch) -> Steps[None]:
+        """The decision as the last resource's one-phase commit (its branch holds the ``COMMITTING`` row).
+
+        If the commit's answer is lost with its connection, whether it committed is read from the log: a
+        tombstone for the gtrid waits on the row's key while the branch is still in flight, so it either finds
+        the row (committed) or goes in (never committed); if even that fails the others stay prepared.
+        """
+        try:
+            yield from xa.commit_steps(last.pinned, last.xid, one_phase=True)
+        except DdmError as exc:
+            self._lose_if_gone(last, exc)
+            if last.phase is not BranchPhase.LOST:  # answered: it did not commit, and will not
+                yield from self.abort_steps(exc)
+                raise self._aborted("XA COMMIT ONE PHASE", last, exc) from exc
+            try:
+                state = yield from self.rt.log.tombstone_steps(self.gtrid)
+            except DdmError:
+                self._logged = True  # the row may be committed with the branch: in doubt, not rolled back
+                yield from self.abandon_steps()
+                raise XaInDoubtError(
+                    f"XA transaction {self.gtrid}: the one-phase commit on {last.data_source!r}, which carries the "
+                    f"decision, lost its connection ({exc}) and the log could not be read; every other branch is "
+                    "prepared and recovery will commit or roll it back",
+                    gtrid=self.gtrid,
+                    committed=None,
+                ) from exc
+            if not state.commits:
+                self._logged = True  # the tombstone: the rollback is logged on it
+                yield from self.abort_steps(exc, decided=True)
+                raise self._aborted("XA COMMIT ONE PHASE", last, exc) from exc
+        last.phase = BranchPhase.COMMITTED
+        self._hook("committed", last.data_source)
 
     def _decide_commit_steps(self) -> Steps[None]:
         """Write the COMMIT decision (compare-and-set from PREPARING), or roll back if recovery decided first."""
