@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -183,16 +184,35 @@ def participant(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         yield s
 
 
-@pytest.fixture()
-def split_bank(participant: PrivateMariaDB) -> Iterator[dict[str, Any]]:
-    """ds_0 (and the log) on the machine's MariaDB, ds_1 on the private participant server."""
+@contextmanager
+def _split_bank(participant: PrivateMariaDB, private: str) -> Iterator[dict[str, Any]]:
+    """The bank with data source ``private`` on the private participant server, the other on the machine's
+    MariaDB; the log on ds_0."""
     if participant.proc is None:
         participant.start()
     db = participant.create_database("xa_")
     with fresh_mariadb_databases(1) as (main_db,):
-        config = bank_config({"ds_0": f"mysql://127.0.0.1:3306/{main_db}",
-                              "ds_1": f"mysql://127.0.0.1:{participant.port}/{db}"})
+        here = {private: f"mysql://127.0.0.1:{participant.port}/{db}"}
+        config = bank_config({ds: here.get(ds, f"mysql://127.0.0.1:3306/{main_db}") for ds in ("ds_0", "ds_1")})
         create_bank(config)
+        yield config
+
+
+def _nothing_left_on_both(participant: PrivateMariaDB, ex: Any) -> None:
+    """Nothing prepared or open on the participant server nor the machine's, nothing borrowed."""
+    assert_nothing_left(participant, ex)
+    main = mariadb_connect()
+    try:
+        assert ours(prepared_xids(main), xa_runtime(ex).log.namespace) == [] and detached_trx(main) == []
+    finally:
+        main.close()
+    assert_no_leaks(ex)
+
+
+@pytest.fixture()
+def split_bank(participant: PrivateMariaDB) -> Iterator[dict[str, Any]]:
+    """ds_0 (and the log) on the machine's MariaDB, ds_1 on the private participant server."""
+    with _split_bank(participant, "ds_1") as config:
         yield config
 
 
@@ -235,25 +255,13 @@ def test_participant_server_killed_mid_commit(participant: PrivateMariaDB, split
             check_bank(ex)
         row = xa_runtime(ex).log.read([tx.gtrid]).get(tx.gtrid)  # "logged": ds_0's decision row rolled back with it
         assert (row.state if row else None) is (GlobalState.COMMITTED if kill_after == "decided" else None)
-        assert_nothing_left(participant, ex)
-        main = mariadb_connect()
-        try:
-            assert ours(prepared_xids(main), xa_runtime(ex).log.namespace) == [] and detached_trx(main) == []
-        finally:
-            main.close()
-        assert_no_leaks(ex)
+        _nothing_left_on_both(participant, ex)
 
 
 @pytest.fixture()
 def log_on_killed(participant: PrivateMariaDB) -> Iterator[dict[str, Any]]:
     """ds_0 and the log on the private server (ds_0's branch is the last resource), ds_1 on the machine's MariaDB."""
-    if participant.proc is None:
-        participant.start()
-    db = participant.create_database("xa_")
-    with fresh_mariadb_databases(1) as (main_db,):
-        config = bank_config({"ds_0": f"mysql://127.0.0.1:{participant.port}/{db}",
-                              "ds_1": f"mysql://127.0.0.1:3306/{main_db}"})
-        create_bank(config)
+    with _split_bank(participant, "ds_0") as config:
         yield config
 
 
@@ -286,10 +294,4 @@ def test_last_resource_server_killed_before_its_one_phase_commit(participant: Pr
         assert xa_runtime(ex).log.read([tx.gtrid])[tx.gtrid].state is GlobalState.ROLLED_BACK  # the tombstone
         assert ledger(ex) == {}
         check_bank(ex)
-        assert_nothing_left(participant, ex)
-        main = mariadb_connect()
-        try:
-            assert ours(prepared_xids(main), xa_runtime(ex).log.namespace) == [] and detached_trx(main) == []
-        finally:
-            main.close()
-        assert_no_leaks(ex)
+        _nothing_left_on_both(participant, ex)
