@@ -436,6 +436,15 @@ def test_sysbench_read_write_transactions_through_an_xa_proxy_vs_direct(
                    "oltp_read_write", xa, direct_db, threads, ("--mysql-ignore-errors=1062,1213,3024",))  # fmt: skip
 
 
+def _cpu_seconds(proxy: ProxyProcess) -> float:
+    """User + system CPU seconds of the proxy process so far (/proc; its worker threads included)."""
+    import os
+
+    assert proxy.proc is not None
+    fields = Path(f"/proc/{proxy.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _sysbench_case(benchmark: Any, case: str, test: str, proxy: ProxyProcess, direct_db: str, threads: int,
                    extra: tuple[str, ...]) -> None:  # fmt: skip
     from test_proxy_support import PASSWORD, USER
@@ -443,7 +452,12 @@ def _sysbench_case(benchmark: Any, case: str, test: str, proxy: ProxyProcess, di
     figures: dict[str, dict[str, float]] = {}
 
     def run() -> None:  # one sysbench run each, proxy then direct, in the same minute
+        cpu = _cpu_seconds(proxy)
         figures["proxy"] = _sysbench(test, proxy.port, USER, PASSWORD, "logic_db", threads, *extra)
+        if "--processes" not in proxy.extra_args:  # (its children's CPU is not the parent's)
+            # the proxy's own CPU per transaction: what a shared machine's load moves much less than the QPS
+            transactions = figures["proxy"]["tps"] * SB_SECONDS
+            figures["proxy"]["cpu_us_per_tx"] = (_cpu_seconds(proxy) - cpu) * 1e6 / max(transactions, 1)
         figures["direct"] = _sysbench(test, 3306, "root", "", direct_db, threads, *extra)
 
     benchmark.group = GROUP + " sysbench"
