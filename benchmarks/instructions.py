@@ -19,10 +19,12 @@ Cases (one data source's point selects, SLOTS 4×4 layout, 3 columns, 1 row):
 
 Usage (MariaDB on 127.0.0.1:3306, valgrind installed)::
 
-    python benchmarks/instructions.py [N] [--update]
+    python benchmarks/instructions.py [N] [--update | --route]
 
 ``--update`` counts ``UPDATE ... WHERE user_id = %s`` (no result columns: ddm-core's own
-path without the result reading) instead of the point select.
+path without the result reading) instead of the point select. ``--route`` counts ``Router.route``
+of the cached point select alone (no database): the compiled point path (``_fast/point``), its
+pure twin, and the general path it hands calls to (the compiled path switched off).
 """
 
 from __future__ import annotations
@@ -46,9 +48,31 @@ CASES = {
     "ddm_pure": "ddm-core facade, pure twins",
     "ddm_stock": "ddm-core, stock PyMySQL reading",
 }
+ROUTE_CASES = {
+    "general": "Router.route, general path",
+    "compiled": "Router.route, compiled point path",
+    "compiled_pure": "Router.route, point path's pure twin",
+}
+
+
+def _route_child(mode: str, n: int) -> None:
+    from ddm_core.route import Router
+    from test_bench_executor import POINT, slots_config
+
+    router = Router(slots_config([f"ddm_insn_route_{i}" for i in range(4)]))
+    if mode == "general":
+        router._point_route = lambda sql, params: None  # type: ignore[method-assign]
+    rnd = random.Random(1)
+    for k in range(1, 3000):  # every node's parts built, as in a warm process
+        router.route(POINT, (k,))
+    for k in [rnd.randrange(1, 3000) for _ in range(n)]:
+        router.route(POINT, (k,))
 
 
 def _child(mode: str, n: int, tag: str, statement: str) -> None:
+    if statement == "route":
+        _route_child(mode, n)
+        return
     import pymysql
 
     from ddm_core import dbapi
@@ -107,7 +131,7 @@ def _load(tag: str) -> None:
 
 
 def _count(mode: str, n: int, tag: str, out: Path, statement: str) -> int:
-    env = {**os.environ, **({"DDM_NO_EXTENSIONS": "1"} if mode == "ddm_pure" else {})}
+    env = {**os.environ, **({"DDM_NO_EXTENSIONS": "1"} if mode in ("ddm_pure", "compiled_pure") else {})}
     proc = subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out / f'{mode}.{n}.out'}",
          sys.executable, __file__, "--child", mode, str(n), tag, statement],
@@ -123,22 +147,31 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _child(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
         return
-    args = [a for a in sys.argv[1:] if a != "--update"]
-    statement = "update" if "--update" in sys.argv[1:] else "point select"
+    args = [a for a in sys.argv[1:] if a not in ("--update", "--route")]
+    statement = "update" if "--update" in sys.argv[1:] else "route" if "--route" in sys.argv[1:] else "point select"
     n = int(args[0]) if args else 1000
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is needed (apt-get install -y valgrind)")
     tag = uuid.uuid4().hex[:8]
-    _load(tag)
+    cases = ROUTE_CASES if statement == "route" else CASES
+    if statement != "route":
+        _load(tag)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             per = {m: (_count(m, n, tag, Path(tmp), statement) - _count(m, 0, tag, Path(tmp), statement)) / n
-                   for m in CASES}
+                   for m in cases}
     finally:
-        _databases(tag, "DROP DATABASE IF EXISTS")
+        if statement != "route":
+            _databases(tag, "DROP DATABASE IF EXISTS")
+    if statement == "route":
+        print(f"| route of a cached point select, {n} calls (callgrind) | instructions/call | vs general |")
+        print("| --- | ---: | ---: |")
+        for mode, label in cases.items():
+            print(f"| {label} | {per[mode]:,.0f} | {per[mode] / per['general']:.2f}× |")
+        return
     print(f"| {statement}, {n} statements (callgrind) | instructions/statement | vs direct |")
     print("| --- | ---: | ---: |")
-    for mode, label in CASES.items():
+    for mode, label in cases.items():
         print(f"| {label} | {per[mode] / 1000:,.0f} k | {per[mode] / per['direct']:.2f}× |")
 
 

@@ -35,7 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     # slots: which slots a migration moves is a fact of two configurations (metadata/slot_moves.py).
     "metadata": {"algorithms", "dialects", "errors", "_text", "slots"} | FAST_LAYOUT,
     "merge": {"_fast", "dialects", "errors", "_text"},
-    "route": {"metadata", "algorithms", "merge.spec", "dialects", "errors", "_text"} | FACES,
+    # _fast: the point unit, for route/query/point_path.py (the router's compiled hit path).
+    "route": {"_fast", "metadata", "algorithms", "merge.spec", "dialects", "errors", "_text"} | FACES,
     "readwrite": {"metadata", "dialects", "errors", "_text"},
     "execute": {"_fast", "route", "merge", "metadata", "dialects", "errors", "_text", "readwrite"},
     # Operations packages: over every layer (and the DDL tool), never each other's internals.

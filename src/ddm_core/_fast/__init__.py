@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point")
 
 
 class Implementation(NamedTuple):
@@ -37,6 +37,7 @@ class Implementation(NamedTuple):
     relay: ModuleType
     gate: ModuleType
     hotlink: ModuleType
+    point: ModuleType
 
 
 def load(name: str) -> Implementation:

@@ -27,6 +27,7 @@ from ddm_core.route.context import RouteContext
 from ddm_core.route.follow import Migrating, follower_of
 from ddm_core.route.hints import HINT_VAR
 from ddm_core.route.plan import RoutePlan
+from ddm_core.route.query.point_path import PointFront
 from ddm_core.route.table_schema import TableSchema, statement_tables
 from ddm_core.route.text.placeholders import Translated, translate
 from ddm_core.route.text.sql_hint import HintedStatement
@@ -59,12 +60,20 @@ class _Refused:
 
 
 class _Entry:
-    __slots__ = ("translated", "statement", "cross")
+    __slots__ = ("translated", "statement", "cross", "point")
 
     def __init__(self, translated: Translated, statement: Compiled) -> None:
         self.translated = translated
         self.statement = statement
         self.cross: CrossNodeStatement | ExplainedStatement | InsertSelectStatement | None = None  # on first need
+        #: The compiled point path :class:`PointFront` answers with (route/query/point_path.py);
+        #: ``False``: none; ``None``: not known yet (set after a general route).
+        self.point: Any = None
+
+
+def _point_of(entry: _Entry) -> Any:
+    build = getattr(entry.statement, "point_path", None)
+    return False if build is None else build(entry.translated)
 
 
 #: Characters of SQL text the plan cache keeps at most, besides its count of texts: a plan holds
@@ -131,6 +140,8 @@ class Router:
         self._misses = 0
         self._ctx = RouteContext(self._current_config(config))
         self._follower = follower_of(self._ctx.config, self._sub_router, self._holder)
+        self._front_hits = 0  # counted by fronts replaced since
+        self._new_front()
 
     # -- configuration -------------------------------------------------------
 
@@ -173,6 +184,15 @@ class Router:
         self._ctx = RouteContext(config, self._ctx.stats, self._ctx.schemas)
         self._follower = follower_of(config, self._sub_router, self._holder)
         self._cache.clear()
+        self._new_front()
+
+    def _new_front(self) -> None:
+        """The compiled first step of :meth:`route` for the current version (and follower)."""
+        old: PointFront | None = getattr(self, "_front", None)
+        if old is not None:
+            self._front_hits += old.hits
+        self._front = PointFront(self._cache, self._holder, self._ctx.config, _current_hint, self._follower is None)
+        self._point_route = self._front.route
 
     @property
     def _migration(self) -> Migrating | None:
@@ -221,6 +241,7 @@ class Router:
             self._ctx = RouteContext(ctx.config, ctx.stats, MappingProxyType(current))
             # A new follower: its sub-routers take the schemas anew.
             self._follower = follower_of(ctx.config, self._sub_router, self._holder)
+            self._new_front()
             for cached, entry in list(self._cache.items()):
                 tables = statement_tables(entry.statement)
                 if tables is None or not tables.isdisjoint(changed):
@@ -250,6 +271,9 @@ class Router:
             DdmError: every refusal names what was wrong (table, column,
                 construct or parameter) — see :mod:`ddm_core.errors`.
         """
+        plan: RoutePlan | None = self._point_route(sql, params)  # a cached point statement, in one compiled call
+        if plan is not None:
+            return plan
         holder = self._holder
         if holder is not None and holder.config is not self._ctx.config:  # _sync's test, without its frame
             self._sync()
@@ -272,7 +296,10 @@ class Router:
         try:
             bound = entry.translated.bind(params)
             if follower is None:
-                return entry.statement.route(bound, _current_hint())
+                plan = entry.statement.route(bound, _current_hint())
+                if entry.point is None:
+                    entry.point = _point_of(entry)
+                return plan
             return follower.follow(entry.statement, bound, sql, params)
         except DdmError as err:  # no cost on the way through; on a refusal, name the statement
             if getattr(err, "across_nodes", False) and self._ctx.config.runtime.cross_node_queries:
@@ -345,7 +372,8 @@ class Router:
 
     def cache_info(self) -> CacheInfo:
         """Plan cache hit / miss counters and size."""
-        return CacheInfo(self._hits, self._misses, len(self._cache), self._maxsize, self._ctx.stats.fast_path_misses)
+        hits = self._hits + self._front_hits + self._front.hits
+        return CacheInfo(hits, self._misses, len(self._cache), self._maxsize, self._ctx.stats.fast_path_misses)
 
     def clear_cache(self) -> None:
         with self._lock:

@@ -17,12 +17,14 @@ from ddm_core.metadata.model import DataNode, ShardedTable, TableKind
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
 from ddm_core.route.plan import MergeSpec, NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute, single_unit_plan
+from ddm_core.route.query.point_path import PointPath, point_path
 from ddm_core.route.shards.analyze import Analysis
-from ddm_core.route.shards.coerce import Normalizer, coerce_conditions
+from ddm_core.route.shards.coerce import Normalizer, coerce_conditions, normalized_indexes
 from ddm_core.route.shards.colocation import Layout, layout_of
 from ddm_core.route.shards.conditions import Eq, Literal, Param, Source
 from ddm_core.route.shards.fast import PointRoute, miss_note, point_route
 from ddm_core.route.shards.targets import Picked
+from ddm_core.route.text.placeholders import Translated
 from ddm_core.route.text.template import Template
 
 __all__ = ["QueryStatement", "MultiRewrite"]
@@ -234,6 +236,15 @@ class QueryStatement:
         self._point = point if point is not None else False
         return self._point
 
+    def point_path(self, translated: Translated) -> PointPath | bool | None:
+        """This statement's compiled point path (route/query/point_path.py); ``False``: it has none;
+        ``None``: not known yet (no call without a hint has decided its point route)."""
+        if self._point is None:
+            return None
+        found = point_path(self._point, translated, normalized_indexes(self._normalize), self.template, self._nodes,
+                           self.statement, self.is_write, self.locking)
+        return False if found is None else found
+
     def _node_parts(self, i: int) -> tuple[str, str, tuple[tuple[str, str], ...], tuple[TableRoute, ...]]:
         """Per node, what a single-node plan reuses on every call (its SQL text included)."""
         parts = self._nodes.get(i)
@@ -414,6 +425,9 @@ def _in_turn(first: Normalizer | None, second: Normalizer | None) -> Normalizer 
     def both(bound: Sequence[Any]) -> Sequence[Any]:
         return second(first(bound))
 
+    indexes = (normalized_indexes(first), normalized_indexes(second))
+    if indexes[0] is not None and indexes[1] is not None:
+        setattr(both, "indexes", indexes[0] | indexes[1])
     return both
 
 

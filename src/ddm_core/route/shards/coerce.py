@@ -33,7 +33,8 @@ from ddm_core.route.context import RouteContext
 from ddm_core.route.shards.conditions import Atom, Eq, In, Literal, Param, Range, Source
 
 __all__ = [
-    "Normalizer", "integer_columns", "integer_value", "normalizer", "coerce_source", "coerce_conditions", "coerce_dnf",
+    "Normalizer", "integer_columns", "integer_value", "normalizer", "normalized_indexes", "coerce_source",
+    "coerce_conditions", "coerce_dnf",
 ]
 
 #: ``bound params → bound params`` with the strings of integer shard columns read as integers.
@@ -131,7 +132,17 @@ def normalizer(params: Mapping[int, tuple[str, str]]) -> Normalizer | None:
                 out[index] = integer_value(value, table, column)
         return bound if out is None else out
 
+    # What the compiled point path checks instead of calling it (route/query/point_path.py).
+    setattr(normalize, "indexes", frozenset(params))
     return normalize
+
+
+def normalized_indexes(normalize: Normalizer | None) -> frozenset[int] | None:
+    """The param indexes ``normalize`` may change (``frozenset()`` for ``None``), or ``None`` when unknown."""
+    if normalize is None:
+        return frozenset()
+    found = getattr(normalize, "indexes", None)
+    return found if isinstance(found, frozenset) else None
 
 
 def coerce_conditions(ctx: RouteContext, analysis: Any, key_sets: Sequence[Any] = ()) -> Normalizer | None:

@@ -34,10 +34,12 @@ from ddm_core.metadata.model import Strategy, StrategyKind
 from ddm_core.route.shards.conditions import Conjunction, Eq, Param, Source
 from ddm_core.route.shards.targets import TableRouter
 
-__all__ = ["PointRoute", "TableScalars", "point_route", "row_route", "miss_note", "GENERATED"]
+__all__ = ["PointRoute", "TableScalars", "LevelSources", "point_route", "row_route", "miss_note", "GENERATED"]
 
 Scalar = Callable[[Any], int]
 Getter = Callable[[Sequence[Any]], Any]
+#: A level's sources (parameters or literals, one per sharding column) and whether it reads them as a tuple.
+LevelSources = tuple[tuple[Source, ...], bool]
 
 #: The source of a generated key in a one-row INSERT: the caller appends the key after the params.
 GENERATED = Param(-1)
@@ -135,11 +137,17 @@ class PointRoute:
             else ``bound → ascending node indexes``.
     """
 
-    __slots__ = ("single", "pick", "_describe", "db_fn", "db_get", "tb_fns", "tb_get", "lut", "every")
+    __slots__ = ("single", "pick", "_describe", "db_fn", "db_get", "tb_fns", "tb_get", "lut", "every", "db_mode",
+                 "tb_mode", "db_sources", "tb_sources", "router")
 
     def __init__(self, scalars: TableScalars, db: tuple[str, Getter | None], tb: tuple[str, Getter | None],
-                 description: Callable[[], str]) -> None:
+                 description: Callable[[], str], sources: tuple[LevelSources, LevelSources] = (((), False), ((), False))
+                 ) -> None:  # fmt: skip
         (db_mode, self.db_get), (tb_mode, self.tb_get) = db, tb
+        self.db_mode, self.tb_mode = db_mode, tb_mode
+        #: Per level, what it reads (``_getter``'s input) and whether as a tuple: for the compiled point path.
+        self.db_sources, self.tb_sources = sources
+        self.router = scalars.router
         self.db_fn: Scalar | None = scalars.gene() if db_mode == _GENE else scalars.db() if db_mode == _KEY else None
         tb_fns = scalars.tb() if tb_mode == _KEY else None
         self.tb_fns: list[Scalar | None] = list(tb_fns) if tb_fns is not None else [None] * len(scalars.lut)
@@ -259,12 +267,14 @@ def _point(router: TableRouter, eqs: dict[str, Source], gene: bool = True) -> Po
             return table_part
         return f"{_describe('database', db_mode, router.db, router.gene[0] if router.gene else '')}; {table_part}"
 
+    db_tuple = complex_db and db[0] == _KEY
     try:
         return PointRoute(
             table_scalars(router),
-            (db[0], _getter(db[1], complex_db and db[0] == _KEY) if db[1] else None),
+            (db[0], _getter(db[1], db_tuple) if db[1] else None),
             (tb[0], _getter(tb[1], complex_tb) if tb[1] else None),
             description,
+            ((tuple(db[1]), db_tuple), (tuple(tb[1]), complex_tb)),
         )
     except DdmError:
         return None  # an algorithm cannot serve these targets: the general path raises why
