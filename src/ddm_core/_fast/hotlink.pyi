@@ -1,18 +1,29 @@
 # Stub for the compiled ``hotlink`` unit; ``hotlink_py`` is its pure-Python twin.
-from typing import Any
+from typing import Any, Callable
 
 from typing_extensions import disjoint_base
 
-__all__ = ["LinkProtocol", "HotStatement", "LOST", "frame"]
+__all__ = ["HeaderMemo", "LinkProtocol", "HotStatement", "LOST", "frame"]
 
 LOST: int
 HIGH_WATER: int
 LOW_WATER: int
 DRAIN_POLL: float
+MEMO_LIMIT: int
 
 def frame(payload: bytes, seq: int = 0) -> bytes: ...
 
 @disjoint_base  # a cdef class: its C layout cannot be combined
+class HeaderMemo:
+    header_for: Callable[[list[bytes]], tuple[list[bytes], int]]
+    session: Any
+    conn: Any
+    announced: Any
+    def __init__(self, header_for: Callable[[list[bytes]], tuple[list[bytes], int]], session: Any, conn: Any,
+                 announced: Any) -> None: ...
+    def __call__(self, definitions: list[bytes]) -> tuple[list[bytes], int]: ...
+
+@disjoint_base
 class LinkProtocol:
     transport: Any
     loop: Any

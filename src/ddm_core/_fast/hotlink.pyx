@@ -14,12 +14,13 @@ from libc.string cimport memcpy
 
 from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, OK as _OK, ROWS as _ROWS
 
-__all__ = ["LinkProtocol", "HotStatement", "LOST", "frame"]
+__all__ = ["HeaderMemo", "LinkProtocol", "HotStatement", "LOST", "frame"]
 
 LOST = -1
 HIGH_WATER = 1 << 20
 LOW_WATER = 1 << 18
 DRAIN_POLL = 0.002
+MEMO_LIMIT = 64
 
 cdef int S_FIRST = _FIRST
 cdef int S_ROWS = _ROWS
@@ -49,6 +50,42 @@ def frame(bytes payload, int seq=0):
     cdef bytes out = _framed(b"", 0, payload)
     (<unsigned char*> PyBytes_AS_STRING(out))[3] = seq & 0xFF
     return out
+
+
+@cython.auto_pickle(False)  # one session's: never pickled
+cdef class HeaderMemo:
+    """A relayed result's client header, remembered (``hotlink_py.HeaderMemo``)."""
+
+    cdef public object header_for, session, conn, announced
+    cdef dict _known
+    cdef object _variables, _changes
+
+    def __init__(self, header_for, session, conn, announced):
+        self.header_for = header_for
+        self.session = session
+        self.conn = conn
+        self.announced = announced
+        self._known = {}
+        self._variables = self._changes = None
+
+    def __call__(self, definitions):
+        variables = self.session.variables
+        changes = getattr(variables, "changes", None)
+        if changes is None:  # variables that count nothing: asked every time
+            return self.header_for(definitions)
+        known = self._known
+        if variables is not self._variables or changes != self._changes:  # a SET since: all asked again
+            known.clear()
+            self._variables, self._changes = variables, changes
+        key = tuple(definitions)  # the definitions name the physical table: one entry per table
+        payloads = known.get(key)
+        if payloads is not None:
+            return payloads, int(self.conn.status_flags)
+        payloads, status = self.header_for(definitions)
+        if len(known) >= MEMO_LIMIT:
+            known.clear()
+        known[key] = payloads
+        return payloads, status
 
 
 @cython.auto_pickle(False)  # a connection's protocol: never pickled

@@ -8,6 +8,9 @@ the loop reads as a transport; these are the parts of it that run for every stat
   chunk the data source sends (``data_received``) is re-framed by the statement's relay and written to
   the client; at the answer's end the statement hears its state. ``proxy/backends.py``'s ``Link``
   subclasses it with what is not per statement (prepares, losses, closing).
+* :class:`HeaderMemo` — a session's client column header for relayed results of one kind, asked of
+  the connection again only when the data source's column definitions or the session's variables
+  (its character sets) changed.
 * :class:`HotStatement` — one statement on such a link: its deadline and answer bound registered with
   the loop's shared timer (``runtime.deadlines``), the execute (or text) sent, and at its end the link
   given back, the statement observed and the session's common end done here (the counters, the
@@ -24,7 +27,7 @@ from typing import Any
 
 from ddm_core._fast.relay_py import DONE, FIRST, OK, ROWS
 
-__all__ = ["LinkProtocol", "HotStatement", "LOST", "frame"]
+__all__ = ["HeaderMemo", "LinkProtocol", "HotStatement", "LOST", "frame"]
 
 #: A relay state of its own: the connection was lost (or aborted) before the answer ended.
 LOST = -1
@@ -32,11 +35,56 @@ LOST = -1
 HIGH_WATER = 1 << 20
 LOW_WATER = 1 << 18
 DRAIN_POLL = 0.002
+#: Column headers one HeaderMemo keeps (kinds of definitions: physical tables, usually).
+MEMO_LIMIT = 64
 
 
 def frame(payload: bytes, seq: int = 0) -> bytes:
     """``payload`` as one MySQL packet with sequence id ``seq``."""
     return len(payload).to_bytes(3, "little") + bytes((seq,)) + payload
+
+
+class HeaderMemo:
+    """``header_for(definitions) -> (header payloads, status flags)`` of a relayed result, remembered.
+
+    ``header_for`` is the connection's (``ProxyConnection.relay_header``: the data source's definitions
+    turned into the client's for one kind of result — its aggregates, the prepared statement's announced
+    columns); its payloads depend on those definitions and on the session's character set of results
+    only, so they are kept per definitions (up to ``MEMO_LIMIT``) while the session's variables are the
+    same object with the same count of changes (``CountedVariables.changes``: every SET counts; variables
+    that count nothing are never remembered). The status flags are the connection's now, every time.
+    ``announced``: the announced columns it was made for (its owner checks it is the same object).
+    """
+
+    __slots__ = ("header_for", "session", "conn", "announced", "_known", "_variables", "_changes")
+
+    def __init__(self, header_for: Any, session: Any, conn: Any, announced: Any) -> None:
+        self.header_for = header_for
+        self.session = session
+        self.conn = conn
+        self.announced = announced
+        self._known: dict[tuple[bytes, ...], list[bytes]] = {}
+        self._variables: Any = None
+        self._changes: Any = None
+
+    def __call__(self, definitions: list[bytes]) -> tuple[list[bytes], int]:
+        variables = self.session.variables
+        changes = getattr(variables, "changes", None)
+        if changes is None:  # variables that count nothing: asked every time
+            return self.header_for(definitions)
+        known = self._known
+        if variables is not self._variables or changes != self._changes:  # a SET since: all asked again
+            known.clear()
+            self._variables, self._changes = variables, changes
+        key = tuple(definitions)  # the definitions name the physical table: one entry per table
+        payloads = known.get(key)
+        if payloads is not None:
+            return payloads, int(self.conn.status_flags)
+        payloads, status = self.header_for(definitions)
+        if len(known) >= MEMO_LIMIT:
+            known.clear()
+        known[key] = payloads
+        return payloads, status
 
 
 class LinkProtocol:

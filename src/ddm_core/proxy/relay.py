@@ -22,18 +22,20 @@ from ddm_core.execute.sent import SentUnit
 if TYPE_CHECKING:
     from ddm_core._fast import hotlink
     from ddm_core._fast.gate import CommandGate, execute_params
-    from ddm_core._fast.hotlink import HotStatement, LinkProtocol, frame
+    from ddm_core._fast.hotlink import HeaderMemo, HotStatement, LinkProtocol, frame
     from ddm_core._fast.relay import ResultRelay
 else:
     ResultRelay = SELECTED.relay.ResultRelay
     CommandGate = SELECTED.gate.CommandGate
     execute_params = SELECTED.gate.execute_params
     hotlink = SELECTED.hotlink
-    HotStatement, LinkProtocol, frame = hotlink.HotStatement, hotlink.LinkProtocol, hotlink.frame
+    HeaderMemo, HotStatement, LinkProtocol = hotlink.HeaderMemo, hotlink.HotStatement, hotlink.LinkProtocol
+    frame = hotlink.frame
 
 __all__ = [
     "relay_answer", "readable", "execute_values", "socket_of", "timed_out", "advance", "conclude", "is_waiting",
-    "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES", "HotStatement", "LinkProtocol", "frame", "hotlink",
+    "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES", "HeaderMemo", "HotStatement", "LinkProtocol", "frame",
+    "hotlink",
 ]  # fmt: skip
 
 _relay = SELECTED.relay

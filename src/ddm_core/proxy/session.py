@@ -49,7 +49,7 @@ from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.hotpath import HotRelay, LinkStatement
 from ddm_core.proxy.loop_transactions import ends_quietly, on_pin, send_on_pin
-from ddm_core.proxy.relay import RELAY_STATES, ResultRelay, execute_values, readable, relay_answer
+from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import (
     ACCESS_DENIED, NOT_SUPPORTED, TX_IN_PROGRESS, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info,
@@ -526,6 +526,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     # -- the hot path (proxy/hotpath.py) ---------------------------------------------------------------
 
+    #: The hot path's client headers of relayed results, by (aggregates, announced columns): made once each
+    _hot_headers: dict[Any, HeaderMemo] | None = None
+
     def hot(self, command: int, payload: bytes) -> bool:
         """The gate's hot path: take a COM_QUERY or COM_STMT_EXECUTE of a one-unit SELECT shape seen before and
         relay its answer from a reader callback; ``False`` (nothing done): mimic's path answers it
@@ -548,7 +551,16 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # on_end(rows, error): a partial is called in C, a closure would be a frame more a statement
         on_end: Callable[[int, DdmError | None], None] = partial(self._hot_end, sql, plan, started, cid, relay, pool,
                                                                  payload)  # fmt: skip
-        header_for = conn.relay_header(plan.merge.aggregates, announced)
+        # the connection's header_for made once per kind of result, its header asked again only on a change
+        memos, aggregates = self._hot_headers, plan.merge.aggregates
+        if memos is None:
+            memos = self._hot_headers = {}
+        header_for = memos.get((aggregates, id(announced)))
+        if header_for is None or header_for.announced is not announced:
+            if len(memos) >= _HOT_HEADERS:
+                memos.clear()
+            header_for = memos[(aggregates, id(announced))] = HeaderMemo(conn.relay_header(aggregates, announced),
+                                                                         self, conn, announced)  # fmt: skip
         if link is not None:
             # gate_done and cid: the statement does the common end (_hot_end's first branch) itself, in C
             statement = LinkStatement(runtime, link, plan, started, relay, header_for, conn.gate_transport, on_end,
@@ -925,6 +937,7 @@ _INTERRUPTED = "Query execution was interrupted (KILL QUERY)"
 
 
 _SINGLE = RouteKind.SINGLE
+_HOT_HEADERS = 64  # kinds of relayed result a session keeps a header of (a client with more starts again)
 
 
 def _one_unit(plan: RoutePlan) -> bool:
