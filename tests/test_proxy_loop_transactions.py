@@ -165,6 +165,32 @@ def test_a_transaction_reads_its_own_writes_and_keeps_its_rules(world: tuple[dic
     assert _on_the_loop(proxy) >= 8
 
 
+def test_an_error_of_a_read_on_the_pin_leaves_the_transaction_usable(world: tuple[dict[str, Any], str, Any]) -> None:
+    """A read whose data source answers with an error packet (here EXP's overflow, 1690, for one row's value):
+    the client gets the error, and the transaction goes on, as on the worker path."""
+    proxy = _own_proxy(world)
+    conn = connect(proxy.port, autocommit=True)
+    exp = "SELECT order_id, EXP(amount) FROM t_order WHERE user_id = %s AND order_id = %s"
+    try:
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (18, 1, 1000)")
+            for _ in range(2):  # the shape is known from the first pass on: its reads then go on the pin
+                cur.execute("BEGIN")
+                cur.execute(exp, (1, 10))
+                assert cur.fetchall()[0][0] == 10
+                with pytest.raises(pymysql.err.MySQLError) as overflow:
+                    cur.execute(exp, (1, 18))
+                assert overflow.value.args[0] == 1690, overflow.value.args
+                cur.execute("UPDATE t_order SET amount = 7 WHERE user_id = 1 AND order_id = 18")
+                cur.execute(exp, (1, 18))
+                assert cur.fetchall()[0][0] == 18
+                cur.execute("ROLLBACK")
+            cur.execute("DELETE FROM t_order WHERE user_id = 1 AND order_id = 18")
+    finally:
+        conn.close()
+    assert _on_the_loop(proxy) >= 3
+
+
 #: One shape for a quick and a slow read (literal comparisons become parameters): ``slow`` is 0 but in the rows
 #: the test adds, so the slow read is sent from the loop, its shape known from the quick one.
 SLOW = "SELECT amount, SLEEP(slow) FROM t_order WHERE user_id = {} AND order_id = {}"

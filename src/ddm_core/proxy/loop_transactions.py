@@ -63,7 +63,7 @@ class PinnedLoan(Borrowed):
     transaction fails as ``execute_plan`` fails it then: nothing more runs in it, and its end discards the pin.
     """
 
-    __slots__ = ("_pin", "_tx")
+    __slots__ = ("_pin", "_tx", "_back")
 
     def __init__(self, pin: Borrowed, tx: Transaction) -> None:  # not Borrowed's: the connection stays the pin's
         self.pool = pin.pool
@@ -72,12 +72,17 @@ class PinnedLoan(Borrowed):
         self._conn = None
         self._pin = pin
         self._tx = tx
+        self._back = False  # given back by the statement (its answer read, or its error's mapping)
 
     @property
     def released(self) -> bool:
-        return self._pin.released
+        """Given back: a relay that failed then abandons nothing (an error packet leaves the transaction usable)."""
+        return self._back or self._pin.released
 
     def release(self, *, discard: bool = False) -> None:
+        if self._back:
+            return  # once, as Borrowed.release
+        self._back = True
         if discard:
             pool = self.pool
             self._tx.fail(DataSourceUnavailableError(
