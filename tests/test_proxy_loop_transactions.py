@@ -56,10 +56,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, 
             plain.close()
 
 
-def _own_proxy(world: tuple[dict[str, Any], str, Any]) -> ProxyProcess:
+def _own_proxy(world: tuple[dict[str, Any], str, Any], **proxy: Any) -> ProxyProcess:
+    """A proxy of the test's own (its count of statements on the loop is the test's); ``proxy``: settings changed."""
     from pathlib import Path
 
-    return ProxyProcess(Path(world[1])).start()
+    path = Path(world[1])
+    if proxy:
+        config = {**world[0], "proxy": {**world[0]["proxy"], **proxy}}
+        path = write_config(config, path.with_name(f"proxy_{len(proxy)}_{sorted(proxy)[0]}.yaml"))
+    return ProxyProcess(path).start()
 
 
 def _on_the_loop(proxy: ProxyProcess) -> int:
@@ -74,10 +79,12 @@ def _typed(rows: Any) -> list[tuple[tuple[Any, type], ...]]:
     return [tuple((v, type(v)) for v in row) for row in rows]
 
 
+@pytest.mark.parametrize("relay", [True, False], ids=["relayed", "decoded"])
 def test_reads_in_a_transaction_run_on_the_loop_and_match_one_unsharded_table(
-        world: tuple[dict[str, Any], str, Any]) -> None:  # fmt: skip
+        world: tuple[dict[str, Any], str, Any], relay: bool) -> None:  # fmt: skip
+    """``decoded``: with ``relay: false`` the answer read on the pin is decoded and framed again, as a masked one."""
     plain = world[2]
-    proxy = _own_proxy(world)
+    proxy = _own_proxy(world, relay=relay)
     conn = connect(proxy.port, autocommit=True)
     reads = 0
     with conn.cursor() as cur, plain.cursor() as direct:
