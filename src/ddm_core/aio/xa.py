@@ -76,13 +76,30 @@ class AsyncXaTransaction(TwoPhaseView, AsyncTransaction):
     async def _answer(self, step: Step) -> Any:
         if isinstance(step, Finish):
             return await self._finish(step.state)
-        if isinstance(step, Round):  # every branch's statement (and the log's) at once, on this loop
-            answers = await asyncio.gather(*(self._answer(sql) for sql in step.steps), return_exceptions=True)
-            return tuple(Outcome(error=a) if isinstance(a, BaseException) else Outcome(a) for a in answers)
+        if isinstance(step, Round):
+            return await self._round(step)
         if step.on is self._rt.log:
             return await self._on_log(step)
         pinned: AsyncBorrowed = step.on
         return (await self._executed(pinned, step)).rowcount
+
+    async def _round(self, step: Round) -> tuple[Outcome, ...]:
+        """Every statement of ``step`` at once, on this loop: one connection's in turn, the connections' (and each
+        log statement, on a pooled connection of its own) side by side (docs/xa.md#how-a-round-runs)."""
+        queues: dict[int, list[int]] = {}
+        for i, sql in enumerate(step.steps):
+            queues.setdefault(-1 - i if sql.on is self._rt.log else id(sql.on), []).append(i)
+        outcomes: list[Outcome] = [Outcome()] * len(step.steps)
+
+        async def in_turn(queue: list[int]) -> None:
+            for i in queue:
+                try:
+                    outcomes[i] = Outcome(await self._answer(step.steps[i]))
+                except BaseException as exc:  # noqa: B036 - the protocol reads each statement's failure
+                    outcomes[i] = Outcome(error=exc)
+
+        await asyncio.gather(*(in_turn(queue) for queue in queues.values()))
+        return tuple(outcomes)
 
     async def _on_log(self, step: Sql) -> Any:
         """One autocommitted statement on a pooled connection of the log's data source."""

@@ -109,8 +109,16 @@ def send(pinned: Borrowed, sql: str, params: tuple[Any, ...] = ()) -> Any:
         raise _mapped(pinned, sql, exc) from exc
 
 
-def receive(pinned: Borrowed, cursor: Any, sql: str) -> int:
-    """The answer to what :func:`send` sent on ``pinned``: its row count (errors mapped as :func:`run`'s)."""
+def receive(pinned: Borrowed, cursor: Any, sql: str, *, queued: bool = False) -> int:
+    """The answer to what :func:`send` sent on ``pinned``: its row count (errors mapped as :func:`run`'s).
+
+    ``queued``: another statement was sent on ``pinned`` before this one and its answer read first (a
+    round's statements queued on one connection, docs/xa.md#how-a-round-runs). The server numbers every
+    answer's packets from 1; PyMySQL expects the numbering to go on from its *last sent* command, which was
+    this one only if nothing followed it, so its count is reset to the start of an answer.
+    """
+    if queued:
+        pinned.raw._next_seq_id = 1
     try:
         pinned.pool.driver.receive(pinned.raw, cursor, None)
         return int(cursor.rowcount)

@@ -73,26 +73,31 @@ class XaTransaction(TwoPhaseView, Transaction):
 
     def _round(self, step: Round) -> tuple[Outcome, ...]:
         """Every statement of ``step`` at once, on this thread: the branches' sent first (the driver's pipelining,
-        as a multi-unit statement's units are sent), the log's run meanwhile, then the branches' answers read in
-        turn (docs/xa.md#commit). Every XA-capable driver pipelines; one that did not would run its statement
-        in turn here, after the others were sent."""
+        as a multi-unit statement's units are sent; statements of one connection back to back, in order), the
+        log's run meanwhile, then the branches' answers read in turn (docs/xa.md#how-a-round-runs). Every
+        XA-capable driver pipelines; one that did not would run its statements in turn here, after the others
+        were sent."""
         log_sql = self._rt.log
         outcomes: dict[int, Outcome] = {}
-        sent: list[tuple[int, Any]] = []
+        sent: list[tuple[int, Any, bool]] = []  # index, cursor, queued behind another statement of its connection
+        busy: set[int] = set()
         try:
             for i, sql in enumerate(step.steps):
                 if sql.on is not log_sql and sql.on.pool.driver.can_pipeline:
                     try:
-                        sent.append((i, xa.send(sql.on, sql.sql, sql.params)))
+                        sent.append((i, xa.send(sql.on, sql.sql, sql.params), id(sql.on) in busy))
+                        busy.add(id(sql.on))
                     except DdmError as exc:
                         outcomes[i] = Outcome(error=exc)
+            waiting = {i for i, _, _ in sent}
             for i, sql in enumerate(step.steps):
                 if sql.on is log_sql:
                     outcomes[i] = _outcome(log_sql.answer, sql)
-                elif i not in outcomes and i not in dict(sent):
+                elif i not in outcomes and i not in waiting:
                     outcomes[i] = _outcome(xa.run_step, sql)
-            for i, cursor in sent:
-                outcomes[i] = _outcome(xa.receive, step.steps[i].on, cursor, step.steps[i].sql)
+            for i, cursor, queued in sent:
+                sql = step.steps[i]
+                outcomes[i] = _outcome(xa.receive, sql.on, cursor, sql.sql, queued=queued)
         except BaseException:  # interrupted with answers unread: those connections cannot be reused
             self._xa.abandon()
             raise
@@ -163,9 +168,9 @@ class XaTransaction(TwoPhaseView, Transaction):
             self._rt.release()
 
 
-def _outcome(call: Callable[..., Any], *args: Any) -> Outcome:
-    """``call(*args)``'s value, or the error it raised."""
+def _outcome(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Outcome:
+    """``call(*args, **kwargs)``'s value, or the error it raised."""
     try:
-        return Outcome(call(*args))
+        return Outcome(call(*args, **kwargs))
     except Exception as exc:  # noqa: BLE001 - the protocol reads each statement's failure
         return Outcome(error=exc)

@@ -213,34 +213,46 @@ class TransactionLog:
             yield Sql(self, DDL)
             self._ready = True
 
-    def begin_steps(
-        self, gtrid: str, participants: Sequence[str], coordinator: str, *,
-        state: GlobalState = GlobalState.PREPARING, on: Any = None,
-    ) -> Steps[None]:
-        """Insert ``gtrid``'s row in ``state`` with the participants.
-
-        ``PREPARING`` (the default) on a pooled connection of the log data source, alongside the PREPAREs;
-        or ``COMMITTING`` on ``on``, the log data source's own branch (the last resource, docs/xa.md#commit):
-        uncommitted until that branch commits in one phase, and then it *is* the decision. The table must
-        exist already there (:meth:`ensure_steps`: DDL would end the branch).
+    def begin_steps(self, gtrid: str, participants: Sequence[str], coordinator: str) -> Steps[None]:
+        """Record ``PREPARING`` with the participants, autocommitted (see :meth:`row`).
 
         Raises:
             XaError: a row for ``gtrid`` exists already (recovery wrote a rollback tombstone).
         """
-        if on is None:
-            yield from self.ensure_steps()
+        yield from self.ensure_steps()
         try:
-            yield Sql(
-                self if on is None else on,
-                f"INSERT INTO {TABLE} (gtrid, state, participants, coordinator, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
-                (gtrid, state.value, json.dumps(list(participants)), coordinator[:255]),
-            )
+            yield self.row(gtrid, participants, coordinator)
         except DuplicateKeyError as exc:
-            raise XaError(
-                f"global transaction {gtrid} already has a log row (recovery rolled it back): not preparing it",
-                gtrid=gtrid,
-            ) from exc
+            raise self.refused(gtrid, exc) from exc
+
+    def row(
+        self, gtrid: str, participants: Sequence[str], coordinator: str, *,
+        state: GlobalState = GlobalState.PREPARING, on: Any = None,
+    ) -> Sql:
+        """The statement inserting ``gtrid``'s row in ``state`` with the participants.
+
+        ``PREPARING`` (the default) on a pooled connection of the log data source, alongside the PREPAREs;
+        or ``COMMITTING`` on ``on``, the log data source's own branch (the last resource, docs/xa.md#commit):
+        uncommitted until that branch commits in one phase, and then it *is* the decision. The table must
+        exist already (:meth:`ensure_steps`: DDL would end the branch). Its duplicate-key failure means
+        :meth:`refused`.
+        """
+        return Sql(
+            self if on is None else on,
+            f"INSERT INTO {TABLE} (gtrid, state, participants, coordinator, created_at, updated_at) "
+            "VALUES (%s, %s, %s, %s, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
+            (gtrid, state.value, json.dumps(list(participants)), coordinator[:255]),
+        )
+
+    @staticmethod
+    def refused(gtrid: str, exc: BaseException) -> BaseException:
+        """What :meth:`row`'s failure ``exc`` means: a row was there first (a tombstone), or ``exc`` itself."""
+        if not isinstance(exc, DuplicateKeyError):
+            return exc
+        return XaError(
+            f"global transaction {gtrid} already has a log row (recovery rolled it back): not preparing it",
+            gtrid=gtrid,
+        )
 
     def decide_steps(self, gtrid: str, state: GlobalState, *, expect: GlobalState = GlobalState.PREPARING) -> Steps[bool]:
         """Move ``gtrid`` from ``expect`` to ``state`` (a compare-and-set); ``False`` if someone decided first."""

@@ -38,7 +38,7 @@ from ddm_core.errors import (
 )
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.shared import DEFAULT
-from ddm_core.execute.steps import Finish, Outcome, Sql, Steps, together
+from ddm_core.execute.steps import Finish, Outcome, Round, Sql, Steps, together
 from ddm_core.execute.transaction import check_usable
 from ddm_core.xa import branches as xa
 from ddm_core.xa.log import GlobalState
@@ -211,43 +211,65 @@ class TwoPhase:
             self._hook("prepared", b.data_source)
         return None
 
-    def _each_steps(self, work: list[tuple[Branch, str, BranchPhase]], *extra: Steps[Any]) -> Steps[None]:
-        """``XA <command>`` on each ``(branch, command, phase)`` of ``work`` at once, with the ``extra`` log
-        protocols alongside; any failure rolls every branch back and raises — a branch's first, in branch
-        order (as :meth:`_advance_steps`), else the log's."""
-        outcomes = yield from together([*extra, *(self._branch_steps(b, cmd, phase) for b, cmd, phase in work)])
-        logged, answers = outcomes[: len(extra)], outcomes[len(extra) :]
-        for (b, command, _), outcome in zip(work, answers):
-            failed = outcome.error or outcome.value  # the first branch that failed, in branch order
-            if failed is not None:
-                yield from self.abort_steps(failed)
-                if isinstance(failed, DdmError):
-                    raise self._aborted(f"XA {command}", b, failed) from failed
-                raise failed
-        for outcome in logged:
-            if outcome.error is not None:
-                yield from self.abort_steps(outcome.error)
-                if isinstance(outcome.error, XaError):  # a tombstone refused the row
-                    raise outcome.error
-                raise XaError(
-                    f"XA transaction {self.gtrid}: the transaction log on {self.rt.log.data_source!r} could not be "
-                    f"written ({outcome.error}); every branch was rolled back",
-                    gtrid=self.gtrid,
-                    data_source=self.rt.log.data_source,
-                ) from outcome.error
+    def _prepare_steps(self, others: list[Branch], last: Branch | None) -> Steps[None]:
+        """One round (docs/xa.md#commit): ``XA END`` then ``XA PREPARE`` on each of ``others``, sent back to back
+        on its connection; on the last resource, its decision row then ``XA END``; with none, the ``PREPARING``
+        row beside them. Any failure rolls every branch back and raises — a branch's first, in branch order
+        (as :meth:`_advance_steps`), else the row's."""
+        rt = self.rt
+        queues = [[Sql(b.pinned, xa.statement("END", b.xid)), Sql(b.pinned, xa.statement("PREPARE", b.xid))]
+                  for b in others]
+        participants = list(self.branches)
+        if last is None:
+            queues.append([rt.log.row(self.gtrid, participants, rt.coordinator)])
+        else:
+            queues.append([rt.log.row(self.gtrid, participants, rt.coordinator, state=GlobalState.COMMITTING,
+                                      on=last.pinned), Sql(last.pinned, xa.statement("END", last.xid))])
+        answers = yield Round(tuple(sql for queue in queues for sql in queue))
+        flat = iter(answers)
+        outcomes = [[next(flat) for _ in queue] for queue in queues]
+        failed: tuple[Branch, str, BaseException] | None = None
+        for b, (ended, prepared) in zip(others, outcomes):
+            for command, phase, outcome in (("END", BranchPhase.IDLE, ended), ("PREPARE", BranchPhase.PREPARED, prepared)):
+                if outcome.error is not None:
+                    self._lose(b, outcome.error)
+                    failed = failed or (b, command, outcome.error)
+                    break
+                b.phase = phase
+                if phase is BranchPhase.PREPARED:
+                    self._hook("prepared", b.data_source)
+        row = outcomes[-1][0]
+        if last is not None:
+            if row.error is not None:
+                self._lose(last, row.error)
+            if outcomes[-1][1].error is None:
+                last.phase = BranchPhase.IDLE
+            elif failed is None and row.error is None:
+                self._lose(last, outcomes[-1][1].error)
+                failed = (last, "END", outcomes[-1][1].error)
+        elif row.error is None:
+            self._logged = True  # the PREPARING row is there: a rollback is logged too
+        if failed is not None:
+            b, command, exc = failed
+            yield from self.abort_steps(exc)
+            if isinstance(exc, DdmError):
+                raise self._aborted(f"XA {command}", b, exc) from exc
+            raise exc
+        if row.error is not None:
+            yield from self.abort_steps(row.error)
+            refusal = rt.log.refused(self.gtrid, row.error)
+            if refusal is not row.error:  # a tombstone was there first
+                raise refusal from row.error
+            raise XaError(
+                f"XA transaction {self.gtrid}: the transaction log on {rt.log.data_source!r} could not be written "
+                f"({row.error}); every branch was rolled back",
+                gtrid=self.gtrid,
+                data_source=rt.log.data_source,
+            ) from row.error
 
-    def _logging(self, steps: Steps[Any]) -> Steps[None]:
-        """The ``PREPARING`` row's ``steps``; once written, a rollback is logged too (:meth:`abort_steps`)."""
-        yield from steps
-        self._logged = True
-
-    def _in_branch(self, b: Branch, steps: Steps[Any]) -> Steps[None]:
-        """``steps`` on branch ``b``'s connection: a failure that took the connection loses the branch."""
-        try:
-            yield from steps
-        except DdmError as exc:
+    def _lose(self, b: Branch, exc: BaseException) -> None:
+        if isinstance(exc, DdmError):
             self._lose_if_gone(b, exc)
-            raise
 
     def _one_phase_steps(self, b: Branch) -> Steps[None]:
         try:
@@ -277,22 +299,12 @@ class TwoPhase:
         yield from rt.log.ensure_steps()  # never inside a branch: DDL would end it
         last = self.branches.get(rt.log.data_source)
         others = [b for b in self.branches.values() if b is not last]
-        participants = list(self.branches)
-        if last is None:
-            yield from self._each_steps([(b, "END", BranchPhase.IDLE) for b in others])
-        else:
-            row = rt.log.begin_steps(self.gtrid, participants, rt.coordinator, state=GlobalState.COMMITTING,
-                                     on=last.pinned)
-            yield from self._each_steps([(b, "END", BranchPhase.IDLE) for b in others], self._in_branch(last, row))
         self._hook("logged")
         yield from self.check_deadline_steps("the PREPAREs")  # never once recovery may act
-        prepares = [(b, "PREPARE", BranchPhase.PREPARED) for b in others]
+        yield from self._prepare_steps(others, last)
         if last is None:
-            yield from self._each_steps(prepares, self._logging(rt.log.begin_steps(self.gtrid, participants,
-                                                                                   rt.coordinator)))
             yield from self._decide_commit_steps()
         else:
-            yield from self._each_steps([*prepares, (last, "END", BranchPhase.IDLE)])
             yield from self._last_resource_steps(last)
         self._hook("decided")
         pending: list[str] = []
