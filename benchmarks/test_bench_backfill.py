@@ -9,10 +9,10 @@ about half the rows move (dropped at the end).
 case                       ddm-core                                                baseline (the physical floor)
 =========================  ======================================================  ===============================
 backfill 1 -> 2            ``backfill(batch=10 000)``: keyset reads of every       ``INSERT INTO db1.copy SELECT
-                           source row, slots on the compiled path, upserts of       * FROM db0.t_order_0_i ... LIMIT
-                           the moving rows, count + checksum of each batch on       n`` of as many rows as moved,
-                           both sides, a state row per batch                        server-side, one statement per
-                                                                                    table
+                           source row (literal and row hash spelled by the          * FROM db0.t_order_0_i ... LIMIT
+                           source), slots on the compiled path, upserts of the      n`` of as many rows as moved,
+                           moving rows, count + checksum of each batch on both      server-side, one statement per
+                           sides, a state row per batch                             table
 =========================  ======================================================  ===============================
 
 Before each round the target tables are emptied and a new migration is

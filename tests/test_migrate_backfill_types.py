@@ -175,6 +175,17 @@ def test_every_copied_type_round_trips_exactly(two: list[str]) -> None:
                 assert r == tuple(w[i] for i in (0, 1, 2, 3, 4, 5, 15, 21, 22, 23))
     dict_source = mariadb_rows(two[0], "SELECT id, addr, uid, name FROM t_dict ORDER BY id")
     assert mariadb_rows(two[1], "SELECT id, addr, uid, name FROM t_dict ORDER BY id") == dict_source
+    # the batch check's source digest, summed from the hashes read with the literals, is the source's
+    # digest of the same keys computed apart (every type, NULLs included), and it is not empty
+    with Connections(old, new) as conns:
+        for scan in backfill_scans(old, new, plan):
+            copier = ScanCopier(scan, old, conns)
+            if copier.literal is None:
+                continue
+            for rows in copier.read(13):
+                for i, sent in enumerate(copier.write_read(rows)):
+                    assert sent.digest is not None and sent.digest.rows == len(sent.keys)
+                    assert sent.digest == copier.sources[i].digest_of_keys(sent.keys, copier.checkers[i].shape_a)
 
 
 def test_insert_statements_fill_each_statement_up_to_the_limit() -> None:

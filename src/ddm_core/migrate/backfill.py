@@ -8,7 +8,7 @@ Each batch of ``batch`` rows (10 000 by default) is
 1. read with one keyset query (``WHERE key > high water ORDER BY key LIMIT``)
    returning each row's ``VALUES`` tuple spelled by the source server
    (:mod:`ddm_core.migrate.literals`; the PyMySQL way for a table with a
-   column type it cannot spell);
+   column type it cannot spell) and the checker's hash of the row;
 2. assigned to slots on the compiled batch path
    (:func:`ddm_core.migrate.plan.slots_of_values`, i.e. ``hashing.slots_of`` on a
    numpy array) and, through a slot → target lookup array, to the target
@@ -18,7 +18,8 @@ Each batch of ``batch`` rows (10 000 by default) is
    after a crash changes nothing;
 4. checked: the count and the 64-bit digest of the checker
    (:class:`~ddm_core.migrate.checker.Checker`) over the batch's key range,
-   source rows of the target's slots against the target's rows, must agree;
+   source rows written (summed from the hashes read in 1: one scan of the
+   source, not two) against the target's rows, must agree;
    a disagreement rewrites the batch once, then stops the phase with the
    rows that differ (:class:`~ddm_core.errors.BackfillMismatchError`);
 5. recorded: only then is the batch's last key saved as the scan's high-water
@@ -45,7 +46,7 @@ from ddm_core.algorithms.slot_based import GeneAlgorithm, SlotsAlgorithm
 from ddm_core.errors import BackfillMismatchError, DataSourceUnavailableError, MigrationError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig
 from ddm_core.migrate.binlog import binlog_positions
-from ddm_core.migrate.checker import Checker, Digest, RowFilter, RowSource, SlotFilter
+from ddm_core.migrate.checker import Checker, Digest, RowFilter, RowSource, SlotFilter, row_hash_sql
 from ddm_core.migrate.connections import Connections
 from ddm_core.migrate.literals import insert_statements, row_literal_sql, statement_limit
 from ddm_core.migrate.phases import Phase
@@ -53,7 +54,7 @@ from ddm_core.migrate.plan import MigrationPlan, slots_of_values
 from ddm_core.migrate.state import MigrationLog, WorkflowLog
 from ddm_core.migrate.tables import keyset_chunks, primary_key, quote, table_columns, table_stats
 
-__all__ = ["Target", "Scan", "Placement", "SlotPlacement", "ScanReport", "BackfillResult", "Throttle", "ScanCopier", "backfill_scans",
+__all__ = ["Target", "Scan", "Sent", "Placement", "SlotPlacement", "ScanReport", "BackfillResult", "Throttle", "ScanCopier", "backfill_scans",
            "backfill", "run_scan", "estimated_rows", "replica_lag", "BATCH_ROWS", "MAX_BATCH_ROWS"]
 
 #: Rows read per batch.
@@ -271,6 +272,15 @@ class BackfillResult:
 Progress = Callable[[ScanReport], None]
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """The rows of a batch written to one target: their keys, and their source digest when it was read with
+    them (``None``: the check asks the source for it)."""
+
+    keys: list[tuple[Any, ...]]
+    digest: Digest | None = None
+
+
 class Placement(Protocol):
     """Which target of a scan each row goes to, decided by one shard column of the row.
 
@@ -353,10 +363,20 @@ class ScanCopier:
         self.literal = row_literal_sql(conns, src, [by_name[c.lower()] for c in self.all_columns])
         self._read_columns = self.columns
         self._shard_in_read = self.shard_at
+        # Each target's source row hash (its checker's shape), read with the literal: distinct expressions.
+        self._hashes: list[str] = []
+        self._hash_of: list[int] = []
         if self.literal is not None:
             shard = self.all_columns[self.shard_at] if placement is not None else None
             self._read_columns = [shard] if shard is not None and self.shard_at >= len(self.key) else []
             self._shard_in_read = self.shard_at if self.shard_at < len(self.key) else len(self.key)
+            for checker in self.checkers:
+                h = row_hash_sql(conns, src, checker.shape_a)
+                if h not in self._hashes:
+                    self._hashes.append(h)
+                self._hash_of.append(self._hashes.index(h))
+        #: Where a read row holds its literal (then its hashes): after the key and the shard value.
+        self._literal_at = len(self.key) + len(self._read_columns)
         self._limits: dict[str, int] = {}
 
     def on(self, conns: Connections) -> "ScanCopier":
@@ -395,31 +415,42 @@ class ScanCopier:
              upto: Sequence[Any] | None = None) -> Iterator[list[tuple[Any, ...]]]:
         """The scan's source rows in key order, ``batch`` at a time, as :meth:`write_read` takes them.
 
-        With literals: the key, the shard value (unless it is a key column) and
-        the row's ``VALUES`` tuple (bytes); without: full rows.
+        With literals: the key, the shard value (unless it is a key column),
+        the row's ``VALUES`` tuple (bytes), then its source row hash for each
+        distinct target shape, so the batch check needs no second look at the
+        source; without: full rows.
         """
-        extra = [self.literal] if self.literal is not None else []
-        return keyset_chunks(self.conns, self.scan.source, self.scan.physical, self._read_columns, self.key, batch,
-                             after=after, upto=upto, extra=extra)
+        extra = [self.literal, *self._hashes] if self.literal is not None else []
+        chunks = keyset_chunks(self.conns, self.scan.source, self.scan.physical, self._read_columns, self.key, batch,
+                               after=after, upto=upto, extra=extra)
+        return chunks if self.literal is None else (self._checked(rows) for rows in chunks)
 
-    def write_read(self, rows: Sequence[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
-        """Upsert rows as :meth:`read` returns them; returns the keys written to each target."""
+    def _checked(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """``rows`` if each has its literal (a part of the row's literal NULL: the SQL lacks a case)."""
+        at = self._literal_at
+        for r in rows:
+            if r[at] is None:
+                raise MigrationError(f"backfill of {self.scan.describe()}: the source server spelled no row literal "
+                                     f"for key {r[:len(self.key)]}", table=self.scan.table)
+        return rows
+
+    def write_read(self, rows: Sequence[tuple[Any, ...]]) -> list[Sent]:
+        """Upsert rows as :meth:`read` returns them; returns what was written to each target, with the
+        source digest of those rows (summed from the hashes read with them)."""
         if self.literal is None:
             return self.write(rows)
         where = self.assign(rows, self._shard_in_read)
-        n = len(self.key)
-        written: list[list[tuple[Any, ...]]] = []
+        n, at = len(self.key), self._literal_at
+        sent: list[Sent] = []
         for i, target in enumerate(self.scan.targets):
             picked = range(len(rows)) if self.every_target else np.flatnonzero(where == i).tolist()
             batch = [rows[j] for j in picked]
-            values = [r[-1] for r in batch]
-            if None in values:  # a part of the row's literal was NULL: the SQL above lacks a case
-                raise MigrationError(f"backfill of {self.scan.describe()}: the source server spelled no row literal "
-                                     f"for key {batch[values.index(None)][:n]}", table=self.scan.table)
-            if values:
-                self._send(target, values)
-            written.append([tuple(r[:n]) for r in batch])
-        return written
+            if batch:
+                self._send(target, [r[at] for r in batch])
+            h = at + 1 + self._hash_of[i]
+            digest = Digest.of(np.fromiter((r[h] for r in batch), dtype=np.uint64, count=len(batch)))
+            sent.append(Sent([tuple(r[:n]) for r in batch], digest))
+        return sent
 
     def _send(self, target: Target, values: list[bytes]) -> None:
         ds = target.data_source
@@ -430,37 +461,40 @@ class ScanCopier:
         for statement in insert_statements(head, tail, values, limit):
             self.conns.send(ds, statement, f"upsert of {len(values)} rows into {target.table}")
 
-    def write(self, rows: Sequence[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
-        """Upsert the moving rows of ``rows`` into their targets; returns the keys written to each target."""
+    def write(self, rows: Sequence[tuple[Any, ...]]) -> list[Sent]:
+        """Upsert the moving rows of ``rows`` (full rows) into their targets; returns the keys written to each."""
         where = self.assign(rows)
         n = len(self.key)
-        written: list[list[tuple[Any, ...]]] = []
+        written: list[Sent] = []
         for i, target in enumerate(self.scan.targets):
             picked = np.arange(len(rows)) if self.every_target else np.flatnonzero(where == i)
             batch = [rows[j] for j in picked.tolist()]
             if batch:
                 self.conns.execute_many(target.data_source, self.upserts[i], batch)
-            written.append([tuple(r[:n]) for r in batch])
+            written.append(Sent([tuple(r[:n]) for r in batch]))
         return written
 
-    def check(self, rng: tuple[Any, Any], written: Sequence[Sequence[tuple[Any, ...]]]) -> tuple[bool, Digest]:
+    def check(self, rng: tuple[Any, Any], written: Sequence[Sent]) -> tuple[bool, Digest]:
         """Source and target digests of the batch agree for every target?
 
-        The fast comparison, both aggregated by the servers: the source rows of
-        the keys written against every target row of the key range. A target
+        The fast comparison, both computed by the servers: the source rows
+        written (their hashes read with their literals, or aggregated by key)
+        against every target row of the key range. A target
         table that also holds rows of other slots in that range (it receives
         from several source tables) fails it; then the slot-filtered digests of
         the range decide (:class:`~ddm_core.migrate.checker.Checker`).
         """
         total, same = Digest(), True
-        for i, keys in enumerate(written):
-            ok, digest = self._check_target(i, rng, keys)
+        for i, sent in enumerate(written):
+            ok, digest = self._check_target(i, rng, sent)
             same, total = same and ok, total + digest
         return same, total
 
-    def _check_target(self, i: int, rng: tuple[Any, Any], keys: Sequence[tuple[Any, ...]]) -> tuple[bool, Digest]:
+    def _check_target(self, i: int, rng: tuple[Any, Any], sent: Sent) -> tuple[bool, Digest]:
         checker, source, target = self.checkers[i], self.sources[i], self.whole_targets[i]
-        a = source.digest_of_keys(keys, checker.shape_a) if keys else Digest()
+        a = sent.digest
+        if a is None:
+            a = source.digest_of_keys(sent.keys, checker.shape_a) if sent.keys else Digest()
         if target.digest(rng, checker.shape_b) == a:
             return True, a
         a, b = checker.digests(rng)
@@ -550,7 +584,7 @@ class _InFlight:
 
     rng: tuple[Any, Any]
     rows_read: int
-    write: "Future[list[list[tuple[Any, ...]]]]"
+    write: "Future[list[Sent]]"
     check: "Future[tuple[bool, Digest]]"
 
     def cancel(self) -> None:
@@ -603,7 +637,7 @@ def run_scan(report: ScanReport, copier_of: Callable[[Scan], ScanCopier], conns:
                     f"and target after being written twice:\n{why}",
                     table=scan.table, scan=scan.name, high_water=rng[0],
                 )
-        report.rows_copied += len(written[0]) if copier.every_target else sum(len(w) for w in written)
+        report.rows_copied += len(written[0].keys) if copier.every_target else sum(len(w.keys) for w in written)
         report.rows_read += done.rows_read
         report.batches += 1
         checksum = digest.hex
@@ -641,7 +675,7 @@ def run_scan(report: ScanReport, copier_of: Callable[[Scan], ScanCopier], conns:
 
 
 def _check_after(copier: ScanCopier, rng: tuple[Any, Any],
-                 write: "Future[list[list[tuple[Any, ...]]]]") -> tuple[bool, Digest]:
+                 write: "Future[list[Sent]]") -> tuple[bool, Digest]:
     """A batch's check, once the writer thread wrote it (its failure is the check's)."""
     return copier.check(rng, write.result())
 

@@ -52,7 +52,7 @@ from ddm_core.errors import ConsistencyCheckError
 from ddm_core.metadata.model import ShardedTable, ShardingConfig
 from ddm_core.migrate.connections import Connections
 from ddm_core.migrate.plan import MigrationPlan, slots_of_values
-from ddm_core.migrate.tables import primary_key, quote, table_stats
+from ddm_core.migrate.tables import keys_in, primary_key, quote, table_stats
 
 __all__ = [
     "Digest",
@@ -262,19 +262,11 @@ class RowSource:
     def digest_of_keys(self, keys: Sequence[Key], shape: RowShape) -> Digest:
         """The digest of this side's rows with these keys, aggregated in SQL (no slot filter applies)."""
         total = Digest()
-        n = len(self.key)
         for ds, table in self.parts:
-            tup = f"({', '.join(self._q(ds, k) for k in self.key)})" if n > 1 else self._q(ds, self.key[0])
-            mark = f"({', '.join(['%s'] * n)})" if n > 1 else "%s"
             h = row_hash_sql(self.conns, ds, shape)
-            for i in range(0, len(keys), _IN_BATCH * 4):
-                part = keys[i : i + _IN_BATCH * 4]
-                sql = f"SELECT COUNT(*), SUM({h}) FROM {self._q(ds, table)} WHERE {tup} IN "
-                if n == 1 and all(type(k[0]) is int for k in part):  # spelled at once: escaping each was slow
-                    c, sm = self.conns.query(ds, sql + "(" + ",".join([str(k[0]) for k in part]) + ")")[0]
-                else:
-                    c, sm = self.conns.query(ds, sql + f"({', '.join([mark] * len(part))})",
-                                             [v for k in part for v in k])[0]
+            for where, params in keys_in(self.conns, ds, self.key, keys):
+                c, sm = self.conns.query(ds, f"SELECT COUNT(*), SUM({h}) FROM {self._q(ds, table)} WHERE {where}",
+                                         params)[0]
                 total = total + Digest(int(c), int(Decimal(sm or 0)) & _MASK)
         return total
 

@@ -22,6 +22,8 @@ __all__ = [
     "table_stats",
     "show_create_table",
     "keyset_chunks",
+    "keys_in",
+    "KEYS_PER_IN",
 ]
 
 
@@ -156,3 +158,27 @@ def keyset_chunks(
         if len(rows) < batch:
             return
         last = rows[-1][: len(key)]
+
+
+#: Keys per ``IN`` list sent as parameters, and (times 10) spelled at once.
+KEYS_PER_IN = 2000
+
+
+def keys_in(conns: Connections, data_source: str, key: Sequence[str],
+            keys: Sequence[Sequence[Any]]) -> Iterator[tuple[str, list[Any] | None]]:
+    """``(key) IN (...)`` conditions covering ``keys``, with their parameters.
+
+    Single integer keys are spelled into the SQL at once, ``10 * KEYS_PER_IN``
+    a list (escaping each was slow, docs/migration.md#backfill-throughput);
+    other keys go as parameters, :data:`KEYS_PER_IN` a list.
+    """
+    names = [quote(conns, data_source, k) for k in key]
+    if len(names) == 1 and all(type(k[0]) is int for k in keys):
+        for i in range(0, len(keys), 10 * KEYS_PER_IN):
+            yield f"{names[0]} IN (" + ",".join([str(k[0]) for k in keys[i : i + 10 * KEYS_PER_IN]]) + ")", None
+        return
+    tup = f"({', '.join(names)})" if len(names) > 1 else names[0]
+    mark = f"({', '.join(['%s'] * len(names))})" if len(names) > 1 else "%s"
+    for i in range(0, len(keys), KEYS_PER_IN):
+        part = keys[i : i + KEYS_PER_IN]
+        yield f"{tup} IN ({', '.join([mark] * len(part))})", [v for k in part for v in k]
