@@ -23,8 +23,14 @@ gets a row per side in the correctness table.
 Other processes on the machine slow some rounds: the load average before and
 after the run is printed with the table (with a warning when it nears the core
 count), so a noisy run can be recognised and repeated. ``-- --benchmark-timer=
-time.thread_time`` counts CPU time only (wrong for ``next_id``, whose waits for
-the next millisecond partly sleep).
+time.thread_time`` counts CPU time only, for the unpaired cases (wrong for
+``next_id``, whose waits for the next millisecond partly sleep). It gives the
+paired cases no ratio: their baselines are timed with ``time.perf_counter``
+inside the tests, so a ratio would set CPU time against wall-clock time, and the
+CPU time of one thread leaves out the server's work (the asyncio cases) and the
+worker threads' (the thread executor's fan-outs). On a busy machine compare
+those by instruction counts instead (``benchmarks/instructions.py``,
+``benchmarks/aio_instructions.py``).
 """
 
 from __future__ import annotations
@@ -77,6 +83,8 @@ class Fig:
         self.target: str = info.get("target") or ""
         self.higher_is_better: bool = bool(info.get("higher_is_better"))
         self.table: str = info.get("table") or PAIRED_TABLE
+        #: pytest-benchmark's timer of this case's rounds (a paired baseline is always timed with perf_counter).
+        self.timer: str = str(bench.get("options", {}).get("timer", "perf_counter"))
 
     def ns_per_item(self, stat: str = "median") -> float:
         return float(getattr(self, stat)) * 1e9 / self.items
@@ -97,6 +105,7 @@ class Fig:
 
 
 def run_pytest(json_path: Path, quiet: bool, extra: list[str]) -> int:
+    """Run the benchmarks; the skipped cases and why go to ``<json>.skipped.xml`` (see :func:`skipped_cases`)."""
     env = dict(os.environ)
     if importlib.util.find_spec("ddm_core") is None:  # not installed: use the in-place build
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
@@ -109,11 +118,35 @@ def run_pytest(json_path: Path, quiet: bool, extra: list[str]) -> int:
         "no:cacheprovider",
         "-q",
         f"--benchmark-json={json_path}",
+        f"--junitxml={_skips_path(json_path)}",
+        "-rs",  # each skip's reason in pytest's summary too
         "--benchmark-columns=min,median,mean,stddev,rounds",
         *extra,
     ]
     out = subprocess.DEVNULL if quiet else None
     return subprocess.run(cmd, cwd=ROOT, env=env, stdout=out).returncode
+
+
+def _skips_path(json_path: Path) -> Path:
+    return json_path.with_suffix(".skipped.xml")
+
+
+def skipped_cases(json_path: Path) -> list[tuple[str, str]]:
+    """``(test, reason)`` of every case the last run skipped (a case that could not run on this machine now, e.g.
+    the 64-task asyncio case when the shared server has too few free connections): they have no row in the
+    tables, so they are listed, not left out silently."""
+    import xml.etree.ElementTree as ElementTree
+
+    try:
+        tree = ElementTree.parse(_skips_path(json_path))
+    except (OSError, ElementTree.ParseError):
+        return []
+    out = []
+    for case in tree.iter("testcase"):
+        skipped = case.find("skipped")
+        if skipped is not None:
+            out.append((case.get("name", "?"), skipped.get("message", "")))
+    return out
 
 
 def _ratio(a: float, b: float) -> str:
@@ -139,8 +172,13 @@ def _paired_table(title: str, paired: list[Fig]) -> list[str]:
         f"| {title} | ddm-core | {baseline} | ratio (medians) | ratio (best rounds) | target | met |",
         "| --- | ---: | ---: | ---: | ---: | ---: | :---: |",
     ]
+    other_timers = sorted({f.timer for f in paired if f.timer != "perf_counter"})
     for f in paired:
         direct_median, direct_min = f.direct_median or 0.0, f.direct_min or 0.0
+        if f.timer != "perf_counter":  # CPU time against the baseline's wall clock: no ratio (module docstring)
+            lines.append(f"| {f.case} | {_figure(f.median, f)} | {_figure(direct_median, f)} | – | – "
+                         f"| {f.target.replace('<=', '≤').replace('>=', '≥') or '–'} | – |")
+            continue
         if f.higher_is_better:  # throughput: items per second, ratio ddm / direct
             ratio, best = direct_median / f.median, direct_min / f.min
         else:
@@ -153,6 +191,14 @@ def _paired_table(title: str, paired: list[Fig]) -> list[str]:
             f"| {f.case} | {_figure(f.median, f)} | {_figure(direct_median, f)} | {ratio:.2f}× | {best:.2f}× "
             f"| {f.target.replace('<=', '≤').replace('>=', '≥') or '–'} | {met} |"
         )
+    if other_timers:
+        lines += [
+            "",
+            f"No ratio where ddm-core's rounds were timed with {', '.join(other_timers)}: the baselines are timed "
+            "with time.perf_counter inside the tests, and one thread's CPU time leaves out the server's (asyncio) "
+            "and the worker threads' work. Compare instruction counts instead (benchmarks/instructions.py, "
+            "benchmarks/aio_instructions.py).",
+        ]
     return lines
 
 
@@ -201,8 +247,10 @@ def render(data: dict[str, Any], load_before: tuple[float, ...], load_after: tup
     if busy == busy and busy > (os.cpu_count() or 1) - 0.5:  # (nan-safe)
         lines += [
             f"**Warning: the load average ({busy:.1f}) was near or above the core count: other processes "
-            "took CPU time from these rounds and the figures are low. Repeat on a quiet machine, or add "
-            "`-- --benchmark-timer=time.thread_time` to count CPU time only.**",
+            "took CPU time from these rounds and the figures are low. Repeat on a quiet machine. For the "
+            "unpaired cases `-- --benchmark-timer=time.thread_time` counts CPU time only; the paired ones "
+            "(ddm-core against a baseline, the asyncio cases among them) get no ratio under it — compare their "
+            "instruction counts instead (benchmarks/instructions.py, benchmarks/aio_instructions.py).**",
             "",
         ]
     unit_lines = []
@@ -342,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(data, indent=2))
     print()
     print(render(data, load_before, load_after))
+    skipped = skipped_cases(args.json)
+    if skipped:
+        print("\n| skipped in this run | why |\n| --- | --- |")
+        for name, reason in skipped:
+            print(f"| {name} | {reason.replace('|', '/')} |")
     print(f"\n(raw results: {args.json}; {_dt.datetime.now():%Y-%m-%d %H:%M})", file=sys.stderr)
     return code
 

@@ -65,13 +65,41 @@ def test_the_callers_own_cancel_stays_a_cancel_when_the_deadline_fires_too() -> 
     asyncio.run(main())
 
 
-def test_disarmed_entries_are_dropped_from_a_long_heap() -> None:
+def test_disarmed_entries_are_dropped_from_the_queue_and_a_long_heap() -> None:
     async def main() -> None:
         deadlines = Deadlines()
         for _ in range(3 * Deadlines.COMPACT_AT):
-            deadlines.arm(time.monotonic() + 60).disarm()  # long deadlines that all ended in time
+            deadlines.arm(time.monotonic() + 60).disarm()  # one timeout, deadlines in order: the queue
+        assert len(deadlines._queue) <= 1 and not deadlines._heap
+        start = time.monotonic() + 60
+        for i in range(3 * Deadlines.COMPACT_AT):
+            deadlines.arm(start - i * 1e-6).disarm()  # each sooner than the last: the heap
         assert len(deadlines._heap) <= Deadlines.COMPACT_AT + 1024
         assert await _wait_until(deadlines, 0.01) == "timed out"  # still fires for a live one
+
+    asyncio.run(main())
+
+
+def test_a_shorter_deadline_after_longer_ones_fires_first() -> None:
+    """Deadlines out of order (a statement's own shorter timeout among the executor's): each fires at its time."""
+
+    async def main() -> None:
+        deadlines = Deadlines()
+        ended: list[str] = []
+
+        async def wait(name: str, seconds: float) -> None:
+            assert await _wait_until(deadlines, seconds) == "timed out"
+            ended.append(name)
+
+        long_wait = asyncio.ensure_future(wait("long", 0.3))
+        await asyncio.sleep(0)
+        middle = asyncio.ensure_future(wait("middle", 0.15))
+        await asyncio.sleep(0)
+        started = time.monotonic()
+        await wait("short", 0.02)  # armed last, due first
+        assert time.monotonic() - started < 0.12 and ended == ["short"]
+        await asyncio.gather(middle, long_wait)
+        assert ended == ["short", "middle", "long"]
 
     asyncio.run(main())
 

@@ -226,6 +226,33 @@ def test_parameters_bind_as_on_the_thread_runner(mariadb: str, sql: str, params:
     assert _typed(answer.rows) == _typed(expected[1])
 
 
+def test_parameters_that_do_not_fit_raise_where_the_call_is_awaited(mariadb: str) -> None:
+    """The MySQL driver's execute binds parameters when called (it hands back asyncmy_answers' coroutine): a binding
+    error still comes out of the await, as from a coroutine, as PyMySQL raises it, and nothing was sent."""
+    thread = open_mysql(host="127.0.0.1", port=3306, user="root", password="", database=mariadb, connect_timeout=2)
+    try:
+        with thread.cursor() as cur, pytest.raises(Exception) as expected:
+            cur.execute("SELECT %s, %s", (1,))
+    finally:
+        thread.close()
+
+    async def go() -> tuple[BaseException, UnitAnswer]:
+        driver = _mysql()
+        raw = await driver.connect(mysql_endpoint(mariadb), 2.0)
+        try:
+            for params in ((1,), ("a",)):  # the all-int shortcut and PyMySQL's own binding
+                call = driver.execute(raw, "SELECT %s, %s", params)  # no error yet
+                with pytest.raises(Exception) as raised:
+                    await call
+                assert (type(raised.value), str(raised.value)) == (type(expected.value), str(expected.value))
+            return raised.value, await driver.execute(raw, "SELECT %s", (2,))
+        finally:
+            await driver.close(raw)
+
+    _, after = run(go())
+    assert after.rows == [(2,)]  # the connection was left as it was
+
+
 def test_dml_answers_row_counts_and_generated_keys(mariadb: str) -> None:
     async def go() -> list[UnitAnswer]:
         driver = _mysql()

@@ -8,7 +8,7 @@ sends the same few statement shapes over and over, so the server sends the same 
 packets over and over; as the thread runner's reader (``execute/pymysql_results.py``), the
 decoded shape is kept per connection, keyed by the packets' bytes.
 
-:func:`query_rows` sends the statement as asyncmy does (``_execute_command``), waits for
+:func:`answer_of` sends the statement as asyncmy does (``_execute_command``), waits for
 the first bytes of the answer as asyncmy does (``_fill_buffer``), then looks at what is
 buffered. Only a *complete* text result set whose column packets were seen before on this
 connection, with no result after it, on a connection that ends results with an OK packet
@@ -27,7 +27,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-__all__ = ["query_rows", "unsigned_lengths", "CACHE_SHAPES"]
+from ddm_core.aio.result import UnitAnswer
+
+__all__ = ["answer_of", "unsigned_lengths", "CACHE_SHAPES"]
 
 #: Result shapes remembered per connection; past this the cache starts over.
 CACHE_SHAPES = 256
@@ -67,26 +69,25 @@ def _supported(raw: Any) -> bool:
     return _SUPPORTED
 
 
-async def query_rows(raw: Any, query: str) -> tuple[Any, list[tuple[Any, ...]]] | None:
-    """Send ``query`` and read its answer: ``(description, rows)`` when it was a result set read here.
+async def answer_of(raw: Any, query: str) -> UnitAnswer:
+    """Send ``query`` and read its whole answer, as asyncmy's ``query`` reads it (see the module docstring).
 
-    ``None``: asyncmy read the answer itself (``raw._result`` holds it, as after ``raw.query``).
     Raises what asyncmy's ``query`` raises.
     """
-    if not _supported(raw):
+    if not (_SUPPORTED or _supported(raw)):
         await raw.query(query)
-        return None
+        return _read_by_asyncmy(raw)
     result = raw._result
     if not raw._deprecate_eof or (result is not None and (result.unbuffered_active or result.has_next)):
         await raw.query(query)  # classic EOF packets (older servers), or a previous result to finish first
-        return None
+        return _read_by_asyncmy(raw)
     await raw._execute_command(_COM_QUERY, query.encode(raw._encoding, "surrogateescape"))
     proto = raw._proto
     if proto.length - proto.pos < 4:
         await raw._fill_buffer(4)
     shapes: dict[Any, Any] = raw.ddm_shapes
     taken = _take(raw, proto, shapes)
-    if type(taken) is tuple:
+    if type(taken) is UnitAnswer:
         return taken
     await raw._read_query_result()
     result = raw._result
@@ -94,7 +95,17 @@ async def query_rows(raw: Any, query: str) -> tuple[Any, list[tuple[Any, ...]]] 
         if len(shapes) >= CACHE_SHAPES:
             shapes.clear()
         shapes[taken] = (unsigned_lengths(result.description), tuple(result.converters))
-    return None
+    return _read_by_asyncmy(raw)
+
+
+def _read_by_asyncmy(raw: Any) -> UnitAnswer:
+    """The answer asyncmy's own read left in ``raw._result``."""
+    result = raw._result
+    description = result.description
+    if description is None:
+        return UnitAnswer(None, [], result.affected_rows, result.insert_id or None)
+    rows = list(result.rows)
+    return UnitAnswer(unsigned_lengths(description), rows, len(rows))
 
 
 def unsigned_lengths(description: tuple[tuple[Any, ...], ...]) -> tuple[tuple[Any, ...], ...]:
@@ -116,7 +127,7 @@ def unsigned_lengths(description: tuple[tuple[Any, ...], ...]) -> tuple[tuple[An
 
 
 def _take(raw: Any, proto: Any, shapes: dict[Any, Any]) -> Any:
-    """The buffered answer if it can be taken here (a tuple); else the shape key to remember (bytes) or ``None``.
+    """The buffered answer if it can be taken here; else the shape key to remember (bytes) or ``None``.
 
     Nothing is consumed unless a tuple is returned.
     """
@@ -161,4 +172,4 @@ def _take(raw: Any, proto: Any, shapes: dict[Any, Any]) -> Any:
     raw._affected_rows = len(rows)
     if status:
         raw.server_status = status
-    return shape[0], rows
+    return UnitAnswer(shape[0], rows, len(rows))

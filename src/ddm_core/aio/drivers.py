@@ -48,13 +48,13 @@ import sqlite3
 import ssl
 import weakref
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine, NoReturn
 
 from ddm_core._extras import require_extra
-from ddm_core.aio.asyncmy_answers import query_rows, unsigned_lengths
+from ddm_core.aio.asyncmy_answers import answer_of, unsigned_lengths
 from ddm_core.aio.deadline import within
+from ddm_core.aio.result import UnitAnswer
 from ddm_core.dialects import Dialect, find_dialect
 from ddm_core.errors import ConfigError, ExecutionError
 from ddm_core.execute.drivers import _COM_RESET_CONNECTION, Driver, driver_for
@@ -86,25 +86,6 @@ Row = tuple[Any, ...]
 
 #: The rows of :meth:`AsyncStream.close`'s drain read at a time.
 _DRAIN_BATCH = 1000
-
-
-@dataclass(slots=True)
-class UnitAnswer:
-    """What one buffered statement answered (as the thread runner reads a cursor).
-
-    Attributes:
-        description: DB-API 7-tuples (psycopg: its ``Column`` objects), ``None``
-            for a statement without rows.
-        rows: Every row, a list of tuples (empty without a description).
-        rowcount: Rows returned (with a description), else rows affected.
-        lastrowid: The driver's ``lastrowid`` when it is not 0 / ``None`` (an
-            INSERT's generated key), else ``None``.
-    """
-
-    description: Any
-    rows: list[Row]
-    rowcount: int
-    lastrowid: int | None = None
 
 
 class AsyncStream(ABC):
@@ -139,6 +120,8 @@ class AsyncDriver(ABC):
     Attributes:
         dialect: That backend.
         paramstyle: The paramstyle family of the SQL :meth:`sql_for` returns.
+        native_style: The caller's paramstyle family (``format`` or ``qmark``) whose SQL :meth:`sql_for` returns
+            unchanged.
         sync: The thread driver of the same dialect (its pure parts are reused).
     """
 
@@ -148,6 +131,7 @@ class AsyncDriver(ABC):
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self.paramstyle = dialect.paramstyle
+        self.native_style = "format" if dialect.paramstyle == "format" else "qmark"  # as Driver.sql_for decides
         self.sync: Driver = driver_for(dialect.name)
 
     def sql_for(self, sql: str, caller_style: str) -> str:
@@ -159,8 +143,9 @@ class AsyncDriver(ABC):
         """A new connection to ``endpoint`` in autocommit mode; ``connect_timeout`` bounds the handshake."""
 
     @abstractmethod
-    async def execute(self, raw: Any, sql: str, params: Any) -> UnitAnswer:
-        """Run one statement (``sql`` in :attr:`paramstyle`) and read its whole answer."""
+    def execute(self, raw: Any, sql: str, params: Any) -> Coroutine[Any, Any, UnitAnswer]:
+        """Run one statement (``sql`` in :attr:`paramstyle`) and read its whole answer: an ``async def``, or a
+        function returning the coroutine that does (whatever it raises comes out where that is awaited)."""
 
     @abstractmethod
     async def open_stream(self, raw: Any, sql: str, params: Any) -> AsyncStream:
@@ -223,6 +208,10 @@ _INT_ONLY = {int}
 
 #: Length 1, sequence 0, COM_QUIT: a connection closed with it is not an aborted one for the server.
 _QUIT_PACKET = b"\x01\x00\x00\x00\x01"
+
+
+async def _raise(exc: Exception) -> NoReturn:
+    raise exc
 
 
 def _escaping_class(pymysql: Any) -> type[Any]:
@@ -439,22 +428,21 @@ class AsyncMySQLDriver(AsyncDriver):
             self._unverified_tls = context
         return context
 
-    async def execute(self, raw: Any, sql: str, params: Any) -> UnitAnswer:
-        if params is None:
-            query = sql
-        elif type(params) is tuple and (not params or {*map(type, params)} == _INT_ONLY):  # no generator a statement
-            query = sql % tuple(map(str, params))  # PyMySQL's escape_int is str(): the same text, without its dispatch
-        else:
-            query = raw.ddm_escaping._mogrify(sql, params)  # as PyMySQL's Cursor.execute
-        taken = await query_rows(raw, query)  # a result set of a known shape: read without asyncmy's result object
-        if taken is not None:
-            return UnitAnswer(taken[0], taken[1], len(taken[1]))
-        result = raw._result
-        description = result.description
-        if description is None:
-            return UnitAnswer(None, [], result.affected_rows, result.insert_id or None)
-        rows = list(result.rows)
-        return UnitAnswer(unsigned_lengths(description), rows, len(rows))
+    def execute(self, raw: Any, sql: str, params: Any) -> Coroutine[Any, Any, UnitAnswer]:
+        # A plain function handing back asyncmy_answers' coroutine: one coroutine a statement, not two.
+        try:
+            if params is None:
+                query = sql
+            elif type(params) is tuple and (not params or {*map(type, params)} == _INT_ONLY):  # no generator a statement
+                try:
+                    query = sql % tuple(map(str, params))  # PyMySQL's escape_int is str(): the same text, without its dispatch
+                except TypeError:  # the parameters do not fit: PyMySQL's own error for it
+                    query = raw.ddm_escaping._mogrify(sql, params)
+            else:
+                query = raw.ddm_escaping._mogrify(sql, params)  # as PyMySQL's Cursor.execute
+        except Exception as exc:  # raised where the caller awaits, as by a coroutine
+            return _raise(exc)
+        return answer_of(raw, query)  # a result set of a known shape: read without asyncmy's result object
 
     async def open_stream(self, raw: Any, sql: str, params: Any) -> AsyncStream:
         query = sql if params is None else raw.ddm_escaping._mogrify(sql, params)

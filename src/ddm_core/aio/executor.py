@@ -20,21 +20,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from ddm_core.errors import ConfigError, DdmError, ExecutionError
+from ddm_core.errors import ConfigError, DdmError, ExecutionError, QueryTimeoutError
 from ddm_core.execute.cross_node import run_cross_node
 from ddm_core.execute.engine import Engine
 from ddm_core.execute.executor import as_router
 from ddm_core.execute.mysql_connect import MATCHED_ROWS
 from ddm_core.execute.pools import PoolRegistry, PoolStats
+from ddm_core.execute.result import UnitResult
 from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.transaction import check_mode
 from ddm_core.execute.shared import DEFAULT, DualWriteKey, style_of
 from ddm_core.execute.endpoints import Endpoints, data_source_of
 from ddm_core.aio.merging import can_stream_merges, require_merge_streaming
 from ddm_core.aio.pools import AsyncEndpointPool, AsyncPoolRegistry
-from ddm_core.aio.result import AsyncResult
+from ddm_core.aio.result import AsyncResult, InMemoryResult
 from ddm_core.aio.runner import AsyncRunner
 from ddm_core.aio.transaction import CURRENT_ASYNC_TX, AsyncTransaction
 from ddm_core.aio.xa import AsyncXaTransaction, BlockingHost
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 __all__ = ["AsyncExecutor"]
 
 log = logging.getLogger("ddm_core.aio")
+
+_monotonic = time.monotonic
 
 
 class AsyncExecutor:
@@ -179,13 +183,26 @@ class AsyncExecutor:
             What :meth:`ddm_core.execute.Executor.execute` raises; a cancelled call re-raises
             :class:`asyncio.CancelledError` after killing its statement on the server.
         """
-        plan = await self.route(sql, params)
+        if self._schema_pending:
+            await self.load_schema()
+        plan = self._route(sql, params)  # not self.route(): one coroutine fewer a statement
         tx = CURRENT_ASYNC_TX.get()
         if tx is not None and tx.executor is self:
             return await tx.execute_plan(plan, caller_style=style_of(sql), timeout=timeout)
-        return await self.execute_plan(
-            plan, caller_style=style_of(sql), timeout=timeout, allow_partial=allow_partial, stream=stream
-        )
+        pool = self._plain_pool(plan, stream)
+        if pool is None:
+            return await self.execute_plan(
+                plan, caller_style=style_of(sql), timeout=timeout, allow_partial=allow_partial, stream=stream
+            )
+        # What execute_plan() does for the common statement, here: one coroutine fewer a statement.
+        style = style_of(sql)
+        refuse_unpinned(plan)
+        started = _monotonic()
+        try:
+            answer = await self.runner.run_unit(plan.units[0], pool, None, style, self._deadline(timeout, started))
+        except BaseException as exc:
+            return self._unit_failed(plan, style, timeout, allow_partial, started, exc)
+        return self._in_memory(plan, started, answer)
 
     async def route(self, sql: str, params: Any = None) -> RoutePlan:
         """Route ``sql`` (the sharded tables' columns read first if they are not yet: :meth:`load_schema`).
@@ -195,6 +212,9 @@ class AsyncExecutor:
         """
         if self._schema_pending:
             await self.load_schema()
+        return self._route(sql, params)
+
+    def _route(self, sql: str, params: Any) -> RoutePlan:
         try:
             return self.engine.router.route(sql, params)
         except DdmError as exc:  # graded: a caller's bug at ERROR, a configuration problem at WARNING
@@ -219,6 +239,14 @@ class AsyncExecutor:
         if plan.cross_node is not None:
             return await run_cross_node("asyncio", self, plan, None, timeout)  # type: ignore[no-any-return]
         engine, runner = self.engine, self.runner
+        pool = self._plain_pool(plan, stream)
+        if pool is not None:  # the common statement: what run_single() does for it, without its choices
+            started = _monotonic()
+            try:
+                answer = await runner.run_unit(plan.units[0], pool, None, caller_style, self._deadline(timeout, started))
+            except BaseException as exc:
+                return self._unit_failed(plan, caller_style, timeout, allow_partial, started, exc)
+            return self._in_memory(plan, started, answer)
         stmt = engine.begin(plan, caller_style, timeout, allow_partial)
         try:
             single = len(plan.units) == 1 and plan.kind is not RouteKind.FULL
@@ -238,6 +266,50 @@ class AsyncExecutor:
         if plan.dual:  # a migration's dual write, once the old location took the write
             await runner.run_dual(plan, caller_style, stmt.deadline)
         return AsyncResult(engine.observed(plan, stmt.started, result))
+
+    def _plain_pool(self, plan: RoutePlan, stream: Any) -> AsyncEndpointPool | None:
+        """The pool of a plan that runs as one unit, not streamed, on a data source without replicas, its rows as
+        they came and no dual write after it, on an open executor (``None``: the general way, execute_plan's)."""
+        units = plan.units
+        if len(units) != 1 or plan.kind is RouteKind.FULL or plan.dual or plan.cross_node is not None:
+            return None
+        engine = self.engine
+        if (engine.stream if stream is DEFAULT else stream) is True or not plan.merge.is_trivial or self._closed:
+            return None
+        # routed_config: the version route() just synced to, without a second check (the general way reads config)
+        return self.runner.endpoints.plain_primary(units[0].data_source, engine.router.routed_config)
+
+    def _deadline(self, timeout: Any, started: float) -> float | None:
+        seconds = self.engine.timeout if timeout is DEFAULT else (timeout or None)  # Engine.deadline_of()
+        return started + seconds if seconds else None
+
+    def _unit_failed(self, plan: RoutePlan, style: str, timeout: Any, allow_partial: bool | None, started: float,
+                     exc: BaseException) -> AsyncResult:  # fmt: skip
+        """A plain one-unit plan raised ``exc``: a timeout is raised worded for the statement, or is a read's partial
+        (empty) result; anything else is raised as it is. The observer hears of it, as in execute_plan()."""
+        engine = self.engine
+        try:
+            if not isinstance(exc, QueryTimeoutError):
+                raise exc
+            result = self.runner.unit_timed_out(engine.begin(plan, style, timeout, allow_partial, started), exc)
+        except BaseException as error:
+            engine.failed(plan, started, error)
+            raise
+        return AsyncResult(engine.observed(plan, started, result))
+
+    def _in_memory(self, plan: RoutePlan, started: float, answer: UnitResult) -> AsyncResult:
+        """The result of a plain one-unit plan (``Engine.single_result``'s, without the ``Result`` underneath unless
+        an observer or the slow-SQL log hears of it)."""
+        engine = self.engine
+        if answer.description is None:
+            statement = plan.statement
+            result = InMemoryResult(None, None, max(answer.rowcount, 0), statement,
+                                    answer.lastrowid if statement == "insert" else None, plan.generated_keys)  # fmt: skip
+        else:  # the drivers' rows are tuples already (UnitAnswer)
+            result = InMemoryResult(answer.description, answer.rows, answer.rowcount, plan.statement)
+        if engine.observer is not None or plan.statement == "ddl" or not engine.slow_sql.surely_quick(started):
+            engine.observed(plan, started, result.result)
+        return result
 
     def _streams(self, plan: RoutePlan, stream: Any) -> bool:
         """Stream this read? As the thread runner decides (docs/asyncio.md#streaming)."""

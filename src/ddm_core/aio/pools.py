@@ -53,6 +53,7 @@ __all__ = ["AsyncEndpointPool", "AsyncBorrowed", "AsyncPoolRegistry"]
 log = logging.getLogger("ddm_core.aio")
 
 _monotonic = time.monotonic
+_get_running_loop = asyncio.get_running_loop
 
 
 class _Connection:
@@ -210,10 +211,11 @@ class AsyncEndpointPool:
     def lend_idle(self) -> AsyncBorrowed | None:
         """An idle connection that needs no check now, or ``None``: never waits, opens, pings or recycles."""
         idle = self._idle
-        if not idle or not self._warm or asyncio.get_running_loop() is not self._loop:
+        if not idle or not self._warm or _get_running_loop() is not self._loop:
             return None  # (another loop's: borrow() says why)
         conn = idle[-1]
-        if self._needs_check(conn, _monotonic()):
+        now = _monotonic()  # what _needs_check() asks, without its frame (every statement passes here)
+        if now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime):
             return None
         idle.pop()
         self._borrows += 1

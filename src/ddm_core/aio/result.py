@@ -12,11 +12,40 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Protocol, Sequence
 
-from ddm_core.execute.result import Result
+from ddm_core.execute.result import Result, UnitResult
 
-__all__ = ["AsyncResult", "RowSource"]
+__all__ = ["AsyncResult", "RowSource", "InMemoryResult", "UnitAnswer"]
 
 Row = tuple[Any, ...]
+
+
+class UnitAnswer(UnitResult):
+    """What one buffered statement answered (as the thread runner reads a cursor): what a driver's ``execute`` gives.
+
+    A :class:`~ddm_core.execute.result.UnitResult` whose ``data_source`` and ``sql`` the runner fills in: the
+    answer becomes the unit's result without a second object.
+
+    Attributes:
+        description: DB-API 7-tuples (psycopg: its ``Column`` objects), ``None``
+            for a statement without rows.
+        rows: Every row, a list of tuples (empty without a description): handed to the caller as they are.
+        rowcount: Rows returned (with a description), else rows affected.
+        lastrowid: The driver's ``lastrowid`` when it is not 0 / ``None`` (an
+            INSERT's generated key), else ``None``.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, description: Any, rows: list[Row], rowcount: int, lastrowid: int | None = None) -> None:
+        self.data_source = ""
+        self.description = description
+        self.rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+        self.sql = ""
+
+    def __repr__(self) -> str:
+        return f"UnitAnswer(rowcount={self.rowcount}, description={self.description!r})"
 
 
 class RowSource(Protocol):
@@ -165,5 +194,94 @@ class AsyncResult:
         await self.aclose()
 
     def __repr__(self) -> str:
-        state = "streaming" if self._source is not None else ("closed" if self._result.closed else "open")
+        state = "streaming" if self._source is not None else ("closed" if self.closed else "open")
         return f"<AsyncResult {self.statement} rowcount={self.rowcount} {state}>"
+
+
+class InMemoryResult(AsyncResult):
+    """A one-unit answer already in memory (a point select, a one-unit write): what ``AsyncResult(Result.buffered(...))``
+    or ``AsyncResult(Result.counted(...))`` gives, the :class:`Result` underneath built only if :attr:`result` is read.
+
+    The common statement's result is read once and dropped; building the thread executor's ``Result`` for it (and
+    finalizing it) was a sixth of the executor's own Python work per point select. Rows are handed out as the
+    driver returned them (tuples), read to the end as ``Result.buffered`` reads them.
+    """
+
+    __slots__ = ("_held", "_rowcount")
+
+    def __init__(  # noqa: PLR0913 - the fields of a Result, set directly
+        self, description: Any, rows: list[Row] | None, rowcount: int, statement: str,
+        lastrowid: Any = None, generated_keys: tuple[Any, ...] = (),
+    ) -> None:  # fmt: skip
+        # No super().__init__(): there is no Result yet (see result).
+        self._result = None  # type: ignore[assignment]  # built on demand
+        self._source = None
+        self._held = rows  # None: closed, or no rows (a statement without a result set)
+        self._rowcount = rowcount
+        self._pos = 0
+        self.description = description
+        self.lastrowid = lastrowid
+        self.generated_keys = generated_keys
+        self.complete = True
+        self.statement = statement
+        self.units = 1
+        self.arraysize = 1
+
+    @property
+    def result(self) -> Result:
+        """The :class:`Result` underneath, made now (holding the rows not read yet); the reads go on through it."""
+        built: Result | None = self._result
+        if built is None:
+            held, self._held = self._held, None
+            if self.description is None:
+                built = Result.counted(self._rowcount, self.lastrowid, self.generated_keys, self.statement)
+            else:
+                built = Result.buffered(self.description, held[self._pos :] if held is not None else [],
+                                        statement=self.statement)  # fmt: skip
+                built.rowcount = self._rowcount
+                if held is None:
+                    built.close()
+            self._result = built
+        return built
+
+    @property
+    def rowcount(self) -> int:
+        return self._rowcount if self._result is None else self._result.rowcount
+
+    @property
+    def closed(self) -> bool:
+        return self._held is None if self._result is None else self._result.closed
+
+    async def fetchone(self) -> Row | None:
+        held = self._held
+        if held is None:
+            return None if self._result is None else self._result.fetchone()
+        pos = self._pos
+        if pos < len(held):
+            self._pos = pos + 1
+            return held[pos]
+        self._held = None
+        return None
+
+    async def fetchmany(self, size: int | None = None) -> list[Row]:
+        held = self._held
+        n = self.arraysize if size is None else size
+        if held is None:
+            return [] if self._result is None else self._result.fetchmany(n)
+        pos = self._pos
+        end = self._pos = min(pos + max(n, 0), len(held))
+        if end == len(held):
+            self._held = None
+        return held[pos:end]
+
+    async def fetchall(self) -> list[Row]:
+        held = self._held
+        if held is None:
+            return [] if self._result is None else self._result.fetchall()
+        self._held = None
+        return held[self._pos :] if self._pos else held  # the driver's own list: nobody else holds it
+
+    async def aclose(self) -> None:
+        self._held = None
+        if self._result is not None:
+            self._result.close(quiet=True)

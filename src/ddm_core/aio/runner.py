@@ -32,6 +32,7 @@ from ddm_core.execute.endpoints import Endpoints
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.result import Result, UnitResult
 from ddm_core.execute.statement import LaneOutcome, Statement, timeout_error, unit_error
+from ddm_core.execute.trace_comment import TRACE_COMMENT
 from ddm_core.aio.deadline import Armed, Deadlines, within
 from ddm_core.aio.gtid import answered, value_on
 from ddm_core.aio.merging import MergedStream, fed_unit
@@ -121,10 +122,14 @@ class AsyncRunner:
             else:
                 result = await self._on(unit, pool, stmt.style, stmt.deadline, write=plan.is_write)
         except QueryTimeoutError as exc:  # allow_partial decides, as for any plan
-            return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self._describe)
+            return self.unit_timed_out(stmt, exc)
         if plan.merge.is_trivial:  # rows as they came: no collations to ask off the loop
             return self.engine.single_result(plan, result, self._describe)
         return await self._assembled(stmt, lambda: self.engine.single_result(plan, result, self._describe), [result])
+
+    def unit_timed_out(self, stmt: Statement, exc: QueryTimeoutError) -> Result:
+        """A one-unit statement's timeout: raised worded for the statement, or a read's partial (empty) result."""
+        return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self._describe)
 
     async def run(self, stmt: Statement, lanes: list[AsyncLane] | None = None) -> Result:
         """Any plan, buffered; ``lanes`` given: a transaction's pinned lanes."""
@@ -163,7 +168,7 @@ class AsyncRunner:
         try:
             result = await self.run_unit(unit, lane.pool, lane.pinned, stmt.style, stmt.deadline)
         except QueryTimeoutError as exc:  # worded for the statement, as run() words it
-            return self.engine.assemble(stmt, [LaneOutcome(error=exc)], self._describe)
+            return self.unit_timed_out(stmt, exc)
         if plan.merge.is_trivial:  # rows as they came: no collations to ask off the loop
             return self._tracked(plan, self.engine.single_result(plan, result, self._describe))
         assembled = await self._assembled(stmt, lambda: self.engine.single_result(plan, result, self._describe), [result])
@@ -390,22 +395,27 @@ class AsyncRunner:
         borrowed = held if held is not None else (pool.lend_idle() or await self._borrow(pool, unit, deadline))
         own = pinned is None
         driver = pool.driver
-        sql = self.engine.unit_sql(driver, unit, style)
-        call = driver.execute(borrowed.raw, sql, unit.params)
+        # Engine.unit_sql(), without its two calls when the unit's SQL is already in the driver's paramstyle.
+        sql = unit.sql if style == driver.native_style else driver.sql_for(unit.sql, style)
+        trace = TRACE_COMMENT.get()
+        if trace is not None:
+            sql = trace + sql
         if deadline is None:
-            answer = await self._bounded(call, unit, pool, borrowed, own, sql, deadline)
+            answer = await self._bounded(driver.execute(borrowed.raw, sql, unit.params), unit, pool, borrowed, own, sql,
+                                         deadline)  # fmt: skip
         else:  # what _bounded() does with a deadline, one coroutine fewer on the common path
             armed = self.deadlines.arm(deadline)
             try:
-                answer = await call
+                answer = await driver.execute(borrowed.raw, sql, unit.params)
             except BaseException as exc:
                 self._cut_short(exc, armed, unit, pool, borrowed, own, sql, deadline, None)
             armed.disarm()
         if own:
             borrowed.release()
-        if answer.description is None:
-            return UnitResult(unit.data_source, None, (), answer.rowcount, answer.lastrowid or None)
-        return UnitResult(unit.data_source, answer.description, answer.rows, len(answer.rows), sql=sql)
+        answer.data_source = unit.data_source  # the answer is the unit's result (UnitAnswer)
+        if answer.description is not None:
+            answer.sql = sql
+        return answer
 
     async def _bounded(
         self, call: Coroutine[Any, Any, T], unit: RouteUnit, pool: AsyncEndpointPool, borrowed: AsyncBorrowed,
