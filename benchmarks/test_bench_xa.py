@@ -9,12 +9,12 @@ case                        what one round does                                 
 ==========================  ==========================================================  ===================
 xa two-phase transfer       ``CALLS`` transfers: debit an even account (ds_0), credit  local, one data
                             an odd one (ds_1), ``executor.transaction(mode="xa")``:    source: the same two
-                            2 branches, log row, 2 PREPAREs, decision, 2 COMMITs       UPDATEs, both on ds_0
+                            2 branches; ds_0 holds the log: the last resource          UPDATEs, both on ds_0
 xa one-phase transfer       the same two UPDATEs on ds_0 only, ``mode="xa"``: one      local, the same
                             branch, ``XA COMMIT ... ONE PHASE``, no log                 two UPDATEs
 xa commit, N data sources   ``CALLS`` XA transactions each updating one row on every   plain commits: the same
-(N = 2, 4; threads and      data source (N branches): END + log row, PREPAREs, the     UPDATE on each data
-asyncio runners; one        decision, COMMITs, each phase on all branches at once      source in a local
+(N = 2, 4; threads and      data source (N branches): END + PREPARE (+ the decision    UPDATE on each data
+asyncio runners; one        row in ds_0's branch), ds_0's one-phase commit, COMMITs    source in a local
 server, or a private                                                                    transaction of its own,
 ``mariadbd`` per data                                                                   committed one after the
 source)                                                                                 other (not atomic)
