@@ -26,7 +26,7 @@ from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.session_state import check_pinned
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
-__all__ = ["on_pin", "send_on_pin", "ends_quietly", "PinnedLoan"]
+__all__ = ["reads_on_pins", "on_pin", "send_on_pin", "ends_quietly", "PinnedLoan"]
 
 
 def ends_quietly(tx: Transaction) -> bool:
@@ -35,9 +35,14 @@ def ends_quietly(tx: Transaction) -> bool:
     return type(tx) is Transaction and tx.active and not tx.data_sources and not tx.shadow_data_sources
 
 
+def reads_on_pins(tx: Transaction) -> bool:
+    """May reads of ``tx`` go from the loop at all — a local transaction that has not failed?"""
+    return type(tx) is Transaction and tx.active
+
+
 def on_pin(tx: Transaction, plan: RoutePlan) -> bool:
     """May ``plan`` go from the loop on ``tx``'s pin — a plain one-unit read on a data source it pinned already?"""
-    if (type(tx) is not Transaction or not tx.active or len(plan.units) != 1 or plan.kind is not RouteKind.SINGLE
+    if (not reads_on_pins(tx) or len(plan.units) != 1 or plan.kind is not RouteKind.SINGLE
             or plan.statement != "select" or plan.is_write or plan.dual or plan.cross_node is not None):  # fmt: skip
         return False
     if plan.units[0].data_source not in tx.data_sources:

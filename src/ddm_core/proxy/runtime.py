@@ -40,7 +40,7 @@ log = logging.getLogger("ddm_core.proxy")
 class Shape:
     """What the proxy learnt about one statement text (after literals became parameters)."""
 
-    __slots__ = ("inline", "slow", "masks", "needs", "style")
+    __slots__ = ("inline", "slow", "masks", "needs", "style", "read")
 
     def __init__(self, inline: bool) -> None:
         #: Routed to one unit and quick so far: sent from the event loop (session.py, _start_sent).
@@ -49,6 +49,8 @@ class Shape:
         self.masks: MaskPlan | None = None  # its projection's masks, parsed on first need
         self.needs: Needs | None = None  # the privileges it needs (proxy/privileges.py), read before its first run
         self.style: str | None = None  # its paramstyle (execute/shared.py style_of), read on the hot path's first run
+        #: A plain SELECT when last routed: in a transaction it may go from the loop (proxy/loop_transactions.py).
+        self.read = False
 
 
 class Shapes:

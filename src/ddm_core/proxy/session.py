@@ -48,7 +48,7 @@ from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.hotpath import HotRelay, LinkStatement
-from ddm_core.proxy.loop_transactions import ends_quietly, on_pin, send_on_pin
+from ddm_core.proxy.loop_transactions import ends_quietly, on_pin, reads_on_pins, send_on_pin
 from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import (
@@ -444,7 +444,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
             shape = runtime.shapes.get(text)
             tx = self._tx  # in a transaction: a read on a pin goes from the loop (proxy/loop_transactions.py)
-            if shape is not None and shape.inline and runtime.inline and (self._autocommit if tx is None else tx.active):
+            if shape is not None and shape.inline and runtime.inline and (
+                    self._autocommit if tx is None else shape.read and reads_on_pins(tx)):  # fmt: skip
                 first = await self._start_sent(sql, text, bound, started, shape)
             if first is None:
                 first = await self._in_thread(self._start, sql, text, bound, started)
@@ -781,6 +782,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         plan = self.runtime.executor.router.route(text, params)
         shape = self.runtime.shapes.add(text, inline=_one_unit(plan))
         shape.needs = needs
+        shape.read = plan.statement == "select" and not plan.is_write
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
         return self._run_admitted(running, plan, style_of(text), shape)
