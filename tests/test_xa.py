@@ -533,3 +533,22 @@ def test_recovery_at_start_rolls_back_an_old_branch_that_has_no_log_row(bank_dbs
         report = recover(started, abandon_after_ms=0)
         assert report.rolled_back == [f"{young}/ds_1"] and report.finished == [young]
     assert balances(ex) == {a: START_BALANCE for a in range(ACCOUNTS)}
+
+
+def test_a_failed_end_with_its_prepare_queued_behind_it_keeps_the_connection_in_step(thread_ex: Executor) -> None:
+    """XA END and XA PREPARE of a branch go out back to back (docs/xa.md#how-a-round-runs): when the END is
+    refused (here the branch was ended already behind the coordinator's back) both answers are still read, every
+    branch is rolled back, and the connection, returned to the pool, answers the next transactions in step."""
+    ex = thread_ex
+    tx = ex.transaction(mode="xa")
+    transfer(tx, 71, 0, 1, 9)
+    pinned = tx._pins["ds_1"]
+    pinned.raw.cursor().execute(xa_branches.statement("END", Xid.branch(tx.gtrid, "ds_1")))
+    with pytest.raises(XaError, match="XA END failed on data source 'ds_1'"):
+        tx.commit()
+    assert tx.state == "rolled back" and ledger(ex) == {}
+    for i in range(4):  # the same pooled connections, reused
+        with ex.transaction(mode="xa") as again:
+            transfer(again, 72 + i, 0, 1, 1)
+    assert set(ledger(ex)) == {72, 73, 74, 75}
+    check_bank(ex)
