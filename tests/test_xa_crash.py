@@ -169,6 +169,7 @@ def test_coordinator_killed_at_each_step(server: PrivateMariaDB, tmp_path: Path,
         rows = check_bank(ex, intents)
         assert set(rows) == set(range(100, crashed)) | ({crashed} if decided else set())
         assert recover(ex, abandon_after_ms=0).summary().startswith("0 branch(es) committed, 0 rolled back, 0 kept")
+        assert xa_runtime(ex).log.unfinished() == []  # the earlier transfers' deferred COMMITTED marks too
         assert_nothing_left(server, ex)
         assert_no_leaks(ex)
 
