@@ -15,9 +15,10 @@ cached, the one-unit path on), and /proc its user and system time.
 
 Usage (MariaDB on 127.0.0.1:3306, perf allowed for the user's own processes)::
 
-    python benchmarks/proxy_cpu.py [N] [--opcodes | --callgrind] [--perf-record] [--threads] [--hop] [--prepared | --binary] [--src DIR]
+    python benchmarks/proxy_cpu.py [N] [--opcodes | --callgrind | --strace] [--perf-record] [--threads] [--hop] [--prepared | --binary] [--src DIR]
 
-``--callgrind``: instead, the proxy runs under valgrind's callgrind and the machine instructions it
+``--strace``: instead, the proxy's system calls per statement (``strace -c``, every thread; the client's
+statements slow down under it, the counts do not). ``--callgrind``: instead, the proxy runs under valgrind's callgrind and the machine instructions it
 executes per statement are printed (interpreter, compiled modules, C libraries; not the kernel) —
 deterministic like the opcodes, and counting what the opcodes do not (uvloop, mimic's mypyc code, the
 ``_fast`` units). ``--opcodes``: instead, the proxy runs traced (``sys.settrace`` with ``f_trace_opcodes``) and
@@ -245,6 +246,21 @@ def opcodes(config_path: Path, count: int) -> None:
         print(f"  {n / count:7.1f}  {name.replace(str(Path(sys.executable).parents[1]), '.venv')}")
 
 
+def system_calls(pid: int, port: int, count: int) -> None:
+    """System calls of the proxy process (all its threads) per statement, by ``strace -c`` over ``count`` statements."""
+    out = Path(tempfile.mkdtemp()) / "strace.txt"
+    strace = subprocess.Popen(["strace", "-c", "-f", "-o", str(out), "-p", str(pid)], stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # attached
+    client(port, count)
+    strace.send_signal(2)
+    strace.wait()
+    print(f"system calls per statement (proxy process, strace -c over {count}):")
+    for line in out.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[3].isdigit():
+            print(f"  {fields[-1]:20s} {int(fields[3]) / count:6.2f}")
+
+
 def callgrind(config_path: Path, count: int) -> None:
     """Machine instructions the proxy process executes per statement, counted by valgrind (load-independent).
 
@@ -297,6 +313,9 @@ def main() -> None:
                 callgrind(path, count)
                 return
             client(proxy.port, 500)  # warm-up: plans cached, the one-unit path on
+            if "--strace" in sys.argv:
+                system_calls(proxy.proc.pid, proxy.port, count)
+                return
             if "--threads" in sys.argv:
                 _per_thread(proxy.proc.pid, lambda: time.sleep(2), "idle 2 s")
                 _per_thread(proxy.proc.pid, lambda: client(proxy.port, count), f"{count} statements")

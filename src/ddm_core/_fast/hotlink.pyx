@@ -223,7 +223,11 @@ cdef class HotStatement:
         h[4] = (sid >> 24) & 0xFF
         memcpy(h + 5, PyBytes_AS_STRING(_EXECUTE_TAIL), 5)
         packet = _framed(head, 10, values)
-        (<LinkProtocol?> self.link)._send_framed(packet, self)
+        link = self.link
+        if isinstance(link, LinkProtocol):  # framed once, here
+            (<LinkProtocol> link)._send_framed(packet, self)
+        else:  # any other link: its own send (the twin's contract)
+            link.send(packet[4:], self.relay, self.client, self.header_for, self.ended)
 
     def prepare_first(self, values):
         raise NotImplementedError

@@ -137,9 +137,13 @@ cdef class ResultRelay:
     def header(self, list payloads, int status):
         """At HEADER: frame the client's column count and definitions, the EOF after them if the client
         reads one, and go on with the rows already received."""
-        cdef bytes payload
         if self._state != S_HEADER:
             raise ValueError(f"header() at state {self._state}, not HEADER")
+        self._header(payloads, status)
+        return S_FIRST if self._state >= S_COLUMNS else self._state
+
+    cdef void _header(self, list payloads, int status) except *:
+        cdef bytes payload
         self._client_status = status
         for payload in payloads:
             self._frame(<const unsigned char*> (<char*> payload), len(payload))
@@ -147,7 +151,6 @@ cdef class ResultRelay:
             self._frame_eof()
         self._state = S_ROWS
         self._run()
-        return S_FIRST if self._state >= S_COLUMNS else self._state
 
     def pump(self, bytes data, client, header_for):
         """feed, header and take in one call (docs in the pure twin); the state after them."""
@@ -157,7 +160,7 @@ cdef class ResultRelay:
             self._run()
         if self._state == S_HEADER:
             payloads, status = header_for(self.columns)
-            self.header(payloads, status)
+            self._header(payloads, status)  # header()'s, without a method call
         cdef bytes out
         if PyByteArray_GET_SIZE(self._out):
             out = bytes(self._out)
