@@ -22,7 +22,7 @@ connection (a :class:`StreamRows`) also returns it when collected.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ddm_core.errors import DdmError, ExecutionError
 from ddm_core.execute.driver_errors import map_driver_error
@@ -31,6 +31,7 @@ from ddm_core.merge.engine import close_each
 
 __all__ = ["Result", "UnitResult", "StreamRows"]
 
+_TUPLE = {tuple}
 log = logging.getLogger("ddm_core.execute")
 
 Row = tuple[Any, ...]
@@ -327,11 +328,35 @@ class Result:
             if end == len(buffer):
                 self.close()
             return list(buffer[pos:end])
+        rows = self._rows
+        fetch = getattr(rows, "fetchmany", None) if n > 0 else None
+        if fetch is not None:  # a merge (or a cursor): its rows in one call, not one __next__ each
+            return self._fetched(fetch, n)
         out: list[Row] = []
         for row in self:
             out.append(row)
             if len(out) >= n:
                 break
+        return out
+
+    def _fetched(self, fetch: Callable[[int], Sequence[Sequence[Any]]], n: int) -> list[Row]:
+        """Up to ``n`` rows from ``fetch`` (the rows' own ``fetchmany``), handled as :meth:`__next__` handles one."""
+        try:
+            got = fetch(n)
+        except DdmError:
+            self.close(quiet=True)
+            raise
+        except Exception as exc:  # a bug below us must still return the connections
+            self.close(quiet=True)
+            raise ExecutionError(f"reading the result failed: {exc}") from exc
+        except BaseException:
+            self.close(quiet=True)
+            raise
+        self._count += len(got)
+        # the rows' types checked in C (a comprehension would be a frame step per row again)
+        out = got if type(got) is list and set(map(type, got)) <= _TUPLE else [tuple(row) for row in got]
+        if len(out) < n:
+            self._done()
         return out
 
     def fetchall(self) -> list[Row]:

@@ -142,7 +142,18 @@ class Merged:
 
     def fetchmany(self, size: int) -> list[Row]:
         """Up to ``size`` more rows."""
-        return list(islice(self, size))
+        if self._remaining is not None:
+            return list(islice(self, size))
+        # Without a LIMIT to count down, straight from the pipeline: not one __next__ frame per row (the
+        # proxy reads every multi-unit result in batches)
+        try:
+            rows = list(islice(self._rows, size))
+        except BaseException:
+            self._close(quiet=True)
+            raise
+        if len(rows) < size:
+            self.close()
+        return rows
 
     def fetchall(self) -> list[Row]:
         """Every remaining row, then the units are closed (faster than ``list(merged)``)."""
