@@ -1,0 +1,114 @@
+"""The proxy process's own work per multi-unit range read (sysbench ``oltp_read_only``'s four ranges).
+
+``sbtest1`` sharded by ``id`` over 2 data sources × 2 tables (slots), as ``test_bench_proxy.py``'s sysbench
+fixture; each range of 100 ids spans all 4 tables. One client sends ``N`` reads of one kind, then the
+proxy's cost per read is printed: ``--callgrind`` (machine instructions, valgrind; the default) or
+``--opcodes`` (interpreted opcodes by part and function, proxy_cpu.py's tracer).
+
+Usage (MariaDB on 127.0.0.1:3306)::
+
+    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx] [--opcodes]
+
+``--prepared``: mysql-connector's C extension, prepared (COM_STMT_EXECUTE, binary rows, as sysbench);
+else PyMySQL (text). ``--tx``: each read inside BEGIN … COMMIT (sysbench's default; the transaction's
+statements counted too, divide by hand), else autocommit (sysbench ``--skip_trx``).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import proxy_cpu  # noqa: E402
+from services import fresh_mariadb_databases  # noqa: E402
+from test_proxy_support import PASSWORD, USER, connect, proxy_config, write_config  # noqa: E402
+
+from ddm_core import load_config  # noqa: E402
+from ddm_core.execute import Executor  # noqa: E402
+
+ROWS = 10_000
+RANGE = 100
+DDL = ("CREATE TABLE sbtest1 (id INTEGER NOT NULL, k INTEGER DEFAULT '0' NOT NULL, c CHAR(120) DEFAULT '' NOT NULL, "
+       "pad CHAR(60) DEFAULT '' NOT NULL, PRIMARY KEY (id), KEY k_1 (k))")  # fmt: skip
+KINDS = {
+    "simple": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s",
+    "sum": "SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN %s AND %s",
+    "order": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
+    "distinct": "SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
+}
+
+
+def sbtest_config(databases: list[str]) -> dict[str, Any]:
+    config = proxy_config(databases, workers=16, batchRows=500)
+    config["pool"] = {"maxSize": 12, "minIdle": 4, "acquireTimeoutMs": 3000}
+    config["tables"].append({"logicTable": "sbtest1", "shardKey": "id", "algorithm": "slots", "slotCount": 1024,
+                             "shardCount": 2, "tablePerShard": 2, "databases": ["ds_0", "ds_1"], "tableKey": "id"})
+    config["runtime"] = {"allowFullRoute": True, "allowDmlFullRoute": False, "fullRouteThreshold": 64}
+    return config
+
+
+def fill(config: dict[str, Any]) -> None:
+    rows = [(i, (i * 7919) % ROWS + 1, f"{i % 997:0>11}-" * 10, f"{i:0>11}-" * 5) for i in range(1, ROWS + 1)]
+    with Executor(load_config(config), load_schema=False) as ex:
+        ex.execute(DDL).close()
+        for start in range(0, ROWS, 2000):
+            chunk = rows[start:start + 2000]
+            ex.execute("INSERT INTO sbtest1 (id, k, c, pad) VALUES " + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)),
+                       [v for row in chunk for v in row]).close()  # fmt: skip
+
+
+def make_client(kind: str) -> Any:
+    sql = KINDS[kind]
+    tx = "--tx" in sys.argv
+
+    def client(port: int, count: int) -> None:
+        rnd = random.Random(7)
+        if "--prepared" in sys.argv:
+            from mysql import connector
+
+            conn = connector.connect(host="127.0.0.1", port=port, user=USER, password=PASSWORD, database="logic_db",
+                                     use_pure=False, autocommit=True, ssl_disabled=True)  # fmt: skip
+            cur = conn.cursor(prepared=True)
+            text = sql.replace("%s", "?")
+        else:
+            conn = connect(port, autocommit=True)
+            cur = conn.cursor()
+            text = sql
+        for _ in range(count):
+            low = rnd.randint(1, ROWS - RANGE)
+            if tx:
+                cur.execute("BEGIN")
+            cur.execute(text, (low, low + RANGE - 1))
+            cur.fetchall()
+            if tx:
+                cur.execute("COMMIT")
+        conn.close()
+
+    return client
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    kind = sys.argv[sys.argv.index("--kind") + 1] if "--kind" in sys.argv else "simple"
+    args = [a for a in args if a != kind]
+    count = int(args[0]) if args else 200
+    with fresh_mariadb_databases(2) as databases:
+        config = sbtest_config(databases)
+        fill(config)
+        path = write_config(config, Path(tempfile.mkdtemp(prefix="ddm_range_cpu_")) / "proxy.yaml")
+        proxy_cpu.client = make_client(kind)  # proxy_cpu's drivers call its module-level client
+        print(f"{kind} ({'binary' if '--prepared' in sys.argv else 'text'}, {'in BEGIN/COMMIT' if '--tx' in sys.argv else 'autocommit'}):")
+        if "--opcodes" in sys.argv:
+            proxy_cpu.opcodes(path, count)
+        else:
+            proxy_cpu.callgrind(path, count)
+
+
+if __name__ == "__main__":
+    main()
