@@ -1,6 +1,7 @@
 """Backfill throughput (moved rows/s) against a plain ``INSERT ... SELECT`` between two databases, same run.
 
-MariaDB on 127.0.0.1:3306 (root, no password). The module creates two
+MariaDB on 127.0.0.1:3306 (root, no password; ``DDM_BENCH_BACKFILL_PORT`` names
+another, e.g. a private ``mariadbd`` whose CPU is the run's alone). The module creates two
 databases ``ddm_bench_bf_<tag>_0..1``: ``t_order`` (SLOTS, 1024 slots, 2 tables
 per data source) with ``ROWS`` rows (1 M) on one data source, growing to two, so
 about half the rows move (dropped at the end).
@@ -45,16 +46,17 @@ from ddm_core.slots import SlotMap
 #: Source rows (``DDM_BENCH_BACKFILL_ROWS`` overrides; docs/migration.md quotes the 1 M figures).
 ROWS = int(os.environ.get("DDM_BENCH_BACKFILL_ROWS", "1000000"))
 ROUNDS = 3
+PORT = int(os.environ.get("DDM_BENCH_BACKFILL_PORT", "3306"))
 DDL = ("CREATE TABLE t_order (order_id BIGINT NOT NULL PRIMARY KEY, user_id BIGINT NOT NULL, "
        "amount INT NOT NULL DEFAULT 0, note VARCHAR(40), KEY by_user (user_id))")
 
 
 def _connect(database: str | None = None) -> Any:
-    return pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database=database,
+    return pymysql.connect(host="127.0.0.1", port=PORT, user="root", password="", database=database,
                            autocommit=True, ssl_disabled=True)
 
 
-def reshard_doc(names: list[str], count: int, port: int = 3306) -> dict[str, Any]:
+def reshard_doc(names: list[str], count: int, port: int = PORT) -> dict[str, Any]:
     """A SLOTS config over the first ``count`` databases (1: the source layout, 2: half the slots moved)."""
     urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:{port}/{db}", "username": "root", "password": ""}
             for i, db in enumerate(names[:count])}
