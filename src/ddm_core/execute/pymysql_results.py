@@ -21,9 +21,14 @@ Two costs of stock PyMySQL on a short result, both paid on the hot path
   an error packet, a wrong sequence number, a lost connection — comes back to
   this module, which raises what PyMySQL raises for it.
 
-Unbuffered results (``SSCursor``) read their rows one by one, as stock
-PyMySQL does. tests/test_mysql_connect.py and tests/test_wire.py compare
-both ways, every column type, types included.
+Unbuffered results (``SSCursor``) are read a ``fetchmany`` at a time by the
+same ``wire`` loop: it is handed the stream through :class:`_Batch`, which
+answers a made-up EOF packet in place of the header after the batch's last
+row, so the loop stops there and the rest stays in the stream for the next
+batch (PyMySQL's own reader spends ~360 interpreted opcodes per row on
+packet objects; the proxy streams every multi-unit read in autocommit).
+tests/test_mysql_connect.py, tests/test_wire.py and
+tests/test_pymysql_stream_batches.py compare both ways, types included.
 """
 
 from __future__ import annotations
@@ -45,6 +50,43 @@ CACHE_SHAPES = 256
 
 _CLASS: type[Any] | None = None
 _EOF_FIELDS = struct.Struct("<xhh")  # an EOF packet: 0xFE, warnings, server status
+_MAX_PAYLOAD = 0xFFFFFF  # a packet this long continues in the next one
+_MADE_UP_EOF = b"\xfe\x00\x00\x00\x00"
+
+
+class _Batch:
+    """A stream's ``read`` for ``wire.read_rows`` that ends a batch after ``rows`` row packets.
+
+    The reader alternates header and body reads. Once the batch is full, the next header asked for is a
+    made-up EOF packet's, numbered as the real next one would be, so the compiled loop returns there; the
+    real packets after it stay unread for the next batch. ``made_up`` says which EOF ended the batch.
+    """
+
+    __slots__ = ("read", "left", "seq", "header", "made_up")
+
+    def __init__(self, read: Callable[[int], bytes], rows: int, seq: int) -> None:
+        self.read = read
+        self.left = rows
+        self.seq = (seq - 1) & 0xFF  # the last header's number
+        self.header = True
+        self.made_up = False
+
+    def __call__(self, n: int) -> bytes:
+        if self.header:
+            self.header = False
+            if self.left <= 0:
+                self.made_up = True
+                return bytes((5, 0, 0, (self.seq + 1) & 0xFF))
+            data = self.read(n)
+            if len(data) == 4:
+                self.seq = data[3]
+            return data
+        self.header = True
+        if self.made_up:
+            return _MADE_UP_EOF
+        if n < _MAX_PAYLOAD:  # a row's last (or only) packet
+            self.left -= 1
+        return self.read(n)
 
 
 def connection_class(pymysql: Any) -> type[Any]:
@@ -68,6 +110,7 @@ def _build(pymysql: Any) -> type[Any]:
     err = connections.err
     lost = connections.CR.CR_SERVER_LOST
     more_results = pymysql.constants.SERVER_STATUS.SERVER_MORE_RESULTS_EXISTS
+    stock_sscursor = pymysql.cursors.SSCursor
 
     def read_with(conn: Any, reader: Callable[..., tuple[Any, int, bytes, int]], arg: Any) -> tuple[Any, bytes]:
         """Run a ``wire`` reader on the connection's stream; raise for every outcome but EOF."""
@@ -94,6 +137,8 @@ def _build(pymysql: Any) -> type[Any]:
 
     class FastResult(base_result):  # type: ignore[misc]
         connection: Any  # PyMySQL's: the connection while the result is read, then None
+        unbuffered_active: bool
+        rows: Any
 
         def _get_descriptions(self) -> None:
             conn = self.connection
@@ -118,6 +163,50 @@ def _build(pymysql: Any) -> type[Any]:
             self.affected_rows = len(rows)
             self.rows = tuple(rows)
 
+        def read_batch(self, size: int) -> list[Any]:
+            """Up to ``size`` more rows of an unbuffered result (``[]``: none left); its end read as PyMySQL's
+            ``_read_rowdata_packet_unbuffered`` reads it."""
+            if not self.unbuffered_active or size <= 0:
+                return []
+            conn = self.connection
+            batch = _Batch(conn._rfile.read, size, conn._next_seq_id)
+
+            def read_rows(read: Any, seq: int, converters: Any) -> tuple[Any, int, bytes, int]:
+                return wire.read_rows(batch, seq, converters)
+
+            try:
+                rows, eof = read_with(conn, read_rows, self.converters)
+            except BaseException:
+                self.unbuffered_active = False  # as PyMySQL after an error packet: nothing more is read
+                raise
+            if batch.made_up:
+                conn._next_seq_id = (conn._next_seq_id - 1) & 0xFF  # the made-up packet took no number
+            else:
+                self.warning_count, status = _EOF_FIELDS.unpack_from(eof)
+                self.has_next = status & more_results
+                self.unbuffered_active = False
+                self.connection = None
+                self.rows = None
+            if rows:
+                self.affected_rows = 1
+                if batch.made_up:
+                    self.rows = (rows[-1],)  # as PyMySQL's: the last row read
+            return rows  # type: ignore[no-any-return]
+
+    class FastSSCursor(pymysql.cursors.SSCursor):  # type: ignore[misc]
+        """PyMySQL's ``SSCursor`` whose ``fetchmany`` reads its rows in one compiled loop (:class:`_Batch`)."""
+
+        def fetchmany(self, size: int | None = None) -> Any:
+            self._check_executed()
+            result = self._result
+            if type(result) is not FastResult:
+                return super().fetchmany(size)
+            rows = result.read_batch(self.arraysize if size is None else size)
+            self.rownumber += len(rows)
+            if not result.unbuffered_active or len(rows) < (self.arraysize if size is None else size):
+                self.warning_count = result.warning_count
+            return rows or ()  # as PyMySQL: () at the end
+
     def _decode(result: Any, conn: Any, columns: tuple[bytes, ...], eof: bytes) -> tuple[Any, ...]:
         """PyMySQL's own decoding, fed the packets already read."""
         replay = iter((*columns, eof))
@@ -139,6 +228,10 @@ def _build(pymysql: Any) -> type[Any]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.ddm_columns: dict[Any, Any] = {}
             super().__init__(*args, **kwargs)
+
+        def cursor(self, cursor: Any = None) -> Any:
+            # the executor's streamed cursors (drivers.py asks for PyMySQL's SSCursor) read in batches
+            return super().cursor(FastSSCursor if cursor is stock_sscursor else cursor)
 
         def _read_query_result(self, unbuffered: bool = False) -> Any:
             # PyMySQL's own method, with the result class swapped.
