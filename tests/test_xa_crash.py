@@ -19,6 +19,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -204,7 +205,13 @@ def _nothing_left_on_both(participant: PrivateMariaDB, ex: Any) -> None:
     assert_nothing_left(participant, ex)
     main = mariadb_connect()
     try:
-        assert ours(prepared_xids(main), xa_runtime(ex).log.namespace) == [] and detached_trx(main) == []
+        assert ours(prepared_xids(main), xa_runtime(ex).log.namespace) == []
+        # The machine's server is shared: another client's commit can show for a moment as a session-less
+        # transaction (seen: trx_id 0, COMMITTING). A branch left behind stays; a passing commit goes.
+        end = time.monotonic() + 5
+        while detached_trx(main) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert detached_trx(main) == []
     finally:
         main.close()
     assert_no_leaks(ex)
