@@ -23,7 +23,7 @@ imports none of them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ddm_core._fast.relay_py import DONE, FIRST, OK, ROWS
 
@@ -58,7 +58,8 @@ class HeaderMemo:
 
     __slots__ = ("header_for", "session", "conn", "announced", "_known", "_variables", "_changes")
 
-    def __init__(self, header_for: Any, session: Any, conn: Any, announced: Any) -> None:
+    def __init__(self, header_for: Callable[[list[bytes]], tuple[list[bytes], int]], session: Any, conn: Any,
+                 announced: Any) -> None:  # fmt: skip
         self.header_for = header_for
         self.session = session
         self.conn = conn
