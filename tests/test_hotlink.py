@@ -267,9 +267,10 @@ def test_a_text_statement_is_formatted_escaped_and_ends_in_on_end_with_an_audit(
         runtime.audit = object()  # an audit log: the session's own end writes its record
         link = _Link(asyncio.get_running_loop())
         statement = _statement(impl, runtime, link, ends, done)
-        statement.plan.units[0].sql = "SELECT %s FROM t_0"
-        statement.start("format", None)
-        assert link.sent == [b"\x03SELECT 5 FROM t_0"]
+        unit = statement.plan.units[0]
+        unit.sql, unit.params = "SELECT %s FROM t_0 WHERE c = %s AND b = %s", (5, "x", True)
+        statement.start("format", None)  # an int as its str(), anything else the driver's escape (here repr)
+        assert link.sent == [b"\x03SELECT 5 FROM t_0 WHERE c = 'x' AND b = True"]
         statement.relay.rows = 3
         statement.ended(link, impl.relay.DONE)
         assert ends == [3] and done == [] and runtime.inlined == 0

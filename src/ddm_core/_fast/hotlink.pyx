@@ -200,7 +200,7 @@ cdef class HotStatement:
             params = unit.params
             if params is not None:
                 escape = link.raw.escape
-                sql = sql % tuple([escape(p) for p in params])
+                sql = sql % tuple([str(p) if type(p) is int else escape(p) for p in params])
             link.send(b"\x03" + sql.encode(link.raw.encoding), self.relay, self.client, self.header_for, self.ended)
             return
         stmt_id = link.prepared.get(unit.sql)

@@ -209,7 +209,8 @@ class HotStatement:
             params = unit.params
             if params is not None:
                 escape = link.raw.escape
-                sql = sql % tuple([escape(p) for p in params])  # as PyMySQL's cursor formats it
+                # as PyMySQL's cursor formats it; an int's escape is its str() (PyMySQL's escape_int), done here
+                sql = sql % tuple([str(p) if type(p) is int else escape(p) for p in params])
             link.send(b"\x03" + sql.encode(link.raw.encoding), self.relay, self.client, self.header_for, self.ended)
             return
         stmt_id = link.prepared.get(unit.sql)
