@@ -119,7 +119,9 @@ def _child(mode: str, n: int, tag: str, loop_kind: str) -> None:
 
 
 def _count(mode: str, n: int, tag: str, out: Path, loop_kind: str) -> int:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    # OpenBLAS (numpy, imported by ddm_core._fast) spins idle threads whose instructions callgrind counts too:
+    # one thread, so that a slower run does not count more of them.
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
     # Once without valgrind first: the bytecode caches are written then, not in one of the two counted runs.
     subprocess.run([sys.executable, __file__, "--child", mode, "0", tag, loop_kind], check=True, env=env,
                    capture_output=True)  # fmt: skip
