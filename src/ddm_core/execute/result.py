@@ -22,7 +22,7 @@ connection (a :class:`StreamRows`) also returns it when collected.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 from ddm_core.errors import DdmError, ExecutionError
 from ddm_core.execute.driver_errors import map_driver_error
@@ -299,15 +299,8 @@ class Result:
         except StopIteration:
             self._done()
             raise
-        except DdmError:
-            self.close(quiet=True)
-            raise
-        except Exception as exc:  # a bug below us must still return the connections
-            self.close(quiet=True)
-            raise ExecutionError(f"reading the result failed: {exc}") from exc
-        except BaseException:
-            self.close(quiet=True)
-            raise
+        except BaseException as exc:
+            self._failed(exc)
         self._count += 1
         return row if type(row) is tuple else tuple(row)
 
@@ -343,21 +336,22 @@ class Result:
         """Up to ``n`` rows from ``fetch`` (the rows' own ``fetchmany``), handled as :meth:`__next__` handles one."""
         try:
             got = fetch(n)
-        except DdmError:
-            self.close(quiet=True)
-            raise
-        except Exception as exc:  # a bug below us must still return the connections
-            self.close(quiet=True)
-            raise ExecutionError(f"reading the result failed: {exc}") from exc
-        except BaseException:
-            self.close(quiet=True)
-            raise
+        except BaseException as exc:
+            self._failed(exc)
         self._count += len(got)
         # the rows' types checked in C (a comprehension would be a frame step per row again)
         out = got if type(got) is list and set(map(type, got)) <= _TUPLE else [tuple(row) for row in got]
         if len(out) < n:
             self._done()
         return out
+
+    def _failed(self, exc: BaseException) -> NoReturn:
+        """Reading failed: every unit closed (a bug below us must still return the connections), then ``exc``
+        raised, an error that is not ddm-core's as an :class:`ExecutionError`."""
+        self.close(quiet=True)
+        if isinstance(exc, Exception) and not isinstance(exc, DdmError):
+            raise ExecutionError(f"reading the result failed: {exc}") from exc
+        raise exc
 
     def fetchall(self) -> list[Row]:
         """Every remaining row."""
