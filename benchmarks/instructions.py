@@ -19,7 +19,7 @@ Cases (one data source's point selects, SLOTS 4×4 layout, 3 columns, 1 row):
 
 Usage (MariaDB on 127.0.0.1:3306, valgrind installed)::
 
-    python benchmarks/instructions.py [N] [--update | --route]
+    python benchmarks/instructions.py [N] [--update | --route] [--cases ddm,direct]
 
 ``--update`` counts ``UPDATE ... WHERE user_id = %s`` (no result columns: ddm-core's own
 path without the result reading) instead of the point select. ``--route`` counts ``Router.route``
@@ -147,13 +147,16 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _child(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
         return
-    args = [a for a in sys.argv[1:] if a not in ("--update", "--route")]
+    chosen = sys.argv[sys.argv.index("--cases") + 1].split(",") if "--cases" in sys.argv else None
+    args = [a for a in sys.argv[1:] if a not in ("--update", "--route", "--cases") and a.isdigit()]
     statement = "update" if "--update" in sys.argv[1:] else "route" if "--route" in sys.argv[1:] else "point select"
     n = int(args[0]) if args else 1000
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is needed (apt-get install -y valgrind)")
     tag = uuid.uuid4().hex[:8]
     cases = ROUTE_CASES if statement == "route" else CASES
+    if chosen is not None:  # some cases only (ratios need their baseline among them)
+        cases = {m: label for m, label in cases.items() if m in chosen}
     if statement != "route":
         _load(tag)
     try:
@@ -167,12 +170,14 @@ def main() -> None:
         print(f"| route of a cached point select, {n} calls (callgrind) | instructions/call | vs general |")
         print("| --- | ---: | ---: |")
         for mode, label in cases.items():
-            print(f"| {label} | {per[mode]:,.0f} | {per[mode] / per['general']:.2f}× |")
+            ratio = f"{per[mode] / per['general']:.2f}×" if "general" in per else "—"
+            print(f"| {label} | {per[mode]:,.0f} | {ratio} |")
         return
     print(f"| {statement}, {n} statements (callgrind) | instructions/statement | vs direct |")
     print("| --- | ---: | ---: |")
     for mode, label in cases.items():
-        print(f"| {label} | {per[mode] / 1000:,.0f} k | {per[mode] / per['direct']:.2f}× |")
+        ratio = f"{per[mode] / per['direct']:.2f}×" if "direct" in per else "—"
+        print(f"| {label} | {per[mode] / 1000:,.1f} k | {ratio} |")
 
 
 if __name__ == "__main__":
