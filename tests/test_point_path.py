@@ -139,7 +139,7 @@ def _schemas(integer: bool) -> dict[str, TableSchema]:
             for t in ("t_fp", "t_fp_item")}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     db=st.sampled_from(LEVELS),
     tb=st.sampled_from(LEVELS),
