@@ -137,7 +137,7 @@ def test_a_batch_ends_at_a_made_up_eof_numbered_in_turn(sizes: list[int], batch:
         at = seq
         while True:
             reader = _Batch(stream.read, batch, at)
-            rows, at, last, outcome = twin.read_rows(reader, at, [(None, None)])
+            rows, at, last, outcome = twin.read_rows(reader.read, at, [(None, None)])
             assert outcome == twin.EOF
             got += rows
             if not reader.made_up:

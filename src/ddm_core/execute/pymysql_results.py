@@ -55,38 +55,42 @@ _MADE_UP_EOF = b"\xfe\x00\x00\x00\x00"
 
 
 class _Batch:
-    """A stream's ``read`` for ``wire.read_rows`` that ends a batch after ``rows`` row packets.
+    """A stream's ``read`` for ``wire.read_rows`` (:attr:`read`) that ends a batch after ``rows`` row packets.
 
     The reader alternates header and body reads. Once the batch is full, the next header asked for is a
     made-up EOF packet's, numbered as the real next one would be, so the compiled loop returns there; the
-    real packets after it stay unread for the next batch. ``made_up`` says which EOF ended the batch.
+    real packets after it stay unread for the next batch. ``made_up`` says which EOF ended the batch. The
+    reader is a closure over its counters (two calls a row: a method reading slots cost twice as much).
     """
 
-    __slots__ = ("read", "left", "seq", "header", "made_up")
+    __slots__ = ("read", "made_up")
 
     def __init__(self, read: Callable[[int], bytes], rows: int, seq: int) -> None:
-        self.read = read
-        self.left = rows
-        self.seq = (seq - 1) & 0xFF  # the last header's number
-        self.header = True
         self.made_up = False
+        left = rows
+        header = True
+        last = (seq - 1) & 0xFF  # the last header's number
+        ended = False
 
-    def __call__(self, n: int) -> bytes:
-        if self.header:
-            self.header = False
-            if self.left <= 0:
-                self.made_up = True
-                return bytes((5, 0, 0, (self.seq + 1) & 0xFF))
-            data = self.read(n)
-            if len(data) == 4:
-                self.seq = data[3]
-            return data
-        self.header = True
-        if self.made_up:
-            return _MADE_UP_EOF
-        if n < _MAX_PAYLOAD:  # a row's last (or only) packet
-            self.left -= 1
-        return self.read(n)
+        def batch_read(n: int) -> bytes:
+            nonlocal left, header, last, ended
+            if header:
+                header = False
+                if left > 0:
+                    data = read(n)
+                    if len(data) == 4:
+                        last = data[3]
+                    return data
+                ended = self.made_up = True
+                return bytes((5, 0, 0, (last + 1) & 0xFF))
+            header = True
+            if ended:
+                return _MADE_UP_EOF
+            if n < _MAX_PAYLOAD:  # a row's last (or only) packet
+                left -= 1
+            return read(n)
+
+        self.read = batch_read
 
 
 def connection_class(pymysql: Any) -> type[Any]:
@@ -172,7 +176,7 @@ def _build(pymysql: Any) -> type[Any]:
             batch = _Batch(conn._rfile.read, size, conn._next_seq_id)
 
             def read_rows(read: Any, seq: int, converters: Any) -> tuple[Any, int, bytes, int]:
-                return wire.read_rows(batch, seq, converters)
+                return wire.read_rows(batch.read, seq, converters)
 
             try:
                 rows, eof = read_with(conn, read_rows, self.converters)
