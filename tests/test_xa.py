@@ -209,6 +209,20 @@ def test_committed_marks_ride_along_a_later_commit_round(placed_ex: Executor) ->
     check_bank(ex)
 
 
+def test_closing_the_executor_writes_its_waiting_marks(placed_ex: Executor) -> None:
+    """Marks still short of a batch are written when the executor closes, not left to recovery."""
+    ex = placed_ex
+    gtrids = []
+    for i in range(2):
+        with ex.transaction(mode="xa") as tx:
+            transfer(tx, 400 + i, 2 * i, 2 * i + 1, 1)
+        gtrids.append(tx.gtrid)
+    assert [_log_state(ex, g) for g in gtrids] == [GlobalState.COMMITTING] * 2
+    ex.close()
+    with Executor(ex.config, load_schema=False) as reader:
+        assert [_log_state(reader, g) for g in gtrids] == [GlobalState.COMMITTED] * 2
+
+
 def test_a_tombstone_refuses_the_last_resource_or_waits_for_its_commit(ex: Executor) -> None:
     """Recovery's tombstone and the last resource's decision row share the log's primary key: a tombstone
     written first refuses the commit (every branch rolled back); one tried while the row is in flight waits

@@ -31,7 +31,7 @@ from ddm_core.execute.mysql_connect import MATCHED_ROWS
 from ddm_core.execute.pools import PoolRegistry, PoolStats
 from ddm_core.execute.result import UnitResult
 from ddm_core.execute.session_state import refuse_unpinned
-from ddm_core.execute.transaction import check_mode
+from ddm_core.execute.transaction import check_mode, close_modes
 from ddm_core.execute.shared import DEFAULT, DualWriteKey, style_of
 from ddm_core.execute.endpoints import Endpoints, data_source_of
 from ddm_core.aio.merging import can_stream_merges, require_merge_streaming
@@ -414,6 +414,7 @@ class AsyncExecutor:
         if self.instance is not None:
             await asyncio.to_thread(self.instance.close)  # joins the heartbeat, removes the record
         await self.runner.settle()
+        await asyncio.to_thread(close_modes, self.xa_host)  # XA's deferred COMMITTED marks, on the blocking pools
         await asyncio.to_thread(self._split.close)  # the lag monitor's thread joins
         await self._pools.dispose()
         if self._describe_pools.pools():

@@ -65,7 +65,9 @@ from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.shared import DEFAULT, DualWriteKey, Lane, one_pinned_unit, style_of
 from ddm_core.execute.threads import ThreadRunner
-from ddm_core.execute.transaction import CURRENT_TX, Transaction, begin_transaction, check_mode, recover_mode
+from ddm_core.execute.transaction import (
+    CURRENT_TX, Transaction, begin_transaction, check_mode, close_modes, recover_mode,
+)
 from ddm_core.execute.watchdog import Watchdog
 from ddm_core.metadata.instances.registrar import DEFAULT_TTL, DRAIN_S, Registrar, register_instance
 from ddm_core.metadata.model import ShardingConfig
@@ -474,6 +476,7 @@ class Executor:
         self._closed = True
         if self.instance is not None:
             self.instance.close()
+        close_modes(self)  # on the pools, before they go (XA's deferred COMMITTED marks)
         self._split.close()  # the lag monitor borrows from the pools: stop it first
         self.runner.close()
         self._watchdog.stop()

@@ -87,7 +87,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Transaction", "TransactionState", "TransactionHost", "CURRENT_TX", "register_mode", "transaction_modes", "check_mode",
-    "begin_transaction", "recover_mode", "refuse_second_writer", "check_usable", "commit_order",
+    "begin_transaction", "recover_mode", "close_modes", "refuse_second_writer", "check_usable", "commit_order",
 ]  # fmt: skip
 
 
@@ -463,13 +463,26 @@ class Transaction(TransactionState[Borrowed]):
 # Factories take the executor (a TransactionHost); the XA mode's needs more of it than the protocol names.
 _MODES: dict[str, Callable[[Any], Transaction]] = {"local": Transaction}
 _RECOVERY: dict[str, Callable[[Any], Any]] = {}
+_CLOSING: dict[str, Callable[[Any], None]] = {}
 
 
-def register_mode(name: str, factory: Callable[[Any], Transaction], recover: Callable[[Any], Any] | None = None) -> None:
-    """Make ``transaction(mode=name)`` build ``factory(executor)``; ``recover``: its crash recovery."""
+def register_mode(
+    name: str, factory: Callable[[Any], Transaction], recover: Callable[[Any], Any] | None = None,
+    closing: Callable[[Any], None] | None = None,
+) -> None:  # fmt: skip
+    """Make ``transaction(mode=name)`` build ``factory(executor)``; ``recover``: its crash recovery;
+    ``closing(host)``: what the mode deferred for an executor that is closing (blocking, never raises)."""
     _MODES[name] = factory
     if recover is not None:
         _RECOVERY[name] = recover
+    if closing is not None:
+        _CLOSING[name] = closing
+
+
+def close_modes(host: Any) -> None:
+    """An executor is closing: each mode finishes what it deferred for ``host`` (XA's ``COMMITTED`` marks)."""
+    for closing in _CLOSING.values():
+        closing(host)
 
 
 def transaction_modes() -> tuple[str, ...]:

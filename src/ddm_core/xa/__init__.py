@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ddm_core.execute.transaction import register_mode
 from ddm_core.xa.coordinator import XaTransaction
-from ddm_core.xa.runtime import XaRuntime, runtime_of
+from ddm_core.xa.runtime import XaRuntime, flush_marks_of, runtime_of
 from ddm_core.xa.twophase import BranchPhase, TwoPhase
 from ddm_core.xa.log import TABLE, GlobalState, LogRow, TransactionLog
 from ddm_core.xa.recovery import RecoveryReport, recover
@@ -38,4 +38,4 @@ __all__ = [
     "PREFIX",
 ]
 
-register_mode("xa", XaTransaction, recover)
+register_mode("xa", XaTransaction, recover, closing=flush_marks_of)

@@ -8,6 +8,7 @@ the clock and the step hook from it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import threading
@@ -18,11 +19,13 @@ from typing import Callable
 from ddm_core.errors import XaCapacityError
 from ddm_core.xa.log import TransactionLog, XaHost, log_data_source
 
-__all__ = ["XaRuntime", "runtime_of", "StepHook", "MARK_BATCH"]
+__all__ = ["XaRuntime", "runtime_of", "flush_marks_of", "StepHook", "MARK_BATCH"]
 
 #: Committed transactions whose ``COMMITTED`` mark waits for a later commit's COMMIT round to write them all
 #: at once (docs/xa.md#commit): one log write per this many commits, off every caller's wait.
 MARK_BATCH = 16
+
+log = logging.getLogger("ddm_core.xa")
 
 #: ``hook(step, data_source)`` at each step of a commit: ``logged``, ``prepared``, ``decided``,
 #: ``committed``, ``finished`` (tests stop a coordinator process there).
@@ -118,3 +121,19 @@ def runtime_of(host: XaHost) -> XaRuntime:
             if rt is None:
                 rt = _RUNTIMES[host] = XaRuntime(host)
     return rt
+
+
+def flush_marks_of(host: XaHost) -> None:
+    """``host`` is closing: write the ``COMMITTED`` marks its XA runtime still holds (none made: nothing to do).
+
+    A failed write is logged, not raised: a closing executor does not fail on bookkeeping, and the rows it
+    leaves ``COMMITTING`` have every branch committed, which recovery finishes (docs/xa.md#commit).
+    """
+    rt = _RUNTIMES.get(host)
+    if rt is None:
+        return
+    try:
+        rt.flush_marks()
+    except Exception as exc:  # any driver or pool failure: the rows stay recovery's
+        log.warning("XA: the COMMITTED marks of this executor's last commits were not written at close (%s); "
+                    "`ddm xa recover` finishes those log rows", exc)
