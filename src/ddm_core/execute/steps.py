@@ -58,8 +58,9 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class Round:
-    """Run every step of ``steps`` at once, each on a connection of its own; answers one :class:`Outcome`
-    per step, in order, once every one has its answer (a failure is an outcome, never raised)."""
+    """Run every step of ``steps`` at once; answers one :class:`Outcome` per step, in order, once every one
+    has its answer (a failure is an outcome, never raised). Steps on one connection run in their order on
+    it (sent back to back where the runner can pipeline, docs/xa.md#commit); the others overlap them."""
 
     steps: tuple[Sql, ...]
 
