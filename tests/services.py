@@ -117,6 +117,22 @@ def fresh_mariadb_databases(count: int = 2, connect: Callable[[], Any] | None = 
         conn.close()
 
 
+@contextlib.contextmanager
+def stock_and_ours_mariadb() -> Iterator[tuple[Any, Any]]:
+    """A fresh database and two connections to it: stock PyMySQL's and ddm-core's own
+    (execute/mysql_connect.py); both closed and the database dropped afterwards."""
+    from ddm_core.execute.mysql_connect import open_mysql
+
+    with fresh_mariadb_databases(1) as (database,):
+        stock = mariadb_connect(database=database)
+        ours = open_mysql(**MARIADB, database=database, connect_timeout=5)
+        try:
+            yield stock, ours
+        finally:
+            ours.close()
+            stock.close()
+
+
 #: The machine's PostgreSQL (trust authentication), as the tests reach it.
 POSTGRESQL = {"host": "127.0.0.1", "port": 5432, "user": "postgres"}
 

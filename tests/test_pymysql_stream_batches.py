@@ -5,7 +5,6 @@ PyMySQL's row-by-row reader, for every batch size and both twins, and the connec
 from __future__ import annotations
 
 import io
-import uuid
 from typing import Any, Iterator
 
 import pymysql  # type: ignore[import-untyped]
@@ -15,8 +14,8 @@ from hypothesis import strategies as st
 
 from ddm_core._fast import load
 from ddm_core.execute import pymysql_results
-from ddm_core.execute.mysql_connect import open_mysql
 from ddm_core.execute.pymysql_results import _Batch
+from services import stock_and_ours_mariadb
 
 TWINS = [load("python").wire]
 try:
@@ -31,11 +30,7 @@ ROWS = 230
 
 @pytest.fixture(scope="module")
 def connections() -> Iterator[tuple[Any, Any]]:
-    database = f"ddm_ssb_{uuid.uuid4().hex[:8]}"
-    stock = pymysql.connect(host="127.0.0.1", user="root", password="", ssl_disabled=True, autocommit=True)
-    with stock.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {database}")
-        cur.execute(f"USE {database}")
+    with stock_and_ours_mariadb() as (stock, ours), stock.cursor() as cur:
         cur.execute(DDL)
         values = []
         for i in range(ROWS):
@@ -44,14 +39,7 @@ def connections() -> Iterator[tuple[Any, Any]]:
                            None if i % 4 == 0 else bytes(range(i % 256)) * (1 + i % 2), None if i % 6 == 0 else
                            f"2024-01-{1 + i % 28:02d} 10:{i % 60:02d}:00.123", None if i % 9 else '{"a": [1, 2]}'))  # fmt: skip
         cur.executemany("INSERT INTO t VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", values)
-    ours = open_mysql(host="127.0.0.1", port=3306, user="root", password="", database=database, connect_timeout=5)
-    try:
         yield stock, ours
-    finally:
-        ours.close()
-        with stock.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {database}")
-        stock.close()
 
 
 @pytest.fixture(params=TWINS, ids=lambda m: m.__name__.rsplit(".", 1)[-1])

@@ -10,7 +10,6 @@ raises for an error in the middle of a result, and that the connection goes on.
 from __future__ import annotations
 
 import io
-import uuid
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Iterator
@@ -21,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddm_core._fast import load
-from ddm_core.execute.mysql_connect import open_mysql
 from raw_mysql import lenenc_bytes as _lenenc
+from services import stock_and_ours_mariadb
 
 TWINS = [load("python").wire]
 try:
@@ -143,19 +142,8 @@ def test_a_value_running_past_its_packet_is_refused(wire: Any) -> None:
 
 @pytest.fixture()
 def connections() -> Iterator[tuple[Any, Any]]:
-    database = f"ddm_wire_{uuid.uuid4().hex[:8]}"
-    stock = pymysql.connect(host="127.0.0.1", user="root", password="", ssl_disabled=True, autocommit=True)
-    with stock.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {database}")
-    stock.select_db(database)
-    ours = open_mysql(host="127.0.0.1", port=3306, user="root", password="", database=database, connect_timeout=5)
-    try:
-        yield stock, ours
-    finally:
-        ours.close()
-        with stock.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {database}")
-        stock.close()
+    with stock_and_ours_mariadb() as pair:
+        yield pair
 
 
 def test_an_error_in_the_middle_of_a_result_is_pymysqls_and_the_session_goes_on(connections: Any) -> None:
