@@ -110,9 +110,11 @@ def test_a_unit_killed_mid_merge_fails_the_read_and_every_connection_comes_back(
 
     async def main() -> None:
         async with AsyncExecutor(config, fetch_batch=2) as ex:
-            # Rows of 1 MB: each unit's ~19 MB cannot sit in the socket buffers, so it is still sending when
-            # the kill lands (with small rows the whole answer would already be on the client's side).
-            result = await ex.execute("SELECT user_id, REPEAT('x', 1048576) FROM t_order ORDER BY user_id", stream=True)
+            # Rows of 1 MB, each sent 0.1 s after the one before (SLEEP runs as the row is sent): the unit is
+            # still sending for ~2 s when the kill lands. Size alone was not enough: a slow client's receive
+            # buffer grows to tcp_rmem's maximum (32 MB here), and under load the whole ~19 MB answer got there.
+            result = await ex.execute("SELECT user_id, REPEAT('x', 1048576), SLEEP(0.1) FROM t_order ORDER BY user_id",
+                                      stream=True)
             assert await result.fetchone() is not None
             victim = result._source._streams[3].borrowed.raw.thread_id()  # type: ignore[union-attr]
             with admin.cursor() as cur:
