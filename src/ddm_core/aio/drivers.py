@@ -131,8 +131,8 @@ class AsyncDriver(ABC):
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self.paramstyle = dialect.paramstyle
-        self.native_style = "format" if dialect.paramstyle == "format" else "qmark"  # as Driver.sql_for decides
         self.sync: Driver = driver_for(dialect.name)
+        self.native_style = self.sync.native_style
 
     def sql_for(self, sql: str, caller_style: str) -> str:
         """The unit's SQL in this driver's paramstyle (``caller_style``: ``qmark`` or other)."""

@@ -199,7 +199,8 @@ class AsyncExecutor:
         refuse_unpinned(plan)
         started = _monotonic()
         try:
-            answer = await self.runner.run_unit(plan.units[0], pool, None, style, self._deadline(timeout, started))
+            deadline = self.engine.deadline_of(timeout, started)
+            answer = await self.runner.run_unit(plan.units[0], pool, None, style, deadline)
         except BaseException as exc:
             return self._unit_failed(plan, style, timeout, allow_partial, started, exc)
         return self._in_memory(plan, started, answer)
@@ -243,7 +244,8 @@ class AsyncExecutor:
         if pool is not None:  # the common statement: what run_single() does for it, without its choices
             started = _monotonic()
             try:
-                answer = await runner.run_unit(plan.units[0], pool, None, caller_style, self._deadline(timeout, started))
+                deadline = engine.deadline_of(timeout, started)
+                answer = await runner.run_unit(plan.units[0], pool, None, caller_style, deadline)
             except BaseException as exc:
                 return self._unit_failed(plan, caller_style, timeout, allow_partial, started, exc)
             return self._in_memory(plan, started, answer)
@@ -278,10 +280,6 @@ class AsyncExecutor:
             return None
         # routed_config: the version route() just synced to, without a second check (the general way reads config)
         return self.runner.endpoints.plain_primary(units[0].data_source, engine.router.routed_config)
-
-    def _deadline(self, timeout: Any, started: float) -> float | None:
-        seconds = self.engine.timeout if timeout is DEFAULT else (timeout or None)  # Engine.deadline_of()
-        return started + seconds if seconds else None
 
     def _unit_failed(self, plan: RoutePlan, style: str, timeout: Any, allow_partial: bool | None, started: float,
                      exc: BaseException) -> AsyncResult:  # fmt: skip

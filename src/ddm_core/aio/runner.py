@@ -32,7 +32,6 @@ from ddm_core.execute.endpoints import Endpoints
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.result import Result, UnitResult
 from ddm_core.execute.statement import LaneOutcome, Statement, timeout_error, unit_error
-from ddm_core.execute.trace_comment import TRACE_COMMENT
 from ddm_core.aio.deadline import Armed, Deadlines, within
 from ddm_core.aio.gtid import answered, value_on
 from ddm_core.aio.merging import MergedStream, fed_unit
@@ -395,11 +394,7 @@ class AsyncRunner:
         borrowed = held if held is not None else (pool.lend_idle() or await self._borrow(pool, unit, deadline))
         own = pinned is None
         driver = pool.driver
-        # Engine.unit_sql(), without its two calls when the unit's SQL is already in the driver's paramstyle.
-        sql = unit.sql if style == driver.native_style else driver.sql_for(unit.sql, style)
-        trace = TRACE_COMMENT.get()
-        if trace is not None:
-            sql = trace + sql
+        sql = self.engine.unit_sql(driver, unit, style)
         if deadline is None:
             answer = await self._bounded(driver.execute(borrowed.raw, sql, unit.params), unit, pool, borrowed, own, sql,
                                          deadline)  # fmt: skip

@@ -102,6 +102,8 @@ class Driver(ABC):
         self.dialect = dialect
         #: The paramstyle family of the SQL :meth:`sql_for` returns.
         self.paramstyle = dialect.paramstyle
+        #: The caller's paramstyle family whose SQL :meth:`sql_for` returns unchanged.
+        self.native_style = "format" if dialect.paramstyle == "format" else "qmark"
 
     @abstractmethod
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:

@@ -119,7 +119,7 @@ class Engine:
     @staticmethod
     def unit_sql(driver: Any, unit: RouteUnit, style: str) -> str:
         """The SQL a unit sends: in the driver's paramstyle, behind the request's trace comment if any."""
-        sql: str = driver.sql_for(unit.sql, style)
+        sql: str = unit.sql if style == driver.native_style else driver.sql_for(unit.sql, style)
         trace = TRACE_COMMENT.get()
         if trace is not None:  # ddm_core.observe.trace(): the request's id in the server's logs
             sql = trace + sql
