@@ -205,9 +205,10 @@ def _build(pymysql: Any) -> type[Any]:
             result = self._result
             if type(result) is not FastResult:
                 return super().fetchmany(size)
-            rows = result.read_batch(self.arraysize if size is None else size)
+            wanted = self.arraysize if size is None else size
+            rows = result.read_batch(wanted)
             self.rownumber += len(rows)
-            if not result.unbuffered_active or len(rows) < (self.arraysize if size is None else size):
+            if not result.unbuffered_active or len(rows) < wanted:
                 self.warning_count = result.warning_count
             return rows or ()  # as PyMySQL: () at the end
 

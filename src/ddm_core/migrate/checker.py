@@ -313,12 +313,8 @@ class RowSource:
             shard_at = lower.index(self.slots.column.lower())
         for ds, table in self.parts:
             select = ", ".join(self._q(ds, c) for c in (*self.key, *names))
-            tup = (f"({', '.join(self._q(ds, k) for k in self.key)})" if n > 1 else self._q(ds, self.key[0]))
-            mark = f"({', '.join(['%s'] * n)})" if n > 1 else "%s"
-            for i in range(0, len(keys), _IN_BATCH):
-                part = keys[i : i + _IN_BATCH]
-                sql = f"SELECT {select} FROM {self._q(ds, table)} WHERE {tup} IN ({', '.join([mark] * len(part))})"
-                rows = self.conns.query(ds, sql, [v for k in part for v in k])
+            for where, params in keys_in(self.conns, ds, self.key, keys, _IN_BATCH):
+                rows = self.conns.query(ds, f"SELECT {select} FROM {self._q(ds, table)} WHERE {where}", params)
                 if shard_at is not None and rows:
                     keep = self.slots.keep([r[shard_at] for r in rows])  # type: ignore[union-attr]
                     rows = [r for r, k in zip(rows, keep.tolist()) if k]

@@ -164,21 +164,24 @@ def keyset_chunks(
 KEYS_PER_IN = 2000
 
 
-def keys_in(conns: Connections, data_source: str, key: Sequence[str],
-            keys: Sequence[Sequence[Any]]) -> Iterator[tuple[str, list[Any] | None]]:
+def keys_in(conns: Connections, data_source: str, key: Sequence[str], keys: Sequence[Sequence[Any]],
+            most: int | None = None) -> Iterator[tuple[str, list[Any] | None]]:
     """``(key) IN (...)`` conditions covering ``keys``, with their parameters.
 
     Single integer keys are spelled into the SQL at once, ``10 * KEYS_PER_IN``
     a list (escaping each was slow, docs/migration.md#backfill-throughput);
-    other keys go as parameters, :data:`KEYS_PER_IN` a list.
+    other keys go as parameters, :data:`KEYS_PER_IN` a list. ``most``: keys per
+    list either way (whole rows read back, whose size is unknown).
     """
     names = [quote(conns, data_source, k) for k in key]
     if len(names) == 1 and all(type(k[0]) is int for k in keys):
-        for i in range(0, len(keys), 10 * KEYS_PER_IN):
-            yield f"{names[0]} IN (" + ",".join([str(k[0]) for k in keys[i : i + 10 * KEYS_PER_IN]]) + ")", None
+        step = most or 10 * KEYS_PER_IN
+        for i in range(0, len(keys), step):
+            yield f"{names[0]} IN (" + ",".join([str(k[0]) for k in keys[i : i + step]]) + ")", None
         return
     tup = f"({', '.join(names)})" if len(names) > 1 else names[0]
     mark = f"({', '.join(['%s'] * len(names))})" if len(names) > 1 else "%s"
-    for i in range(0, len(keys), KEYS_PER_IN):
-        part = keys[i : i + KEYS_PER_IN]
+    step = most or KEYS_PER_IN
+    for i in range(0, len(keys), step):
+        part = keys[i : i + step]
         yield f"{tup} IN ({', '.join([mark] * len(part))})", [v for k in part for v in k]

@@ -32,7 +32,7 @@ __all__ = ["reads_on_pins", "on_pin", "send_on_pin", "ends_quietly", "PinnedLoan
 def ends_quietly(tx: Transaction) -> bool:
     """Does ending ``tx`` send nothing — a local transaction, active, that pinned no connection yet? (BEGIN,
     COMMIT and ROLLBACK are then answered on the loop.)"""
-    return type(tx) is Transaction and tx.active and not tx.data_sources and not tx.shadow_data_sources
+    return reads_on_pins(tx) and not tx.data_sources and not tx.shadow_data_sources
 
 
 def reads_on_pins(tx: Transaction) -> bool:
