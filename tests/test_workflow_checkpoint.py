@@ -163,6 +163,30 @@ def test_prune_refuses_without_a_checkpoint_then_archives_what_one_covers(databa
             prune(empty)
 
 
+class _Killed(Exception):
+    """Stands for a prune's process dying between two of its committed batches."""
+
+
+def test_a_prune_stopped_between_batches_leaves_a_log_that_starts_at_a_checkpoint(database: str) -> None:
+    """Each batch ends before a checkpoint, so the next prune can still check the state and go on."""
+    with MigrationLog(_connect(database), "halfway", checkpoint_every=5) as log:
+        log.create_table()
+        _migration_steps(log, random.Random(11), 60)
+        whole = log.state()
+
+        def die_after_the_first_batch(removed: int) -> None:
+            raise _Killed(removed)
+
+        with pytest.raises(_Killed):
+            prune(log, archive="ddm_migration_archive", batch=7, progress=die_after_the_first_batch)
+        first = log.events()[0]
+        assert first.seq > 1 and first.event == CHECKPOINT
+        report = prune(log, archive="ddm_migration_archive", batch=7)
+        assert report.deleted > 0 and log.state() == whole
+        assert log.fold(_everything(log, database, "ddm_migration_archive")) == whole
+        assert [ev.seq for ev in _everything(log, database, "ddm_migration_archive")] == list(range(1, whole.seq + 1))
+
+
 def test_a_writer_killed_at_random_points_leaves_the_state_of_every_row(database: str) -> None:
     """SIGKILL mid-append, mid-checkpoint, mid-prune; after each kill the state equals the fold of all rows."""
     rng = random.Random(int.from_bytes(os.urandom(4), "little"))

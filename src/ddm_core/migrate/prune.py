@@ -3,9 +3,11 @@
 A workflow's state is its last checkpoint and the rows after it
 (:mod:`ddm_core.migrate.checkpoint`), so the rows before that checkpoint are
 history only. Pruning removes them, in batches of consecutive steps, each
-batch copied to the archive table (when asked) and deleted in one transaction:
-a prune killed half-way leaves every row either still in the table or in the
-archive, and running it again goes on.
+batch copied to the archive table (when asked) and deleted in one transaction.
+Every batch ends just before a checkpoint, so a prune killed between batches
+leaves a log that still starts at a checkpoint (checkable like any other),
+every row either still in the table or in the archive, and running it again
+goes on.
 
 It refuses while it would drop state: without a checkpoint, and when the
 checkpoint and the rows after it do not fold to what all the rows fold to.
@@ -101,13 +103,19 @@ def _check_reproduces(log: WorkflowLog[Any], what: str, tail: list[Any], last: i
 
 def _prune_batch(cur: Any, log: WorkflowLog[Any], archive: str | None, before: int, batch: int
                  ) -> tuple[int, int] | None:
-    """Archive and delete the next ``batch`` steps before ``before`` (``None``: none left)."""
+    """Archive and delete the next steps before ``before`` (``None``: none left).
+
+    The batch runs from the first step up to (not including) the last checkpoint
+    within ``batch`` steps of it, or the next checkpoint when none is that near:
+    what stays always starts at a checkpoint.
+    """
     cur.execute(f"SELECT MIN(seq) FROM `{log.table}` WHERE migration = %s AND seq < %s", (log.name, before))
     found = cur.fetchone()
     if not found or found[0] is None:
         return None
     low = int(found[0])
-    high = min(low + batch, before)
+    high = _checkpoint_between(cur, log, low, min(low + batch, before), last=True) or \
+        _checkpoint_between(cur, log, low, before, last=False) or before
     copied = 0
     if archive is not None:
         cur.execute(f"INSERT IGNORE INTO `{archive}` SELECT * FROM `{log.table}` "
@@ -115,3 +123,11 @@ def _prune_batch(cur: Any, log: WorkflowLog[Any], archive: str | None, before: i
         copied = int(cur.rowcount)
     cur.execute(f"DELETE FROM `{log.table}` WHERE migration = %s AND seq >= %s AND seq < %s", (log.name, low, high))
     return int(cur.rowcount), copied
+
+
+def _checkpoint_between(cur: Any, log: WorkflowLog[Any], low: int, high: int, *, last: bool) -> int | None:
+    """The last (or first) checkpoint's step in ``(low, high]``, if any."""
+    cur.execute(f"SELECT seq FROM `{log.table}` WHERE migration = %s AND event = %s AND seq > %s AND seq <= %s "
+                f"ORDER BY seq {'DESC' if last else 'ASC'} LIMIT 1", (log.name, CHECKPOINT, low, high))
+    found = cur.fetchone()
+    return int(found[0]) if found else None
