@@ -5,7 +5,8 @@ one by the proxy's fast path, the same rows and columns: every value type the
 executor returns, NULLs, a long value (length-encoded over 250 bytes), with and
 without ``CLIENT_DEPRECATE_EOF``, in two character sets and with the status
 flags of autocommit and of an open transaction; twice each (the second from
-the cached header).
+the cached header). TIME values are under a day here: longer and negative ones
+are written as MariaDB writes them, not as mimic did (tests/test_rowwriter.py).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ COLUMNS = [
 ]  # fmt: skip
 ROWS = [
     (1, Decimal("12.50"), 0.1, dt.datetime(2024, 2, 29, 23, 59, 58, 123456), dt.date(2024, 1, 1),
-     dt.timedelta(hours=-26, seconds=5), b"\x00\xff", "Zoë ✓", True, None),
+     dt.timedelta(hours=23, seconds=5), b"\x00\xff", "Zoë ✓", True, None),
     (-(2**63), Decimal("-0.000"), 1e300, dt.datetime(1970, 1, 1), dt.date(9999, 12, 31),
      dt.timedelta(0), b"", "", False, "x" * 300),
     (None, None, None, None, None, None, None, None, None, None),

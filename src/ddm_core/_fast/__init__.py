@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter")
 
 
 class Implementation(NamedTuple):
@@ -38,6 +38,7 @@ class Implementation(NamedTuple):
     gate: ModuleType
     hotlink: ModuleType
     point: ModuleType
+    rowwriter: ModuleType
 
 
 def load(name: str) -> Implementation:

@@ -17,10 +17,11 @@
 * A whole result shorter than one batch (:class:`~ddm_core.proxy.session.Rows`,
   every point select) is written in one go, text or binary: its column-count
   and column-definition packets framed once per column list and connection and
-  reused, the rows by mimic's compiled row encoders, the closing OK / EOF packet
-  built here — the same bytes as mimic's ``write_text_resultset`` (and as the
-  row-by-row binary write), without its per-packet Python (sequence counter,
-  capability flags, charset lookups).
+  reused, the rows by the compiled row writer (:mod:`ddm_core.proxy.row_writer`),
+  the closing OK / EOF packet built here — the same bytes as mimic's
+  ``write_text_resultset`` (and as the row-by-row binary write), without its
+  per-packet Python (sequence counter, capability flags, charset lookups). The
+  row writer also frames the batches of a streamed result and every binary row.
 * COM_STMT_RESET resets the statement only; mimic's also reset the session,
   which rolled back an open transaction before every execute of a
   mysql-connector prepared cursor.
@@ -61,6 +62,7 @@ from ddm_core.proxy.mysql_errors import ACCESS_DENIED, INSECURE_TRANSPORT, UNKNO
 from ddm_core.proxy.prepared import read_execute
 from ddm_core.proxy.runtime import ProxyRuntime
 from ddm_core.proxy.relay import CommandGate, ResultRelay, execute_params
+from ddm_core.proxy.row_writer import RowPlan, binary_plan, text_plan, write_binary, write_text
 from ddm_core.proxy.session import RELAYED, Batched, Outcome, Rows, flatten
 from ddm_core.proxy.stream import PACKET_TOO_LARGE, BoundedReader, PacketTooLarge
 from ddm_core.proxy.tls import start_tls
@@ -110,8 +112,8 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._batched: Batched | None = None
         self._param_types: dict[int, bytes] = {}  # prepared statement id -> its parameter types
         self._announced: dict[int, list[Column]] = {}  # prepared statement id -> the columns its prepare announced
-        # (columns, charset, seq, binary) -> (columns, framed column count + definitions, mimic's columns, next seq)
-        self._headers: dict[Any, tuple[list[Column], bytes, list[Any], int]] = {}
+        # (columns, charset, seq, binary) -> (columns, framed column count + definitions, the rows' plan, next seq)
+        self._headers: dict[Any, tuple[list[Column], bytes, RowPlan, int]] = {}
         # (backend definitions, charset, aggregates, announced) -> (announced, client header payloads)
         self._relay_headers: dict[Any, tuple[list[Column] | None, list[bytes]]] = {}
         self._protocol_41: bool | None = None  # the client's capabilities, read once (they do not change)
@@ -369,14 +371,12 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
     def _write_rows(self, columns: list[Column], rows: list[tuple[Any, ...]]) -> None:
         """Buffer a whole text result set: the bytes mimic's ``write_text_resultset`` writes."""
         stream = self.stream
-        charset = self.server_charset
-        wire, seq = self._start_result(columns, charset, binary=False)
-        stream.seq.value = seq
-        stream.write_text_rows(rows, wire)
-        stream.seq.value = _frame(stream._buffer, stream.seq.value, self._end_of_result(len(rows)))
+        plan, seq = self._start_result(columns, self.server_charset, binary=False)
+        seq = write_text(stream._buffer, seq, rows, plan)
+        stream.seq.value = _frame(stream._buffer, seq, self._end_of_result(len(rows)))
 
-    def _start_result(self, columns: list[Column], charset: Any, binary: bool) -> tuple[list[Any], int]:
-        """Buffer a result's header (cached), and the EOF after it unless deprecated: mimic's columns, next seq."""
+    def _start_result(self, columns: list[Column], charset: Any, binary: bool) -> tuple[RowPlan, int]:
+        """Buffer a result's header (cached), and the EOF after it unless deprecated: the rows' plan, next seq."""
         stream = self.stream
         # By the list's identity: a statement shape's columns are one list (columns.described_columns,
         # a prepare's announcement), kept alive by the entry itself, so its id is not reused meanwhile.
@@ -387,12 +387,12 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             if len(self._headers) >= _HEADERS_LIMIT:
                 self._headers.clear()
             self._headers[key] = known
-        _, header, wire, seq = known
+        _, header, plan, seq = known
         buffer = stream._buffer
         buffer += header
         if not self._deprecate_eof:  # the EOF after the definitions carries the status: framed per statement
             seq = _frame(buffer, seq, b"\xfe" + _STATUS_WARNINGS.pack(0, int(self.status_flags)))
-        return wire, seq
+        return plan, seq
 
     def _end_of_result(self, affected_rows: int) -> bytes:
         """mimic's ``ok_or_eof(affected_rows=...)`` for a protocol 4.1 client."""
@@ -401,14 +401,14 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             return b"".join([b"\xfe", uint_len(affected_rows), b"\x00", _STATUS_WARNINGS.pack(status, 0)])
         return b"\xfe" + _STATUS_WARNINGS.pack(0, status)  # EOF: warnings, then status
 
-    def _frame_header(self, columns: list[Column], charset: Any, binary: bool) -> tuple[bytes, list[Any], int]:
-        """The framed column count and definitions, mimic's columns, next seq."""
+    def _frame_header(self, columns: list[Column], charset: Any, binary: bool) -> tuple[bytes, RowPlan, int]:
+        """The framed column count and definitions, the rows' plan, next seq."""
         wire, payloads = self._header_payloads(columns, charset, binary)
         framed = bytearray()
         seq = self.stream.seq.value
         for payload in payloads:
             seq = _frame(framed, seq, payload)
-        return bytes(framed), wire, seq
+        return bytes(framed), binary_plan(columns) if binary else text_plan(wire), seq
 
     def _header_payloads(self, columns: list[Column], charset: Any, binary: bool) -> tuple[list[Any], list[bytes]]:
         """mimic's columns and the column count and definition payloads a result starts with.
@@ -563,32 +563,32 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
 
     async def _write_binary_resultset(self, columns: list[Column], rows: Any, stmt: Any, use_cursor: bool) -> None:
         # The binary-protocol result set, as mimic writes it, with the columns' full definitions.
+        stream = self.stream
         if not use_cursor and isinstance(rows, list) and self._fast_frames():  # a whole short result: in one go
-            stream = self.stream
-            wire, seq = self._start_result(columns, self.server_charset, binary=True)
-            buffer = stream._buffer
-            for row in rows:
-                seq = _frame(buffer, seq, packets.make_binary_resultrow(row, wire))
-            stream.seq.value = _frame(buffer, seq, self._end_of_result(0))
+            plan, seq = self._start_result(columns, self.server_charset, binary=True)
+            seq = write_binary(stream._buffer, seq, rows, plan)
+            stream.seq.value = _frame(stream._buffer, seq, self._end_of_result(0))
             await stream.drain()
             return
-        self.stream.write_many([uint_len(len(columns)), *(c.packet(self.server_charset) for c in columns)])
-        wire = wire_columns(columns)
+        stream.write_many([uint_len(len(columns)), *(c.packet(self.server_charset) for c in columns)])
+        if use_cursor:  # COM_STMT_FETCH frames the rows: mimic's row payloads, made as they are fetched
+            wire = wire_columns(columns)
 
-        async def binary_rows() -> Any:
-            async for row in aiterate(rows):
-                yield packets.make_binary_resultrow(row, wire)
+            async def binary_rows() -> Any:
+                async for row in aiterate(rows):
+                    yield packets.make_binary_resultrow(row, wire)
 
-        encoded = binary_rows()
-        if use_cursor:
-            stmt.cursor = encoded
-            await self.stream.write(self.ok_or_eof(flags=ServerStatus.SERVER_STATUS_CURSOR_EXISTS))
+            stmt.cursor = binary_rows()
+            await stream.write(self.ok_or_eof(flags=ServerStatus.SERVER_STATUS_CURSOR_EXISTS))
             return
         if not self.deprecate_eof():
-            await self.stream.write(self.eof())
-        async for row in encoded:
-            await self.stream.write(row, drain=False)
-        await self.stream.write(self.ok_or_eof())
+            await stream.write(self.eof())
+        plan = binary_plan(columns)
+        async for row in aiterate(rows):  # a streamed result: sent whenever a buffer's worth is framed
+            stream.seq.value = write_binary(stream._buffer, stream.seq.value, (row,), plan)
+            if len(stream._buffer) >= stream._buffer_size:
+                await stream.drain()
+        await stream.write(self.ok_or_eof())
 
     async def handle_stmt_prepare(self, data: bytes) -> None:
         # mimic's announces no result columns, and libmariadb clients (sysbench) then take a SELECT for a
@@ -680,10 +680,12 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         if not self.deprecate_eof():
             header.append(self.eof())
         self.stream.write_many(header)
+        plan = text_plan(result_set.columns)
+        stream = self.stream
         sent = 0
         try:
             async for batch in batched.batches:
-                self.stream.write_text_rows(batch, result_set.columns)
+                stream.seq.value = write_text(stream._buffer, stream.seq.value, batch, plan)
                 sent += len(batch)
                 await self.stream.drain()  # one batch in flight: memory stays bounded
         except DdmError as exc:  # a shard failed mid-result: the client gets an error packet, not a cut stream
