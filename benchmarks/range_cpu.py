@@ -7,11 +7,13 @@ proxy's cost per read is printed: ``--callgrind`` (machine instructions, valgrin
 
 Usage (MariaDB on 127.0.0.1:3306)::
 
-    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx] [--opcodes]
+    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx | --pinned] [--opcodes]
 
 ``--prepared``: mysql-connector's C extension, prepared (COM_STMT_EXECUTE, binary rows, as sysbench);
 else PyMySQL (text). ``--tx``: each read inside BEGIN … COMMIT (sysbench's default; the transaction's
-statements counted too, divide by hand), else autocommit (sysbench ``--skip_trx``).
+statements counted too, divide by hand), else autocommit (sysbench ``--skip_trx``). ``--pinned``: every read
+inside one transaction whose first statements (point selects) pinned both data sources, as sysbench's point
+selects do before its range reads (BEGIN, the pins and COMMIT are counted once per ``N`` reads).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ KINDS = {
     "sum": "SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN %s AND %s",
     "order": "SELECT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
     "distinct": "SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
+    "point": "SELECT c FROM sbtest1 WHERE id = %s",
 }
 
 
@@ -66,6 +69,7 @@ def fill(config: dict[str, Any]) -> None:
 def make_client(kind: str) -> Any:
     sql = KINDS[kind]
     tx = "--tx" in sys.argv
+    pinned = "--pinned" in sys.argv
 
     def client(port: int, count: int) -> None:
         rnd = random.Random(7)
@@ -80,6 +84,11 @@ def make_client(kind: str) -> Any:
             conn = connect(port, autocommit=True)
             cur = conn.cursor()
             text = sql
+        if pinned:  # ids 1..8 land on both data sources (slots over 2 x 2 tables)
+            cur.execute("BEGIN")
+            for i in range(1, 9):
+                cur.execute(KINDS["point"] if text is sql else KINDS["point"].replace("%s", "?"), (i,))
+                cur.fetchall()
         for _ in range(count):
             low = rnd.randint(1, ROWS - RANGE)
             if tx:
@@ -88,6 +97,8 @@ def make_client(kind: str) -> Any:
             cur.fetchall()
             if tx:
                 cur.execute("COMMIT")
+        if pinned:
+            cur.execute("COMMIT")
         conn.close()
 
     return client
@@ -103,7 +114,7 @@ def main() -> None:
         fill(config)
         path = write_config(config, Path(tempfile.mkdtemp(prefix="ddm_range_cpu_")) / "proxy.yaml")
         proxy_cpu.client = make_client(kind)  # proxy_cpu's drivers call its module-level client
-        print(f"{kind} ({'binary' if '--prepared' in sys.argv else 'text'}, {'in BEGIN/COMMIT' if '--tx' in sys.argv else 'autocommit'}):")
+        print(f"{kind} ({'binary' if '--prepared' in sys.argv else 'text'}, {'in BEGIN/COMMIT' if '--tx' in sys.argv else 'on pins' if '--pinned' in sys.argv else 'autocommit'}):")
         if "--opcodes" in sys.argv:
             proxy_cpu.opcodes(path, count)
         else:

@@ -383,7 +383,7 @@ def test_only_repeated_one_unit_autocommit_statements_skip_the_thread_hop(proxy:
         for order_id in (1, 2, 1, 2, 1):  # one shape: the first is routed on a worker, the next 4 may skip it
             cur.execute("SELECT amount FROM t_order WHERE user_id = 4 AND order_id = %s", (order_id,))
             assert cur.fetchall() == ((5 if order_id == 1 else 6,),)
-        for _ in range(3):  # two units: always on a worker
+        for _ in range(3):  # two units: the first on a worker, the next 2 sent from the loop as a multi-unit read
             cur.execute(f"SELECT COUNT(*) FROM {SMALL}")
             assert cur.fetchall() == ((2,),)
     conn.autocommit(False)
@@ -401,6 +401,9 @@ def test_only_repeated_one_unit_autocommit_statements_skip_the_thread_hop(proxy:
     # docs/proxy.md#transactions-on-the-loop); each was relayed, a one-unit SELECT
     inlined, relayed = int(counted.group(1)), int(counted.group(2))
     assert inlined in (5, 6) and relayed == inlined, own.stderr
+    # the two-unit COUNT(*), counted apart (docs/proxy.md#multi-unit-reads-on-the-loop): merged, so not relayed
+    many = re.search(r"(\d+) multi-unit read\(s\) on the event loop, (\d+) of them relayed", own.stderr)
+    assert many is not None and many.groups() in (("1", "0"), ("2", "0")), own.stderr
 
 
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])

@@ -28,6 +28,11 @@ from test_proxy_support import proxy_config  # noqa: E402
      "SELECT a FROM t WHERE /* x = 5 */ b = %s -- c = 9\n AND c = %s", [7, "t1"]),
     ("SELECT CAST(a AS DECIMAL(10,2)) FROM t WHERE a=2 ORDER BY 1",
      "SELECT CAST(a AS DECIMAL(10,2)) FROM t WHERE a=%s ORDER BY 1", [2]),
+    ("SELECT c FROM t WHERE id BETWEEN 5 AND 104 AND k = 1 ORDER BY c",  # both bounds of a range
+     "SELECT c FROM t WHERE id BETWEEN %s AND %s AND k = %s ORDER BY c", [5, 104, 1]),
+    ("SELECT c FROM t WHERE id NOT BETWEEN 'a' AND 'b'", "SELECT c FROM t WHERE id NOT BETWEEN %s AND %s", ["a", "b"]),
+    ("SELECT c FROM t WHERE id BETWEEN 1 + 1 AND 5 AND a = 1 AND 2 = b",  # the upper bound only after the lower
+     "SELECT c FROM t WHERE id BETWEEN %s + 1 AND 5 AND a = %s AND 2 = b", [1, 1]),
 ])  # fmt: skip
 def test_comparison_literals_become_parameters(sql: str, text: str, params: list[Any]) -> None:
     assert parameterize(sql) == (text, params)
@@ -40,6 +45,7 @@ def test_comparison_literals_become_parameters(sql: str, text: str, params: list
     "SELECT * FROM t WHERE d = DATE '2024-01-01' AND e = _utf8mb4'x' AND f = 0x1A AND g = 1e3 AND h = -3",
     "SELECT * FROM t WHERE j->'$.a' = j->>'$.b'",  # JSON paths stay literals
     "SELECT * FROM t WHERE a = \"text\"",  # double quotes: a string or an identifier, by sql_mode
+    "SELECT * FROM t WHERE id BETWEEN -5 AND 10",  # a negative lower bound: neither taken
     "SET autocommit = 1",
     "SHOW TABLES LIKE 't'",
     "INSERT INTO t (a) VALUES (1)",
@@ -72,7 +78,7 @@ def test_the_parameterized_text_routes_where_the_literal_text_does(sql: str) -> 
 _FRAGMENTS = ["SELECT", "UPDATE", "SHOW", " ", "  ", "\n", "a", "t_1", "`x = 1`", "`a``b`", "/* = 5 */", "-- = 3\n",
               "# x\n", '"q = 1"', "=", "<>", "!=", "<", "<=", ">=", "->", "->>", "<=>", "IN", "in", "(", ")", ",",
               ".", "$", "-", "+", "1", "42", "1.5", ".5", "7.", "'s'", "''", "'it''s'", "'a\\'b'", "'1'", "x1",
-              "1e3", "0x1A", "DATE", "N", "_utf8mb4", "LIMIT", "AND", "WHERE", "FROM"]  # fmt: skip
+              "1e3", "0x1A", "DATE", "N", "_utf8mb4", "LIMIT", "AND", "WHERE", "FROM", "BETWEEN", "between", "And"]  # fmt: skip
 
 
 def _random_statements(count: int, seed: int) -> list[str]:

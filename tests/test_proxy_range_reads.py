@@ -3,15 +3,18 @@
 sysbench ``oltp_read_only``'s four range reads (a plain range, ``SUM``, ``ORDER BY``, ``DISTINCT ... ORDER
 BY``) plus ``COUNT``/``MIN``/``MAX``, over a table sharded by ``id`` on 2 data sources × 2 tables (slots, as
 the benchmark's ``sbtest1``): every range spans several tables. Data with NULLs, ties and mixed-case text
-under a case-insensitive collation; random ranges (hypothesis); PyMySQL (text protocol, streamed in
-autocommit, buffered in a transaction) and mysql-connector prepared statements (binary protocol). Values
-and their Python types must match; rows whose order SQL leaves open (a plain range, ties under the
-collation) are compared as multisets, and ordered reads by their collation keys in order.
+under a case-insensitive collation; random ranges (hypothesis); PyMySQL (text protocol, in autocommit, in
+a transaction whose range read comes first, and in one whose point selects pinned both data sources first)
+and mysql-connector prepared statements (binary protocol). Values and their Python types must match; rows
+whose order SQL leaves open (a plain range, ties under the collation) are compared as multisets, and ordered
+reads by their collation keys in order. Each mode runs its own proxy, whose count at its end says the reads
+went from the event loop (docs/proxy.md#multi-unit-reads-on-the-loop) where they may.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -47,8 +50,8 @@ def _rows() -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[tuple[int, str]]:
-    """The proxy's port over the sharded table, and the database holding the same rows in one table."""
+def servers() -> Iterator[tuple[Path, str]]:
+    """The proxy's configuration over the sharded table, and the database holding the same rows in one table."""
     rows = _rows()
     flat = [v for row in rows for v in row]
     values = ", ".join(["(%s, %s, %s)"] * len(rows))
@@ -65,17 +68,13 @@ def servers() -> Iterator[tuple[int, str]]:
             cur.execute(DDL)
             cur.execute("INSERT INTO t_range (id, k, c) VALUES " + values, flat)
         direct.close()
-        proxy = ProxyProcess(write_config(config, Path(tempfile.mkdtemp(prefix="ddm_range_")) / "proxy.yaml")).start()
-        try:
-            yield proxy.port, databases[2]
-        finally:
-            proxy.stop()
+        yield write_config(config, Path(tempfile.mkdtemp(prefix="ddm_range_")) / "proxy.yaml"), databases[2]
 
 
 Reader = Callable[[str, tuple[int, int]], tuple[list[Any], list[tuple[Any, ...]]]]
 
 
-def _pymysql_reader(port: int, database: str | None, tx: bool) -> tuple[Reader, Any]:
+def _pymysql_reader(port: int, database: str | None, tx: bool, pin: bool = False) -> tuple[Reader, Any]:
     conn = (connect(port, autocommit=True) if database is None else
             pymysql.connect(host="127.0.0.1", user="root", password="", database=database, autocommit=True))  # fmt: skip
 
@@ -83,6 +82,9 @@ def _pymysql_reader(port: int, database: str | None, tx: bool) -> tuple[Reader, 
         with conn.cursor() as cur:
             if tx:
                 cur.execute("BEGIN")
+            if pin:  # as sysbench's point selects: every data source pinned before the range read
+                for key in PINS:
+                    cur.execute("SELECT k FROM t_range WHERE id = %s", (key,))
             cur.execute(sql.replace("?", "%s"), bounds)
             rows = list(cur.fetchall())
             names = [d[0] for d in cur.description]
@@ -137,18 +139,22 @@ def _check(kind: str, proxied: tuple[list[Any], list[tuple[Any, ...]]], direct: 
         assert _typed(got) == _typed(want), kind
 
 
+#: Ids whose point selects pin both data sources (slots over 2 data sources x 2 tables).
+PINS = range(1, 9)
 bounds = st.tuples(st.integers(-5, ROWS + 5), st.integers(0, 250)).map(lambda t: (t[0], t[0] + t[1]))
 kinds = st.sampled_from(sorted(QUERIES))
 
 
-@pytest.mark.parametrize("mode", ["text autocommit", "text transaction", "binary"])
-def test_range_reads_through_the_proxy_match_one_table(servers: tuple[int, str], mode: str) -> None:
-    port, database = servers
+@pytest.mark.parametrize("mode", ["text autocommit", "text transaction", "text transaction pinned", "binary"])
+def test_range_reads_through_the_proxy_match_one_table(servers: tuple[Path, str], mode: str) -> None:
+    path, database = servers
+    proxy = ProxyProcess(path).start()
+    port = proxy.port
     if mode == "binary":
         (proxied, a), (direct, b) = _binary_reader(port, None), _binary_reader(0, database)
     else:
-        tx = mode == "text transaction"
-        (proxied, a), (direct, b) = _pymysql_reader(port, None, tx), _pymysql_reader(0, database, False)
+        tx, pin = mode != "text autocommit", mode == "text transaction pinned"
+        (proxied, a), (direct, b) = _pymysql_reader(port, None, tx, pin), _pymysql_reader(0, database, False)
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(kind=kinds, where=bounds)
@@ -163,3 +169,17 @@ def test_range_reads_through_the_proxy_match_one_table(servers: tuple[int, str],
     finally:
         a.close()
         b.close()
+        assert proxy.terminate() == 0
+    # Where they ran: a shape's first read is routed on a worker, the rest of its multi-unit reads go from the
+    # loop, except in a transaction whose data sources are not pinned yet (the range read comes first there);
+    # the plain ones are relayed undecoded where the client reads text
+    counted = re.search(r"(\d+) backend connection\(s\) were still borrowed at close.*?"
+                        r"(\d+) multi-unit read\(s\) on the event loop, (\d+) of them relayed", proxy.stderr)  # fmt: skip
+    assert counted is not None, proxy.stderr
+    borrowed, many, relayed = map(int, counted.groups())
+    assert borrowed == 0, proxy.stderr
+    if mode == "text transaction":
+        assert many == 0, proxy.stderr
+    else:
+        assert many > 40, proxy.stderr  # of 66 reads, a handful of them routed to one table
+        assert (relayed >= 1) if mode != "binary" else (relayed == 0), proxy.stderr  # the plain kind, at least once

@@ -231,3 +231,64 @@ def test_a_real_servers_answer_relays_to_its_rows(sql: str) -> None:
             assert [text_row(p, count) for p in payloads[count + 2 : -1]] == expected
     finally:
         conn.close()
+
+
+def _concatenated(twin: Any, streams: list[bytes], cuts: list[int], *, client_eof: bool, backend_eof: bool,
+                  shared: bool) -> tuple[bytes, Any]:  # fmt: skip
+    """Relay ``streams`` as one answer: fed answer by answer (each its own connection's bytes), or ``shared``:
+    all of them in one byte stream, as one connection answering its pipelined commands."""
+    relay = twin.ResultRelay(1, client_eof, backend_eof, True)
+    relay.concatenate(len(streams))
+    out = bytearray()
+    pieces = [b"".join(streams)] if shared else streams
+    for n, stream in enumerate(pieces):
+        points = sorted({0, len(stream), *(c % (len(stream) + 1) for c in cuts)})
+        for a, b in zip(points, points[1:]):
+            state = relay.feed(stream[a:b])
+            if state == twin.HEADER:
+                state = relay.header(list(HEADER), STATUS)
+            out += relay.take()
+        if relay.state not in (twin.FIRST, twin.ROWS):
+            break
+        assert shared or relay.unit == n + 1  # an answer's end moves to the next
+    return bytes(out), relay
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(answers=st.lists(rows_strategy, min_size=1, max_size=4), cuts=st.lists(st.integers(0, 10_000), max_size=6),
+       client_eof=st.booleans(), backend_eof=st.booleans(), shared=st.booleans())  # fmt: skip
+def test_concatenated_answers_relay_as_one(answers: list[list[bytes]], cuts: list[int], client_eof: bool,
+                                           backend_eof: bool, shared: bool) -> None:  # fmt: skip
+    """Several answers relayed as one: the first one's header, every row in turn, one closing packet, and
+    the same bytes as one answer holding all the rows."""
+    streams = [_frame(_answer(rows, backend_eof)) for rows in answers]
+    everything = [row for rows in answers for row in rows]
+    single, _ = _run(TWINS[0], _frame(_answer(everything, backend_eof)), [], seq=1, client_eof=client_eof,
+                     backend_eof=backend_eof)  # fmt: skip
+    for twin in TWINS:
+        out, relay = _concatenated(twin, streams, cuts, client_eof=client_eof, backend_eof=backend_eof, shared=shared)
+        assert out == single and relay.state == twin.DONE and relay.rows == len(everything)
+        assert relay.statuses == ([0x22] * len(answers) if len(answers) > 1 else [])
+        assert [bytes(c) for c in relay.columns] == [b"backend-def-a", b"backend-def-b"]  # the first answer's
+
+
+@pytest.mark.parametrize("backend_eof", [True, False])
+def test_a_concatenations_later_answer_may_fail_or_differ(backend_eof: bool) -> None:
+    error = b"\xff\x7a\x04#42S02Table 'ds_1.t_1' doesn't exist"
+    first = _frame(_answer([_row([b"1", b"2"])], backend_eof))
+    other = _frame([b"\x01", b"backend-def-x"] + ([b"\xfe\x00\x00\x22\x00"] if backend_eof else []) + [b"\xfe\x00\x00\x22\x00\x00\x00"])
+    for twin in TWINS:
+        out, relay = _concatenated(twin, [first, _frame([error]), first], [], client_eof=True, backend_eof=backend_eof,
+                                   shared=False)  # fmt: skip
+        assert relay.state == twin.ERROR and bytes(relay.first) == error and relay.unit == 1 and relay.rows == 1
+        assert relay.seq == 1 + len(_packets(out))  # the client's error packet follows the rows relayed
+        _, relay = _concatenated(twin, [first, other], [], client_eof=True, backend_eof=backend_eof, shared=False)
+        assert relay.state == twin.MISMATCH and relay.unit == 1
+        # The bytes past an answer that failed are the next one's on that connection
+        _, relay = _concatenated(twin, [_frame([error]), first], [], client_eof=True, backend_eof=backend_eof,
+                                 shared=True)  # fmt: skip
+        assert relay.state == twin.ERROR and relay.rest() == first and relay.rest() == b""
+        late = twin.ResultRelay(1, True, backend_eof, True)
+        late.feed(b"\x01")
+        with pytest.raises(ValueError, match="after the answer began"):
+            late.concatenate(2)

@@ -12,7 +12,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyBy
 from libc.string cimport memcpy
 
 __all__ = [
-    "ResultRelay", "ok_fields", "FIRST", "OK", "ERROR", "HEADER", "ROWS", "DONE", "UNEXPECTED",
+    "ResultRelay", "ok_fields", "FIRST", "OK", "ERROR", "HEADER", "ROWS", "DONE", "UNEXPECTED", "MISMATCH",
 ]
 
 FIRST = 0
@@ -22,6 +22,7 @@ HEADER = 3
 ROWS = 4
 DONE = 5
 UNEXPECTED = 6
+MISMATCH = 7
 
 DEF S_FIRST = 0
 DEF S_OK = 1
@@ -30,8 +31,9 @@ DEF S_HEADER = 3
 DEF S_ROWS = 4
 DEF S_DONE = 5
 DEF S_UNEXPECTED = 6
-DEF S_COLUMNS = 7
-DEF S_COLUMNS_EOF = 8
+DEF S_MISMATCH = 7
+DEF S_COLUMNS = 8
+DEF S_COLUMNS_EOF = 9
 DEF MAX_PAYLOAD = 0xFFFFFF
 DEF MORE_RESULTS = 0x0008
 
@@ -94,9 +96,12 @@ cdef class ResultRelay:
     cdef public bytes first
     cdef public long long rows
     cdef public int status
+    cdef public int unit
+    cdef public list statuses
     cdef bint _client_eof, _backend_eof, _count_rows, _continued
     cdef int _client_status, _backend_seq
-    cdef long long _count
+    cdef long long _count, _defs
+    cdef int _left
     cdef bytearray _in, _out
 
     def __init__(self, int seq, bint client_eof, bint backend_eof, bint count_rows):
@@ -112,6 +117,10 @@ cdef class ResultRelay:
         self._client_status = 0
         self._backend_seq = 1
         self._count = 0
+        self._defs = 0
+        self.unit = 0
+        self._left = 0
+        self.statuses = []
         self._continued = False
         self._in = bytearray()
         self._out = bytearray()
@@ -119,6 +128,18 @@ cdef class ResultRelay:
     @property
     def state(self):
         return S_FIRST if self._state >= S_COLUMNS else self._state
+
+    def concatenate(self, int units):
+        """Before the first byte: the answer is ``units`` answers, relayed as one (the pure twin's docstring)."""
+        if self._state != S_FIRST or self.unit or PyByteArray_GET_SIZE(self._in):
+            raise ValueError("concatenate() after the answer began")
+        self._left = units - 1 if units > 1 else 0
+
+    def rest(self):
+        """The bytes fed but not read (the next answer's on that connection); forgotten."""
+        cdef bytes rest = bytes(self._in)
+        del self._in[:]
+        return rest
 
     def take(self):
         """The client's bytes framed so far (and forget them)."""
@@ -247,17 +268,25 @@ cdef class ResultRelay:
                 count = _lenenc(payload, length, &end)
                 if count <= 0 or end != length:
                     self._state = S_UNEXPECTED
+                elif self.unit and count != self._count:
+                    self._state = S_MISMATCH
                 else:
                     self._count = count
+                    self._defs = 0
                     self._state = S_COLUMNS
             return
         if state == S_COLUMNS:
-            self.columns.append((<char*> payload)[:length])
-            if len(self.columns) == self._count:
-                self._state = S_COLUMNS_EOF if self._backend_eof else S_HEADER
+            if not self.unit:  # a later answer's definitions are not passed on: the first one's were
+                self.columns.append((<char*> payload)[:length])
+            self._defs += 1
+            if self._defs == self._count:
+                self._state = S_COLUMNS_EOF if self._backend_eof else (S_ROWS if self.unit else S_HEADER)
             return
         # S_COLUMNS_EOF
-        self._state = S_HEADER if (length and payload[0] == 0xFE and length < 9) else S_UNEXPECTED
+        if length and payload[0] == 0xFE and length < 9:
+            self._state = S_ROWS if self.unit else S_HEADER
+        else:
+            self._state = S_UNEXPECTED
 
     cdef void _close(self, const unsigned char* payload, Py_ssize_t length):
         cdef long status
@@ -273,6 +302,14 @@ cdef class ResultRelay:
             self._state = S_UNEXPECTED
             return
         self.status = status
+        if self._left or self.unit:
+            self.statuses.append(status)
+        if self._left:  # the next answer follows: its rows go on under the same header
+            self._left -= 1
+            self.unit += 1
+            self._backend_seq = 1
+            self._state = S_FIRST
+            return
         if self._client_eof:
             self._frame_eof()
         else:

@@ -24,7 +24,15 @@ States after a call (:attr:`ResultRelay.state`):
 * :data:`HEADER` — the column definitions are in: call :meth:`ResultRelay.header`;
 * :data:`DONE` — the closing packet is framed; :attr:`ResultRelay.status` has the backend's flags;
 * :data:`UNEXPECTED` — what the relay does not pass on (``LOCAL INFILE``, more result sets,
-  a packet out of sequence, a malformed closing packet): the connection is in doubt.
+  a packet out of sequence, a malformed closing packet): the connection is in doubt;
+* :data:`MISMATCH` — a later answer of a concatenation (:meth:`ResultRelay.concatenate`) has another
+  number of columns than the first.
+
+Concatenated answers (a multi-unit read whose rows need no merge, docs/proxy.md#multi-unit-reads-on-the-loop):
+the answers to several commands are fed one after another, each starting at sequence id 1; the client gets
+the first one's column definitions, every one's rows, and one closing packet after the last. The caller
+feeds the answer :attr:`ResultRelay.unit` is reading (bytes past an answer's end are the next one's: the
+same connection answers its commands in order).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 __all__ = [
-    "ResultRelay", "ok_fields", "FIRST", "OK", "ERROR", "HEADER", "ROWS", "DONE", "UNEXPECTED",
+    "ResultRelay", "ok_fields", "FIRST", "OK", "ERROR", "HEADER", "ROWS", "DONE", "UNEXPECTED", "MISMATCH",
 ]  # fmt: skip
 
 FIRST = 0
@@ -42,8 +50,9 @@ HEADER = 3
 ROWS = 4
 DONE = 5
 UNEXPECTED = 6
-_COLUMNS = 7  # reading definitions (internal)
-_COLUMNS_EOF = 8  # the backend's EOF after them (internal)
+MISMATCH = 7
+_COLUMNS = 8  # reading definitions (internal)
+_COLUMNS_EOF = 9  # the backend's EOF after them (internal)
 
 _MAX_PAYLOAD = 0xFFFFFF
 _MORE_RESULTS = 0x0008  # SERVER_MORE_RESULTS_EXISTS
@@ -106,6 +115,10 @@ class ResultRelay:
         self._client_status = 0
         self._backend_seq = 1
         self._count = 0
+        self._defs = 0  # definitions of the current answer read so far
+        self.unit = 0  # the answer being read (a concatenation's: 0, 1, ...)
+        self._left = 0  # answers of the concatenation after the current one
+        self.statuses: list[int] = []  # a concatenation's: each answer's closing status flags
         self._continued = False  # inside a row of 16 MB or more: its next packet passes as it is
         self._in = bytearray()
         self._out = bytearray()
@@ -114,6 +127,18 @@ class ResultRelay:
     def state(self) -> int:
         """The state (module docstring); reading the definitions counts as :data:`FIRST`."""
         return FIRST if self._state >= _COLUMNS else self._state
+
+    def concatenate(self, units: int) -> None:
+        """Before the first byte: the answer is ``units`` answers, relayed as one (module docstring)."""
+        if self._state != FIRST or self.unit or self._in:
+            raise ValueError("concatenate() after the answer began")
+        self._left = max(0, units - 1)
+
+    def rest(self) -> bytes:
+        """The bytes fed but not read (past an answer that ended: the next answer's on that connection); forgotten."""
+        rest = bytes(self._in)
+        self._in.clear()
+        return rest
 
     def take(self) -> bytes:
         """The client's bytes framed so far (and forget them)."""
@@ -214,16 +239,23 @@ class ResultRelay:
                 count, end = _lenenc(payload, 0)
                 if count <= 0 or end != length:
                     self._state = UNEXPECTED
+                elif self.unit and count != self._count:
+                    self._state = MISMATCH
                 else:
-                    self._count, self._state = count, _COLUMNS
+                    self._count, self._defs, self._state = count, 0, _COLUMNS
             return
         if state == _COLUMNS:
-            self.columns.append(payload)
-            if len(self.columns) == self._count:
-                self._state = _COLUMNS_EOF if self._backend_eof else HEADER
+            if not self.unit:  # a later answer's definitions are not passed on: the first one's were
+                self.columns.append(payload)
+            self._defs += 1
+            if self._defs == self._count:
+                self._state = _COLUMNS_EOF if self._backend_eof else self._after_columns()
             return
         # _COLUMNS_EOF
-        self._state = HEADER if length and payload[0] == 0xFE and length < 9 else UNEXPECTED
+        self._state = self._after_columns() if length and payload[0] == 0xFE and length < 9 else UNEXPECTED
+
+    def _after_columns(self) -> int:
+        return ROWS if self.unit else HEADER
 
     def _close(self, payload: bytes) -> None:
         """The backend's closing EOF (or OK, 0xFE): the client's closing packet framed."""
@@ -238,6 +270,14 @@ class ResultRelay:
             self._state = UNEXPECTED
             return
         self.status = status
+        if self._left or self.unit:
+            self.statuses.append(status)
+        if self._left:  # the next answer follows: its rows go on under the same header
+            self._left -= 1
+            self.unit += 1
+            self._backend_seq = 1
+            self._state = FIRST
+            return
         flags = self._client_status.to_bytes(2, "little")
         if self._client_eof:
             self._frame(b"\xfe\x00\x00" + flags)

@@ -40,6 +40,7 @@ or ``?`` when the caller wrote ``?``. :func:`format_to_qmark` and
 from __future__ import annotations
 
 import importlib
+import io
 from abc import ABC, abstractmethod
 import logging
 import re
@@ -132,6 +133,11 @@ class Driver(ABC):
     def fileno(self, raw: Any) -> int:
         """The socket :meth:`receive` reads from: readable once the answer to :meth:`send` arrives."""
         raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
+
+    def receive_read(self, raw: Any, cursor: Any, answer: bytes) -> None:
+        """As :meth:`receive`, from ``answer``: the bytes of the whole answer, already taken off the socket (an
+        event loop read them, docs/proxy.md#multi-unit-reads-on-the-loop)."""
+        raise ExecutionError(f"the {self.dialect.name} driver cannot read answers taken off its socket")
 
     def socket_timeout(self, endpoint: Endpoint) -> float | None:
         """Seconds a read from ``endpoint`` may wait for the server (``None``: unbounded)."""
@@ -299,6 +305,16 @@ class MySQLDriver(Driver):
 
     def fileno(self, raw: Any) -> int:
         return int(raw._sock.fileno())
+
+    def receive_read(self, raw: Any, cursor: Any, answer: bytes) -> None:
+        stream = raw._rfile
+        raw._rfile = io.BytesIO(answer)  # PyMySQL's (and the wire reader's) reads come from the bytes
+        raw._next_seq_id = 1
+        try:
+            raw._affected_rows = raw._read_query_result(unbuffered=False)
+        finally:
+            raw._rfile = stream
+        cursor._do_get_result()
 
     can_relay = True
 

@@ -62,6 +62,7 @@ from ddm_core.execute.mysql_connect import MATCHED_ROWS
 from ddm_core.execute.pools import Borrowed, EndpointPool, PoolRegistry, PoolStats
 from ddm_core.execute.result import Result
 from ddm_core.execute.sent import SentUnit
+from ddm_core.execute.sent_many import SentMany
 from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.shared import DEFAULT, DualWriteKey, Lane, one_pinned_unit, style_of
 from ddm_core.execute.threads import ThreadRunner
@@ -365,6 +366,24 @@ class Executor:
         caller's to keep from the pool.
         """
         return self.runner.send_single(self.engine.begin(plan, caller_style, timeout, None), send, pool, on)
+
+    def send_many(self, plan: RoutePlan, *, caller_style: str = "format", timeout: Any = DEFAULT,
+                  on: Mapping[str, Borrowed] | None = None) -> SentMany | None:  # fmt: skip
+        """Send every unit of a multi-unit read and return at once; ``None``: nothing sent, :meth:`execute_plan`
+        (or the transaction) runs it.
+
+        The caller waits for each :class:`~ddm_core.execute.sent_many.SentPart`'s socket to be readable (an
+        event loop: without a thread), reads its answer and settles the :class:`SentMany`, which gives back
+        the connections and raises what :meth:`execute_plan` would (docs/proxy.md#multi-unit-reads-on-the-loop).
+        ``None`` when the plan is not a multi-unit read (a write, a dual write, a FULL route, a cross-node
+        read), accepts partial results, the executor streams every statement, a data source has replicas or
+        a driver that cannot split a statement, or a primary has no idle connection that needs no check.
+        ``on``: a transaction's pinned connection per data source (each a loan whose releases are the
+        caller's to keep from the pool): a data source's units go on it one after another.
+        """
+        if on is None:
+            refuse_unpinned(plan)
+        return self.runner.send_many(self.engine.begin(plan, caller_style, timeout, None), on)
 
     def loop_pool(self, plan: RoutePlan) -> EndpointPool | None:
         """Where a one-unit ``plan`` sent without a thread goes: the primary's pool, or for a read on a data

@@ -20,7 +20,7 @@ import concurrent.futures as cf
 import threading
 import time
 from contextvars import copy_context
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, Mapping, NoReturn
 
 from ddm_core.errors import DataSourceUnavailableError, ExecutionError, PoolTimeoutError, QueryTimeoutError
 from ddm_core.execute.endpoints import Endpoints
@@ -28,6 +28,7 @@ from ddm_core.execute.engine import Engine, each_pool_can_lend, lend_failed, len
 from ddm_core.execute.pools import Borrowed, EndpointPool, discard_on
 from ddm_core.execute.result import Result, StreamRows, UnitResult
 from ddm_core.execute.sent import SentUnit
+from ddm_core.execute.sent_many import SentMany, SentPart
 from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.shared import Lane
 from ddm_core.execute.statement import LaneOutcome, Statement, close_quietly, timeout_error, unit_error
@@ -463,6 +464,85 @@ class ThreadRunner:
             self.engine.failed(plan, stmt.started, exc)
             raise
         return SentUnit(self, stmt, unit, pool, borrowed, cursor, guard, sql, fileno, answer_by)
+
+    def send_many(self, stmt: Statement, on: Mapping[str, Borrowed] | None = None) -> SentMany | None:
+        """Send every unit of a multi-unit read and return at once (see ``Executor.send_many``); ``on``: a
+        transaction's pinned connection per data source (the caller checked the plan may run there), else
+        an idle connection of each data source's primary per unit."""
+        plan = stmt.plan
+        if (self.closed or len(plan.units) < 2 or plan.dual or plan.is_write or plan.cross_node is not None
+                or stmt.partial_ok or self.engine.stream is True):  # fmt: skip
+            return None
+        slot = self._full_slots if plan.kind is RouteKind.FULL else None
+        if slot is not None and not slot.acquire(blocking=False):
+            return None  # every full-route slot taken: the worker path waits for one
+        lanes = self._loop_lanes(plan, on)
+        if lanes is None:
+            if slot is not None:
+                slot.release()
+            return None
+        parts: list[SentPart] = []
+        guards: list[Guard | None] = []
+        try:
+            for lane, (borrowed, items) in enumerate(lanes):
+                pool = borrowed.pool
+                guards.append(borrowed.guard if stmt.deadline is not None else None)
+                for index, unit in items:
+                    sql = self.engine.unit_sql(pool.driver, unit, stmt.style)
+                    cursor, _ = self._send(unit, pool, borrowed, sql, stmt.deadline)  # gives borrowed back if it fails
+                    fileno = pool.driver.fileno(borrowed.raw)
+                    parts.append(SentPart(index, lane, unit, pool, borrowed, sql, fileno, cursor))
+        except BaseException as exc:  # what was sent is in doubt: discarded; what was not goes back as it was
+            for guard in guards:
+                if guard is not None:
+                    guard.disarm()
+            for lane, (borrowed, _) in enumerate(lanes):
+                borrowed.release(discard=lane < len(guards))
+            if slot is not None:
+                slot.release()
+            self.engine.failed(plan, stmt.started, exc)
+            raise
+        if stmt.deadline is not None:  # as send_single's: the answers have begun by then, or never will
+            answer_by: float | None = stmt.deadline + self.engine.cancel_grace
+        else:
+            bounds = [b.pool.driver.socket_timeout(b.pool.endpoint) for b, _ in lanes]
+            answer_by = None if None in bounds else stmt.started + max(b for b in bounds if b is not None)
+        return SentMany(self.engine, self.endpoints.reader, stmt, parts, guards, answer_by, slot)
+
+    def _loop_lanes(self, plan: RoutePlan, on: Mapping[str, Borrowed] | None
+                    ) -> list[tuple[Borrowed, list[tuple[int, RouteUnit]]]] | None:  # fmt: skip
+        """The connections a multi-unit read goes on from the loop, each with its units in order: a pin per data
+        source (``on``), or an idle connection of a primary without replicas per unit; ``None``: not now."""
+        if on is not None:
+            by_source: dict[str, tuple[Borrowed, list[tuple[int, RouteUnit]]]] = {}
+            for index, unit in enumerate(plan.units):
+                lane = by_source.get(unit.data_source)
+                if lane is None:
+                    lane = by_source[unit.data_source] = (on[unit.data_source], [])
+                lane[1].append((index, unit))
+            lanes = list(by_source.values())
+            return lanes if all(b.pool.driver.can_pipeline for b, _ in lanes) else None
+        config = self.engine.config
+        pools: list[EndpointPool] = []
+        for unit in plan.units:
+            pool = self.endpoints.plain_primary(unit.data_source, config)
+            if pool is None:  # not looked up under this version yet
+                chosen = self.endpoints.choice_of(unit.data_source, read=True)
+                if isinstance(chosen, GtidCheck) or chosen.split is not None:
+                    return None  # replicas: the splitter chooses on the worker path
+                pool = chosen
+            if not pool.driver.can_pipeline:
+                return None
+            pools.append(pool)
+        lent: list[tuple[Borrowed, list[tuple[int, RouteUnit]]]] = []
+        for index, (unit, pool) in enumerate(zip(plan.units, pools)):
+            borrowed = pool.lend_idle()
+            if borrowed is None:  # none idle: the worker path waits for one
+                for b, _ in lent:
+                    b.release()
+                return None
+            lent.append((borrowed, [(index, unit)]))
+        return lent
 
     def finish_sent(self, sent: SentUnit) -> Result:
         """:meth:`SentUnit.finish`: the answer read, the connection given back, the statement observed."""

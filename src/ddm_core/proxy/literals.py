@@ -8,7 +8,8 @@ point select through the proxy (docs/proxy.md#measured-costs). This module
 turns the literals the router only *compares* back into parameters:
 
 * a number or a plain ``'...'`` string right after ``=``, ``<>``, ``!=``,
-  ``<``, ``<=``, ``>``, ``>=``, and the items of an ``IN (...)`` list;
+  ``<``, ``<=``, ``>``, ``>=``, the items of an ``IN (...)`` list, and both
+  bounds of ``BETWEEN ... AND ...`` (the second when the first was taken);
 * nothing else: LIMIT counts, ``ORDER BY 1``, type arguments, INTERVALs,
   introducers (``_utf8mb4'x'``, ``N'x'``, ``X'0A'``, ``DATE '...'``), JSON
   paths (``->'$.a'``), negative, hex and exponent numbers, double-quoted text
@@ -142,6 +143,7 @@ def walk(sql: str, taken: list[bool] | None = None) -> tuple[str, list[Any]] | N
     previous = ""  # the last significant token, upper-cased for words
     first_word: str | None = None
     in_lists: list[bool] = []  # per open parenthesis: is it an IN (...) list?
+    between = False  # the last literal taken was a BETWEEN's lower bound: the AND after it leads to the upper
     for m in _TOKEN.finditer(sql):
         kind = m.lastgroup
         text = m.group()
@@ -154,7 +156,9 @@ def walk(sql: str, taken: list[bool] | None = None) -> tuple[str, list[Any]] | N
                 return None
         if kind in ("number", "string"):
             in_list = bool(in_lists) and in_lists[-1] and previous in ("(", ",")
-            take = previous in _COMPARISONS or in_list
+            upper = previous == "AND" and between
+            take = previous in _COMPARISONS or in_list or previous == "BETWEEN" or upper
+            between = take and previous == "BETWEEN"
             if taken is not None:
                 taken.append(take)
             if take:
@@ -163,13 +167,14 @@ def walk(sql: str, taken: list[bool] | None = None) -> tuple[str, list[Any]] | N
                     params.append(_string_value(text))
                 else:
                     params.append(Decimal(text) if "." in text else int(text))
-                previous = "?"
+                previous = "?" if not between else "?BETWEEN"
                 continue
         if text == "(":
             in_lists.append(previous == "IN")
         elif text == ")" and in_lists:
             in_lists.pop()
         parts.append(text)
+        between = between and previous == "?BETWEEN" and text.upper() == "AND"
         previous = text.upper() if kind == "word" else text
     if not params or first_word is None:
         return None

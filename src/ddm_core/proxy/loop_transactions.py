@@ -8,7 +8,9 @@ as an autocommit statement is (``Executor.send_single``, on the pin) and its ans
 loop. What may need more than that round trip stays on the worker path: the first statement on a data
 source (its ``BEGIN`` and the savepoints set so far), writes (the single-writer rule, read-your-writes,
 dual writes), statements that change the session, cross-node reads, and every statement of an XA
-transaction (its deadline and its branch failures are handled around each statement).
+transaction (its deadline and its branch failures are handled around each statement). A read of several
+units whose data sources are all pinned goes from the loop too, each data source's units one after another
+on its pin (:func:`pins_for`, proxy/relay_many.py).
 
 ``BEGIN`` opens a transaction without sending anything (the first statement on each data source opens it
 there): on the loop too, for a local transaction, as is the ``COMMIT`` or ``ROLLBACK`` of one that pinned no
@@ -26,7 +28,7 @@ from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.session_state import check_pinned
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
-__all__ = ["reads_on_pins", "on_pin", "send_on_pin", "ends_quietly", "PinnedLoan"]
+__all__ = ["reads_on_pins", "on_pin", "pins_for", "send_on_pin", "ends_quietly", "PinnedLoan"]
 
 
 def ends_quietly(tx: Transaction) -> bool:
@@ -42,10 +44,25 @@ def reads_on_pins(tx: Transaction) -> bool:
 
 def on_pin(tx: Transaction, plan: RoutePlan) -> bool:
     """May ``plan`` go from the loop on ``tx``'s pin — a plain one-unit read on a data source it pinned already?"""
-    if (not reads_on_pins(tx) or len(plan.units) != 1 or plan.kind is not RouteKind.SINGLE
-            or plan.statement != "select" or plan.is_write or plan.dual or plan.cross_node is not None):  # fmt: skip
+    return len(plan.units) == 1 and plan.kind is RouteKind.SINGLE and _read_on_pins(tx, plan)
+
+
+def pins_for(tx: Transaction, plan: RoutePlan) -> dict[str, Borrowed] | None:
+    """The pins a multi-unit read goes on from the loop (``Executor.send_many``'s ``on``), one loan per data
+    source; ``None``: the worker path runs it — it is not a plain read, or one of its data sources is not
+    pinned yet (docs/proxy.md#multi-unit-reads-on-the-loop)."""
+    if len(plan.units) < 2 or not _read_on_pins(tx, plan):
+        return None
+    return {source: PinnedLoan(tx.connection(source), tx) for source in plan.data_sources}
+
+
+def _read_on_pins(tx: Transaction, plan: RoutePlan) -> bool:
+    """A plain read, in a transaction that may read from the loop, on data sources it pinned already?"""
+    if (not reads_on_pins(tx) or plan.statement != "select" or plan.is_write or plan.dual
+            or plan.cross_node is not None):  # fmt: skip
         return False
-    if plan.units[0].data_source not in tx.data_sources:
+    pinned = tx.data_sources
+    if any(unit.data_source not in pinned for unit in plan.units):
         return False  # its first statement there opens the transaction on it: the worker path
     try:
         return not check_pinned(plan)

@@ -35,7 +35,7 @@ else:
 __all__ = [
     "relay_answer", "readable", "execute_values", "socket_of", "timed_out", "advance", "conclude", "is_waiting",
     "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES", "HeaderMemo", "HotStatement", "LinkProtocol", "frame",
-    "hotlink",
+    "hotlink", "READ_SIZE", "HIGH_WATER",
 ]  # fmt: skip
 
 _relay = SELECTED.relay
@@ -43,9 +43,9 @@ _WAITING = (_relay.FIRST, _relay.ROWS)
 _HEADER, _DONE, _OK, _ERROR = _relay.HEADER, _relay.DONE, _relay.OK, _relay.ERROR
 RELAY_STATES = _relay
 #: Bytes taken from the data source's socket per read.
-_READ_SIZE = 256 * 1024
+READ_SIZE = 256 * 1024
 #: Bytes waiting for a slow client before the relay stops reading its data source until they are sent.
-_HIGH_WATER = 1 << 20
+HIGH_WATER = 1 << 20
 
 
 _LONGLONG, _DOUBLE, _NULL, _TINY = 0x08, 0x05, 0x06, 0x01
@@ -151,7 +151,7 @@ async def relay_answer(
                 timed_out(sent)
             state = advance(sent, sock, relay, transport, header_for)
             if state in _WAITING:
-                if transport.get_write_buffer_size() > _HIGH_WATER:
+                if transport.get_write_buffer_size() > HIGH_WATER:
                     await writer.drain()
                 continue
             return conclude(sent, relay, state)
@@ -182,7 +182,7 @@ def advance(sent: SentUnit, sock: Any, relay: ResultRelay, transport: Any,
         DdmError: the data source's connection failed or closed (the connection is discarded).
     """
     try:
-        data = sock.recv(_READ_SIZE)
+        data = sock.recv(READ_SIZE)
     except (BlockingIOError, InterruptedError):
         return int(relay.state)
     except OSError as exc:

@@ -40,7 +40,7 @@ log = logging.getLogger("ddm_core.proxy")
 class Shape:
     """What the proxy learnt about one statement text (after literals became parameters)."""
 
-    __slots__ = ("inline", "slow", "masks", "needs", "style", "read")
+    __slots__ = ("inline", "slow", "masks", "needs", "style", "read", "many")
 
     def __init__(self, inline: bool) -> None:
         #: Routed to one unit and quick so far: sent from the event loop (session.py, _start_sent).
@@ -51,6 +51,8 @@ class Shape:
         self.style: str | None = None  # its paramstyle (execute/shared.py style_of), read on the hot path's first run
         #: A plain SELECT when last routed: in a transaction it may go from the loop (proxy/loop_transactions.py).
         self.read = False
+        #: A read of several units when last routed: sent from the event loop too (proxy/relay_many.py).
+        self.many = False
 
 
 class Shapes:
@@ -120,6 +122,8 @@ class ProxyRuntime:
         self.relay = relay
         self.relayed = 0  # of those, the statements whose result was relayed
         self.inlined = 0  # statements run on the event loop, without the thread hop
+        self.many_inlined = 0  # multi-unit reads run on the event loop (proxy/relay_many.py), not counted above
+        self.many_relayed = 0  # of these, the ones whose answers were relayed undecoded
         self._running = 0
         self._idle_lock = threading.Lock()  # taken directly on the hot path (a Condition's with is Python code)
         self._idle = threading.Condition(self._idle_lock)

@@ -272,8 +272,9 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
             self.runtime.audit.close()
         self.phase = Phase.CLOSED
         log.info("ddm proxy stopped: %d backend connection(s) were still borrowed at close; pools closed; "
-                 "%d statement(s) ran on the event loop, %d of them relayed", self.borrowed_at_close,
-                 self.runtime.inlined, self.runtime.relayed)  # fmt: skip
+                 "%d statement(s) ran on the event loop, %d of them relayed; %d multi-unit read(s) on the event loop, "
+                 "%d of them relayed", self.borrowed_at_close, self.runtime.inlined, self.runtime.relayed,
+                 self.runtime.many_inlined, self.runtime.many_relayed)  # fmt: skip
 
 
 def back_log(settings: ProxySettings) -> int:

@@ -42,14 +42,16 @@ from ddm_core.errors import DataSourceUnavailableError, DdmError, ExecutionError
 from ddm_core.execute import Result, Transaction
 from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.sent import SentUnit
+from ddm_core.execute.sent_many import SentMany
 from ddm_core.execute.shared import style_of
 from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
 from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.hotpath import HotRelay, LinkStatement
-from ddm_core.proxy.loop_transactions import ends_quietly, on_pin, reads_on_pins, send_on_pin
+from ddm_core.proxy.loop_transactions import ends_quietly, on_pin, pins_for, reads_on_pins, send_on_pin
 from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
+from ddm_core.proxy.relay_many import read_many, relay_many
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.mysql_errors import (
     ACCESS_DENIED, NOT_SUPPORTED, TX_IN_PROGRESS, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info,
@@ -447,6 +449,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             if shape is not None and shape.inline and runtime.inline and (
                     self._autocommit if tx is None else shape.read and reads_on_pins(tx)):  # fmt: skip
                 first = await self._start_sent(sql, text, bound, started, shape)
+            elif shape is not None and shape.many and runtime.inline and (
+                    self._autocommit if tx is None else reads_on_pins(tx)):  # fmt: skip
+                first = await self._start_many(sql, text, bound, started, shape)
             if first is None:
                 first = await self._in_thread(self._start, sql, text, bound, started)
         if isinstance(first, (Outcome, Relayed)):
@@ -461,6 +466,16 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return Rows(rows, statement.columns)
         return Batched(self._batches(statement, rows), statement.columns)
 
+    def _loop_route(self, sql: str, text: str, params: Any, started: float, shape: Shape) -> RoutePlan | None:
+        """A known statement shape's privileges checked and its plan for these values, on the loop; ``None``: its
+        privileges are not read yet (the workers read them first, _start)."""
+        needs = shape.needs
+        if needs is not PLAIN:
+            if needs is None:
+                return None
+            self._allow(sql, needs, started)
+        return self.runtime.executor.router.route(text, params)
+
     async def _start_sent(
         self, sql: str, text: str, params: Any, started: float, shape: Shape
     ) -> Outcome | Relayed | tuple[_Running, list[tuple[Any, ...]]] | None:
@@ -469,12 +484,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # executor declines (no idle connection, replicas, a driver that cannot split a statement),
         # a worker runs it. None: its route is wider for these values; nothing was sent or counted.
         runtime = self.runtime
-        needs = shape.needs
-        if needs is not PLAIN:
-            if needs is None:
-                return None  # not read yet: the workers read it first (_start)
-            self._allow(sql, needs, started)
-        plan = runtime.executor.router.route(text, params)
+        plan = self._loop_route(sql, text, params, started, shape)
+        if plan is None:
+            return None
         if not _one_unit(plan):
             shape.inline = False  # rare (routes can differ by value): the workers run it
             return None
@@ -524,6 +536,72 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         else:
             shape.slow = 0
         return self._outcome(running, plan, result, shape)
+
+    async def _start_many(
+        self, sql: str, text: str, params: Any, started: float, shape: Shape
+    ) -> Outcome | Relayed | tuple[_Running, list[tuple[Any, ...]]] | None:
+        # A read of several units sent from the event loop (proxy/relay_many.py): in autocommit on idle
+        # pooled connections, in a transaction on the pins it has. None: its route is not such a read for
+        # these values, or a data source is not pinned yet; nothing was sent or counted.
+        runtime = self.runtime
+        plan = self._loop_route(sql, text, params, started, shape)
+        if plan is None or not _many_units(plan):
+            return None
+        tx, pins = self._tx, None
+        if tx is not None:
+            pins = pins_for(tx, plan)
+            if pins is None:
+                return None  # a data source not pinned yet, a read that changes the session: the workers run it
+        running = _Running(self, sql, plan, started)
+        self._admit(running, text, params, plan, shape)
+        style = style_of(text)
+        try:
+            sent = runtime.executor.send_many(plan, caller_style=style, on=pins)
+        except DdmError as exc:
+            running.failed(exc)
+            raise
+        if sent is None:  # no idle connection, every full-route slot taken, replicas: a worker runs it
+            return await self._in_thread(self._run_admitted, running, plan, style, shape)
+        runtime.many_inlined += 1
+        relay = self._relay_many_of(running, plan, sent)
+        if relay is not None:
+            return await self._relayed_many(sent, relay, running, plan)
+        answers, lost = await read_many(sent)
+        try:
+            if sent.collations_pending(answers):  # a column's collation is asked of its data source: a worker
+                result = await self._in_thread(sent.read, answers, lost)
+            else:
+                result = sent.read(answers, lost)
+        except DdmError as exc:
+            running.failed(exc)
+            raise
+        return self._outcome(running, plan, result, shape)
+
+    def _relay_many_of(self, running: _Running, plan: RoutePlan, sent: SentMany) -> ResultRelay | None:
+        """A relay for a multi-unit read whose rows need no merge (a text result, nothing masked, drivers
+        whose answers a relay reads alike); ``None``: its answers are read into rows and merged."""
+        if not (self._text and self.runtime.relay and running.masks is None and plan.merge.is_trivial):
+            return None
+        drivers = {part.pool.driver for part in sent.parts}
+        if len(drivers) != 1:
+            return None
+        (driver,) = drivers
+        return self.connection.relay_for(driver.relay_eof, binary=False) if driver.can_relay else None
+
+    async def _relayed_many(self, sent: SentMany, relay: ResultRelay, running: _Running, plan: RoutePlan) -> Relayed:
+        """``sent``'s answers relayed to the client as one result (proxy/relay_many.py)."""
+        stream = self.connection.stream
+        try:
+            header = self.connection.relay_header(plan.merge.aggregates, None)
+            rows = await relay_many(sent, relay, stream.writer, header)
+        except DdmError as exc:
+            stream.seq.value = relay.seq  # the error packet follows what was relayed
+            running.failed(exc)
+            raise
+        stream.seq.value = relay.seq
+        self.runtime.many_relayed += 1
+        running.finish(rows)
+        return RELAYED
 
     # -- the hot path (proxy/hotpath.py) ---------------------------------------------------------------
 
@@ -782,6 +860,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         plan = self.runtime.executor.router.route(text, params)
         shape = self.runtime.shapes.add(text, inline=_one_unit(plan))
         shape.needs = needs
+        shape.many = _many_units(plan)
         shape.read = plan.statement == "select" and not plan.is_write
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
@@ -947,6 +1026,14 @@ def _one_unit(plan: RoutePlan) -> bool:
     return (
         len(plan.units) == 1 and plan.kind is RouteKind.SINGLE and not plan.dual and plan.statement in _INLINE_STATEMENTS
     )
+
+
+def _many_units(plan: RoutePlan) -> bool:
+    """``plan`` is a read of several units that ``Executor.send_many`` may send from the loop."""
+    return (
+        len(plan.units) > 1 and plan.statement == "select" and not plan.is_write and not plan.dual
+        and plan.cross_node is None
+    )  # fmt: skip
 
 
 class _Running:

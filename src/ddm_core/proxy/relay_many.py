@@ -1,0 +1,186 @@
+"""Multi-unit reads answered on the event loop: every unit's answer read off its socket without a thread.
+
+``Executor.send_many`` sent the units (docs/proxy.md#multi-unit-reads-on-the-loop); here the loop reads
+their answers, part after part, as each socket becomes readable:
+
+* :func:`relay_many` — a read whose rows need no merge (a plain concatenation): the answers pass to the
+  client undecoded, as one result (the compiled relay's :meth:`ResultRelay.concatenate`): the first
+  answer's column definitions, every answer's rows, one closing packet;
+* :func:`read_many` — anything the merge engine must see (ORDER BY, DISTINCT, aggregates, LIMIT): each
+  answer is taken off its socket whole, then read into rows by the driver as if it had read the socket
+  itself (the compiled ``wire`` reader), and the :class:`SentMany` merges them as the worker path does.
+
+After a failed answer the rest are still read to their ends (a connection whose answer is not read whole
+cannot be reused, and a transaction's pin must not be lost to a statement's error), unless the failure
+left the connection in doubt; every connection goes back through :class:`SentMany`, which raises what the
+worker path raises. A caller that gives up (a client gone) abandons them all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from ddm_core.execute.result import UnitResult
+from ddm_core.proxy.relay import HIGH_WATER, READ_SIZE, RELAY_STATES, ResultRelay, readable
+
+if TYPE_CHECKING:
+    from ddm_core.execute.sent_many import SentMany, SentPart
+
+__all__ = ["relay_many", "read_many"]
+
+_FIRST, _ROWS, _HEADER, _DONE, _ERROR = (RELAY_STATES.FIRST, RELAY_STATES.ROWS, RELAY_STATES.HEADER,
+                                         RELAY_STATES.DONE, RELAY_STATES.ERROR)  # fmt: skip
+#: Not a relay state: the part's socket failed, closed, or stayed silent past the bound.
+_LOST = -1
+
+
+class _Reading:
+    """What the loop knows of a sent read's parts while it reads them."""
+
+    __slots__ = ("sent", "socks", "errors", "statuses", "lost", "carry", "reading")
+
+    def __init__(self, sent: SentMany) -> None:
+        self.sent = sent
+        parts = sent.parts
+        self.socks = [p.pool.driver.relay_socket(p.borrowed.raw) for p in parts]
+        self.errors: list[BaseException | None] = [None] * len(parts)
+        self.statuses = [0] * len(parts)
+        self.lost: set[int] = set()  # lanes whose connection is in doubt
+        self.carry: dict[int, bytes] = {}  # per lane: bytes read past an answer (the next one's)
+        self.reading: dict[int, int] = {}  # per lane: the part whose answer is read now
+
+    async def receive(self, i: int) -> bytes | None:
+        """The next bytes of part ``i``'s socket (``None``: it failed; recorded, its lane lost)."""
+        part, sock = self.sent.parts[i], self.socks[i]
+        if self.reading.setdefault(part.lane, i) != i:  # the lane's next answer: past its deadline, cancel it too
+            self.reading[part.lane] = i
+            self.sent.cancel_again(part.lane)
+        if sock is None:
+            self._fail(i, ConnectionError("the data source's connection cannot be relayed (closed meanwhile)"))
+            return None
+        while True:
+            if not await readable(part.fileno, self.sent.answer_by):
+                self._fail(i, TimeoutError(f"no answer from the data source by the statement's deadline ({part.sql})"))
+                return None
+            try:
+                data: bytes = sock.recv(READ_SIZE)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as exc:
+                self._fail(i, ConnectionError(f"reading the data source's answer failed: {exc}"))
+                return None
+            if not data:
+                self._fail(i, ConnectionError("the data source closed the connection mid-answer"))
+                return None
+            return data
+
+    def _fail(self, i: int, error: BaseException) -> None:
+        self.errors[i] = error
+        self.lost.add(self.sent.parts[i].lane)
+
+    def ended(self, i: int, relay: ResultRelay, state: int) -> None:
+        """Part ``i``'s answer ended in ``state`` (not DONE): its error recorded, its lane lost unless the
+        answer ended cleanly (an error packet: the bytes after it are the lane's next answer's)."""
+        part = self.sent.parts[i]
+        if state == _ERROR:
+            self.errors[i] = part.pool.driver.relay_error(part.borrowed.raw, relay.first)
+            self.carry[part.lane] = relay.rest()
+        elif state == RELAY_STATES.MISMATCH:
+            self._fail(i, ConnectionError(
+                "the units of a multi-unit read answered with different numbers of columns (tables that differ "
+                "between shards?)"))  # fmt: skip
+        elif state != _LOST:  # an OK packet or what no relay passes on: the connection is in doubt
+            self._fail(i, ConnectionError("the data source's answer could not be relayed (an unexpected packet)"))
+
+    async def take(self, i: int) -> bytes | None:
+        """Part ``i``'s whole answer off its socket (its closing flags recorded), ``None``: it failed (recorded)."""
+        part = self.sent.parts[i]
+        if part.lane in self.lost:
+            return None  # the worker path stops a lane at its first failure: nothing more is read of it
+        relay = ResultRelay(1, True, part.pool.driver.relay_eof, True)  # finds the answer's end
+        taken = bytearray(self.carry.pop(part.lane, b""))
+        state = relay.feed(bytes(taken))
+        while state in (_FIRST, _ROWS, _HEADER):
+            if state == _HEADER:
+                state = relay.header([], 0)
+                continue
+            relay.take()
+            data = await self.receive(i)
+            if data is None:
+                return None
+            taken += data
+            state = relay.feed(data)
+        if state != _DONE:
+            self.ended(i, relay, state)
+            return None
+        rest = relay.rest()
+        if rest:
+            self.carry[part.lane] = rest
+            del taken[len(taken) - len(rest):]
+        self.statuses[i] = relay.status
+        return bytes(taken)
+
+
+async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
+                     header_for: Callable[[list[bytes]], tuple[list[bytes], int]]) -> int:  # fmt: skip
+    """Pass ``sent``'s answers to the client behind ``writer`` as one result; the rows relayed.
+
+    Raises:
+        DdmError: what the worker path raises for the units' outcomes (``relay.seq`` is where the client's
+            error packet goes).
+    """
+    reading = _Reading(sent)
+    parts = sent.parts
+    relay.concatenate(len(parts))
+    transport = writer.transport
+    try:
+        state = _FIRST
+        while state in (_FIRST, _ROWS):
+            data = await reading.receive(relay.unit)
+            if data is None:
+                state = _LOST
+                break
+            state = relay.pump(data, transport, header_for)  # a client gone: the answers are read all the same
+            if transport.get_write_buffer_size() > HIGH_WATER and not transport.is_closing():
+                await writer.drain()
+        done = relay.unit if state != _DONE else len(parts)
+        reading.statuses[:done] = relay.statuses[:done]
+        if state != _DONE:
+            reading.ended(done, relay, state)
+            for i in range(done + 1, len(parts)):  # read to their ends: the connections are kept
+                await reading.take(i)
+    except BaseException:  # cancelled (a client gone, a shutdown): the answers are not read whole
+        sent.abandon()
+        raise
+    sent.relayed(int(relay.rows), reading.statuses, reading.errors, reading.lost)
+    return int(relay.rows)
+
+
+async def read_many(sent: SentMany) -> tuple[list[UnitResult | BaseException | None], set[int]]:
+    """Every answer of ``sent`` taken off its socket and read into rows by its driver: per part its
+    :class:`UnitResult`, its error, or ``None`` (not read: its lane failed before it); and the lanes whose
+    connection is in doubt. The caller settles ``sent`` with them (:meth:`SentMany.read`)."""
+    reading = _Reading(sent)
+    answers: list[UnitResult | BaseException | None] = []
+    try:
+        for i, part in enumerate(sent.parts):
+            taken = await reading.take(i)
+            answers.append(reading.errors[i] if taken is None else _decoded(part, taken))
+    except BaseException:
+        sent.abandon()
+        raise
+    return answers, reading.lost
+
+
+def _decoded(part: SentPart, answer: bytes) -> UnitResult | BaseException:
+    """A whole answer read by the driver as from its socket: the rows, or the driver's error for it."""
+    driver, cursor = part.pool.driver, part.cursor
+    try:
+        driver.receive_read(part.borrowed.raw, cursor, answer)
+        rows = cursor.fetchall()
+    except Exception as exc:  # noqa: BLE001  # the driver's error for an error packet: mapped when settled
+        return exc
+    finally:
+        if driver.closes_buffered:
+            cursor.close()
+    return UnitResult(part.unit.data_source, cursor.description, rows, len(rows), sql=part.sql)

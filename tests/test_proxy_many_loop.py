@@ -1,0 +1,291 @@
+"""Multi-unit reads sent from the proxy's event loop (docs/proxy.md#multi-unit-reads-on-the-loop).
+
+Three in-process proxies over the same sharded tables (2 data sources x 2 tables): relaying (the default),
+with ``relay: false`` (the answers read into rows on the loop and framed again), and with
+``inlineStatements: false`` (every statement on the worker path). A plain concatenation relayed undecoded
+must reach the client byte for byte as the decoded and the worker path's answers (ints, DECIMAL, dates,
+NULL, binary, JSON, a 2 MB BLOB), in both EOF forms. Failures — a table missing on one shard, a deadline's
+KILL, a client gone mid-result, in autocommit and on a transaction's pins — answer what the worker path
+answers, leave every connection back in its pool (none borrowed) and no statement running on a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import pymysql  # type: ignore[import-untyped]
+import pytest
+
+from ddm_core import load_config
+from ddm_core.execute import Executor
+from ddm_core.proxy.server import ProxyServer
+from raw_mysql import RawClient, error_code
+from services import fresh_mariadb_databases, mariadb_connect
+from test_proxy_support import PASSWORD, USER, proxy_config
+
+DEPRECATE_EOF = 1 << 24
+ROWS = 40
+BIG = 2 << 20  # one row's BLOB: its packets cross many socket reads
+DDL = ("CREATE TABLE {name} (id INTEGER NOT NULL, k BIGINT NULL, d DECIMAL(14,3) NULL, dt DATETIME(6) NULL, "
+       "day DATE NULL, b VARBINARY(16) NULL, j JSON NULL, bl LONGBLOB NULL, PRIMARY KEY (id))")  # fmt: skip
+PLAIN = "SELECT id, k, d, dt, day, b, j, bl FROM t_many WHERE id BETWEEN 1 AND 40"
+PINS = range(1, 9)  # point selects on these ids pin both data sources
+
+
+def _table(name: str) -> dict[str, Any]:
+    return {"logicTable": name, "shardKey": "id", "algorithm": "slots", "slotCount": 64, "shardCount": 2,
+            "tablePerShard": 2, "databases": ["ds_0", "ds_1"], "tableKey": "id"}  # fmt: skip
+
+
+def _row(i: int) -> tuple[Any, ...]:
+    if i % 7 == 0:
+        return (i, None, None, None, None, None, None, None)
+    return (i, i * 10**12 - 7, f"{i * 1000 + 0.125:.3f}", f"2026-12-0{i % 9 + 1} 10:{i:02d}:33.{i:06d}",
+            f"19{i:02d}-02-28", bytes([i, 0, 255, 10]), f'{{"i": {i}, "s": "x\\u00e9"}}',
+            (b"\x00\xff" * (BIG // 2)) if i == 5 else bytes(range(i)))  # fmt: skip
+
+
+class Served:
+    """An in-process ProxyServer on its own event loop thread."""
+
+    def __init__(self, config: dict[str, Any], **options: Any) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = ProxyServer(load_config(config), port=0, load_schema=False, **options)
+        self.call(self.server.start())
+        self.port = self.server.port
+
+    def call(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(60)
+
+    @property
+    def many(self) -> tuple[int, int]:
+        """Multi-unit reads sent from the loop so far, and those of them relayed."""
+        return self.server.runtime.many_inlined, self.server.runtime.many_relayed
+
+    def raw(self, capabilities: int = 0) -> RawClient:
+        client = RawClient(self.port, timeout=30)
+        assert client.login(USER, PASSWORD, database="logic_db", capabilities=capabilities)[:1] == b"\x00"
+        return client
+
+    def connect(self) -> Any:
+        return pymysql.connect(host="127.0.0.1", port=self.port, user=USER, password=PASSWORD, database="logic_db",
+                               autocommit=True, read_timeout=30)  # fmt: skip
+
+    def at_rest(self) -> None:
+        """Every connection back in its pool once the sessions are done with them (polled: the loop settles
+        a statement after the client has its answer)."""
+        executor = self.server.executor
+        _until(lambda: executor.borrowed() == 0, lambda: f"still borrowed: {executor.pool_stats()}")
+
+    def close(self) -> None:
+        try:
+            self.call(self.server.shutdown())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+def _until(done: Callable[[], bool], why: Callable[[], str], seconds: float = 20.0) -> None:
+    end = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < end, why()
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def proxies() -> Iterator[tuple[dict[str, Served], list[str]]]:
+    """The relaying, decoding and worker-path proxies, and the data sources' databases."""
+    with fresh_mariadb_databases(2) as databases:
+        base = proxy_config(databases)
+        base["tables"] += [_table("t_many"), _table("t_gap")]
+        base["runtime"] = {"allowFullRoute": True, "allowDmlFullRoute": False, "fullRouteThreshold": 64}
+        with Executor(load_config(base), load_schema=False) as ex:
+            for name in ("t_many", "t_gap"):
+                ex.execute(DDL.format(name=name)).close()
+            for i in range(1, ROWS + 1):
+                ex.execute("INSERT INTO t_many (id, k, d, dt, day, b, j, bl) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                           _row(i)).close()
+                ex.execute("INSERT INTO t_gap (id, k) VALUES (%s, %s)", (i, i)).close()
+        direct = mariadb_connect()
+        with direct.cursor() as cur:  # one shard's table gone: its unit fails, the others answer
+            cur.execute(f"DROP TABLE `{databases[1]}`.t_gap_1_1")
+        direct.close()
+        served: dict[str, Served] = {}
+        try:
+            for name, options in (("relay", {}), ("decoded", {"relay": False}), ("workers", {"inlineStatements": False})):
+                config = {**base, "proxy": {**base["proxy"], "workers": 4, **options}}
+                config["pool"] = {"maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
+                served[name] = Served(config, timeout=1.0)
+            yield served, databases
+        finally:
+            for one in served.values():
+                one.close()
+
+
+def _answer(served: Served, sql: str, capabilities: int = 0) -> tuple[list[tuple[int, bytes]], tuple[int, int]]:
+    """``sql``'s second answer on a fresh raw client (the first of a statement's shape is routed on a worker),
+    and how much it moved :attr:`Served.many`."""
+    with served.raw(capabilities) as client:
+        client.command(0x03, sql.encode())
+        client.response()
+        client.query("SELECT 1")  # answered once the statement before it is done with (its counts too)
+        before = served.many
+        client.command(0x03, sql.encode())
+        answer = client.response()
+        client.query("SELECT 1")
+        return answer, (served.many[0] - before[0], served.many[1] - before[1])
+
+
+def _shape(sql: str) -> str:
+    """The same statement shape over ids no table holds: routed on a worker first, nothing read."""
+    return sql.replace("BETWEEN 1 AND 40", "BETWEEN 100 AND 140")
+
+
+def _running(databases: list[str]) -> int:
+    """Statements running now on the data sources' databases (other than the asking one)."""
+    conn = mariadb_connect()
+    try:
+        with conn.cursor() as cur:
+            marks = ", ".join(["%s"] * len(databases))
+            cur.execute(f"SELECT COUNT(*) FROM information_schema.processlist WHERE db IN ({marks}) "
+                        "AND command = 'Query' AND id <> CONNECTION_ID()", databases)  # fmt: skip
+            return int(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("capabilities", [0, DEPRECATE_EOF], ids=["eof", "deprecate-eof"])
+@pytest.mark.parametrize("sql", [PLAIN, "SELECT d, j, b FROM t_many WHERE id BETWEEN 10 AND 30 AND k > 0"])
+def test_a_relayed_concatenation_is_the_decoded_answer_byte_for_byte(
+    proxies: tuple[dict[str, Served], list[str]], sql: str, capabilities: int
+) -> None:
+    served, _ = proxies
+    answers, moved = {}, {}
+    for name, one in served.items():
+        answers[name], moved[name] = _answer(one, sql, capabilities)
+    assert answers["relay"] == answers["decoded"] == answers["workers"]
+    count = answers["relay"][0][1][0]
+    assert len(answers["relay"]) > count + 2 and answers["relay"][-1][1][:1] in (b"\xfe", b"\x00")
+    # relayed from the loop, decoded on the loop, the worker path never on it
+    assert moved == {"relay": (1, 1), "decoded": (1, 0), "workers": (0, 0)}
+    for one in served.values():
+        one.at_rest()
+
+
+@pytest.mark.parametrize("sql", ["SELECT id FROM t_gap WHERE id BETWEEN 1 AND 40",
+                                 "SELECT id FROM t_gap WHERE id BETWEEN 1 AND 40 ORDER BY id"])  # fmt: skip
+def test_a_unit_failing_on_one_shard_fails_as_on_the_worker_path(
+    proxies: tuple[dict[str, Served], list[str]], sql: str
+) -> None:
+    served, databases = proxies
+    discards = {name: sum(s.discards for s in one.server.executor.pool_stats().values()) for name, one in served.items()}
+    before = served["relay"].many[0]
+    errors = {}
+    for name, one in served.items():
+        with one.raw() as client:
+            for _ in range(2):  # the first routes the shape on a worker
+                client.command(0x03, sql.encode())
+                answer = client.response()
+            errors[name] = answer[-1][1]
+    assert error_code(errors["relay"]) == 1146 and b"t_gap_1_1" in errors["relay"]  # no such table
+    assert errors["relay"] == errors["decoded"] == errors["workers"]
+    assert served["relay"].many[0] == before + 1
+    for name, one in served.items():
+        one.at_rest()  # the failed unit's connection, and the others' read to their ends, are kept
+        assert sum(s.discards for s in one.server.executor.pool_stats().values()) == discards[name]
+    assert _running(databases) == 0
+
+
+def test_on_a_transactions_pins_a_failed_unit_leaves_the_transaction_usable(
+    proxies: tuple[dict[str, Served], list[str]]
+) -> None:
+    served, _ = proxies
+    relay = served["relay"]
+    conn = relay.connect()
+    try:
+        with conn.cursor() as cur:
+            for _ in range(2):  # the second transaction's reads go from the loop on its pins
+                cur.execute("BEGIN")
+                for key in PINS:
+                    cur.execute("SELECT k FROM t_many WHERE id = %s", (key,))
+                before = relay.many[0]
+                with pytest.raises(pymysql.err.ProgrammingError) as failed:
+                    cur.execute("SELECT id FROM t_gap WHERE id BETWEEN 1 AND 40")
+                assert failed.value.args[0] == 1146
+                cur.execute("SELECT COUNT(*), SUM(k) FROM t_many WHERE id BETWEEN 1 AND 40")  # merged on the loop
+                count, _ = cur.fetchone()
+                cur.execute("SELECT id FROM t_many WHERE id BETWEEN 1 AND 40")  # relayed on the loop
+                ids = sorted(r[0] for r in cur.fetchall())
+                cur.execute("COMMIT")
+            assert count == ROWS and ids == list(range(1, ROWS + 1))
+            assert relay.many[0] == before + 3
+    finally:
+        conn.close()
+    relay.at_rest()
+
+
+@pytest.mark.parametrize("tx", [False, True], ids=["autocommit", "pinned"])
+@pytest.mark.parametrize("sql", ["SELECT id, SLEEP(0.5) FROM t_many WHERE id BETWEEN 1 AND 40",
+                                 "SELECT id, SLEEP(0.5) FROM t_many WHERE id BETWEEN 1 AND 40 ORDER BY id"])  # fmt: skip
+def test_a_deadline_kills_every_unit_and_answers_as_the_worker_path(
+    proxies: tuple[dict[str, Served], list[str]], sql: str, tx: bool
+) -> None:
+    """Past the 1 s deadline each unit's statement is killed (KILL QUERY), the client gets the worker path's
+    timeout error, a transaction on the pins fails (its next statement says so) and nothing stays running."""
+    served, databases = proxies
+    codes = {}
+    for name in ("relay", "workers"):
+        one = served[name]
+        conn = one.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(_shape(sql))  # the shape, routed on a worker
+                if tx:
+                    cur.execute("BEGIN")
+                    for key in PINS:
+                        cur.execute("SELECT k FROM t_many WHERE id = %s", (key,))
+                before = one.many[0]
+                with pytest.raises(pymysql.err.MySQLError) as failed:
+                    cur.execute(sql)
+                codes[name] = failed.value.args
+                assert one.many[0] == before + (name == "relay")
+                if tx:
+                    with pytest.raises(pymysql.err.MySQLError):  # the transaction failed with its statement
+                        cur.execute("SELECT k FROM t_many WHERE id = 1")
+                    cur.execute("ROLLBACK")
+                cur.execute("SELECT COUNT(*) FROM t_many WHERE id BETWEEN 1 AND 40")  # the session goes on
+                assert cur.fetchone() == (ROWS,)
+        finally:
+            conn.close()
+        one.at_rest()
+    assert codes["relay"][0] == codes["workers"][0]
+    _until(lambda: _running(databases) == 0, lambda: f"{_running(databases)} statements still running")
+
+
+@pytest.mark.parametrize("sql", [PLAIN, PLAIN + " ORDER BY id"])
+def test_a_client_gone_mid_result_leaves_nothing_borrowed_or_running(
+    proxies: tuple[dict[str, Served], list[str]], sql: str
+) -> None:
+    served, databases = proxies
+    relay = served["relay"]
+    wide = sql.replace("bl FROM", "REPEAT(bl, 6) AS bl FROM")  # a 12 MB row: more than the socket buffers
+    with relay.raw() as client:
+        assert client.query(_shape(wide)) == []  # the shape, routed on a worker
+    for _ in range(3):
+        before = relay.many[0]
+        client = relay.raw()
+        client.command(0x03, wide.encode())
+        client.packet()  # the answer began
+        client.close()  # and the client is gone
+        _until(lambda: relay.many[0] > before, lambda: "the read did not go from the loop")
+        relay.at_rest()
+    _until(lambda: _running(databases) == 0, lambda: f"{_running(databases)} statements still running")
+    with relay.connect() as conn, conn.cursor() as cur:  # the proxy serves on
+        cur.execute(PLAIN)
+        assert len(cur.fetchall()) == ROWS
