@@ -79,6 +79,8 @@ class RacingWrite:
         self.errors: list[BaseException] = []
         #: ``True``: the write was waiting for a row lock when the pass went on; ``False``: it had finished.
         self.waited: bool | None = None
+        #: The server's state once the write had run for ``_SLOW_S`` without finishing.
+        self.snapshot: str | None = None
 
     def _run(self) -> None:
         try:
@@ -90,13 +92,39 @@ class RacingWrite:
 
     def __call__(self) -> None:
         threading.Thread(target=self._run, daemon=True).start()
+        slow = threading.Timer(_SLOW_S, self._note_if_slow)  # for the report if the write then fails
+        slow.daemon = True
+        slow.start()
         deadline = time.monotonic() + self.timeout
         while not self.done.is_set() and _lock_waits(self.port) == 0:
             assert time.monotonic() < deadline, "the application's write neither finished nor waited for a lock"
             time.sleep(0.002)  # polling a condition, not a timed wait
         self.waited = not self.done.is_set()
 
+    def _note_if_slow(self) -> None:
+        if not self.done.is_set():
+            self.snapshot = _server_state(self.port)
+
     def join(self) -> list[BaseException]:
-        """Wait for the write to end; its errors."""
+        """Wait for the write to end; its errors (with what the server showed while it was slow, if it was)."""
         assert self.done.wait(self.timeout), "the application's write did not end"
+        if self.errors and self.snapshot is not None:
+            return [*self.errors, RuntimeError(f"the server while the write was slow: {self.snapshot}")]
         return self.errors
+
+
+#: Seconds after which a write not yet finished has the server's state kept for a report.
+_SLOW_S = 5.0
+
+
+def _server_state(port: int) -> str:
+    """The server's transactions, lock waits and sessions, as text for an assertion message."""
+    parts = []
+    for sql in ("SELECT trx_id, trx_state, trx_mysql_thread_id, trx_query FROM INNODB_TRX",
+                "SELECT * FROM INNODB_LOCK_WAITS",
+                "SELECT id, command, time, state, info FROM PROCESSLIST WHERE command <> 'Daemon'"):
+        try:
+            parts.append(f"{sql}: {mariadb_rows('information_schema', sql, port=port)}")
+        except Exception as exc:  # a report of a failure: it must not hide that failure
+            parts.append(f"{sql}: {exc!r}")
+    return "; ".join(parts)
