@@ -232,24 +232,29 @@ def text_rows(bytearray buffer, int seq, object rows, object kinds, object encod
     cdef int kind
     cdef object value, row
     cdef Py_ssize_t s = seq & 0xFF
-    for row in rows:
-        start = PyByteArray_GET_SIZE(buffer)
-        _grow(buffer, 4)
-        for i in range(count):
-            value = row[i]
-            if value is None:
-                _grow(buffer, 1)[0] = <char> 0xFB
-                continue
-            kind = kind_list[i]
-            if _stringlike(buffer, kind, value):
-                continue
-            if kind == C_TINY_TEXT:  # str(int(value)): _utf8 writes an exact int's digits
-                _utf8(buffer, value if PyLong_CheckExact(value) else int(value))
-            elif kind == C_TIME_TEXT and PyDelta_CheckExact(value):
-                _time_text(buffer, value)
-            else:
-                _bytes(buffer, encoders[i](value), True)
-        s = _close(buffer, start, s)
+    start = PyByteArray_GET_SIZE(buffer)
+    try:
+        for row in rows:
+            _grow(buffer, 4)
+            for i in range(count):
+                value = row[i]
+                if value is None:
+                    _grow(buffer, 1)[0] = <char> 0xFB
+                    continue
+                kind = kind_list[i]
+                if _stringlike(buffer, kind, value):
+                    continue
+                if kind == C_TINY_TEXT:  # str(int(value)): _utf8 writes an exact int's digits
+                    _utf8(buffer, value if PyLong_CheckExact(value) else int(value))
+                elif kind == C_TIME_TEXT and PyDelta_CheckExact(value):
+                    _time_text(buffer, value)
+                else:
+                    _bytes(buffer, encoders[i](value), True)
+            s = _close(buffer, start, s)
+            start = PyByteArray_GET_SIZE(buffer)
+    except BaseException:  # the row that failed is taken back: the rows before it stand, as mimic's did
+        PyByteArray_Resize(buffer, start)
+        raise
     return s
 
 
@@ -384,32 +389,37 @@ def binary_rows(bytearray buffer, int seq, object rows, object kinds, object enc
     cdef object value, row
     cdef Py_ssize_t s = seq & 0xFF
     cdef char* p
-    for row in rows:
-        start = PyByteArray_GET_SIZE(buffer)
-        p = _grow(buffer, 5 + bitmap)
-        memset(p, 0, 5 + bitmap)
-        for i in range(count):
-            value = row[i]
-            if value is None:
-                p = PyByteArray_AS_STRING(buffer) + start + 5 + (i + 2) // 8
-                p[0] = p[0] | <char> (1 << ((i + 2) % 8))
-                continue
-            kind = kind_list[i]
-            if _stringlike(buffer, kind, value):
-                continue
-            if C_INT8 <= kind <= C_UINT64 and _integer(buffer, kind, value) == 0:
-                pass
-            elif kind == C_DOUBLE and PyFloat_CheckExact(value):
-                PyFloat_Pack8(PyFloat_AS_DOUBLE(value), _grow(buffer, 8), 1)
-            elif kind == C_FLOAT and PyFloat_CheckExact(value):
-                _float4(buffer, PyFloat_AS_DOUBLE(value))
-            elif kind == C_DATETIME and (PyDateTime_CheckExact(value) or PyDate_CheckExact(value)):
-                _datetime(buffer, value)
-            elif kind == C_TIME and PyDelta_CheckExact(value):
-                _time(buffer, value)
-            else:
-                _bytes(buffer, encoders[i](value), False)
-        s = _close(buffer, start, s)
+    start = PyByteArray_GET_SIZE(buffer)
+    try:
+        for row in rows:
+            p = _grow(buffer, 5 + bitmap)
+            memset(p, 0, 5 + bitmap)
+            for i in range(count):
+                value = row[i]
+                if value is None:
+                    p = PyByteArray_AS_STRING(buffer) + start + 5 + (i + 2) // 8
+                    p[0] = p[0] | <char> (1 << ((i + 2) % 8))
+                    continue
+                kind = kind_list[i]
+                if _stringlike(buffer, kind, value):
+                    continue
+                if C_INT8 <= kind <= C_UINT64 and _integer(buffer, kind, value) == 0:
+                    pass
+                elif kind == C_DOUBLE and PyFloat_CheckExact(value):
+                    PyFloat_Pack8(PyFloat_AS_DOUBLE(value), _grow(buffer, 8), 1)
+                elif kind == C_FLOAT and PyFloat_CheckExact(value):
+                    _float4(buffer, PyFloat_AS_DOUBLE(value))
+                elif kind == C_DATETIME and (PyDateTime_CheckExact(value) or PyDate_CheckExact(value)):
+                    _datetime(buffer, value)
+                elif kind == C_TIME and PyDelta_CheckExact(value):
+                    _time(buffer, value)
+                else:
+                    _bytes(buffer, encoders[i](value), False)
+            s = _close(buffer, start, s)
+            start = PyByteArray_GET_SIZE(buffer)
+    except BaseException:  # the row that failed is taken back: the rows before it stand, as mimic's did
+        PyByteArray_Resize(buffer, start)
+        raise
     return s
 
 

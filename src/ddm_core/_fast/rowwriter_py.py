@@ -3,7 +3,8 @@
 A proxy writes the rows it merged (ORDER BY, DISTINCT, aggregates over several shards) to its client:
 :func:`text_rows` for COM_QUERY results, :func:`binary_rows` for COM_STMT_EXECUTE ones. Each row is
 one packet appended to ``buffer`` (split into 16 MiB - 1 pieces, as the protocol asks, when it is
-longer), with sequence ids from ``seq``; both return the next sequence id.
+longer), with sequence ids from ``seq``; both return the next sequence id. A value that cannot be
+encoded raises its encoder's error, with the rows before it in ``buffer`` and nothing of its own.
 
 Each column has a *kind*, how its values are encoded, and an *encoder*, the column's own function
 (``value -> bytes``: for text the value's bytes, for binary the whole field) that is called for
@@ -63,28 +64,33 @@ Encoder = Callable[[Any], bytes]
 def text_rows(buffer: bytearray, seq: int, rows: Iterable[Row], kinds: Sequence[int], encoders: Sequence[Encoder]) -> int:
     """Append one text-protocol row packet per row: each value a length-encoded string, NULL as 0xFB."""
     columns = range(len(kinds))
-    for row in rows:
-        start = len(buffer)
-        buffer += b"\x00\x00\x00\x00"
-        for i in columns:
-            value = row[i]
-            if value is None:
-                buffer.append(0xFB)
-                continue
-            kind = kinds[i]
-            if kind == STRING:
-                data = value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else str(value).encode()
-            elif kind == BYTES and isinstance(value, bytes):
-                data = value
-            elif kind == TINY_TEXT:
-                data = str(int(value)).encode()
-            elif kind == TIME_TEXT and type(value) is timedelta:
-                data = _time_text(value)
-            else:
-                data = encoders[i](value)
-            _length(buffer, len(data))
-            buffer += data
-        seq = _close(buffer, start, seq)
+    start = len(buffer)
+    try:
+        for row in rows:
+            buffer += b"\x00\x00\x00\x00"
+            for i in columns:
+                value = row[i]
+                if value is None:
+                    buffer.append(0xFB)
+                    continue
+                kind = kinds[i]
+                if kind == STRING:
+                    data = value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else str(value).encode()
+                elif kind == BYTES and isinstance(value, bytes):
+                    data = value
+                elif kind == TINY_TEXT:
+                    data = str(int(value)).encode()
+                elif kind == TIME_TEXT and type(value) is timedelta:
+                    data = _time_text(value)
+                else:
+                    data = encoders[i](value)
+                _length(buffer, len(data))
+                buffer += data
+            seq = _close(buffer, start, seq)
+            start = len(buffer)
+    except BaseException:  # the row that failed is taken back: the rows before it stand, as mimic's did
+        del buffer[start:]
+        raise
     return seq
 
 
@@ -94,32 +100,37 @@ def binary_rows(buffer: bytearray, seq: int, rows: Iterable[Row], kinds: Sequenc
     count = len(kinds)
     columns = range(count)
     bitmap_size = (count + 9) // 8
-    for row in rows:
-        start = len(buffer)
-        buffer += bytes(5 + bitmap_size)  # the header, the 0x00 and the bitmap, filled in below
-        for i in columns:
-            value = row[i]
-            if value is None:
-                buffer[start + 5 + (i + 2) // 8] |= 1 << ((i + 2) % 8)
-                continue
-            kind = kinds[i]
-            if kind == STRING or (kind == BYTES and isinstance(value, bytes)):
-                data = value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else str(value).encode()
-                _length(buffer, len(data))
-                buffer += data
-            elif INT8 <= kind <= UINT64:
-                buffer += _INTEGERS[kind](int(value))
-            elif kind == DOUBLE and type(value) is float:
-                buffer += _DOUBLE(value)
-            elif kind == FLOAT and type(value) is float:
-                buffer += _FLOAT(value)
-            elif kind == DATETIME and type(value) in (datetime, date):
-                buffer += _datetime(value)
-            elif kind == TIME and type(value) is timedelta:
-                buffer += _time(value)
-            else:
-                buffer += encoders[i](value)
-        seq = _close(buffer, start, seq)
+    start = len(buffer)
+    try:
+        for row in rows:
+            buffer += bytes(5 + bitmap_size)  # the header, the 0x00 and the bitmap, filled in below
+            for i in columns:
+                value = row[i]
+                if value is None:
+                    buffer[start + 5 + (i + 2) // 8] |= 1 << ((i + 2) % 8)
+                    continue
+                kind = kinds[i]
+                if kind == STRING or (kind == BYTES and isinstance(value, bytes)):
+                    data = value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else str(value).encode()
+                    _length(buffer, len(data))
+                    buffer += data
+                elif INT8 <= kind <= UINT64:
+                    buffer += _INTEGERS[kind](int(value))
+                elif kind == DOUBLE and type(value) is float:
+                    buffer += _DOUBLE(value)
+                elif kind == FLOAT and type(value) is float:
+                    buffer += _FLOAT(value)
+                elif kind == DATETIME and type(value) in (datetime, date):
+                    buffer += _datetime(value)
+                elif kind == TIME and type(value) is timedelta:
+                    buffer += _time(value)
+                else:
+                    buffer += encoders[i](value)
+            seq = _close(buffer, start, seq)
+            start = len(buffer)
+    except BaseException:  # the row that failed is taken back: the rows before it stand, as mimic's did
+        del buffer[start:]
+        raise
     return seq
 
 
