@@ -11,7 +11,6 @@ answers, leave every connection back in its pool (none borrowed) and no statemen
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Any, Callable, Iterator
@@ -21,10 +20,9 @@ import pytest
 
 from ddm_core import load_config
 from ddm_core.execute import Executor
-from ddm_core.proxy.server import ProxyServer
 from raw_mysql import RawClient, error_code
 from services import fresh_mariadb_databases, mariadb_connect
-from test_proxy_support import PASSWORD, USER, proxy_config
+from test_proxy_support import PASSWORD, USER, InProcessProxy, proxy_config
 
 DEPRECATE_EOF = 1 << 24
 ROWS = 40
@@ -48,19 +46,11 @@ def _row(i: int) -> tuple[Any, ...]:
             (b"\x00\xff" * (BIG // 2)) if i == 5 else bytes(range(i)))  # fmt: skip
 
 
-class Served:
-    """An in-process ProxyServer on its own event loop thread."""
+class Served(InProcessProxy):
+    """An in-process proxy, its counts and pools read directly."""
 
     def __init__(self, config: dict[str, Any], **options: Any) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.server = ProxyServer(load_config(config), port=0, load_schema=False, **options)
-        self.call(self.server.start())
-        self.port = self.server.port
-
-    def call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(60)
+        super().__init__(load_config(config), load_schema=False, **options)
 
     @property
     def many(self) -> tuple[int, int]:
@@ -82,13 +72,15 @@ class Served:
         executor = self.server.executor
         _until(lambda: executor.borrowed() == 0, lambda: f"still borrowed: {executor.pool_stats()}")
 
-    def close(self) -> None:
-        try:
-            self.call(self.server.shutdown())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
+
+
+def _served(base: dict[str, Any], name: str, **options: Any) -> Served:
+    """The proxy called ``name`` over ``base``'s configuration: ``relay`` (as configured by default),
+    ``decoded`` (``relay: false``) or ``workers`` (``inlineStatements: false``)."""
+    kind = {"relay": {}, "decoded": {"relay": False}, "workers": {"inlineStatements": False}}[name]
+    config = {**base, "proxy": {**base["proxy"], "workers": 4, **kind}}
+    config["pool"] = {"maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
+    return Served(config, **options)
 
 
 def _until(done: Callable[[], bool], why: Callable[[], str], seconds: float = 20.0) -> None:
@@ -118,10 +110,8 @@ def proxies() -> Iterator[tuple[dict[str, Served], list[str]]]:
         direct.close()
         served: dict[str, Served] = {}
         try:
-            for name, options in (("relay", {}), ("decoded", {"relay": False}), ("workers", {"inlineStatements": False})):
-                config = {**base, "proxy": {**base["proxy"], "workers": 4, **options}}
-                config["pool"] = {"maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
-                served[name] = Served(config, timeout=1.0)
+            for name in ("relay", "decoded", "workers"):
+                served[name] = _served(base, name, timeout=1.0)
             yield served, databases
         finally:
             for one in served.values():
@@ -289,3 +279,63 @@ def test_a_client_gone_mid_result_leaves_nothing_borrowed_or_running(
     with relay.connect() as conn, conn.cursor() as cur:  # the proxy serves on
         cur.execute(PLAIN)
         assert len(cur.fetchall()) == ROWS
+
+
+def test_a_data_source_killed_mid_read_fails_as_on_the_worker_path(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """ds_1 on a private mariadbd SIGKILLed while both proxies' reads run (a slow read: every unit sleeps):
+    the loop's read fails with the worker path's error code, its connections to the dead server are
+    discarded, the others go back, and the proxy serves ds_0 on."""
+    from test_execute_support import running_mariadb
+
+    with running_mariadb(tmp_path_factory.mktemp("many-loop-mariadbd")) as backend, \
+            fresh_mariadb_databases(1) as (shared,):  # fmt: skip
+        private = backend.create_database("ddm_many_")
+        urls = {"ds_0": f"mysql://127.0.0.1:3306/{shared}", "ds_1": f"mysql://127.0.0.1:{backend.port}/{private}"}
+        config = proxy_config([shared, private])
+        for name, url in urls.items():
+            config["dataSources"][name]["url"] = url
+        config["tables"] = [_table("t_gap")]
+        config["runtime"] = {"allowFullRoute": True, "allowDmlFullRoute": False, "fullRouteThreshold": 64}
+        with Executor(load_config(config), load_schema=False) as ex:
+            ex.execute(DDL.format(name="t_gap")).close()
+            for i in range(1, ROWS + 1):
+                ex.execute("INSERT INTO t_gap (id, k) VALUES (%s, %s)", (i, i)).close()
+        sql = "SELECT id, SLEEP(0.1) FROM t_gap WHERE id BETWEEN 1 AND 40"
+        served = {name: _served(config, name) for name in ("relay", "workers")}
+        try:
+            conns = {name: one.connect() for name, one in served.items()}
+            for conn in conns.values():
+                with conn.cursor() as cur:
+                    cur.execute(_shape(sql))  # the shape, routed on a worker
+            outcomes: dict[str, Any] = {}
+
+            def read(name: str) -> None:
+                try:
+                    with conns[name].cursor() as cur:
+                        cur.execute(sql)
+                        outcomes[name] = ("rows", len(cur.fetchall()))
+                except pymysql.err.MySQLError as exc:
+                    outcomes[name] = ("error", exc.args[0])
+
+            before = served["relay"].many[0]
+            readers = [threading.Thread(target=read, args=(name,)) for name in served]
+            for reader in readers:
+                reader.start()
+            _until(lambda: served["relay"].many[0] > before, lambda: "the read did not go from the loop")
+            time.sleep(0.3)  # the units are sleeping on both servers
+            backend.kill()
+            for reader in readers:
+                reader.join(30)
+            assert outcomes["relay"][0] == "error" and outcomes["relay"] == outcomes["workers"], outcomes
+            router = served["relay"].server.executor.router
+            alive = next(i for i in range(1, ROWS + 1)
+                         if router.route("SELECT k FROM t_gap WHERE id = %s", (i,)).units[0].data_source == "ds_0")
+            for name, one in served.items():
+                conns[name].close()
+                one.at_rest()
+                with one.connect() as conn, conn.cursor() as cur:  # ds_0 still answers
+                    cur.execute("SELECT k FROM t_gap WHERE id = %s", (alive,))
+                    assert cur.fetchall() == ((alive,),)
+        finally:
+            for one in served.values():
+                one.close()

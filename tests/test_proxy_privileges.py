@@ -11,7 +11,6 @@ there, the other application's connection still alive.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import threading
@@ -37,9 +36,8 @@ from ddm_core.proxy import native_password_hash  # noqa: E402
 from ddm_core.proxy.kill import KillRequest, read_kill  # noqa: E402
 from ddm_core.proxy.mysql_errors import error_info  # noqa: E402
 from ddm_core.proxy.privileges import PLAIN, AccessControl, Privilege, required  # noqa: E402
-from ddm_core.proxy.server import ProxyServer  # noqa: E402
 from test_execute_support import PrivateMariaDB, running_mariadb  # noqa: E402
-from test_proxy_support import PASSWORD, USER, create_tables, proxy_config  # noqa: E402
+from test_proxy_support import PASSWORD, USER, InProcessProxy, create_tables, proxy_config  # noqa: E402
 
 SCHEMA = "logic_db"
 OTHER, FILER, BOSS = "other", "filer", "boss"  # no privileges; allow: [file]; allow: [admin]
@@ -286,20 +284,12 @@ def test_allow_is_read_validated_and_dumped() -> None:
 # -- real clients against a proxy over a private mariadbd --------------------------------------------
 
 
-class Served:
+class Served(InProcessProxy):
     """An in-process ProxyServer on its own event loop thread, over ``backend``."""
 
     def __init__(self, config: dict[str, Any], backend: PrivateMariaDB, other_db: str, audit: Path) -> None:
         self.config, self.backend, self.other_db, self.audit = config, backend, other_db, audit
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.server = ProxyServer(load_config(config), port=0)
-        self.call(self.server.start())
-        self.port = self.server.port
-
-    def call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(60)
+        super().__init__(load_config(config))
 
     def take(self, config: dict[str, Any]) -> None:
         """A reload of the proxy section, as the configuration holder hands it over (on the loop)."""
@@ -312,13 +302,6 @@ class Served:
         return pymysql.connect(host="127.0.0.1", port=self.port, user=user, password=password, database=SCHEMA,
                                connect_timeout=10, ssl_disabled=True, autocommit=True, **extra)  # fmt: skip
 
-    def close(self) -> None:
-        try:
-            self.call(self.server.shutdown())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
 
 
 @pytest.fixture(scope="module")

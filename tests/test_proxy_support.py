@@ -8,6 +8,7 @@ command line, SQLAlchemy).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 import re
@@ -139,3 +140,29 @@ def mariadb_cli(port: int, sql: str, *, password: str = PASSWORD, tls: tuple[str
          "--batch", "logic_db", "-e", sql],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
+
+
+class InProcessProxy:
+    """A ``ProxyServer`` in this process, on an event loop thread of its own (its runtime and executor can be
+    read directly); ``options`` go to the server's executor."""
+
+    def __init__(self, config: Any, **options: Any) -> None:
+        from ddm_core.proxy.server import ProxyServer
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = ProxyServer(config, port=0, **options)
+        self.call(self.server.start())
+        self.port: int = self.server.port
+
+    def call(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(60)
+
+    def close(self) -> None:
+        try:
+            self.call(self.server.shutdown())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()

@@ -18,6 +18,7 @@ worker path raises. A caller that gives up (a client gone) abandons them all.
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING, Any, Callable
 
 from ddm_core.execute.result import UnitResult
@@ -32,6 +33,7 @@ _FIRST, _ROWS, _HEADER, _DONE, _ERROR = (RELAY_STATES.FIRST, RELAY_STATES.ROWS, 
                                          RELAY_STATES.DONE, RELAY_STATES.ERROR)  # fmt: skip
 #: Not a relay state: the part's socket failed, closed, or stayed silent past the bound.
 _LOST = -1
+_DONTWAIT = socket.MSG_DONTWAIT
 
 
 class _Reading:
@@ -58,13 +60,17 @@ class _Reading:
         if sock is None:
             self._fail(i, ConnectionError("the data source's connection cannot be relayed (closed meanwhile)"))
             return None
+        waited = False
         while True:
-            if not await readable(part.fileno, self.sent.answer_by):
+            # What has arrived is taken at once (the units were all sent together: by the time one answer is
+            # read, the next has usually come); only an empty socket is waited for.
+            if waited and not await readable(part.fileno, self.sent.answer_by):
                 self._fail(i, TimeoutError(f"no answer from the data source by the statement's deadline ({part.sql})"))
                 return None
             try:
-                data: bytes = sock.recv(READ_SIZE)
+                data: bytes = sock.recv(READ_SIZE, _DONTWAIT)
             except (BlockingIOError, InterruptedError):
+                waited = True
                 continue
             except OSError as exc:
                 self._fail(i, ConnectionError(f"reading the data source's answer failed: {exc}"))

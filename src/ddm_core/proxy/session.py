@@ -541,25 +541,24 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self, sql: str, text: str, params: Any, started: float, shape: Shape
     ) -> Outcome | Relayed | tuple[_Running, list[tuple[Any, ...]]] | None:
         # A read of several units sent from the event loop (proxy/relay_many.py): in autocommit on idle
-        # pooled connections, in a transaction on the pins it has. None: its route is not such a read for
-        # these values, or a data source is not pinned yet; nothing was sent or counted.
+        # pooled connections, in a transaction on the pins it has (else a worker runs the plan routed here).
+        # None: its route is not such a read for these values; nothing was sent or counted.
         runtime = self.runtime
         plan = self._loop_route(sql, text, params, started, shape)
         if plan is None or not _many_units(plan):
             return None
-        tx, pins = self._tx, None
-        if tx is not None:
-            pins = pins_for(tx, plan)
-            if pins is None:
-                return None  # a data source not pinned yet, a read that changes the session: the workers run it
+        tx = self._tx
+        pins = None if tx is None else pins_for(tx, plan)
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
         style = style_of(text)
-        try:
-            sent = runtime.executor.send_many(plan, caller_style=style, on=pins)
-        except DdmError as exc:
-            running.failed(exc)
-            raise
+        sent = None
+        if tx is None or pins is not None:  # else a data source not pinned yet, a read that changes the session
+            try:
+                sent = runtime.executor.send_many(plan, caller_style=style, on=pins)
+            except DdmError as exc:
+                running.failed(exc)
+                raise
         if sent is None:  # no idle connection, every full-route slot taken, replicas: a worker runs it
             return await self._in_thread(self._run_admitted, running, plan, style, shape)
         runtime.many_inlined += 1
