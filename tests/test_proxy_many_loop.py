@@ -49,6 +49,8 @@ def _row(i: int) -> tuple[Any, ...]:
 class Served(InProcessProxy):
     """An in-process proxy, its counts and pools read directly."""
 
+    base: dict[str, Any]  # the configuration it was made from (_served)
+
     def __init__(self, config: dict[str, Any], **options: Any) -> None:
         super().__init__(load_config(config), load_schema=False, **options)
 
@@ -74,13 +76,15 @@ class Served(InProcessProxy):
 
 
 
-def _served(base: dict[str, Any], name: str, **options: Any) -> Served:
+def _served(base: dict[str, Any], name: str, batch_rows: int = 100, **options: Any) -> Served:
     """The proxy called ``name`` over ``base``'s configuration: ``relay`` (as configured by default),
     ``decoded`` (``relay: false``) or ``workers`` (``inlineStatements: false``)."""
     kind = {"relay": {}, "decoded": {"relay": False}, "workers": {"inlineStatements": False}}[name]
-    config = {**base, "proxy": {**base["proxy"], "workers": 4, **kind}}
+    config = {**base, "proxy": {**base["proxy"], "workers": 4, "batchRows": batch_rows, **kind}}
     config["pool"] = {"maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
-    return Served(config, **options)
+    served = Served(config, **options)
+    served.base = base
+    return served
 
 
 def _until(done: Callable[[], bool], why: Callable[[], str], seconds: float = 20.0) -> None:
@@ -339,3 +343,26 @@ def test_a_data_source_killed_mid_read_fails_as_on_the_worker_path(tmp_path_fact
         finally:
             for one in served.values():
                 one.close()
+
+
+def test_a_merged_read_of_a_full_batch_goes_to_the_workers_from_then_on(
+    proxies: tuple[dict[str, Served], list[str]]
+) -> None:
+    """A merged read is buffered on the loop: once one of its shape returns a full batch (``batchRows``: 7
+    here) the shape goes to the worker path, which streams it; a shorter one stays on the loop."""
+    served, _ = proxies
+    small = _served(served["relay"].base, "relay", batch_rows=7)
+    try:
+        with small.connect() as conn, conn.cursor() as cur:
+            for bounds, runs_on_loop in (((1, 3), (1, 1)), ((1, 40), (1, 0))):
+                sql = f"SELECT id FROM t_many WHERE id BETWEEN {bounds[0]} AND {bounds[1]} ORDER BY id DESC"
+                cur.execute(sql.replace(f"BETWEEN {bounds[0]} AND {bounds[1]}", "BETWEEN 100 AND 140"))  # no rows
+                moved = []
+                for _ in range(2):
+                    before = small.many[0]
+                    cur.execute(sql)
+                    assert [r[0] for r in cur.fetchall()] == list(range(bounds[1], bounds[0] - 1, -1))
+                    moved.append(small.many[0] - before)
+                assert tuple(moved) == runs_on_loop, (bounds, moved)
+    finally:
+        small.close()

@@ -377,7 +377,8 @@ class Executor:
         the connections and raises what :meth:`execute_plan` would (docs/proxy.md#multi-unit-reads-on-the-loop).
         ``None`` when the plan is not a multi-unit read (a write, a dual write, a FULL route, a cross-node
         read), accepts partial results, the executor streams every statement, a data source has replicas or
-        a driver that cannot split a statement, or a primary has no idle connection that needs no check.
+        a driver that cannot split a statement or have its answer read off its socket, or a primary has no
+        idle connection that needs no check.
         ``on``: a transaction's pinned connection per data source (each a loan whose releases are the
         caller's to keep from the pool): a data source's units go on it one after another.
         """

@@ -521,7 +521,7 @@ class ThreadRunner:
                     lane = by_source[unit.data_source] = (on[unit.data_source], [])
                 lane[1].append((index, unit))
             lanes = list(by_source.values())
-            return lanes if all(b.pool.driver.can_pipeline for b, _ in lanes) else None
+            return lanes if all(_reads_raw(b.pool) for b, _ in lanes) else None
         config = self.engine.config
         pools: list[EndpointPool] = []
         for unit in plan.units:
@@ -531,7 +531,7 @@ class ThreadRunner:
                 if isinstance(chosen, GtidCheck) or chosen.split is not None:
                     return None  # replicas: the splitter chooses on the worker path
                 pool = chosen
-            if not pool.driver.can_pipeline:
+            if not _reads_raw(pool):
                 return None
             pools.append(pool)
         lent: list[tuple[Borrowed, list[tuple[int, RouteUnit]]]] = []
@@ -632,6 +632,11 @@ class ThreadRunner:
             unit = lane.items[0][1]
             outcomes.append(LaneOutcome(error=timeout_error(unit, lane.pool.endpoint.name)))
         return outcomes
+
+
+def _reads_raw(pool: EndpointPool) -> bool:
+    """Can a statement on ``pool`` be sent without waiting and its answer read off the socket by an event loop?"""
+    return pool.driver.can_pipeline and pool.driver.can_relay
 
 
 def _close_outcome(future: cf.Future[LaneOutcome]) -> None:

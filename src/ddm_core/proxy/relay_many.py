@@ -18,6 +18,7 @@ worker path raises. A caller that gives up (a client gone) abandons them all.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -34,12 +35,14 @@ _FIRST, _ROWS, _HEADER, _DONE, _ERROR = (RELAY_STATES.FIRST, RELAY_STATES.ROWS, 
 #: Not a relay state: the part's socket failed, closed, or stayed silent past the bound.
 _LOST = -1
 _DONTWAIT = socket.MSG_DONTWAIT
+#: Bytes read without waiting after which the loop serves its other clients once.
+_YIELD_AFTER = 1 << 20
 
 
 class _Reading:
     """What the loop knows of a sent read's parts while it reads them."""
 
-    __slots__ = ("sent", "socks", "errors", "statuses", "lost", "carry", "reading")
+    __slots__ = ("sent", "socks", "errors", "statuses", "lost", "carry", "reading", "unwaited")
 
     def __init__(self, sent: SentMany) -> None:
         self.sent = sent
@@ -50,6 +53,7 @@ class _Reading:
         self.lost: set[int] = set()  # lanes whose connection is in doubt
         self.carry: dict[int, bytes] = {}  # per lane: bytes read past an answer (the next one's)
         self.reading: dict[int, int] = {}  # per lane: the part whose answer is read now
+        self.unwaited = 0  # bytes taken since the loop last ran anything else
 
     async def receive(self, i: int) -> bytes | None:
         """The next bytes of part ``i``'s socket (``None``: it failed; recorded, its lane lost)."""
@@ -78,6 +82,13 @@ class _Reading:
             if not data:
                 self._fail(i, ConnectionError("the data source closed the connection mid-answer"))
                 return None
+            if waited:
+                self.unwaited = 0
+            else:
+                self.unwaited += len(data)
+                if self.unwaited > _YIELD_AFTER:  # answers that keep coming must not hold the loop
+                    self.unwaited = 0
+                    await asyncio.sleep(0)
             return data
 
     def _fail(self, i: int, error: BaseException) -> None:

@@ -40,6 +40,7 @@ from mysql_mimic.types import ServerStatus
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError, ExecutionError, StatementInterruptedError
 from ddm_core.execute import Result, Transaction
+from ddm_core.execute.result import UnitResult
 from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.sent_many import SentMany
@@ -566,6 +567,10 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if relay is not None:
             return await self._relayed_many(sent, relay, running, plan)
         answers, lost = await read_many(sent)
+        # Its answers were buffered and merged on the loop: a shape whose read proves long (a full batch of
+        # rows) goes to the workers from then on, which stream it (bounded memory, the loop free meanwhile).
+        if sum(len(a.rows) for a in answers if isinstance(a, UnitResult)) >= runtime.batch_rows:
+            shape.many = False
         try:
             if sent.collations_pending(answers):  # a column's collation is asked of its data source: a worker
                 result = await self._in_thread(sent.read, answers, lost)
