@@ -226,36 +226,58 @@ cdef bytes _kinds(object kinds):
 
 def text_rows(bytearray buffer, int seq, object rows, object kinds, object encoders):
     """Append one text-protocol row packet per row; the next sequence id (see the pure twin)."""
+    return _write(buffer, seq, rows, kinds, encoders, False)
+
+
+def binary_rows(bytearray buffer, int seq, object rows, object kinds, object encoders):
+    """Append one binary-protocol row packet per row; the next sequence id (see the pure twin)."""
+    return _write(buffer, seq, rows, kinds, encoders, True)
+
+
+cdef Py_ssize_t _write(bytearray buffer, int seq, object rows, object kinds, object encoders, bint binary) except -1:
+    """Each row's packet, framed (split when too long); a row that fails is taken back whole."""
     cdef bytes kind_bytes = _kinds(kinds)
     cdef const unsigned char* kind_list = kind_bytes
-    cdef Py_ssize_t count = len(kind_bytes), i, start
-    cdef int kind
-    cdef object value, row
+    cdef Py_ssize_t count = len(kind_bytes)
     cdef Py_ssize_t s = seq & 0xFF
-    start = PyByteArray_GET_SIZE(buffer)
+    cdef Py_ssize_t start = PyByteArray_GET_SIZE(buffer)
+    cdef object row
     try:
         for row in rows:
-            _grow(buffer, 4)
-            for i in range(count):
-                value = row[i]
-                if value is None:
-                    _grow(buffer, 1)[0] = <char> 0xFB
-                    continue
-                kind = kind_list[i]
-                if _stringlike(buffer, kind, value):
-                    continue
-                if kind == C_TINY_TEXT:  # str(int(value)): _utf8 writes an exact int's digits
-                    _utf8(buffer, value if PyLong_CheckExact(value) else int(value))
-                elif kind == C_TIME_TEXT and PyDelta_CheckExact(value):
-                    _time_text(buffer, value)
-                else:
-                    _bytes(buffer, encoders[i](value), True)
+            if binary:
+                _binary_row(buffer, start, row, kind_list, count, encoders)
+            else:
+                _text_row(buffer, row, kind_list, count, encoders)
             s = _close(buffer, start, s)
             start = PyByteArray_GET_SIZE(buffer)
-    except BaseException:  # the row that failed is taken back: the rows before it stand, as mimic's did
+    except BaseException:  # the rows before it stand, as mimic's did
         PyByteArray_Resize(buffer, start)
         raise
     return s
+
+
+cdef int _text_row(bytearray buffer, object row, const unsigned char* kinds, Py_ssize_t count,
+                   object encoders) except -1:
+    """The header's room, then each value a length-encoded string, NULL as 0xFB."""
+    cdef Py_ssize_t i
+    cdef int kind
+    cdef object value
+    _grow(buffer, 4)
+    for i in range(count):
+        value = row[i]
+        if value is None:
+            _grow(buffer, 1)[0] = <char> 0xFB
+            continue
+        kind = kinds[i]
+        if _stringlike(buffer, kind, value):
+            continue
+        if kind == C_TINY_TEXT:  # str(int(value)): _utf8 writes an exact int's digits
+            _utf8(buffer, value if PyLong_CheckExact(value) else int(value))
+        elif kind == C_TIME_TEXT and PyDelta_CheckExact(value):
+            _time_text(buffer, value)
+        else:
+            _bytes(buffer, encoders[i](value), True)
+    return 0
 
 
 cdef int _integer(bytearray buffer, int kind, object value) except -1:
@@ -379,48 +401,36 @@ cdef int _time_text(bytearray buffer, object value) except -1:
     return _string(buffer, text, n)
 
 
-def binary_rows(bytearray buffer, int seq, object rows, object kinds, object encoders):
-    """Append one binary-protocol row packet per row; the next sequence id (see the pure twin)."""
-    cdef bytes kind_bytes = _kinds(kinds)
-    cdef const unsigned char* kind_list = kind_bytes
-    cdef Py_ssize_t count = len(kind_bytes), i, start
-    cdef Py_ssize_t bitmap = (count + 9) // 8
+cdef int _binary_row(bytearray buffer, Py_ssize_t start, object row, const unsigned char* kinds, Py_ssize_t count,
+                     object encoders) except -1:
+    """The header's room, 0x00, the NULL bitmap (offset 2), then each non-NULL value's field."""
+    cdef Py_ssize_t bitmap = (count + 9) // 8, i
     cdef int kind
-    cdef object value, row
-    cdef Py_ssize_t s = seq & 0xFF
-    cdef char* p
-    start = PyByteArray_GET_SIZE(buffer)
-    try:
-        for row in rows:
-            p = _grow(buffer, 5 + bitmap)
-            memset(p, 0, 5 + bitmap)
-            for i in range(count):
-                value = row[i]
-                if value is None:
-                    p = PyByteArray_AS_STRING(buffer) + start + 5 + (i + 2) // 8
-                    p[0] = p[0] | <char> (1 << ((i + 2) % 8))
-                    continue
-                kind = kind_list[i]
-                if _stringlike(buffer, kind, value):
-                    continue
-                if C_INT8 <= kind <= C_UINT64 and _integer(buffer, kind, value) == 0:
-                    pass
-                elif kind == C_DOUBLE and PyFloat_CheckExact(value):
-                    PyFloat_Pack8(PyFloat_AS_DOUBLE(value), _grow(buffer, 8), 1)
-                elif kind == C_FLOAT and PyFloat_CheckExact(value):
-                    _float4(buffer, PyFloat_AS_DOUBLE(value))
-                elif kind == C_DATETIME and (PyDateTime_CheckExact(value) or PyDate_CheckExact(value)):
-                    _datetime(buffer, value)
-                elif kind == C_TIME and PyDelta_CheckExact(value):
-                    _time(buffer, value)
-                else:
-                    _bytes(buffer, encoders[i](value), False)
-            s = _close(buffer, start, s)
-            start = PyByteArray_GET_SIZE(buffer)
-    except BaseException:  # the row that failed is taken back: the rows before it stand, as mimic's did
-        PyByteArray_Resize(buffer, start)
-        raise
-    return s
+    cdef object value
+    cdef char* p = _grow(buffer, 5 + bitmap)
+    memset(p, 0, 5 + bitmap)
+    for i in range(count):
+        value = row[i]
+        if value is None:
+            p = PyByteArray_AS_STRING(buffer) + start + 5 + (i + 2) // 8
+            p[0] = p[0] | <char> (1 << ((i + 2) % 8))
+            continue
+        kind = kinds[i]
+        if _stringlike(buffer, kind, value):
+            continue
+        if C_INT8 <= kind <= C_UINT64 and _integer(buffer, kind, value) == 0:
+            pass
+        elif kind == C_DOUBLE and PyFloat_CheckExact(value):
+            PyFloat_Pack8(PyFloat_AS_DOUBLE(value), _grow(buffer, 8), 1)
+        elif kind == C_FLOAT and PyFloat_CheckExact(value):
+            _float4(buffer, PyFloat_AS_DOUBLE(value))
+        elif kind == C_DATETIME and (PyDateTime_CheckExact(value) or PyDate_CheckExact(value)):
+            _datetime(buffer, value)
+        elif kind == C_TIME and PyDelta_CheckExact(value):
+            _time(buffer, value)
+        else:
+            _bytes(buffer, encoders[i](value), False)
+    return 0
 
 
 cdef int _float4(bytearray buffer, double x) except -1:

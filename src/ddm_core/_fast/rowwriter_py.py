@@ -63,75 +63,79 @@ Encoder = Callable[[Any], bytes]
 
 def text_rows(buffer: bytearray, seq: int, rows: Iterable[Row], kinds: Sequence[int], encoders: Sequence[Encoder]) -> int:
     """Append one text-protocol row packet per row: each value a length-encoded string, NULL as 0xFB."""
-    columns = range(len(kinds))
-    start = len(buffer)
-    try:
-        for row in rows:
-            buffer += b"\x00\x00\x00\x00"
-            for i in columns:
-                value = row[i]
-                if value is None:
-                    buffer.append(0xFB)
-                    continue
-                kind = kinds[i]
-                if kind == STRING:
-                    data = value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else str(value).encode()
-                elif kind == BYTES and isinstance(value, bytes):
-                    data = value
-                elif kind == TINY_TEXT:
-                    data = str(int(value)).encode()
-                elif kind == TIME_TEXT and type(value) is timedelta:
-                    data = _time_text(value)
-                else:
-                    data = encoders[i](value)
-                _length(buffer, len(data))
-                buffer += data
-            seq = _close(buffer, start, seq)
-            start = len(buffer)
-    except BaseException:  # the row that failed is taken back: the rows before it stand, as mimic's did
-        del buffer[start:]
-        raise
-    return seq
+    return _write(buffer, seq, rows, _text_row, kinds, encoders)
 
 
 def binary_rows(buffer: bytearray, seq: int, rows: Iterable[Row], kinds: Sequence[int], encoders: Sequence[Encoder]) -> int:
     """Append one binary-protocol row packet per row (COM_STMT_EXECUTE's): 0x00, the NULL bitmap
     (offset 2), then each non-NULL value's field."""
-    count = len(kinds)
-    columns = range(count)
-    bitmap_size = (count + 9) // 8
+    return _write(buffer, seq, rows, _binary_row, kinds, encoders)
+
+
+def _write(buffer: bytearray, seq: int, rows: Iterable[Row], write_row: Callable[..., None], kinds: Sequence[int],
+           encoders: Sequence[Encoder]) -> int:  # fmt: skip
+    """Each row's packet, framed (split when too long); a row that fails is taken back whole."""
     start = len(buffer)
     try:
         for row in rows:
-            buffer += bytes(5 + bitmap_size)  # the header, the 0x00 and the bitmap, filled in below
-            for i in columns:
-                value = row[i]
-                if value is None:
-                    buffer[start + 5 + (i + 2) // 8] |= 1 << ((i + 2) % 8)
-                    continue
-                kind = kinds[i]
-                if kind == STRING or (kind == BYTES and isinstance(value, bytes)):
-                    data = value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else str(value).encode()
-                    _length(buffer, len(data))
-                    buffer += data
-                elif INT8 <= kind <= UINT64:
-                    buffer += _INTEGERS[kind](int(value))
-                elif kind == DOUBLE and type(value) is float:
-                    buffer += _DOUBLE(value)
-                elif kind == FLOAT and type(value) is float:
-                    buffer += _FLOAT(value)
-                elif kind == DATETIME and type(value) in (datetime, date):
-                    buffer += _datetime(value)
-                elif kind == TIME and type(value) is timedelta:
-                    buffer += _time(value)
-                else:
-                    buffer += encoders[i](value)
+            write_row(buffer, start, row, kinds, encoders)
             seq = _close(buffer, start, seq)
             start = len(buffer)
-    except BaseException:  # the row that failed is taken back: the rows before it stand, as mimic's did
+    except BaseException:  # the rows before it stand, as mimic's did
         del buffer[start:]
         raise
     return seq
+
+
+def _text_row(buffer: bytearray, start: int, row: Row, kinds: Sequence[int], encoders: Sequence[Encoder]) -> None:
+    buffer += b"\x00\x00\x00\x00"  # the header, filled in by _close
+    for i, kind in enumerate(kinds):
+        value = row[i]
+        if value is None:
+            buffer.append(0xFB)
+            continue
+        if kind == STRING:
+            data = _utf8(value)
+        elif kind == BYTES and isinstance(value, bytes):
+            data = value
+        elif kind == TINY_TEXT:
+            data = str(int(value)).encode()
+        elif kind == TIME_TEXT and type(value) is timedelta:
+            data = _time_text(value)
+        else:
+            data = encoders[i](value)
+        _length(buffer, len(data))
+        buffer += data
+
+
+def _binary_row(buffer: bytearray, start: int, row: Row, kinds: Sequence[int], encoders: Sequence[Encoder]) -> None:
+    buffer += bytes(5 + (len(kinds) + 9) // 8)  # the header, the 0x00 and the NULL bitmap, filled in below
+    for i, kind in enumerate(kinds):
+        value = row[i]
+        if value is None:
+            buffer[start + 5 + (i + 2) // 8] |= 1 << ((i + 2) % 8)
+            continue
+        if kind == STRING or (kind == BYTES and isinstance(value, bytes)):
+            data = _utf8(value)
+            _length(buffer, len(data))
+            buffer += data
+        elif INT8 <= kind <= UINT64:
+            buffer += _INTEGERS[kind](int(value))
+        elif kind == DOUBLE and type(value) is float:
+            buffer += _DOUBLE(value)
+        elif kind == FLOAT and type(value) is float:
+            buffer += _FLOAT(value)
+        elif kind == DATETIME and type(value) in (datetime, date):
+            buffer += _datetime(value)
+        elif kind == TIME and type(value) is timedelta:
+            buffer += _time(value)
+        else:
+            buffer += encoders[i](value)
+
+
+def _utf8(value: Any) -> bytes:
+    """A STRING value's bytes: ``str`` encoded, ``bytes`` as they are, anything else its ``str()`` encoded."""
+    return value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else str(value).encode()
 
 
 def _length(buffer: bytearray, n: int) -> None:
