@@ -62,6 +62,8 @@ _TEXTUAL = frozenset({ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRI
                       ColumnType.MEDIUM_BLOB, ColumnType.LONG_BLOB, ColumnType.BLOB, ColumnType.JSON,
                       ColumnType.ENUM, ColumnType.SET})  # fmt: skip
 _FLOATS = frozenset({ColumnType.FLOAT, ColumnType.DOUBLE})
+#: Types that are not text but whose values are byte strings, announced ``binary`` as MariaDB does.
+_BYTES_VALUES = frozenset({ColumnType.BIT, ColumnType.GEOMETRY})
 #: Digits MariaDB adds to a SUM's precision (DECIMAL_LONGLONG_DIGITS) and the DECIMAL limits.
 _SUM_DIGITS = 22
 _MAX_PRECISION = 65
@@ -112,8 +114,10 @@ class Column:
         return self._wire
 
     def _make_wire(self) -> ResultColumn:
-        # mimic encodes text with the column's codec (binary has none): only byte strings are binary to it
-        charset = CharacterSet.binary if self.charset == BINARY and self.type in _TEXTUAL else CharacterSet.utf8mb4
+        # mimic encodes text with the column's codec (binary has none) and announces a text result's columns in
+        # this character set: byte strings and BIT values (big-endian bytes, rarely UTF-8) are binary to it
+        binary = self.charset == BINARY and (self.type in _TEXTUAL or self.type in _BYTES_VALUES)
+        charset = CharacterSet.binary if binary else CharacterSet.utf8mb4
         code = _INTEGERS.get(self.type)
         encoder = None if code is None else _integer_encoder(code.upper() if self.unsigned else code)
         return ResultColumn(name=self.name, type=self.type, character_set=charset, binary_encoder=encoder)
