@@ -30,7 +30,7 @@ raises :class:`~ddm_core.errors.MergeError` rather than split a group in two.
 from __future__ import annotations
 
 import sys
-from itertools import chain, islice
+from itertools import chain, groupby, islice
 from operator import index, itemgetter
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, Sequence
 
@@ -385,6 +385,7 @@ def _pipeline(
     having = spec.having
     grouped = bool(layout.group_by or layout.aggregates)
     windowed = False  # offset / limit already applied
+    distinct = spec.distinct
     rows: Iterator[Row]
     if grouped:
         agg = Reaggregator(layout.aggregates, dialect, keys)
@@ -404,13 +405,16 @@ def _pipeline(
         if having is None and not spec.distinct:
             rows = _ordered(heap_merge, sources, layout.order_by, keys, closers, offset, limit)
             windowed = True
+        elif having is None and _sorted_distinct(layout.order_by, visible):
+            rows = _ordered(heap_merge, sources, layout.order_by, keys, closers, distinct=True)
+            distinct = False  # done by the merge
         else:
             rows = _ordered(heap_merge, sources, layout.order_by, keys, closers)
     else:
         rows = chain.from_iterable(sources)
     if having is not None:
         rows = filter(having, rows)
-    if spec.distinct:
+    if distinct:
         rows = _distinct(rows, visible, derived, memory, keys)
     if not windowed and (offset or limit is not None):
         rows = _window(rows, offset, limit)
@@ -430,18 +434,37 @@ def _ordered(
     closers: list[Any],
     offset: int = 0,
     limit: int | None = None,
+    distinct: bool = False,
 ) -> Iterator[Row]:
-    """The heap merge of ``sources`` on ``order_by``, strings under their collations."""
+    """The heap merge of ``sources`` on ``order_by``, strings under their collations.
+
+    ``distinct``: the first row of each run of rows equal on the ``order_by`` columns (their collation
+    keys), for a DISTINCT whose columns are exactly the sort's (:func:`_sorted_distinct`): sorted on them,
+    equal rows come out next to each other, so neither a set of the rows seen nor a second key per row is
+    needed, and each run's first row is the one :func:`_distinct` would keep.
+    """
     columns = [col for col, _ in order_by]
     if not any(col in keys for col in columns) or plain(sources, columns, keys):
         merged = heap_merge(sources, order_by, offset=offset, limit=limit)
         closers.append(merged)
-        return merged
+        return _firsts(merged, itemgetter(*columns)) if distinct else merged
     # The merge compares each row's keys, computed once, and hands the row back.
     marked, marked_keys = decorated(sources, order_by, keys)
     merged = heap_merge(marked, marked_keys, offset=offset, limit=limit)
     closers.append(merged)
+    if distinct:
+        return map(itemgetter(-1), _firsts(merged, itemgetter(*range(len(order_by)))))
     return map(itemgetter(-1), merged)
+
+
+def _firsts(items: Iterator[Any], key: Callable[[Any], Any]) -> Iterator[Any]:
+    """The first item of each run of items with equal ``key`` (C iterators only: no frame per row)."""
+    return map(next, map(itemgetter(1), groupby(items, key)))
+
+
+def _sorted_distinct(order_by: Keys, visible: int | None) -> bool:
+    """The rows are sorted on exactly the DISTINCT's columns (the visible ones, in any order and direction)."""
+    return visible is not None and visible > 0 and {col for col, _ in order_by} == set(range(visible))
 
 
 def _window(rows: Iterator[Row], offset: int, limit: int | None) -> Iterator[Row]:
