@@ -156,23 +156,28 @@ def test_range_reads_through_the_proxy_match_one_table(servers: tuple[Path, str]
         tx, pin = mode != "text autocommit", mode == "text transaction pinned"
         (proxied, a), (direct, b) = _pymysql_reader(port, None, tx, pin), _pymysql_reader(0, database, False)
 
+    loop = _LoopReads(relays_plain=mode != "binary")
+
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(kind=kinds, where=bounds)
     def check(kind: str, where: tuple[int, int]) -> None:
         sql = QUERIES[kind]
-        _check(kind, proxied(sql, where), direct(sql, where))
+        want = direct(sql, where)
+        _check(kind, proxied(sql, where), want)
+        loop.read(kind, len(want[1]))
 
     try:
         check()
         for kind, sql in QUERIES.items():  # every kind once over the whole table, past several batches
-            _check(kind, proxied(sql, (0, ROWS + 1)), direct(sql, (0, ROWS + 1)))
+            want = direct(sql, (0, ROWS + 1))
+            _check(kind, proxied(sql, (0, ROWS + 1)), want)
+            loop.read(kind, len(want[1]))
     finally:
         a.close()
         b.close()
         assert proxy.terminate() == 0
-    # Where they ran: a shape's first read is routed on a worker, the rest of its multi-unit reads go from the
-    # loop, except in a transaction whose data sources are not pinned yet (the range read comes first there);
-    # the plain ones are relayed undecoded where the client reads text
+    # Where they ran (every BETWEEN here routes to the 4 tables: a slot range is not enumerated): see _LoopReads;
+    # in a transaction whose data sources are not pinned yet (the range read comes first there) none
     counted = re.search(r"(\d+) backend connection\(s\) were still borrowed at close.*?"
                         r"(\d+) multi-unit read\(s\) on the event loop, (\d+) of them relayed", proxy.stderr)  # fmt: skip
     assert counted is not None, proxy.stderr
@@ -181,5 +186,32 @@ def test_range_reads_through_the_proxy_match_one_table(servers: tuple[Path, str]
     if mode == "text transaction":
         assert many == 0, proxy.stderr
     else:
-        assert many > 40, proxy.stderr  # of 66 reads, a handful of them routed to one table
-        assert (relayed >= 1) if mode != "binary" else (relayed == 0), proxy.stderr  # the plain kind, at least once
+        # At most what the rules allow (exact); fewer by the reads send_many declined, which depend on timing
+        # and are not counted (no idle connection ready: the top one idle for over 0.5 s is pinged first, on a
+        # worker): up to 6 of ~50 in 16 runs, so most of them
+        assert loop.most * 3 // 4 <= many <= loop.most, (loop.most, proxy.stderr)
+        assert loop.most_relayed * 3 // 4 <= relayed <= loop.most_relayed, (loop.most_relayed, proxy.stderr)
+
+
+class _LoopReads:
+    """How many multi-unit reads the proxy's rules send from the event loop (docs/proxy.md#multi-unit-reads-on-
+    the-loop), read by read: a shape's first read is routed on a worker; a read the loop buffered and merged
+    whose units returned a full batch (``batchRows`` = 40) sends the shape's next read to a worker, which
+    streams it and hands the shape back to the loop; the plain kind is relayed where the client reads text
+    (no batch counted). Units' rows: a plain or ordered range's are its rows; ``SUM`` and the other aggregates
+    give one row a unit; a unit's ``DISTINCT`` at most the 8 values ``WORDS`` has under the collation
+    (NULL included), 32 over 4 units: never a full batch."""
+
+    def __init__(self, relays_plain: bool) -> None:
+        self.relays_plain = relays_plain
+        self.on_worker_next: dict[str, bool] = {}  # kind -> its next read goes to a worker
+        self.most = self.most_relayed = 0
+
+    def read(self, kind: str, rows: int) -> None:
+        if self.on_worker_next.get(kind, True):
+            self.on_worker_next[kind] = False
+            return
+        self.most += 1
+        relayed = kind == "plain" and self.relays_plain
+        self.most_relayed += relayed
+        self.on_worker_next[kind] = not relayed and kind in ("plain", "order", "order_desc") and rows >= 40
