@@ -166,6 +166,20 @@ class Driver(ABC):
         if it is not yet (one round trip, then kept on the connection); the answer is relayed."""
         raise ExecutionError(f"the {self.dialect.name} driver cannot relay answers")
 
+    def send_commands(self, raw: Any, commands: list[str]) -> None:
+        """Send ``commands`` (statements answered by an OK: ``BEGIN``, ``COMMIT``…) one after another without
+        waiting; :meth:`receive_oks` reads their answers once :meth:`fileno` is readable."""
+        raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
+
+    def receive_oks(self, raw: Any, count: int) -> None:
+        """Read the OKs of the ``count`` commands :meth:`send_commands` sent (blocking until they are in);
+        an error answer raises what the driver raises for it."""
+        raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
+
+    def begin_commands(self, isolation: str | None) -> list[str]:
+        """The statements :meth:`begin` runs, in order (sent from an event loop by :meth:`send_commands`)."""
+        return ["BEGIN"]
+
     def begin(self, raw: Any, isolation: str | None = None) -> None:
         """Open a transaction, at ``isolation`` (one of ``ISOLATION_LEVELS``) when given.
 
@@ -370,11 +384,25 @@ class MySQLDriver(Driver):
     def socket_timeout(self, endpoint: Endpoint) -> float | None:
         return socket_timeout_of(endpoint.options, f"endpoint {endpoint.name!r} ({endpoint.url})")
 
+    def begin_commands(self, isolation: str | None) -> list[str]:
+        # SET TRANSACTION: for the next transaction only, nothing stays on the pooled connection
+        return ["BEGIN"] if isolation is None else [f"SET TRANSACTION ISOLATION LEVEL {isolation}", "BEGIN"]
+
     def begin(self, raw: Any, isolation: str | None = None) -> None:
-        if isolation is not None:  # for the next transaction only: nothing stays on the pooled connection
+        *before, _ = self.begin_commands(isolation)
+        for sql in before:
             with raw.cursor() as cursor:
-                cursor.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+                cursor.execute(sql)
         raw.begin()
+
+    def send_commands(self, raw: Any, commands: list[str]) -> None:
+        for sql in commands:
+            raw._execute_command(_COM_QUERY, sql.encode(raw.encoding))
+
+    def receive_oks(self, raw: Any, count: int) -> None:
+        for _ in range(count):
+            raw._next_seq_id = 1  # each command's answer numbers its packets from 1
+            raw._read_ok_packet()  # an error packet raises PyMySQL's error; the OK's status flags are kept
 
     def in_transaction(self, raw: Any) -> bool:
         return bool(raw.server_status & self._in_trans)

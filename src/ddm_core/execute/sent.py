@@ -9,8 +9,12 @@ thread waits for the data source meanwhile.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+
+from ddm_core.errors import DataSourceUnavailableError
+from ddm_core.execute.driver_errors import map_driver_error
 
 if TYPE_CHECKING:
     from ddm_core.execute.pools import Borrowed, EndpointPool
@@ -19,7 +23,7 @@ if TYPE_CHECKING:
     from ddm_core.execute.watchdog import Guard
     from ddm_core.route.plan import RoutePlan, RouteUnit
 
-__all__ = ["SentUnit", "Finisher"]
+__all__ = ["SentUnit", "Finisher", "SentControl", "send_control"]
 
 
 class Finisher(Protocol):
@@ -84,3 +88,62 @@ class SentUnit:
         if self.guard is not None:
             self.guard.disarm()
         self.borrowed.release(discard=True)
+
+
+@dataclass(slots=True, eq=False)
+class SentControl:
+    """Transaction control sent on a connection without waiting for its OKs (a transaction's opening, its
+    ``COMMIT`` or ``ROLLBACK``, from an event loop: docs/proxy.md#transactions-on-the-loop). Once ``fileno`` is
+    readable, :meth:`receive` reads the OKs; :attr:`error` is then what the blocking call would have raised."""
+
+    data_source: str
+    pinned: Borrowed
+    count: int  # OKs to read
+    sql: str  # what an error names: BEGIN, COMMIT or ROLLBACK, as the worker path names it
+    fileno: int
+    #: ``time.monotonic()`` by which the OKs must have begun (``None``: no bound).
+    answer_by: float | None
+    #: The mapped error of the send or of an OK (``None``: all went well).
+    error: BaseException | None = None
+    received: bool = False  # its OKs were read (or their read failed)
+
+    def receive(self) -> None:
+        """Read the OKs (blocking only until they are in); a failure is kept in :attr:`error`."""
+        if self.error is not None:
+            return
+        self.received = True
+        try:
+            self.pinned.pool.driver.receive_oks(self.pinned.raw, self.count)
+        except Exception as exc:  # noqa: BLE001  # kept, mapped, for the caller to raise in turn
+            self.error = self._mapped(exc)
+
+    def timed_out(self, when: str = "in time") -> None:
+        """No answer began by :attr:`answer_by` (or ``when`` says by when): the connection is in doubt (the
+        blocking read's timeout)."""
+        pool = self.pinned.pool
+        self.error = DataSourceUnavailableError(
+            f"ddm: {pool.data_source} ({pool.endpoint.name}) did not answer {self.sql} {when}",
+            data_source=pool.data_source, endpoint=pool.endpoint.name, sql=self.sql,
+        )  # fmt: skip
+
+    def _mapped(self, exc: Exception) -> BaseException:
+        pool = self.pinned.pool
+        mapped = map_driver_error(exc, data_source=pool.data_source, endpoint=pool.endpoint.name, sql=self.sql)
+        if mapped is not exc:
+            mapped.__cause__ = exc
+        return mapped
+
+
+def send_control(data_source: str, pinned: Borrowed, commands: list[str]) -> SentControl:
+    """``commands`` sent on ``pinned`` one after another without waiting (a send that fails is kept in
+    :attr:`SentControl.error`: nothing to wait for then)."""
+    driver = pinned.pool.driver
+    bound = driver.socket_timeout(pinned.pool.endpoint)
+    sent = SentControl(data_source, pinned, len(commands), commands[-1], -1,
+                       None if bound is None else time.monotonic() + bound)  # fmt: skip
+    try:
+        driver.send_commands(pinned.raw, commands)
+        sent.fileno = driver.fileno(pinned.raw)
+    except Exception as exc:  # noqa: BLE001  # as a blocking call's failure: mapped, raised by the caller
+        sent.error = sent._mapped(exc)
+    return sent

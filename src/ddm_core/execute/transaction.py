@@ -75,6 +75,7 @@ from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.session_state import check_pinned, reset_or_discard
 from ddm_core.execute.pools import EndpointPool
+from ddm_core.execute.sent import SentControl, send_control
 from ddm_core.execute.savepoints import RELEASE, ROLLBACK_TO, SAVEPOINT, Savepoints, savepoint_name, statement
 from ddm_core.execute.shadows import Shadows
 from ddm_core.execute.shared import DEFAULT, Lane, style_of
@@ -369,6 +370,69 @@ class Transaction(TransactionState[Borrowed]):
     def _begin(self, data_source: str, pinned: Borrowed) -> None:
         """Open the transaction on a newly pinned connection (the XA mode starts a branch instead)."""
         pinned.pool.driver.begin(pinned.raw, self.isolation)
+
+    # -- opened and ended from an event loop (docs/proxy.md#transactions-on-the-loop) -------------
+
+    def send_opening(self, data_source: str) -> SentControl | None:
+        """The transaction's opening (:meth:`_begin`'s statements) sent without waiting on an idle connection to
+        ``data_source``'s primary; :meth:`opened` makes it the pin once its OKs are read. ``None`` (nothing sent):
+        the worker path opens it — pinned already, a shadow participant there, savepoints to set, no idle
+        connection, a driver that cannot split a statement."""
+        if (self._state != "active" or data_source in self._pins or data_source in self._dual.shadows
+                or self.savepoints or type(self)._begin is not Transaction._begin):  # fmt: skip
+            return None  # (a mode that opens otherwise: XA starts a branch)
+        pool = self.executor.primary_pool(data_source)
+        if not pool.driver.can_pipeline:
+            return None
+        borrowed = pool.lend_idle()
+        if borrowed is None:
+            return None
+        return send_control(data_source, borrowed, pool.driver.begin_commands(self.isolation))
+
+    def opened(self, sent: SentControl) -> None:
+        """``sent``'s OKs were read (:meth:`SentControl.receive`): its connection is the data source's pin, as
+        :meth:`_pin` makes it one.
+
+        Raises:
+            DdmError: the opening failed (the connection is discarded; the transaction goes on, as after a
+                failed ``BEGIN`` on the worker path).
+        """
+        if sent.error is not None:
+            sent.pinned.release(discard=True)
+            raise sent.error
+        self._pins[sent.data_source] = sent.pinned
+
+    def ends_on_loop(self) -> bool:
+        """May :meth:`send_end` end this — active, nothing written (the written pin commits last, after the
+        others succeeded), no dual writes, no session to reset, every pin's driver able to split a statement?"""
+        return (self._state == "active" and self._written is None and not self._dirty and not self._dual.carried
+                and type(self).commit is Transaction.commit  # a mode that ends otherwise (XA's two phases): not here
+                and all(pinned.pool.driver.can_pipeline for pinned in self._pins.values()))  # fmt: skip
+
+    def send_end(self, command: str) -> list[SentControl]:
+        """``COMMIT`` or ``ROLLBACK`` sent on every pin at once (:meth:`ends_on_loop` said yes), in commit order;
+        :meth:`ended` settles them once their OKs are read."""
+        return [send_control(ds, self._pins[ds], [command]) for ds in commit_order(self._pins, None)]
+
+    def ended(self, command: str, sent: list[SentControl]) -> None:
+        """The end's OKs were read: the transaction is over and its pins back (discarded where it failed).
+
+        Every pin only read, so a pin whose ``COMMIT`` went through is where the worker path's ``ROLLBACK``
+        after a failed one leaves it: the outcome and the state (``rolled back``) are :meth:`commit`'s.
+
+        Raises:
+            DdmError: the first failed ``COMMIT``'s error in commit order, as :meth:`commit` raises it
+                (a failed ``ROLLBACK`` is logged, as :meth:`rollback` logs it).
+        """
+        self._pins, self._dirty = {}, set()
+        failure = next((s.error for s in sent if s.error is not None), None)
+        self._state = "committed" if command == "COMMIT" and failure is None else "rolled back"
+        for s in sent:
+            if s.error is not None and command != "COMMIT":
+                log.warning("%s on %s failed: %s", command, s.data_source, s.error)
+            s.pinned.release(discard=s.error is not None)
+        if command == "COMMIT" and failure is not None:
+            raise failure
 
     # -- ending -----------------------------------------------------------------------------
 

@@ -19,16 +19,21 @@ connection. One that did sends a ``COMMIT`` per pin: a worker does.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 from ddm_core.errors import DataSourceUnavailableError, DdmError
 from ddm_core.execute import Executor, Transaction
 from ddm_core.execute.pools import Borrowed
-from ddm_core.execute.sent import SentUnit
+from ddm_core.execute.sent import SentControl, SentUnit
 from ddm_core.execute.session_state import check_pinned
+from ddm_core.proxy.relay import readable
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
-__all__ = ["reads_on_pins", "on_pin", "pins_for", "send_on_pin", "ends_quietly", "PinnedLoan"]
+__all__ = [
+    "reads_on_pins", "on_pin", "read_from_loop", "pins_for", "send_on_pin", "ends_quietly", "PinnedLoan", "open_on_loop", "end_on_loop",
+    "receive_all",
+]  # fmt: skip
 
 
 def ends_quietly(tx: Transaction) -> bool:
@@ -47,6 +52,12 @@ def on_pin(tx: Transaction, plan: RoutePlan) -> bool:
     return len(plan.units) == 1 and plan.kind is RouteKind.SINGLE and _read_on_pins(tx, plan)
 
 
+def read_from_loop(tx: Transaction, plan: RoutePlan) -> bool:
+    """May ``plan`` go from the loop in ``tx`` — a plain one-unit read, on its pin or on one :func:`open_on_loop`
+    opens first?"""
+    return len(plan.units) == 1 and plan.kind is RouteKind.SINGLE and _plain_read(tx, plan)
+
+
 def pins_for(tx: Transaction, plan: RoutePlan) -> dict[str, Borrowed] | None:
     """The pins a multi-unit read goes on from the loop (``Executor.send_many``'s ``on``), one loan per data
     source; ``None``: the worker path runs it — it is not a plain read, or one of its data sources is not
@@ -58,16 +69,86 @@ def pins_for(tx: Transaction, plan: RoutePlan) -> dict[str, Borrowed] | None:
 
 def _read_on_pins(tx: Transaction, plan: RoutePlan) -> bool:
     """A plain read, in a transaction that may read from the loop, on data sources it pinned already?"""
+    pinned = tx.data_sources
+    return all(unit.data_source in pinned for unit in plan.units) and _plain_read(tx, plan)
+
+
+def _plain_read(tx: Transaction, plan: RoutePlan) -> bool:
+    """A plain read (nothing written, no session changed, no cross-node step) in a transaction that may read
+    from the loop?"""
     if (not reads_on_pins(tx) or plan.statement != "select" or plan.is_write or plan.dual
             or plan.cross_node is not None):  # fmt: skip
         return False
-    pinned = tx.data_sources
-    if any(unit.data_source not in pinned for unit in plan.units):
-        return False  # its first statement there opens the transaction on it: the worker path
     try:
         return not check_pinned(plan)
     except DdmError:
         return False  # refused: the worker path says why, in its words
+
+
+async def open_on_loop(tx: Transaction, plan: RoutePlan) -> int:
+    """Before a plain read of ``tx`` is sent from the loop: its opening sent on an idle connection to each of
+    ``plan``'s data sources not pinned yet, all at once, and those connections pinned once their OKs are in
+    (``Transaction.send_opening``). The number opened; a data source left unpinned (no idle connection, a
+    savepoint to set) leaves the read to the worker path, which opens it there.
+
+    Raises:
+        DdmError: an opening failed (its connection discarded; the others opened stay pinned).
+    """
+    if not _plain_read(tx, plan):
+        return 0
+    sent: list[SentControl] = []
+    for source in plan.data_sources:
+        if source not in tx.data_sources:
+            opening = tx.send_opening(source)
+            if opening is None:
+                break
+            sent.append(opening)
+    try:
+        await receive_all(sent)
+    except BaseException:  # cancelled (the client went away): nothing was pinned, every connection in doubt
+        for opening in sent:
+            opening.pinned.release(discard=True)
+        raise
+    failure: DdmError | None = None
+    for opening in sent:
+        try:
+            tx.opened(opening)
+        except DdmError as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+    return len(sent)
+
+
+async def end_on_loop(tx: Transaction, command: str) -> None:
+    """``COMMIT`` or ``ROLLBACK`` of ``tx`` (``Transaction.ends_on_loop`` said yes) sent on every pin at once
+    from the loop, the OKs read, the pins returned.
+
+    Raises:
+        DdmError: what ``Transaction.commit`` raises for a failed ``COMMIT``.
+    """
+    sent = tx.send_end(command)
+    try:
+        await receive_all(sent)
+    except BaseException:  # cancelled (the client went away): the pins not answered yet are in doubt
+        for end in sent:
+            if end.error is None and not end.received:
+                end.timed_out("before the client went away")
+        with contextlib.suppress(DdmError):
+            tx.ended(command, sent)
+        raise
+    tx.ended(command, sent)
+
+
+async def receive_all(sent: list[SentControl]) -> None:
+    """Each one's OKs read once its socket is readable (they were sent together: the waits overlap)."""
+    for control in sent:
+        if control.error is not None:
+            continue
+        if await readable(control.fileno, control.answer_by):
+            control.receive()
+        else:
+            control.timed_out()
 
 
 def send_on_pin(executor: Executor, tx: Transaction, plan: RoutePlan, style: str,

@@ -50,7 +50,9 @@ from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.hotpath import HotRelay, LinkStatement
-from ddm_core.proxy.loop_transactions import ends_quietly, on_pin, pins_for, reads_on_pins, send_on_pin
+from ddm_core.proxy.loop_transactions import (
+    end_on_loop, ends_quietly, open_on_loop, pins_for, read_from_loop, reads_on_pins, send_on_pin,
+)  # fmt: skip
 from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.relay_many import read_many, relay_many
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
@@ -294,10 +296,10 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if kind is Kind.BEGIN:
             return self._begin() if self._tx is None and self._tx_mode == "local" else await self._in_thread(self._begin)
         if kind is Kind.COMMIT:
-            await self._end_transaction(self._commit)
+            await self._end_transaction(self._commit, "COMMIT")
             return Outcome()
         if kind is Kind.ROLLBACK:
-            await self._end_transaction(self._rollback)
+            await self._end_transaction(self._rollback, "ROLLBACK")
             return Outcome()
         if kind in SAVEPOINT_KINDS:
             await self._in_thread(self._savepoint, kind, what.rest)
@@ -344,9 +346,14 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if tx is not None:
             tx.rollback()
 
-    async def _end_transaction(self, end: Callable[[], None]) -> None:
-        if self._tx is None or ends_quietly(self._tx):
+    async def _end_transaction(self, end: Callable[[], None], command: str) -> None:
+        tx = self._tx
+        if tx is None or ends_quietly(tx):
             end()
+        elif reads_on_pins(tx) and tx.ends_on_loop():  # a COMMIT (ROLLBACK) per pin, all at once from the loop
+            self._tx = None
+            self.runtime.ended_on_loop += 1
+            await end_on_loop(tx, command)
         else:
             await self._in_thread(end)
 
@@ -496,10 +503,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             pool = self._loop_pool(plan)
             if pool is None:
                 return None  # a write to a data source with replicas, a gtid read's check: the workers run it
-        elif not on_pin(tx, plan):
-            return None  # a write, a data source not pinned yet, an XA transaction: the workers run it
+        elif not read_from_loop(tx, plan):
+            return None  # a write, an XA transaction: the workers run it
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
+        if tx is not None and not await self._opened(running, tx, plan):
+            return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape)
         relay, values = self._relay_of(running, plan, style_of(text))
         send = None if relay is None else self._sender(runtime.driver_of(plan.units[0].data_source), values)
         try:
@@ -549,9 +558,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if plan is None or not _many_units(plan):
             return None
         tx = self._tx
-        pins = None if tx is None else pins_for(tx, plan)
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
+        pins = None if tx is None or not await self._opened(running, tx, plan) else pins_for(tx, plan)
         style = style_of(text)
         sent = None
         if tx is None or pins is not None:  # else a data source not pinned yet, a read that changes the session
@@ -580,6 +589,19 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             running.failed(exc)
             raise
         return self._outcome(running, plan, result, shape)
+
+    async def _opened(self, running: _Running, tx: Transaction, plan: RoutePlan) -> bool:
+        """The transaction opened from the loop on the data sources of ``plan`` (a read) it has not pinned
+        (proxy/loop_transactions.py); ``False``: one is still unpinned, the worker path runs the read."""
+        pinned = tx.data_sources
+        if all(source in pinned for source in plan.data_sources):
+            return True
+        try:
+            self.runtime.opened_on_loop += await open_on_loop(tx, plan)
+        except DdmError as exc:
+            running.failed(exc)
+            raise
+        return all(source in tx.data_sources for source in plan.data_sources)
 
     def _relay_many_of(self, running: _Running, plan: RoutePlan, sent: SentMany) -> ResultRelay | None:
         """A relay for a multi-unit read whose rows need no merge (a text result, nothing masked, drivers

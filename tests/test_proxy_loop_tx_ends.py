@@ -1,0 +1,254 @@
+"""A transaction opened and ended on the proxy's event loop (docs/proxy.md#transactions-on-the-loop).
+
+A read that is a transaction's first statement on a data source opens the transaction there from the loop
+(its ``BEGIN`` on an idle pooled connection, which becomes the pin); a ``COMMIT`` or ``ROLLBACK`` of a local
+transaction that only read sends one per pin, all at once, from the loop. Checked with real clients (PyMySQL
+text, mysql-connector prepared): the rows, that the openings and ends did take the loop (the proxy's
+counts), a REPEATABLE READ snapshot taken at the first read, a rollback, a COMMIT failing on a killed data
+source (the worker path's error, nothing leaked), a client gone mid-transaction; after each, every pooled
+connection back and no server session left inside a transaction.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from typing import Any, Iterator
+
+import pytest
+
+from services import fresh_mariadb_databases, mariadb_connect, require_module
+
+require_module("mysql_mimic", "ddm proxy")
+pymysql: Any = require_module("pymysql", "the proxy's client tests")
+
+from ddm_core import load_config  # noqa: E402
+from ddm_core.execute import Executor  # noqa: E402
+from test_proxy_many_loop import Served, _served, _table, _until  # noqa: E402
+from test_proxy_support import PASSWORD, USER, proxy_config  # noqa: E402
+
+ROWS = 40
+DDL = "CREATE TABLE t_tx (id INTEGER NOT NULL, k BIGINT NOT NULL, PRIMARY KEY (id))"
+POINT = "SELECT id, k FROM t_tx WHERE id = %s"
+RANGE = "SELECT id, k FROM t_tx WHERE id BETWEEN %s AND %s"
+
+
+def _filled(config: dict[str, Any]) -> None:
+    config["tables"] = [_table("t_tx")]
+    config["runtime"] = {"allowFullRoute": True, "allowDmlFullRoute": False, "fullRouteThreshold": 64}  # ranges
+    with Executor(load_config(config), load_schema=False) as ex:
+        ex.execute(DDL).close()
+        for i in range(1, ROWS + 1):
+            ex.execute("INSERT INTO t_tx (id, k) VALUES (%s, %s)", (i, i * 10)).close()
+
+
+def _in_transaction(databases: list[str]) -> int:
+    """Server sessions on these databases inside a transaction (InnoDB's list of them)."""
+    time.sleep(0.15)  # InnoDB refreshes the list only when it was last read more than 0.1 s ago
+    conn = mariadb_connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p "
+                        "ON p.ID = t.trx_mysql_thread_id WHERE p.DB IN %s", (tuple(databases),))  # fmt: skip
+            return int(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _settled(served: Served, databases: list[str]) -> None:
+    served.at_rest()
+    _until(lambda: _in_transaction(databases) == 0, lambda: f"{_in_transaction(databases)} sessions in a transaction")
+
+
+def _on_loop(served: Served) -> tuple[int, int]:
+    runtime = served.server.runtime
+    return runtime.opened_on_loop, runtime.ended_on_loop
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[tuple[Served, Served, list[str], dict[str, int]]]:
+    """A relaying proxy, a worker-path one (``inlineStatements: false``), the databases, and per data source
+    an id stored there."""
+    with fresh_mariadb_databases(2) as databases:
+        config = proxy_config(databases)
+        _filled(config)
+        loop, workers = _served(config, "relay"), _served(config, "workers")
+        try:
+            router = loop.server.executor.router
+            ids: dict[str, int] = {}
+            for i in range(1, ROWS + 1):
+                ids.setdefault(router.route(POINT, (i,)).units[0].data_source, i)
+            yield loop, workers, databases, ids
+        finally:
+            loop.close()
+            workers.close()
+
+
+def _sysbench_like(cur: Any, ids: dict[str, int], point: str, ranged: str) -> list[Any]:
+    """BEGIN, point selects (the first one opens its data source), range reads over both data sources, COMMIT."""
+    got: list[Any] = []
+    cur.execute("BEGIN")
+    for i in (ids["ds_0"], ids["ds_1"], ids["ds_0"]):
+        cur.execute(point, (i,))
+        got.append([tuple(r) for r in cur.fetchall()])
+    for low in (1, 11):
+        cur.execute(ranged, (low, low + 9))
+        got.append(sorted(tuple(r) for r in cur.fetchall()))
+    cur.execute("COMMIT")
+    return got
+
+
+@pytest.mark.parametrize("client", ["pymysql", "prepared"])
+def test_a_read_only_transaction_is_opened_and_committed_on_the_loop(
+        world: tuple[Served, Served, list[str], dict[str, int]], client: str) -> None:  # fmt: skip
+    loop, _, databases, ids = world
+    if client == "prepared":
+        require_module("mysql.connector", "prepared statements against the proxy")
+        from mysql import connector
+
+        conn = connector.connect(host="127.0.0.1", port=loop.port, user=USER, password=PASSWORD, database="logic_db",
+                                 ssl_disabled=True, autocommit=True, use_pure=False)  # fmt: skip
+        cur = conn.cursor(prepared=True)
+        point, ranged = POINT.replace("%s", "?"), RANGE.replace("%s", "?")
+    else:
+        conn = loop.connect()
+        cur = conn.cursor()
+        point, ranged = POINT, RANGE
+    expected = [[(ids["ds_0"], ids["ds_0"] * 10)], [(ids["ds_1"], ids["ds_1"] * 10)], [(ids["ds_0"], ids["ds_0"] * 10)],
+                [(i, i * 10) for i in range(1, 11)], [(i, i * 10) for i in range(11, 21)]]  # fmt: skip
+    assert _sysbench_like(cur, ids, point, ranged) == expected  # the shapes met (on workers)
+    before = _on_loop(loop)
+    for _ in range(3):
+        assert _sysbench_like(cur, ids, point, ranged) == expected
+    opened, ended = (now - then for now, then in zip(_on_loop(loop), before))
+    assert (opened, ended) == (2 * 3, 3)  # both data sources opened, the COMMIT sent, from the loop each time
+    cur.close()
+    conn.close()
+    _settled(loop, databases)
+
+
+def test_the_snapshot_is_taken_at_the_first_read_and_a_rollback_ends_it(
+        world: tuple[Served, Served, list[str], dict[str, int]]) -> None:  # fmt: skip
+    """REPEATABLE READ: a write committed elsewhere after the transaction's first read there is not seen by
+    its second read; after the ROLLBACK (sent from the loop) a new transaction sees it."""
+    loop, _, databases, ids = world
+    i = ids["ds_1"]
+    direct = loop.server.executor
+    with loop.connect() as conn, conn.cursor() as cur:
+        cur.execute(POINT, (i,))  # the shape, met in autocommit
+        cur.fetchall()
+        before = _on_loop(loop)
+        cur.execute("BEGIN")
+        cur.execute(POINT, (i,))
+        (row,) = cur.fetchall()
+        assert _on_loop(loop)[0] == before[0] + 1  # opened from the loop: its snapshot is taken by this read
+        direct.execute("UPDATE t_tx SET k = k + 1 WHERE id = %s", (i,)).close()  # committed, autocommit
+        cur.execute(POINT, (i,))
+        assert cur.fetchall() == (row,)
+        cur.execute("ROLLBACK")
+        assert _on_loop(loop)[1] == before[1] + 1
+        assert not conn.server_status & 1  # SERVER_STATUS_IN_TRANS: over
+        cur.execute(POINT, (i,))
+        assert cur.fetchall() == ((i, row[1] + 1),)
+    direct.execute("UPDATE t_tx SET k = k - 1 WHERE id = %s", (i,)).close()
+    _settled(loop, databases)
+
+
+def test_a_client_gone_mid_transaction_gives_its_pins_back(
+        world: tuple[Served, Served, list[str], dict[str, int]]) -> None:  # fmt: skip
+    loop, _, databases, ids = world
+    conn = loop.connect()
+    with conn.cursor() as cur:
+        cur.execute(RANGE, (1, 20))  # the shape, met in autocommit
+        cur.fetchall()
+        before = _on_loop(loop)[0]
+        cur.execute("BEGIN")
+        cur.execute(RANGE, (1, 20))
+        assert len(cur.fetchall()) == 20
+        assert _on_loop(loop)[0] == before + 2
+    _until(lambda: _in_transaction(databases) == 2, lambda: f"{_in_transaction(databases)} sessions in a transaction, not 2")
+    sock: socket.socket = conn._sock
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset, as a crashed client
+    conn._rfile.close()  # PyMySQL's reader holds the socket open too
+    sock.close()
+    _settled(loop, databases)
+
+
+def test_a_commit_failing_on_one_pin_fails_as_on_the_worker_path(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """ds_1 on a private mariadbd SIGKILLed between a transaction's last read and its COMMIT, on the loop's
+    proxy and on the worker path's: the same error for both clients, no connection left borrowed, ds_0's
+    pin not left inside a transaction, and the proxy serves ds_0 on."""
+    from test_execute_support import running_mariadb
+
+    with running_mariadb(tmp_path_factory.mktemp("tx-ends-mariadbd")) as backend, \
+            fresh_mariadb_databases(1) as (shared,):  # fmt: skip
+        private = backend.create_database("ddm_tx_ends_")
+        config = proxy_config([shared, private])
+        config["dataSources"]["ds_1"]["url"] = f"mysql://127.0.0.1:{backend.port}/{private}"
+        _filled(config)
+        served = {name: _served(config, name) for name in ("relay", "workers")}
+        try:
+            router = served["relay"].server.executor.router
+            ids: dict[str, int] = {}
+            for i in range(1, ROWS + 1):
+                ids.setdefault(router.route(POINT, (i,)).units[0].data_source, i)
+            conns = {name: one.connect() for name, one in served.items()}
+            before = _on_loop(served["relay"])
+            for conn in conns.values():
+                with conn.cursor() as cur:
+                    for i in (ids["ds_0"], ids["ds_1"]):  # the shape met, a connection to each left idle
+                        cur.execute(POINT, (i,))
+                        cur.fetchall()
+                    cur.execute("BEGIN")
+                    for i in (ids["ds_0"], ids["ds_1"]):
+                        cur.execute(POINT, (i,))
+                        assert cur.fetchall() == ((i, i * 10),)
+            assert _on_loop(served["relay"])[0] == before[0] + 2
+            backend.kill()
+            outcomes: dict[str, Any] = {}
+            for name, conn in conns.items():
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("COMMIT")
+                    outcomes[name] = "committed"
+                except pymysql.err.MySQLError as exc:
+                    outcomes[name] = (type(exc).__name__, exc.args[0])
+            assert outcomes["relay"] != "committed" and outcomes["relay"] == outcomes["workers"], outcomes
+            assert _on_loop(served["relay"])[1] == before[1] + 1
+            for name, one in served.items():
+                with conns[name].cursor() as cur:  # the session goes on, out of the transaction
+                    cur.execute(POINT, (ids["ds_0"],))
+                    assert cur.fetchall() == ((ids["ds_0"], ids["ds_0"] * 10),)
+                conns[name].close()
+                one.at_rest()
+            _until(lambda: _in_transaction([shared]) == 0, lambda: "ds_0's pin left inside a transaction")
+        finally:
+            for one in served.values():
+                one.close()
+
+
+def test_concurrent_transactions_on_the_loop_leave_nothing_behind(
+        world: tuple[Served, Served, list[str], dict[str, int]]) -> None:  # fmt: skip
+    """Four clients, each a series of read-only transactions (more clients than idle connections at times:
+    the ones that find none take the worker path): the right rows for each, and the pools at rest after."""
+    loop, _, databases, ids = world
+    errors: list[BaseException] = []
+
+    def client() -> None:
+        try:
+            with loop.connect() as conn, conn.cursor() as cur:
+                for _ in range(10):
+                    got = _sysbench_like(cur, ids, POINT, RANGE)
+                    assert got[3] == [(i, i * 10) for i in range(1, 11)]
+        except BaseException as exc:  # noqa: BLE001  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    _settled(loop, databases)
