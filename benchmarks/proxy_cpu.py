@@ -284,16 +284,24 @@ def callgrind(config_path: Path, count: int) -> None:
     total = sum(int(m.group(1)) for m in re.finditer(r"^totals:\s+(\d+)", out.read_text(), re.M))
     print(f"machine instructions per statement (proxy process, callgrind): {total / count:.0f}")
     print(f"(callgrind_annotate {out} splits them by function)")
+    stopped = re.search(r"ddm proxy stopped: (.*)", proc.stderr.read() if proc.stderr is not None else "")
+    if stopped:  # what ran on the loop, warm-up included: a path that fell back to the workers shows here
+        print(f"stop line: {stopped.group(1)}")
+
+
+def take_src() -> None:
+    """``--src DIR``: the proxy (a subprocess) imports another copy of ddm_core, for a before / after comparison."""
+    if "--src" in sys.argv:
+        where = sys.argv.index("--src")
+        os.environ["PYTHONPATH"] = sys.argv.pop(where + 1)
+        sys.argv.pop(where)
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--serve-traced"]:
         serve_traced(sys.argv[2], sys.argv[3])
         return
-    if "--src" in sys.argv:  # another copy of ddm_core for the proxy (a before / after comparison)
-        where = sys.argv.index("--src")
-        os.environ["PYTHONPATH"] = sys.argv.pop(where + 1)
-        sys.argv.pop(where)
+    take_src()
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     count = int(args[0]) if args else 3000
     with fresh_mariadb_databases(2) as databases:

@@ -7,13 +7,17 @@ proxy's cost per read is printed: ``--callgrind`` (machine instructions, valgrin
 
 Usage (MariaDB on 127.0.0.1:3306)::
 
-    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx | --pinned] [--opcodes]
+    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx | --pinned | --oltp] [--opcodes] [--src DIR]
 
 ``--prepared``: mysql-connector's C extension, prepared (COM_STMT_EXECUTE, binary rows, as sysbench);
 else PyMySQL (text). ``--tx``: each read inside BEGIN … COMMIT (sysbench's default; the transaction's
 statements counted too, divide by hand), else autocommit (sysbench ``--skip_trx``). ``--pinned``: every read
 inside one transaction whose first statements (point selects) pinned both data sources, as sysbench's point
-selects do before its range reads (BEGIN, the pins and COMMIT are counted once per ``N`` reads).
+selects do before its range reads (BEGIN, the pins and COMMIT are counted once per ``N`` reads). ``--oltp``:
+each of the ``N`` is a whole ``oltp_read_only`` transaction instead (BEGIN, 10 point selects, its 4 range reads
+— simple, sum, order, distinct —, COMMIT): the figure is per transaction. ``--src DIR``: the proxy imports
+``ddm_core`` from ``DIR`` (a copy of another version's ``src/``), as proxy_cpu.py's; the ``--callgrind`` run
+prints the proxy's stop line too (what ran on the loop, warm-up included).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ KINDS = {
     "distinct": "SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN %s AND %s ORDER BY c",
     "point": "SELECT c FROM sbtest1 WHERE id = %s",
 }
+SYSBENCH_RANGES = ("simple", "sum", "order", "distinct")  # oltp_read_only's range reads, in its order
 
 
 def sbtest_config(databases: list[str]) -> dict[str, Any]:
@@ -70,6 +75,7 @@ def make_client(kind: str) -> Any:
     sql = KINDS[kind]
     tx = "--tx" in sys.argv
     pinned = "--pinned" in sys.argv
+    oltp = "--oltp" in sys.argv
 
     def client(port: int, count: int) -> None:
         rnd = random.Random(7)
@@ -89,13 +95,19 @@ def make_client(kind: str) -> Any:
             for i in range(1, 9):
                 cur.execute(KINDS["point"] if text is sql else KINDS["point"].replace("%s", "?"), (i,))
                 cur.fetchall()
+        point = KINDS["point"] if text is sql else KINDS["point"].replace("%s", "?")
         for _ in range(count):
             low = rnd.randint(1, ROWS - RANGE)
-            if tx:
+            if tx or oltp:
                 cur.execute("BEGIN")
-            cur.execute(text, (low, low + RANGE - 1))
-            cur.fetchall()
-            if tx:
+            for _ in range(10 if oltp else 0):  # oltp_read_only's point selects, then its range reads
+                cur.execute(point, (rnd.randint(1, ROWS),))
+                cur.fetchall()
+            for ranged in ([KINDS[k] if text is sql else KINDS[k].replace("%s", "?") for k in SYSBENCH_RANGES] if oltp
+                           else [text]):  # fmt: skip
+                cur.execute(ranged, (low, low + RANGE - 1))
+                cur.fetchall()
+            if tx or oltp:
                 cur.execute("COMMIT")
         if pinned:
             cur.execute("COMMIT")
@@ -105,6 +117,7 @@ def make_client(kind: str) -> Any:
 
 
 def main() -> None:
+    proxy_cpu.take_src()  # --src DIR, as proxy_cpu.py takes it
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     kind = sys.argv[sys.argv.index("--kind") + 1] if "--kind" in sys.argv else "simple"
     args = [a for a in args if a != kind]
@@ -114,7 +127,7 @@ def main() -> None:
         fill(config)
         path = write_config(config, Path(tempfile.mkdtemp(prefix="ddm_range_cpu_")) / "proxy.yaml")
         proxy_cpu.client = make_client(kind)  # proxy_cpu's drivers call its module-level client
-        print(f"{kind} ({'binary' if '--prepared' in sys.argv else 'text'}, {'in BEGIN/COMMIT' if '--tx' in sys.argv else 'on pins' if '--pinned' in sys.argv else 'autocommit'}):")
+        print(f"{kind} ({'binary' if '--prepared' in sys.argv else 'text'}, {'in BEGIN/COMMIT' if '--tx' in sys.argv else 'on pins' if '--pinned' in sys.argv else 'oltp_read_only transactions' if '--oltp' in sys.argv else 'autocommit'}):")
         if "--opcodes" in sys.argv:
             proxy_cpu.opcodes(path, count)
         else:
