@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate import Connections
-from services import mariadb_rows
+from services import innodb_trx_fresh, mariadb_rows
 
 __all__ = ["RaceAtFirstWrite", "RacingWrite", "WRITES", "write_row", "expected_row"]
 
@@ -67,6 +67,7 @@ class RaceAtFirstWrite(Connections):
 
 def _lock_waits(port: int) -> int:
     sql = "SELECT COUNT(*) FROM INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
+    innodb_trx_fresh(port)
     return int(mariadb_rows("information_schema", sql, port=port)[0][0])
 
 
@@ -98,7 +99,7 @@ class RacingWrite:
         deadline = time.monotonic() + self.timeout
         while not self.done.is_set() and _lock_waits(self.port) == 0:
             assert time.monotonic() < deadline, "the application's write neither finished nor waited for a lock"
-            time.sleep(0.002)  # polling a condition, not a timed wait
+            self.done.wait(0.01)  # polling a condition (_lock_waits spaces its reads), not a timed wait
         self.waited = not self.done.is_set()
 
     def _note_if_slow(self) -> None:
@@ -120,6 +121,7 @@ _SLOW_S = 5.0
 def _server_state(port: int) -> str:
     """The server's transactions, lock waits and sessions, as text for an assertion message."""
     parts = []
+    innodb_trx_fresh(port)
     for sql in ("SELECT trx_id, trx_state, trx_mysql_thread_id, trx_query FROM INNODB_TRX",
                 "SELECT * FROM INNODB_LOCK_WAITS",
                 "SELECT id, command, time, state, info FROM PROCESSLIST WHERE command <> 'Daemon'"):

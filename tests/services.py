@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import threading
+import time
 import uuid
 from types import ModuleType
 from typing import Any, Callable, Iterator, NoReturn
@@ -24,6 +26,7 @@ __all__ = [
     "require_service",
     "require_module",
     "mariadb_connect",
+    "innodb_trx_fresh",
     "fresh_mariadb_databases",
     "POSTGRESQL",
     "postgresql_connect",
@@ -87,6 +90,25 @@ def mariadb_connect(**extra: Any) -> Any:
         return pymysql.connect(**{**MARIADB, "ssl_disabled": True, "autocommit": True, "connect_timeout": 2, **extra})
     except pymysql.MySQLError as exc:
         require_service(f"MariaDB on {MARIADB['host']}:{MARIADB['port']}", str(exc))
+
+
+#: InnoDB refreshes INFORMATION_SCHEMA.INNODB_TRX (and its lock tables) only once they went unread for
+#: 0.1 s (``CACHE_MIN_IDLE_TIME`` in trx0i_s.cc): a poll faster than that reads its first snapshot again
+#: and again, and never sees a lock wait that began after it. So reads are spaced by more than that.
+_TRX_CACHE_IDLE_S = 0.15
+_trx_reads: dict[int, float] = {}
+_trx_lock = threading.Lock()
+
+
+def innodb_trx_fresh(port: int | None = None) -> None:
+    """Call right before reading ``INNODB_TRX`` on the server at ``port``: waits until this process last read
+    it long enough ago that the server shows its transactions as they are now."""
+    port = MARIADB["port"] if port is None else port
+    with _trx_lock:
+        wait = _trx_reads.get(port, 0.0) + _TRX_CACHE_IDLE_S - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        _trx_reads[port] = time.monotonic()
 
 
 def mariadb_rows(database: str, sql: str, params: Any = None, *, port: int | None = None) -> list[tuple[Any, ...]]:

@@ -31,7 +31,7 @@ from ddm_core.execute import Executor
 from ddm_core.xa import GlobalState
 from ddm_core.xa.xid import Xid, new_gtrid, ours
 from runners import cancel_after
-from services import fresh_mariadb_databases, mariadb_connect
+from services import fresh_mariadb_databases, innodb_trx_fresh, mariadb_connect
 from test_execute_support import running_mariadb
 from test_xa_support import (
     ACCOUNTS,
@@ -118,6 +118,7 @@ def test_the_dbapi_facade_in_xa_mode(bank: dict[str, Any]) -> None:
 
 async def _lock_waits() -> bool:
     def ask() -> bool:
+        innodb_trx_fresh()
         conn = mariadb_connect()
         try:
             with conn.cursor() as cur:

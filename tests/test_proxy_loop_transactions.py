@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from services import fresh_mariadb_databases, require_module
+from services import fresh_mariadb_databases, innodb_trx_fresh, require_module
 
 require_module("mysql_mimic", "ddm proxy")
 pymysql: Any = require_module("pymysql", "the proxy's client tests")
@@ -217,6 +217,7 @@ def _drop(port: int) -> None:
 
 
 def _open_transactions(databases: list[str]) -> int:
+    innodb_trx_fresh()
     with pymysql.connect(host="127.0.0.1", port=3306, user="root", password="") as root, root.cursor() as cur:
         cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p "
                     "ON p.ID = t.trx_mysql_thread_id WHERE p.DB IN %s", (databases,))  # fmt: skip

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from services import fresh_mariadb_databases, mariadb_connect, require_module
+from services import fresh_mariadb_databases, innodb_trx_fresh, mariadb_connect, require_module
 
 require_module("mysql_mimic", "ddm proxy")
 pymysql: Any = require_module("pymysql", "the proxy's client tests")
@@ -46,7 +46,7 @@ def _filled(config: dict[str, Any]) -> None:
 
 def _in_transaction(databases: list[str]) -> int:
     """Server sessions on these databases inside a transaction (InnoDB's list of them)."""
-    time.sleep(0.15)  # InnoDB refreshes the list only when it was last read more than 0.1 s ago
+    innodb_trx_fresh()
     conn = mariadb_connect()
     try:
         with conn.cursor() as cur:

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from services import fresh_mariadb_databases, mariadb_connect, mariadb_rows, require_module
+from services import fresh_mariadb_databases, innodb_trx_fresh, mariadb_connect, mariadb_rows, require_module
 
 require_module("mysql_mimic", "ddm proxy")
 pymysql: Any = require_module("pymysql", "the proxy's XA tests")
@@ -66,6 +66,7 @@ class Bank:
     def lock_waits(self) -> int:
         """Transactions of the server waiting for a row lock."""
         database = self.where[self.a][0]
+        innodb_trx_fresh()
         return int(mariadb_rows(database, "SELECT COUNT(*) FROM information_schema.innodb_trx "
                                           "WHERE trx_state = 'LOCK WAIT'")[0][0])  # fmt: skip
 

@@ -32,7 +32,7 @@ from ddm_core.xa import GlobalState, recover
 from ddm_core.xa import branches as xa_branches
 from ddm_core.xa.xid import FORMAT_ID, Xid, gtrid_started_ms, namespace_of, new_gtrid, ours
 from runners import RUNNERS, BlockingAsyncExecutor
-from services import fresh_mariadb_databases, mariadb_connect
+from services import fresh_mariadb_databases, innodb_trx_fresh, mariadb_connect
 from test_execute_support import assert_no_leaks
 from test_xa_support import (
     ACCOUNTS,
@@ -395,12 +395,12 @@ def _wait_for_lock_wait() -> None:
     """Until some InnoDB transaction waits for a lock (A's second UPDATE is blocked)."""
     conn = mariadb_connect()
     try:
-        for _ in range(2000):
+        for _ in range(200):  # each read spaced by innodb_trx_fresh: about 30 s in all
+            innodb_trx_fresh()
             with conn.cursor() as cur:
                 cur.execute("SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'")
                 if cur.fetchone()[0]:
                     return
-            threading.Event().wait(0.005)
         raise AssertionError("A's UPDATE never waited for B's lock")
     finally:
         conn.close()

@@ -23,6 +23,7 @@ from ddm_core.execute import Executor
 from ddm_core.xa import XaRuntime, runtime_of
 from ddm_core.xa.log import XaHost
 from ddm_core.xa.xid import ours
+from services import innodb_trx_fresh
 
 ACCOUNTS = 10  # 0..9: even on ds_0, odd on ds_1
 START_BALANCE = 1_000
@@ -144,12 +145,14 @@ def prepared_xids(raw: Any) -> list[Any]:
 
 def detached_trx(raw: Any) -> list[Any]:
     """InnoDB transactions with no session (prepared XA branches left behind)."""
+    innodb_trx_fresh(raw.port)
     with raw.cursor() as cur:
         cur.execute("SELECT trx_id, trx_state FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = 0")
         return list(cur.fetchall())
 
 
 def all_trx(raw: Any) -> list[Any]:
+    innodb_trx_fresh(raw.port)
     with raw.cursor() as cur:
         cur.execute("SELECT trx_id, trx_state, trx_mysql_thread_id FROM information_schema.innodb_trx")
         return list(cur.fetchall())
