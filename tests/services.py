@@ -103,12 +103,12 @@ _trx_lock = threading.Lock()
 def innodb_trx_fresh(port: int | None = None) -> None:
     """Call right before reading ``INNODB_TRX`` on the server at ``port``: waits until this process last read
     it long enough ago that the server shows its transactions as they are now."""
-    port = MARIADB["port"] if port is None else port
+    server: Any = MARIADB["port"] if port is None else port
     with _trx_lock:
-        wait = _trx_reads.get(port, 0.0) + _TRX_CACHE_IDLE_S - time.monotonic()
+        wait = _trx_reads.get(server, 0.0) + _TRX_CACHE_IDLE_S - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        _trx_reads[port] = time.monotonic()
+        _trx_reads[server] = time.monotonic()
 
 
 def mariadb_rows(database: str, sql: str, params: Any = None, *, port: int | None = None) -> list[tuple[Any, ...]]:
