@@ -419,8 +419,8 @@ cdef int _binary_row(bytearray buffer, Py_ssize_t start, object row, const unsig
         if _stringlike(buffer, kind, value):
             continue
         if C_INT8 <= kind <= C_UINT64 and _integer(buffer, kind, value) == 0:
-            pass
-        elif kind == C_DOUBLE and PyFloat_CheckExact(value):
+            continue  # written; an int out of the kind's range goes to the encoder below
+        if kind == C_DOUBLE and PyFloat_CheckExact(value):
             PyFloat_Pack8(PyFloat_AS_DOUBLE(value), _grow(buffer, 8), 1)
         elif kind == C_FLOAT and PyFloat_CheckExact(value):
             _float4(buffer, PyFloat_AS_DOUBLE(value))

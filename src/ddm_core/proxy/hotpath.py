@@ -28,7 +28,7 @@ from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.statement import unit_error
 from ddm_core.proxy.backends import LOST as _LOST
 from ddm_core.proxy.relay import (
-    RELAY_STATES, HotStatement, ResultRelay, advance, conclude, is_waiting, socket_of, timed_out,
+    RELAY_STATES, HotStatement, ResultRelay, advance, conclude, is_waiting, no_answer, socket_of, timed_out,
 )  # fmt: skip
 
 __all__ = ["Deadlines", "HotRelay", "LinkStatement"]
@@ -207,7 +207,7 @@ class LinkStatement(HotStatement):
         if state == _ERROR and relay.first:
             exc: BaseException = link.driver.relay_error(link.raw, relay.first)
         elif self.bounded:
-            exc = TimeoutError(f"no answer from the data source by the statement's deadline ({unit.sql})")
+            exc = no_answer(unit.sql)
         else:
             exc = ConnectionError("the data source's connection was lost, or answered out of step")
         if self.fired or state != _ERROR or discard_on(exc):

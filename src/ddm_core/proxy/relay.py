@@ -35,7 +35,7 @@ else:
 __all__ = [
     "relay_answer", "readable", "execute_values", "socket_of", "timed_out", "advance", "conclude", "is_waiting",
     "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES", "HeaderMemo", "HotStatement", "LinkProtocol", "frame",
-    "hotlink", "READ_SIZE", "HIGH_WATER",
+    "hotlink", "READ_SIZE", "HIGH_WATER", "unrelayable", "no_answer", "read_failed", "closed_mid_answer",
 ]  # fmt: skip
 
 _relay = SELECTED.relay
@@ -161,17 +161,35 @@ async def relay_answer(
         raise
 
 
+# What a relayed answer fails with, the same on every relay path (one unit, several, the hot path).
+
+def unrelayable() -> ConnectionError:
+    return ConnectionError("the data source's connection cannot be relayed (closed meanwhile)")
+
+
+def no_answer(sql: str) -> TimeoutError:
+    return TimeoutError(f"no answer from the data source by the statement's deadline ({sql})")
+
+
+def read_failed(exc: OSError) -> ConnectionError:
+    return ConnectionError(f"reading the data source's answer failed: {exc}")
+
+
+def closed_mid_answer() -> ConnectionError:
+    return ConnectionError("the data source closed the connection mid-answer")
+
+
 def socket_of(sent: SentUnit) -> Any:
     """The socket ``sent``'s answer is read from (raises, the connection discarded, if it has none)."""
     sock = sent.pool.driver.relay_socket(sent.borrowed.raw)
     if sock is None:
-        sent.relay_failed(ConnectionError("the data source's connection cannot be relayed (closed meanwhile)"))
+        sent.relay_failed(unrelayable())
     return sock
 
 
 def timed_out(sent: SentUnit) -> NoReturn:
     """No answer by the bound (a frozen data source): the statement fails, the connection is discarded."""
-    sent.relay_failed(TimeoutError(f"no answer from the data source by the statement's deadline ({sent.sql})"))
+    sent.relay_failed(no_answer(sent.sql))
 
 
 def advance(sent: SentUnit, sock: Any, relay: ResultRelay, transport: Any,
@@ -186,9 +204,9 @@ def advance(sent: SentUnit, sock: Any, relay: ResultRelay, transport: Any,
     except (BlockingIOError, InterruptedError):
         return int(relay.state)
     except OSError as exc:
-        sent.relay_failed(ConnectionError(f"reading the data source's answer failed: {exc}"))
+        sent.relay_failed(read_failed(exc))
     if not data:
-        sent.relay_failed(ConnectionError("the data source closed the connection mid-answer"))
+        sent.relay_failed(closed_mid_answer())
     state = relay.feed(data)
     if state == _HEADER:
         payloads, status = header_for(relay.columns)

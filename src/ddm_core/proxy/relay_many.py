@@ -23,7 +23,9 @@ import socket
 from typing import TYPE_CHECKING, Any, Callable
 
 from ddm_core.execute.result import UnitResult
-from ddm_core.proxy.relay import HIGH_WATER, READ_SIZE, RELAY_STATES, ResultRelay, readable
+from ddm_core.proxy.relay import (
+    HIGH_WATER, READ_SIZE, RELAY_STATES, ResultRelay, closed_mid_answer, no_answer, read_failed, readable, unrelayable,
+)  # fmt: skip
 
 if TYPE_CHECKING:
     from ddm_core.execute.sent_many import SentMany, SentPart
@@ -62,14 +64,14 @@ class _Reading:
             self.reading[part.lane] = i
             self.sent.cancel_again(part.lane)
         if sock is None:
-            self._fail(i, ConnectionError("the data source's connection cannot be relayed (closed meanwhile)"))
+            self._fail(i, unrelayable())
             return None
         waited = False
         while True:
             # What has arrived is taken at once (the units were all sent together: by the time one answer is
             # read, the next has usually come); only an empty socket is waited for.
             if waited and not await readable(part.fileno, self.sent.answer_by):
-                self._fail(i, TimeoutError(f"no answer from the data source by the statement's deadline ({part.sql})"))
+                self._fail(i, no_answer(part.sql))
                 return None
             try:
                 data: bytes = sock.recv(READ_SIZE, _DONTWAIT)
@@ -77,10 +79,10 @@ class _Reading:
                 waited = True
                 continue
             except OSError as exc:
-                self._fail(i, ConnectionError(f"reading the data source's answer failed: {exc}"))
+                self._fail(i, read_failed(exc))
                 return None
             if not data:
-                self._fail(i, ConnectionError("the data source closed the connection mid-answer"))
+                self._fail(i, closed_mid_answer())
                 return None
             if waited:
                 self.unwaited = 0
