@@ -51,6 +51,7 @@ from ddm_core._extras import require_extra
 from ddm_core.dialects import Dialect, find_dialect
 from ddm_core.errors import ExecutionError
 from ddm_core.execute.mysql_cancel import QueryKiller
+from ddm_core.execute.mysql_oks import read_oks
 from ddm_core.execute.mysql_connect import (
     CHARSET,
     connect_timeout_of,
@@ -171,10 +172,17 @@ class Driver(ABC):
         waiting; :meth:`receive_oks` reads their answers once :meth:`fileno` is readable."""
         raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
 
-    def receive_oks(self, raw: Any, count: int) -> None:
+    def receive_oks(self, raw: Any, count: int, exact: bool = False) -> None:
         """Read the OKs of the ``count`` commands :meth:`send_commands` sent (blocking until they are in);
-        an error answer raises what the driver raises for it."""
+        an error answer raises what the driver raises for it. ``exact``: a statement was sent behind them
+        (:meth:`follows_opening`): read no byte of its answer."""
         raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
+
+    def follows_opening(self, raw: Any, sql: str | None) -> bool:
+        """May a statement be sent on ``raw`` right behind a transaction's opening, before its OKs are read
+        (``sql``: a binary execute's statement; ``None``: a text one)? Its answer is then read after
+        :meth:`receive_oks` with ``exact`` (docs/proxy.md#transactions-on-the-loop)."""
+        return False
 
     def begin_commands(self, isolation: str | None) -> list[str]:
         """The statements :meth:`begin` runs, in order (sent from an event loop by :meth:`send_commands`)."""
@@ -399,10 +407,20 @@ class MySQLDriver(Driver):
         for sql in commands:
             raw._execute_command(_COM_QUERY, sql.encode(raw.encoding))
 
-    def receive_oks(self, raw: Any, count: int) -> None:
+    def receive_oks(self, raw: Any, count: int, exact: bool = False) -> None:
+        if exact:  # off the socket, packet by packet: PyMySQL's buffered reader would take the answer behind
+            read_oks(raw, count, self.relay_error)
+            return
         for _ in range(count):
             raw._next_seq_id = 1  # each command's answer numbers its packets from 1
             raw._read_ok_packet()  # an error packet raises PyMySQL's error; the OK's status flags are kept
+
+    def follows_opening(self, raw: Any, sql: str | None) -> bool:
+        # Not over TLS (its layer reads whole records ahead of the OKs), nor before an execute whose
+        # statement is not prepared on the connection yet (its prepare would read the opening's OK).
+        if getattr(raw, "_secure", False) or raw._sock is None:
+            return False
+        return sql is None or sql in (getattr(raw, "ddm_prepared", None) or ())
 
     def in_transaction(self, raw: Any) -> bool:
         return bool(raw.server_status & self._in_trans)

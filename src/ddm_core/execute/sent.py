@@ -106,6 +106,9 @@ class SentControl:
     #: The mapped error of the send or of an OK (``None``: all went well).
     error: BaseException | None = None
     received: bool = False  # its OKs were read (or their read failed)
+    #: A statement was sent behind the OKs (docs/proxy.md#transactions-on-the-loop): they are read to their
+    #: last byte and no further (``Driver.receive_oks``'s ``exact``), its answer left on the socket.
+    followed: bool = False
 
     def receive(self) -> None:
         """Read the OKs (blocking only until they are in); a failure is kept in :attr:`error`."""
@@ -113,13 +116,15 @@ class SentControl:
             return
         self.received = True
         try:
-            self.pinned.pool.driver.receive_oks(self.pinned.raw, self.count)
+            self.pinned.pool.driver.receive_oks(self.pinned.raw, self.count, self.followed)
         except Exception as exc:  # noqa: BLE001  # kept, mapped, for the caller to raise in turn
             self.error = self._mapped(exc)
 
     def timed_out(self, when: str = "in time") -> None:
         """No answer began by :attr:`answer_by` (or ``when`` says by when): the connection is in doubt (the
-        blocking read's timeout)."""
+        blocking read's timeout). The first failure stands."""
+        if self.error is not None:
+            return
         pool = self.pinned.pool
         self.error = DataSourceUnavailableError(
             f"ddm: {pool.data_source} ({pool.endpoint.name}) did not answer {self.sql} {when}",

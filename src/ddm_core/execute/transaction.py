@@ -373,11 +373,15 @@ class Transaction(TransactionState[Borrowed]):
 
     # -- opened and ended from an event loop (docs/proxy.md#transactions-on-the-loop) -------------
 
-    def send_opening(self, data_source: str) -> SentControl | None:
+    def send_opening(self, data_source: str, follows: Callable[[Borrowed], bool] | None = None) -> SentControl | None:
         """The transaction's opening (:meth:`_begin`'s statements) sent without waiting on an idle connection to
         ``data_source``'s primary; :meth:`opened` makes it the pin once its OKs are read. ``None`` (nothing sent):
         the worker path opens it — pinned already, a shadow participant there, savepoints to set, no idle
-        connection, a driver that cannot split a statement."""
+        connection, a driver that cannot split a statement.
+
+        ``follows``: a statement goes right behind the opening, before its OKs are read, if ``follows(connection)``
+        says it may (its OKs are then read to their last byte: :attr:`SentControl.followed`); ``None`` when not.
+        """
         if (self._state != "active" or data_source in self._pins or data_source in self._dual.shadows
                 or self.savepoints or type(self)._begin is not Transaction._begin):  # fmt: skip
             return None  # (a mode that opens otherwise: XA starts a branch)
@@ -387,7 +391,12 @@ class Transaction(TransactionState[Borrowed]):
         borrowed = pool.lend_idle()
         if borrowed is None:
             return None
-        return send_control(data_source, borrowed, pool.driver.begin_commands(self.isolation))
+        if follows is not None and not follows(borrowed):
+            borrowed.release()  # idle as lent: nothing was sent on it
+            return None
+        sent = send_control(data_source, borrowed, pool.driver.begin_commands(self.isolation))
+        sent.followed = follows is not None
+        return sent
 
     def opened(self, sent: SentControl) -> None:
         """``sent``'s OKs were read (:meth:`SentControl.receive`): its connection is the data source's pin, as

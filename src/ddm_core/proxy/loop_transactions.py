@@ -32,7 +32,7 @@ from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
 __all__ = [
     "reads_on_pins", "on_pin", "read_from_loop", "pins_for", "send_on_pin", "ends_quietly", "PinnedLoan", "open_on_loop", "end_on_loop",
-    "receive_all",
+    "receive_all", "opening_for", "opened_under", "drop_opening",
 ]  # fmt: skip
 
 
@@ -151,11 +151,60 @@ async def receive_all(sent: list[SentControl]) -> None:
             control.timed_out()
 
 
+def opening_for(tx: Transaction, plan: RoutePlan, sql: str | None) -> SentControl | None:
+    """A plain one-unit read's data source not pinned yet (:func:`read_from_loop` said yes): its opening sent on
+    an idle connection, for the read to go right behind it (:func:`send_on_pin` with it, then
+    :func:`opened_under`). ``None``: nothing sent — pinned already, or the read cannot follow the opening there
+    (``sql``, a binary execute's statement, not prepared on it; TLS) or the loop cannot open it
+    (:meth:`Transaction.send_opening`): :func:`open_on_loop` opens it first, or the worker path."""
+    source = plan.units[0].data_source
+    if source in tx.data_sources:
+        return None
+    return tx.send_opening(source, lambda b: b.pool.driver.follows_opening(b.raw, sql))
+
+
 def send_on_pin(executor: Executor, tx: Transaction, plan: RoutePlan, style: str,
-                send: Callable[[Any, RouteUnit], None] | None) -> SentUnit | None:  # fmt: skip
-    """``plan`` (:func:`on_pin` said yes) sent on ``tx``'s pin; ``None``: not sent, the worker path runs it."""
+                send: Callable[[Any, RouteUnit], None] | None, opening: SentControl | None = None) -> SentUnit | None:  # fmt: skip
+    """``plan`` (:func:`on_pin` said yes) sent on ``tx``'s pin, or behind ``opening`` (:func:`opening_for`) on the
+    connection that becomes it; ``None``: not sent, the worker path runs it (after :func:`opened_under`)."""
+    if opening is not None:
+        return executor.send_single(plan, caller_style=style, send=send, on=PinnedLoan(opening.pinned, tx, opening))
     pin = tx.connection(plan.units[0].data_source)  # pinned already (on_pin): no round trip
     return executor.send_single(plan, caller_style=style, send=send, on=PinnedLoan(pin, tx))
+
+
+async def opened_under(tx: Transaction, opening: SentControl, sent: SentUnit | None) -> None:
+    """``opening``'s OKs read — to their last byte, ``sent``'s answer behind them left on the socket — and its
+    connection made ``tx``'s pin; then ``sent``'s answer is read as any on a pin.
+
+    Raises:
+        DdmError: the opening failed (its error, as the worker path's ``BEGIN`` gives it): ``sent``'s answer is
+            never read, the connection discarded, the transaction going on as after a failed ``BEGIN``.
+    """
+    if sent is not None and sent.answer_by is not None:  # the statement's deadline bounds its opening too
+        opening.answer_by = sent.answer_by if opening.answer_by is None else min(opening.answer_by, sent.answer_by)
+    try:
+        await receive_all([opening])
+    except BaseException:  # cancelled (the client went away, KILL): neither answer read, the connection goes
+        drop_opening(opening, sent, "before the client went away")
+        raise
+    if opening.error is not None:
+        raise drop_opening(opening, sent, "")
+    tx.opened(opening)
+    if sent is not None and isinstance(sent.borrowed, PinnedLoan):
+        sent.borrowed.opened()  # the transaction's pin from now on: a cut-off answer fails the transaction
+
+
+def drop_opening(opening: SentControl, sent: SentUnit | None, when: str) -> BaseException:
+    """``opening`` given up — it failed, its statement failed to send, or a cancel came ``when`` — with the
+    statement sent behind it (abandoned unread) and its connection (discarded, never pinned; the transaction
+    goes on as after a failed ``BEGIN``); the opening's error."""
+    if sent is not None:
+        sent.abandon()  # its guard disarmed; its loan, not pinned yet, fails the opening, not the transaction
+    opening.timed_out(when or "before the statement sent behind it failed")  # an error of its own stands
+    opening.pinned.release(discard=True)
+    assert opening.error is not None
+    return opening.error
 
 
 class PinnedLoan(Borrowed):
@@ -166,9 +215,10 @@ class PinnedLoan(Borrowed):
     transaction fails as ``execute_plan`` fails it then: nothing more runs in it, and its end discards the pin.
     """
 
-    __slots__ = ("_pin", "_tx", "_back")
+    __slots__ = ("_pin", "_tx", "_back", "_opening")
 
-    def __init__(self, pin: Borrowed, tx: Transaction) -> None:  # not Borrowed's: the connection stays the pin's
+    def __init__(self, pin: Borrowed, tx: Transaction, opening: SentControl | None = None) -> None:
+        # not Borrowed's: the connection stays the pin's
         self.pool = pin.pool
         self.raw = pin.raw
         self.guard = pin.guard
@@ -176,6 +226,13 @@ class PinnedLoan(Borrowed):
         self._pin = pin
         self._tx = tx
         self._back = False  # given back by the statement (its answer read, or its error's mapping)
+        #: The opening sent before the statement, its OKs not read yet: the connection is not the transaction's
+        #: pin until :meth:`opened` (opened_under).
+        self._opening = opening
+
+    def opened(self) -> None:
+        """The opening's OKs were read: the connection is the transaction's pin."""
+        self._opening = None
 
     @property
     def released(self) -> bool:
@@ -186,7 +243,9 @@ class PinnedLoan(Borrowed):
         if self._back:
             return  # once, as Borrowed.release
         self._back = True
-        if discard:
+        if discard and self._opening is not None:  # not pinned yet: the opening fails (drop_opening), not the transaction
+            self._opening.timed_out("before the statement sent behind it was cut off")
+        elif discard:
             pool = self.pool
             self._tx.fail(DataSourceUnavailableError(
                 f"ddm: the transaction's connection to {pool.data_source} ({pool.endpoint.name}) was cut off "

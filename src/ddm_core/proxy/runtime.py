@@ -125,6 +125,7 @@ class ProxyRuntime:
         self.many_inlined = 0  # multi-unit reads run on the event loop (proxy/relay_many.py), not counted above
         self.many_relayed = 0  # of these, the ones whose answers were relayed undecoded
         self.opened_on_loop = 0  # data sources a transaction was opened on from the event loop (loop_transactions)
+        self.opened_with_first = 0  # of them, opened with the first statement sent right behind the opening
         self.ended_on_loop = 0  # transactions with pins committed or rolled back from the event loop
         self._running = 0
         self._idle_lock = threading.Lock()  # taken directly on the hot path (a Condition's with is Python code)

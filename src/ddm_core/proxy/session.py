@@ -42,7 +42,7 @@ from ddm_core.errors import DataSourceUnavailableError, DdmError, ExecutionError
 from ddm_core.execute import Result, Transaction
 from ddm_core.execute.result import UnitResult
 from ddm_core.execute.savepoints import opens_transaction
-from ddm_core.execute.sent import SentUnit
+from ddm_core.execute.sent import SentControl, SentUnit
 from ddm_core.execute.sent_many import SentMany
 from ddm_core.execute.shared import style_of
 from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
@@ -51,7 +51,8 @@ from ddm_core.proxy.kill import kill
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.hotpath import HotRelay, LinkStatement
 from ddm_core.proxy.loop_transactions import (
-    end_on_loop, ends_quietly, open_on_loop, pins_for, read_from_loop, reads_on_pins, send_on_pin,
+    drop_opening, end_on_loop, ends_quietly, open_on_loop, opened_under, opening_for, pins_for, read_from_loop,
+    reads_on_pins, send_on_pin,
 )  # fmt: skip
 from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.relay_many import read_many, relay_many
@@ -507,16 +508,22 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return None  # a write, an XA transaction: the workers run it
         running = _Running(self, sql, plan, started)
         self._admit(running, text, params, plan, shape)
-        if tx is not None and not await self._opened(running, tx, plan):
-            return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape)
         relay, values = self._relay_of(running, plan, style_of(text))
+        # The transaction's first statement there: sent right behind its opening (read first), else opened first
+        opening = None if tx is None else opening_for(tx, plan, None if values is None else plan.units[0].sql)
+        if tx is not None and opening is None and not await self._opened(running, tx, plan):
+            return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape)
         send = None if relay is None else self._sender(runtime.driver_of(plan.units[0].data_source), values)
         try:
             sent = (runtime.executor.send_single(plan, caller_style=style_of(text), send=send, pool=pool) if tx is None
-                    else send_on_pin(runtime.executor, tx, plan, style_of(text), send))  # fmt: skip
+                    else send_on_pin(runtime.executor, tx, plan, style_of(text), send, opening))  # fmt: skip
         except DdmError as exc:
+            if opening is not None:
+                drop_opening(opening, None, "")
             running.failed(exc)
             raise
+        if opening is not None and tx is not None:
+            await self._opened_under(running, tx, opening, sent)
         if sent is None:  # no idle connection there: a worker waits for one, on the endpoint chosen here
             return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape, pool)
         if relay is not None:
@@ -602,6 +609,16 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             running.failed(exc)
             raise
         return all(source in tx.data_sources for source in plan.data_sources)
+
+    async def _opened_under(self, running: _Running, tx: Transaction, opening: SentControl, sent: SentUnit | None) -> None:
+        """``opening``'s OKs read before the answer of ``sent`` behind it (proxy/loop_transactions.py)."""
+        try:
+            await opened_under(tx, opening, sent)
+        except DdmError as exc:
+            running.failed(exc)
+            raise
+        self.runtime.opened_on_loop += 1
+        self.runtime.opened_with_first += sent is not None
 
     def _relay_many_of(self, running: _Running, plan: RoutePlan, sent: SentMany) -> ResultRelay | None:
         """A relay for a multi-unit read whose rows need no merge (a text result, nothing masked, drivers
