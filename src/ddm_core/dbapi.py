@@ -104,6 +104,7 @@ from ddm_core.errors import (
 )
 from ddm_core.execute import Executor, Result, Transaction
 from ddm_core.execute.bulk import Limits, regroup
+from ddm_core.execute.isolation import characteristics
 from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.shared import style_of
 from ddm_core.execute.transaction import check_mode
@@ -479,9 +480,16 @@ class Connection:
             if local.command == "ROLLBACK":
                 self.rollback()
             else:
+                spelled = local.characteristics and characteristics(local.characteristics)  # a conflict: nothing done
                 self.commit()  # BEGIN commits an open transaction first, as on MySQL
                 if local.command == "BEGIN":
                     self.begin()
+                    if spelled and self._tx is not None:
+                        try:  # each pin opens with them; WITH CONSISTENT SNAPSHOT opens every data source now
+                            self._tx.start(spelled, self._live().config.data_sources)
+                        except BaseException:
+                            self._tx = None
+                            raise
         elif isinstance(local, Savepoint):
             tx = self._tx
             if tx is None and opens_transaction(local.command, local.name, self._autocommit):

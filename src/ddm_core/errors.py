@@ -351,6 +351,10 @@ class CrossShardTransactionError(TransactionError):
     """A write inside one local transaction would touch a second data source."""
 
 
+class TransactionCharacteristicsError(TransactionError):
+    """``START TRANSACTION`` characteristics that conflict, or that this transaction mode or driver cannot honour."""
+
+
 class NoSuchSavepointError(TransactionError):
     """``ROLLBACK TO`` / ``RELEASE`` of a savepoint the transaction has not set (or dropped)."""
 

@@ -140,6 +140,7 @@ class Control(NamedTuple):
     """Run the connection's own ``begin`` / ``commit`` / ``rollback``."""
 
     command: str  # "BEGIN" | "COMMIT" | "ROLLBACK"
+    characteristics: str = ""  # BEGIN: START TRANSACTION's (READ ONLY, WITH CONSISTENT SNAPSHOT...)
 
 
 class Savepoint(NamedTuple):
@@ -213,7 +214,7 @@ def local_answer(
     """
     kind = classified.kind
     if kind in _CONTROL:
-        return Control(_CONTROL[kind])
+        return Control(_CONTROL[kind], classified.rest if kind is Kind.BEGIN else "")
     if kind in SAVEPOINT_KINDS:
         return Savepoint(SAVEPOINT_KINDS[kind], classified.rest)
     if kind is Kind.SET:

@@ -45,7 +45,7 @@ class Kind(Enum):
 
 class Classified(NamedTuple):
     kind: Kind
-    rest: str = ""  # SET: the statement; PREVIEW: the SQL to route; USE: the database; SHOW VARIABLES: the LIKE pattern; KILL: what follows
+    rest: str = ""  # BEGIN: START TRANSACTION's characteristics; SET: the statement; PREVIEW: the SQL to route; USE: the database; SHOW VARIABLES: the LIKE pattern; KILL: what follows
 
 
 _LEADING = re.compile(r"(?:\s+|/\*(?!M?!).*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re.S)
@@ -53,7 +53,11 @@ _LEADING = re.compile(r"(?:\s+|/\*(?!M?!).*?\*/|(?:--\s|#)[^\n]*(?:\n|\Z))*", re
 #: str.rstrip, not a regex: ``[\s;]+\Z`` is tried at every position of a run and fails at each
 #: but the last, so a statement of 48 000 spaces and one character took seconds (quadratic).
 _TRAILING = " \t\r\n\f\v;"
-_BEGIN = re.compile(r"(?:BEGIN(?:\s+WORK)?|START\s+TRANSACTION(?:\s+READ\s+(?:WRITE|ONLY))?)\Z", re.I)
+_CHARACTERISTIC = r"(?:WITH\s+CONSISTENT\s+SNAPSHOT|READ\s+(?:WRITE|ONLY))"
+_BEGIN = re.compile(
+    r"(?:BEGIN(?:\s+WORK)?|START\s+TRANSACTION(?:\s+(" + _CHARACTERISTIC + r"(?:\s*,\s*" + _CHARACTERISTIC + r")*))?)\Z",
+    re.I,
+)
 _COMMIT = re.compile(r"COMMIT(?:\s+WORK)?\Z", re.I)
 _ROLLBACK = re.compile(r"ROLLBACK(?:\s+WORK)?\Z", re.I)
 _USE = re.compile(r"USE\s+(`(?:[^`]|``)+`|\S+)\Z", re.I)
@@ -129,7 +133,10 @@ def classify(sql: str) -> Classified:
         return Classified(Kind.SET, text)
     if word == "KILL":
         return Classified(Kind.KILL, text[first.end() :].strip() if first else "")
-    for pattern, kind in ((_BEGIN, Kind.BEGIN), (_COMMIT, Kind.COMMIT), (_ROLLBACK, Kind.ROLLBACK)):
+    begin = _BEGIN.match(text)
+    if begin:  # START TRANSACTION's characteristics as written (execute.isolation.characteristics reads them)
+        return Classified(Kind.BEGIN, " ".join((begin.group(1) or "").split()))
+    for pattern, kind in ((_COMMIT, Kind.COMMIT), (_ROLLBACK, Kind.ROLLBACK)):
         if pattern.match(text):
             return Classified(kind)
     for pattern, name in _SAVEPOINTS:

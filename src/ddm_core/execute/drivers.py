@@ -51,6 +51,7 @@ from ddm_core._extras import require_extra
 from ddm_core.dialects import Dialect, find_dialect
 from ddm_core.errors import ExecutionError
 from ddm_core.execute.mysql_cancel import QueryKiller
+from ddm_core.execute.isolation import SNAPSHOT, refuse_characteristics
 from ddm_core.execute.mysql_oks import read_oks
 from ddm_core.execute.mysql_connect import (
     CHARSET,
@@ -184,16 +185,22 @@ class Driver(ABC):
         :meth:`receive_oks` with ``exact`` (docs/proxy.md#transactions-on-the-loop)."""
         return False
 
-    def begin_commands(self, isolation: str | None) -> list[str]:
+    def begin_commands(self, isolation: str | None, characteristics: str = "") -> list[str]:
         """The statements :meth:`begin` runs, in order (sent from an event loop by :meth:`send_commands`)."""
+        refuse_characteristics(self.dialect.name, characteristics)
         return ["BEGIN"]
 
-    def begin(self, raw: Any, isolation: str | None = None) -> None:
-        """Open a transaction, at ``isolation`` (one of ``ISOLATION_LEVELS``) when given.
+    def begin(self, raw: Any, isolation: str | None = None, characteristics: str = "") -> None:
+        """Open a transaction, at ``isolation`` (one of ``ISOLATION_LEVELS``) when given, with ``START
+        TRANSACTION``'s ``characteristics`` (:func:`~ddm_core.execute.isolation.characteristics`) when given.
 
         The base opens it with ``BEGIN`` and takes no level: SQLite's transactions are
-        always serializable (docs/sqlalchemy.md#isolation-levels).
+        always serializable (docs/sqlalchemy.md#isolation-levels). It takes no characteristics either.
+
+        Raises:
+            TransactionCharacteristicsError: characteristics this driver cannot open a transaction with.
         """
+        refuse_characteristics(self.dialect.name, characteristics)
         raw.cursor().execute("BEGIN")
 
     def commit(self, raw: Any) -> None:
@@ -392,16 +399,21 @@ class MySQLDriver(Driver):
     def socket_timeout(self, endpoint: Endpoint) -> float | None:
         return socket_timeout_of(endpoint.options, f"endpoint {endpoint.name!r} ({endpoint.url})")
 
-    def begin_commands(self, isolation: str | None) -> list[str]:
+    def begin_commands(self, isolation: str | None, characteristics: str = "") -> list[str]:
         # SET TRANSACTION: for the next transaction only, nothing stays on the pooled connection
-        return ["BEGIN"] if isolation is None else [f"SET TRANSACTION ISOLATION LEVEL {isolation}", "BEGIN"]
+        begin = f"START TRANSACTION {characteristics}" if characteristics else "BEGIN"
+        return [begin] if isolation is None else [f"SET TRANSACTION ISOLATION LEVEL {isolation}", begin]
 
-    def begin(self, raw: Any, isolation: str | None = None) -> None:
-        *before, _ = self.begin_commands(isolation)
+    def begin(self, raw: Any, isolation: str | None = None, characteristics: str = "") -> None:
+        *before, begin = self.begin_commands(isolation, characteristics)
         for sql in before:
             with raw.cursor() as cursor:
                 cursor.execute(sql)
-        raw.begin()
+        if characteristics:
+            with raw.cursor() as cursor:
+                cursor.execute(begin)
+        else:
+            raw.begin()
 
     def send_commands(self, raw: Any, commands: list[str]) -> None:
         for sql in commands:
@@ -547,8 +559,13 @@ class PostgresDriver(Driver):
             connect_timeout=max(1, int(round(connect_timeout))),
         )
 
-    def begin(self, raw: Any, isolation: str | None = None) -> None:
-        raw.execute("BEGIN" if isolation is None else f"BEGIN ISOLATION LEVEL {isolation}")
+    def begin(self, raw: Any, isolation: str | None = None, characteristics: str = "") -> None:
+        modes = [] if isolation is None else [f"ISOLATION LEVEL {isolation}"]
+        if characteristics:  # READ ONLY / READ WRITE as PostgreSQL writes them; its snapshot is the first statement's
+            if SNAPSHOT in characteristics:
+                refuse_characteristics(self.dialect.name, characteristics)
+            modes.append(characteristics)
+        raw.execute(" ".join(["BEGIN", ", ".join(modes)]).strip())
 
     def commit(self, raw: Any) -> None:
         raw.execute("COMMIT")

@@ -68,10 +68,13 @@ from ddm_core.errors import (
     CrossShardTransactionError,
     DataSourceUnavailableError,
     QueryTimeoutError,
+    TransactionCharacteristicsError,
     TransactionError,
 )
 from ddm_core.execute.cross_node import run_cross_node
 from ddm_core.execute.driver_errors import map_driver_error
+from ddm_core.execute.isolation import READ_WRITE, SNAPSHOT
+from ddm_core.execute.isolation import characteristics as isolation_characteristics
 from ddm_core.execute.pools import Borrowed
 from ddm_core.execute.session_state import check_pinned, reset_or_discard
 from ddm_core.execute.pools import EndpointPool
@@ -130,6 +133,9 @@ class TransactionState(Generic[B]):
     #: The level each pinned connection opens its transaction at (``None``: the server's default);
     #: set before the first statement (:func:`~ddm_core.execute.isolation.isolation_level` spells it).
     isolation: str | None = None
+    #: ``START TRANSACTION``'s characteristics each pinned connection opens with (``""``: a plain ``BEGIN``);
+    #: :meth:`Transaction.start` sets them (:func:`~ddm_core.execute.isolation.characteristics` spells them).
+    characteristics: str = ""
 
     def __init__(self, dual: Shadows[Any]) -> None:
         self._dual = dual  # a migration's dual writes in this transaction
@@ -206,6 +212,35 @@ class Transaction(TransactionState[Borrowed]):
     def __init__(self, executor: TransactionHost) -> None:
         super().__init__(Shadows(executor.dual_write_done, executor.dual_write_failed))
         self.executor = executor
+
+    def start(self, characteristics: str, data_sources: Iterable[str] = ()) -> None:
+        """``START TRANSACTION characteristics`` (before the first statement): each pin opens with them. ``WITH
+        CONSISTENT SNAPSHOT`` opens a pin on each of ``data_sources`` now (blocking), so each one's snapshot is
+        taken at ``START TRANSACTION``, not at the transaction's first statement there (one snapshot per data
+        source: they are not taken at one instant across them).
+
+        Raises:
+            TransactionCharacteristicsError: they conflict, or this mode (XA) or a driver cannot open with them.
+            DdmError: a pin could not be opened (the transaction is rolled back).
+        """
+        spelled = isolation_characteristics(characteristics)
+        if spelled and spelled != READ_WRITE and type(self)._begin is not Transaction._begin:
+            raise TransactionCharacteristicsError(
+                f"START TRANSACTION {spelled} is not supported in a {type(self).__name__} (an XA transaction opens "
+                "its branches with XA START); use a local transaction", characteristics=spelled,
+            )  # fmt: skip
+        if self._pins or self._dual.shadows:
+            raise TransactionCharacteristicsError(
+                f"START TRANSACTION {spelled}: the transaction has run statements already", characteristics=spelled
+            )
+        self.characteristics = spelled
+        if SNAPSHOT in spelled:
+            try:
+                for source in data_sources:
+                    self._pin(source)
+            except BaseException:
+                self.rollback()
+                raise
 
     # -- statements ---------------------------------------------------------------------
 
@@ -369,7 +404,7 @@ class Transaction(TransactionState[Borrowed]):
 
     def _begin(self, data_source: str, pinned: Borrowed) -> None:
         """Open the transaction on a newly pinned connection (the XA mode starts a branch instead)."""
-        pinned.pool.driver.begin(pinned.raw, self.isolation)
+        pinned.pool.driver.begin(pinned.raw, self.isolation, self.characteristics)
 
     # -- opened and ended from an event loop (docs/proxy.md#transactions-on-the-loop) -------------
 
@@ -394,7 +429,7 @@ class Transaction(TransactionState[Borrowed]):
         if follows is not None and not follows(borrowed):
             borrowed.release()  # idle as lent: nothing was sent on it
             return None
-        sent = send_control(data_source, borrowed, pool.driver.begin_commands(self.isolation))
+        sent = send_control(data_source, borrowed, pool.driver.begin_commands(self.isolation, self.characteristics))
         sent.followed = follows is not None
         return sent
 

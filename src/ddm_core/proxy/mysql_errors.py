@@ -28,6 +28,7 @@ from ddm_core.errors import (
     ShardKeyUpdateError,
     ShardValueError,
     StatementInterruptedError,
+    TransactionCharacteristicsError,
     TransactionError,
     UnknownSessionError,
     UnsupportedSQLError,
@@ -132,6 +133,7 @@ _REFUSALS: tuple[tuple[type[DdmError], int], ...] = (
     (XaTimeoutError, QUERY_TIMEOUT),
     (XaCapacityError, TOO_MANY_CONNECTIONS),
     (NoSuchSavepointError, NO_SUCH_SAVEPOINT),
+    (TransactionCharacteristicsError, NOT_SUPPORTED),
     (TransactionError, UNKNOWN_ERROR),
 )
 

@@ -41,6 +41,8 @@ from mysql_mimic.types import ServerStatus
 from ddm_core.errors import DataSourceUnavailableError, DdmError, ExecutionError, StatementInterruptedError
 from ddm_core.execute import Result, Transaction
 from ddm_core.execute.result import UnitResult
+from ddm_core.execute.isolation import SNAPSHOT
+from ddm_core.execute.isolation import characteristics as transaction_characteristics
 from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.sent import SentControl, SentUnit
 from ddm_core.execute.sent_many import SentMany
@@ -294,8 +296,10 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                                          self._set_transaction_mode) or Outcome()  # fmt: skip
         # Answered on the loop when nothing is sent (no connection pinned yet, a local transaction): a thread
         # hop less per transaction (proxy/loop_transactions.py)
-        if kind is Kind.BEGIN:
-            return self._begin() if self._tx is None and self._tx_mode == "local" else await self._in_thread(self._begin)
+        if kind is Kind.BEGIN:  # WITH CONSISTENT SNAPSHOT opens every data source now: a worker does
+            if self._tx is None and self._tx_mode == "local" and SNAPSHOT not in what.rest.upper():
+                return self._begin(what.rest)
+            return await self._in_thread(self._begin, what.rest)
         if kind is Kind.COMMIT:
             await self._end_transaction(self._commit, "COMMIT")
             return Outcome()
@@ -324,13 +328,21 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     # -- transactions (as dbapi.Connection keeps them) ------------------------------------------
 
-    def _begin(self) -> Outcome:
+    def _begin(self, characteristics: str = "") -> Outcome:
+        """``BEGIN`` / ``START TRANSACTION [characteristics]``: each pin opens with them (Transaction.start)."""
+        spelled = characteristics and transaction_characteristics(characteristics)  # a conflict: nothing done
         if self._tx is not None and self._tx.state == "failed":
             # A timeout or a lost data source failed it, and the client got that error then: BEGIN rolls
             # it back and starts afresh (committing it would only raise that it was not committed).
             self._rollback()
         self._commit()  # MySQL commits an open transaction first
         self._open_transaction()
+        if spelled and self._tx is not None:
+            try:
+                self._tx.start(spelled, self.runtime.executor.config.data_sources)
+            except BaseException:
+                self._tx = None  # refused, or a snapshot's pin failed (rolled back): no transaction is open
+                raise
         return Outcome()
 
     def _open_transaction(self) -> None:

@@ -115,6 +115,8 @@ def apply_set(
         elif kind == "TRANSACTION":
             for characteristic in (e.name.upper() for e in item.expressions):
                 name, value = TRANSACTION_CHARACTERISTICS[characteristic]
+                if name == "transaction_read_only" and value:
+                    _refuse_read_only(sql)
                 variables.set(name, value)
         else:
             raise MysqlError(f"ddm: SET {kind} is not supported by the proxy", code=NOT_SUPPORTED)
@@ -147,6 +149,8 @@ def _set_variable(
             set_transaction_mode(mode)
         variables.set(name, str(value).upper())
         return
+    if name in ("transaction_read_only", "tx_read_only") and _as_bool(value, name) and value is not DEFAULT:
+        _refuse_read_only(f"SET {name} = {value}")
     if name == "autocommit":
         on = _as_bool(value, name)
         set_autocommit(on)
@@ -156,6 +160,15 @@ def _set_variable(
         variables.set(name, value)
     except (TypeError, ValueError) as exc:
         raise MysqlError(f"Variable '{name}' can't be set to the value of '{value}'", code=WRONG_VALUE) from exc
+
+
+def _refuse_read_only(sql: str) -> None:
+    """A session or next-transaction READ ONLY would bind the session's autocommit statements too, which run on
+    shared pooled connections: refused rather than ignored (docs/proxy.md#session-statements)."""
+    raise MysqlError(
+        f"ddm: {' '.join(sql.split())} is not supported by the proxy (it would make autocommit statements read-only "
+        "too); start the transaction with START TRANSACTION READ ONLY instead", code=NOT_SUPPORTED,
+    )  # fmt: skip
 
 
 def _as_bool(value: Any, name: str) -> bool:
