@@ -44,6 +44,14 @@ def _filled(config: dict[str, Any]) -> None:
             ex.execute("INSERT INTO t_tx (id, k) VALUES (%s, %s)", (i, i * 10)).close()
 
 
+def ids_by_source(router: Any) -> dict[str, int]:
+    """Per data source, the first id of ``t_tx`` stored there."""
+    ids: dict[str, int] = {}
+    for i in range(1, ROWS + 1):
+        ids.setdefault(router.route(POINT, (i,)).units[0].data_source, i)
+    return ids
+
+
 def _in_transaction(databases: list[str]) -> int:
     """Server sessions on these databases inside a transaction (InnoDB's list of them)."""
     innodb_trx_fresh()
@@ -77,9 +85,7 @@ def world() -> Iterator[tuple[Served, Served, list[str], dict[str, int]]]:
         loop, workers = _served(config, "relay"), _served(config, "workers")
         try:
             router = loop.server.executor.router
-            ids: dict[str, int] = {}
-            for i in range(1, ROWS + 1):
-                ids.setdefault(router.route(POINT, (i,)).units[0].data_source, i)
+            ids = ids_by_source(router)
             yield loop, workers, databases, ids
         finally:
             loop.close()
@@ -191,9 +197,7 @@ def test_a_commit_failing_on_one_pin_fails_as_on_the_worker_path(tmp_path_factor
         served = {name: _served(config, name) for name in ("relay", "workers")}
         try:
             router = served["relay"].server.executor.router
-            ids: dict[str, int] = {}
-            for i in range(1, ROWS + 1):
-                ids.setdefault(router.route(POINT, (i,)).units[0].data_source, i)
+            ids = ids_by_source(router)
             conns = {name: one.connect() for name, one in served.items()}
             before = _on_loop(served["relay"])
             for conn in conns.values():

@@ -28,7 +28,7 @@ pymysql: Any = require_module("pymysql", "the proxy's client tests")
 
 from test_execute_support import PrivateMariaDB  # noqa: E402
 from test_frozen_data_source import Frozen  # noqa: E402
-from test_proxy_loop_tx_ends import POINT, ROWS, _filled, _in_transaction, _settled  # noqa: E402
+from test_proxy_loop_tx_ends import POINT, _filled, _in_transaction, _settled, ids_by_source  # noqa: E402
 from test_proxy_many_loop import Served, _served, _until  # noqa: E402
 from test_proxy_support import PASSWORD, USER, proxy_config  # noqa: E402
 
@@ -54,9 +54,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             served = {name: _served(config, name) for name in ("relay", "decoded", "workers")}
             try:
                 router = served["relay"].server.executor.router
-                ids: dict[str, int] = {}
-                for i in range(1, ROWS + 1):
-                    ids.setdefault(router.route(POINT, (i,)).units[0].data_source, i)
+                ids = ids_by_source(router)
                 yield World(served, [private, shared], ids, frozen)
             finally:
                 frozen.resume()

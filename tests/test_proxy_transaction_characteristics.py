@@ -22,7 +22,7 @@ require_module("mysql_mimic", "ddm proxy")
 pymysql: Any = require_module("pymysql", "the proxy's client tests")
 
 from ddm_core import load_config  # noqa: E402
-from test_proxy_loop_tx_ends import POINT, ROWS, _filled, _settled  # noqa: E402
+from test_proxy_loop_tx_ends import POINT, _filled, _settled, ids_by_source  # noqa: E402
 from test_proxy_many_loop import Served, _served  # noqa: E402
 from test_proxy_support import mariadb_cli, proxy_config  # noqa: E402
 
@@ -43,9 +43,7 @@ def world() -> Iterator[World]:
         served = {name: _served(config, name) for name in ("relay", "workers")}
         try:
             router = served["relay"].server.executor.router
-            ids: dict[str, int] = {}
-            for i in range(1, ROWS + 1):
-                ids.setdefault(router.route(POINT, (i,)).units[0].data_source, i)
+            ids = ids_by_source(router)
             yield World(served, databases, ids, config)
         finally:
             for one in served.values():
