@@ -197,3 +197,33 @@ def test_the_db_api_facade_honours_them_too(world: World) -> None:
         assert "not both" in str(caught.value)
     finally:
         conn.close()
+
+
+def test_the_asyncio_facade_refuses_what_it_cannot_keep(world: World) -> None:
+    """Its transactions open with BEGIN: READ ONLY and a snapshot are refused, READ WRITE and BEGIN go on."""
+    import asyncio
+
+    require_module("asyncmy", "the asyncio facade")
+    from ddm_core import dbapi
+    from ddm_core.aio.dbapi import connect as aio_connect
+
+    async def run() -> list[str]:
+        conn = await aio_connect(load_config(world.config), load_schema=False)
+        refused = []
+        try:
+            cur = await conn.cursor()
+            for sql in ("START TRANSACTION READ ONLY", "START TRANSACTION WITH CONSISTENT SNAPSHOT"):
+                try:
+                    await cur.execute(sql)
+                except dbapi.Error as exc:
+                    refused.append(str(exc))
+            await cur.execute("START TRANSACTION READ WRITE")
+            await cur.execute(POINT, (world.ids["ds_0"],))
+            assert len(await cur.fetchall()) == 1
+            await conn.commit()
+        finally:
+            await conn.ensure_closed()
+        return refused
+
+    refused = asyncio.run(run())
+    assert len(refused) == 2 and all("not supported by the asyncio facade" in r for r in refused), refused

@@ -67,8 +67,9 @@ from ddm_core.dbapi import (
     translated,
     translated_async,
 )
-from ddm_core.errors import DdmError
+from ddm_core.errors import DdmError, TransactionCharacteristicsError
 from ddm_core.execute.bulk import Limits
+from ddm_core.execute.isolation import READ_WRITE, characteristics
 from ddm_core.execute.pools import FALLBACK_PACKET
 from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.shared import style_of
@@ -248,6 +249,12 @@ class AsyncConnection:
             if local.command == "ROLLBACK":
                 await self.rollback()
             else:
+                if characteristics(local.characteristics) not in ("", READ_WRITE):  # the threads facade keeps them
+                    raise TransactionCharacteristicsError(
+                        f"START TRANSACTION {local.characteristics} is not supported by the asyncio facade (its "
+                        "transactions open with BEGIN); use the threads facade, ddm_core.connect",
+                        characteristics=local.characteristics,
+                    )  # fmt: skip
                 await self.commit()  # BEGIN commits an open transaction first, as on MySQL
                 if local.command == "BEGIN":
                     await self.begin()
