@@ -15,13 +15,12 @@ BIGINT UNSIGNED / TINYINT / VARCHAR / BLOB / DATE columns.
 
 from __future__ import annotations
 
-import copy
 import struct
 from typing import Any, Iterator
 
 import pytest
 
-from services import fresh_mariadb_databases, mariadb_connect, require_module
+from services import mariadb_connect, require_module
 
 require_module("mysql_mimic", "ddm proxy")
 
@@ -120,32 +119,12 @@ CASES = [
 def wire(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str]]:
     """A proxy over ``t_kinds`` on two shards, and a database holding the same rows in one table."""
     require_module("mysql.connector", "prepared statements against the proxy")
-    from test_proxy_support import ProxyProcess, create_tables, proxy_config, write_config
+    from test_proxy_support import proxy_and_reference
 
-    from ddm_core import load_config
-    from ddm_core.execute import Executor
-
-    with fresh_mariadb_databases(3) as databases:
-        config = proxy_config(databases[:2], masks=[{"column": "note", "mask": "full", "table": "t_order"}])
-        kinds = copy.deepcopy(next(t for t in config["tables"] if t["logicTable"] == "t_small"))
-        kinds["logicTable"] = KINDS
-        config["tables"].append(kinds)
-        create_tables(config)
-        with Executor(load_config(config)) as ex:
-            ex.execute(KINDS_DDL).close()
-            for row in ROWS:
-                ex.execute(INSERT, row).close()
-        direct = mariadb_connect(database=databases[2])
-        with direct.cursor() as cur:
-            cur.execute(KINDS_DDL)
-            cur.executemany(INSERT, ROWS)
-        direct.commit()
-        direct.close()
-        proxy = ProxyProcess(write_config(config, tmp_path_factory.mktemp("prepared") / "proxy.yaml")).start()
-        try:
-            yield proxy.port, databases[2]
-        finally:
-            proxy.stop()
+    masks = [{"column": "note", "mask": "full", "table": "t_order"}]
+    directory = tmp_path_factory.mktemp("prepared")
+    with proxy_and_reference(directory, KINDS, KINDS_DDL, INSERT, ROWS, masks=masks) as served:
+        yield served
 
 
 def _connect(port: int, database: str, use_pure: bool) -> Any:

@@ -9,12 +9,11 @@ unsharded table gives, TIME values of a day or more and negative ones included.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterator
 
 import pytest
 
-from services import fresh_mariadb_databases, mariadb_connect, require_module
+from services import mariadb_connect, require_module
 
 require_module("mysql_mimic", "ddm proxy")
 require_module("mysql.connector", "prepared statements against the proxy")
@@ -41,31 +40,10 @@ def queries(leave_out: tuple[str, ...] = ()) -> list[tuple[str, tuple[Any, ...]]
 @pytest.fixture(scope="module")
 def types_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str]]:
     """A proxy over ``t_types`` on two shards, and a database holding the same rows in one table."""
-    from test_proxy_support import ProxyProcess, create_tables, proxy_config, write_config
+    from test_proxy_support import proxy_and_reference
 
-    from ddm_core import load_config
-    from ddm_core.execute import Executor
-
-    with fresh_mariadb_databases(3) as databases:
-        config = proxy_config(databases[:2])
-        table = copy.deepcopy(next(t for t in config["tables"] if t["logicTable"] == "t_small"))
-        table["logicTable"] = "t_types"
-        config["tables"].append(table)
-        create_tables(config)
-        with Executor(load_config(config)) as ex:
-            ex.execute(TYPES_DDL).close()
-            for row in ROWS:
-                ex.execute(TYPES_INSERT, row).close()
-        direct = mariadb_connect(database=databases[2])
-        with direct.cursor() as cur:
-            cur.execute(TYPES_DDL)
-            cur.executemany(TYPES_INSERT, ROWS)
-        direct.close()
-        proxy = ProxyProcess(write_config(config, tmp_path_factory.mktemp("rowwriter") / "proxy.yaml")).start()
-        try:
-            yield proxy.port, databases[2]
-        finally:
-            proxy.stop()
+    with proxy_and_reference(tmp_path_factory.mktemp("rowwriter"), "t_types", TYPES_DDL, TYPES_INSERT, ROWS) as served:
+        yield served
 
 
 def _text(conn: Any, sql: str, params: tuple[Any, ...]) -> tuple[list[tuple[tuple[str, Any], ...]], list[Any]]:

@@ -9,6 +9,7 @@ command line, SQLAlchemy).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
 import re
@@ -16,8 +17,9 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -114,6 +116,45 @@ class ProxyProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+@contextlib.contextmanager
+def proxy_and_reference(directory: Path, table: str, ddl: str, insert: str, rows: list[tuple[Any, ...]],
+                        **proxy: Any) -> Iterator[tuple[int, str]]:  # fmt: skip
+    """A proxy subprocess over ``table`` (``ddl``) sharded as ``t_small`` on two data sources, and a third
+    database holding the same ``rows`` (``insert``) in one table, the reference its answers are compared with:
+    the proxy's port and that database. ``proxy``: more of the proxy section."""
+    from services import fresh_mariadb_databases, mariadb_connect
+
+    with fresh_mariadb_databases(3) as databases:
+        config = proxy_config(databases[:2], **proxy)
+        sharded = copy.deepcopy(next(t for t in config["tables"] if t["logicTable"] == SMALL))
+        sharded["logicTable"] = table
+        config["tables"].append(sharded)
+        create_tables(config)
+        with Executor(load_config(config)) as ex:
+            ex.execute(ddl).close()
+            for row in rows:
+                ex.execute(insert, row).close()
+        direct = mariadb_connect(database=databases[2])
+        with direct.cursor() as cur:
+            cur.execute(ddl)
+            cur.executemany(insert, rows)
+        direct.commit()
+        direct.close()
+        proxy_process = ProxyProcess(write_config(config, directory / "proxy.yaml")).start()
+        try:
+            yield proxy_process.port, databases[2]
+        finally:
+            proxy_process.stop()
+
+
+def until(done: Callable[[], bool], why: str, seconds: float = 20.0) -> None:
+    """Poll ``done`` until it holds; fail with ``why`` past ``seconds`` (a bound on a wait, not a measurement)."""
+    end = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < end, why
+        time.sleep(0.02)
 
 
 def connect(port: int, **extra: Any) -> Any:

@@ -37,6 +37,7 @@ import struct
 from typing import TYPE_CHECKING, Any, Callable
 
 from ddm_core._fast import SELECTED
+from ddm_core.execute.result import ColumnDescription
 
 if TYPE_CHECKING:
     from ddm_core._fast import wire
@@ -225,7 +226,10 @@ def _build(pymysql: Any) -> type[Any]:
             base_result._get_descriptions(result)
         finally:
             del conn._read_packet
-        return tuple(result.fields), tuple(result.converters), result.description
+        # the 7-tuples with each field's flags (an UNSIGNED column is otherwise told from a signed one nowhere)
+        description = tuple(ColumnDescription(d, f.flags) for d, f in zip(result.description, result.fields))
+        result.description = description
+        return tuple(result.fields), tuple(result.converters), description
 
     class FastResultConnection(connections.Connection):  # type: ignore[misc, name-defined]
         """A PyMySQL connection whose results are read as this module describes."""

@@ -8,7 +8,9 @@ set, display length, flags, decimals and the table it comes from. Two sources:
   have announced, flags (``UNSIGNED``, ``BINARY``, ``NOT NULL``) included;
 * a DB-API description, as every executed result has one. A MySQL or MariaDB
   data source's carries the server's field type (PyMySQL's ``type_code`` is the
-  protocol's number), display length and scale, so they are passed on. SQLite
+  protocol's number), display length, scale and (its items are
+  :class:`~ddm_core.execute.result.ColumnDescription`) the UNSIGNED flag, so
+  they are passed on: an unsigned integer is announced and encoded unsigned. SQLite
   and PostgreSQL codes mean nothing in MySQL's protocol: there the type is taken
   from the first non-NULL value of the first batch, as mimic would. ``bytes``
   values get the binary character set, so clients hand them back as bytes.
@@ -36,6 +38,7 @@ from mysql_mimic.results import infer_type
 from mysql_mimic.types import ColumnDefinition, str_len, uint_1, uint_2, uint_4, uint_len
 
 from ddm_core import dialects
+from ddm_core.execute.result import ColumnDescription
 from ddm_core.merge.spec import Aggregate, MergeSpec
 
 __all__ = ["Column", "result_columns", "text_columns", "merged", "described_columns", "relayed_columns", "wire_columns"]
@@ -97,6 +100,18 @@ class Column:
     def unsigned(self) -> bool:
         return bool(self.flags & _UNSIGNED)
 
+    def as_unsigned(self) -> Column:
+        """This column with the UNSIGNED flag (its integers are packed unsigned)."""
+        return replace(self, flags=self.flags | _UNSIGNED, _wire=None)
+
+    def named_as(self, other: Column) -> Column:
+        """This column under ``other``'s names (name, table, original name, schema)."""
+        if (self.name, self.table, self.org_table, self.org_name, self.schema) == (
+                other.name, other.table, other.org_table, other.org_name, other.schema):  # fmt: skip
+            return self
+        return replace(self, name=other.name, table=other.table, org_table=other.org_table, org_name=other.org_name,
+                       schema=other.schema, _wire=None)  # fmt: skip
+
     def packet(self, server_charset: CharacterSet) -> bytes:
         """The column-definition packet (protocol 4.1)."""
         enc = server_charset.encode
@@ -157,6 +172,8 @@ def _from_description(desc: Sequence[Any], sample: Any, any_rows: bool) -> Colum
     length = desc[3] if len(desc) > 3 and isinstance(desc[3], int) else 0
     decimals = desc[5] if len(desc) > 5 and isinstance(desc[5], int) else 0
     flags = (_NOT_NULL if len(desc) > 6 and desc[6] is False else 0) | (_BINARY_FLAG if charset == BINARY else 0)
+    if wire not in _TEXTUAL:  # the server's UNSIGNED, where the description kept its flags (ColumnDescription)
+        flags |= getattr(desc, "flags", 0) & _UNSIGNED
     return Column(str(desc[0]), wire, charset, max(length, 0), flags, max(decimals, 0), org_name=str(desc[0]))
 
 
@@ -170,7 +187,8 @@ def described_columns(
     """
     samples = [_first_value(first_rows, i) for i in range(len(description))]
     try:  # one statement shape, one description: its columns are made once (a few µs a statement)
-        key: Any = (tuple(description), tuple(map(type, samples)), bool(first_rows), tuple(aggregates))
+        key: Any = (tuple(description), tuple(map(type, samples)), bool(first_rows), tuple(aggregates),
+                    tuple([getattr(d, "flags", 0) & _UNSIGNED for d in description]))  # equal 7-tuples, either sign
         known = _DESCRIBED.get(key)
     except TypeError:  # an unhashable description (not a DB-API driver's tuples)
         key, known = None, None
@@ -206,7 +224,7 @@ def relayed_columns(definitions: Sequence[bytes], aggregates: Sequence[Aggregate
     samples: list[Any] = []
     for payload in definitions:
         field = read(payload, "utf8")
-        description.append(field.description())
+        description.append(ColumnDescription(field.description(), field.flags))
         code = field.type_code
         if code == ColumnType.NULL:
             samples.append(None)

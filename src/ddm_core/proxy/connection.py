@@ -726,13 +726,22 @@ def _frame(buffer: bytearray, seq: int, payload: bytes) -> int:
 
 
 def _as_announced(announced: Sequence[Column] | None, sent: list[Column]) -> list[Column]:
-    """The prepare's column where the result's has its type (it also has the flags, lengths, tables), else the result's.
+    """The prepare's column where the result's has its type (it also has the flags, lengths, tables), else the
+    result's under the prepare's name (the statement's text: ``big + ?``, where the data source ran ``big + 0``).
 
     A result may differ from the announcement: a table altered behind the proxy's back, or an
     expression whose type MariaDB fixes only once it sees the values (``SELECT ? + 1``).
     """
     if announced is None or len(announced) != len(sent):
         return sent
-    if all(a.type == b.type for a, b in zip(announced, sent)):
+    if all(_announces(a, b) for a, b in zip(announced, sent)):
         return announced if isinstance(announced, list) else list(announced)  # the same list: its header is cached
-    return [a if a.type == b.type else b for a, b in zip(announced, sent)]
+    return [a if _announces(a, b) else a.as_unsigned() if a.type == b.type else b.named_as(a)
+            for a, b in zip(announced, sent)]  # fmt: skip
+
+
+def _announces(announced: Column, sent: Column) -> bool:
+    """The announced column stands for the sent one: the same type, and unsigned if the values are (``SELECT
+    ? + 1`` is signed at prepare, unsigned when an execute binds an unsigned value: the client must read
+    the integer so, and the column is then announced with the flag)."""
+    return announced.type == sent.type and (announced.unsigned or not sent.unsigned)
