@@ -85,6 +85,12 @@ class Guard:
         self._watchdog._armed.discard(self)
         return fired
 
+    def fire(self) -> bool:
+        """Cancel the armed statement now, as if its deadline had passed (a ``KILL QUERY`` from another proxy
+        session): its connection is then discarded and its read fails as a timed-out one does. ``False``:
+        nothing armed (the statement is over, or has no deadline)."""
+        return self._fire_if_due(float("inf"))
+
     def _fire_if_due(self, now: float) -> bool:
         """Watchdog thread: fire when still armed and due; the lock stays held until the cancel is done."""
         self._lock.acquire()

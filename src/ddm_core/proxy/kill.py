@@ -5,6 +5,14 @@ proxy's, shared by every session, and a ``KILL`` forwarded there would end any c
 server as its backend user — another application's too. So ``KILL`` is the proxy's own statement
 (ddm_core/session_statements.py): it ends a session of this proxy process (the id ``CONNECTION_ID()`` and the
 handshake give), of the same proxy user, or of any user for a user allowed ``admin``.
+
+The session's statement is then stopped where it runs. One the event loop sent in autocommit
+(the hot path, a one-unit or several-unit read) is stopped on its data source(s) by
+:func:`stop_sent` as its deadline would stop it (its guard fired now: the driver's ``cancel``,
+execute/mysql_cancel.py, shuts the statement's socket down and sends ``KILL QUERY <thread id>``
+from a connection of its own); its connection is never reused (a late ``KILL QUERY`` must not stop
+another session's statement on it), and the client gets MariaDB's 1317. One on the workers, in a
+transaction, or without a deadline still runs to its end and is answered 1317 then.
 """
 
 from __future__ import annotations
@@ -14,9 +22,12 @@ from typing import Mapping, NamedTuple, Protocol
 
 from ddm_core._text import shorten_sql
 from ddm_core.errors import ProxyAccessDeniedError, UnknownSessionError, UnsupportedSQLError
+from ddm_core.execute.sent import SentUnit
+from ddm_core.execute.sent_many import SentMany
+from ddm_core.proxy.hotpath import LinkStatement
 from ddm_core.proxy.privileges import AccessControl, Privilege
 
-__all__ = ["KillRequest", "Killable", "read_kill", "kill"]
+__all__ = ["KillRequest", "Killable", "read_kill", "kill", "stop_sent"]
 
 
 class Killable(Protocol):
@@ -82,3 +93,23 @@ def kill(
         target.interrupt()
     else:
         target.end()
+
+
+def stop_sent(sent: object) -> None:
+    """Stop what ``sent`` (a :class:`SentUnit`, :class:`SentMany` or hot :class:`LinkStatement`; ``None``:
+    nothing) still runs on its data sources, as its deadline would, without waiting on them; one already
+    answered, or without a deadline (``runtime.timeout`` unset), is left alone."""
+    if isinstance(sent, LinkStatement):  # what its deadline does (HotStatement.check)
+        if not sent.done:
+            sent.fired = True  # whatever it answers now ends it as failed, and its link is closed, never reused
+            link = sent.link
+            link.driver.cancel(link.endpoint, link.raw)
+    # A guard is its connection's, armed again for the next statement on it: fired only while still lent here
+    elif isinstance(sent, SentUnit):
+        if sent.guard is not None and not sent.borrowed.released:
+            sent.guard.fire()
+    elif isinstance(sent, SentMany):
+        for part in sent.parts:
+            guard = sent.guards[part.lane]
+            if guard is not None and not part.borrowed.released:
+                guard.fire()

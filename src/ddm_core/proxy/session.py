@@ -49,7 +49,7 @@ from ddm_core.execute.sent_many import SentMany
 from ddm_core.execute.shared import style_of
 from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
 from ddm_core.proxy.described import describe
-from ddm_core.proxy.kill import kill
+from ddm_core.proxy.kill import kill, stop_sent
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.hotpath import HotRelay, LinkStatement
 from ddm_core.proxy.loop_transactions import (
@@ -146,6 +146,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._tx: Transaction | None = None
         self._closed = False
         self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
+        self._sent: Any = None  # what the event loop sent for it in autocommit, for KILL QUERY to stop (kill.stop_sent)
         self._text = False  # the running command is a COM_QUERY (a text result)
         self._announced: list[Column] | None = None  # the running execute's announced columns (a binary result)
         # Read-your-writes: this session's last writes per data source with replicas. Its statements run on
@@ -467,12 +468,19 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
             shape = runtime.shapes.get(text)
             tx = self._tx  # in a transaction: a read on a pin goes from the loop (proxy/loop_transactions.py)
-            if shape is not None and shape.inline and runtime.inline and (
-                    self._autocommit if tx is None else shape.read and reads_on_pins(tx)):  # fmt: skip
-                first = await self._start_sent(sql, text, bound, started, shape)
-            elif shape is not None and shape.many and runtime.inline and (
-                    self._autocommit if tx is None else reads_on_pins(tx)):  # fmt: skip
-                first = await self._start_many(sql, text, bound, started, shape)
+            try:
+                if shape is not None and shape.inline and runtime.inline and (
+                        self._autocommit if tx is None else shape.read and reads_on_pins(tx)):  # fmt: skip
+                    first = await self._start_sent(sql, text, bound, started, shape)
+                elif shape is not None and shape.many and runtime.inline and (
+                        self._autocommit if tx is None else reads_on_pins(tx)):  # fmt: skip
+                    first = await self._start_many(sql, text, bound, started, shape)
+            except DdmError as exc:  # stopped on its data source by KILL QUERY (stop_sent): MariaDB's 1317
+                if self._interrupted:
+                    raise StatementInterruptedError(_INTERRUPTED, sql=sql) from exc
+                raise
+            finally:
+                self._sent = None
             if first is None:
                 first = await self._in_thread(self._start, sql, text, bound, started)
         if isinstance(first, (Outcome, Relayed)):
@@ -538,6 +546,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             await self._opened_under(running, tx, opening, sent)
         if sent is None:  # no idle connection there: a worker waits for one, on the endpoint chosen here
             return await self._in_thread(self._run_admitted, running, plan, style_of(text), shape, pool)
+        if tx is None:  # a pinned connection is the transaction's: KILL QUERY leaves it be
+            self._sent = sent
         if relay is not None:
             relayed = await self._relayed(sent, relay, running, plan)
             if relayed is None:  # its replica went away before any of the answer was relayed: read elsewhere
@@ -591,6 +601,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if sent is None:  # no idle connection, every full-route slot taken, replicas: a worker runs it
             return await self._in_thread(self._run_admitted, running, plan, style, shape)
         runtime.many_inlined += 1
+        if tx is None:
+            self._sent = sent
         relay = self._relay_many_of(running, plan, sent)
         if relay is not None:
             return await self._relayed_many(sent, relay, running, plan)
@@ -697,8 +709,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                                                                          self, conn, announced)  # fmt: skip
         if link is not None:
             # gate_done and cid: the statement does the common end (_hot_end's first branch) itself, in C
-            statement = LinkStatement(runtime, link, plan, started, relay, header_for, conn.gate_transport, on_end,
-                                      conn.gate_done, cid)  # fmt: skip
+            statement = self._sent = LinkStatement(runtime, link, plan, started, relay, header_for, conn.gate_transport,
+                                                   on_end, conn.gate_done, cid)  # fmt: skip
             try:
                 statement.start(style, values)
             except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why
@@ -715,6 +727,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if sent is None:  # no idle connection: a worker waits for one on mimic's path
             runtime._exit(cid)
             return False
+        self._sent = sent
         HotRelay(sent, relay, conn.gate_transport, header_for, on_end).start()
         return True
 
@@ -818,6 +831,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         running = _Running(self, sql, plan, started)  # the audit record (made only past the common end)
         try:
             runtime.inlined += 1
+            if error is not None and self._interrupted:  # stopped on its data source by KILL QUERY (stop_sent)
+                error = StatementInterruptedError(_INTERRUPTED, sql=sql)
             if error is not None:
                 running.failed(error)
                 info = error_info(error)
@@ -937,13 +952,16 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             raise
 
     def interrupt(self) -> None:
-        """``KILL QUERY``: the running statement ends with 1317 once its data source answers (or between two
-        batches of its rows); a session between statements is not affected, as on MySQL."""
+        """``KILL QUERY``: the running statement ends with 1317, stopped on its data sources when the event loop
+        sent it in autocommit (kill.stop_sent), else once they answer (or between two batches of its rows); a
+        session between statements is not affected, as on MySQL."""
         self._interrupted = True
+        stop_sent(self._sent)
 
     def end(self) -> None:
         """``KILL [CONNECTION]``: the running statement is interrupted, and the connection ends once it is done."""
         self._interrupted = True
+        stop_sent(self._sent)
         self.runtime.revoke(self.connection.connection_id, self.connection.kill)
 
     def _admit(self, running: _Running, text: str, params: Any, plan: RoutePlan, shape: Shape) -> None:
