@@ -115,6 +115,7 @@ proxy:
   failedLoginsBeforeDelay: 3
   failedLoginDelayMaxMs: 2000
   connectTimeoutMs: 10000
+  netReadTimeoutMs: 30000
   maxAllowedPacket: 16777216
   backLog: 128
   tableRateLimits: {t_order: 100}

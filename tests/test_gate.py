@@ -164,12 +164,18 @@ def test_commands_taken_declined_and_handed_on_in_order(twin: Any) -> None:
         assert await reader.readexactly(4 + 6) == _packet(b"\x03HOT 3")  # after a declined one: mimic's
         gate.command_awaited()
         assert gate.mode == twin.IDLE
-        # A packet arriving in pieces is taken once whole.
-        whole = _packet(b"\x03HOT 4")
-        await _send(client, whole[:3])
-        await _send(client, whole[3:])
-        await asyncio.sleep(0.02)
-        assert taken[-1] == b"\x03HOT 4"
+        # A packet arriving in pieces (half a header, then a payload cut short) goes to mimic, whose reader
+        # bounds the wait for the rest (proxy.netReadTimeoutMs, proxy/stream.py).
+        for cut in (3, 6):
+            whole = _packet(b"\x03HOT 4")
+            await _send(client, whole[:cut])
+            await asyncio.sleep(0.02)
+            assert gate.mode == twin.MIMIC
+            await _send(client, whole[cut:])
+            assert await reader.readexactly(len(whole)) == whole
+            assert taken[-1] == b"\x03HOT 2"
+            gate.command_awaited()
+            assert gate.mode == twin.IDLE
         # A wrong sequence id, and a packet over the limit, go to mimic whole (its reader answers them).
         for bad in (_packet(b"\x03HOT 5", seq=1), b"\xff\xff\xff\x00" + b"x" * 10):
             gate.command_awaited()

@@ -351,9 +351,9 @@ def test_clients_silent_mid_packet_block_no_one_and_hold_no_backend_session(
 ) -> None:
     """Logged in, warmed, then half a header and a payload short of its announced length, and silence.
 
-    Nothing in the proxy bounds a logged-in client's wait (``proxy.connectTimeoutMs`` ends at the
-    login; MySQL's ``net_read_timeout`` is not enforced): how long these stay open is measured and
-    printed, not asserted. What must hold meanwhile: others are served, no statement ran or runs.
+    ``proxy.connectTimeoutMs`` ends at the login; ``proxy.netReadTimeoutMs`` (30 s by default here) drops
+    them later (tests/test_proxy_net_read_timeout.py): how long these stay open within the first
+    seconds is printed, not asserted. What must hold meanwhile: others are served, no statement ran or runs.
     """
     before = amount(setup.databases)
     stuck = [warmed(setup.port, bump(0)) for _ in range(2)]

@@ -211,13 +211,17 @@ cdef class CommandGate:
         cdef const unsigned char* p
         cdef Py_ssize_t length
         cdef bytes packet
-        while self._mode == M_IDLE and PyByteArray_GET_SIZE(buffer) >= 4:
+        while self._mode == M_IDLE and PyByteArray_GET_SIZE(buffer):
+            if PyByteArray_GET_SIZE(buffer) < 4:  # a packet cut short: mimic's reader waits for the rest, bounded
+                self._to_mimic()
+                return
             p = <const unsigned char*> PyByteArray_AS_STRING(buffer)
             length = p[0] | (p[1] << 8) | (p[2] << 16)
             if p[3] != 0 or length >= MAX_PAYLOAD or length > self.limit or length == 0:
                 self._to_mimic()
                 return
             if PyByteArray_GET_SIZE(buffer) < 4 + length:
+                self._to_mimic()
                 return
             packet = bytes(buffer[:4 + length])
             del buffer[:4 + length]  # before hot(): it may finish at once and call done()

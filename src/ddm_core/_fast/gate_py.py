@@ -15,7 +15,9 @@ enters it when mimic waits for a command with nothing left to read —
 :meth:`CommandGate.command_awaited`), *hot* (a command taken by ``hot`` is running;
 what arrives meanwhile waits in the gate until :meth:`CommandGate.done`). A packet the
 gate does not take whole — a sequence id other than 0, a chain of 16 MB packets, a
-length over ``limit`` — goes to mimic, whose reader answers it as before.
+length over ``limit``, a packet not all there yet — goes to mimic, whose reader answers it
+as before (and drops a client that leaves a packet unfinished for ``proxy.netReadTimeoutMs``,
+proxy/stream.py).
 """
 
 from __future__ import annotations
@@ -191,12 +193,13 @@ class CommandGate:
 
     def _pump(self) -> None:
         buffer = self._buffer
-        while self.mode == IDLE and len(buffer) >= 4:
-            length = buffer[0] | buffer[1] << 8 | buffer[2] << 16
-            if buffer[3] != 0 or length >= _MAX_PAYLOAD or length > self.limit or length == 0:
+        while self.mode == IDLE and buffer:
+            if len(buffer) < 4:  # a packet cut short: mimic's reader waits for the rest, bounded (proxy/stream.py)
                 self._to_mimic()
                 return
-            if len(buffer) < 4 + length:
+            length = buffer[0] | buffer[1] << 8 | buffer[2] << 16
+            if buffer[3] != 0 or length >= _MAX_PAYLOAD or length > self.limit or length == 0 or len(buffer) < 4 + length:
+                self._to_mimic()
                 return
             packet = bytes(buffer[: 4 + length])
             del buffer[: 4 + length]  # before hot(): it may finish at once and call done()

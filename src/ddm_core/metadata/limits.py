@@ -148,6 +148,9 @@ RANGES: Mapping[str, IntRange] = {
     "proxy.connectTimeoutMs": IntRange(
         100, 3_600_000, _PROXY.connect_timeout_ms, unit="ms", note="from connecting to being logged in"
     ),
+    "proxy.netReadTimeoutMs": IntRange(
+        100, 3_600_000, _PROXY.net_read_timeout_ms, unit="ms", note="a wait for more of a begun packet"
+    ),
     "proxy.backLog": IntRange(1, 65_535, None, note="queued connections; default 80 + maxConnections / 5"),
     "proxy.maxAllowedPacket": IntRange(
         1_024, 1_073_741_824, _PROXY.max_allowed_packet, note="bytes; the largest statement a client may send"
@@ -191,7 +194,8 @@ RANGES: Mapping[str, IntRange] = {
 #: both go through this list.
 PROXY_LIMIT_FIELDS: Mapping[str, str] = {
     "max_connections": "maxConnections", "max_user_connections": "maxUserConnections",
-    "connect_timeout_ms": "connectTimeoutMs", "back_log": "backLog", "max_allowed_packet": "maxAllowedPacket",
+    "connect_timeout_ms": "connectTimeoutMs", "net_read_timeout_ms": "netReadTimeoutMs", "back_log": "backLog",
+    "max_allowed_packet": "maxAllowedPacket",
     "max_connect_errors": "maxConnectErrors", "host_block_ms": "hostBlockMs",
     "failed_logins_before_delay": "failedLoginsBeforeDelay", "failed_login_delay_max_ms": "failedLoginDelayMaxMs",
 }  # fmt: skip

@@ -595,6 +595,8 @@ class ProxySettings:
         max_connections: Client connections at once; one more is refused with error 1040.
         max_user_connections: Connections of one user at once (0: no limit of its own); error 1203.
         connect_timeout_ms: A client must have logged in this long after connecting, else it is dropped.
+        net_read_timeout_ms: A client that has begun a packet and sends nothing more of it for this long
+            is dropped, its session's transaction rolled back (MariaDB's ``net_read_timeout``).
         back_log: Connections the kernel queues before the proxy accepts them (``None``: 80 +
             ``max_connections`` / 5, as MySQL's ``back_log``).
         max_allowed_packet: The largest statement or packet a client may send, in bytes (error 1153).
@@ -623,6 +625,7 @@ class ProxySettings:
     max_connections: int = 151
     max_user_connections: int = 0
     connect_timeout_ms: int = 10_000
+    net_read_timeout_ms: int = 30_000
     back_log: int | None = None
     max_allowed_packet: int = 16 * 1024 * 1024
     max_connect_errors: int = 100

@@ -179,7 +179,9 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
             return
         peer = writer.get_extra_info("peername")
         host = str(peer[0]) if peer else "%"
-        stream = MysqlStream(BoundedReader(reader, self.settings.max_allowed_packet), writer)
+        settings = self.settings
+        stream = MysqlStream(BoundedReader(reader, settings.max_allowed_packet, settings.net_read_timeout_ms / 1000),
+                             writer)  # fmt: skip
         refusal = self.admission.connect(host)
         if refusal is not None:
             await _refuse(stream, refusal)

@@ -8,14 +8,24 @@ with no limit, so one client could make the proxy hold any amount of memory.
 whole, and a packet or chain longer than ``proxy.maxAllowedPacket`` is refused
 before its payload is read (:class:`PacketTooLarge`: error 1153 and the
 connection closed, as MySQL does).
+
+A client may wait as long as it likes before a command, but once a packet has
+begun, the rest of it must keep coming: a wait of ``proxy.netReadTimeoutMs`` for
+more of it (MariaDB's ``net_read_timeout``) drops the client as one that went away (its
+session closed, its transaction rolled back). The command gate hands a packet
+it has only part of to this reader (``_fast/gate``), so the bound holds on the
+hot path too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 __all__ = ["BoundedReader", "PacketTooLarge", "PACKET_TOO_LARGE"]
+
+log = logging.getLogger("ddm_core.proxy")
 
 PACKET_TOO_LARGE = 1153  # ER_NET_PACKET_TOO_LARGE
 _MAX_PAYLOAD = 0xFFFFFF  # a payload this long continues in the next packet
@@ -34,11 +44,14 @@ class BoundedReader:
     Args:
         inner: The connection's ``asyncio.StreamReader``.
         limit: ``proxy.maxAllowedPacket``.
+        read_timeout: ``proxy.netReadTimeoutMs`` in seconds: how long the rest of a begun packet may take.
     """
 
-    def __init__(self, inner: asyncio.StreamReader, limit: int) -> None:
+    def __init__(self, inner: asyncio.StreamReader, limit: int, read_timeout: float = 30.0) -> None:
         self.inner = inner
         self.limit = limit
+        self.read_timeout = read_timeout
+        self._buffered: bytearray = inner._buffer  # type: ignore[attr-defined]  # what arrived, not read yet
         self._chain = 0  # bytes announced so far by the packets of the chain being read
         self._gate: Any = None  # the connection's CommandGate, once installed
         self._seq: Any = None  # mimic's sequence counter: 0 when it reads a new command
@@ -52,7 +65,12 @@ class BoundedReader:
         if self._gate is not None and not self._chain and not self._seq.value:
             self._gate.command_awaited()
         try:
-            header = await self.inner.readexactly(n)
+            if len(self._buffered) >= n:  # the header is all there (a command as it usually comes)
+                header = await self.inner.readexactly(n)
+            elif self._chain:  # the next packet of a chain: the chain has begun
+                header = await self.readexactly(n)
+            else:  # before a command: unbounded until its first byte, then bounded
+                header = await self.inner.readexactly(1) + await self.readexactly(n - 1)
         except asyncio.IncompleteReadError:
             return b""  # MysqlStream: the connection closed
         length = int.from_bytes(header[:3], "little")
@@ -65,4 +83,21 @@ class BoundedReader:
         return header
 
     async def readexactly(self, n: int) -> bytes:
-        return await self.inner.readexactly(n)
+        """The rest of a begun packet (a payload after its header): each wait for more of it bounded by
+        :attr:`read_timeout`, as ``net_read_timeout`` bounds each read (a large packet may take longer whole);
+        ``IncompleteReadError`` (the client gone, as the caller takes it) when nothing more comes in time."""
+        if len(self._buffered) >= n:
+            return await self.inner.readexactly(n)
+        got = bytearray()
+        while len(got) < n:
+            try:
+                async with asyncio.timeout(self.read_timeout):
+                    chunk = await self.inner.read(n - len(got))
+            except TimeoutError:
+                log.info("a client sent part of a packet and then nothing for %.3g s (proxy.netReadTimeoutMs): "
+                         "dropped", self.read_timeout)  # fmt: skip
+                raise asyncio.IncompleteReadError(bytes(got), n) from None
+            if not chunk:
+                raise asyncio.IncompleteReadError(bytes(got), n)
+            got += chunk
+        return bytes(got)
