@@ -53,6 +53,9 @@ from ddm_core.errors import ExecutionError
 from ddm_core.execute.mysql_cancel import QueryKiller
 from ddm_core.execute.isolation import SNAPSHOT, refuse_characteristics
 from ddm_core.execute.mysql_oks import read_oks
+from ddm_core.execute.mysql_query import MAX_QUERY as _MAX_QUERY
+from ddm_core.execute.mysql_query import QUERY_HEAD as _QUERY_HEAD
+from ddm_core.execute.mysql_query import query_text
 from ddm_core.execute.mysql_connect import (
     CHARSET,
     connect_timeout_of,
@@ -136,9 +139,18 @@ class Driver(ABC):
         """The socket :meth:`receive` reads from: readable once the answer to :meth:`send` arrives."""
         raise ExecutionError(f"the {self.dialect.name} driver cannot pipeline statements (can_pipeline is False)")
 
-    def receive_read(self, raw: Any, cursor: Any, answer: bytes) -> None:
-        """As :meth:`receive`, from ``answer``: the bytes of the whole answer, already taken off the socket (an
-        event loop read them, docs/proxy.md#multi-unit-reads-on-the-loop)."""
+    def send_read(self, raw: Any, sql: str, params: Any) -> None:
+        """As :meth:`send`, for a read whose answer is taken off the socket by its caller (relayed, or read by
+        :meth:`read_answer`): no cursor (docs/proxy.md#multi-unit-reads-on-the-loop)."""
+        raise ExecutionError(f"the {self.dialect.name} driver cannot read answers taken off its socket")
+
+    def read_answer(self, raw: Any, answer: bytes) -> tuple[Any, Any]:
+        """The ``(description, rows)`` of ``answer``: the bytes of a whole answer to :meth:`send_read`, already
+        taken off the socket (an event loop read them), read as :meth:`receive` would read them.
+
+        Raises:
+            Exception: what :meth:`receive` would raise for that answer (the driver's error for an error packet).
+        """
         raise ExecutionError(f"the {self.dialect.name} driver cannot read answers taken off its socket")
 
     def socket_timeout(self, endpoint: Endpoint) -> float | None:
@@ -335,7 +347,31 @@ class MySQLDriver(Driver):
     def fileno(self, raw: Any) -> int:
         return int(raw._sock.fileno())
 
-    def receive_read(self, raw: Any, cursor: Any, answer: bytes) -> None:
+    def send_read(self, raw: Any, sql: str, params: Any) -> None:
+        # Cursor.execute's text and _execute_command's packet without the cursor, the mogrify and the
+        # command's bookkeeping (~300 interpreted opcodes a unit); tests/test_mysql_query.py compares the
+        # text with PyMySQL's. A connection with something pending or a statement of 16 MiB and more takes
+        # PyMySQL's own path.
+        payload = query_text(raw, sql, params).encode(raw.encoding)
+        pending = raw._result
+        if pending is not None:
+            if pending.unbuffered_active or pending.has_next or raw._sock is None:
+                raw._execute_command(_COM_QUERY, payload)
+                return
+            raw._result = None  # as _execute_command: the previous result is done with
+        if raw._sock is None or len(payload) >= _MAX_QUERY:
+            raw._execute_command(_COM_QUERY, payload)
+            return
+        raw._write_bytes(_QUERY_HEAD(len(payload) + 1, _COM_QUERY) + payload)
+        raw._next_seq_id = 1
+
+    def read_answer(self, raw: Any, answer: bytes) -> tuple[Any, Any]:
+        read = getattr(raw, "ddm_read_answer", None)  # pymysql_results' connections read it in one go
+        got: tuple[Any, Any] | None = read(answer) if read is not None else None
+        if got is not None:
+            return got
+        # Anything else (an error packet, an OK, what the fast reader does not take) as PyMySQL reads it.
+        cursor = raw.cursor()
         stream = raw._rfile
         raw._rfile = io.BytesIO(answer)  # PyMySQL's (and the wire reader's) reads come from the bytes
         raw._next_seq_id = 1
@@ -344,6 +380,8 @@ class MySQLDriver(Driver):
         finally:
             raw._rfile = stream
         cursor._do_get_result()
+        rows = cursor._rows  # a buffered cursor's fetchall, but for the statement it never executed itself
+        return cursor.description, [] if rows is None else rows
 
     can_relay = True
 

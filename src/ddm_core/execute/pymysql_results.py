@@ -33,6 +33,7 @@ tests/test_pymysql_stream_batches.py compare both ways, types included.
 
 from __future__ import annotations
 
+import io
 import struct
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -53,6 +54,7 @@ _CLASS: type[Any] | None = None
 _EOF_FIELDS = struct.Struct("<xhh")  # an EOF packet: 0xFE, warnings, server status
 _MAX_PAYLOAD = 0xFFFFFF  # a packet this long continues in the next one
 _MADE_UP_EOF = b"\xfe\x00\x00\x00\x00"
+_ONE_BYTE_FIRST = b"\x01\x00\x00\x01"  # a 1-byte packet numbered 1: a result set's column count
 
 
 class _Batch:
@@ -148,15 +150,7 @@ def _build(pymysql: Any) -> type[Any]:
         def _get_descriptions(self) -> None:
             conn = self.connection
             columns, eof = read_with(conn, wire.read_columns, self.field_count)
-            key = (conn.encoding, columns)
-            cache: dict[Any, Any] = conn.ddm_columns
-            hit = cache.get(key)
-            if hit is None:
-                hit = _decode(self, conn, columns, eof)
-                if len(cache) >= CACHE_SHAPES:
-                    cache.clear()
-                cache[key] = hit
-            fields, converters, self.description = hit
+            fields, converters, self.description = _described(self, conn, columns, eof)
             self.fields = list(fields)
             self.converters = list(converters)
 
@@ -213,6 +207,22 @@ def _build(pymysql: Any) -> type[Any]:
                 self.warning_count = result.warning_count
             return rows or ()  # as PyMySQL: () at the end
 
+    def _described(result: Any, conn: Any, columns: tuple[bytes, ...], eof: bytes) -> tuple[Any, ...]:
+        """(fields, converters, description) of these column packets: decoded once per shape and encoding.
+        ``result``: the result being read (``None``: a whole answer read by ``ddm_read_answer``)."""
+        key = (conn.encoding, columns)
+        cache: dict[Any, Any] = conn.ddm_columns
+        hit: tuple[Any, ...] | None = cache.get(key)
+        if hit is None:
+            if result is None:
+                result = FastResult(conn)
+                result.field_count = len(columns)
+            hit = _decode(result, conn, columns, eof)
+            if len(cache) >= CACHE_SHAPES:
+                cache.clear()
+            cache[key] = hit
+        return hit
+
     def _decode(result: Any, conn: Any, columns: tuple[bytes, ...], eof: bytes) -> tuple[Any, ...]:
         """PyMySQL's own decoding, fed the packets already read."""
         replay = iter((*columns, eof))
@@ -234,6 +244,8 @@ def _build(pymysql: Any) -> type[Any]:
     class FastResultConnection(connections.Connection):  # type: ignore[misc, name-defined]
         """A PyMySQL connection whose results are read as this module describes."""
 
+        _result: Any  # PyMySQL's: the last result read
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.ddm_columns: dict[Any, Any] = {}
             super().__init__(*args, **kwargs)
@@ -241,6 +253,35 @@ def _build(pymysql: Any) -> type[Any]:
         def cursor(self, cursor: Any = None) -> Any:
             # the executor's streamed cursors (drivers.py asks for PyMySQL's SSCursor) read in batches
             return super().cursor(FastSSCursor if cursor is stock_sscursor else cursor)
+
+        def ddm_read_answer(self, answer: bytes) -> tuple[Any, list[Any]] | None:
+            """``(description, rows)`` of ``answer``, the bytes of a whole result set an event loop took off the
+            socket (its packets numbered from 1), read as :meth:`_read_query_result` and a buffered cursor's
+            ``fetchall`` read them, with no result or cursor object (docs/proxy.md#multi-unit-reads-on-the-loop).
+            ``None``: anything else — an error or OK packet, more results to come, a column count past 250,
+            a converter that failed —, left untouched for PyMySQL's own reader, which raises what it raises."""
+            if len(answer) < 5 or answer[:4] != _ONE_BYTE_FIRST:
+                return None
+            count = answer[4]
+            if count == 0 or count >= 0xFB:  # an OK packet; a length-coded count (0xFB: LOCAL INFILE)
+                return None
+            read = io.BytesIO(answer).read
+            read(5)
+            try:
+                columns, seq, eof, outcome = wire.read_columns(read, 2, count)
+                if outcome != wire.EOF:
+                    return None
+                hit = _described(None, self, columns, eof)
+                rows, seq, last, outcome = wire.read_rows(read, seq, hit[1])
+            except Exception:  # noqa: BLE001  # a converter failed: PyMySQL's reader raises it
+                return None
+            if outcome != wire.EOF or _EOF_FIELDS.unpack_from(last)[1] & more_results or read(1):
+                return None
+            # What PyMySQL's read leaves (the server status too: a result set's EOF does not change it there).
+            self._result = None  # read whole: nothing for the next command to finish
+            self._next_seq_id = seq
+            self._affected_rows = len(rows)
+            return hit[2], rows
 
         def _read_query_result(self, unbuffered: bool = False) -> Any:
             # PyMySQL's own method, with the result class swapped.

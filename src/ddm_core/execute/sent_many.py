@@ -42,7 +42,6 @@ class SentPart:
     borrowed: Borrowed
     sql: str
     fileno: int
-    cursor: Any  # the driver's, for an answer read into rows (:meth:`SentMany.read`)
 
 
 @dataclass(slots=True, eq=False)
@@ -147,6 +146,11 @@ class SentMany:
         """Disarm, give every connection back, raise what the worker path raises for these outcomes."""
         fired = [(guard.disarm() if guard is not None else False) or lane in self.fired
                  for lane, guard in enumerate(self.guards)]  # fmt: skip
+        if not (lost or any(fired) or any(errors)):  # all went well (the usual): every connection back as it is
+            for part in self._lane_heads():
+                part.borrowed.release()
+            self._free_slot()
+            return
         discard = [f or lane in lost for lane, f in enumerate(fired)]
         lane_errors: list[BaseException | None] = [None] * len(self.guards)
         for part, error in zip(self.parts, errors):

@@ -483,15 +483,31 @@ class ThreadRunner:
             return None
         parts: list[SentPart] = []
         guards: list[Guard | None] = []
+        deadline, style, unit_sql = stmt.deadline, stmt.style, self.engine.unit_sql
         try:
             for lane, (borrowed, items) in enumerate(lanes):
                 pool = borrowed.pool
-                guards.append(borrowed.guard if stmt.deadline is not None else None)
+                driver, raw = pool.driver, borrowed.raw
+                guard = borrowed.guard if deadline is not None else None
+                guards.append(guard)
+                fileno = -1
                 for index, unit in items:
-                    sql = self.engine.unit_sql(pool.driver, unit, stmt.style)
-                    cursor, _ = self._send(unit, pool, borrowed, sql, stmt.deadline)  # gives borrowed back if it fails
-                    fileno = pool.driver.fileno(borrowed.raw)
-                    parts.append(SentPart(index, lane, unit, pool, borrowed, sql, fileno, cursor))
+                    sql = unit_sql(driver, unit, style)
+                    # As _send, without a cursor (the answer is taken off the socket) and with the lane's guard
+                    # armed once: a unit behind a cancelled one is cancelled when its answer is read
+                    # (SentMany.cancel_again).
+                    try:
+                        if deadline is not None:
+                            if deadline <= time.monotonic():
+                                raise timeout_error(unit, pool.endpoint.name)
+                            if guard is not None and fileno < 0:
+                                guard.arm(deadline)
+                        driver.send_read(raw, sql, unit.params)
+                    except BaseException as exc:
+                        self._fail(exc, unit, pool, borrowed, True, None, guard, sql)  # gives borrowed back
+                    if fileno < 0:
+                        fileno = driver.fileno(raw)
+                    parts.append(SentPart(index, lane, unit, pool, borrowed, sql, fileno))
         except BaseException as exc:  # what was sent is in doubt: discarded; what was not goes back as it was
             for guard in guards:
                 if guard is not None:

@@ -49,6 +49,9 @@ def _lenenc_end(data: bytes, pos: int) -> int:
     return pos + 1 + width + length
 
 
+_QUERY_ATTRIBUTES = int(Capabilities.CLIENT_QUERY_ATTRIBUTES)
+
+
 def read_execute(
     data: bytes,
     capabilities: Capabilities,
@@ -68,7 +71,7 @@ def read_execute(
     stmt = get_stmt(read_uint_4(reader))
     use_cursor, count_available = packets._read_cursor_flags(reader)
     read_uint_4(reader)  # iteration count, always 1
-    attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in capabilities
+    attributes = bool(int(capabilities) & _QUERY_ATTRIBUTES)  # not Flag's `in`: ~25 interpreted opcodes
     count = stmt.num_params
     if stmt.num_params > 0 or (attributes and count_available):
         if attributes:
@@ -171,12 +174,15 @@ def _time_value(reader: io.BytesIO) -> datetime.timedelta:
     return -value if negative else value
 
 
+_read_bytes = io.BytesIO.read  # called straight: an execute's fields are a dozen reads or more
+
+
 class _Exact(io.BytesIO):
     """A packet reader for which running out of bytes is an error, not a shorter read (mimic's readers take
     what is there: a string announcing 100 bytes with 3 left would be read as those 3)."""
 
     def read(self, size: int | None = -1) -> bytes:
-        data = super().read(size)
-        if size is not None and size >= 0 and len(data) < size:
+        data = _read_bytes(self, size)
+        if size is not None and len(data) < size:  # a negative size (all) reads no fewer than it asks
             raise MysqlError("malformed COM_STMT_EXECUTE: the packet ends inside a value", code=MALFORMED_PACKET)
         return data

@@ -34,6 +34,8 @@ __all__ = ["relay_many", "read_many"]
 
 _FIRST, _ROWS, _HEADER, _DONE, _ERROR = (RELAY_STATES.FIRST, RELAY_STATES.ROWS, RELAY_STATES.HEADER,
                                          RELAY_STATES.DONE, RELAY_STATES.ERROR)  # fmt: skip
+#: The states of an answer not read to its end yet.
+_UNENDED = frozenset((_FIRST, _ROWS, _HEADER))
 #: Not a relay state: the part's socket failed, closed, or stayed silent past the bound.
 _LOST = -1
 _DONTWAIT = socket.MSG_DONTWAIT
@@ -114,12 +116,14 @@ class _Reading:
     async def take(self, i: int) -> bytes | None:
         """Part ``i``'s whole answer off its socket (its closing flags recorded), ``None``: it failed (recorded)."""
         part = self.sent.parts[i]
-        if part.lane in self.lost:
+        lane = part.lane
+        if lane in self.lost:
             return None  # the worker path stops a lane at its first failure: nothing more is read of it
         relay = ResultRelay(1, True, part.pool.driver.relay_eof, True)  # finds the answer's end
-        taken = bytearray(self.carry.pop(part.lane, b""))
-        state = relay.feed(bytes(taken))
-        while state in (_FIRST, _ROWS, _HEADER):
+        carried = self.carry.pop(lane, None)
+        chunks = [carried] if carried else []
+        state = relay.feed(carried) if carried else _FIRST
+        while state in _UNENDED:
             if state == _HEADER:
                 state = relay.header([], 0)
                 continue
@@ -127,17 +131,18 @@ class _Reading:
             data = await self.receive(i)
             if data is None:
                 return None
-            taken += data
+            chunks.append(data)
             state = relay.feed(data)
         if state != _DONE:
             self.ended(i, relay, state)
             return None
+        taken = chunks[0] if len(chunks) == 1 else b"".join(chunks)  # an answer usually comes in one read
         rest = relay.rest()
         if rest:
-            self.carry[part.lane] = rest
-            del taken[len(taken) - len(rest):]
+            self.carry[lane] = rest
+            taken = taken[: len(taken) - len(rest)]
         self.statuses[i] = relay.status
-        return bytes(taken)
+        return taken
 
 
 async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
@@ -193,13 +198,8 @@ async def read_many(sent: SentMany) -> tuple[list[UnitResult | BaseException | N
 
 def _decoded(part: SentPart, answer: bytes) -> UnitResult | BaseException:
     """A whole answer read by the driver as from its socket: the rows, or the driver's error for it."""
-    driver, cursor = part.pool.driver, part.cursor
     try:
-        driver.receive_read(part.borrowed.raw, cursor, answer)
-        rows = cursor.fetchall()
+        description, rows = part.pool.driver.read_answer(part.borrowed.raw, answer)
     except Exception as exc:  # noqa: BLE001  # the driver's error for an error packet: mapped when settled
         return exc
-    finally:
-        if driver.closes_buffered:
-            cursor.close()
-    return UnitResult(part.unit.data_source, cursor.description, rows, len(rows), sql=part.sql)
+    return UnitResult(part.unit.data_source, description, rows, len(rows), sql=part.sql)

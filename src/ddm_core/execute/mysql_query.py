@@ -1,0 +1,34 @@
+"""The text of a MySQL statement with its values in it, as PyMySQL's ``Cursor.execute`` sends it.
+
+A unit sent without a cursor (:meth:`MySQLDriver.send_read
+<ddm_core.execute.drivers.MySQLDriver.send_read>`, a multi-unit read sent from the proxy's loop) still
+sends exactly PyMySQL's text: an ``int`` is written as its ``str()`` (what PyMySQL's ``escape_int`` returns,
+without the three calls that reach it), every other value goes through the connection's own ``escape``,
+which knows its character set, ``NO_BACKSLASH_ESCAPES`` (the server's status flags), the ``_binary``
+prefix for bytes and the encoders this connection was taught (``memoryview``, ``bytearray``:
+:func:`~ddm_core.execute.params.teach_pymysql`). A mapping or a lone value takes PyMySQL's own
+``_mogrify``. tests/test_mysql_query.py compares the text with PyMySQL's and what the server reads back.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+__all__ = ["query_text", "QUERY_HEAD", "MAX_QUERY"]
+
+#: A COM_QUERY packet's head: its 3-byte length, sequence id 0 and the command byte (``(length + 1, 3)``).
+QUERY_HEAD = struct.Struct("<iB").pack
+#: Statements this long (bytes) or longer span several packets: PyMySQL's ``_execute_command`` splits them.
+MAX_QUERY = 0xFFFFFF - 1
+
+
+def query_text(raw: Any, sql: str, params: Any) -> str:
+    """``sql`` (``%s`` marks, literal ``%`` doubled) with ``params`` in it, escaped by PyMySQL connection ``raw``."""
+    if params is None:
+        return sql
+    kind = type(params)
+    if kind is tuple or kind is list:
+        escape = raw.escape
+        return sql % tuple([str(p) if type(p) is int else escape(p) for p in params])
+    return raw.cursor()._mogrify(sql, params)  # type: ignore[no-any-return]  # PyMySQL's own, for the rare shapes
