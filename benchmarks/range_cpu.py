@@ -7,7 +7,7 @@ proxy's cost per read is printed: ``--callgrind`` (machine instructions, valgrin
 
 Usage (MariaDB on 127.0.0.1:3306)::
 
-    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx | --pinned | --oltp] [--opcodes] [--src DIR]
+    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx | --pinned | --oltp] [--per-table] [--opcodes] [--src DIR]
 
 ``--prepared``: mysql-connector's C extension, prepared (COM_STMT_EXECUTE, binary rows, as sysbench);
 else PyMySQL (text). ``--tx``: each read inside BEGIN … COMMIT (sysbench's default; the transaction's
@@ -15,7 +15,9 @@ statements counted too, divide by hand), else autocommit (sysbench ``--skip_trx`
 inside one transaction whose first statements (point selects) pinned both data sources, as sysbench's point
 selects do before its range reads (BEGIN, the pins and COMMIT are counted once per ``N`` reads). ``--oltp``:
 each of the ``N`` is a whole ``oltp_read_only`` transaction instead (BEGIN, 10 point selects, its 4 range reads
-— simple, sum, order, distinct —, COMMIT): the figure is per transaction. ``--src DIR``: the proxy imports
+— simple, sum, order, distinct —, COMMIT): the figure is per transaction. ``--per-table``: the proxy sends
+one unit per physical table (``runtime.oneUnitPerDataSource: false``) instead of one UNION ALL per data
+source. ``--src DIR``: the proxy imports
 ``ddm_core`` from ``DIR`` (a copy of another version's ``src/``), as proxy_cpu.py's; the ``--callgrind`` run
 prints the proxy's stop line too (what ran on the loop, warm-up included).
 """
@@ -58,6 +60,8 @@ def sbtest_config(databases: list[str]) -> dict[str, Any]:
     config["tables"].append({"logicTable": "sbtest1", "shardKey": "id", "algorithm": "slots", "slotCount": 1024,
                              "shardCount": 2, "tablePerShard": 2, "databases": ["ds_0", "ds_1"], "tableKey": "id"})
     config["runtime"] = {"allowFullRoute": True, "allowDmlFullRoute": False, "fullRouteThreshold": 64}
+    if "--per-table" in sys.argv:  # one unit per physical table, not one UNION ALL per data source
+        config["runtime"]["oneUnitPerDataSource"] = False
     return config
 
 

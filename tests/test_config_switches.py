@@ -54,6 +54,7 @@ runtime:
   sqlComment: true
   crossNodeQueries: false
   insertSelectAutocommit: true
+  oneUnitPerDataSource: false
 xa:
   recoverOnStart: true
 proxy:
@@ -81,6 +82,7 @@ ddm:
     sqlComment: true
     crossNodeQueries: false
     insertSelectAutocommit: true
+    oneUnitPerDataSource: false
 dataSources:
   ds_0: sqlite:///switches_0.db
 """

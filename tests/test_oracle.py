@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 import os
 import random
@@ -69,6 +70,7 @@ from hypothesis import strategies as st
 
 from ddm_core import load_config
 from ddm_core.execute import Executor
+from ddm_core.execute.schema_load import load_schemas
 from ddm_core.merge.collation import collation_for
 from test_execute_support import assert_no_leaks, mysql_raw
 
@@ -319,6 +321,8 @@ def reference_runner(backend: MariaDBBackend) -> Callable[[str], None]:
 def mariadb_backend(data: DataSet) -> Iterator[Backend]:
     with mariadb_oracle("ddm_oracle", [f"ds_{i}" for i in range(SHARDS)], oracle_config) as backend:
         _create(backend, reference_runner(backend))
+        # The tables exist only now: their column types decide which reads may run as one UNION ALL.
+        backend.executor.router.set_schemas(load_schemas(backend.executor.config))
         _fill(backend, data)
         yield backend
 
@@ -365,9 +369,26 @@ def sqlite_asyncio_backend(sqlite_backend: Backend) -> Iterator[Backend]:
     yield from _on_asyncio(sqlite_backend)
 
 
-@pytest.fixture(scope="module", params=["mariadb", "sqlite", "mariadb_asyncio", "sqlite_asyncio"])
+@pytest.fixture(scope="module")
+def mariadb_per_table_backend(mariadb_backend: Backend) -> Iterator[Backend]:
+    """The same data and reference with ``runtime.oneUnitPerDataSource: false``: one unit per physical
+    table (the other MariaDB backends run a data source's tables as one UNION ALL where it may)."""
+    config = mariadb_backend.executor.config
+    executor = Executor(dataclasses.replace(
+        config, runtime=dataclasses.replace(config.runtime, one_unit_per_data_source=False)), timeout=20.0)
+    twin = copy.copy(mariadb_backend)
+    twin.executor = executor
+    try:
+        yield twin
+        assert_no_leaks(executor)
+    finally:
+        executor.close()
+
+
+@pytest.fixture(scope="module", params=["mariadb", "sqlite", "mariadb_asyncio", "sqlite_asyncio", "mariadb_per_table"])
 def backend(request: pytest.FixtureRequest) -> Backend:
-    """Each database kind, queried through the thread executor and through the asyncio executor."""
+    """Each database kind, queried through the thread executor and through the asyncio executor; MariaDB
+    with a data source's tables in one unit (the default) and with one unit per table."""
     return request.getfixturevalue(f"{request.param}_backend")  # type: ignore[no-any-return]
 
 
@@ -951,3 +972,17 @@ def test_having_decimal_literal_is_exact() -> None:
     spec = router.route("SELECT o.status, MAX(o.amount) FROM t_order o GROUP BY o.status "
                         "HAVING MAX(o.amount) < %s", [123.45]).merge  # a float parameter: compared as DOUBLE
     assert spec.having is not None and spec.having((1, Decimal("123.45"))) is False
+
+
+def test_combined_form_is_what_the_mariadb_oracle_checks(mariadb_backend: Backend, mariadb_per_table_backend: Backend,
+                                                         sqlite_backend: Backend) -> None:
+    """The default MariaDB backends read each data source's 4 tables in one UNION ALL (so the oracle above
+    covers that form); the per-table twin and SQLite (no union form there) send one unit per table."""
+    sql = "SELECT o.tag, o.amount FROM t_order o WHERE o.status = %s ORDER BY o.tag, o.amount DESC"
+    combined = mariadb_backend.executor.router.route(sql, [1])
+    assert len(combined.units) == SHARDS
+    assert all(u.sql.count(" UNION ALL ") == TABLES - 1 and u.sql.endswith(" ORDER BY 1, 2 DESC") for u in combined.units)
+    assert all(len(u.tables) == TABLES for u in combined.units)
+    for other in (mariadb_per_table_backend, sqlite_backend):
+        plan = other.executor.router.route(sql, [1])
+        assert len(plan.units) == SHARDS * TABLES and not any("UNION" in u.sql for u in plan.units)

@@ -330,7 +330,7 @@ def _runtime(rt: RuntimeSettings) -> dict[str, Any]:
         "max_offset": "maxOffset", "slow_sql_ms": "slowSqlMs", "sql_comment": "sqlComment", "app_name": "appName",
         "merge_memory_warn_mb": "mergeMemoryWarnMb", "cross_node_queries": "crossNodeQueries",
         "max_join_rows": "maxJoinRows", "max_join_memory_mb": "maxJoinMemoryMb",
-        "insert_select_autocommit": "insertSelectAutocommit",
+        "insert_select_autocommit": "insertSelectAutocommit", "one_unit_per_data_source": "oneUnitPerDataSource",
     })  # fmt: skip
 
 

@@ -454,6 +454,9 @@ class RuntimeSettings:
         insert_select_autocommit: An INSERT ... SELECT whose rows go to other shards may run
             batch by batch without XA when the caller has no transaction and the data sources
             have no XA (each batch committed on its own: docs/cross-node-queries.md#insert-select).
+        one_unit_per_data_source: A SELECT reaching several tables of one data source reads them
+            with one ``UNION ALL`` statement there, where the merged answer is provably the same
+            (docs/architecture.md#one-unit-per-data-source); off: one statement per physical table.
     """
 
     allow_full_route: bool = True
@@ -468,6 +471,7 @@ class RuntimeSettings:
     max_join_rows: int = 1_000_000
     max_join_memory_mb: int = 512
     insert_select_autocommit: bool = False
+    one_unit_per_data_source: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ def read_runtime(sec: Section, app_name: str | None) -> RuntimeSettings:
             "maxJoinMemoryMb", default=d.max_join_memory_mb, bounds=RANGES["runtime.maxJoinMemoryMb"]
         ),
         insert_select_autocommit=sec.bool("insertSelectAutocommit", default=d.insert_select_autocommit),
+        one_unit_per_data_source=sec.bool("oneUnitPerDataSource", default=d.one_unit_per_data_source),
     )
     sec.finish()
     return settings

@@ -184,7 +184,8 @@ def _plan_findings(
                            f"{plan.statement.upper()} reaches {len(plan.data_sources)} data sources "
                            f"({', '.join(plan.data_sources)}): not atomic in a local transaction",
                            "write one shard per statement (by the shard key), or use transaction_mode='xa'"))  # fmt: skip
-    if plan.statement == "select" and len(plan.units) > 1:
+    # several units, or one data source's tables in one UNION ALL (route/query/per_source.py)
+    if plan.statement == "select" and (len(plan.units) > 1 or any(len(t.nodes) > 1 for t in plan.tables)):
         out.extend(_pagination(finding, tree, settings))
     return out
 

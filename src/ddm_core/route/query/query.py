@@ -17,6 +17,7 @@ from ddm_core.metadata.model import DataNode, ShardedTable, TableKind
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
 from ddm_core.route.plan import MergeSpec, NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute, single_unit_plan
+from ddm_core.route.query.per_source import per_data_source
 from ddm_core.route.query.point_path import PointPath, point_path
 from ddm_core.route.shards.analyze import Analysis
 from ddm_core.route.shards.coerce import Normalizer, coerce_conditions, normalized_indexes
@@ -39,6 +40,9 @@ class MultiRewrite:
     spec_for: Callable[[Sequence[Any]], MergeSpec]
     #: Param index → function giving the value each unit gets instead (LIMIT m+n).
     param_overrides: tuple[tuple[int, Callable[[Sequence[Any]], Any]], ...] = ()
+    #: Units on one data source may run as one ``UNION ALL`` followed by this text
+    #: (``None``: one unit per table; route/query/per_source.py).
+    union: str | None = None
 
 
 @dataclass(slots=True)
@@ -193,7 +197,7 @@ class QueryStatement:
             kind = RouteKind.BROADCAST
         else:
             kind = RouteKind.FULL if picked.full else RouteKind.MULTI
-        template, merge, bound_for_units = self.template, NO_MERGE, bound
+        template, merge, bound_for_units, union = self.template, NO_MERGE, bound, None
         if len(nodes) > 1 and self._multi_factory is not None:
             multi = self._multi or self._build_multi()
             template, merge = multi.template, multi.spec_for(bound)
@@ -202,12 +206,22 @@ class QueryStatement:
                 for index, fn in multi.param_overrides:
                     values[index] = fn(bound)
                 bound_for_units = values
-        units = []
-        for i, slots in zip(nodes, at):
-            physical = self._physical(i) if picked.units is None else self._physical_at(slots)
-            sql, params = template.fill(physical, bound_for_units)
-            ds = table.data_nodes[i].data_source
-            units.append(RouteUnit(ds, self.ctx.comment(ds) + sql, params, self._unit_tables(physical)))
+            if (multi.union is not None and hint is None and picked.units is None
+                    and len(nodes) > len({table.data_nodes[i].data_source for i in nodes})):
+                union = multi.union  # a hint's units stay as it chose them
+        if union is not None:
+            units = per_data_source(
+                [(table.data_nodes[i].data_source, *template.fill(physical := self._physical(i), bound_for_units),
+                  self._unit_tables(physical)) for i in nodes],
+                union, self.ctx,
+            )  # fmt: skip
+        else:
+            units = []
+            for i, slots in zip(nodes, at):
+                physical = self._physical(i) if picked.units is None else self._physical_at(slots)
+                sql, params = template.fill(physical, bound_for_units)
+                ds = table.data_nodes[i].data_source
+                units.append(RouteUnit(ds, self.ctx.comment(ds) + sql, params, self._unit_tables(physical)))
         if picked.full:
             columns = ", ".join(table.sharding_columns) or "no column"
             reason = f"no condition on {columns} narrows the route: every node"

@@ -32,6 +32,7 @@ from ddm_core.errors import DeepPaginationError, RoutingError, UnsupportedSQLErr
 from ddm_core.metadata.model import TableKind
 from ddm_core.route.context import RouteContext
 from ddm_core.route.plan import Aggregate, MergeSpec
+from ddm_core.route.query.per_source import union_suffix
 from ddm_core.route.query.query import MultiRewrite
 from ddm_core.route.shards.analyze import Analysis
 from ddm_core.route.shards.conditions import Param, Source, value_source
@@ -120,7 +121,10 @@ class _Rewriter:
             derived=len(self.derived),
             column_names=tuple(self.names) if not star else (),
         )
-        return self._finish(spec, having, offset_src, limit_src)
+        rewrite = self._finish(spec, having, offset_src, limit_src)
+        # Tables of one data source in one UNION ALL, where provably the same (route/query/per_source.py).
+        union = None if star else union_suffix(self.ctx, tree, self.analysis, spec.order_by)
+        return rewrite if union is None else dataclasses.replace(rewrite, union=union)
 
     # -- pieces --------------------------------------------------------------------
 
@@ -304,10 +308,6 @@ class _Rewriter:
                 return int(raw)
             except (TypeError, ValueError):
                 raise RoutingError(f"LIMIT / OFFSET value {raw!r} is not an integer", value=raw) from None
-
-        if having is None and offset_src is None and limit_src is None:  # nothing to bind: one spec for all values
-            fixed = dataclasses.replace(static_spec, having=None, offset=0, limit=None)
-            return MultiRewrite(template, lambda bound: fixed, ())
 
         def spec_for(bound: Sequence[Any]) -> MergeSpec:
             offset = value(offset_src, bound) or 0
