@@ -64,13 +64,14 @@ class BoundedReader:
         """A packet header (``MysqlStream`` reads nothing else with ``read``); ``b""``: the client is gone."""
         if self._gate is not None and not self._chain and not self._seq.value:
             self._gate.command_awaited()
+        inner, buffered = self.inner, self._buffered
         try:
-            if len(self._buffered) >= n:  # the header is all there (a command as it usually comes)
-                header = await self.inner.readexactly(n)
-            elif self._chain:  # the next packet of a chain: the chain has begun
+            if not buffered and not self._chain:  # before a command: the client may take as long as it likes
+                await inner._wait_for_data("read")  # type: ignore[attr-defined]  # readexactly's own wait
+            if len(buffered) >= n:  # the header is all there (a command as it usually comes)
+                header = await inner.readexactly(n)
+            else:  # begun: the rest of it is waited for bounded
                 header = await self.readexactly(n)
-            else:  # before a command: unbounded until its first byte, then bounded
-                header = await self.inner.readexactly(1) + await self.readexactly(n - 1)
         except asyncio.IncompleteReadError:
             return b""  # MysqlStream: the connection closed
         length = int.from_bytes(header[:3], "little")
