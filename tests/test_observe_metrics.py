@@ -295,14 +295,12 @@ def test_merge_memory_high_water_and_warning(installed: tuple[Executor, metrics.
         chunk = rows[start:start + 1000]
         ex.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES " + ", ".join(["(%s, %s, %s)"] * len(chunk)),
                    [v for row in chunk for v in row]).close()  # fmt: skip
-    # Buffered: a LIMIT 5 page holds the 5 rows of each physical table (a data source's tables answer in
-    # one UNION ALL, each branch with its LIMIT 5); every row, without the LIMIT.
-    page = "SELECT order_id, amount FROM t_order ORDER BY amount LIMIT 5"
-    with ex.execute(page, stream=False) as r:
+    # Buffered: a LIMIT 5 page holds the 5 rows of each unit; every row, without the LIMIT.
+    with ex.execute("SELECT order_id, amount FROM t_order ORDER BY amount LIMIT 5", stream=False) as r:
         assert [row[1] for row in r.fetchall()] == [1, 2, 3, 4, 5]
-    tables = len(ex.router.route(page).tables[0].nodes)
+        units = r.units
     s = scrape(url)
-    assert value(s, "ddm_merge_memory_high_water_rows", table="t_order") == 5 * tables
+    assert value(s, "ddm_merge_memory_high_water_rows", table="t_order") == 5 * units
     with ex.execute("SELECT order_id, amount FROM t_order ORDER BY amount", stream=False) as r:
         assert len(r.fetchall()) == 12_000
     s = scrape(url)

@@ -927,6 +927,9 @@ REGRESSIONS = [
           "HAVING MAX(o.amount) - 0.2 < 9999.55", [], "multiset"),
     Query("SELECT o.status, COUNT(*) FROM t_order o GROUP BY o.status HAVING SUM(o.amount) * 1.5 > 2.25 "
           "ORDER BY o.status", [], "total"),
+    # A data source's UNION ALL with the units' LIMIT of its own: each branch was distinct, the union was
+    # not, and one status's repeats took the whole LIMIT (NULL, NULL instead of NULL, 0).
+    Query("SELECT DISTINCT o.status FROM t_order o ORDER BY o.status LIMIT 2", [], "total"),
     # SUM(DISTINCT int_column) came back as int; MySQL returns DECIMAL.
     Query("SELECT SUM(DISTINCT o.status), COUNT(*) FROM t_order o", [], "total"),
     Query("SELECT o.tag, SUM(DISTINCT o.status) AS s FROM t_order o GROUP BY o.tag ORDER BY o.tag", [], "total"),

@@ -78,15 +78,27 @@ def test_sysbench_ranges() -> None:
 
 def test_order_by_positions_cover_hidden_sort_columns_and_limits() -> None:
     """The union's ORDER BY names the merge's columns by position (an added sort column included);
-    each branch keeps its LIMIT offset+count, the merge cuts the page."""
+    each branch and the union keep LIMIT offset+count (a data source's first rows are all the merge
+    can use of it), the merge cuts the page."""
     plan = router().route("SELECT c AS name, k FROM sbtest1 WHERE id > %s ORDER BY k DESC, amount LIMIT %s, %s", (0, 5, 10))
     assert plan.merge.order_by == ((1, True), (2, False)) and (plan.merge.offset, plan.merge.limit) == (5, 10)
     unit = plan.units[0]
     assert unit.sql == (
         "(SELECT c AS name, k, amount AS __ddm_o0 FROM sbtest1_0_0 WHERE id > %s ORDER BY k DESC, amount LIMIT %s) "
         "UNION ALL (SELECT c AS name, k, amount AS __ddm_o0 FROM sbtest1_0_1 WHERE id > %s ORDER BY k DESC, amount "
-        "LIMIT %s) ORDER BY 2 DESC, 3")
-    assert unit.params == (0, 15, 0, 15)
+        "LIMIT %s) ORDER BY 2 DESC, 3 LIMIT %s")
+    assert unit.params == (0, 15, 0, 15, 15)
+    literal = router().route("SELECT c FROM sbtest1 WHERE id > %s ORDER BY c LIMIT 20 OFFSET 5", (0,)).units[0]
+    assert literal.sql.endswith(" LIMIT 25) ORDER BY 1 LIMIT 25") and literal.params == (0, 0)
+    qmark = router().route("SELECT c FROM sbtest1 WHERE id > ? ORDER BY c LIMIT ?", (0, 7)).units[0]
+    assert qmark.sql.endswith(" LIMIT ?) ORDER BY 1 LIMIT ?") and qmark.params == (0, 7, 0, 7, 7)
+    # DISTINCT: each branch is distinct, the union is not; its repeats must not take the LIMIT
+    distinct = router().route("SELECT DISTINCT c FROM sbtest1 WHERE id > %s ORDER BY c LIMIT 2", (0,)).units[0]
+    assert distinct.sql.endswith(" LIMIT 2) ORDER BY 1") and distinct.params == (0, 0)
+    # DISTINCT over a hidden sort column, and GROUP BY, need every row: no LIMIT on the branches or the union
+    for sql in ("SELECT DISTINCT c FROM sbtest1 WHERE id > %s ORDER BY k LIMIT 3",
+                "SELECT c, COUNT(*) FROM sbtest1 WHERE id > %s GROUP BY c ORDER BY c LIMIT 3"):
+        assert "LIMIT" not in router().route(sql, (0,)).units[0].sql
 
 
 def test_grouped_aggregates_arrive_sorted_by_their_keys() -> None:

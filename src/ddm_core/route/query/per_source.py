@@ -6,12 +6,13 @@ transaction's pinned connection). When it is provably the same to the merge, the
 router sends one statement per data source instead (``runtime.oneUnitPerDataSource``;
 docs/architecture.md#one-unit-per-data-source)::
 
-    (SELECT c, k FROM t_0 WHERE ...) UNION ALL (SELECT c, k FROM t_1 WHERE ...) [ORDER BY 1, 2 DESC]
+    (SELECT c, k FROM t_0 WHERE ...) UNION ALL (SELECT c, k FROM t_1 WHERE ...) [ORDER BY 1, 2 DESC [LIMIT m+n]]
 
 Each branch is the unit SQL it replaces (its own ORDER BY / LIMIT m+n kept: a parenthesised
 branch with LIMIT is honoured by MySQL and MariaDB); the trailing ORDER BY — by column
 position, the only reference a union's ORDER BY takes that cannot name something else —
-sorts the whole answer again when the merge needs sorted units. The merge spec does not
+sorts the whole answer again when the merge needs sorted units, and stops at the units' LIMIT m+n
+(the data source's first m+n rows are all the merge can use of it). The merge spec does not
 change: concatenation, the k-way merge, DISTINCT and re-aggregation all take any number of
 rows per unit.
 
@@ -36,6 +37,7 @@ from sqlglot import exp
 from ddm_core.route.context import RouteContext
 from ddm_core.route.plan import RouteUnit
 from ddm_core.route.shards.analyze import Analysis
+from ddm_core.route.shards.conditions import Param, Source
 from ddm_core.route.table_schema import TableSchema
 
 __all__ = ["union_suffix", "per_data_source"]
@@ -59,11 +61,16 @@ _KEPT_TYPE = re.compile(
 _REFUSED = (exp.Query, exp.Subquery, exp.Join, exp.Lock, exp.Window, exp.PropertyEQ)
 
 
-def union_suffix(ctx: RouteContext, tree: exp.Select, analysis: Analysis, order_by: Sequence[tuple[int, bool]]) -> str | None:
-    """The text after a data source's union (``" ORDER BY 1, 2 DESC"`` or ``""``), or ``None`` when the
-    rewritten multi-shard ``tree`` must keep one unit per table.
+def union_suffix(
+    ctx: RouteContext, tree: exp.Select, analysis: Analysis, order_by: Sequence[tuple[int, bool]],
+    limit: Source | None, style: str,
+) -> tuple[str, int | None] | None:
+    """The text after a data source's union (``" ORDER BY 1, 2 DESC LIMIT ?"`` or ``""``) and the bound
+    index whose value (as the units get it) fills its LIMIT placeholder, or ``None`` when the rewritten
+    multi-shard ``tree`` must keep one unit per table.
 
-    ``order_by``: the merge's ``(column, descending)`` keys (absolute column indexes: no ``*``).
+    ``order_by``: the merge's ``(column, descending)`` keys (absolute column indexes: no ``*``);
+    ``limit``: the statement's LIMIT; ``style``: the units' paramstyle (``qmark`` or ``format``).
     """
     if not ctx.config.runtime.one_unit_per_data_source or len(analysis.slots) != 1 or not analysis.primary:
         return None
@@ -84,8 +91,16 @@ def union_suffix(ctx: RouteContext, tree: exp.Select, analysis: Analysis, order_
         if not _kept(item.this if isinstance(item, exp.Alias) else item, schema):
             return None
     if not order_by:
-        return ""
-    return " ORDER BY " + ", ".join(f"{i + 1} DESC" if desc else str(i + 1) for i, desc in order_by)
+        return "", None
+    suffix = " ORDER BY " + ", ".join(f"{i + 1} DESC" if desc else str(i + 1) for i, desc in order_by)
+    kept = tree.args.get("limit")  # the units' LIMIT m+n (none when the merge needs every row)
+    if kept is None or limit is None or tree.args.get("distinct"):
+        # DISTINCT: the branches' rows repeat each other, and repeats would take the union's LIMIT
+        return suffix, None
+    # The data source's first m+n rows are all the merge can use of it: the union stops there too.
+    if isinstance(limit, Param):
+        return suffix + (" LIMIT ?" if style == "qmark" else " LIMIT %s"), limit.index
+    return suffix + f" LIMIT {int(kept.expression.this)}", None
 
 
 def _kept(value: exp.Expression, schema: TableSchema) -> bool:
@@ -104,12 +119,13 @@ def per_data_source(
     branches: Sequence[tuple[str, str, tuple[object, ...], tuple[tuple[str, str], ...]]],
     suffix: str,
     ctx: RouteContext,
+    suffix_params: tuple[object, ...] = (),
 ) -> list[RouteUnit]:
     """Units from ``(data source, SQL, params, tables)`` branches: one per data source whose dialect
     takes the union (in the order the data sources first appear), one per branch elsewhere.
 
     A combined unit's ``tables`` lists every physical table it reads (one logic table may
-    then map to several physical tables).
+    then map to several physical tables); ``suffix_params`` fill the suffix's placeholders.
     """
     groups: dict[str, list[tuple[str, str, tuple[object, ...], tuple[tuple[str, str], ...]]]] = {}
     for branch in branches:
@@ -122,7 +138,7 @@ def per_data_source(
             units.extend(RouteUnit(ds, ctx.comment(ds) + sql, params, tables) for _, sql, params, tables in parts)
             continue
         sql = ctx.comment(ds) + "(" + ") UNION ALL (".join(p[1] for p in parts) + ")" + suffix
-        params = tuple(v for p in parts for v in p[2])
+        params = tuple(v for p in parts for v in p[2]) + suffix_params
         tables = tuple(t for p in parts for t in p[3])
         units.append(RouteUnit(ds, sql, params, tables))
     return units

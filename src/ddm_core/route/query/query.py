@@ -43,6 +43,8 @@ class MultiRewrite:
     #: Units on one data source may run as one ``UNION ALL`` followed by this text
     #: (``None``: one unit per table; route/query/per_source.py).
     union: str | None = None
+    #: The bound index whose value (as the units get it) fills the union's own LIMIT placeholder.
+    union_limit: int | None = None
 
 
 @dataclass(slots=True)
@@ -198,6 +200,7 @@ class QueryStatement:
         else:
             kind = RouteKind.FULL if picked.full else RouteKind.MULTI
         template, merge, bound_for_units, union = self.template, NO_MERGE, bound, None
+        union_params: tuple[Any, ...] = ()
         if len(nodes) > 1 and self._multi_factory is not None:
             multi = self._multi or self._build_multi()
             template, merge = multi.template, multi.spec_for(bound)
@@ -209,11 +212,13 @@ class QueryStatement:
             if (multi.union is not None and hint is None and picked.units is None
                     and len(nodes) > len({table.data_nodes[i].data_source for i in nodes})):
                 union = multi.union  # a hint's units stay as it chose them
+                if multi.union_limit is not None:
+                    union_params = (bound_for_units[multi.union_limit],)
         if union is not None:
             units = per_data_source(
                 [(table.data_nodes[i].data_source, *template.fill(physical := self._physical(i), bound_for_units),
                   self._unit_tables(physical)) for i in nodes],
-                union, self.ctx,
+                union, self.ctx, union_params,
             )  # fmt: skip
         else:
             units = []

@@ -123,8 +123,8 @@ class _Rewriter:
         )
         rewrite = self._finish(spec, having, offset_src, limit_src)
         # Tables of one data source in one UNION ALL, where provably the same (route/query/per_source.py).
-        union = None if star else union_suffix(self.ctx, tree, self.analysis, spec.order_by)
-        return rewrite if union is None else dataclasses.replace(rewrite, union=union)
+        union = None if star else union_suffix(self.ctx, tree, self.analysis, spec.order_by, limit_src, self.style)
+        return rewrite if union is None else dataclasses.replace(rewrite, union=union[0], union_limit=union[1])
 
     # -- pieces --------------------------------------------------------------------
 
