@@ -309,6 +309,10 @@ class _Rewriter:
             except (TypeError, ValueError):
                 raise RoutingError(f"LIMIT / OFFSET value {raw!r} is not an integer", value=raw) from None
 
+        if having is None and offset_src is None and limit_src is None:  # nothing to bind: one spec for all values
+            fixed = dataclasses.replace(static_spec, having=None, offset=0, limit=None)
+            return MultiRewrite(template, lambda bound: fixed, ())
+
         def spec_for(bound: Sequence[Any]) -> MergeSpec:
             offset = value(offset_src, bound) or 0
             if offset > max_offset:
