@@ -381,44 +381,63 @@ def _header(stmt_id: int) -> bytes:
     return struct.pack("<IBI", stmt_id, 0, 1)  # no cursor, one iteration
 
 
-#: name -> (the malformed payload, built from the id of the warmed BUMP statement and of a second prepare
-#: of BUMP never executed; whether the client speaks QUERY_ATTRIBUTES). Each would add 1 to the row if run.
-MALFORMED: dict[str, tuple[Callable[[int, int], bytes], bool]] = {
-    "payload-too-short": (lambda stmt, _: _header(stmt)[:2], False),
-    "unknown-statement-id": (lambda stmt, _: execute_payload(stmt + 1000, [longlong(KEY), var_string(b"x")]), False),
-    "null-bitmap-cut-short": (lambda stmt, _: _header(stmt), False),
-    "types-cut-short": (lambda stmt, _: _header(stmt) + b"\x00\x01\x08", False),
-    "string-length-past-the-end": (lambda stmt, _: execute_payload(stmt, [longlong(KEY), (VAR_STRING, b"\x64abc")]),
-                                   False),  # fmt: skip
-    "unbound-first-execute": (lambda _, fresh: execute_payload(fresh, [longlong(KEY), var_string(b"x")], types=False),
-                              False),  # fmt: skip
-    "one-value-for-two-parameters": (lambda stmt, _: execute_payload(stmt, [longlong(KEY)]), False),
-    "parameter-count-1-of-2": (lambda stmt, _: execute_payload(stmt, [longlong(KEY)], count=1), True),
+#: name -> the malformed payload, built from the id of the warmed BUMP statement and of a second prepare of
+#: BUMP never executed. Each would add 1 to the row if run.
+MALFORMED: dict[str, Callable[[int, int], bytes]] = {
+    "payload-too-short": lambda stmt, _: _header(stmt)[:2],
+    "unknown-statement-id": lambda stmt, _: execute_payload(stmt + 1000, [longlong(KEY), var_string(b"x")]),
+    "null-bitmap-cut-short": lambda stmt, _: _header(stmt),
+    "types-cut-short": lambda stmt, _: _header(stmt) + b"\x00\x01\x08",
+    "string-length-past-the-end": lambda stmt, _: execute_payload(stmt, [longlong(KEY), (VAR_STRING, b"\x64abc")]),  # fmt: skip
+    "unbound-first-execute": lambda _, fresh: execute_payload(fresh, [longlong(KEY), var_string(b"x")], types=False),  # fmt: skip
+    "one-value-for-two-parameters": lambda stmt, _: execute_payload(stmt, [longlong(KEY)]),
 }
 
 
 @pytest.mark.parametrize("case", list(MALFORMED))
 def test_a_malformed_execute_of_a_warmed_statement_is_refused_and_the_session_goes_on(setup: Setup, case: str) -> None:
-    malformed, attributes = MALFORMED[case]
-    # a QUERY_ATTRIBUTES client sends the parameter count in every execute: 2 for BUMP, 1 for SELECT_ROW
-    count, one = (2, 1) if attributes else (None, None)
+    malformed = MALFORMED[case]
     before = amount(setup.databases)
     with RawClient(setup.port) as client:
-        assert client.login(USER, PASSWORD, capabilities=QUERY_ATTRIBUTES if attributes else 0)[:1] == b"\x00"
+        assert client.login(USER, PASSWORD)[:1] == b"\x00"
         select, update, fresh = client.prepare(SELECT_ROW), client.prepare(BUMP), client.prepare(BUMP)
         for types in (True, False, False):  # the types with the first execute only, as libmariadb sends them
-            assert execute(client, select, [longlong(KEY)], types=types, count=one) == [(NOTE, str(before))]
-            assert execute(client, update, [longlong(KEY), var_string(NOTE.encode())], types=types, count=count) == 0
+            assert execute(client, select, [longlong(KEY)], types=types) == [(NOTE, str(before))]
+            assert execute(client, update, [longlong(KEY), var_string(NOTE.encode())], types=types) == 0
         client.command(COM_STMT_EXECUTE, malformed(update, fresh))
         answer = client.response()
         assert error_code(answer[0][1]) is not None, f"answered {answer[0][1][:40]!r}"
         assert amount(setup.databases) == before, "the malformed execute ran"
         assert_served(setup.port)
         # the session goes on: the next executes, without types, as a client sends them after the first
-        assert execute(client, update, [longlong(KEY), var_string(b"x")], types=False, count=count) == 1
-        assert execute(client, select, [longlong(KEY)], types=False, count=one) == [(NOTE, str(before + 1))]
+        assert execute(client, update, [longlong(KEY), var_string(b"x")], types=False) == 1
+        assert execute(client, select, [longlong(KEY)], types=False) == [(NOTE, str(before + 1))]
     nothing_left(setup)
 
+
+
+def _offered(greeting: bytes) -> int:
+    """The capability flags a server's greeting offers (both halves)."""
+    at = greeting.index(b"\x00", 1) + 1 + 4 + 8 + 1  # version, connection id, nonce, filler
+    low = int.from_bytes(greeting[at : at + 2], "little")
+    high = int.from_bytes(greeting[at + 5 : at + 7], "little")  # past charset and status
+    return low | high << 16
+
+
+def test_query_attributes_are_not_offered_and_a_client_asking_for_them_is_served_without(setup: Setup) -> None:
+    """MariaDB behind the proxy has no query attributes: the proxy offers none, so a client that would send them
+    (a parameter count in every execute) sends plain executes, which the hot path takes."""
+    with RawClient(setup.port) as client:
+        assert not _offered(client.packet()) & QUERY_ATTRIBUTES
+    before = amount(setup.databases)
+    with RawClient(setup.port) as client:
+        assert client.login(USER, PASSWORD, capabilities=QUERY_ATTRIBUTES)[:1] == b"\x00"
+        select, update = client.prepare(SELECT_ROW), client.prepare(BUMP)
+        for types in (True, False, False):
+            assert execute(client, select, [longlong(KEY)], types=types) == [(NOTE, str(before))]
+        assert execute(client, update, [longlong(KEY), var_string(b"x")], types=True) == 1
+        assert execute(client, select, [longlong(KEY)], types=False) == [(NOTE, str(before + 1))]
+    nothing_left(setup)
 
 # -- 4. pipelining, and clients gone before their answer ----------------------------------------------------
 

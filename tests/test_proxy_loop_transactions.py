@@ -75,6 +75,13 @@ def _on_the_loop(proxy: ProxyProcess) -> int:
     return int(counted.group(1))
 
 
+def _hot_on_pins(proxy: ProxyProcess) -> int:
+    """Reads the hot path sent on a transaction's pin (logged at shutdown: after :func:`_on_the_loop`)."""
+    counted = re.search(r"\((\d+) on the hot path on a transaction's pin\)", proxy.stderr)
+    assert counted is not None, proxy.stderr
+    return int(counted.group(1))
+
+
 def _typed(rows: Any) -> list[tuple[tuple[Any, type], ...]]:
     return [tuple((v, type(v)) for v in row) for row in rows]
 
@@ -103,6 +110,8 @@ def test_reads_in_a_transaction_run_on_the_loop_and_match_one_unsharded_table(
     # Each data source's first read of a transaction pins it on a worker (2 a transaction); the first round's
     # reads meet their shapes on a worker. The rest ran on the loop, relayed on the pin.
     assert _on_the_loop(proxy) >= reads // 2 - 2
+    if relay:  # the gate hands each whole COM_QUERY on a pin to the hot path (docs/proxy.md#the-hot-path)
+        assert _hot_on_pins(proxy) >= reads // 2 - 2
 
 
 def test_prepared_reads_in_a_transaction_match_one_unsharded_table(world: tuple[dict[str, Any], str, Any]) -> None:
@@ -130,6 +139,7 @@ def test_prepared_reads_in_a_transaction_match_one_unsharded_table(world: tuple[
     cur.close()
     conn.close()
     assert _on_the_loop(proxy) >= reads // 2
+    assert _hot_on_pins(proxy) >= reads // 2  # no query attributes offered: plain executes, the hot path's
 
 
 def test_a_transaction_reads_its_own_writes_and_keeps_its_rules(world: tuple[dict[str, Any], str, Any]) -> None:

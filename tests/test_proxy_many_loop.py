@@ -370,3 +370,56 @@ def test_a_merged_read_of_a_full_batch_goes_to_the_workers_from_then_on(
                 assert tuple(moved) == runs_on_loop, (bounds, moved)
     finally:
         small.close()
+
+
+#: One data source's four tables: with ``runtime.oneUnitPerDataSource`` (the default) a read of them is one
+#: UNION ALL unit whose answer the merge still orders (docs/architecture.md#one-unit-per-data-source).
+ONE_SOURCE = {"logicTable": "t_one", "shardKey": "id", "algorithm": "slots", "slotCount": 64, "shardCount": 1,
+              "tablePerShard": 4, "databases": ["ds_0"], "tableKey": "id"}  # fmt: skip
+
+
+@pytest.mark.parametrize("sql", ["SELECT id, k FROM t_one WHERE id BETWEEN 1 AND 40",
+                                 "SELECT id, k FROM t_one WHERE id BETWEEN 1 AND 40 ORDER BY k DESC"])  # fmt: skip
+def test_one_data_sources_tables_in_one_unit_are_read_from_the_loop(
+    proxies: tuple[dict[str, Served], list[str]], sql: str
+) -> None:
+    _, databases = proxies
+    config = proxy_config(databases, workers=4, batchRows=500)  # the merged rows in one batch: read on the loop
+    config["tables"].append(ONE_SOURCE)
+    config["runtime"] = {"allowFullRoute": True, "allowDmlFullRoute": False, "fullRouteThreshold": 64}
+    with Executor(load_config(config), load_schema=False) as ex:
+        ex.execute("DROP TABLE IF EXISTS t_one").close()  # made again for each statement
+        ex.execute("CREATE TABLE t_one (id INTEGER NOT NULL, k BIGINT NULL, PRIMARY KEY (id))").close()
+        for i in range(1, ROWS + 1):
+            ex.execute("INSERT INTO t_one (id, k) VALUES (%s, %s)", (i, (i * 37) % 101)).close()
+    expected = [(i, (i * 37) % 101) for i in range(1, ROWS + 1)]
+    ordered = "ORDER BY" in sql
+    if ordered:
+        expected.sort(key=lambda row: -row[1])
+    proxy = InProcessProxy(load_config(config))  # the tables' columns loaded: the route may combine them
+    try:
+        plan = proxy.server.executor.router.route(sql, None)
+        assert len(plan.units) == 1 and len(plan.units[0].tables) == 4, plan.units  # one UNION ALL of 4 tables
+        runtime = proxy.server.runtime
+        conn = pymysql.connect(host="127.0.0.1", port=proxy.port, user=USER, password=PASSWORD,
+                               database="logic_db", autocommit=True, read_timeout=30)  # fmt: skip
+        try:
+            with conn.cursor() as cur:
+                for in_tx in (False, False, True):  # the first is routed on a worker; then the loop's
+                    if in_tx:
+                        cur.execute("BEGIN")
+                        cur.execute("SELECT k FROM t_one WHERE id = 1")  # pins ds_0
+                    before = runtime.many_inlined
+                    cur.execute(sql)
+                    rows = list(cur.fetchall())
+                    assert (rows if ordered else sorted(rows)) == expected
+                    if in_tx:
+                        cur.execute("COMMIT")
+                    moved = runtime.many_inlined - before
+                assert moved == 1, "the one-unit merged read did not go from the loop on the transaction's pin"
+        finally:
+            conn.close()
+        executor = proxy.server.executor
+        _until(lambda: executor.borrowed() == 0, lambda: f"still borrowed: {executor.pool_stats()}")
+    finally:
+        proxy.close()

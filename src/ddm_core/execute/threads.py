@@ -470,8 +470,9 @@ class ThreadRunner:
         transaction's pinned connection per data source (the caller checked the plan may run there), else
         an idle connection of each data source's primary per unit."""
         plan = stmt.plan
-        if (self.closed or len(plan.units) < 2 or plan.dual or plan.is_write or plan.cross_node is not None
-                or stmt.partial_ok or self.engine.stream is True):  # fmt: skip
+        # one unit: a one-table read, or one data source's tables in one (route/query/per_source.py) to merge
+        if (self.closed or (len(plan.units) < 2 and plan.kind is RouteKind.SINGLE) or plan.dual or plan.is_write
+                or plan.cross_node is not None or stmt.partial_ok or self.engine.stream is True):  # fmt: skip
             return None
         slot = self._full_slots if plan.kind is RouteKind.FULL else None
         if slot is not None and not slot.acquire(blocking=False):

@@ -45,7 +45,8 @@ OnEnd = Callable[[int, "DdmError | None"], None]
 class HotRelay:
     """One relayed answer driven by the event loop's reader callback (no task, no future)."""
 
-    __slots__ = ("sent", "relay", "transport", "header_for", "on_end", "_sock", "_fd", "_loop", "_timer", "_paused")
+    __slots__ = ("sent", "relay", "transport", "header_for", "on_end", "_sock", "_fd", "_loop", "_timer", "_paused",
+                 "_watched")
 
     def __init__(self, sent: SentUnit, relay: ResultRelay, transport: Any,
                  header_for: Callable[[list[bytes]], tuple[list[bytes], int]], on_end: OnEnd) -> None:  # fmt: skip
@@ -59,6 +60,7 @@ class HotRelay:
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._paused = False
+        self._watched = False  # the loop reads the data source's socket for it
 
     def start(self) -> None:
         """Watch the data source's socket; past the answer bound, a frozen data source fails the statement."""
@@ -67,7 +69,7 @@ class HotRelay:
         except DdmError as exc:
             self._end(0, exc)
             return
-        self._loop.add_reader(self._fd, self._readable)
+        self._watch()
         answer_by = self.sent.answer_by
         if answer_by is not None:
             self._timer = self._loop.call_later(max(0.0, answer_by - time.monotonic()), self._expired)
@@ -83,7 +85,7 @@ class HotRelay:
                     self._paused = True  # a slow client: its data source is read again once its socket drains
                     self._loop.call_later(_DRAIN_POLL, self._drained)
                 else:
-                    self._loop.add_reader(self._fd, self._readable)
+                    self._watch()
                 return
             rows = conclude(self.sent, self.relay, state)
         except DdmError as exc:
@@ -97,14 +99,34 @@ class HotRelay:
             return
         self._end(rows, None)
 
+    def abandon(self) -> None:
+        """Given up before its end — its client went away while it answers on a transaction's pin, which the
+        rollback then discards: nothing more is read or relayed, the connection is discarded, ``on_end`` is not
+        called."""
+        if self._watched:
+            self._unwatch()
+        self._paused = False
+        self._sock = None  # also tells a pending _drained that it is over
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.sent.abandon()
+
+    def _watch(self) -> None:
+        self._watched = True
+        self._loop.add_reader(self._fd, self._readable)
+
     def _unwatch(self) -> None:
+        self._watched = False
         self._loop.remove_reader(self._fd)
         os.set_blocking(self._fd, True)  # uvloop made it non-blocking to watch it (proxy/relay.py)
 
     def _drained(self) -> None:
+        if self._sock is None:  # abandoned, or ended, meanwhile
+            return
         if self.transport.is_closing() or self.transport.get_write_buffer_size() <= _LOW_WATER:
             self._paused = False
-            self._loop.add_reader(self._fd, self._readable)
+            self._watch()
         else:
             self._loop.call_later(_DRAIN_POLL, self._drained)
 

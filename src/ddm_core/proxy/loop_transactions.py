@@ -62,7 +62,7 @@ def pins_for(tx: Transaction, plan: RoutePlan) -> dict[str, Borrowed] | None:
     """The pins a multi-unit read goes on from the loop (``Executor.send_many``'s ``on``), one loan per data
     source; ``None``: the worker path runs it — it is not a plain read, or one of its data sources is not
     pinned yet (docs/proxy.md#multi-unit-reads-on-the-loop)."""
-    if len(plan.units) < 2 or not _read_on_pins(tx, plan):
+    if (len(plan.units) < 2 and plan.kind is RouteKind.SINGLE) or not _read_on_pins(tx, plan):
         return None
     return {source: PinnedLoan(tx.connection(source), tx) for source in plan.data_sources}
 

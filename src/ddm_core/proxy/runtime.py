@@ -122,6 +122,7 @@ class ProxyRuntime:
         self.relay = relay
         self.relayed = 0  # of those, the statements whose result was relayed
         self.inlined = 0  # statements run on the event loop, without the thread hop
+        self.hot_on_pins = 0  # of those, reads the hot path sent on a transaction's pin (ProxySession.hot)
         self.many_inlined = 0  # multi-unit reads run on the event loop (proxy/relay_many.py), not counted above
         self.many_relayed = 0  # of these, the ones whose answers were relayed undecoded
         self.opened_on_loop = 0  # data sources a transaction was opened on from the event loop (loop_transactions)

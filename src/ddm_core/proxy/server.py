@@ -26,10 +26,12 @@ import signal
 from typing import Any
 
 from mysql_mimic import MysqlServer
+from mysql_mimic.constants import DEFAULT_SERVER_CAPABILITIES
 from mysql_mimic.control import LocalControl, TooManyConnections
 from mysql_mimic.errors import ErrorCode
 from mysql_mimic.packets import make_error
 from mysql_mimic.stream import ConnectionClosed, MysqlStream
+from mysql_mimic.types import Capabilities
 
 from ddm_core.errors import ProxyError
 from ddm_core.execute import Executor
@@ -48,6 +50,11 @@ from ddm_core.proxy.variables import proxy_variables
 __all__ = ["ProxyServer", "Phase", "DEFAULT_PORT"]
 
 log = logging.getLogger("ddm_core.proxy")
+
+#: mimic's capabilities less query attributes: MariaDB, behind the proxy, has none, and the proxy would drop
+#: them; a client that may send them (mysql-connector, libmysqlclient 8) would also leave the hot path for every
+#: statement (docs/proxy.md#the-hot-path).
+SERVER_CAPABILITIES = DEFAULT_SERVER_CAPABILITIES & ~Capabilities.CLIENT_QUERY_ATTRIBUTES
 
 DEFAULT_PORT = 3307
 
@@ -97,6 +104,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         self.admission = Admission(settings)
         super().__init__(
             session_factory=lambda: ProxySession(self.runtime),
+            capabilities=SERVER_CAPABILITIES,
             identity_provider=self.users.for_connection(),  # unbound, no plugins: each connection gets its own
             # connection ids carry the process id, so those of sibling processes differ
             control=LocalControl(server_id=os.getpid() % 65536),
@@ -274,11 +282,12 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
             self.runtime.audit.close()
         self.phase = Phase.CLOSED
         log.info("ddm proxy stopped: %d backend connection(s) were still borrowed at close; pools closed; "
-                 "%d statement(s) ran on the event loop, %d of them relayed; %d multi-unit read(s) on the event loop, "
-                 "%d of them relayed; %d transaction opening(s) (%d with the first statement right behind) and %d end(s) "
-                 "with pins on the event loop", self.borrowed_at_close, self.runtime.inlined, self.runtime.relayed,
-                 self.runtime.many_inlined, self.runtime.many_relayed, self.runtime.opened_on_loop,
-                 self.runtime.opened_with_first, self.runtime.ended_on_loop)  # fmt: skip
+                 "%d statement(s) ran on the event loop, %d of them relayed (%d on the hot path on a transaction's pin); "
+                 "%d multi-unit read(s) on the event loop, %d of them relayed; %d transaction opening(s) (%d with the "
+                 "first statement right behind) and %d end(s) with pins on the event loop", self.borrowed_at_close,
+                 self.runtime.inlined, self.runtime.relayed, self.runtime.hot_on_pins, self.runtime.many_inlined,
+                 self.runtime.many_relayed, self.runtime.opened_on_loop, self.runtime.opened_with_first,
+                 self.runtime.ended_on_loop)  # fmt: skip
 
 
 def back_log(settings: ProxySettings) -> int:

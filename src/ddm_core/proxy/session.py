@@ -53,8 +53,8 @@ from ddm_core.proxy.kill import kill, stop_sent
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.hotpath import HotRelay, LinkStatement
 from ddm_core.proxy.loop_transactions import (
-    drop_opening, end_on_loop, ends_quietly, open_on_loop, opened_under, opening_for, pins_for, read_from_loop,
-    reads_on_pins, send_on_pin,
+    drop_opening, end_on_loop, ends_quietly, on_pin, open_on_loop, opened_under, opening_for, pins_for,
+    read_from_loop, reads_on_pins, send_on_pin,
 )  # fmt: skip
 from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.relay_many import read_many, relay_many
@@ -147,6 +147,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._closed = False
         self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
         self._sent: Any = None  # what the event loop sent for it in autocommit, for KILL QUERY to stop (kill.stop_sent)
+        self._pinned_hot: HotRelay | None = None  # a hot read answering on the transaction's pin (given up at close)
         self._text = False  # the running command is a COM_QUERY (a text result)
         self._announced: list[Column] | None = None  # the running execute's announced columns (a binary result)
         # Read-your-writes: this session's last writes per data source with replicas. Its statements run on
@@ -186,6 +187,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._closed = True
         if self.connection is not None:
             self.runtime.sessions.pop(self.connection.connection_id, None)
+        hot = self._pinned_hot
+        if hot is not None:  # a read still answering on the transaction's pin: given up, the rollback discards it
+            self._pinned_hot = None
+            hot.abandon()
+            self.runtime._exit(self.connection.connection_id)  # as _hot_end would have
         await self._in_thread(self._rollback)
 
     async def reset(self) -> None:
@@ -679,8 +685,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         """The gate's hot path: take a COM_QUERY or COM_STMT_EXECUTE of a one-unit SELECT shape seen before and
         relay its answer from a reader callback; ``False`` (nothing done): mimic's path answers it
         (docs/proxy.md#the-hot-path)."""
-        runtime = self.runtime
-        if (self._tx is not None or not self._autocommit or not runtime.inline or not runtime.relay
+        runtime, tx = self.runtime, self._tx
+        # In a transaction: a read on a connection it pinned already (proxy/loop_transactions.py), else mimic's path
+        if ((not self._autocommit if tx is None else not reads_on_pins(tx)) or not runtime.inline or not runtime.relay
                 or runtime.limiter is not None or (runtime.masker is not None and not self.may_unmask)):
             return False  # fmt: skip
         try:
@@ -719,7 +726,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return True
         send = self._sender(runtime.driver_of(plan.units[0].data_source), values)
         try:
-            sent = runtime.executor.send_single(plan, caller_style=style, send=send, pool=pool)
+            sent = (runtime.executor.send_single(plan, caller_style=style, send=send, pool=pool) if tx is None
+                    else send_on_pin(runtime.executor, tx, plan, style, send))  # fmt: skip
         except Exception as exc:  # noqa: BLE001  # sent or not, it failed: its error is the answer
             error = exc if isinstance(exc, DdmError) else ExecutionError(f"ddm: sending the statement failed: {exc}")
             on_end(0, error)
@@ -727,8 +735,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if sent is None:  # no idle connection: a worker waits for one on mimic's path
             runtime._exit(cid)
             return False
-        self._sent = sent
-        HotRelay(sent, relay, conn.gate_transport, header_for, on_end).start()
+        if tx is None:  # a pinned connection is the transaction's: KILL QUERY leaves it be
+            self._sent = sent
+        hot_relay = HotRelay(sent, relay, conn.gate_transport, header_for, on_end)
+        if tx is not None:
+            self._pinned_hot = hot_relay
+            runtime.hot_on_pins += 1
+        hot_relay.start()
         return True
 
     def _hot_plan(self, command: int, payload: bytes
@@ -775,8 +788,14 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         unit = units[0]
         executor = runtime.executor
         config = executor.engine.router.routed_config  # the version just routed with
-        # A data source without replicas: its primary, and that pool's driver
-        pool = executor.endpoints.plain_primary(unit.data_source, config)
+        tx = self._tx
+        pool: Any
+        if tx is not None:  # the transaction's pin there, or mimic's path (its opening, the worker path's rules)
+            if not on_pin(tx, plan):
+                return None
+            pool = tx.connection(unit.data_source).pool
+        else:  # a data source without replicas: its primary, and that pool's driver
+            pool = executor.endpoints.plain_primary(unit.data_source, config)
         driver = runtime.driver_of(unit.data_source) if pool is None else pool.driver
         if not driver.can_relay:
             return None
@@ -787,6 +806,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             values = block if block is not None and list(unit.params) == params else execute_values(unit.params)
             if values is None:
                 return None
+        if tx is not None:
+            return sql, plan, started, relay, values, style, announced, pool, None
         if pool is None:
             pool = self._loop_pool(plan)  # last: a choice is made only for a statement that goes (round robin)
             if pool is None:
@@ -814,6 +835,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         read whose replica went away before any of its answer was relayed goes to mimic's path instead, which
         reads it elsewhere (as the splitter retries a read once)."""
         runtime, conn = self.runtime, self.connection
+        self._pinned_hot = None
         if error is None and rows >= 0:  # the common end: the rows relayed, nothing more to write
             runtime.inlined += 1
             runtime.relayed += 1
@@ -844,6 +866,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 running.finish(max(affected, 0))
                 conn.write_hot(conn.ok_of(Outcome(max(affected, 0), max(inserted, 0))), relay.seq)
         finally:
+            self._update_status()  # a pinned read that failed may have failed its transaction
             runtime._exit(cid)
             conn.gate_done()
 
@@ -1102,10 +1125,11 @@ def _one_unit(plan: RoutePlan) -> bool:
 
 
 def _many_units(plan: RoutePlan) -> bool:
-    """``plan`` is a read of several units that ``Executor.send_many`` may send from the loop."""
+    """``plan`` is a read of several tables that ``Executor.send_many`` may send from the loop: several units, or
+    one data source's tables in one unit whose answers are merged (docs/architecture.md#one-unit-per-data-source)."""
     return (
-        len(plan.units) > 1 and plan.statement == "select" and not plan.is_write and not plan.dual
-        and plan.cross_node is None
+        (len(plan.units) > 1 or plan.kind is not RouteKind.SINGLE) and plan.statement == "select"
+        and not plan.is_write and not plan.dual and plan.cross_node is None
     )  # fmt: skip
 
 
