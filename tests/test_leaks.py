@@ -209,7 +209,9 @@ def test_a_merged_result_closed_early(mysql_executor: Executor) -> None:
 
 def test_pool_exhaustion_names_the_data_source(mysql_executor: Executor) -> None:
     fill(mysql_executor, 2000)
-    ex = Executor(mysql_executor.config, fetch_batch=10, max_concurrency=16)
+    config = mysql_executor.config  # one unit per table (not one UNION ALL per data source): 4 connections each
+    config = replace(config, runtime=replace(config.runtime, one_unit_per_data_source=False))
+    ex = Executor(config, fetch_batch=10, max_concurrency=16)
     try:
         held = [streamed(ex) for _ in range(2)]  # 4 units per data source each: 8 = maxSize
         assert all(s.borrowed == 8 for s in ex.pool_stats().values())

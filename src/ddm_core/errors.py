@@ -46,6 +46,7 @@ __all__ = [
     "CollationError",
     # transaction
     "TransactionError",
+    "TransactionCharacteristicsError",
     "CrossShardTransactionError",
     "NoSuchSavepointError",
     "XaError",

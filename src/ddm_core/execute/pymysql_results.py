@@ -35,17 +35,34 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ddm_core._fast import SELECTED
-from ddm_core.execute.result import ColumnDescription
 
 if TYPE_CHECKING:
     from ddm_core._fast import wire
 else:
     wire = SELECTED.wire
 
-__all__ = ["connection_class", "CACHE_SHAPES"]
+__all__ = ["connection_class", "CACHE_SHAPES", "ColumnDescription"]
+
+class ColumnDescription(tuple[Any, ...]):
+    """A column's DB-API 7-tuple that also keeps the flags of the server's column definition (``flags``:
+    UNSIGNED, BINARY, NOT NULL...), which the 7 items leave out: without them an unsigned integer column
+    cannot be told from a signed one (the proxy announces the sign, proxy/columns.py). It compares,
+    hashes and unpacks as the plain 7-tuple; the MySQL driver's descriptions are made of these
+    (execute/pymysql_results.py), other drivers' are plain tuples."""
+
+    flags: int
+
+    def __new__(cls, items: Sequence[Any], flags: int) -> ColumnDescription:
+        self = super().__new__(cls, items)
+        self.flags = flags
+        return self
+
+    def __reduce__(self) -> Any:
+        return ColumnDescription, (tuple(self), self.flags)
+
 
 #: Result shapes remembered per connection; past this the cache starts over.
 CACHE_SHAPES = 256

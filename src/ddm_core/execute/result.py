@@ -29,7 +29,7 @@ from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import Borrowed
 from ddm_core.merge.engine import close_each
 
-__all__ = ["Result", "UnitResult", "StreamRows", "ColumnDescription"]
+__all__ = ["Result", "UnitResult", "StreamRows"]
 
 _TUPLE = {tuple}
 log = logging.getLogger("ddm_core.execute")
@@ -138,24 +138,6 @@ class StreamRows:
                 self._finish(exhausted=False)
             except Exception:  # noqa: S110 - nothing to report to from a finalizer
                 pass
-
-
-class ColumnDescription(tuple[Any, ...]):
-    """A column's DB-API 7-tuple that also keeps the flags of the server's column definition (``flags``:
-    UNSIGNED, BINARY, NOT NULL...), which the 7 items leave out: without them an unsigned integer column
-    cannot be told from a signed one (the proxy announces the sign, proxy/columns.py). It compares,
-    hashes and unpacks as the plain 7-tuple; the MySQL driver's descriptions are made of these
-    (execute/pymysql_results.py), other drivers' are plain tuples."""
-
-    flags: int
-
-    def __new__(cls, items: Sequence[Any], flags: int) -> ColumnDescription:
-        self = super().__new__(cls, items)
-        self.flags = flags
-        return self
-
-    def __reduce__(self) -> Any:
-        return ColumnDescription, (tuple(self), self.flags)
 
 
 class UnitResult:

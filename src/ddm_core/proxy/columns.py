@@ -9,7 +9,7 @@ set, display length, flags, decimals and the table it comes from. Two sources:
 * a DB-API description, as every executed result has one. A MySQL or MariaDB
   data source's carries the server's field type (PyMySQL's ``type_code`` is the
   protocol's number), display length, scale and (its items are
-  :class:`~ddm_core.execute.result.ColumnDescription`) the UNSIGNED flag, so
+  :class:`~ddm_core.execute.pymysql_results.ColumnDescription`) the UNSIGNED flag, so
   they are passed on: an unsigned integer is announced and encoded unsigned. SQLite
   and PostgreSQL codes mean nothing in MySQL's protocol: there the type is taken
   from the first non-NULL value of the first batch, as mimic would. ``bytes``
@@ -38,7 +38,7 @@ from mysql_mimic.results import infer_type
 from mysql_mimic.types import ColumnDefinition, str_len, uint_1, uint_2, uint_4, uint_len
 
 from ddm_core import dialects
-from ddm_core.execute.result import ColumnDescription
+from ddm_core.execute.pymysql_results import ColumnDescription
 from ddm_core.merge.spec import Aggregate, MergeSpec
 
 __all__ = ["Column", "result_columns", "text_columns", "merged", "described_columns", "relayed_columns", "wire_columns"]
