@@ -10,7 +10,14 @@ reads of exactly their lengths.
 from __future__ import annotations
 
 import socket
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+from ddm_core._fast import SELECTED
+
+if TYPE_CHECKING:
+    from ddm_core._fast.relay import ok_fields
+else:
+    ok_fields = SELECTED.relay.ok_fields  # the relay's own OK reader (affected, insert id, status, warnings)
 
 __all__ = ["read_oks"]
 
@@ -34,7 +41,7 @@ def read_oks(raw: Any, count: int, error_of: Callable[[Any, bytes], BaseExceptio
             raise error_of(raw, payload)
         if payload[:1] != b"\x00":
             raise ConnectionError("the data source answered a transaction's opening with something other than OK")
-        raw.server_status = _status(payload)
+        raw.server_status = ok_fields(payload)[2]
 
 
 def _exactly(sock: Any, size: int) -> bytes:
@@ -50,11 +57,3 @@ def _exactly(sock: Any, size: int) -> bytes:
         data += more
     return data
 
-
-def _status(payload: bytes) -> int:
-    """An OK packet's status flags: after its header byte and two length-encoded integers."""
-    at = 1
-    for _ in range(2):  # affected rows, last insert id
-        first = payload[at]
-        at += 1 if first < 0xFB else {0xFC: 3, 0xFD: 4, 0xFE: 9}.get(first, 1)
-    return int.from_bytes(payload[at : at + 2], "little")
