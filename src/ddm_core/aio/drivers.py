@@ -42,6 +42,7 @@ which reads asyncmy's as PyMySQL's.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import sqlite3
@@ -53,7 +54,6 @@ from typing import Any, Callable, Coroutine, NoReturn
 
 from ddm_core._extras import require_extra
 from ddm_core.aio.asyncmy_answers import answer_of, unsigned_lengths
-from ddm_core.aio.deadline import within
 from ddm_core.aio.result import UnitAnswer
 from ddm_core.dialects import Dialect, find_dialect
 from ddm_core.errors import ConfigError, ExecutionError
@@ -392,7 +392,7 @@ class AsyncMySQLDriver(AsyncDriver):
         raw.ddm_connect_bound = bound
         raw.ddm_read_bound = socket_timeout
         try:
-            async with within(bound):
+            async with asyncio.timeout(bound):
                 await raw.connect()  # closes the connection itself on any error or cancellation
         except TimeoutError:
             raise self._errors.OperationalError(
@@ -471,7 +471,7 @@ class AsyncMySQLDriver(AsyncDriver):
             raise self._errors.InterfaceError(0, "Not connected")
         # A checkout waits no longer for a ping than for a new connection: a stopped server
         # must fail the ping within the connect timeout, not the socket timeout.
-        async with within(raw.ddm_connect_bound):
+        async with asyncio.timeout(raw.ddm_connect_bound):
             await raw.ping(reconnect=False)
 
     async def reset_session(self, raw: Any, endpoint: Endpoint) -> bool:
@@ -529,7 +529,7 @@ class AsyncMySQLDriver(AsyncDriver):
         try:
             killer = await self._open(endpoint, KILL_TIMEOUT, KILL_TIMEOUT, where)
             try:
-                async with within(KILL_TIMEOUT):  # asyncmy reads without a timeout of its own (see _open)
+                async with asyncio.timeout(KILL_TIMEOUT):  # asyncmy reads without a timeout of its own (see _open)
                     await killer.query(statement)
             finally:
                 self.close_now(killer)
@@ -755,7 +755,7 @@ class AsyncPostgresDriver(AsyncDriver):
     async def ping(self, raw: Any) -> None:
         # psycopg has no read timeout: bound the round trip by the connection's connect timeout.
         timeout = float(raw.info.get_parameters().get("connect_timeout") or KILL_TIMEOUT)
-        async with within(timeout):
+        async with asyncio.timeout(timeout):
             await raw.execute("SELECT 1")
 
     def close_now(self, raw: Any) -> None:

@@ -17,7 +17,6 @@ import logging
 import time
 from typing import Any, Callable
 
-from ddm_core.aio.deadline import within
 from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool
 from ddm_core.readwrite.gtid_check import Ask, GtidCheck
 
@@ -69,7 +68,7 @@ async def value_on(
         if bound is None:
             answer = await driver.execute(borrowed.raw, sql, params)
         else:
-            async with within(bound):
+            async with asyncio.timeout(bound):
                 answer = await driver.execute(borrowed.raw, sql, params)
     except (asyncio.CancelledError, TimeoutError) as exc:  # cut mid-answer: the server may still be waiting
         kill(pool, borrowed.raw)

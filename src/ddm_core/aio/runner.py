@@ -32,7 +32,7 @@ from ddm_core.execute.endpoints import Endpoints
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.result import Result, UnitResult
 from ddm_core.execute.statement import LaneOutcome, Statement, timeout_error, unit_error
-from ddm_core.aio.deadline import Armed, Deadlines, within
+from ddm_core.aio.deadline import Armed, Deadlines
 from ddm_core.aio.gtid import answered, value_on
 from ddm_core.aio.merging import MergedStream, fed_unit
 from ddm_core.aio.pools import AsyncBorrowed, AsyncEndpointPool
@@ -258,7 +258,7 @@ class AsyncRunner:
             if wait is None:
                 await self._full_slots().acquire()
             else:
-                async with within(wait):
+                async with asyncio.timeout(wait):
                     await self._full_slots().acquire()
         except TimeoutError:
             tables = ", ".join(t.logic_table for t in stmt.plan.tables) or "?"
@@ -453,7 +453,7 @@ class AsyncRunner:
         if bound is None:
             return await call
         try:
-            async with within(bound):
+            async with asyncio.timeout(bound):
                 return await call
         except TimeoutError:
             raise DataSourceUnavailableError(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-from ddm_core.aio.deadline import finished_then_cancelled, within
+from ddm_core.aio.deadline import finished_then_cancelled
 from ddm_core.aio.pools import AsyncBorrowed
 from ddm_core.aio.result import AsyncResult
 from ddm_core.aio.transaction import AsyncTransaction, AsyncTransactionHost
@@ -145,7 +145,7 @@ class AsyncXaTransaction(TwoPhaseView, AsyncTransaction):
         if not self._slot:
             wait = pinned.pool.acquire_timeout
             try:
-                async with within(wait):
+                async with asyncio.timeout(wait):
                     await self._rt.async_slots.acquire()
             except TimeoutError:
                 raise self._rt.capacity_error(wait) from None
