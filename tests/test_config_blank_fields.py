@@ -116,6 +116,7 @@ proxy:
   failedLoginDelayMaxMs: 2000
   connectTimeoutMs: 10000
   netReadTimeoutMs: 30000
+  waitTimeoutMs: 28800000
   maxAllowedPacket: 16777216
   backLog: 128
   tableRateLimits: {t_order: 100}

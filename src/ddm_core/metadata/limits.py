@@ -151,6 +151,9 @@ RANGES: Mapping[str, IntRange] = {
     "proxy.netReadTimeoutMs": IntRange(
         100, 3_600_000, _PROXY.net_read_timeout_ms, unit="ms", note="a wait for more of a begun packet"
     ),
+    "proxy.waitTimeoutMs": IntRange(
+        1_000, 31_536_000_000, _PROXY.wait_timeout_ms, unit="ms", note="a logged-in client's wait between commands"
+    ),
     "proxy.backLog": IntRange(1, 65_535, None, note="queued connections; default 80 + maxConnections / 5"),
     "proxy.maxAllowedPacket": IntRange(
         1_024, 1_073_741_824, _PROXY.max_allowed_packet, note="bytes; the largest statement a client may send"
@@ -194,7 +197,8 @@ RANGES: Mapping[str, IntRange] = {
 #: both go through this list.
 PROXY_LIMIT_FIELDS: Mapping[str, str] = {
     "max_connections": "maxConnections", "max_user_connections": "maxUserConnections",
-    "connect_timeout_ms": "connectTimeoutMs", "net_read_timeout_ms": "netReadTimeoutMs", "back_log": "backLog",
+    "connect_timeout_ms": "connectTimeoutMs", "net_read_timeout_ms": "netReadTimeoutMs",
+    "wait_timeout_ms": "waitTimeoutMs", "back_log": "backLog",
     "max_allowed_packet": "maxAllowedPacket",
     "max_connect_errors": "maxConnectErrors", "host_block_ms": "hostBlockMs",
     "failed_logins_before_delay": "failedLoginsBeforeDelay", "failed_login_delay_max_ms": "failedLoginDelayMaxMs",

@@ -601,6 +601,9 @@ class ProxySettings:
         connect_timeout_ms: A client must have logged in this long after connecting, else it is dropped.
         net_read_timeout_ms: A client that has begun a packet and sends nothing more of it for this long
             is dropped, its session's transaction rolled back (MariaDB's ``net_read_timeout``).
+        wait_timeout_ms: A logged-in client that sends no command for this long is dropped, its
+            session's transaction rolled back (MariaDB's ``wait_timeout``; whole seconds: a session reads it
+            as ``@@wait_timeout`` and may change its own with ``SET wait_timeout``).
         back_log: Connections the kernel queues before the proxy accepts them (``None``: 80 +
             ``max_connections`` / 5, as MySQL's ``back_log``).
         max_allowed_packet: The largest statement or packet a client may send, in bytes (error 1153).
@@ -630,6 +633,7 @@ class ProxySettings:
     max_user_connections: int = 0
     connect_timeout_ms: int = 10_000
     net_read_timeout_ms: int = 30_000
+    wait_timeout_ms: int = 28_800_000
     back_log: int | None = None
     max_allowed_packet: int = 16 * 1024 * 1024
     max_connect_errors: int = 100

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from mysql_mimic import context, packets
@@ -123,6 +124,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._known_charsets: tuple[Any, int, tuple[CharacterSet, CharacterSet]] = (None, 0, _NO_CHARSETS)
         self.client_eof = True
         self._deprecate_eof = False
+        self.ended_as: Refusal | None = None  # what the client hears when the proxy ends its session (else 1927)
 
     @property
     def server_charset(self) -> CharacterSet:
@@ -168,12 +170,16 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             await self.stream.write(self.error(msg=exc.msg, code=exc.code))
             return
         self._install_gate()
+        reader = self.stream.reader
+        if isinstance(reader, BoundedReader):  # its waits for a command mark the session active (proxy/idle.py)
+            reader.watch(self.stream.seq, self._gate, partial(self.runtime.quiet, self.connection_id))
         try:
             await self.command_phase()
         except asyncio.CancelledError:
             if self._kill is not KillKind.CONNECTION:
                 raise
-            await self.stream.write(self.error(msg="Session was killed", code=ErrorCode.SESSION_WAS_KILLED))
+            ended = self.ended_as or Refusal(ErrorCode.SESSION_WAS_KILLED, "Session was killed")
+            await self.stream.write(self.error(msg=ended.message, code=ended.code))
             self._kill = None
         finally:
             await self.session.close()
@@ -456,7 +462,6 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self.client_eof = not self._deprecate_eof  # the client reads EOF packets (a relay's client_eof)
         self._query_attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities  # hot_execute reads it
         transport.set_protocol(gate)
-        reader.watch(gate, self.stream.seq)
         self._gate = gate
 
     @property

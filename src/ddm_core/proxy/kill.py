@@ -31,7 +31,8 @@ __all__ = ["KillRequest", "Killable", "read_kill", "kill", "stop_sent"]
 
 
 class Killable(Protocol):
-    """What KILL needs of a session (:class:`~ddm_core.proxy.session.ProxySession` is one)."""
+    """What KILL and the idle sweeper (proxy/idle.py) need of a session (:class:`~ddm_core.proxy.session.ProxySession`
+    is one)."""
 
     @property
     def username(self) -> str | None: ...
@@ -41,6 +42,12 @@ class Killable(Protocol):
 
     def end(self) -> None:
         """Stop the running statement and end the connection (KILL CONNECTION)."""
+
+    def wait_timeout(self) -> int:
+        """Seconds the session may wait between commands (``@@wait_timeout``)."""
+
+    def end_idle(self) -> None:
+        """End the connection, idle past :meth:`wait_timeout` (the client hears why)."""
 
 #: What follows KILL: MariaDB's HARD / SOFT (both end the same way here), what to end, and whose.
 _KILL = re.compile(r"(?:(?:HARD|SOFT)\s+)?(?:(CONNECTION|QUERY)\s+)?(?:(\d+)|CONNECTION_ID\s*\(\s*\))\Z", re.I)

@@ -55,6 +55,7 @@ TX_IN_PROGRESS = 1568  # ER_CANT_CHANGE_TX_CHARACTERISTICS: SET transaction_type
 INSECURE_TRANSPORT = 3159  # ER_SECURE_TRANSPORT_REQUIRED: proxy.tls.required and the client did not use TLS
 NO_SUCH_THREAD = 1094  # ER_NO_SUCH_THREAD: KILL of an id that is no session of this proxy
 QUERY_INTERRUPTED = 1317  # ER_QUERY_INTERRUPTED: KILL QUERY ended the statement
+CLIENT_INTERACTION_TIMEOUT = 4031  # ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8): dropped after wait_timeout idle
 NO_SUCH_SAVEPOINT = 1305  # ER_SP_DOES_NOT_EXIST: ROLLBACK TO / RELEASE of a savepoint the transaction did not set
 #: ProxyAccessDeniedError.scope -> MySQL's code for that refusal (docs/proxy.md#privileges)
 ACCESS_DENIED_CODES = {

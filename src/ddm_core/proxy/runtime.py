@@ -138,6 +138,10 @@ class ProxyRuntime:
         # now, and the connections to end once they are between commands (a reload removed their user).
         self._commands: dict[int, int] = {}
         self._revoked: dict[int, Callable[[], None]] = {}
+        # The idle sweeper's clock (proxy/idle.py): its ticks so far, and per connection id the tick at which
+        # its last command ended or mimic's reader began to wait for the next one.
+        self.ticks = 0
+        self.quiet_since: dict[int, int] = {}
         self._drivers: tuple[Any, dict[str, Any]] = (None, {})  # (configuration, data source -> driver)
 
     def configure(self, settings: ProxySettings) -> None:
@@ -221,6 +225,7 @@ class ProxyRuntime:
             with self._idle:
                 self._idle.notify_all()
         if cid is not None:
+            self.quiet_since[cid] = self.ticks
             left = self._commands.pop(cid, 1) - 1
             if left:
                 self._commands[cid] = left
@@ -228,6 +233,14 @@ class ProxyRuntime:
                 end = self._revoked.pop(cid, None)
                 if end is not None:
                     end()
+
+    def quiet(self, cid: int) -> None:
+        """Connection ``cid`` waits for its next command from now (proxy/idle.py)."""
+        self.quiet_since[cid] = self.ticks
+
+    def running_on(self, cid: int) -> bool:
+        """Connection ``cid`` runs a command now."""
+        return bool(self._commands.get(cid))
 
     @property
     def running(self) -> int:

@@ -40,6 +40,7 @@ from ddm_core.metadata.reload import ConfigHolder, ConfigVersion
 from ddm_core.proxy.admission import Admission, Refusal
 from ddm_core.proxy.auth import ProxyUsers
 from ddm_core.proxy.connection import ProxyConnection
+from ddm_core.proxy.idle import IdleSweeper
 from ddm_core.proxy.runtime import ProxyRuntime
 from ddm_core.proxy.section import in_force, restart_only_changes, section_problems
 from ddm_core.proxy.session import ProxySession
@@ -119,6 +120,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         self._stopped = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.borrowed_at_close: int | None = None  # set by shutdown(): 0 when every session gave its back
+        self.idle = IdleSweeper(self.runtime)  # ends the sessions idle past their wait_timeout
         self._unsubscribe = holder.subscribe(self._on_version) if holder is not None else None
 
     # -- reloads -------------------------------------------------------------------------------
@@ -238,6 +240,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         await self.start_server(host=self.host, port=self.requested_port, reuse_port=self.reuse_port or None,
                                 backlog=back_log(self.settings))  # fmt: skip
         self.phase = Phase.SERVING
+        self.idle.start()
         log.info("ddm proxy listening on %s:%s", self.host, self.port)
 
     async def serve_until_signalled(self) -> None:
@@ -259,6 +262,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         if self.phase in (Phase.CLOSING, Phase.CLOSED):
             return
         self.phase = Phase.DRAINING
+        self.idle.stop()  # the drain ends every session its own way
         if self._unsubscribe is not None:
             self._unsubscribe()  # a version arriving now is not taken
         self.close()  # the listening socket: no new connections

@@ -47,6 +47,7 @@ from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.sent import SentControl, SentUnit
 from ddm_core.execute.sent_many import SentMany
 from ddm_core.execute.shared import style_of
+from ddm_core.proxy.admission import Refusal
 from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
 from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill, stop_sent
@@ -59,8 +60,10 @@ from ddm_core.proxy.loop_transactions import (
 from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.relay_many import read_many, relay_many
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
+from ddm_core.proxy.idle import INTERACTIVE_TIMEOUT, WAIT_TIMEOUT, session_wait_timeout
 from ddm_core.proxy.mysql_errors import (
-    ACCESS_DENIED, NOT_SUPPORTED, TX_IN_PROGRESS, UNKNOWN_DATABASE, UNKNOWN_SYSTEM_VARIABLE, error_info,
+    ACCESS_DENIED, CLIENT_INTERACTION_TIMEOUT, NOT_SUPPORTED, TX_IN_PROGRESS, UNKNOWN_DATABASE,
+    UNKNOWN_SYSTEM_VARIABLE, error_info,
 )  # fmt: skip
 from ddm_core.proxy.privileges import PLAIN, Needs
 from ddm_core.proxy.runtime import ProxyRuntime, Shape
@@ -160,8 +163,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self.variables = CountedVariables(self.runtime.variables)
         self._autocommit = True  # MySQL's default
         # What BEGIN opens: proxy.transactionMode, then the session's SET transaction_type
-        self._tx_mode = self.runtime.executor.config.proxy.transaction_mode
+        settings = self.runtime.executor.config.proxy
+        self._tx_mode = settings.transaction_mode
         self.variables.set(TRANSACTION_TYPE, self._tx_mode.upper())
+        idle = session_wait_timeout(settings.wait_timeout_ms)  # the session may SET its own (proxy/idle.py)
+        self.variables.set(WAIT_TIMEOUT, idle)
+        self.variables.set(INTERACTIVE_TIMEOUT, idle)
         self._last_insert_id = 0
 
     @property
@@ -980,6 +987,16 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         session between statements is not affected, as on MySQL."""
         self._interrupted = True
         stop_sent(self._sent)
+
+    def wait_timeout(self) -> int:
+        return max(1, int(self.variables.get(WAIT_TIMEOUT)))
+
+    def end_idle(self) -> None:
+        """Idle past ``wait_timeout`` (proxy/idle.py): the connection ends, as MySQL 8 ends it (error 4031 first)."""
+        self.connection.ended_as = Refusal(CLIENT_INTERACTION_TIMEOUT, (
+            f"The client was disconnected by the server because of inactivity: no command for {self.wait_timeout()} s "
+            "(wait_timeout; proxy.waitTimeoutMs)"))  # fmt: skip
+        self.runtime.revoke(self.connection.connection_id, self.connection.kill)
 
     def end(self) -> None:
         """``KILL [CONNECTION]``: the running statement is interrupted, and the connection ends once it is done."""

@@ -9,8 +9,8 @@ whole, and a packet or chain longer than ``proxy.maxAllowedPacket`` is refused
 before its payload is read (:class:`PacketTooLarge`: error 1153 and the
 connection closed, as MySQL does).
 
-A client may wait as long as it likes before a command, but once a packet has
-begun, the rest of it must keep coming: a wait of ``proxy.netReadTimeoutMs`` for
+A client may wait before a command up to its ``wait_timeout`` (proxy/idle.py), but once a packet
+has begun, the rest of it must keep coming: a wait of ``proxy.netReadTimeoutMs`` for
 more of it (MariaDB's ``net_read_timeout``) drops the client as one that went away (its
 session closed, its transaction rolled back). The command gate hands a packet
 it has only part of to this reader (``_fast/gate``), so the bound holds on the
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["BoundedReader", "PacketTooLarge", "PACKET_TOO_LARGE"]
 
@@ -55,15 +55,19 @@ class BoundedReader:
         self._chain = 0  # bytes announced so far by the packets of the chain being read
         self._gate: Any = None  # the connection's CommandGate, once installed
         self._seq: Any = None  # mimic's sequence counter: 0 when it reads a new command
+        self._waiting: Callable[[], None] | None = None
 
-    def watch(self, gate: Any, seq: Any) -> None:
-        """Tell ``gate`` whenever mimic starts to wait for a new command (proxy/hotpath.py)."""
-        self._gate, self._seq = gate, seq
+    def watch(self, seq: Any, gate: Any, waiting: Callable[[], None]) -> None:
+        """From the login on, whenever mimic starts to wait for a new command: ``waiting()`` is called (the
+        session is active, proxy/idle.py) and ``gate`` (``None``: no hot path) is told (proxy/hotpath.py)."""
+        self._seq, self._gate, self._waiting = seq, gate, waiting
 
     async def read(self, n: int) -> bytes:
         """A packet header (``MysqlStream`` reads nothing else with ``read``); ``b""``: the client is gone."""
-        if self._gate is not None and not self._chain and not self._seq.value:
-            self._gate.command_awaited()
+        if self._waiting is not None and not self._chain and not self._seq.value:
+            self._waiting()
+            if self._gate is not None:
+                self._gate.command_awaited()
         inner, buffered = self.inner, self._buffered
         try:
             if not buffered and not self._chain:  # before a command: the client may take as long as it likes
