@@ -56,4 +56,5 @@ def _extensions() -> list:
     )
 
 
-setup(ext_modules=_extensions())
+# The C files compile side by side, one per core (build_ext's threads): CI builds the package three times.
+setup(ext_modules=_extensions(), options={"build_ext": {"parallel": os.cpu_count() or 1}})
