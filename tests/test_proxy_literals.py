@@ -33,6 +33,11 @@ from test_proxy_support import proxy_config  # noqa: E402
     ("SELECT c FROM t WHERE id NOT BETWEEN 'a' AND 'b'", "SELECT c FROM t WHERE id NOT BETWEEN %s AND %s", ["a", "b"]),
     ("SELECT c FROM t WHERE id BETWEEN 1 + 1 AND 5 AND a = 1 AND 2 = b",  # the upper bound only after the lower
      "SELECT c FROM t WHERE id BETWEEN %s + 1 AND 5 AND a = %s AND 2 = b", [1, 1]),
+    ("SELECT c FROM t WHERE id BETWEEN -5 AND -1 AND k > -2.50 AND a IN (-1, 3, -7)",  # a '-' touching its number
+     "SELECT c FROM t WHERE id BETWEEN %s AND %s AND k > %s AND a IN (%s, %s, %s)", [-5, -1, Decimal("-2.50"), -1, 3, -7]),
+    ("UPDATE t SET a = -9223372036854775808 WHERE id=-0", "UPDATE t SET a = %s WHERE id=%s", [-9223372036854775808, 0]),
+    ("SELECT c FROM t WHERE a = 3 - 5 AND b = - 5 AND c = -(5) AND d = --5 AND e = -'5' AND f < 1-2",  # not signs
+     "SELECT c FROM t WHERE a = %s - 5 AND b = - 5 AND c = -(5) AND d = --5 AND e = -'5' AND f < %s-2", [3, 1]),
 ])  # fmt: skip
 def test_comparison_literals_become_parameters(sql: str, text: str, params: list[Any]) -> None:
     assert parameterize(sql) == (text, params)
@@ -42,10 +47,10 @@ def test_comparison_literals_become_parameters(sql: str, text: str, params: list
     "SELECT * FROM t ORDER BY 1 LIMIT 5",  # no comparison
     "SELECT * FROM t WHERE n LIKE 'a%' AND id = 1",  # a % anywhere: left alone
     "SELECT * FROM t WHERE id = ?",
-    "SELECT * FROM t WHERE d = DATE '2024-01-01' AND e = _utf8mb4'x' AND f = 0x1A AND g = 1e3 AND h = -3",
+    "SELECT * FROM t WHERE d = DATE '2024-01-01' AND e = _utf8mb4'x' AND f = 0x1A AND g = 1e3 AND h = -1e3",
     "SELECT * FROM t WHERE j->'$.a' = j->>'$.b'",  # JSON paths stay literals
     "SELECT * FROM t WHERE a = \"text\"",  # double quotes: a string or an identifier, by sql_mode
-    "SELECT * FROM t WHERE id BETWEEN -5 AND 10",  # a negative lower bound: neither taken
+    "SELECT * FROM t WHERE id = a - 5 AND k = -x",  # a minus, not a sign
     "SET autocommit = 1",
     "SHOW TABLES LIKE 't'",
     "INSERT INTO t (a) VALUES (1)",
@@ -61,6 +66,9 @@ def test_everything_else_stays_as_written(sql: str) -> None:
     "UPDATE t_order SET amount = 3 WHERE user_id = 77",
     "DELETE FROM t_order WHERE user_id = '12'",
     "SELECT name FROM t_dict WHERE id = 4",
+    "SELECT order_id FROM t_order WHERE user_id = -10086",
+    "SELECT order_id FROM t_order WHERE user_id IN (-1, 2, -3, 10086)",
+    "SELECT order_id FROM t_order WHERE user_id = -3 AND order_id > -100",
 ])  # fmt: skip
 def test_the_parameterized_text_routes_where_the_literal_text_does(sql: str) -> None:
     router = Router(load_config(proxy_config(["db_a", "db_b"])))
@@ -109,7 +117,8 @@ def test_other_literal_values_of_one_skeleton_are_taken_alike() -> None:
     from ddm_core.proxy.literals import walk
 
     shape = "SELECT a FROM t WHERE id = {0} AND s = {1} AND c IN ({0}, {1}) LIMIT {0}"
-    values = [("1", "'a'"), ("2.50", "''"), ("10086", "'it''s'"), ("7.", "'x\\'y'"), (".5", "'1'")]
+    values = [("1", "'a'"), ("2.50", "''"), ("10086", "'it''s'"), ("7.", "'x\\'y'"), (".5", "'1'"), ("-3", "'-3'"),
+              ("-.5", "'b'")]
     for number, string in values:
         sql = shape.format(number, string)
         assert parameterize(sql) == walk(sql)

@@ -157,7 +157,7 @@ def test_range_reads_through_the_proxy_match_one_table(servers: tuple[Path, str]
         tx, pin = mode != "text autocommit", mode == "text transaction pinned"
         (proxied, a), (direct, b) = _pymysql_reader(port, None, tx, pin), _pymysql_reader(0, database, False)
 
-    loop = _LoopReads(relays_plain=mode != "binary", text=mode != "binary")
+    loop = _LoopReads(relays_plain=mode != "binary")
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(kind=kinds, where=bounds)
@@ -165,14 +165,14 @@ def test_range_reads_through_the_proxy_match_one_table(servers: tuple[Path, str]
         sql = QUERIES[kind]
         want = direct(sql, where)
         _check(kind, proxied(sql, where), want)
-        loop.read(kind, len(want[1]), where)
+        loop.read(kind, len(want[1]))
 
     try:
         check()
         for kind, sql in QUERIES.items():  # every kind once over the whole table, past several batches
             want = direct(sql, (0, ROWS + 1))
             _check(kind, proxied(sql, (0, ROWS + 1)), want)
-            loop.read(kind, len(want[1]), (0, ROWS + 1))
+            loop.read(kind, len(want[1]))
     finally:
         a.close()
         b.close()
@@ -200,25 +200,21 @@ class _LoopReads:
     the-loop), read by read: a shape's first read is routed on a worker; a read the loop buffered and merged
     whose units returned a full batch (``batchRows`` = 40) sends the shape's next read to a worker, which
     streams it and hands the shape back to the loop; the plain kind is relayed where the client reads text
-    (no batch counted). A statement shape is its text with its literals as parameters (proxy/literals.py):
-    where the client writes the values into the text, a negative one stays as written, so a read with a
-    negative bound is a shape of its own (its first read routed on a worker) and leaves its kind's shape as it
-    was. Units' rows: a plain or ordered range's are its rows; ``SUM`` and the other aggregates
+    (no batch counted). A statement shape is its text with its literals as parameters (proxy/literals.py),
+    negative bounds included: every read of a kind is one shape. Units' rows: a plain or ordered range's are its rows; ``SUM`` and the other aggregates
     give one row a unit; a unit's ``DISTINCT`` at most the 8 values ``WORDS`` has under the collation
     (NULL included), 32 over 4 units: never a full batch."""
 
-    def __init__(self, relays_plain: bool, text: bool) -> None:
+    def __init__(self, relays_plain: bool) -> None:
         self.relays_plain = relays_plain
-        self.text = text  # the values are written into the statement's text
         self.on_worker_next: dict[Any, bool] = {}  # statement shape -> its next read goes to a worker
         self.most = self.most_relayed = 0
 
-    def read(self, kind: str, rows: int, where: tuple[int, int]) -> None:
-        shape = (kind, where) if self.text and min(where) < 0 else kind
-        if self.on_worker_next.get(shape, True):
-            self.on_worker_next[shape] = False
+    def read(self, kind: str, rows: int) -> None:
+        if self.on_worker_next.get(kind, True):  # a kind's reads are one statement shape
+            self.on_worker_next[kind] = False
             return
         self.most += 1
         relayed = kind == "plain" and self.relays_plain
         self.most_relayed += relayed
-        self.on_worker_next[shape] = not relayed and kind in ("plain", "order", "order_desc") and rows >= 40
+        self.on_worker_next[kind] = not relayed and kind in ("plain", "order", "order_desc") and rows >= 40

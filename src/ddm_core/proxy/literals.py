@@ -10,10 +10,13 @@ turns the literals the router only *compares* back into parameters:
 * a number or a plain ``'...'`` string right after ``=``, ``<>``, ``!=``,
   ``<``, ``<=``, ``>``, ``>=``, the items of an ``IN (...)`` list, and both
   bounds of ``BETWEEN ... AND ...`` (the second when the first was taken);
+  a number there may have a ``-`` right before it (``id > -5``: the
+  parameter is ``-5``; the router reads the written ``-5`` as that value too);
 * nothing else: LIMIT counts, ``ORDER BY 1``, type arguments, INTERVALs,
   introducers (``_utf8mb4'x'``, ``N'x'``, ``X'0A'``, ``DATE '...'``), JSON
-  paths (``->'$.a'``), negative, hex and exponent numbers, double-quoted text
-  and everything in comments stay as written.
+  paths (``->'$.a'``), hex and exponent numbers, a ``-`` apart from its number
+  or after anything else (``a - 5``, ``- 5``), double-quoted text and
+  everything in comments stay as written.
 
 ``WHERE user_id = 10086`` becomes ``WHERE user_id = %s`` with ``[10086]``:
 one text for every key, parsed once. The values go to the data source
@@ -66,8 +69,12 @@ _LITERALS = re.compile(
       |((?<![\w.$])(?:\d+\.\d*|\.\d+|\d+)(?![\w.$])))""",
     re.S | re.X,
 )
-#: skeleton -> the literals taken (index into the split, string or not), or None: nothing to take
-_CHOICES: dict[Any, tuple[tuple[int, bool], ...] | None] = {}
+#: A number right after a ``-``: _TOKEN's number pattern where a walk is (no sign: the ``-`` was read apart).
+_NUMBER = re.compile(r"(?:\d+\.\d*|\.\d+|\d+)(?![\w.$])")
+#: How a taken literal is read: a string, a number, a number whose ``-`` ends the text before it.
+_STRING, _NUMBER_LITERAL, _NEGATIVE = 0, 1, 2
+#: skeleton -> the literals taken (index into the split, how it is read), or None: nothing to take
+_CHOICES: dict[Any, tuple[tuple[int, int], ...] | None] = {}
 _CHOICES_LIMIT = 4096
 _COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">="})
 _STATEMENTS = frozenset({"SELECT", "INSERT", "REPLACE", "UPDATE", "DELETE", "WITH"})
@@ -110,32 +117,37 @@ def parameterize(sql: str) -> tuple[str, list[Any]] | None:
     if choice is None:
         return None
     params: list[Any] = []
-    for index, is_string in choice:
-        if is_string:
+    for index, read in choice:
+        if read == _STRING:
             params.append(_string_value(parts[index]))  # type: ignore[arg-type]  # a string match here
         else:
             text = parts[index]
-            params.append(Decimal(text) if "." in text else int(text))  # type: ignore[operator, arg-type]
+            value = Decimal(text) if "." in text else int(text)  # type: ignore[operator, arg-type]
+            if read == _NEGATIVE:  # its '-' ends the text before the match (index - 3: 4 parts a match)
+                value = -value
+                parts[index - 3] = parts[index - 3][:-1]  # type: ignore[index]
+            params.append(value)
         parts[index] = "%s"
     return "".join(filter(None, parts)), params
 
 
 def _first_of_skeleton(sql: str, parts: list[str | None], key: Any) -> tuple[str, list[Any]] | None:
     """The token walk (:func:`walk`), its choice kept for ``sql``'s skeleton when the split agrees with it."""
-    taken: list[bool] = []
+    taken: list[int] = []
     result = walk(sql, taken)
     literals = [i for i in range(2, len(parts), 4) if parts[i] is not None or parts[i + 1] is not None]
     if len(literals) == len(taken):  # always, by the patterns; a disagreement is simply not remembered
         if len(_CHOICES) >= _CHOICES_LIMIT:
             _CHOICES.clear()
-        choice = tuple((i if parts[i] is not None else i + 1, parts[i] is not None)
+        choice = tuple((i, _STRING) if parts[i] is not None else (i + 1, _NEGATIVE if took < 0 else _NUMBER_LITERAL)
                        for i, took in zip(literals, taken) if took)  # fmt: skip
         _CHOICES[key] = choice if result is not None else None
     return result
 
 
-def walk(sql: str, taken: list[bool] | None = None) -> tuple[str, list[Any]] | None:
-    """:func:`parameterize` by the token walk, uncached (the reference); ``taken`` gets, per literal, whether it was taken."""
+def walk(sql: str, taken: list[int] | None = None) -> tuple[str, list[Any]] | None:
+    """:func:`parameterize` by the token walk, uncached (the reference); ``taken`` gets, per literal, whether it was
+    taken (1), taken with the ``-`` before it (-1), or not (0)."""
     if "%" in sql or "?" in sql:
         return None
     parts: list[str] = []
@@ -144,6 +156,7 @@ def walk(sql: str, taken: list[bool] | None = None) -> tuple[str, list[Any]] | N
     first_word: str | None = None
     in_lists: list[bool] = []  # per open parenthesis: is it an IN (...) list?
     between = False  # the last literal taken was a BETWEEN's lower bound: the AND after it leads to the upper
+    negative = False  # a '-' was read right before a number where a literal is taken: the two are one literal
     for m in _TOKEN.finditer(sql):
         kind = m.lastgroup
         text = m.group()
@@ -154,21 +167,28 @@ def walk(sql: str, taken: list[bool] | None = None) -> tuple[str, list[Any]] | N
             first_word = text.upper()
             if first_word not in _STATEMENTS:
                 return None
-        if kind in ("number", "string"):
+        if kind in ("number", "string") or text == "-":
             in_list = bool(in_lists) and in_lists[-1] and previous in ("(", ",")
             upper = previous == "AND" and between
             take = previous in _COMPARISONS or in_list or previous == "BETWEEN" or upper
-            between = take and previous == "BETWEEN"
-            if taken is not None:
-                taken.append(take)
-            if take:
-                parts.append("%s")
-                if kind == "string":
-                    params.append(_string_value(text))
-                else:
-                    params.append(Decimal(text) if "." in text else int(text))
-                previous = "?" if not between else "?BETWEEN"
-                continue
+            if kind == "other":  # a '-': a number's sign where it touches one that is taken here
+                negative = take and _NUMBER.match(sql, m.end()) is not None
+                if negative:
+                    continue
+            else:
+                between = take and previous == "BETWEEN"
+                if taken is not None:
+                    taken.append(-1 if negative else int(take))
+                if take:
+                    parts.append("%s")
+                    if kind == "string":
+                        params.append(_string_value(text))
+                    else:
+                        value = Decimal(text) if "." in text else int(text)
+                        params.append(-value if negative else value)
+                    negative = False
+                    previous = "?" if not between else "?BETWEEN"
+                    continue
         if text == "(":
             in_lists.append(previous == "IN")
         elif text == ")" and in_lists:
