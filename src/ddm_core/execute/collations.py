@@ -32,7 +32,7 @@ from ddm_core.execute.mysql_connect import CHARSET, pymysql_module
 from ddm_core.execute.pools import EndpointPool
 from ddm_core.merge.collation import Collation, collation_for
 from ddm_core.merge.keys import compared_columns
-from ddm_core.merge.spec import MergeSpec
+from ddm_core.merge.spec import MergeSpec, remember
 
 __all__ = ["ResultCollations", "LIMIT", "TEXT_TYPES"]
 
@@ -79,13 +79,16 @@ class ResultCollations:
             ExecutionError: the data source could not describe the statement.
         """
         width = len(description)
-        text = [i for i in sorted(compared_columns(spec, width)) if description[i][1] in TEXT_TYPES]
+        text = _compared_text(spec, description)
         if not text:
             return None
-        pool = pool_of(data_source)
-        if not pool.driver.dialect.describes_prepared_columns:
-            return None  # no collation to be had (SQLite, PostgreSQL): compared as Python does (binary order)
-        ids = self._ids(data_source, sql, pool, deadline)
+        with self._lock:
+            ids = self._known.get((data_source, sql))
+        if ids is None:
+            pool = pool_of(data_source)
+            if not pool.driver.dialect.describes_prepared_columns:
+                return None  # no collation to be had (SQLite, PostgreSQL): compared as Python does (binary order)
+            ids = self._ids(data_source, sql, pool, deadline)
         if len(ids) != width:
             raise MergeError(
                 f"data source {data_source!r} describes {len(ids)} columns for a result of {width}: "
@@ -101,8 +104,7 @@ class ResultCollations:
 
         An event loop asks this first and runs :meth:`for_merge` off the loop only when it would block.
         """
-        width = len(description)
-        if not any(description[i][1] in TEXT_TYPES for i in compared_columns(spec, width)):
+        if not _compared_text(spec, description):
             return False
         with self._lock:
             return (data_source, sql) not in self._known
@@ -183,3 +185,21 @@ def _prepare_columns(conn: Any, sql: str) -> tuple[int, ...]:
     finally:
         conn._execute_command(_COM_STMT_CLOSE, struct.pack("<I", statement))  # no answer
     return ids
+
+
+def _compared_text(spec: MergeSpec, description: Sequence[Sequence[Any]]) -> tuple[int, ...]:
+    """The columns the merge of ``spec`` compares that hold text (by their type codes), in order: worked out
+    once per spec and description (the spec's memo; the next statement of the shape is described alike)."""
+    key = ("compared text", description)
+    try:
+        found: tuple[int, ...] | None = spec.memo.get(key)
+    except TypeError:  # a description that cannot be a key (a list): worked out every time
+        return _text_of(spec, description)
+    if found is None:
+        found = _text_of(spec, description)
+        remember(spec.memo, key, found)
+    return found
+
+
+def _text_of(spec: MergeSpec, description: Sequence[Sequence[Any]]) -> tuple[int, ...]:
+    return tuple(i for i in sorted(compared_columns(spec, len(description))) if description[i][1] in TEXT_TYPES)

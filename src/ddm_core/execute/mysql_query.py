@@ -22,6 +22,8 @@ QUERY_HEAD = struct.Struct("<iB").pack
 #: Statements this long (bytes) or longer span several packets: PyMySQL's ``_execute_command`` splits them.
 MAX_QUERY = 0xFFFFFF - 1
 
+_INT = {int}  # exactly int: a bool is written as PyMySQL writes it (1 / 0), by escape
+
 
 def query_text(raw: Any, sql: str, params: Any) -> str:
     """``sql`` (``%s`` marks, literal ``%`` doubled) with ``params`` in it, escaped by PyMySQL connection ``raw``."""
@@ -29,6 +31,8 @@ def query_text(raw: Any, sql: str, params: Any) -> str:
         return sql
     kind = type(params)
     if kind is tuple or kind is list:
+        if set(map(type, params)) <= _INT:  # ints only (a range's bounds, ids): str() each, at C speed
+            return sql % tuple(map(str, params))
         escape = raw.escape
         return sql % tuple([str(p) if type(p) is int else escape(p) for p in params])
     return raw.cursor()._mogrify(sql, params)  # type: ignore[no-any-return]  # PyMySQL's own, for the rare shapes

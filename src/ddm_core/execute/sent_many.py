@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
 
 from ddm_core.execute.pools import discard_on
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from ddm_core.route.plan import RoutePlan, RouteUnit
 
 __all__ = ["SentPart", "SentMany"]
+
+_INDEX = attrgetter("index")
+_FIRST = itemgetter(0)
 
 
 @dataclass(slots=True, eq=False)
@@ -92,9 +96,10 @@ class SentMany:
         """
         self._settle([a if isinstance(a, BaseException) else None for a in answers], lost)
         engine, plan = self.engine, self.plan
-        ordered = sorted((p.index, a) for p, a in zip(self.parts, answers) if isinstance(a, UnitResult))
+        # in plan order (the merge's ties): the parts' indexes sorted at C speed, no frame per part
+        by_index = sorted(zip(map(_INDEX, self.parts), answers), key=_FIRST)
         try:
-            result = engine.rows_result(plan, [a for _, a in ordered], True, self.describe)
+            result = engine.rows_result(plan, [a for _, a in by_index if isinstance(a, UnitResult)], True, self.describe)
         except BaseException as exc:
             engine.failed(plan, self.statement.started, exc)
             raise

@@ -33,6 +33,7 @@ from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.shared import Lane
 from ddm_core.execute.statement import LaneOutcome, Statement, close_quietly, timeout_error, unit_error
 from ddm_core.execute.watchdog import Guard
+from ddm_core.execute.trace_comment import TRACE_COMMENT
 from ddm_core.readwrite.gtid_check import GtidCheck
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
@@ -485,6 +486,7 @@ class ThreadRunner:
         parts: list[SentPart] = []
         guards: list[Guard | None] = []
         deadline, style, unit_sql = stmt.deadline, stmt.style, self.engine.unit_sql
+        untraced = TRACE_COMMENT.get() is None
         try:
             for lane, (borrowed, items) in enumerate(lanes):
                 pool = borrowed.pool
@@ -492,8 +494,12 @@ class ThreadRunner:
                 guard = borrowed.guard if deadline is not None else None
                 guards.append(guard)
                 fileno = -1
+                as_written = style == driver.native_style  # the units' SQL is in the driver's paramstyle
                 for index, unit in items:
-                    sql = unit_sql(driver, unit, style)
+                    if untraced:  # Engine.unit_sql without its frame (its trace comment is not set)
+                        sql = unit.sql if as_written else driver.sql_for(unit.sql, style)
+                    else:
+                        sql = unit_sql(driver, unit, style)
                     # As _send, without a cursor (the answer is taken off the socket) and with the lane's guard
                     # armed once: a unit behind a cancelled one is cancelled when its answer is read
                     # (SentMany.cancel_again).
@@ -538,7 +544,10 @@ class ThreadRunner:
                     lane = by_source[unit.data_source] = (on[unit.data_source], [])
                 lane[1].append((index, unit))
             lanes = list(by_source.values())
-            return lanes if all(_reads_raw(b.pool) for b, _ in lanes) else None
+            for pinned, _ in lanes:
+                if not _reads_raw(pinned.pool):
+                    return None
+            return lanes
         config = self.engine.config
         pools: list[EndpointPool] = []
         for unit in plan.units:

@@ -40,7 +40,7 @@ from ddm_core.merge.aggregate import DIALECTS, Reaggregator
 from ddm_core.merge.collation import Collation
 from ddm_core.merge.keys import ColumnKeys, column_keys, decorated, plain, row_key, value_key
 from ddm_core.merge.memory import MergeMemory
-from ddm_core.merge.spec import Aggregate, MergeSpec
+from ddm_core.merge.spec import Aggregate, MergeSpec, remember
 
 __all__ = ["UnitResult", "UnitRows", "Merged", "merge_results", "close_each"]
 
@@ -272,21 +272,20 @@ def _build(
     if dialect not in DIALECTS:
         raise MergeError(f"dialect must be one of {DIALECTS}, not {dialect!r}", value=dialect)
     offset, limit = _check_window(spec.offset, spec.limit)
-    described = [tuple(tuple(d) for d in u.description) for u in units if u.description]
-    if any(len(d) != len(described[0]) for d in described):
-        counts = sorted({len(d) for d in described})
+    described = [u.description for u in units if u.description]
+    if len(described) > 1 and len(set(map(len, described))) > 1:
+        counts = sorted(set(map(len, described)))
         raise MergeError(
             f"units returned different column counts {counts}: do the shards' tables differ? "
             "(SELECT * across shards needs the same columns on every shard)",
             value=counts,
         )
-    first = described[0] if described else ()
+    first = tuple(map(tuple, described[0])) if described else ()
     if not units and not (spec.aggregates and not spec.group_by):
         # Nothing to merge (only aggregates without GROUP BY still owe their one row).
         visible = spec.visible if spec.visible is not None else 0
         return Merged(_description(first, visible, spec.column_names), iter(()), memory=memory)
-    layout = _resolve(spec, len(first) if first else None)
-    description = _description(first, layout.visible or 0, spec.column_names)
+    layout, description = _shaped(spec, first)
 
     if memory is not None:
         memory.hold_buffered([src for src in sources if isinstance(src, (list, tuple))])
@@ -297,6 +296,37 @@ def _build(
     # cursor's iterator is not the cursor.
     closers.extend(src for src in sources if not isinstance(src, (list, tuple)))
     return Merged(description, rows, closers, limit, memory)
+
+
+def _shaped(spec: MergeSpec, first: tuple[tuple[Any, ...], ...]) -> tuple[_Layout, tuple[tuple[Any, ...], ...]]:
+    """The spec's indexes resolved for units described as ``first`` and the description the merge answers
+    with: worked out once per spec and description (the spec's memo), as the next statement of the shape
+    has the same."""
+    key = ("shaped", first)
+    cached = True
+    try:
+        found: tuple[_Layout, tuple[tuple[Any, ...], ...]] | None = spec.memo.get(key)
+    except TypeError:  # a driver's description item that cannot be a key: worked out every time
+        cached, found = False, None
+    if found is None:
+        layout = _resolve(spec, len(first) if first else None)
+        found = (layout, _description(first, layout.visible or 0, spec.column_names))
+        if cached:
+            remember(spec.memo, key, found)
+    return found
+
+
+def _reaggregator(spec: MergeSpec, layout: _Layout, dialect: str, keys: ColumnKeys) -> Reaggregator:
+    """The spec's :class:`Reaggregator` (it keeps no state of its own: a group's is the caller's): made once per
+    spec, layout and dialect when no column is compared by collation keys, else for this statement."""
+    if keys:
+        return Reaggregator(layout.aggregates, dialect, keys)
+    key = ("reaggregator", layout.aggregates, dialect)
+    agg: Reaggregator | None = spec.memo.get(key)
+    if agg is None:
+        agg = Reaggregator(layout.aggregates, dialect, keys)
+        remember(spec.memo, key, agg)
+    return agg
 
 
 def _check_window(offset: Any, limit: Any) -> tuple[int, int | None]:
@@ -388,7 +418,7 @@ def _pipeline(
     distinct = spec.distinct
     rows: Iterator[Row]
     if grouped:
-        agg = Reaggregator(layout.aggregates, dialect, keys)
+        agg = _reaggregator(spec, layout, dialect, keys)
         if not layout.group_by:
             rows = _fold_all(chain.from_iterable(sources), agg, _min_width(layout))
         else:

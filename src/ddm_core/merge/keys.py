@@ -15,7 +15,7 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ddm_core.merge.collation import Collation
-from ddm_core.merge.spec import MergeSpec
+from ddm_core.merge.spec import MergeSpec, remember
 
 __all__ = ["ColumnKeys", "column_keys", "compared_columns", "value_key", "row_key", "decorated", "plain"]
 
@@ -123,7 +123,17 @@ def compared_columns(spec: MergeSpec, width: int) -> frozenset[int]:
 
     Sort and group keys, ``MIN`` / ``MAX`` and ``COUNT(DISTINCT)`` arguments, and
     every visible column of a ``DISTINCT``: the columns that need a collation.
+    Worked out once per spec and width (the spec's memo).
     """
+    key = ("compared", width)
+    found: frozenset[int] | None = spec.memo.get(key)
+    if found is None:
+        found = _compared(spec, width)
+        remember(spec.memo, key, found)
+    return found
+
+
+def _compared(spec: MergeSpec, width: int) -> frozenset[int]:
     columns = [c for c, _ in spec.order_by] + list(spec.group_by)
     for agg in spec.aggregates:
         if str(agg.func).upper() in ("MIN", "MAX") or (agg.distinct and str(agg.func).upper() == "COUNT"):

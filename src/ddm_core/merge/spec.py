@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-__all__ = ["Aggregate", "MergeSpec", "NO_MERGE"]
+__all__ = ["Aggregate", "MergeSpec", "NO_MERGE", "remember"]
+
+#: What one spec remembers at most (a spec is one statement shape's: a few widths and column descriptions).
+MEMO_LIMIT = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,11 @@ class MergeSpec:
     column_names: tuple[str | None, ...] = ()
     #: Nothing to do beyond concatenating the units' rows (set once: every statement asks).
     is_trivial: bool = field(init=False, compare=False, repr=False)
+    #: What the merge works out from this spec and the units' column descriptions alone (its indexes
+    #: resolved, the description it answers with, the columns it compares...), kept for the next statement
+    #: of the shape: a spec is built once per statement shape, and one whose values change (a LIMIT ?) is a
+    #: new spec, with a memo of its own. Bounded by :data:`MEMO_LIMIT` (see :func:`remember`).
+    memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         trivial = not (
@@ -86,3 +94,11 @@ class MergeSpec:
 
 
 NO_MERGE = MergeSpec()
+
+
+def remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    """``memo[key] = value``, the memo emptied first when it is full (threads share it: a get and a set are
+    atomic, and two that miss together only work the same thing out twice)."""
+    if len(memo) >= MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value

@@ -35,9 +35,9 @@ from typing import Sequence
 from sqlglot import exp
 
 from ddm_core.route.context import RouteContext
-from ddm_core.route.plan import RouteUnit
 from ddm_core.route.shards.analyze import Analysis
 from ddm_core.route.shards.conditions import Param, Source
+from ddm_core.route.query.unit_shapes import UnitShape
 from ddm_core.route.table_schema import TableSchema
 
 __all__ = ["union_suffix", "per_data_source"]
@@ -116,29 +116,25 @@ def _kept(value: exp.Expression, schema: TableSchema) -> bool:
 
 
 def per_data_source(
-    branches: Sequence[tuple[str, str, tuple[object, ...], tuple[tuple[str, str], ...]]],
-    suffix: str,
-    ctx: RouteContext,
-    suffix_params: tuple[object, ...] = (),
-) -> list[RouteUnit]:
-    """Units from ``(data source, SQL, params, tables)`` branches: one per data source whose dialect
-    takes the union (in the order the data sources first appear), one per branch elsewhere.
+    branches: Sequence[tuple[str, str, tuple[tuple[str, str], ...]]], suffix: str, ctx: RouteContext
+) -> list[UnitShape]:
+    """Units from ``(data source, SQL, tables)`` branches that all take the statement's params: one per data
+    source whose dialect takes the union (in the order the data sources first appear), one per branch elsewhere.
 
-    A combined unit's ``tables`` lists every physical table it reads (one logic table may
-    then map to several physical tables); ``suffix_params`` fill the suffix's placeholders.
+    A combined unit's ``tables`` lists every physical table it reads (one logic table may then map to
+    several physical tables); it takes the params once per branch, then the suffix's (``suffixed``).
     """
-    groups: dict[str, list[tuple[str, str, tuple[object, ...], tuple[tuple[str, str], ...]]]] = {}
+    groups: dict[str, list[tuple[str, str, tuple[tuple[str, str], ...]]]] = {}
     for branch in branches:
         groups.setdefault(branch[0], []).append(branch)
     config = ctx.config
-    units: list[RouteUnit] = []
+    units: list[UnitShape] = []
     for ds, parts in groups.items():
         source = config.data_source(ds)
+        comment = ctx.comment(ds)
         if len(parts) == 1 or any(e.dialect not in UNION_DIALECTS for e in (source.primary, *source.replicas)):
-            units.extend(RouteUnit(ds, ctx.comment(ds) + sql, params, tables) for _, sql, params, tables in parts)
+            units.extend(UnitShape(ds, comment + sql, 1, False, tables) for _, sql, tables in parts)
             continue
-        sql = ctx.comment(ds) + "(" + ") UNION ALL (".join(p[1] for p in parts) + ")" + suffix
-        params = tuple(v for p in parts for v in p[2]) + suffix_params
-        tables = tuple(t for p in parts for t in p[3])
-        units.append(RouteUnit(ds, sql, params, tables))
+        sql = comment + "(" + ") UNION ALL (".join(p[1] for p in parts) + ")" + suffix
+        units.append(UnitShape(ds, sql, len(parts), True, tuple(t for p in parts for t in p[2])))
     return units

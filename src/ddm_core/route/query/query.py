@@ -19,10 +19,11 @@ from ddm_core.route.hints import Hint
 from ddm_core.route.plan import MergeSpec, NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute, single_unit_plan
 from ddm_core.route.query.per_source import per_data_source
 from ddm_core.route.query.point_path import PointPath, point_path
+from ddm_core.route.query.unit_shapes import PlanShape, ShapeCache, UnitShape, fill_units
 from ddm_core.route.shards.analyze import Analysis
 from ddm_core.route.shards.coerce import Normalizer, coerce_conditions, normalized_indexes
 from ddm_core.route.shards.colocation import Layout, layout_of
-from ddm_core.route.shards.conditions import Eq, Literal, Param, Source
+from ddm_core.route.shards.conditions import Conjunction, Eq, Literal, Param, Source
 from ddm_core.route.shards.fast import PointRoute, miss_note, point_route
 from ddm_core.route.shards.targets import Picked
 from ddm_core.route.text.placeholders import Translated
@@ -106,6 +107,11 @@ class QueryStatement:
         # The point fast path is decided on first use (None: not yet; False: not eligible).
         self._point: PointRoute | None | bool = None
         self._nodes: dict[int, tuple[str, str, tuple[tuple[str, str], ...], tuple[TableRoute, ...]]] = {}
+        # Multi-node plans apart from their values, per picked nodes (route/query/unit_shapes.py).
+        self._shapes = ShapeCache()
+        # The pick without a hint when no value can change it (TableRouter.value_blind); None: not decided yet,
+        # False: the values decide.
+        self._blind: Picked | bool | None = None
 
     # -- compile-time checks ------------------------------------------------------
 
@@ -163,7 +169,37 @@ class QueryStatement:
         return point.description if point else None  # type: ignore[union-attr]
 
     def _plan(self, picked: Picked, bound: Sequence[Any], hint: Hint | None, miss: Exception | None = None) -> RoutePlan:
-        """The plan for the picked nodes: the general path's, which a multi-node fast pick joins."""
+        """The plan for the picked nodes: the general path's, which a multi-node fast pick joins.
+
+        Its units apart from their values are made once per picked nodes (route/query/unit_shapes.py),
+        unless a hint chose them, the tables of a join have nodes of their own, or a check reads the values.
+        """
+        if hint is None and miss is None and picked.units is None and picked.table is None and not self.shard_key_sets:
+            key = (picked.nodes, picked.full, picked.note)
+            shape = self._shapes.get(key)
+            if shape is None:
+                shape = self._plan_shape(picked, bound, hint, miss)
+                self._shapes.put(key, shape)
+        else:
+            shape = self._plan_shape(picked, bound, hint, miss)
+        template, merge, bound_for_units = self.template, NO_MERGE, bound
+        suffix_params: tuple[Any, ...] = ()
+        if shape.multi:
+            multi = self._multi or self._build_multi()
+            template, merge = multi.template, multi.spec_for(bound)
+            if multi.param_overrides:
+                values = list(bound)
+                for index, fn in multi.param_overrides:
+                    values[index] = fn(bound)
+                bound_for_units = values
+            if shape.union and multi.union_limit is not None:
+                suffix_params = (bound_for_units[multi.union_limit],)
+        units = fill_units(shape.units, template.params_of(bound_for_units), suffix_params)
+        return _new_tuple(RoutePlan, (units, shape.kind, shape.tables, merge, self.statement, self.is_write, (),
+                                      self.locking or bool(hint and hint.force_primary), (), None))  # fmt: skip
+
+    def _plan_shape(self, picked: Picked, bound: Sequence[Any], hint: Hint | None, miss: Exception | None) -> PlanShape:
+        """The checks of a route to the picked nodes, and its plan apart from the values."""
         primary = self.primary
         assert primary is not None
         # ``picked.nodes`` are nodes of ``table``: the primary's, or (a join of tables of several
@@ -199,34 +235,27 @@ class QueryStatement:
             kind = RouteKind.BROADCAST
         else:
             kind = RouteKind.FULL if picked.full else RouteKind.MULTI
-        template, merge, bound_for_units, union = self.template, NO_MERGE, bound, None
-        union_params: tuple[Any, ...] = ()
-        if len(nodes) > 1 and self._multi_factory is not None:
-            multi = self._multi or self._build_multi()
-            template, merge = multi.template, multi.spec_for(bound)
-            if multi.param_overrides:
-                values = list(bound)
-                for index, fn in multi.param_overrides:
-                    values[index] = fn(bound)
-                bound_for_units = values
-            if (multi.union is not None and hint is None and picked.units is None
+        multi = len(nodes) > 1 and self._multi_factory is not None
+        template, union = self.template, None
+        if multi:
+            rewrite = self._multi or self._build_multi()
+            template = rewrite.template
+            if (rewrite.union is not None and hint is None and picked.units is None
                     and len(nodes) > len({table.data_nodes[i].data_source for i in nodes})):
-                union = multi.union  # a hint's units stay as it chose them
-                if multi.union_limit is not None:
-                    union_params = (bound_for_units[multi.union_limit],)
+                union = rewrite.union  # a hint's units stay as it chose them
         if union is not None:
             units = per_data_source(
-                [(table.data_nodes[i].data_source, *template.fill(physical := self._physical(i), bound_for_units),
+                [(table.data_nodes[i].data_source, template.text(physical := self._physical(i)),
                   self._unit_tables(physical)) for i in nodes],
-                union, self.ctx, union_params,
+                union, self.ctx,
             )  # fmt: skip
         else:
             units = []
             for i, slots in zip(nodes, at):
                 physical = self._physical(i) if picked.units is None else self._physical_at(slots)
-                sql, params = template.fill(physical, bound_for_units)
                 ds = table.data_nodes[i].data_source
-                units.append(RouteUnit(ds, self.ctx.comment(ds) + sql, params, self._unit_tables(physical)))
+                units.append(UnitShape(ds, self.ctx.comment(ds) + template.text(physical), 1, False,
+                                       self._unit_tables(physical)))  # fmt: skip
         if picked.full:
             columns = ", ".join(table.sharding_columns) or "no column"
             reason = f"no condition on {columns} narrows the route: every node"
@@ -236,15 +265,7 @@ class QueryStatement:
             reason += f"; {picked.note}"
         if miss is not None:
             reason += miss_note(miss)
-        return RoutePlan(
-            tuple(units),
-            kind,
-            self._table_routes(at, reason),
-            merge,
-            self.statement,
-            self.is_write,
-            force_primary=self.locking or bool(hint and hint.force_primary),
-        )
+        return PlanShape(tuple(units), kind, self._table_routes(at, reason), multi, union is not None)
 
     def _init_point(self) -> PointRoute | bool:
         # Only a statement that routes as one table does (layout.trivial): the point route
@@ -313,7 +334,18 @@ class QueryStatement:
                 self.ctx.check_full_route(table, nodes, self.is_write, self.tables)
 
             return layout.place(self.ctx, bound, hint, check_full)
+        if hint is None:
+            blind = self._blind
+            if blind is None:
+                blind = self._blind = self._blind_pick(scope.dnf, bound)
+            if blind is not False:
+                return blind  # type: ignore[return-value]
         return self.ctx.router_of(primary).route(scope.dnf, bound, hint, self.ctx.hinted_sources(primary, hint))
+
+    def _blind_pick(self, dnf: list[Conjunction] | None, bound: Sequence[Any]) -> Picked | bool:
+        """The pick of every call without a hint when the values cannot change it, else ``False``."""
+        router = self.ctx.router_of(self.primary)  # type: ignore[arg-type]
+        return router.route(dnf, bound, None) if router.value_blind(dnf) else False
 
     def _table_routes(self, at: Sequence[Sequence[int]], reason: str) -> tuple[TableRoute, ...]:
         """One entry per sharded table of the statement, with its own physical node in each unit.
@@ -434,6 +466,9 @@ class QueryStatement:
         tables = tuple(TableRoute(k, tuple(f"{ds}.{k}" for ds in sources), why) for k in a.slots)
         return RoutePlan(units, kind, tables, NO_MERGE, self.statement, self.is_write,
                          force_primary=self.locking or bool(hint and hint.force_primary))
+
+
+_new_tuple = tuple.__new__
 
 
 def _in_turn(first: Normalizer | None, second: Normalizer | None) -> Normalizer | None:

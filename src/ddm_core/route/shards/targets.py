@@ -21,7 +21,7 @@ from ddm_core.errors import RoutingError, ShardKeyNotFoundError
 from ddm_core.ids import gene_of
 from ddm_core.metadata.model import ShardedTable, Strategy, StrategyKind
 from ddm_core.route.hints import Hint
-from ddm_core.route.shards.conditions import ColumnValues, Conjunction, resolve
+from ddm_core.route.shards.conditions import ColumnValues, Conjunction, Range, resolve
 
 __all__ = ["TableRouter", "Picked", "route_rows", "gene_route"]
 
@@ -113,6 +113,23 @@ class TableRouter:
         every = len(nodes) == len(self.every) and len(nodes) > 1
         unrestricted = every and (bool(notes) or any(not any(c in self.columns for c in conj) for conj in dnf))
         return Picked(nodes, unrestricted, "; ".join(dict.fromkeys(notes)))
+
+    def value_blind(self, dnf: Sequence[Conjunction] | None) -> bool:
+        """Does :meth:`route` without a hint pick the same nodes whatever the bound values are?
+
+        True when no conjunction has an exact value (``=``, ``IN``) on a routing column, so only ranges reach
+        the strategies, and no strategy's algorithm narrows a range (it keeps the base class's ``range``: every
+        target, as a hash such as ``SLOTS`` or ``HASH_MOD`` does): then which columns carry a range decides the
+        pick, and that is the statement's, not the call's. A statement can then route once per shape.
+        """
+        for strategy in (self.db, self.tb):
+            if strategy.kind in (StrategyKind.STANDARD, StrategyKind.COMPLEX) and (
+                    type(strategy.sharder).range is not ShardingAlgorithm.range):  # fmt: skip
+                return False
+        columns = self.columns
+        return dnf is None or all(
+            type(atom) is Range for conj in dnf for column, atoms in conj.items() if column in columns for atom in atoms
+        )
 
     # -- internals -----------------------------------------------------------------
 

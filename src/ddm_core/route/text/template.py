@@ -132,10 +132,14 @@ class Template:
 
     def fill(self, physical: Sequence[str], bound: Sequence[Any]) -> tuple[str, tuple[Any, ...]]:
         """The unit's SQL and params for these physical table names."""
+        return self.text(physical), self.params_of(bound)
+
+    def text(self, physical: Sequence[str]) -> str:
+        """The unit's SQL for these physical table names (the same for every call)."""
         if self.names:
             named = {f"n{j}": slot.render(physical[slot.table]) for j, slot in enumerate(self.names)}
-            return self.fmt.format(*physical, **named), self.params_of(bound)
-        return self.fmt.format(*physical), self.params_of(bound)
+            return self.fmt.format(*physical, **named)
+        return self.fmt.format(*physical)
 
     def params_of(self, bound: Sequence[Any]) -> tuple[Any, ...]:
         """The unit's params (the same for every node)."""
