@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 FAST := $(wildcard src/ddm_core/_fast/*.pyx src/ddm_core/_fast/*.pxd)
 
-.PHONY: install deps compile typecheck test test-c test-py bench wheels clean
+.PHONY: install deps compile typecheck test test-c test-c-rest test-crash test-py bench wheels clean
 
 # A venv with ddm-core installed editable; the extensions must build (no silent fallback).
 $(VENV)/.installed: pyproject.toml setup.py $(FAST)
@@ -28,18 +28,33 @@ deps:
 	bash .ci/install_tools.sh
 
 # The tools, a type check, then the whole suite twice: compiled units selected, then the
-# pure-Python twins selected.
-test: deps typecheck test-c test-py
+# pure-Python twins selected. The crash tests (minutes each, mostly waiting on processes SIGKILLed and
+# started again, throttled copies and replication) run compiled beside the pure pass (-j2, each pass's
+# output printed whole when it ends) instead of in line with the rest of the compiled pass.
+test: deps typecheck test-c-rest
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-crash test-py
 
+CRASH := tests/test_migrate_e2e.py tests/test_cutover_e2e.py tests/test_crossnode_crash.py tests/test_outbox_crash.py
+CRASH_SKIP := $(foreach t,$(CRASH),--ignore=$(t))
+
+# The whole compiled pass in one run (what `make test` runs in two parts).
 test-c: compile deps
 	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q --durations=25
+
+test-c-rest: compile deps
+	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q --durations=25 $(CRASH_SKIP)
+
+test-crash: compile deps
+	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q --durations=10 $(CRASH)
 
 # The pure pass runs what exercises the compiled units and their callers; the operational
 # suites (servers killed, frozen, replicated; proxies, relays, migrations; the bare-install check) run once, above.
 OPERATIONAL := proxy* xa* outbox* migrate* cutover* readwrite* id_lease* config_redis* config_table_source* etcd* config_etcd* instances* \
 	observe* health* lint* frozen_data_source* execute_unavailable* leaks* watchdog* session_state* typing* \
 	bare_install* aio_cancel* aio_frozen* aio_kill* aio_pools* sqlalchemy* crossnode_crash* workflow* gtid_positions*
-PURE_SKIP := $(foreach t,$(OPERATIONAL),--ignore-glob='tests/test_$(t)')
+# Checks that read the source, docs or packaging and load no compiled unit: the same in both passes.
+STATIC := architecture_doc* layers* import_cycles* packaging* errors*
+PURE_SKIP := $(foreach t,$(OPERATIONAL) $(STATIC),--ignore-glob='tests/test_$(t)')
 
 test-py: compile
 	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 DDM_NO_EXTENSIONS=1 $(PY) -m pytest -q --durations=15 $(PURE_SKIP)
