@@ -33,14 +33,37 @@ the answers to several commands are fed one after another, each starting at sequ
 the first one's column definitions, every one's rows, and one closing packet after the last. The caller
 feeds the answer :attr:`ResultRelay.unit` is reading (bytes past an answer's end are the next one's: the
 same connection answers its commands in order).
+
+Converted rows (:meth:`ResultRelay.convert`, a prepared statement's client reading a multi-unit read that
+the data sources answered as text): each text row goes on as one binary-protocol row — 0x00, the NULL
+bitmap (offset 2), each non-NULL value by its column's ``AS_*`` kind — with exactly the bytes the proxy's
+decoded path writes for the value PyMySQL reads from that text (proxy/row_writer.py):
+
+* :data:`AS_STRING` — the text itself, length-encoded (strings and byte strings, BIT, GEOMETRY, JSON);
+* :data:`AS_DECIMAL` — ``str(Decimal(text))``, length-encoded: ``1E-7`` for ``0.0000001``, ``0E-30``;
+* :data:`AS_INT8` ... :data:`AS_UINT64` — ``int(text)`` little-endian in 1, 2, 4 or 8 bytes, signed or not;
+* :data:`AS_FLOAT`, :data:`AS_DOUBLE` — ``float(text)`` as IEEE 754 single (the double rounded) or double;
+* :data:`AS_DATETIME` — ``YYYY-MM-DD[ hh:mm:ss[.ffffff]]``: a length byte, then 11 bytes with
+  microseconds, 7 with a time of day, 4 with a date, none for a zero date (MariaDB's binary form; the
+  decoded path cannot write a zero or invalid date at all: PyMySQL reads it as a ``str``);
+* :data:`AS_TIME` — ``[-]h:mm:ss[.ffffff]``: 12 bytes with microseconds, else 8, none for zero: the sign,
+  then the magnitude's days, hours, minutes, seconds;
+* :data:`AS_NULL` — a column of NULLs only.
+
+A value that is not its kind's text (or an integer out of its kind's range, a FLOAT beyond a single's)
+ends the answer at :data:`UNEXPECTED`, nothing of its row framed: the decoded path fails on it too.
 """
 
 from __future__ import annotations
 
+import struct
+from decimal import Decimal
 from typing import Any, Callable
 
 __all__ = [
     "ResultRelay", "ok_fields", "FIRST", "OK", "ERROR", "HEADER", "ROWS", "DONE", "UNEXPECTED", "MISMATCH",
+    "AS_STRING", "AS_DECIMAL", "AS_INT8", "AS_UINT8", "AS_INT16", "AS_UINT16", "AS_INT32", "AS_UINT32", "AS_INT64",
+    "AS_UINT64", "AS_FLOAT", "AS_DOUBLE", "AS_DATETIME", "AS_TIME", "AS_NULL",
 ]  # fmt: skip
 
 FIRST = 0
@@ -57,6 +80,147 @@ _COLUMNS_EOF = 9  # the backend's EOF after them (internal)
 _MAX_PAYLOAD = 0xFFFFFF
 _MORE_RESULTS = 0x0008  # SERVER_MORE_RESULTS_EXISTS
 _WIDTHS = {0xFC: 2, 0xFD: 3, 0xFE: 8}
+
+# How a text row's value is written as a binary row's (module docstring)
+AS_STRING = 0
+AS_DECIMAL = 1
+AS_INT8, AS_UINT8, AS_INT16, AS_UINT16, AS_INT32, AS_UINT32, AS_INT64, AS_UINT64 = range(2, 10)
+AS_FLOAT = 10
+AS_DOUBLE = 11
+AS_DATETIME = 12
+AS_TIME = 13
+AS_NULL = 14
+
+_PACKS = {kind: struct.Struct("<" + code).pack for kind, code in zip(range(AS_INT8, AS_DOUBLE + 1), "bBhHiIqQfd")}
+_FLOAT_TEXT = frozenset(b"0123456789+-.eE")  # what MariaDB writes; float() would take more ("inf", "1_0")
+_NUMBER_TEXT = 96  # the longest DECIMAL / FLOAT / DOUBLE text converted (MariaDB's are at most 67 characters)
+_DIGITS = frozenset(b"0123456789")
+
+
+class _NotConverted(Exception):
+    """A value that is not its column's text (the row is not framed)."""
+
+
+def _integer(text: bytes, kind: int) -> bytes:
+    digits = text[1:] if text[:1] == b"-" else text
+    if not digits or not digits.isdigit():
+        raise _NotConverted
+    try:
+        return _PACKS[kind](int(text))
+    except struct.error:
+        raise _NotConverted from None
+
+
+def _float(text: bytes, kind: int) -> bytes:
+    if not text or len(text) > _NUMBER_TEXT or not _FLOAT_TEXT.issuperset(text):
+        raise _NotConverted
+    try:
+        return _PACKS[kind](float(text))
+    except (ValueError, OverflowError):
+        raise _NotConverted from None
+
+
+def _decimal(text: bytes) -> bytes:
+    body = text[1:] if text[:1] == b"-" else text
+    whole, _, fraction = body.partition(b".")
+    if len(text) > _NUMBER_TEXT or not _DIGITS.issuperset(whole + fraction) or not whole + fraction:
+        raise _NotConverted
+    return _string(str(Decimal(text.decode())).encode())
+
+
+def _number(text: bytes, at: int, width: int) -> int:
+    part = text[at : at + width]
+    if len(part) != width or not _DIGITS.issuperset(part):
+        raise _NotConverted
+    return int(part)
+
+
+def _micro(text: bytes, at: int) -> int:
+    """A fraction of a second ``.d{1,6}`` from ``at`` to the end, in microseconds (0: none)."""
+    if at == len(text):
+        return 0
+    digits = text[at + 1 :]
+    if text[at : at + 1] != b"." or not 1 <= len(digits) <= 6 or not _DIGITS.issuperset(digits):
+        raise _NotConverted
+    return int(digits.ljust(6, b"0"))
+
+
+def _datetime(text: bytes) -> bytes:
+    year, month, day = _number(text, 0, 4), _number(text, 5, 2), _number(text, 8, 2)
+    hour = minute = second = micro = 0
+    if text[4:5] != b"-" or text[7:8] != b"-":
+        raise _NotConverted
+    if len(text) > 10:
+        if text[10:11] != b" " or text[13:14] != b":" or text[16:17] != b":":
+            raise _NotConverted
+        hour, minute, second = _number(text, 11, 2), _number(text, 14, 2), _number(text, 17, 2)
+        micro = _micro(text, 19)
+    if micro:
+        return struct.pack("<BHBBBBBI", 11, year, month, day, hour, minute, second, micro)
+    if hour or minute or second:
+        return struct.pack("<BHBBBBB", 7, year, month, day, hour, minute, second)
+    if year or month or day:
+        return struct.pack("<BHBB", 4, year, month, day)
+    return b"\x00"
+
+
+def _time(text: bytes) -> bytes:
+    negative = text[:1] == b"-"
+    hours_end = text.find(b":")
+    hours = text[1 if negative else 0 : hours_end]
+    if hours_end < 0 or not 1 <= len(hours) <= 3 or not _DIGITS.issuperset(hours):
+        raise _NotConverted
+    if text[hours_end + 3 : hours_end + 4] != b":":
+        raise _NotConverted
+    total = int(hours) * 3600 + _number(text, hours_end + 1, 2) * 60 + _number(text, hours_end + 4, 2)
+    micro = _micro(text, hours_end + 6)
+    if not total and not micro:
+        return b"\x00"
+    days, rest = divmod(total, 86400)
+    if micro:
+        return struct.pack("<BBIBBBI", 12, negative, days, rest // 3600, rest % 3600 // 60, rest % 60, micro)
+    return struct.pack("<BBIBBB", 8, negative, days, rest // 3600, rest % 3600 // 60, rest % 60)
+
+
+def _string(value: bytes) -> bytes:
+    return _encode_lenenc(len(value)) + value
+
+
+def _value(text: bytes, kind: int) -> bytes:
+    """One non-NULL value's binary field (module docstring)."""
+    if kind == AS_STRING:
+        return _string(text)
+    if kind == AS_DECIMAL:
+        return _decimal(text)
+    if kind <= AS_UINT64:
+        return _integer(text, kind)
+    if kind <= AS_DOUBLE:
+        return _float(text, kind)
+    if kind == AS_DATETIME:
+        return _datetime(text)
+    if kind == AS_TIME:
+        return _time(text)
+    raise _NotConverted  # AS_NULL: a column of NULLs only
+
+
+def _binary_row(row: bytes, kinds: bytes) -> bytes:
+    """The text row ``row`` as a binary row's payload (module docstring)."""
+    nulls = bytearray(1 + (len(kinds) + 9) // 8)
+    values = []
+    at = 0
+    for i, kind in enumerate(kinds):
+        if at < len(row) and row[at] == 0xFB:
+            nulls[1 + (i + 2) // 8] |= 1 << ((i + 2) % 8)
+            at += 1
+            continue
+        size, at = _lenenc(row, at)
+        if size < 0 or size > len(row) - at:
+            raise _NotConverted
+        values.append(_value(row[at : at + size], kind))
+        at += size
+    if at != len(row):
+        raise _NotConverted
+    return bytes(nulls) + b"".join(values)
 
 
 def _lenenc(data: bytes | bytearray, at: int) -> tuple[int, int]:
@@ -122,6 +286,8 @@ class ResultRelay:
         self._continued = False  # inside a row of 16 MB or more: its next packet passes as it is
         self._in = bytearray()
         self._out = bytearray()
+        self._kinds: bytes | None = None  # convert()'s: each column's AS_* (None: rows pass as they are)
+        self._long = bytearray()  # a converted row of 16 MiB or more: its packets so far
 
     @property
     def state(self) -> int:
@@ -133,6 +299,15 @@ class ResultRelay:
         if self._state != FIRST or self.unit or self._in:
             raise ValueError("concatenate() after the answer began")
         self._left = max(0, units - 1)
+
+    def convert(self, kinds: bytes) -> None:
+        """At :data:`HEADER`: the rows are text-protocol rows sent on as binary-protocol ones, each column's
+        value as ``kinds`` says (one ``AS_*`` a column; module docstring)."""
+        if self._state != HEADER:
+            raise ValueError(f"convert() at state {self._state}, not HEADER")
+        if len(kinds) != self._count or any(k > AS_NULL for k in kinds):
+            raise ValueError(f"convert() takes one kind of 0..{AS_NULL} for each of the {self._count} columns")
+        self._kinds = kinds
 
     def rest(self) -> bytes:
         """The bytes fed but not read (past an answer that ended: the next answer's on that connection); forgotten."""
@@ -214,7 +389,9 @@ class ResultRelay:
     def _packet(self, payload: bytes, length: int) -> None:
         state = self._state
         if state == ROWS:
-            if self._continued:
+            if self._kinds is not None:
+                self._text_row(payload, length, self._kinds)
+            elif self._continued:
                 self._frame(payload)
                 self._continued = length == _MAX_PAYLOAD
             elif length and payload[0] == 0xFF:
@@ -253,6 +430,36 @@ class ResultRelay:
             return
         # _COLUMNS_EOF
         self._state = self._after_columns() if length and payload[0] == 0xFE and length < 9 else UNEXPECTED
+
+    def _text_row(self, payload: bytes, length: int, kinds: bytes) -> None:
+        """A packet at ROWS of an answer whose rows are converted (``_packet``'s, for them)."""
+        if self._continued:  # the next packet of a long row: the row is converted once it is whole
+            self._long += payload
+            if length == _MAX_PAYLOAD:
+                return
+            self._continued = False
+            payload = bytes(self._long)
+            self._long = bytearray()
+        elif length and payload[0] == 0xFF:
+            self.first, self._state = payload, ERROR
+            return
+        elif length and payload[0] == 0xFE and length < 9:
+            self._close(payload)
+            return
+        else:
+            self.rows += 1
+            if length == _MAX_PAYLOAD:
+                self._long, self._continued = bytearray(payload), True
+                return
+        try:
+            converted = _binary_row(payload, kinds)
+        except _NotConverted:
+            self._state = UNEXPECTED  # not the text of its column's type: nothing of it was framed
+            return
+        for at in range(0, len(converted) + 1, _MAX_PAYLOAD):  # pieces of 16 MiB - 1, the last one shorter
+            self._frame(converted[at : at + _MAX_PAYLOAD])
+            if len(converted) - at < _MAX_PAYLOAD:
+                break
 
     def _after_columns(self) -> int:
         return ROWS if self.unit else HEADER

@@ -57,6 +57,7 @@ from mysql_mimic.utils import aiterate
 from ddm_core.errors import DdmError
 from ddm_core.proxy.admission import Admission, Refusal
 from ddm_core.proxy.auth import exchange
+from ddm_core.proxy.binary_rows import conversions
 from ddm_core.proxy.client_packets import MalformedPacket, change_user, field_list, handshake_response
 from ddm_core.proxy.columns import Column, relayed_columns, wire_columns
 from ddm_core.proxy.mysql_errors import ACCESS_DENIED, INSECURE_TRANSPORT, UNKNOWN_ERROR, error_info, sqlstate_of
@@ -117,6 +118,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._headers: dict[Any, tuple[list[Column], bytes, RowPlan, int]] = {}
         # (backend definitions, charset, aggregates, announced) -> (announced, client header payloads)
         self._relay_headers: dict[Any, tuple[list[Column] | None, list[bytes]]] = {}
+        self._relay_conversions: dict[Any, tuple[list[Column], bytes | None]] = {}
         self._protocol_41: bool | None = None  # the client's capabilities, read once (they do not change)
         self._query_attributes: bool | None = None
         self._gate: CommandGate | None = None  # reads commands after the login (proxy/hotpath.py)
@@ -522,9 +524,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             key = (tuple(definitions), charset, aggregates, None if announced is None else id(announced))
             known = self._relay_headers.get(key)
             if known is None or known[0] is not announced:
-                columns = relayed_columns(definitions, aggregates)
-                if announced is not None:
-                    columns = _as_announced(announced, columns)
+                columns = _relay_columns(definitions, aggregates, announced)
                 known = (announced, self._header_payloads(columns, charset, binary=announced is not None)[1])
                 if len(self._relay_headers) >= _HEADERS_LIMIT:
                     self._relay_headers.clear()
@@ -532,6 +532,23 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             return known[1], int(self.status_flags)
 
         return header_for
+
+    def relay_conversions(self, aggregates: Any, announced: list[Column]) -> Callable[[list[bytes]], bytes | None]:
+        """For a multi-unit read relayed to a prepared statement's client: the data source's column definitions
+        → how each column's text rows become the binary rows the decoded path writes for the columns
+        ``relay_header`` announces (proxy/binary_rows.py), kept per definitions; ``None``: decode them."""
+
+        def conversions_for(definitions: list[bytes]) -> bytes | None:
+            key = (tuple(definitions), aggregates, id(announced))
+            known = self._relay_conversions.get(key)
+            if known is None or known[0] is not announced:
+                known = (announced, conversions(definitions, _relay_columns(definitions, aggregates, announced)))
+                if len(self._relay_conversions) >= _HEADERS_LIMIT:
+                    self._relay_conversions.clear()
+                self._relay_conversions[key] = known
+            return known[1]
+
+        return conversions_for
 
     async def handle_stmt_execute(self, data: bytes) -> None:
         # Not mimic's: it pastes parameter values into the SQL unescaped (proxy/prepared.py).
@@ -728,6 +745,12 @@ def _frame(buffer: bytearray, seq: int, payload: bytes) -> int:
     buffer += _HEADER.pack(len(payload) | (seq << 24))
     buffer += payload
     return (seq + 1) % 256
+
+
+def _relay_columns(definitions: list[bytes], aggregates: Any, announced: list[Column] | None) -> list[Column]:
+    """The columns a relayed result announces for the data source's ``definitions``, as the decoded path's."""
+    columns = relayed_columns(definitions, aggregates)
+    return columns if announced is None else _as_announced(announced, columns)
 
 
 def _as_announced(announced: Sequence[Column] | None, sent: list[Column]) -> list[Column]:

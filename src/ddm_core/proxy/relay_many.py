@@ -5,7 +5,10 @@ their answers, part after part, as each socket becomes readable:
 
 * :func:`relay_many` — a read whose rows need no merge (a plain concatenation): the answers pass to the
   client undecoded, as one result (the compiled relay's :meth:`ResultRelay.concatenate`): the first
-  answer's column definitions, every answer's rows, one closing packet;
+  answer's column definitions, every answer's rows, one closing packet. A prepared statement's client
+  reads binary rows: the relay converts the text rows (:meth:`ResultRelay.convert`, proxy/binary_rows.py)
+  to the bytes the decoded path writes, or, when a column's could differ, hands the read to
+  :func:`read_many` before anything reached the client;
 * :func:`read_many` — anything the merge engine must see (ORDER BY, DISTINCT, aggregates, LIMIT): each
   answer is taken off its socket whole, then read into rows by the driver as if it had read the socket
   itself (the compiled ``wire`` reader), and the :class:`SentMany` merges them as the worker path does.
@@ -145,9 +148,49 @@ class _Reading:
         return taken
 
 
+class _Held:
+    """A prepared statement's relayed result (binary rows) held back until every answer is read, or until it
+    grows past :data:`HIGH_WATER` (from then on it streams): a failed unit is then answered with the error
+    alone, the decoded path's answer. A client must not get rows before such an error: mysql-connector's
+    binary row reader takes an error packet after a row for another copy of that row and waits on for ever."""
+
+    __slots__ = ("transport", "chunks", "size", "passed")
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.passed = False  # released: what comes is written at once
+
+    def is_closing(self) -> bool:
+        return bool(self.transport.is_closing())
+
+    def write(self, data: bytes) -> None:
+        if self.passed:
+            self.transport.write(data)
+            return
+        self.chunks.append(data)
+        self.size += len(data)
+        if self.size > HIGH_WATER:
+            self.release()
+
+    def release(self) -> None:
+        """What is held, to the client; what comes after it is written at once."""
+        if self.chunks and not self.transport.is_closing():
+            self.transport.write(self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks))
+        self.chunks = []
+        self.passed = True
+
+
 async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
-                     header_for: Callable[[list[bytes]], tuple[list[bytes], int]]) -> int:  # fmt: skip
+                     header_for: Callable[[list[bytes]], tuple[list[bytes], int]],
+                     conversions_for: Callable[[list[bytes]], bytes | None] | None = None) -> int | bytes:  # fmt: skip
     """Pass ``sent``'s answers to the client behind ``writer`` as one result; the rows relayed.
+
+    ``conversions_for``: the client reads binary rows (a prepared statement's): the first answer's column
+    definitions → how its text rows are converted (:meth:`ResultRelay.convert`); where it says ``None``,
+    nothing is relayed and what was read of the first answer is returned (``bytes``): the read goes on
+    with :func:`read_many` ``(sent, begun=...)``.
 
     Raises:
         DdmError: what the worker path raises for the units' outcomes (``relay.seq`` is where the client's
@@ -157,14 +200,32 @@ async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
     parts = sent.parts
     relay.concatenate(len(parts))
     transport = writer.transport
+    held = None if conversions_for is None else _Held(transport)
+    client = transport if held is None else held
+    first_seq = relay.seq
     try:
         state = _FIRST
+        if conversions_for is not None:  # the first answer's definitions are read before anything is relayed
+            begun: list[bytes] = []
+            while state == _FIRST:
+                data = await reading.receive(0)
+                if data is None:
+                    state = _LOST
+                    break
+                begun.append(data)
+                state = relay.feed(data)
+            if state == _HEADER:
+                conversions = conversions_for(relay.columns)
+                if conversions is None:
+                    return b"".join(begun)
+                relay.convert(conversions)
+                state = relay.pump(b"", client, header_for)
         while state in (_FIRST, _ROWS):
             data = await reading.receive(relay.unit)
             if data is None:
                 state = _LOST
                 break
-            state = relay.pump(data, transport, header_for)  # a client gone: the answers are read all the same
+            state = relay.pump(data, client, header_for)  # a client gone: the answers are read all the same
             if transport.get_write_buffer_size() > HIGH_WATER and not transport.is_closing():
                 await writer.drain()
         done = relay.unit if state != _DONE else len(parts)
@@ -176,15 +237,25 @@ async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
     except BaseException:  # cancelled (a client gone, a shutdown): the answers are not read whole
         sent.abandon()
         raise
-    sent.relayed(int(relay.rows), reading.statuses, reading.errors, reading.lost)
+    try:
+        sent.relayed(int(relay.rows), reading.statuses, reading.errors, reading.lost)
+    except BaseException:
+        if held is not None and not held.passed:
+            relay.seq = first_seq  # nothing reached the client: the error is all of its answer
+        raise
+    if held is not None:
+        held.release()
     return int(relay.rows)
 
 
-async def read_many(sent: SentMany) -> tuple[list[UnitResult | BaseException | None], set[int]]:
+async def read_many(sent: SentMany, begun: bytes = b"") -> tuple[list[UnitResult | BaseException | None], set[int]]:
     """Every answer of ``sent`` taken off its socket and read into rows by its driver: per part its
     :class:`UnitResult`, its error, or ``None`` (not read: its lane failed before it); and the lanes whose
-    connection is in doubt. The caller settles ``sent`` with them (:meth:`SentMany.read`)."""
+    connection is in doubt. The caller settles ``sent`` with them (:meth:`SentMany.read`). ``begun``: the
+    first answer's bytes :func:`relay_many` read already."""
     reading = _Reading(sent)
+    if begun:
+        reading.carry[sent.parts[0].lane] = begun
     answers: list[UnitResult | BaseException | None] = []
     try:
         for i, part in enumerate(sent.parts):

@@ -617,9 +617,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if tx is None:
             self._sent = sent
         relay = self._relay_many_of(running, plan, sent)
+        begun = b""  # the first answer's bytes a relay read before it found its rows must be decoded
         if relay is not None:
-            return await self._relayed_many(sent, relay, running, plan)
-        answers, lost = await read_many(sent)
+            relayed = await self._relayed_many(sent, relay, running, plan)
+            if isinstance(relayed, Relayed):
+                return relayed
+            begun = relayed
+        answers, lost = await read_many(sent, begun)
         # Its answers were buffered and merged on the loop: a shape whose read proves long (a full batch of
         # rows) goes to the workers from then on, which stream it (bounded memory, the loop free meanwhile).
         if sum(len(a.rows) for a in answers if isinstance(a, UnitResult)) >= runtime.batch_rows:
@@ -658,26 +662,36 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self.runtime.opened_with_first += sent is not None
 
     def _relay_many_of(self, running: _Running, plan: RoutePlan, sent: SentMany) -> ResultRelay | None:
-        """A relay for a multi-unit read whose rows need no merge (a text result, nothing masked, drivers
-        whose answers a relay reads alike); ``None``: its answers are read into rows and merged."""
-        if not (self._text and self.runtime.relay and running.masks is None and plan.merge.is_trivial):
+        """A relay for a multi-unit read whose rows need no merge (a text result, or a prepared statement's
+        read not into a cursor: its rows converted; nothing masked, drivers whose answers a relay reads
+        alike); ``None``: its answers are read into rows and merged."""
+        if not (self.runtime.relay and running.masks is None and plan.merge.is_trivial):
             return None
+        if not self._text and self._announced is None:
+            return None  # into a cursor
         drivers = {part.pool.driver for part in sent.parts}
         if len(drivers) != 1:
             return None
         (driver,) = drivers
-        return self.connection.relay_for(driver.relay_eof, binary=False) if driver.can_relay else None
+        return self.connection.relay_for(driver.relay_eof, binary=not self._text) if driver.can_relay else None
 
-    async def _relayed_many(self, sent: SentMany, relay: ResultRelay, running: _Running, plan: RoutePlan) -> Relayed:
-        """``sent``'s answers relayed to the client as one result (proxy/relay_many.py)."""
+    async def _relayed_many(self, sent: SentMany, relay: ResultRelay, running: _Running, plan: RoutePlan
+                            ) -> Relayed | bytes:  # fmt: skip
+        """``sent``'s answers relayed to the client as one result (proxy/relay_many.py); ``bytes``: a prepared
+        statement's whose rows cannot be converted, nothing relayed: what was read of the first answer."""
         stream = self.connection.stream
+        announced = None if self._text else self._announced
         try:
-            header = self.connection.relay_header(plan.merge.aggregates, None)
-            rows = await relay_many(sent, relay, stream.writer, header)
+            aggregates = plan.merge.aggregates
+            header = self.connection.relay_header(aggregates, announced)
+            convert = None if announced is None else self.connection.relay_conversions(aggregates, announced)
+            rows = await relay_many(sent, relay, stream.writer, header, convert)
         except DdmError as exc:
             stream.seq.value = relay.seq  # the error packet follows what was relayed
             running.failed(exc)
             raise
+        if isinstance(rows, bytes):
+            return rows
         stream.seq.value = relay.seq
         self.runtime.many_relayed += 1
         running.finish(rows)
