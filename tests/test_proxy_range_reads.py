@@ -157,7 +157,7 @@ def test_range_reads_through_the_proxy_match_one_table(servers: tuple[Path, str]
         tx, pin = mode != "text autocommit", mode == "text transaction pinned"
         (proxied, a), (direct, b) = _pymysql_reader(port, None, tx, pin), _pymysql_reader(0, database, False)
 
-    loop = _LoopReads(relays_plain=mode != "binary")
+    loop = _LoopReads()
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(kind=kinds, where=bounds)
@@ -199,14 +199,14 @@ class _LoopReads:
     """How many multi-unit reads the proxy's rules send from the event loop (docs/proxy.md#multi-unit-reads-on-
     the-loop), read by read: a shape's first read is routed on a worker; a read the loop buffered and merged
     whose units returned a full batch (``batchRows`` = 40) sends the shape's next read to a worker, which
-    streams it and hands the shape back to the loop; the plain kind is relayed where the client reads text
-    (no batch counted). A statement shape is its text with its literals as parameters (proxy/literals.py),
-    negative bounds included: every read of a kind is one shape. Units' rows: a plain or ordered range's are its rows; ``SUM`` and the other aggregates
+    streams it and hands the shape back to the loop; the plain kind is relayed, text or binary rows (no batch
+    counted). A statement shape is its text with its literals as parameters (proxy/literals.py), negative
+    bounds included: every read of a kind is one shape. Units' rows: a plain or ordered range's are its
+    rows; ``SUM`` and the other aggregates
     give one row a unit; a unit's ``DISTINCT`` at most the 8 values ``WORDS`` has under the collation
     (NULL included), 32 over 4 units: never a full batch."""
 
-    def __init__(self, relays_plain: bool) -> None:
-        self.relays_plain = relays_plain
+    def __init__(self) -> None:
         self.on_worker_next: dict[Any, bool] = {}  # statement shape -> its next read goes to a worker
         self.most = self.most_relayed = 0
 
@@ -215,6 +215,6 @@ class _LoopReads:
             self.on_worker_next[kind] = False
             return
         self.most += 1
-        relayed = kind == "plain" and self.relays_plain
+        relayed = kind == "plain"
         self.most_relayed += relayed
         self.on_worker_next[kind] = not relayed and kind in ("plain", "order", "order_desc") and rows >= 40
