@@ -17,52 +17,30 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from services import fresh_mariadb_databases, mariadb_rows, require_module
+from services import require_module
 
 require_module("mysql_mimic", "ddm proxy")
 
 from raw_mysql import COM_QUERY, RawClient, frame  # noqa: E402
 from test_proxy_support import (  # noqa: E402
-    PASSWORD, SMALL, USER, InProcessProxy, create_tables, proxy_config, until,
+    PASSWORD, ROW_USER_ID, SMALL, USER, InProcessProxy, one_row_proxy, row_amount, until,
 )  # fmt: skip
 
-from ddm_core import load_config  # noqa: E402
-
 TIMEOUT_MS = 300
-USER_ID = 7  # t_small's row: (order_id 1, user_id 7, amount 10)
-SELECT = f"SELECT amount FROM {SMALL} WHERE user_id = {USER_ID}"
-UPDATE = f"UPDATE {SMALL} SET amount = amount + 1 WHERE user_id = {USER_ID}"
+SELECT = f"SELECT amount FROM {SMALL} WHERE user_id = {ROW_USER_ID}"
+UPDATE = f"UPDATE {SMALL} SET amount = amount + 1 WHERE user_id = {ROW_USER_ID}"
 
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[InProcessProxy, list[str]]]:
-    with fresh_mariadb_databases(2) as databases:
-        config = proxy_config(databases, netReadTimeoutMs=TIMEOUT_MS)
-        create_tables(config)
-        proxy = InProcessProxy(load_config(config), load_schema=False)
-        try:
-            with _client(proxy) as client:
-                client.query(f"INSERT INTO {SMALL} (order_id, user_id, amount) VALUES (1, {USER_ID}, 10)")
-            yield proxy, databases
-        finally:
-            proxy.close()
+    with one_row_proxy(netReadTimeoutMs=TIMEOUT_MS) as served:
+        yield served
 
 
 def _client(proxy: InProcessProxy) -> RawClient:
     client = RawClient(proxy.port, timeout=30)
     assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
     return client
-
-
-def _amount(databases: list[str]) -> int:
-    """The row's amount on MariaDB, read behind the proxy's back (committed data only)."""
-    marks = ", ".join(["%s"] * len(databases))
-    tables = mariadb_rows(databases[0], "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE "
-                          f"TABLE_SCHEMA IN ({marks}) AND TABLE_NAME LIKE %s", (*databases, f"{SMALL}%"))  # fmt: skip
-    read = "SELECT amount FROM `{}` WHERE user_id = %s"
-    amounts = [int(row[0]) for schema, table in tables for row in mariadb_rows(schema, read.format(table), (USER_ID,))]
-    assert len(amounts) == 1, amounts
-    return amounts[0]
 
 
 #: How the client stops: half a header, or a header announcing 100 bytes and 10 of them.
@@ -78,7 +56,7 @@ def test_a_client_stuck_mid_packet_is_dropped_and_its_transaction_rolled_back(
     served: tuple[InProcessProxy, list[str]], cut: str, warmed: bool
 ) -> None:
     proxy, databases = served
-    before = _amount(databases)
+    before = row_amount(databases)
     client = _client(proxy)
     try:
         if warmed:  # the shape known: the gate reads this client's commands (docs/proxy.md#the-hot-path)
@@ -92,11 +70,11 @@ def test_a_client_stuck_mid_packet_is_dropped_and_its_transaction_rolled_back(
         client.close()
     executor: Any = proxy.server.executor
     until(lambda: executor.borrowed() == 0, f"still borrowed: {executor.pool_stats()}")
-    assert _amount(databases) == before, "the dropped client's update was committed"
+    assert row_amount(databases) == before, "the dropped client's update was committed"
     with _client(proxy) as other:  # its lock is gone: another transaction updates the row at once
         assert other.query(UPDATE) == 1
         assert other.query(SELECT) == [(str(before + 1),)]
-    assert _amount(databases) == before + 1
+    assert row_amount(databases) == before + 1
 
 
 def test_a_client_silent_between_commands_is_not_dropped(served: tuple[InProcessProxy, list[str]]) -> None:
@@ -105,9 +83,9 @@ def test_a_client_silent_between_commands_is_not_dropped(served: tuple[InProcess
         for _ in range(2):
             client.query(SELECT)
         time.sleep(3 * TIMEOUT_MS / 1000)  # idle longer than the mid-packet bound: no packet has begun
-        assert client.query(SELECT) == [(str(_amount(databases)),)]
+        assert client.query(SELECT) == [(str(row_amount(databases)),)]
         packet = frame(bytes([COM_QUERY]) + SELECT.encode())
         client.sock.sendall(packet[:3])  # a packet begun, and finished within the bound
         time.sleep(TIMEOUT_MS / 3000)
         client.sock.sendall(packet[3:])
-        assert client.result() == [(str(_amount(databases)),)]
+        assert client.result() == [(str(row_amount(databases)),)]

@@ -207,3 +207,39 @@ class InProcessProxy:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop.close()
+
+
+#: The one ``t_small`` row :func:`one_row_proxy` holds: (order_id 1, user_id 7, amount 10).
+ROW_USER_ID = 7
+
+
+@contextlib.contextmanager
+def one_row_proxy(executor_options: dict[str, Any] | None = None,
+                  **proxy: Any) -> Iterator[tuple[InProcessProxy, list[str]]]:  # fmt: skip
+    """An in-process proxy (``proxy`` settings, ``executor_options``) over 2 fresh databases whose ``t_small``
+    holds one row (:data:`ROW_USER_ID`); yields it and the databases."""
+    from services import fresh_mariadb_databases
+
+    with fresh_mariadb_databases(2) as databases:
+        config = proxy_config(databases, **proxy)
+        create_tables(config)
+        served = InProcessProxy(load_config(config), load_schema=False, **(executor_options or {}))
+        try:
+            with connect(served.port, autocommit=True) as client, client.cursor() as cur:
+                cur.execute(f"INSERT INTO {SMALL} (order_id, user_id, amount) VALUES (1, {ROW_USER_ID}, 10)")
+            yield served, databases
+        finally:
+            served.close()
+
+
+def row_amount(databases: list[str]) -> int:
+    """The amount of :func:`one_row_proxy`'s row on MariaDB, read behind the proxy's back (committed data only)."""
+    from services import mariadb_rows
+
+    marks = ", ".join(["%s"] * len(databases))
+    tables = mariadb_rows(databases[0], "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE "
+                          f"TABLE_SCHEMA IN ({marks}) AND TABLE_NAME LIKE %s", (*databases, f"{SMALL}%"))  # fmt: skip
+    read = "SELECT amount FROM `{}` WHERE user_id = %s"
+    amounts = [int(row[0]) for schema, table in tables for row in mariadb_rows(schema, read.format(table), (ROW_USER_ID,))]
+    assert len(amounts) == 1, amounts
+    return amounts[0]

@@ -19,49 +19,27 @@ from typing import Any, Callable, Iterator
 import pymysql
 import pytest
 
-from services import fresh_mariadb_databases, mariadb_rows, require_module
+from services import require_module
 
 require_module("mysql_mimic", "ddm proxy")
 
 from raw_mysql import RawClient, error_code  # noqa: E402
 from test_proxy_support import (  # noqa: E402
-    PASSWORD, SMALL, USER, InProcessProxy, connect, create_tables, proxy_config, until,
+    PASSWORD, ROW_USER_ID, SMALL, USER, InProcessProxy, connect, one_row_proxy, row_amount, until,
 )  # fmt: skip
-
-from ddm_core import load_config  # noqa: E402
 
 WAIT_MS = 2000
 #: Longer than the bound plus the sweeper's tick (a second) and this machine's scheduling slack.
 IDLE_PAST = WAIT_MS / 1000 + 2.5
-USER_ID = 7  # t_small's row: (order_id 1, user_id 7, amount 10)
 SELECT = f"SELECT amount FROM {SMALL} WHERE user_id = %s"
 UPDATE = f"UPDATE {SMALL} SET amount = amount + 1 WHERE user_id = %s"
 
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[InProcessProxy, list[str]]]:
-    with fresh_mariadb_databases(2) as databases:
-        config = proxy_config(databases, waitTimeoutMs=WAIT_MS)
-        create_tables(config)
-        # a statement may run past the idle bound (the executor's own deadline is 3 s by default)
-        proxy = InProcessProxy(load_config(config), load_schema=False, timeout=30)
-        try:
-            with connect(proxy.port, autocommit=True) as client, client.cursor() as cur:
-                cur.execute(f"INSERT INTO {SMALL} (order_id, user_id, amount) VALUES (1, {USER_ID}, 10)")
-            yield proxy, databases
-        finally:
-            proxy.close()
-
-
-def _amount(databases: list[str]) -> int:
-    """The row's amount on MariaDB, read behind the proxy's back (committed data only)."""
-    marks = ", ".join(["%s"] * len(databases))
-    tables = mariadb_rows(databases[0], "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE "
-                          f"TABLE_SCHEMA IN ({marks}) AND TABLE_NAME LIKE %s", (*databases, f"{SMALL}%"))  # fmt: skip
-    read = "SELECT amount FROM `{}` WHERE user_id = %s"
-    amounts = [int(row[0]) for schema, table in tables for row in mariadb_rows(schema, read.format(table), (USER_ID,))]
-    assert len(amounts) == 1, amounts
-    return amounts[0]
+    # a statement may run past the idle bound (the executor's own deadline is 3 s by default)
+    with one_row_proxy({"timeout": 30}, waitTimeoutMs=WAIT_MS) as served:
+        yield served
 
 
 def _sessions(proxy: InProcessProxy) -> int:
@@ -72,27 +50,27 @@ def test_an_idle_client_in_a_transaction_is_dropped_and_its_update_rolled_back(
     served: tuple[InProcessProxy, list[str]],
 ) -> None:
     proxy, databases = served
-    before = _amount(databases)
+    before = row_amount(databases)
     client = connect(proxy.port, autocommit=True)
     try:
         with client.cursor() as cur:
             for _ in range(2):  # the shape known: its reads take the hot path
-                cur.execute(SELECT, (USER_ID,))
+                cur.execute(SELECT, (ROW_USER_ID,))
             cur.execute("BEGIN")
-            assert cur.execute(UPDATE, (USER_ID,)) == 1  # the row's lock is held on MariaDB until the end
+            assert cur.execute(UPDATE, (ROW_USER_ID,)) == 1  # the row's lock is held on MariaDB until the end
         time.sleep(IDLE_PAST)
         # 4031 when the client reads the proxy's last packet first; 2013 when its statement met the closed socket
         with pytest.raises(pymysql.err.OperationalError) as raised, client.cursor() as cur:
-            cur.execute(SELECT, (USER_ID,))
+            cur.execute(SELECT, (ROW_USER_ID,))
         assert raised.value.args[0] in (4031, 2013), raised.value.args
     finally:
         client.close()
     executor: Any = proxy.server.executor
     until(lambda: executor.borrowed() == 0, f"still borrowed: {executor.pool_stats()}")
-    assert _amount(databases) == before, "the dropped client's update was committed"
+    assert row_amount(databases) == before, "the dropped client's update was committed"
     with connect(proxy.port, autocommit=True) as other, other.cursor() as cur:  # its lock is gone
-        assert cur.execute(UPDATE, (USER_ID,)) == 1
-    assert _amount(databases) == before + 1
+        assert cur.execute(UPDATE, (ROW_USER_ID,)) == 1
+    assert row_amount(databases) == before + 1
 
 
 def test_the_dropped_client_hears_why(served: tuple[InProcessProxy, list[str]]) -> None:
@@ -114,7 +92,7 @@ def _keeps(proxy: InProcessProxy, act: Callable[[Any], None]) -> None:
             act(client)
             time.sleep(0.4)
         with client.cursor() as cur:
-            cur.execute(SELECT, (USER_ID,))
+            cur.execute(SELECT, (ROW_USER_ID,))
             assert cur.fetchall()
     finally:
         client.close()
@@ -122,7 +100,7 @@ def _keeps(proxy: InProcessProxy, act: Callable[[Any], None]) -> None:
 
 def _hot_select(client: Any) -> None:
     with client.cursor() as cur:
-        cur.execute(SELECT, (USER_ID,))
+        cur.execute(SELECT, (ROW_USER_ID,))
 
 
 def _mimic_statement(client: Any) -> None:
@@ -148,10 +126,10 @@ def test_prepared_executes_keep_a_client(served: tuple[InProcessProxy, list[str]
         cur = client.cursor(prepared=True)
         until_ = time.monotonic() + IDLE_PAST
         while time.monotonic() < until_:
-            cur.execute(SELECT.replace("%s", "?"), (USER_ID,))
+            cur.execute(SELECT.replace("%s", "?"), (ROW_USER_ID,))
             assert cur.fetchall()
             time.sleep(0.4)
-        cur.execute(SELECT.replace("%s", "?"), (USER_ID,))
+        cur.execute(SELECT.replace("%s", "?"), (ROW_USER_ID,))
         assert cur.fetchall()
     finally:
         client.close()
@@ -160,9 +138,9 @@ def test_prepared_executes_keep_a_client(served: tuple[InProcessProxy, list[str]
 def test_a_statement_longer_than_the_bound_is_not_cut_off(served: tuple[InProcessProxy, list[str]]) -> None:
     proxy = served[0]
     with connect(proxy.port, autocommit=True) as client, client.cursor() as cur:
-        cur.execute(f"SELECT amount, SLEEP({IDLE_PAST}) FROM {SMALL} WHERE user_id = %s", (USER_ID,))
+        cur.execute(f"SELECT amount, SLEEP({IDLE_PAST}) FROM {SMALL} WHERE user_id = %s", (ROW_USER_ID,))
         assert len(cur.fetchall()) == 1
-        cur.execute(SELECT, (USER_ID,))  # the bound counts from the statement's end
+        cur.execute(SELECT, (ROW_USER_ID,))  # the bound counts from the statement's end
         assert cur.fetchall()
 
 
@@ -187,6 +165,6 @@ def test_the_sweeper_forgets_closed_sessions(served: tuple[InProcessProxy, list[
     runtime = proxy.server.runtime
     for _ in range(5):
         with connect(proxy.port, autocommit=True) as client, client.cursor() as cur:
-            cur.execute(SELECT, (USER_ID,))
+            cur.execute(SELECT, (ROW_USER_ID,))
     until(lambda: set(runtime.quiet_since) <= set(runtime.sessions), f"marks of gone sessions kept: "
           f"{sorted(set(runtime.quiet_since) - set(runtime.sessions))}", seconds=5)  # fmt: skip
