@@ -32,6 +32,7 @@ from ddm_core.execute.shared import DEFAULT, Throttle
 from ddm_core.execute.slow_sql import SlowSqlLog
 from ddm_core.execute.statement import LaneOutcome, Statement, close_quietly, combined_timeout, timeout_error
 from ddm_core.execute.trace_comment import TRACE_COMMENT
+from ddm_core.merge.engine import merge_results
 from ddm_core.merge.memory import MergeMemory
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.route.plan import RoutePlan, RouteUnit
@@ -243,8 +244,6 @@ class Engine:
                 description=unit.description, rows=iter(unit.rows), units=ordered, rowcount=unit.rowcount,
                 complete=complete, statement=plan.statement,
             )  # fmt: skip
-        from ddm_core.merge import merge_results
-
         memory = MergeMemory(functools.partial(self._merge_memory_done, plan))
         collations = self.column_collations(plan, ordered, describe)
         merged = merge_results(plan.merge, ordered, dialect=self.merge_dialect(plan), memory=memory, collations=collations)
@@ -276,7 +275,8 @@ class Engine:
 
     def merge_dialect(self, plan: RoutePlan) -> str:
         """The backend whose result types the merge reproduces (the statement's dialect if unknown)."""
-        ds = self.config.data_sources.get(plan.units[0].data_source) if plan.units else None
+        config = self.router.routed_config  # the version the plan was routed under (no reload check again)
+        ds = config.data_sources.get(plan.units[0].data_source) if plan.units else None
         return ds.primary.dialect if ds is not None else INPUT
 
     def _merge_memory_done(self, plan: RoutePlan, memory: MergeMemory) -> None:

@@ -384,6 +384,8 @@ class Result:
             return
         self._closers = ()
         errors = close_each(closers)
+        if not errors:
+            return
         for exc in errors:
             log.warning("closing a unit result failed: %s", exc)
         first = next((e for e in errors if not isinstance(e, DdmError)), None)

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence, cast
 
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.result import Result, UnitResult
@@ -33,6 +33,13 @@ __all__ = ["SentPart", "SentMany"]
 
 _INDEX = attrgetter("index")
 _FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_READ = frozenset({UnitResult})
+
+
+def _all_read(answers: Sequence[object]) -> bool:
+    """Every unit answered with rows (the usual), checked at C speed: no frame per answer."""
+    return _READ.issuperset(map(type, answers))
 
 
 @dataclass(slots=True, eq=False)
@@ -94,12 +101,15 @@ class SentMany:
         Raises:
             DdmError: as :meth:`relayed`.
         """
-        self._settle([a if isinstance(a, BaseException) else None for a in answers], lost)
+        every = _all_read(answers)
+        self._settle([None] * len(answers) if every else [a if isinstance(a, BaseException) else None for a in answers],
+                     lost)  # fmt: skip
         engine, plan = self.engine, self.plan
         # in plan order (the merge's ties): the parts' indexes sorted at C speed, no frame per part
         by_index = sorted(zip(map(_INDEX, self.parts), answers), key=_FIRST)
+        ordered = list(map(_SECOND, by_index)) if every else [a for _, a in by_index if isinstance(a, UnitResult)]
         try:
-            result = engine.rows_result(plan, [a for _, a in by_index if isinstance(a, UnitResult)], True, self.describe)
+            result = engine.rows_result(plan, ordered, True, self.describe)
         except BaseException as exc:
             engine.failed(plan, self.statement.started, exc)
             raise
@@ -107,7 +117,9 @@ class SentMany:
 
     def collations_pending(self, answers: Sequence[UnitResult | BaseException | None]) -> bool:
         """Would :meth:`read` ask a data source for column collations (I/O an event loop leaves to a worker)?"""
-        return self.engine.collations_pending(self.plan, [a for a in answers if isinstance(a, UnitResult)])
+        read = cast("list[UnitResult]", list(answers)) if _all_read(answers) else [
+            a for a in answers if isinstance(a, UnitResult)]  # fmt: skip
+        return self.engine.collations_pending(self.plan, read)
 
     def cancel_again(self, lane: int) -> None:
         """Before reading the next answer of ``lane``: if its deadline's cancel fired (on an earlier answer), the
@@ -142,6 +154,8 @@ class SentMany:
                 part.pool.driver.relayed(part.borrowed.raw, status)
 
     def _lane_heads(self) -> list[SentPart]:
+        if len(self.parts) == len(self.guards):  # one part a lane (every lane has one at least): each is a head
+            return self.parts
         heads: dict[int, SentPart] = {}
         for part in self.parts:
             heads.setdefault(part.lane, part)

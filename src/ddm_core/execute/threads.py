@@ -548,7 +548,7 @@ class ThreadRunner:
                 if not _reads_raw(pinned.pool):
                     return None
             return lanes
-        config = self.engine.config
+        config = self.engine.router.routed_config  # the plan's version (a newer one: plain_primary says None)
         pools: list[EndpointPool] = []
         for unit in plan.units:
             pool = self.endpoints.plain_primary(unit.data_source, config)

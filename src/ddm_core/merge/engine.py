@@ -287,14 +287,18 @@ def _build(
         return Merged(_description(first, visible, spec.column_names), iter(()), memory=memory)
     layout, description = _shaped(spec, first)
 
+    held: list[Any] = []  # the units' rows read already (lists), and the others (iterators, cursors)
+    streamed: list[Any] = []
+    for src in sources:
+        (held if isinstance(src, (list, tuple)) else streamed).append(src)
     if memory is not None:
-        memory.hold_buffered([src for src in sources if isinstance(src, (list, tuple))])
+        memory.hold_buffered(held)
     closers: list[Any] = []
     keys = column_keys(collations)
     rows = _pipeline(spec, layout, sources, closers, offset, limit, dialect, heap_merge, memory, keys)
     # Close every unit's rows too: heap_merge closes only what it iterated, and a
     # cursor's iterator is not the cursor.
-    closers.extend(src for src in sources if not isinstance(src, (list, tuple)))
+    closers.extend(streamed)
     return Merged(description, rows, closers, limit, memory)
 
 

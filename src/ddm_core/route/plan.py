@@ -10,6 +10,7 @@ parsing anything again.
 from __future__ import annotations
 
 from enum import Enum
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 # The merge layer owns its input contract (MergeSpec); plans carry it.
@@ -26,6 +27,8 @@ __all__ = [
     "single_unit_plan",
     "EXPLAIN_COLUMNS",
 ]
+
+_DATA_SOURCE = itemgetter(0)  # RouteUnit.data_source
 
 #: The columns of :meth:`RoutePlan.explain`'s rows, as ``PREVIEW`` (and a cross-node ``EXPLAIN``) answer them.
 EXPLAIN_COLUMNS = ("data_source_name", "actual_sql", "params", "reason")
@@ -110,7 +113,7 @@ class RoutePlan(NamedTuple):
     @property
     def data_sources(self) -> tuple[str, ...]:
         """Distinct data sources of the units, in unit order."""
-        return tuple(dict.fromkeys(u.data_source for u in self.units))
+        return tuple(dict.fromkeys(map(_DATA_SOURCE, self.units)))  # no frame per unit
 
     def explain(self) -> list[tuple[str, str, str, str]]:
         """Rows of ``(data source, SQL, params, why)`` — the route preview."""

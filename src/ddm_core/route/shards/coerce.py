@@ -115,6 +115,9 @@ def coerce_source(source: Source | None, table: str, column: str, params: dict[i
     return source
 
 
+_TEXT = frozenset({str, bytes})  # the values a normalizer reads as integers
+
+
 def normalizer(params: Mapping[int, tuple[str, str]]) -> Normalizer | None:
     """The route-time normalizer for ``params`` (index → table, column), or ``None`` when there are none."""
     if not params:
@@ -122,6 +125,8 @@ def normalizer(params: Mapping[int, tuple[str, str]]) -> Normalizer | None:
     items = tuple(sorted(params.items()))
 
     def normalize(bound: Sequence[Any]) -> Sequence[Any]:
+        if _TEXT.isdisjoint(map(type, bound)):  # no string anywhere (prepared ints): nothing to read, at C speed
+            return bound
         out: list[Any] | None = None
         for index, (table, column) in items:
             value = bound[index]
