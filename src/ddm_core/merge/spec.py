@@ -96,9 +96,9 @@ class MergeSpec:
 NO_MERGE = MergeSpec()
 
 
-def remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
-    """``memo[key] = value``, the memo emptied first when it is full (threads share it: a get and a set are
-    atomic, and two that miss together only work the same thing out twice)."""
-    if len(memo) >= MEMO_LIMIT:
+def remember(memo: dict[Any, Any], key: Any, value: Any, limit: int = MEMO_LIMIT) -> None:
+    """``memo[key] = value``, the memo emptied first when it holds ``limit`` entries (threads share it: a get and
+    a set are atomic, and two that miss together only work the same thing out twice)."""
+    if len(memo) >= limit:
         memo.clear()
     memo[key] = value

@@ -16,10 +16,11 @@ from ddm_core.errors import RoutingError, ShardKeyUpdateError, UnsupportedSQLErr
 from ddm_core.metadata.model import DataNode, ShardedTable, TableKind
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
+from ddm_core.merge.spec import remember
 from ddm_core.route.plan import MergeSpec, NO_MERGE, RouteKind, RoutePlan, RouteUnit, TableRoute, single_unit_plan
 from ddm_core.route.query.per_source import per_data_source
 from ddm_core.route.query.point_path import PointPath, point_path
-from ddm_core.route.query.unit_shapes import PlanShape, ShapeCache, UnitShape, fill_units
+from ddm_core.route.query.unit_shapes import MAX_SHAPES, PlanShape, UnitShape, fill_units
 from ddm_core.route.shards.analyze import Analysis
 from ddm_core.route.shards.coerce import Normalizer, coerce_conditions, normalized_indexes
 from ddm_core.route.shards.colocation import Layout, layout_of
@@ -108,7 +109,7 @@ class QueryStatement:
         self._point: PointRoute | None | bool = None
         self._nodes: dict[int, tuple[str, str, tuple[tuple[str, str], ...], tuple[TableRoute, ...]]] = {}
         # Multi-node plans apart from their values, per picked nodes (route/query/unit_shapes.py).
-        self._shapes = ShapeCache()
+        self._shapes: dict[tuple[tuple[int, ...], bool, str], PlanShape] = {}
         # The pick without a hint when no value can change it (TableRouter.value_blind); None: not decided yet,
         # False: the values decide.
         self._blind: Picked | bool | None = None
@@ -179,7 +180,7 @@ class QueryStatement:
             shape = self._shapes.get(key)
             if shape is None:
                 shape = self._plan_shape(picked, bound, hint, miss)
-                self._shapes.put(key, shape)
+                remember(self._shapes, key, shape, MAX_SHAPES)
         else:
             shape = self._plan_shape(picked, bound, hint, miss)
         template, merge, bound_for_units = self.template, NO_MERGE, bound

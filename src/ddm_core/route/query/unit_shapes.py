@@ -3,7 +3,7 @@
 Routing a multi-node SELECT again builds the same physical names, unit texts (a data source's tables
 combined in one ``UNION ALL``: route/query/per_source.py), tables and reasons whenever the same nodes are
 picked; only the params differ. :class:`QueryStatement <ddm_core.route.query.query.QueryStatement>` keeps
-those parts as :class:`PlanShape` per picked nodes (:class:`ShapeCache`), and each call only fills in
+those parts as :class:`PlanShape` per picked nodes (at most :data:`MAX_SHAPES`), and each call only fills in
 its values (:func:`fill_units`).
 
 What a shape depends on: the statement (its compiled text, tables and rewrite, made under one
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from ddm_core.route.plan import RouteKind, RouteUnit, TableRoute
 
-__all__ = ["UnitShape", "PlanShape", "ShapeCache", "fill_units"]
+__all__ = ["UnitShape", "PlanShape", "MAX_SHAPES", "fill_units"]
 
 #: Node sets remembered per statement; past this many (a statement whose values reach many different
 #: combinations of nodes) the cache starts again: a miss costs one uncached route.
@@ -53,39 +53,14 @@ class PlanShape(NamedTuple):
     union: bool
 
 
-class ShapeCache:
-    """:class:`PlanShape` by ``(nodes, every node, note)`` of a pick; bounded by :data:`MAX_SHAPES`.
-
-    Shared by the threads that route one statement: entries are immutable and a dict's get and set are
-    atomic, so two threads that miss together only build the same shape twice.
-    """
-
-    __slots__ = ("_shapes",)
-
-    def __init__(self) -> None:
-        self._shapes: dict[tuple[tuple[int, ...], bool, str], PlanShape] = {}
-
-    def get(self, key: tuple[tuple[int, ...], bool, str]) -> PlanShape | None:
-        return self._shapes.get(key)
-
-    def put(self, key: tuple[tuple[int, ...], bool, str], shape: PlanShape) -> None:
-        if len(self._shapes) >= MAX_SHAPES:
-            self._shapes = {}
-        self._shapes[key] = shape
-
-    def __len__(self) -> int:
-        return len(self._shapes)
-
-
 def fill_units(
     shapes: tuple[UnitShape, ...], params: tuple[Any, ...], suffix_params: tuple[Any, ...]
 ) -> tuple[RouteUnit, ...]:
     """The units of ``shapes`` for one call: ``params`` once per branch, then ``suffix_params`` where the union
     has placeholders of its own (built with ``tuple.__new__``: a NamedTuple's ``__new__`` is a Python frame)."""
+    # (a tuple times 1, or plus (), is that tuple itself: the one-table units build nothing)
     return tuple([
-        _new_tuple(RouteUnit, (s.data_source, s.sql,
-                               params if s.branches == 1 and not s.suffixed
-                               else params * s.branches + suffix_params if s.suffixed else params * s.branches,
+        _new_tuple(RouteUnit, (s.data_source, s.sql, params * s.branches + (suffix_params if s.suffixed else ()),
                                s.tables))
         for s in shapes
     ])  # fmt: skip
