@@ -32,7 +32,7 @@ from ddm_core.execute.mysql_connect import CHARSET, pymysql_module
 from ddm_core.execute.pools import EndpointPool
 from ddm_core.merge.collation import Collation, collation_for
 from ddm_core.merge.keys import compared_columns
-from ddm_core.merge.spec import MergeSpec, remember
+from ddm_core.merge.spec import MergeSpec, memoized
 
 __all__ = ["ResultCollations", "LIMIT", "TEXT_TYPES"]
 
@@ -190,15 +190,7 @@ def _prepare_columns(conn: Any, sql: str) -> tuple[int, ...]:
 def _compared_text(spec: MergeSpec, description: Sequence[Sequence[Any]]) -> tuple[int, ...]:
     """The columns the merge of ``spec`` compares that hold text (by their type codes), in order: worked out
     once per spec and description (the spec's memo; the next statement of the shape is described alike)."""
-    key = ("compared text", description)
-    try:
-        found: tuple[int, ...] | None = spec.memo.get(key)
-    except TypeError:  # a description that cannot be a key (a list): worked out every time
-        return _text_of(spec, description)
-    if found is None:
-        found = _text_of(spec, description)
-        remember(spec.memo, key, found)
-    return found
+    return memoized(spec.memo, ("compared text", description), lambda: _text_of(spec, description))
 
 
 def _text_of(spec: MergeSpec, description: Sequence[Sequence[Any]]) -> tuple[int, ...]:

@@ -40,7 +40,7 @@ from ddm_core.merge.aggregate import DIALECTS, Reaggregator
 from ddm_core.merge.collation import Collation
 from ddm_core.merge.keys import ColumnKeys, column_keys, decorated, plain, row_key, value_key
 from ddm_core.merge.memory import MergeMemory
-from ddm_core.merge.spec import Aggregate, MergeSpec, remember
+from ddm_core.merge.spec import Aggregate, MergeSpec, memoized
 
 __all__ = ["UnitResult", "UnitRows", "Merged", "merge_results", "close_each"]
 
@@ -306,18 +306,12 @@ def _shaped(spec: MergeSpec, first: tuple[tuple[Any, ...], ...]) -> tuple[_Layou
     """The spec's indexes resolved for units described as ``first`` and the description the merge answers
     with: worked out once per spec and description (the spec's memo), as the next statement of the shape
     has the same."""
-    key = ("shaped", first)
-    cached = True
-    try:
-        found: tuple[_Layout, tuple[tuple[Any, ...], ...]] | None = spec.memo.get(key)
-    except TypeError:  # a driver's description item that cannot be a key: worked out every time
-        cached, found = False, None
-    if found is None:
+
+    def shaped() -> tuple[_Layout, tuple[tuple[Any, ...], ...]]:
         layout = _resolve(spec, len(first) if first else None)
-        found = (layout, _description(first, layout.visible or 0, spec.column_names))
-        if cached:
-            remember(spec.memo, key, found)
-    return found
+        return layout, _description(first, layout.visible or 0, spec.column_names)
+
+    return memoized(spec.memo, ("shaped", first), shaped)
 
 
 def _reaggregator(spec: MergeSpec, layout: _Layout, dialect: str, keys: ColumnKeys) -> Reaggregator:
@@ -325,12 +319,8 @@ def _reaggregator(spec: MergeSpec, layout: _Layout, dialect: str, keys: ColumnKe
     spec, layout and dialect when no column is compared by collation keys, else for this statement."""
     if keys:
         return Reaggregator(layout.aggregates, dialect, keys)
-    key = ("reaggregator", layout.aggregates, dialect)
-    agg: Reaggregator | None = spec.memo.get(key)
-    if agg is None:
-        agg = Reaggregator(layout.aggregates, dialect, keys)
-        remember(spec.memo, key, agg)
-    return agg
+    return memoized(spec.memo, ("reaggregator", layout.aggregates, dialect),
+                    lambda: Reaggregator(layout.aggregates, dialect, keys))
 
 
 def _check_window(offset: Any, limit: Any) -> tuple[int, int | None]:

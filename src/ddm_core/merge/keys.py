@@ -15,7 +15,7 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ddm_core.merge.collation import Collation
-from ddm_core.merge.spec import MergeSpec, remember
+from ddm_core.merge.spec import MergeSpec, memoized
 
 __all__ = ["ColumnKeys", "column_keys", "compared_columns", "value_key", "row_key", "decorated", "plain"]
 
@@ -125,12 +125,7 @@ def compared_columns(spec: MergeSpec, width: int) -> frozenset[int]:
     every visible column of a ``DISTINCT``: the columns that need a collation.
     Worked out once per spec and width (the spec's memo).
     """
-    key = ("compared", width)
-    found: frozenset[int] | None = spec.memo.get(key)
-    if found is None:
-        found = _compared(spec, width)
-        remember(spec.memo, key, found)
-    return found
+    return memoized(spec.memo, ("compared", width), lambda: _compared(spec, width))
 
 
 def _compared(spec: MergeSpec, width: int) -> frozenset[int]:

@@ -8,9 +8,11 @@ parsing SQL. Column indexes refer to the units' rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
-__all__ = ["Aggregate", "MergeSpec", "NO_MERGE", "remember"]
+T = TypeVar("T")
+
+__all__ = ["Aggregate", "MergeSpec", "NO_MERGE", "remember", "memoized"]
 
 #: What one spec remembers at most (a spec is one statement shape's: a few widths and column descriptions).
 MEMO_LIMIT = 32
@@ -102,3 +104,16 @@ def remember(memo: dict[Any, Any], key: Any, value: Any, limit: int = MEMO_LIMIT
     if len(memo) >= limit:
         memo.clear()
     memo[key] = value
+
+
+def memoized(memo: dict[Any, Any], key: Any, make: Callable[[], T]) -> T:
+    """``memo[key]``, made by ``make()`` and :func:`remember`-ed on a miss; a key that cannot be hashed (a driver's
+    description given as lists) is made every time."""
+    try:
+        found: T | None = memo.get(key)
+    except TypeError:
+        return make()
+    if found is None:
+        found = make()
+        remember(memo, key, found)
+    return found
