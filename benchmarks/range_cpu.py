@@ -7,7 +7,7 @@ proxy's cost per read is printed: ``--callgrind`` (machine instructions, valgrin
 
 Usage (MariaDB on 127.0.0.1:3306)::
 
-    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx | --pinned | --oltp] [--per-table] [--opcodes] [--src DIR]
+    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx | --pinned | --oltp | --sysbench [--skip-trx]] [--per-table] [--opcodes] [--src DIR]
 
 ``--prepared``: mysql-connector's C extension, prepared (COM_STMT_EXECUTE, binary rows, as sysbench);
 else PyMySQL (text). ``--tx``: each read inside BEGIN … COMMIT (sysbench's default; the transaction's
@@ -15,7 +15,10 @@ statements counted too, divide by hand), else autocommit (sysbench ``--skip_trx`
 inside one transaction whose first statements (point selects) pinned both data sources, as sysbench's point
 selects do before its range reads (BEGIN, the pins and COMMIT are counted once per ``N`` reads). ``--oltp``:
 each of the ``N`` is a whole ``oltp_read_only`` transaction instead (BEGIN, 10 point selects, its 4 range reads
-— simple, sum, order, distinct —, COMMIT): the figure is per transaction. ``--per-table``: the proxy sends
+— simple, sum, order, distinct —, COMMIT): the figure is per transaction. ``--sysbench [--skip-trx]``: the
+``N`` transactions are sysbench's own (``oltp_read_only``, one thread; statements prepared once per connection,
+as sysbench's benchmark runs them, where mysql-connector's cursor prepares a statement again whenever its
+text changes): the figure is per transaction. ``--per-table``: the proxy sends
 one unit per physical table (``runtime.oneUnitPerDataSource: false``) instead of one UNION ALL per data
 source. ``--src DIR``: the proxy imports
 ``ddm_core`` from ``DIR`` (a copy of another version's ``src/``), as proxy_cpu.py's; the ``--callgrind`` run
@@ -82,6 +85,9 @@ def make_client(kind: str) -> Any:
     oltp = "--oltp" in sys.argv
 
     def client(port: int, count: int) -> None:
+        if "--sysbench" in sys.argv:
+            sysbench(port, count)
+            return
         rnd = random.Random(7)
         if "--prepared" in sys.argv:
             from mysql import connector
@@ -109,7 +115,7 @@ def make_client(kind: str) -> Any:
                 cur.fetchall()
             for ranged in ([KINDS[k] if text is sql else KINDS[k].replace("%s", "?") for k in SYSBENCH_RANGES] if oltp
                            else [text]):  # fmt: skip
-                cur.execute(ranged, (low, low + RANGE - 1))
+                cur.execute(ranged, (low, low + RANGE - 1)[: ranged.count("%s") + ranged.count("?")])
                 cur.fetchall()
             if tx or oltp:
                 cur.execute("COMMIT")
@@ -118,6 +124,18 @@ def make_client(kind: str) -> Any:
         conn.close()
 
     return client
+
+
+def sysbench(port: int, count: int) -> None:
+    """``count`` of sysbench's own ``oltp_read_only`` transactions on one thread (its C client: statements
+    prepared once per connection, BEGIN and COMMIT included, as the sysbench benchmark sends them)."""
+    import subprocess
+
+    extra = ["--skip_trx=on"] if "--skip-trx" in sys.argv else []
+    subprocess.run(["sysbench", "oltp_read_only", "--db-driver=mysql", "--mysql-host=127.0.0.1", f"--mysql-port={port}",
+                    f"--mysql-user={USER}", f"--mysql-password={PASSWORD}", "--mysql-db=logic_db", "--mysql-ssl=off",
+                    "--tables=1", f"--table-size={ROWS}", "--threads=1", "--time=0", f"--events={count}", *extra, "run"],
+                   check=True, capture_output=True, timeout=3600)  # fmt: skip
 
 
 def main() -> None:
@@ -131,7 +149,7 @@ def main() -> None:
         fill(config)
         path = write_config(config, Path(tempfile.mkdtemp(prefix="ddm_range_cpu_")) / "proxy.yaml")
         proxy_cpu.client = make_client(kind)  # proxy_cpu's drivers call its module-level client
-        print(f"{kind} ({'binary' if '--prepared' in sys.argv else 'text'}, {'in BEGIN/COMMIT' if '--tx' in sys.argv else 'on pins' if '--pinned' in sys.argv else 'oltp_read_only transactions' if '--oltp' in sys.argv else 'autocommit'}):")
+        print(f"{kind} ({'binary' if '--prepared' in sys.argv else 'text'}, {'in BEGIN/COMMIT' if '--tx' in sys.argv else 'on pins' if '--pinned' in sys.argv else 'oltp_read_only transactions' if '--oltp' in sys.argv else 'sysbench oltp_read_only transactions' if '--sysbench' in sys.argv else 'autocommit'}):")
         if "--opcodes" in sys.argv:
             proxy_cpu.opcodes(path, count)
         else:
