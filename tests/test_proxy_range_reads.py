@@ -182,9 +182,10 @@ def test_range_reads_through_the_proxy_match_one_table(servers: tuple[Path, str]
     # the transaction on them first (docs/proxy.md#transactions-on-the-loop), or leaves the read to a worker when
     # a data source has no idle connection ready (counted with those send_many declines below)
     counted = re.search(r"(\d+) backend connection\(s\) were still borrowed at close.*?"
-                        r"(\d+) multi-unit read\(s\) on the event loop, (\d+) of them relayed", proxy.stderr)  # fmt: skip
+                        r"(\d+) multi-unit read\(s\) on the event loop, (\d+) of them relayed, (\d+) merged in order",
+                        proxy.stderr)  # fmt: skip
     assert counted is not None, proxy.stderr
-    borrowed, many, relayed = map(int, counted.groups())
+    borrowed, many, relayed, merged = map(int, counted.groups())
     assert borrowed == 0, proxy.stderr
     # At most what the rules allow (exact); fewer by the reads send_many declined, which depend on timing
     # and are not counted (no idle connection ready: the top one idle for over 0.5 s is pinged first, on a
@@ -193,6 +194,7 @@ def test_range_reads_through_the_proxy_match_one_table(servers: tuple[Path, str]
         assert many == loop.most, (loop.most, proxy.stderr)
     assert loop.most * 3 // 4 <= many <= loop.most, (loop.most, proxy.stderr)
     assert loop.most_relayed * 3 // 4 <= relayed <= loop.most_relayed, (loop.most_relayed, proxy.stderr)
+    assert loop.most_merged * 3 // 4 <= merged <= loop.most_merged, (loop.most_merged, proxy.stderr)
 
 
 class _LoopReads:
@@ -200,7 +202,7 @@ class _LoopReads:
     the-loop), read by read: a shape's first read is routed on a worker; a read the loop buffered and merged
     whose units returned a full batch (``batchRows`` = 40) sends the shape's next read to a worker, which
     streams it and hands the shape back to the loop; the plain kind is relayed, text or binary rows (no batch
-    counted). A statement shape is its text with its literals as parameters (proxy/literals.py), negative
+    counted); the ordered kinds are merged undecoded (proxy/ordered_many.py), a full batch counted as when decoded. A statement shape is its text with its literals as parameters (proxy/literals.py), negative
     bounds included: every read of a kind is one shape. Units' rows: a plain or ordered range's are its
     rows; ``SUM`` and the other aggregates
     give one row a unit; a unit's ``DISTINCT`` at most the 8 values ``WORDS`` has under the collation
@@ -208,7 +210,7 @@ class _LoopReads:
 
     def __init__(self) -> None:
         self.on_worker_next: dict[Any, bool] = {}  # statement shape -> its next read goes to a worker
-        self.most = self.most_relayed = 0
+        self.most = self.most_relayed = self.most_merged = 0
 
     def read(self, kind: str, rows: int) -> None:
         if self.on_worker_next.get(kind, True):  # a kind's reads are one statement shape
@@ -217,4 +219,5 @@ class _LoopReads:
         self.most += 1
         relayed = kind == "plain"
         self.most_relayed += relayed
+        self.most_merged += kind in ("order", "order_desc", "distinct")  # merged undecoded: text ASCII from the space up
         self.on_worker_next[kind] = not relayed and kind in ("plain", "order", "order_desc") and rows >= 40

@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered")
 
 
 class Implementation(NamedTuple):
@@ -39,6 +39,7 @@ class Implementation(NamedTuple):
     hotlink: ModuleType
     point: ModuleType
     rowwriter: ModuleType
+    ordered: ModuleType
 
 
 def load(name: str) -> Implementation:

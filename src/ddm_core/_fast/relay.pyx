@@ -13,6 +13,8 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyBy
 from cpython.ref cimport PyObject
 from libc.string cimport memcpy, memset
 
+from ddm_core._fast._packets cimport _lenenc
+
 cdef extern from "Python.h":
     double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
     int PyFloat_Pack4(double x, char* p, int le) except -1
@@ -76,32 +78,6 @@ DEF K_NULL = 14
 DEF VALUE_SLACK = 13
 #: The longest DECIMAL / FLOAT / DOUBLE text converted (MariaDB's are at most 67 characters)
 DEF NUMBER_TEXT = 96
-
-
-cdef inline long long _lenenc(const unsigned char* p, Py_ssize_t size, Py_ssize_t* at):
-    """A length-encoded integer at ``at[0]`` (moved past it); -1 if it runs past ``size``."""
-    cdef Py_ssize_t i = at[0]
-    cdef int width, k
-    cdef long long value = 0
-    if i >= size:
-        return -1
-    if p[i] < 0xFB:
-        at[0] = i + 1
-        return p[i]
-    if p[i] == 0xFC:
-        width = 2
-    elif p[i] == 0xFD:
-        width = 3
-    elif p[i] == 0xFE:
-        width = 8
-    else:
-        return -1
-    if i + 1 + width > size:
-        return -1
-    for k in range(width):
-        value |= (<long long> p[i + 1 + k]) << (8 * k)
-    at[0] = i + 1 + width
-    return value
 
 
 cdef bytes _encode_lenenc(long long value):

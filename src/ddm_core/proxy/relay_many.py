@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ddm_core.execute.result import UnitResult
 from ddm_core.proxy.relay import (
@@ -33,7 +33,7 @@ from ddm_core.proxy.relay import (
 if TYPE_CHECKING:
     from ddm_core.execute.sent_many import SentMany, SentPart
 
-__all__ = ["relay_many", "read_many"]
+__all__ = ["relay_many", "read_many", "take_many", "decoded", "Taken"]
 
 _FIRST, _ROWS, _HEADER, _DONE, _ERROR = (RELAY_STATES.FIRST, RELAY_STATES.ROWS, RELAY_STATES.HEADER,
                                          RELAY_STATES.DONE, RELAY_STATES.ERROR)  # fmt: skip
@@ -253,17 +253,37 @@ async def read_many(sent: SentMany, begun: bytes = b"") -> tuple[list[UnitResult
     :class:`UnitResult`, its error, or ``None`` (not read: its lane failed before it); and the lanes whose
     connection is in doubt. The caller settles ``sent`` with them (:meth:`SentMany.read`). ``begun``: the
     first answer's bytes :func:`relay_many` read already."""
+    return decoded(await take_many(sent, begun))
+
+
+async def take_many(sent: SentMany, begun: bytes = b"") -> Taken:
+    """Every answer of ``sent`` taken off its socket whole, undecoded (``begun`` as :func:`read_many`'s)."""
     reading = _Reading(sent)
     if begun:
         reading.carry[sent.parts[0].lane] = begun
-    answers: list[UnitResult | BaseException | None] = []
+    answers: list[bytes | None] = []
     try:
-        for i, part in enumerate(sent.parts):
-            taken = await reading.take(i)
-            answers.append(reading.errors[i] if taken is None else _decoded(part, taken))
+        for i in range(len(sent.parts)):
+            answers.append(await reading.take(i))
     except BaseException:
         sent.abandon()
         raise
+    return Taken(reading, answers)
+
+
+class Taken(NamedTuple):
+    """A multi-unit read's answers taken whole: per part its bytes, ``None`` where it failed (the error in
+    ``reading.errors``); the closing flags and lost lanes in ``reading``."""
+
+    reading: _Reading
+    answers: list[bytes | None]
+
+
+def decoded(taken: Taken) -> tuple[list[UnitResult | BaseException | None], set[int]]:
+    """:func:`read_many`'s answer for answers taken whole."""
+    reading = taken.reading
+    parts = reading.sent.parts
+    answers = [reading.errors[i] if answer is None else _decoded(parts[i], answer) for i, answer in enumerate(taken.answers)]
     return answers, reading.lost
 
 

@@ -58,7 +58,8 @@ from ddm_core.proxy.loop_transactions import (
     read_from_loop, reads_on_pins, send_on_pin,
 )  # fmt: skip
 from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
-from ddm_core.proxy.relay_many import read_many, relay_many
+from ddm_core.proxy.ordered_many import merges_raw, relay_ordered
+from ddm_core.proxy.relay_many import Taken, decoded, read_many, relay_many, take_many
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.idle import INTERACTIVE_TIMEOUT, WAIT_TIMEOUT, session_wait_timeout
 from ddm_core.proxy.mysql_errors import (
@@ -618,12 +619,19 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             self._sent = sent
         relay = self._relay_many_of(running, plan, sent)
         begun = b""  # the first answer's bytes a relay read before it found its rows must be decoded
-        if relay is not None:
+        if relay is not None and plan.merge.is_trivial:
             relayed = await self._relayed_many(sent, relay, running, plan)
             if isinstance(relayed, Relayed):
                 return relayed
             begun = relayed
-        answers, lost = await read_many(sent, begun)
+        if relay is not None and not plan.merge.is_trivial:  # an ORDER BY: merged undecoded where it can be
+            taken = await take_many(sent)
+            merged = self._merged_in_order(taken, relay, running, plan, shape)
+            if merged is not None:
+                return merged
+            answers, lost = decoded(taken)
+        else:
+            answers, lost = await read_many(sent, begun)
         # Its answers were buffered and merged on the loop: a shape whose read proves long (a full batch of
         # rows) goes to the workers from then on, which stream it (bounded memory, the loop free meanwhile).
         if sum(len(a.rows) for a in answers if isinstance(a, UnitResult)) >= runtime.batch_rows:
@@ -662,10 +670,10 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self.runtime.opened_with_first += sent is not None
 
     def _relay_many_of(self, running: _Running, plan: RoutePlan, sent: SentMany) -> ResultRelay | None:
-        """A relay for a multi-unit read whose rows need no merge (a text result, or a prepared statement's
-        read not into a cursor: its rows converted; nothing masked, drivers whose answers a relay reads
-        alike); ``None``: its answers are read into rows and merged."""
-        if not (self.runtime.relay and running.masks is None and plan.merge.is_trivial):
+        """A relay for a multi-unit read whose rows need no merge or only an order (proxy/ordered_many.py): a
+        text result, or a prepared statement's read not into a cursor (its rows converted); nothing masked,
+        drivers whose answers a relay reads alike. ``None``: its answers are read into rows and merged."""
+        if not (self.runtime.relay and running.masks is None and (plan.merge.is_trivial or merges_raw(plan.merge))):
             return None
         if not self._text and self._announced is None:
             return None  # into a cursor
@@ -694,6 +702,35 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return rows
         stream.seq.value = relay.seq
         self.runtime.many_relayed += 1
+        running.finish(rows)
+        return RELAYED
+
+    def _merged_in_order(self, taken: Taken, relay: ResultRelay, running: _Running, plan: RoutePlan, shape: Shape
+                         ) -> Relayed | None:  # fmt: skip
+        """``taken``'s answers merged in order undecoded and written to the client (proxy/ordered_many.py);
+        ``None``: nothing was written, they are decoded and merged."""
+        announced = None if self._text else self._announced
+        aggregates = plan.merge.aggregates
+        convert = None if announced is None else self.connection.relay_conversions(aggregates, announced)
+        sent = taken.reading.sent
+        out = relay_ordered(taken, relay, sent.parts[0].pool.driver.relay_eof,
+                            self.connection.relay_header(aggregates, announced), convert)  # fmt: skip
+        if out is None:
+            return None
+        rows = relay.rows
+        if rows >= self.runtime.batch_rows:  # as a decoded merge's: a long read goes to the workers from then on
+            shape.many = False
+        stream = self.connection.stream
+        try:
+            sent.relayed(rows, taken.reading.statuses, taken.reading.errors, taken.reading.lost)
+        except DdmError as exc:  # a deadline that fired: nothing went to the client, the error is its answer
+            running.failed(exc)
+            raise
+        transport = stream.writer.transport
+        if not transport.is_closing():
+            transport.write(out)
+        stream.seq.value = relay.seq
+        self.runtime.many_ordered += 1
         running.finish(rows)
         return RELAYED
 

@@ -1,0 +1,348 @@
+# cython: language_level=3
+"""Compiled twin of ``ordered_py.py``: a multi-unit read's text answers merged in order without decoding.
+
+Same function, key kinds and bytes as the pure twin (its docstring has the contract; tests/test_ordered.py
+runs both over the same answers). Each row's key is written into one reused buffer straight from the
+answer's memory; the rows are sorted by their keys with the interpreter's (stable) sort, and the answer
+out is written with one copy per row.
+"""
+
+cimport cython
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.string cimport memcpy
+
+from ddm_core._fast._packets cimport _lenenc
+
+__all__ = [
+    "merge_ordered", "KEY_BYTES", "KEY_ASCII", "KEY_ASCII_FOLD", "KEY_PAD", "KEY_PAD_FOLD", "KEY_SIGNED",
+    "KEY_UNSIGNED",
+]
+
+KEY_BYTES = 0
+KEY_ASCII = 1
+KEY_ASCII_FOLD = 2
+KEY_PAD = 3
+KEY_PAD_FOLD = 4
+KEY_SIGNED = 5
+KEY_UNSIGNED = 6
+
+DEF K_BYTES = 0
+DEF K_ASCII = 1
+DEF K_ASCII_FOLD = 2
+DEF K_PAD = 3
+DEF K_PAD_FOLD = 4
+DEF K_SIGNED = 5
+DEF K_UNSIGNED = 6
+DEF MAX_PAYLOAD = 0xFFFFFF
+DEF NULL_FIELD = 0xFB
+DEF MAX_KEYS = 64
+
+
+cdef class _Answer:
+    """One answer's layout: its column count, where its header ends, its rows' and closing packet's spans."""
+    cdef bytes data
+    cdef long long count
+    cdef Py_ssize_t header_end, closing_start, closing_end
+    cdef list starts, ends
+
+
+cdef inline bint _closing(const unsigned char* p, Py_ssize_t start, Py_ssize_t end) noexcept:
+    return end > start and p[start] == 0xFE and end - start < 9
+
+
+cdef _Answer _split(bytes answer, bint backend_eof):
+    """The layout, or ``None``: not a result set this merges (the pure twin's ``_split``)."""
+    cdef const unsigned char* p = <const unsigned char*> PyBytes_AS_STRING(answer)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(answer), at = 0, length, start, end, after
+    cdef Py_ssize_t n = 0, rows_from = 0
+    cdef long long count = -1
+    cdef _Answer out = _Answer()
+    out.data = answer
+    out.starts = []
+    out.ends = []
+    out.header_end = -1
+    while at < size:
+        if size - at < 4:
+            return None
+        length = p[at] | p[at + 1] << 8 | p[at + 2] << 16
+        if length == MAX_PAYLOAD or at + 4 + length > size:
+            return None
+        start, end = at + 4, at + 4 + length
+        at = end
+        if n == 0:
+            if end == start or p[start] == 0x00 or p[start] == 0xFF or p[start] == NULL_FIELD:
+                return None
+            after = start
+            count = _lenenc(p, end, &after)
+            if count <= 0 or after != end:
+                return None
+            rows_from = 1 + count + (1 if backend_eof else 0)
+        elif n < rows_from:
+            if backend_eof and n == rows_from - 1 and not _closing(p, start, end):
+                return None
+        else:
+            out.starts.append(start)
+            out.ends.append(end)
+        if n == rows_from - 1:
+            out.header_end = end
+        n += 1
+    if n < rows_from + 1 or out.header_end < 0:
+        return None
+    start, end = out.starts.pop(), out.ends.pop()  # the last packet closes the answer
+    if not _closing(p, start, end):
+        return None
+    for n in range(len(out.starts)):  # a closing or an error packet among the rows
+        at, after = out.starts[n], out.ends[n]
+        if _closing(p, at, after) or (after > at and p[at] == 0xFF):
+            return None
+    out.closing_start, out.closing_end, out.count = start, end, count
+    return out
+
+
+#: Per string kind, each byte's weight in a key; INVALID: the kind cannot key a value holding it
+DEF INVALID = 0x100
+cdef unsigned short _WEIGHTS[5][256]
+
+
+cdef void _fill_weights() noexcept:
+    cdef int kind, c, w
+    for kind in range(K_PAD_FOLD + 1):
+        for c in range(256):
+            w = c
+            if kind != K_BYTES and (c >= 0x80 or ((kind == K_PAD or kind == K_PAD_FOLD) and c < 0x20)):
+                w = INVALID
+            elif (kind == K_ASCII_FOLD or kind == K_PAD_FOLD) and 97 <= c <= 122:
+                w = c - 32
+            _WEIGHTS[kind][c] = w
+
+
+_fill_weights()
+
+
+cdef inline unsigned char* _room(bytearray buf, Py_ssize_t need) except NULL:
+    """``buf``'s memory, grown to ``need`` bytes at least (it never shrinks: one buffer serves every key)."""
+    if PyByteArray_GET_SIZE(buf) < need:
+        if PyByteArray_Resize(buf, need * 2) < 0:
+            raise MemoryError()
+    return <unsigned char*> PyByteArray_AS_STRING(buf)
+
+
+cdef Py_ssize_t _put_part(bytearray buf, Py_ssize_t used, const unsigned char* v, Py_ssize_t n, int kind,
+                          bint descending) except -2:
+    """A non-NULL value's key part written at ``used``; the length after it, -1: the kind cannot key it."""
+    cdef Py_ssize_t i, j, begin = used
+    cdef unsigned char* dst = _room(buf, used + 2 * n + 11)
+    cdef unsigned short* weights
+    cdef unsigned short w
+    cdef unsigned char c
+    cdef unsigned long long magnitude = 0, number
+    cdef bint negative
+    dst[used] = 1
+    used += 1
+    if kind == K_SIGNED or kind == K_UNSIGNED:
+        negative = n > 0 and v[0] == 45  # '-'
+        i = 1 if negative else 0
+        if i == n or n - i > 20:
+            return -1
+        while i < n:
+            c = v[i]
+            if c < 48 or c > 57:
+                return -1
+            if magnitude > (0xFFFFFFFFFFFFFFFF - (c - 48)) // 10:
+                return -1
+            magnitude = magnitude * 10 + (c - 48)
+            i += 1
+        if kind == K_SIGNED:
+            if negative:
+                if magnitude > 0x8000000000000000:
+                    return -1
+                number = 0x8000000000000000 - magnitude
+            else:
+                if magnitude > 0x7FFFFFFFFFFFFFFF:
+                    return -1
+                number = 0x8000000000000000 + magnitude
+        else:
+            if negative and magnitude:
+                return -1
+            number = magnitude
+        for j in range(8):
+            dst[used + j] = (number >> (8 * (7 - j))) & 0xFF
+        used += 8
+    else:
+        if kind == K_PAD or kind == K_PAD_FOLD:
+            while n and v[n - 1] == 32:  # trailing spaces: PAD SPACE ignores them
+                n -= 1
+        weights = _WEIGHTS[kind]
+        for i in range(n):
+            w = weights[v[i]]
+            if w == 0:
+                dst[used] = 0
+                dst[used + 1] = 0xFF
+                used += 2
+                continue
+            if w == INVALID:
+                return -1
+            dst[used] = <unsigned char> w
+            used += 1
+        dst[used] = 0
+        dst[used + 1] = 0
+        used += 2
+    if descending:
+        for i in range(begin, used):
+            dst[i] = 0xFF - dst[i]
+    return used
+
+
+cdef object _key(bytearray buf, const unsigned char* p, Py_ssize_t start, Py_ssize_t end, int wanted,
+                 int* columns, int* kinds, bint* descending, int nkeys):
+    """A row's key (``bytes``), or ``None``: a value its kind cannot key, or a row shorter than ``wanted``."""
+    cdef Py_ssize_t at = start, used = 0, size
+    cdef Py_ssize_t value_at[MAX_KEYS]
+    cdef Py_ssize_t value_len[MAX_KEYS]
+    cdef int i, k
+    cdef long long n
+    cdef unsigned char* dst
+    for i in range(wanted):
+        if at >= end:
+            return None
+        if p[at] == NULL_FIELD:
+            value_len[i] = -1
+            at += 1
+            continue
+        n = _lenenc(p, end, &at)
+        if n < 0 or at + n > end:
+            return None
+        value_at[i] = at
+        value_len[i] = n
+        at += n
+    for k in range(nkeys):
+        i = columns[k]
+        if value_len[i] < 0:
+            dst = _room(buf, used + 1)
+            dst[used] = 0xFF if descending[k] else 0
+            used += 1
+        else:
+            used = _put_part(buf, used, p + value_at[i], value_len[i], kinds[k], descending[k])
+            if used < 0:
+                return None
+    return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf), used)
+
+
+cdef inline void _put_header(unsigned char* dst, Py_ssize_t length, int seq) noexcept:
+    dst[0] = length & 0xFF
+    dst[1] = (length >> 8) & 0xFF
+    dst[2] = (length >> 16) & 0xFF
+    dst[3] = seq & 0xFF
+
+
+def merge_ordered(list answers, bint backend_eof, list keys, bint distinct, Py_ssize_t offset, Py_ssize_t limit,
+                  Py_ssize_t visible=-1):
+    """The rows of ``answers`` in ``keys``' order, as one answer; ``None``: they cannot be merged so (the pure
+    twin has the contract)."""
+    cdef int columns[MAX_KEYS]
+    cdef int kinds[MAX_KEYS]
+    cdef bint descending[MAX_KEYS]
+    cdef int nkeys = len(keys), wanted = 0, k, seq
+    cdef _Answer first, each
+    cdef list keyed = [], sources = [], spans_at = [], order
+    cdef bytearray buf = bytearray()
+    cdef const unsigned char* p
+    cdef Py_ssize_t r, i, n, total, start, end, length
+    cdef object key
+    cdef bytes data, out
+    cdef unsigned char* dst
+    if not answers or nkeys == 0 or nkeys > MAX_KEYS:
+        return None
+    for k in range(nkeys):
+        column, kind, desc = keys[k]
+        columns[k], kinds[k], descending[k] = column, kind, desc
+        if columns[k] < 0 or kinds[k] < K_BYTES or kinds[k] > K_UNSIGNED:
+            return None
+        if columns[k] + 1 > wanted:
+            wanted = columns[k] + 1
+    if wanted > MAX_KEYS:
+        return None
+    first = _split(answers[0], backend_eof)
+    if first is None or wanted > first.count or visible > first.count or visible == 0:
+        return None
+    if visible == first.count:
+        visible = -1
+    for data in answers:
+        each = first if data is first.data else _split(data, backend_eof)
+        if each is None or each.count != first.count:
+            return None
+        p = <const unsigned char*> PyBytes_AS_STRING(data)
+        for r in range(len(each.starts)):
+            key = _key(buf, p, each.starts[r], each.ends[r], wanted, columns, kinds, descending, nkeys)
+            if key is None:
+                return None
+            keyed.append(key)
+            sources.append(each)
+            spans_at.append(r)
+    order = sorted(range(len(keyed)), key=keyed.__getitem__)
+    if distinct and order:
+        order = [order[0]] + [order[i] for i in range(1, len(order)) if keyed[order[i]] != keyed[order[i - 1]]]
+    if limit < 0:
+        order = order[offset:]
+    else:
+        order = order[offset:offset + limit]
+    header = first.data[:first.header_end] if visible < 0 else _visible_header(first, visible, backend_eof)
+    total = len(header) + 4 + (first.closing_end - first.closing_start)
+    lengths = []
+    for i in order:
+        each = <_Answer> sources[i]
+        r = spans_at[i]
+        start, end = each.starts[r], each.ends[r]
+        length = end - start if visible < 0 else _cut(<const unsigned char*> PyBytes_AS_STRING(each.data), start, end, visible)
+        lengths.append(length)
+        total += 4 + length
+    out = PyBytes_FromStringAndSize(NULL, total)
+    dst = <unsigned char*> PyBytes_AS_STRING(out)
+    memcpy(dst, PyBytes_AS_STRING(header), len(header))
+    n = len(header)
+    seq = 2 + (first.count if visible < 0 else visible) + (1 if backend_eof else 0)  # after the count, definitions, EOF
+    for k, i in enumerate(order):
+        each = <_Answer> sources[i]
+        start = each.starts[spans_at[i]]
+        length = lengths[k]
+        _put_header(dst + n, length, seq)
+        memcpy(dst + n + 4, PyBytes_AS_STRING(each.data) + start, length)
+        n += 4 + length
+        seq += 1
+    length = first.closing_end - first.closing_start
+    _put_header(dst + n, length, seq)
+    memcpy(dst + n + 4, PyBytes_AS_STRING(first.data) + first.closing_start, length)
+    return out
+
+
+cdef Py_ssize_t _cut(const unsigned char* p, Py_ssize_t start, Py_ssize_t end, Py_ssize_t visible):
+    """The length of a text row's first ``visible`` values (the sort columns added after them dropped)."""
+    cdef Py_ssize_t at = start, i
+    cdef long long n
+    for i in range(visible):
+        if p[at] == NULL_FIELD:
+            at += 1
+        else:
+            n = _lenenc(p, end, &at)
+            at += n
+    return at - start
+
+
+cdef bytes _visible_header(_Answer first, Py_ssize_t visible, bint backend_eof):
+    """The first answer's header for its ``visible`` leading columns alone (a rare shape: built in Python)."""
+    cdef bytes data = first.data
+    cdef list payloads = []
+    cdef Py_ssize_t at = 0, length, i
+    for i in range(1 + first.count + (1 if backend_eof else 0)):
+        length = data[at] | data[at + 1] << 8 | data[at + 2] << 16
+        payloads.append(data[at + 4:at + 4 + length])
+        at += 4 + length
+    kept = [_count_payload(visible)] + payloads[1:1 + visible] + (payloads[1 + first.count:] if backend_eof else [])
+    return b"".join([len(p).to_bytes(3, "little") + bytes((seq & 0xFF,)) + p for seq, p in enumerate(kept, 1)])
+
+
+cdef bytes _count_payload(Py_ssize_t n):
+    if n < 0xFB:
+        return bytes((n,))
+    return b"\xfc" + n.to_bytes(2, "little")
