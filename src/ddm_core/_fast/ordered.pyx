@@ -100,6 +100,12 @@ cdef _Answer _split(bytes answer, bint backend_eof):
     return out
 
 
+# SWAR masks: C constants (a DEF this wide would be a Python int, and every use a Python operation)
+cdef unsigned long long HIGH_BITS = 0x8080808080808080ULL
+cdef unsigned long long SPACES = 0x2020202020202020ULL
+cdef unsigned long long LOWER_FROM = 0x1F1F1F1F1F1F1F1FULL
+cdef unsigned long long LOWER_PAST = 0x0505050505050505ULL
+
 #: Per string kind, each byte's weight in a key; INVALID: the kind cannot key a value holding it
 DEF INVALID = 0x100
 cdef unsigned short _WEIGHTS[5][256]
@@ -136,7 +142,7 @@ cdef Py_ssize_t _put_part(bytearray buf, Py_ssize_t used, const unsigned char* v
     cdef unsigned short* weights
     cdef unsigned short w
     cdef unsigned char c
-    cdef unsigned long long magnitude = 0, number
+    cdef unsigned long long magnitude = 0, number, word
     cdef bint negative
     dst[used] = 1
     used += 1
@@ -173,9 +179,22 @@ cdef Py_ssize_t _put_part(bytearray buf, Py_ssize_t used, const unsigned char* v
         if kind == K_PAD or kind == K_PAD_FOLD:
             while n and v[n - 1] == 32:  # trailing spaces: PAD SPACE ignores them
                 n -= 1
+        i = 0
+        if kind == K_PAD or kind == K_PAD_FOLD:  # no 0x00 to escape: eight bytes at a time (SWAR)
+            while i + 8 <= n:
+                memcpy(&word, v + i, 8)
+                # outside ASCII, or a byte below the space ((x - 0x20..) & ~x & 0x80.. flags b < 0x20)
+                if word & HIGH_BITS or (word - SPACES) & ~word & HIGH_BITS:
+                    return -1
+                if kind == K_PAD_FOLD:  # a..z: b + 0x1F reaches 0x80 from 'a', b + 0x05 from '{'
+                    word -= ((word + LOWER_FROM) & ~(word + LOWER_PAST) & HIGH_BITS) >> 2
+                memcpy(dst + used, &word, 8)
+                used += 8
+                i += 8
         weights = _WEIGHTS[kind]
-        for i in range(n):
+        while i < n:
             w = weights[v[i]]
+            i += 1
             if w == 0:
                 dst[used] = 0
                 dst[used + 1] = 0xFF
