@@ -136,6 +136,7 @@ def test_both_twins_merge_as_the_decoded_merge_orders(impl: Any) -> None:
         keys = [(c, kinds[c], rnd.random() < 0.5) for c in rnd.sample([0, 1], rnd.randint(1, 2))]
         distinct = rnd.random() < 0.3 and len(keys) == 2
         offset, limit, eof = rnd.randint(0, 2), rnd.choice([-1, 0, 1, 3, 50]), trial % 2 == 0
+        visible = -1 if distinct else rnd.choice([-1, -1, 1, 2])  # 1: column 1 was a sort key only
         units = [[(_value(rnd, kinds[0]), _value(rnd, kinds[1])) for _ in range(rnd.randint(0, 6))]
                  for _ in range(rnd.randint(1, 3))]  # fmt: skip
         try:
@@ -144,8 +145,8 @@ def test_both_twins_merge_as_the_decoded_merge_orders(impl: Any) -> None:
         except ValueError:
             expected = None  # a value its kind cannot key
         answers = [_answer(unit, 2, eof) for unit in units]
-        out = ordered_py.merge_ordered(answers, eof, keys, distinct, offset, limit)
-        compiled = impl.ordered.merge_ordered(answers, eof, keys, distinct, offset, limit)
+        out = ordered_py.merge_ordered(answers, eof, keys, distinct, offset, limit, visible)
+        compiled = impl.ordered.merge_ordered(answers, eof, keys, distinct, offset, limit, visible)
         assert compiled == out, (trial, keys, units)
         if expected is None:
             assert out is None, (trial, keys, units)
@@ -155,10 +156,13 @@ def test_both_twins_merge_as_the_decoded_merge_orders(impl: Any) -> None:
         merged += 1
         packets = _packets(out)
         assert [seq for seq, _ in packets] == list(range(1, len(packets) + 1))
-        header = 4 if eof else 3  # count, 2 definitions, EOF
-        assert b"".join(_frame(p, s) for s, p in packets[:header]) == answers[0][: sum(4 + len(p) for _, p in packets[:header])]
+        width = 2 if visible < 0 else visible
+        header = 1 + width + eof  # count, the definitions, EOF
+        assert [p for _, p in packets[:header]] == [bytes((width,)), *[DEF] * width, *[b"\xfe\x00\x00\x02\x00"] * eof]
         assert packets[-1][1] == _packets(answers[0])[-1][1]  # the first answer's closing packet
-        assert [_values(p, 2) for _, p in packets[header:-1]] == expected, (trial, keys, units)
+        assert [_values(p, width) for _, p in packets[header:-1]] == [row[:width] for row in expected], (trial, keys)
+        assert all(len(p) == sum(1 if v is None else len(_encode_lenenc(len(v))) + len(v) for v in _values(p, width))
+                   for _, p in packets[header:-1])  # nothing after the visible columns
     assert merged > 1000 and declined > 300, (merged, declined)
 
 

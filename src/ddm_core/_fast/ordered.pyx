@@ -10,7 +10,8 @@ out is written with one copy per row.
 cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.string cimport memcpy
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from libc.string cimport memcmp, memcpy
 
 from ddm_core._fast._packets cimport _lenenc
 
@@ -40,11 +41,28 @@ DEF MAX_KEYS = 64
 
 
 cdef class _Answer:
-    """One answer's layout: its column count, where its header ends, its rows' and closing packet's spans."""
+    """One answer's layout: its column count, where its header ends, its closing packet's and its rows' spans
+    (``spans[2 * r]``, ``spans[2 * r + 1]``: row ``r``'s payload start and end)."""
     cdef bytes data
     cdef long long count
-    cdef Py_ssize_t header_end, closing_start, closing_end
-    cdef list starts, ends
+    cdef Py_ssize_t header_end, closing_start, closing_end, rows, capacity
+    cdef Py_ssize_t* spans
+
+    def __dealloc__(self):
+        PyMem_Free(self.spans)
+
+    cdef int push(self, Py_ssize_t start, Py_ssize_t end) except -1:
+        cdef Py_ssize_t* grown
+        if self.rows == self.capacity:
+            self.capacity = self.capacity * 2 if self.capacity else 64
+            grown = <Py_ssize_t*> PyMem_Realloc(self.spans, 2 * self.capacity * sizeof(Py_ssize_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.spans = grown
+        self.spans[2 * self.rows] = start
+        self.spans[2 * self.rows + 1] = end
+        self.rows += 1
+        return 0
 
 
 cdef inline bint _closing(const unsigned char* p, Py_ssize_t start, Py_ssize_t end) noexcept:
@@ -59,8 +77,6 @@ cdef _Answer _split(bytes answer, bint backend_eof):
     cdef long long count = -1
     cdef _Answer out = _Answer()
     out.data = answer
-    out.starts = []
-    out.ends = []
     out.header_end = -1
     while at < size:
         if size - at < 4:
@@ -82,18 +98,18 @@ cdef _Answer _split(bytes answer, bint backend_eof):
             if backend_eof and n == rows_from - 1 and not _closing(p, start, end):
                 return None
         else:
-            out.starts.append(start)
-            out.ends.append(end)
+            out.push(start, end)
         if n == rows_from - 1:
             out.header_end = end
         n += 1
     if n < rows_from + 1 or out.header_end < 0:
         return None
-    start, end = out.starts.pop(), out.ends.pop()  # the last packet closes the answer
+    out.rows -= 1  # the last packet closes the answer
+    start, end = out.spans[2 * out.rows], out.spans[2 * out.rows + 1]
     if not _closing(p, start, end):
         return None
-    for n in range(len(out.starts)):  # a closing or an error packet among the rows
-        at, after = out.starts[n], out.ends[n]
+    for n in range(out.rows):  # a closing or an error packet among the rows
+        at, after = out.spans[2 * n], out.spans[2 * n + 1]
         if _closing(p, at, after) or (after > at and p[at] == 0xFF):
             return None
     out.closing_start, out.closing_end, out.count = start, end, count
@@ -214,8 +230,10 @@ cdef Py_ssize_t _put_part(bytearray buf, Py_ssize_t used, const unsigned char* v
 
 
 cdef object _key(bytearray buf, const unsigned char* p, Py_ssize_t start, Py_ssize_t end, int wanted,
-                 int* columns, int* kinds, bint* descending, int nkeys):
-    """A row's key (``bytes``), or ``None``: a value its kind cannot key, or a row shorter than ``wanted``."""
+                 int* columns, int* kinds, bint* descending, int nkeys, Py_ssize_t row):
+    """A row's key (``bytes``) followed by the row's number (4 bytes, big-endian: equal keys sort in the rows'
+    order, and the number says which row), or ``None``: a value its kind cannot key, or a row shorter than
+    ``wanted``."""
     cdef Py_ssize_t at = start, used = 0, size
     cdef Py_ssize_t value_at[MAX_KEYS]
     cdef Py_ssize_t value_len[MAX_KEYS]
@@ -245,7 +263,10 @@ cdef object _key(bytearray buf, const unsigned char* p, Py_ssize_t start, Py_ssi
             used = _put_part(buf, used, p + value_at[i], value_len[i], kinds[k], descending[k])
             if used < 0:
                 return None
-    return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf), used)
+    dst = _room(buf, used + 4)
+    for k in range(4):
+        dst[used + k] = (row >> (8 * (3 - k))) & 0xFF
+    return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf), used + 4)
 
 
 cdef inline void _put_header(unsigned char* dst, Py_ssize_t length, int seq) noexcept:
@@ -264,12 +285,16 @@ def merge_ordered(list answers, bint backend_eof, list keys, bint distinct, Py_s
     cdef bint descending[MAX_KEYS]
     cdef int nkeys = len(keys), wanted = 0, k, seq
     cdef _Answer first, each
-    cdef list keyed = [], sources = [], spans_at = [], order
+    cdef list layouts = [], keyed = []
     cdef bytearray buf = bytearray()
     cdef const unsigned char* p
-    cdef Py_ssize_t r, i, n, total, start, end, length
+    cdef const unsigned char* last = NULL
+    cdef Py_ssize_t r, i, n, rows = 0, total, length, kept = 0, taken = 0, last_size = 0, size
+    cdef Py_ssize_t* row_start = NULL
+    cdef Py_ssize_t* row_length = NULL
+    cdef const char** row_data = NULL
     cdef object key
-    cdef bytes data, out
+    cdef bytes data, out, header
     cdef unsigned char* dst
     if not answers or nkeys == 0 or nkeys > MAX_KEYS:
         return None
@@ -282,68 +307,97 @@ def merge_ordered(list answers, bint backend_eof, list keys, bint distinct, Py_s
             wanted = columns[k] + 1
     if wanted > MAX_KEYS:
         return None
-    first = _split(answers[0], backend_eof)
-    if first is None or wanted > first.count or visible > first.count or visible == 0:
+    for data in answers:
+        each = _split(data, backend_eof)
+        if each is None:
+            return None
+        layouts.append(each)
+        rows += each.rows
+    first = <_Answer> layouts[0]
+    if wanted > first.count or visible > first.count or visible == 0 or rows >= 1 << 32:
         return None
     if visible == first.count:
         visible = -1
-    for data in answers:
-        each = first if data is first.data else _split(data, backend_eof)
-        if each is None or each.count != first.count:
-            return None
-        p = <const unsigned char*> PyBytes_AS_STRING(data)
-        for r in range(len(each.starts)):
-            key = _key(buf, p, each.starts[r], each.ends[r], wanted, columns, kinds, descending, nkeys)
-            if key is None:
+    row_start = <Py_ssize_t*> PyMem_Malloc((rows + 1) * sizeof(Py_ssize_t))
+    row_length = <Py_ssize_t*> PyMem_Malloc((rows + 1) * sizeof(Py_ssize_t))
+    row_data = <const char**> PyMem_Malloc((rows + 1) * sizeof(char*))
+    try:
+        if row_start == NULL or row_length == NULL or row_data == NULL:
+            raise MemoryError()
+        n = 0
+        for each in layouts:
+            if each.count != first.count:
                 return None
-            keyed.append(key)
-            sources.append(each)
-            spans_at.append(r)
-    order = sorted(range(len(keyed)), key=keyed.__getitem__)
-    if distinct and order:
-        order = [order[0]] + [order[i] for i in range(1, len(order)) if keyed[order[i]] != keyed[order[i - 1]]]
-    if limit < 0:
-        order = order[offset:]
-    else:
-        order = order[offset:offset + limit]
-    header = first.data[:first.header_end] if visible < 0 else _visible_header(first, visible, backend_eof)
-    total = len(header) + 4 + (first.closing_end - first.closing_start)
-    lengths = []
-    for i in order:
-        each = <_Answer> sources[i]
-        r = spans_at[i]
-        start, end = each.starts[r], each.ends[r]
-        length = end - start if visible < 0 else _cut(<const unsigned char*> PyBytes_AS_STRING(each.data), start, end, visible)
-        lengths.append(length)
-        total += 4 + length
-    out = PyBytes_FromStringAndSize(NULL, total)
-    dst = <unsigned char*> PyBytes_AS_STRING(out)
-    memcpy(dst, PyBytes_AS_STRING(header), len(header))
-    n = len(header)
-    seq = 2 + (first.count if visible < 0 else visible) + (1 if backend_eof else 0)  # after the count, definitions, EOF
-    for k, i in enumerate(order):
-        each = <_Answer> sources[i]
-        start = each.starts[spans_at[i]]
-        length = lengths[k]
+            p = <const unsigned char*> PyBytes_AS_STRING(each.data)
+            for r in range(each.rows):
+                key = _key(buf, p, each.spans[2 * r], each.spans[2 * r + 1], wanted, columns, kinds, descending,
+                           nkeys, n)
+                if key is None:
+                    return None
+                keyed.append(key)
+                row_data[n] = <const char*> p
+                row_start[n] = each.spans[2 * r]
+                length = each.spans[2 * r + 1] - each.spans[2 * r]
+                if visible >= 0:
+                    length = _cut(p, each.spans[2 * r], each.spans[2 * r + 1], visible)
+                    if length < 0:
+                        return None
+                row_length[n] = length
+                n += 1
+        keyed.sort()  # the row numbers at the keys' ends keep equal keys in the rows' order
+        header = first.data[:first.header_end] if visible < 0 else _visible_header(first, visible, backend_eof)
+        total = len(header) + 4 + (first.closing_end - first.closing_start)
+        order = []
+        for key in keyed:
+            p = <const unsigned char*> PyBytes_AS_STRING(key)
+            size = PyBytes_GET_SIZE(key) - 4
+            if distinct and last != NULL and size == last_size and memcmp(p, last, size) == 0:
+                continue  # DISTINCT: the first of a run of equal keys
+            last, last_size = p, size
+            taken += 1
+            if taken <= offset:
+                continue
+            if limit >= 0 and kept == limit:
+                break
+            i = (<Py_ssize_t> p[size]) << 24 | (<Py_ssize_t> p[size + 1]) << 16 | p[size + 2] << 8 | p[size + 3]
+            order.append(i)
+            kept += 1
+            total += 4 + row_length[i]
+        out = PyBytes_FromStringAndSize(NULL, total)
+        dst = <unsigned char*> PyBytes_AS_STRING(out)
+        memcpy(dst, PyBytes_AS_STRING(header), len(header))
+        n = len(header)
+        seq = 2 + (first.count if visible < 0 else visible) + (1 if backend_eof else 0)  # after count, definitions, EOF
+        for i in order:
+            length = row_length[i]
+            _put_header(dst + n, length, seq)
+            memcpy(dst + n + 4, row_data[i] + row_start[i], length)
+            n += 4 + length
+            seq += 1
+        length = first.closing_end - first.closing_start
         _put_header(dst + n, length, seq)
-        memcpy(dst + n + 4, PyBytes_AS_STRING(each.data) + start, length)
-        n += 4 + length
-        seq += 1
-    length = first.closing_end - first.closing_start
-    _put_header(dst + n, length, seq)
-    memcpy(dst + n + 4, PyBytes_AS_STRING(first.data) + first.closing_start, length)
-    return out
+        memcpy(dst + n + 4, PyBytes_AS_STRING(first.data) + first.closing_start, length)
+        return out
+    finally:
+        PyMem_Free(row_start)
+        PyMem_Free(row_length)
+        PyMem_Free(row_data)
 
 
-cdef Py_ssize_t _cut(const unsigned char* p, Py_ssize_t start, Py_ssize_t end, Py_ssize_t visible):
-    """The length of a text row's first ``visible`` values (the sort columns added after them dropped)."""
+cdef Py_ssize_t _cut(const unsigned char* p, Py_ssize_t start, Py_ssize_t end, Py_ssize_t visible) noexcept:
+    """The length of a text row's first ``visible`` values (the sort columns added after them dropped); -1:
+    the row is shorter."""
     cdef Py_ssize_t at = start, i
     cdef long long n
     for i in range(visible):
+        if at >= end:
+            return -1
         if p[at] == NULL_FIELD:
             at += 1
         else:
             n = _lenenc(p, end, &at)
+            if n < 0 or at + n > end:
+                return -1
             at += n
     return at - start
 

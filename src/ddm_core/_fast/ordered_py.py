@@ -111,21 +111,7 @@ def _closing(answer: bytes, span: tuple[int, int]) -> bool:
 
 def _fields(answer: bytes, start: int, end: int, wanted: int) -> list[bytes | None]:
     """The first ``wanted`` values of a text row (``None``: NULL)."""
-    values: list[bytes | None] = []
-    at = start
-    for _ in range(wanted):
-        if at >= end:
-            raise _Unreadable
-        if answer[at] == _NULL:
-            values.append(None)
-            at += 1
-            continue
-        size, at = _lenenc(answer, at)
-        if size < 0 or at + size > end:
-            raise _Unreadable
-        values.append(answer[at : at + size])
-        at += size
-    return values
+    return [None if raw[0] == _NULL else raw[_lenenc(raw, 0)[1] :] for raw in _raw_fields(answer, start, end, wanted)]
 
 
 def _part(value: bytes, kind: int) -> bytes:
@@ -165,14 +151,26 @@ def _frame(payload: bytes, seq: int) -> bytes:
 
 def _cut(row: bytes, visible: int) -> bytes:
     """A text row's first ``visible`` values (the sort columns the router added after them dropped)."""
-    at = 0
-    for _ in range(visible):
-        if row[at] == _NULL:
+    return row if visible < 0 else row[: sum(map(len, _raw_fields(row, 0, len(row), visible)))]
+
+
+def _raw_fields(answer: bytes, start: int, end: int, wanted: int) -> list[bytes]:
+    """The first ``wanted`` fields of a text row as written (length prefix included)."""
+    fields = []
+    at = start
+    for _ in range(wanted):
+        if at >= end:
+            raise _Unreadable
+        begin = at
+        if answer[at] == _NULL:
             at += 1
         else:
-            size, at = _lenenc(row, at)
+            size, at = _lenenc(answer, at)
+            if size < 0 or at + size > end:
+                raise _Unreadable
             at += size
-    return row[:at]
+        fields.append(answer[begin:at])
+    return fields
 
 
 def merge_ordered(answers: list[bytes], backend_eof: bool, keys: list[tuple[int, int, bool]], distinct: bool,
@@ -202,7 +200,7 @@ def merge_ordered(answers: list[bytes], backend_eof: bool, keys: list[tuple[int,
                 return None
             for start, end in spans:
                 keyed.append(_key(_fields(answer, start, end, wanted), keys))
-                rows.append(answer[start:end])
+                rows.append(_cut(answer[start:end], visible if visible != count else -1))
     except _Unreadable:
         return None
     order = sorted(range(len(keyed)), key=keyed.__getitem__)
@@ -219,7 +217,7 @@ def merge_ordered(answers: list[bytes], backend_eof: bool, keys: list[tuple[int,
         out = [_frame(payload, seq) for seq, payload in enumerate(header, 1)]
     seq = 2 + (count if visible < 0 else visible) + backend_eof  # after the column count, the definitions, their EOF
     for i in order:
-        out.append(_frame(rows[i] if visible < 0 else _cut(rows[i], visible), seq))
+        out.append(_frame(rows[i], seq))
         seq += 1
     out.append(_frame(first[closing[0] : closing[1]], seq))
     return b"".join(out)
