@@ -177,23 +177,9 @@ _SET_ISOLATION_VARIABLE = re.compile(
 _CONTROL = {Kind.BEGIN: "BEGIN", Kind.COMMIT: "COMMIT", Kind.ROLLBACK: "ROLLBACK"}
 #: The savepoint statements' kinds and the commands they run (the proxy's too).
 SAVEPOINT_KINDS = {Kind.SAVEPOINT: SAVEPOINT, Kind.ROLLBACK_TO: ROLLBACK_TO, Kind.RELEASE: RELEASE}
-_CACHE_SIZE = 4096
-_classified: dict[str, Classified] = {}
-
-
-def _classify(sql: str) -> Classified:
-    """:func:`~ddm_core.session_statements.classify`, remembered per text: clients repeat their texts."""
-    found = _classified.get(sql)
-    if found is None:
-        if len(_classified) >= _CACHE_SIZE:
-            _classified.clear()
-        found = _classified[sql] = classify(sql)
-    return found
-
-
 def session_statement(sql: str) -> Classified | None:
     """What ``sql`` is when the session may answer it itself, else ``None`` (the router's: the usual case)."""
-    classified = _classify(sql)
+    classified = classify(sql)
     kind = classified.kind
     return None if kind is Kind.ROUTED or kind is Kind.EMPTY else classified
 

@@ -15,6 +15,8 @@ session, which no data source holds.
 
 from __future__ import annotations
 
+import functools
+
 import re
 from enum import Enum
 from typing import NamedTuple
@@ -118,8 +120,10 @@ def _strip(sql: str) -> str:
     return whole.group(1).rstrip(_TRAILING) if whole else text
 
 
+@functools.lru_cache(maxsize=4096)
 def classify(sql: str) -> Classified:
-    """What ``sql`` is (one look at its first words; no parse)."""
+    """What ``sql`` is (one look at its first words; no parse), remembered per text: clients repeat their
+    texts, a prepared statement's every execute."""
     text = _strip(sql)
     if not text:
         return Classified(Kind.EMPTY)
