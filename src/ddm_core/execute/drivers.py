@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 from ddm_core._extras import require_extra
 from ddm_core.dialects import Dialect, find_dialect
-from ddm_core.errors import ExecutionError
+from ddm_core.errors import ConfigError, ExecutionError
 from ddm_core.execute.mysql_cancel import QueryKiller
 from ddm_core.execute.isolation import SNAPSHOT, refuse_characteristics
 from ddm_core.execute.mysql_oks import read_oks
@@ -435,7 +435,10 @@ class MySQLDriver(Driver):
         return ExecutionError("the data source's error packet could not be read")  # not an error packet
 
     def socket_timeout(self, endpoint: Endpoint) -> float | None:
-        return socket_timeout_of(endpoint.options, f"endpoint {endpoint.name!r} ({endpoint.url})")
+        try:  # the endpoint's URL (formatted and quoted: ~100 interpreted opcodes) only for the error naming it
+            return socket_timeout_of(endpoint.options)
+        except ConfigError:
+            return socket_timeout_of(endpoint.options, f"endpoint {endpoint.name!r} ({endpoint.url})")
 
     def begin_commands(self, isolation: str | None, characteristics: str = "") -> list[str]:
         # SET TRANSACTION: for the next transaction only, nothing stays on the pooled connection

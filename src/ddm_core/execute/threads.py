@@ -596,7 +596,7 @@ class ThreadRunner:
             raise error
         pool.driver.relayed(borrowed.raw, status)
         borrowed.release()
-        self.engine.observed(stmt.plan, stmt.started, Result.counted(rows, None, (), stmt.plan.statement))
+        self.engine.observed_rows(stmt.plan, stmt.started, rows)  # its Result made only for someone to hear of it
 
     def fail_relayed(self, sent: SentUnit, error: BaseException) -> NoReturn:
         """:meth:`SentUnit.relay_failed`: ``error`` mapped as a read's, the connection given back or discarded."""

@@ -379,6 +379,12 @@ class Transaction(TransactionState[Borrowed]):
         self._check_usable()
         return self._pin(data_source)
 
+    def pinned(self, data_source: str) -> Borrowed | None:
+        """This transaction's connection to ``data_source`` when it pinned one already and may run statements
+        still; ``None`` otherwise (nothing opened, nothing raised: the caller leaves the statement to
+        :meth:`connection`'s path)."""
+        return self._pins.get(data_source) if self._state == "active" else None
+
     def mark_dirty(self, data_source: str) -> None:
         """The session of ``data_source``'s connection changed: reset (or discard) it when this ends."""
         self._dirty.add(data_source)

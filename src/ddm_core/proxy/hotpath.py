@@ -24,9 +24,10 @@ from typing import Any, Callable
 
 from ddm_core.errors import DdmError, ExecutionError
 from ddm_core.execute.pools import discard_on
-from ddm_core.execute.sent import SentUnit
+from ddm_core.execute.sent import SentControl, SentUnit
 from ddm_core.execute.statement import unit_error
 from ddm_core.proxy.backends import LOST as _LOST
+from ddm_core.proxy.loop_transactions import bound_opening, drop_opening
 from ddm_core.proxy.relay import (
     RELAY_STATES, HotStatement, ResultRelay, advance, conclude, is_waiting, no_answer, socket_of, timed_out,
 )  # fmt: skip
@@ -45,11 +46,15 @@ OnEnd = Callable[[int, "DdmError | None"], None]
 class HotRelay:
     """One relayed answer driven by the event loop's reader callback (no task, no future)."""
 
-    __slots__ = ("sent", "relay", "transport", "header_for", "on_end", "_sock", "_fd", "_loop", "_timer", "_paused",
-                 "_watched")
+    __slots__ = ("sent", "relay", "transport", "header_for", "on_end", "_sock", "_fd", "_loop", "_deadlines", "_paused",
+                 "_watched", "_opening", "_opened", "cancel_at", "abort_at")
 
     def __init__(self, sent: SentUnit, relay: ResultRelay, transport: Any,
-                 header_for: Callable[[list[bytes]], tuple[list[bytes], int]], on_end: OnEnd) -> None:  # fmt: skip
+                 header_for: Callable[[list[bytes]], tuple[list[bytes], int]], on_end: OnEnd,
+                 deadlines: Deadlines, loop: asyncio.AbstractEventLoop | None = None,
+                 opening: SentControl | None = None, opened: Callable[[SentControl], None] | None = None) -> None:  # fmt: skip
+        """``deadlines``: the loop's shared timer its answer bound goes on (``runtime.deadlines``). ``opening``: a transaction's opening sent before the statement on the same connection (its OKs come
+        first: read, then ``opened(opening)`` makes the connection the pin or raises the opening's error)."""
         self.sent = sent
         self.relay = relay
         self.transport = transport
@@ -57,27 +62,61 @@ class HotRelay:
         self.on_end = on_end
         self._sock: Any = None
         self._fd = sent.fileno
-        self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None
+        # the caller's loop if it keeps it: get_running_loop() asks getpid() (a system call) every time
+        self._loop = asyncio.get_running_loop() if loop is None else loop
+        self._deadlines = deadlines
+        self.cancel_at: float | None = None  # Deadlines reads it: the watchdog's guard cancels at the deadline
+        self.abort_at: float | None = None  # the loop's time past which the answer has not begun in time
         self._paused = False
         self._watched = False  # the loop reads the data source's socket for it
+        self._opening = opening
+        self._opened = opened
 
     def start(self) -> None:
         """Watch the data source's socket; past the answer bound, a frozen data source fails the statement."""
         try:
             self._sock = socket_of(self.sent)
         except DdmError as exc:
+            opening, self._opening = self._opening, None
+            if opening is not None:  # not pinned yet: the connection goes with the opening, the transaction stays
+                drop_opening(opening, self.sent, "")
             self._end(0, exc)
             return
         self._watch()
         answer_by = self.sent.answer_by
+        opening = self._opening
+        if opening is not None:  # its OKs come first, bounded by the statement's deadline too
+            bound_opening(opening, self.sent)
+            answer_by = opening.answer_by
+        self._bound(answer_by)
+
+    def _bound(self, answer_by: float | None) -> None:
+        """Past ``answer_by`` (monotonic; ``None``: no bound) :meth:`_expired` runs, on the shared timer: a timer of
+        its own per statement cost about as much as the rest of its relay."""
         if answer_by is not None:
-            self._timer = self._loop.call_later(max(0.0, answer_by - time.monotonic()), self._expired)
+            loop, deadlines = self._loop, self._deadlines
+            self.abort_at = when = loop.time() + max(0.0, answer_by - time.monotonic())
+            deadlines.running.add(self)
+            if when < deadlines.at:
+                deadlines.arm(when, loop)
+
+    def _unbound(self) -> None:
+        self.abort_at = None
+        self._deadlines.running.discard(self)
+
+    def check(self, now: float) -> None:
+        """:class:`Deadlines`' call (``now``: the loop's time): past the answer bound, :meth:`_expired`."""
+        if self.abort_at is not None and self.abort_at <= now:
+            self._unbound()
+            self._expired()
 
     def _readable(self) -> None:
         # Unwatched before anything can give the connection back (or close it): its descriptor is
         # blocking again for the driver, and a closed one is never watched.
         self._unwatch()
+        if self._opening is not None:
+            self._open(False)
+            return
         try:
             state = advance(self.sent, self._sock, self.relay, self.transport, self.header_for)
             if is_waiting(state):
@@ -92,12 +131,40 @@ class HotRelay:
             self._end(0, exc)
             return
         except Exception as exc:  # noqa: BLE001  # a bug must not leave the client waiting for ever
-            log.exception("relaying an answer failed")
-            if not self.sent.borrowed.released:
-                self.sent.abandon()
-            self._end(0, ExecutionError(f"ddm: relaying the answer failed: {exc}"))
+            self._broke(exc, "relaying the answer")
             return
         self._end(rows, None)
+
+    def _broke(self, exc: Exception, what: str, opening: SentControl | None = None) -> None:
+        """A bug in ``what``: logged, the connection discarded (with ``opening``, never pinned), the client told."""
+        log.exception("%s failed", what)
+        if opening is not None:
+            drop_opening(opening, self.sent, "")
+        elif not self.sent.borrowed.released:
+            self.sent.abandon()
+        self._end(0, ExecutionError(f"ddm: {what} failed: {exc}"))
+
+    def _open(self, expired: bool) -> None:
+        """The opening's OKs arrived (read them to their last byte) or did not in time (``expired``): the
+        connection becomes the transaction's pin and the statement's answer is waited for next, or the opening's
+        error ends the statement (its answer never read, the connection discarded)."""
+        opening, opened, self._opening = self._opening, self._opened, None
+        assert opening is not None and opened is not None
+        self._unbound()
+        if expired:
+            opening.timed_out()
+        else:
+            opening.receive()  # blocking only until the OKs are in (the socket is readable): its errors kept
+        try:
+            opened(opening)
+        except DdmError as exc:
+            self._end(0, exc)
+            return
+        except Exception as exc:  # noqa: BLE001  # a bug must not leave the client waiting for ever
+            self._broke(exc, "opening the transaction", opening)
+            return
+        self._watch()
+        self._bound(self.sent.answer_by)
 
     def abandon(self) -> None:
         """Given up before its end — its client went away while it answers on a transaction's pin, which the
@@ -107,10 +174,12 @@ class HotRelay:
             self._unwatch()
         self._paused = False
         self._sock = None  # also tells a pending _drained that it is over
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self.sent.abandon()
+        self._unbound()
+        opening, self._opening = self._opening, None
+        if opening is not None:  # not pinned yet: the connection goes with the opening, the transaction stays
+            drop_opening(opening, self.sent, "before the client went away")
+        else:
+            self.sent.abandon()
 
     def _watch(self) -> None:
         self._watched = True
@@ -131,10 +200,12 @@ class HotRelay:
             self._loop.call_later(_DRAIN_POLL, self._drained)
 
     def _expired(self) -> None:
-        self._timer = None
         if self._paused:  # waiting for the client, not for the data source
             return
         self._unwatch()
+        if self._opening is not None:  # no OK by the bound: the opening failed (its error), not the transaction
+            self._open(True)
+            return
         try:
             timed_out(self.sent)
         except DdmError as exc:
@@ -142,9 +213,7 @@ class HotRelay:
 
     def _end(self, rows: int, error: DdmError | None) -> None:
         self._sock = None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._unbound()
         self.on_end(rows, error)
 
 
@@ -168,9 +237,9 @@ class Deadlines:
     __slots__ = ("running", "_timer", "at")
 
     def __init__(self) -> None:
-        #: The statements whose deadlines are watched: a LinkStatement adds itself as it starts and leaves as it
-        #: ends (set.add / set.discard: no frame a statement).
-        self.running: set[LinkStatement] = set()
+        #: The statements whose deadlines are watched: a LinkStatement (a HotRelay) adds itself as it starts and
+        #: leaves as it ends (set.add / set.discard: no frame a statement).
+        self.running: set[LinkStatement | HotRelay] = set()
         self._timer: asyncio.TimerHandle | None = None
         self.at = float("inf")  # when the timer fires (inf: not armed)
 

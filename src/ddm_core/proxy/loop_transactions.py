@@ -30,9 +30,11 @@ from ddm_core.execute.session_state import check_pinned
 from ddm_core.proxy.relay import readable
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
+_SINGLE = RouteKind.SINGLE
+
 __all__ = [
-    "reads_on_pins", "on_pin", "read_from_loop", "pins_for", "send_on_pin", "ends_quietly", "PinnedLoan", "open_on_loop", "end_on_loop",
-    "receive_all", "opening_for", "opened_under", "drop_opening",
+    "reads_on_pins", "pin_for", "read_from_loop", "pins_for", "send_on_pin", "ends_quietly", "PinnedLoan", "open_on_loop", "end_on_loop",
+    "receive_all", "opening_for", "opened_under", "bound_opening", "settle_opening", "drop_opening",
 ]  # fmt: skip
 
 
@@ -47,9 +49,14 @@ def reads_on_pins(tx: Transaction) -> bool:
     return type(tx) is Transaction and tx.active
 
 
-def on_pin(tx: Transaction, plan: RoutePlan) -> bool:
-    """May ``plan`` go from the loop on ``tx``'s pin — a plain one-unit read on a data source it pinned already?"""
-    return len(plan.units) == 1 and plan.kind is RouteKind.SINGLE and _read_on_pins(tx, plan)
+def pin_for(tx: Transaction, plan: RoutePlan) -> Borrowed | None:
+    """The pin ``plan`` goes on from the loop — a plain one-unit read on a data source ``tx`` pinned already —
+    or ``None``: not there (the hot path asks for every read of a transaction, so the pin is looked up once)."""
+    units = plan.units
+    if len(units) != 1 or plan.kind is not _SINGLE or type(tx) is not Transaction:
+        return None
+    pin = tx.pinned(units[0].data_source)  # None unless active: reads_on_pins's check too
+    return pin if pin is not None and _plain(plan) else None
 
 
 def read_from_loop(tx: Transaction, plan: RoutePlan) -> bool:
@@ -76,8 +83,12 @@ def _read_on_pins(tx: Transaction, plan: RoutePlan) -> bool:
 def _plain_read(tx: Transaction, plan: RoutePlan) -> bool:
     """A plain read (nothing written, no session changed, no cross-node step) in a transaction that may read
     from the loop?"""
-    if (not reads_on_pins(tx) or plan.statement != "select" or plan.is_write or plan.dual
-            or plan.cross_node is not None):  # fmt: skip
+    return reads_on_pins(tx) and _plain(plan)
+
+
+def _plain(plan: RoutePlan) -> bool:
+    """A plain read: nothing written, no session changed, no cross-node step?"""
+    if plan.statement != "select" or plan.is_write or plan.dual or plan.cross_node is not None:
         return False
     try:
         return not check_pinned(plan)
@@ -164,12 +175,14 @@ def opening_for(tx: Transaction, plan: RoutePlan, sql: str | None) -> SentContro
 
 
 def send_on_pin(executor: Executor, tx: Transaction, plan: RoutePlan, style: str,
-                send: Callable[[Any, RouteUnit], None] | None, opening: SentControl | None = None) -> SentUnit | None:  # fmt: skip
-    """``plan`` (:func:`on_pin` said yes) sent on ``tx``'s pin, or behind ``opening`` (:func:`opening_for`) on the
-    connection that becomes it; ``None``: not sent, the worker path runs it (after :func:`opened_under`)."""
+                send: Callable[[Any, RouteUnit], None] | None, opening: SentControl | None = None,
+                pin: Borrowed | None = None) -> SentUnit | None:  # fmt: skip
+    """``plan`` sent on ``tx``'s pin (``pin``, :func:`pin_for`'s), or behind ``opening`` (:func:`opening_for`) on
+    the connection that becomes it; ``None``: not sent, the worker path runs it (after :func:`opened_under`)."""
     if opening is not None:
         return executor.send_single(plan, caller_style=style, send=send, on=PinnedLoan(opening.pinned, tx, opening))
-    pin = tx.connection(plan.units[0].data_source)  # pinned already (on_pin): no round trip
+    if pin is None:
+        pin = tx.connection(plan.units[0].data_source)  # pinned already: no round trip
     return executor.send_single(plan, caller_style=style, send=send, on=PinnedLoan(pin, tx))
 
 
@@ -181,13 +194,28 @@ async def opened_under(tx: Transaction, opening: SentControl, sent: SentUnit | N
         DdmError: the opening failed (its error, as the worker path's ``BEGIN`` gives it): ``sent``'s answer is
             never read, the connection discarded, the transaction going on as after a failed ``BEGIN``.
     """
-    if sent is not None and sent.answer_by is not None:  # the statement's deadline bounds its opening too
-        opening.answer_by = sent.answer_by if opening.answer_by is None else min(opening.answer_by, sent.answer_by)
+    bound_opening(opening, sent)
     try:
         await receive_all([opening])
     except BaseException:  # cancelled (the client went away, KILL): neither answer read, the connection goes
         drop_opening(opening, sent, "before the client went away")
         raise
+    settle_opening(tx, opening, sent)
+
+
+def bound_opening(opening: SentControl, sent: SentUnit | None) -> None:
+    """The statement ``sent`` behind ``opening`` bounds the wait for its OKs too (its deadline)."""
+    if sent is not None and sent.answer_by is not None:
+        opening.answer_by = sent.answer_by if opening.answer_by is None else min(opening.answer_by, sent.answer_by)
+
+
+def settle_opening(tx: Transaction, opening: SentControl, sent: SentUnit | None) -> None:
+    """``opening``'s OKs read (or given up, its error set): its connection made ``tx``'s pin, and ``sent``'s loan
+    the pin's; ``sent``'s answer is read next, as any on a pin.
+
+    Raises:
+        DdmError: the opening failed (:func:`drop_opening`'s error; ``sent`` abandoned, the connection discarded).
+    """
     if opening.error is not None:
         raise drop_opening(opening, sent, "")
     tx.opened(opening)

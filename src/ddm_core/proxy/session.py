@@ -54,8 +54,8 @@ from ddm_core.proxy.kill import kill, stop_sent
 from ddm_core.proxy.literals import parameterize
 from ddm_core.proxy.hotpath import HotRelay, LinkStatement
 from ddm_core.proxy.loop_transactions import (
-    drop_opening, end_on_loop, ends_quietly, on_pin, open_on_loop, opened_under, opening_for, pins_for,
-    read_from_loop, reads_on_pins, send_on_pin,
+    drop_opening, end_on_loop, ends_quietly, open_on_loop, opened_under, opening_for, pin_for, pins_for,
+    read_from_loop, reads_on_pins, send_on_pin, settle_opening,
 )  # fmt: skip
 from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.ordered_many import merges_raw, relay_ordered
@@ -738,6 +738,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     #: The hot path's client headers of relayed results, by (aggregates, announced columns): made once each
     _hot_headers: dict[Any, HeaderMemo] | None = None
+    #: The event loop the session runs on, kept once it is asked (get_running_loop() asks getpid() every time)
+    _hot_loop: asyncio.AbstractEventLoop | None = None
 
     def hot(self, command: int, payload: bytes) -> bool:
         """The gate's hot path: take a COM_QUERY or COM_STMT_EXECUTE of a one-unit SELECT shape seen before and
@@ -755,6 +757,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return False
         if taken is None:
             return False
+        # link: in a transaction, its pin, or the opening its first read there goes behind
         sql, plan, started, relay, values, style, announced, pool, link = taken
         conn = self.connection
         cid = conn.connection_id
@@ -772,7 +775,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 memos.clear()
             header_for = memos[(aggregates, id(announced))] = HeaderMemo(conn.relay_header(aggregates, announced),
                                                                          self, conn, announced)  # fmt: skip
-        if link is not None:
+        if tx is None and link is not None:
             # gate_done and cid: the statement does the common end (_hot_end's first branch) itself, in C
             statement = self._sent = LinkStatement(runtime, link, plan, started, relay, header_for, conn.gate_transport,
                                                    on_end, conn.gate_done, cid)  # fmt: skip
@@ -782,20 +785,29 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 statement.abandon()
                 on_end(0, ExecutionError(f"ddm: sending the statement failed: {exc}"))
             return True
-        send = self._sender(runtime.driver_of(plan.units[0].data_source), values)
+        opening = link if type(link) is SentControl else None
+        send = self._sender(runtime.driver_of(plan.units[0].data_source) if tx is None else pool.driver, values)
         try:
             sent = (runtime.executor.send_single(plan, caller_style=style, send=send, pool=pool) if tx is None
-                    else send_on_pin(runtime.executor, tx, plan, style, send))  # fmt: skip
+                    else send_on_pin(runtime.executor, tx, plan, style, send, opening, None if opening else link))  # fmt: skip
         except Exception as exc:  # noqa: BLE001  # sent or not, it failed: its error is the answer
+            if opening is not None:  # never pinned: its connection goes, the transaction stays
+                drop_opening(opening, None, "")
             error = exc if isinstance(exc, DdmError) else ExecutionError(f"ddm: sending the statement failed: {exc}")
             on_end(0, error)
             return True
         if sent is None:  # no idle connection: a worker waits for one on mimic's path
+            if opening is not None:  # never pinned: its connection goes, mimic's path opens the data source again
+                drop_opening(opening, None, "")
             runtime._exit(cid)
             return False
         if tx is None:  # a pinned connection is the transaction's: KILL QUERY leaves it be
             self._sent = sent
-        hot_relay = HotRelay(sent, relay, conn.gate_transport, header_for, on_end)
+        loop = self._hot_loop
+        if loop is None:
+            loop = self._hot_loop = asyncio.get_running_loop()
+        hot_relay = HotRelay(sent, relay, conn.gate_transport, header_for, on_end, runtime.deadlines, loop, opening,
+                             None if opening is None or tx is None else partial(self._hot_opened, tx, sent))  # fmt: skip
         if tx is not None:
             self._pinned_hot = hot_relay
             runtime.hot_on_pins += 1
@@ -805,8 +817,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     def _hot_plan(self, command: int, payload: bytes
                   ) -> tuple[str, RoutePlan, float, ResultRelay, Any, str, list[Column] | None, Any, Any] | None:  # fmt: skip
         """What the hot path sends for this command, routed — its text, plan, start, relay, execute values,
-        paramstyle, announced columns, pool and idle link (``None``: none, the pooled path sends it); ``None``:
-        it is not one of its statements."""
+        paramstyle, announced columns, pool and idle link (``None``: none, the pooled path sends it) — in a
+        transaction, its pin instead of a link; ``None``: it is not one of its statements."""
         runtime, conn = self.runtime, self.connection
         announced: list[Column] | None = None
         block: bytes | None = None  # an execute's parameters as the client sent them
@@ -847,11 +859,14 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         executor = runtime.executor
         config = executor.engine.router.routed_config  # the version just routed with
         tx = self._tx
-        pool: Any
-        if tx is not None:  # the transaction's pin there, or mimic's path (its opening, the worker path's rules)
-            if not on_pin(tx, plan):
+        pool: Any = None
+        pin = None
+        if tx is not None:  # the transaction's pin there, or its opening (below), or mimic's path (the worker path's rules)
+            pin = pin_for(tx, plan)
+            if pin is not None:
+                pool = pin.pool
+            elif not read_from_loop(tx, plan):
                 return None
-            pool = tx.connection(unit.data_source).pool
         else:  # a data source without replicas: its primary, and that pool's driver
             pool = executor.endpoints.plain_primary(unit.data_source, config)
         driver = runtime.driver_of(unit.data_source) if pool is None else pool.driver
@@ -864,14 +879,25 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             values = block if block is not None and list(unit.params) == params else execute_values(unit.params)
             if values is None:
                 return None
-        if tx is not None:
-            return sql, plan, started, relay, values, style, announced, pool, None
+        if pin is not None:
+            return sql, plan, started, relay, values, style, announced, pool, pin
+        if tx is not None:  # its first read there: the opening sent now (last: it goes), the statement right behind it
+            opening = opening_for(tx, plan, None if text_result else unit.sql)
+            if opening is None:  # not behind an opening there: mimic's path opens it first, or the worker path
+                return None
+            return sql, plan, started, relay, values, style, announced, opening.pinned.pool, opening
         if pool is None:
             pool = self._loop_pool(plan)  # last: a choice is made only for a statement that goes (round robin)
             if pool is None:
                 return None
         link = runtime.backends.take(unit.data_source, pool, config)  # last: it goes
         return sql, plan, started, relay, values, style, announced, pool, link
+
+    def _hot_opened(self, tx: Transaction, sent: SentUnit, opening: SentControl) -> None:
+        """The opening a hot read went behind is read (or given up): its connection pinned, or its error raised."""
+        settle_opening(tx, opening, sent)
+        self.runtime.opened_on_loop += 1
+        self.runtime.opened_with_first += 1
 
     def _loop_pool(self, plan: RoutePlan) -> Any:
         """``Executor.loop_pool`` with this session's read-your-writes marks in place: for a read on a data
