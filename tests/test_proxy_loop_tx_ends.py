@@ -106,6 +106,38 @@ def _sysbench_like(cur: Any, ids: dict[str, int], point: str, ranged: str) -> li
     return got
 
 
+def test_begin_and_commit_are_answered_by_the_gate_where_nothing_else_runs(
+        world: tuple[Served, Served, list[str], dict[str, int]]) -> None:  # fmt: skip
+    """A plain BEGIN, and the COMMIT of a transaction that pinned nothing or only read, are answered by the hot
+    path (docs/proxy.md#the-hot-path), the in-transaction flag as on mimic's path; a BEGIN with characteristics
+    and the COMMIT of a transaction that wrote are left to mimic's path, and the write is committed."""
+    loop, _, databases, ids = world
+    runtime = loop.server.runtime
+    with loop.connect() as conn, conn.cursor() as cur:
+        before = runtime.hot_controls
+        cur.execute("BEGIN")
+        assert conn.server_status & 1  # SERVER_STATUS_IN_TRANS
+        cur.execute("COMMIT")  # nothing pinned: nothing sent
+        assert not conn.server_status & 1
+        assert runtime.hot_controls - before == 2
+        cur.execute("START TRANSACTION READ ONLY")  # characteristics: mimic's path
+        assert conn.server_status & 1
+        cur.execute(POINT, (ids["ds_0"],))
+        assert cur.fetchall() == ((ids["ds_0"], ids["ds_0"] * 10),)
+        cur.execute("COMMIT")  # a pin that only read: sent from the gate
+        assert not conn.server_status & 1
+        assert runtime.hot_controls - before == 3
+        cur.execute("BEGIN")
+        cur.execute("UPDATE t_tx SET k = k + 1 WHERE id = %s", (ids["ds_1"],))
+        cur.execute("COMMIT")  # it wrote: the worker path commits it
+        assert not conn.server_status & 1
+        assert runtime.hot_controls - before == 4
+        cur.execute(POINT, (ids["ds_1"],))
+        assert cur.fetchall() == ((ids["ds_1"], ids["ds_1"] * 10 + 1),)
+        cur.execute("UPDATE t_tx SET k = k - 1 WHERE id = %s", (ids["ds_1"],))  # as it was, for the other tests
+    _settled(loop, databases)
+
+
 @pytest.mark.parametrize("client", ["pymysql", "prepared"])
 def test_a_read_only_transaction_is_opened_and_committed_on_the_loop(
         world: tuple[Served, Served, list[str], dict[str, int]], client: str) -> None:  # fmt: skip
@@ -125,11 +157,12 @@ def test_a_read_only_transaction_is_opened_and_committed_on_the_loop(
     expected = [[(ids["ds_0"], ids["ds_0"] * 10)], [(ids["ds_1"], ids["ds_1"] * 10)], [(ids["ds_0"], ids["ds_0"] * 10)],
                 [(i, i * 10) for i in range(1, 11)], [(i, i * 10) for i in range(11, 21)]]  # fmt: skip
     assert _sysbench_like(cur, ids, point, ranged) == expected  # the shapes met (on workers)
-    before = _on_loop(loop)
+    before, controls = _on_loop(loop), loop.server.runtime.hot_controls
     for _ in range(3):
         assert _sysbench_like(cur, ids, point, ranged) == expected
     opened, ended = (now - then for now, then in zip(_on_loop(loop), before))
     assert (opened, ended) == (2 * 3, 3)  # both data sources opened, the COMMIT sent, from the loop each time
+    assert loop.server.runtime.hot_controls - controls == 2 * 3  # BEGIN and COMMIT answered by the gate
     cur.close()
     conn.close()
     _settled(loop, databases)

@@ -98,7 +98,7 @@ def test_the_first_read_on_each_data_source_goes_behind_its_opening(world: World
         cur.execute("BEGIN")
         _met(cur, ids, point)
         cur.execute("COMMIT")
-    before = _followed(served)
+    before, hot = _followed(served), served.server.runtime.hot_on_pins
     for _ in range(3):
         cur.execute("BEGIN")
         for i in (ids["ds_0"], ids["ds_1"], ids["ds_0"]):
@@ -106,6 +106,8 @@ def test_the_first_read_on_each_data_source_goes_behind_its_opening(world: World
             assert [tuple(r) for r in cur.fetchall()] == [(i, i * 10)]
         cur.execute("COMMIT")
     assert _followed(served) - before == 2 * 3  # both data sources, each opening with its first read behind it
+    # a relaying proxy's gate takes them all, the two behind their openings too (docs/proxy.md#the-hot-path)
+    assert served.server.runtime.hot_on_pins - hot == (0 if name == "decoded" else 3 * 3)
     cur.close()
     conn.close()
     _settled(served, world.databases)

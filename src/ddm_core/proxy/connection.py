@@ -493,6 +493,14 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._param_types[stmt.stmt_id] = types  # as read_execute remembers them
         return stmt.sql, values, announced, block
 
+    def hot_control(self, payload: bytes) -> str | None:
+        """The text of a COM_STMT_EXECUTE without parameters, not into a cursor (the hot path answers a ``BEGIN`` or
+        ``COMMIT`` of it itself: ``ProxySession._control_of``); ``None``: not one (mimic's path reads it)."""
+        stmt = self.prepared_stmts.get(int.from_bytes(payload[1:5], "little"))
+        if stmt is None or stmt.num_params or len(payload) < 10 or payload[5] or self._query_attributes:
+            return None
+        return str(stmt.sql)
+
     def write_hot(self, payload: bytes, seq: int) -> None:
         """A hot statement's closing packet (an OK, an error) at sequence id ``seq``."""
         framed = bytearray()

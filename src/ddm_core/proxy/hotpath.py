@@ -17,12 +17,14 @@ back, observer, audit) and the gate told to go on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 from typing import Any, Callable
 
 from ddm_core.errors import DdmError, ExecutionError
+from ddm_core.execute import Transaction
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.sent import SentControl, SentUnit
 from ddm_core.execute.statement import unit_error
@@ -32,7 +34,7 @@ from ddm_core.proxy.relay import (
     RELAY_STATES, HotStatement, ResultRelay, advance, conclude, is_waiting, no_answer, socket_of, timed_out,
 )  # fmt: skip
 
-__all__ = ["Deadlines", "HotRelay", "LinkStatement"]
+__all__ = ["Deadlines", "HotEnd", "HotRelay", "LinkStatement"]
 
 log = logging.getLogger("ddm_core.proxy")
 
@@ -43,11 +45,51 @@ _ERROR = RELAY_STATES.ERROR
 OnEnd = Callable[[int, "DdmError | None"], None]
 
 
-class HotRelay:
+class _Bounded:
+    """A wait on a data source's socket bounded on the loop's shared timer (:class:`Deadlines`): a timer of its
+    own per statement cost about as much as the rest of a relay on a pin."""
+
+    __slots__ = ("_loop", "_deadlines", "cancel_at", "abort_at")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, deadlines: Deadlines) -> None:
+        self._loop = loop
+        self._deadlines = deadlines
+        self.cancel_at: float | None = None  # Deadlines reads it: the watchdog's guard cancels at the deadline
+        self.abort_at: float | None = None  # the loop's time past which the answer has not begun in time
+
+    def _bound(self, answer_by: float | None) -> None:
+        """Past ``answer_by`` (monotonic; ``None``: no bound) :meth:`_expired` runs."""
+        if answer_by is not None:
+            loop, deadlines = self._loop, self._deadlines
+            self.abort_at = when = loop.time() + max(0.0, answer_by - time.monotonic())
+            deadlines.running.add(self)
+            if when < deadlines.at:
+                deadlines.arm(when, loop)
+
+    def _unbound(self) -> None:
+        self.abort_at = None
+        self._deadlines.running.discard(self)
+
+    def check(self, now: float) -> None:
+        """:class:`Deadlines`' call (``now``: the loop's time): past the answer bound, :meth:`_expired`."""
+        if self.abort_at is not None and self.abort_at <= now:
+            self._unbound()
+            self._expired()
+
+    def _expired(self) -> None:
+        raise NotImplementedError
+
+
+def _unwatch(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    loop.remove_reader(fd)
+    os.set_blocking(fd, True)  # uvloop made it non-blocking to watch it (proxy/relay.py)
+
+
+class HotRelay(_Bounded):
     """One relayed answer driven by the event loop's reader callback (no task, no future)."""
 
-    __slots__ = ("sent", "relay", "transport", "header_for", "on_end", "_sock", "_fd", "_loop", "_deadlines", "_paused",
-                 "_watched", "_opening", "_opened", "cancel_at", "abort_at")
+    __slots__ = ("sent", "relay", "transport", "header_for", "on_end", "_sock", "_fd", "_paused", "_watched", "_opening",
+                 "_opened")
 
     def __init__(self, sent: SentUnit, relay: ResultRelay, transport: Any,
                  header_for: Callable[[list[bytes]], tuple[list[bytes], int]], on_end: OnEnd,
@@ -63,10 +105,7 @@ class HotRelay:
         self._sock: Any = None
         self._fd = sent.fileno
         # the caller's loop if it keeps it: get_running_loop() asks getpid() (a system call) every time
-        self._loop = asyncio.get_running_loop() if loop is None else loop
-        self._deadlines = deadlines
-        self.cancel_at: float | None = None  # Deadlines reads it: the watchdog's guard cancels at the deadline
-        self.abort_at: float | None = None  # the loop's time past which the answer has not begun in time
+        super().__init__(asyncio.get_running_loop() if loop is None else loop, deadlines)
         self._paused = False
         self._watched = False  # the loop reads the data source's socket for it
         self._opening = opening
@@ -89,26 +128,6 @@ class HotRelay:
             bound_opening(opening, self.sent)
             answer_by = opening.answer_by
         self._bound(answer_by)
-
-    def _bound(self, answer_by: float | None) -> None:
-        """Past ``answer_by`` (monotonic; ``None``: no bound) :meth:`_expired` runs, on the shared timer: a timer of
-        its own per statement cost about as much as the rest of its relay."""
-        if answer_by is not None:
-            loop, deadlines = self._loop, self._deadlines
-            self.abort_at = when = loop.time() + max(0.0, answer_by - time.monotonic())
-            deadlines.running.add(self)
-            if when < deadlines.at:
-                deadlines.arm(when, loop)
-
-    def _unbound(self) -> None:
-        self.abort_at = None
-        self._deadlines.running.discard(self)
-
-    def check(self, now: float) -> None:
-        """:class:`Deadlines`' call (``now``: the loop's time): past the answer bound, :meth:`_expired`."""
-        if self.abort_at is not None and self.abort_at <= now:
-            self._unbound()
-            self._expired()
 
     def _readable(self) -> None:
         # Unwatched before anything can give the connection back (or close it): its descriptor is
@@ -187,8 +206,7 @@ class HotRelay:
 
     def _unwatch(self) -> None:
         self._watched = False
-        self._loop.remove_reader(self._fd)
-        os.set_blocking(self._fd, True)  # uvloop made it non-blocking to watch it (proxy/relay.py)
+        _unwatch(self._loop, self._fd)
 
     def _drained(self) -> None:
         if self._sock is None:  # abandoned, or ended, meanwhile
@@ -217,6 +235,83 @@ class HotRelay:
         self.on_end(rows, error)
 
 
+class HotEnd(_Bounded):
+    """A local transaction's ``COMMIT`` or ``ROLLBACK`` sent on all its pins at once from the gate (what
+    ``loop_transactions.end_on_loop`` does in a task, here on reader callbacks: no task, no future): each pin's
+    OK read once its socket is readable, in commit order, then the transaction settled (``Transaction.ended``)
+    and ``on_end`` told its error (``None``: it went through)."""
+
+    __slots__ = ("_tx", "_command", "_on_end", "_sent", "_next", "_fd", "_done")
+
+    def __init__(self, tx: Transaction, command: str, loop: asyncio.AbstractEventLoop, deadlines: Deadlines,
+                 on_end: Callable[[DdmError | None], None]) -> None:  # fmt: skip
+        super().__init__(loop, deadlines)
+        self._tx, self._command, self._on_end = tx, command, on_end
+        self._sent: list[SentControl] = []
+        self._next = 0  # the pin whose OK is read next
+        self._fd = -1  # the socket watched (-1: none)
+        self._done = False
+
+    def start(self) -> None:
+        """Send the command on every pin (``Transaction.send_end``, which ``ends_on_loop`` allowed) and wait."""
+        self._sent = self._tx.send_end(self._command)
+        self._wait()
+
+    def _wait(self) -> None:
+        """Watch the next pin whose OK is due; with none left, settle the transaction."""
+        sent = self._sent
+        while self._next < len(sent):
+            control = sent[self._next]
+            if control.error is None:  # else its send failed: nothing to wait for
+                self._fd = control.fileno
+                self._loop.add_reader(control.fileno, self._readable)
+                self._bound(control.answer_by)
+                return
+            self._next += 1
+        self._done = True
+        try:
+            self._tx.ended(self._command, self._sent)
+        except DdmError as exc:
+            self._on_end(exc)
+            return
+        except Exception as exc:  # noqa: BLE001  # a bug must not leave the client waiting for ever
+            log.exception("ending a transaction on its pins failed")
+            self._on_end(ExecutionError(f"ddm: ending the transaction failed: {exc}"))
+            return
+        self._on_end(None)
+
+    def _stop_waiting(self) -> None:
+        self._unbound()
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            _unwatch(self._loop, fd)
+
+    def _readable(self) -> None:
+        self._stop_waiting()
+        self._sent[self._next].receive()  # blocking only until its OK is in; a failure kept in its error
+        self._next += 1
+        self._wait()
+
+    def _expired(self) -> None:
+        self._stop_waiting()
+        self._sent[self._next].timed_out()
+        self._next += 1
+        self._wait()
+
+    def abandon(self) -> None:
+        """Given up before its end — its client went away: the pins not answered yet are in doubt (discarded), the
+        transaction settled as ``end_on_loop`` settles it then; ``on_end`` is not called."""
+        self._stop_waiting()
+        if self._done:
+            return
+        self._done = True
+        for end in self._sent:
+            if end.error is None and not end.received:
+                end.timed_out("before the client went away")
+        with contextlib.suppress(DdmError):
+            self._tx.ended(self._command, self._sent)
+
+
 #: Bytes waiting for a slow client before its data source is no longer read; read again below _LOW_WATER.
 _HIGH_WATER = 1 << 20
 _LOW_WATER = 1 << 18
@@ -239,7 +334,7 @@ class Deadlines:
     def __init__(self) -> None:
         #: The statements whose deadlines are watched: a LinkStatement (a HotRelay) adds itself as it starts and
         #: leaves as it ends (set.add / set.discard: no frame a statement).
-        self.running: set[LinkStatement | HotRelay] = set()
+        self.running: set[LinkStatement | _Bounded] = set()
         self._timer: asyncio.TimerHandle | None = None
         self.at = float("inf")  # when the timer fires (inf: not armed)
 

@@ -52,7 +52,7 @@ from ddm_core.proxy.columns import Column, described_columns, result_columns, te
 from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill, stop_sent
 from ddm_core.proxy.literals import parameterize
-from ddm_core.proxy.hotpath import HotRelay, LinkStatement
+from ddm_core.proxy.hotpath import HotEnd, HotRelay, LinkStatement
 from ddm_core.proxy.loop_transactions import (
     drop_opening, end_on_loop, ends_quietly, open_on_loop, opened_under, opening_for, pin_for, pins_for,
     read_from_loop, reads_on_pins, send_on_pin, settle_opening,
@@ -151,7 +151,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._closed = False
         self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
         self._sent: Any = None  # what the event loop sent for it in autocommit, for KILL QUERY to stop (kill.stop_sent)
-        self._pinned_hot: HotRelay | None = None  # a hot read answering on the transaction's pin (given up at close)
+        # a hot read answering on the transaction's pin, or its hot COMMIT (given up at close)
+        self._pinned_hot: HotRelay | HotEnd | None = None
         self._text = False  # the running command is a COM_QUERY (a text result)
         self._announced: list[Column] | None = None  # the running execute's announced columns (a binary result)
         # Read-your-writes: this session's last writes per data source with replicas. Its statements run on
@@ -757,6 +758,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return False
         if taken is None:
             return False
+        if isinstance(taken, Kind):
+            return self._hot_control(taken, command)
         # link: in a transaction, its pin, or the opening its first read there goes behind
         sql, plan, started, relay, values, style, announced, pool, link = taken
         conn = self.connection
@@ -815,10 +818,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         return True
 
     def _hot_plan(self, command: int, payload: bytes
-                  ) -> tuple[str, RoutePlan, float, ResultRelay, Any, str, list[Column] | None, Any, Any] | None:  # fmt: skip
+                  ) -> tuple[str, RoutePlan, float, ResultRelay, Any, str, list[Column] | None, Any, Any] | Kind | None:  # fmt: skip
         """What the hot path sends for this command, routed — its text, plan, start, relay, execute values,
         paramstyle, announced columns, pool and idle link (``None``: none, the pooled path sends it) — in a
-        transaction, its pin instead of a link; ``None``: it is not one of its statements."""
+        transaction, its pin instead of a link; a ``Kind``: a BEGIN or COMMIT it answers (:meth:`_control_of`);
+        ``None``: it is not one of its statements."""
         runtime, conn = self.runtime, self.connection
         announced: list[Column] | None = None
         block: bytes | None = None  # an execute's parameters as the client sent them
@@ -831,15 +835,16 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             text, params = parameterize(sql) or (sql, None)
         elif command == _COM_STMT_EXECUTE:
             took = conn.hot_execute(payload)
-            if took is None:
-                return None
+            if took is None:  # a BEGIN or COMMIT has no parameters (hot_execute takes none)
+                control = conn.hot_control(payload)
+                return None if control is None else self._control_of(control)
             sql, params, announced, block = took
             text = sql
         else:
             return None
         shape = runtime.shapes.get(text)
         if shape is None or not shape.inline or shape.needs is not PLAIN:
-            return None
+            return None if shape is not None or params else self._control_of(text)
         plan = runtime.executor.router.route(text, params)  # a refusal: mimic's path routes it again, answers it
         units = plan.units
         # _one_unit, written out (a frame less on every statement)
@@ -892,6 +897,68 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 return None
         link = runtime.backends.take(unit.data_source, pool, config)  # last: it goes
         return sql, plan, started, relay, values, style, announced, pool, link
+
+    def _control_of(self, text: str) -> Kind | None:
+        """``BEGIN`` or ``COMMIT`` when the hot path answers ``text`` as :meth:`_answer` would, without a thread:
+        a plain ``BEGIN`` (no characteristics) with no transaction open and local ones; a plain ``COMMIT`` of none,
+        of one that pinned nothing, or of a local one whose pins only read (``Transaction.ends_on_loop``)."""
+        if len(text) > _CONTROL_TEXT:
+            return None
+        what = classify(text)
+        kind, tx = what.kind, self._tx
+        if what.rest:
+            return None
+        if kind is Kind.BEGIN:
+            return kind if tx is None and self._tx_mode == "local" else None
+        if kind is Kind.COMMIT:
+            return kind if tx is None or ends_quietly(tx) or (reads_on_pins(tx) and tx.ends_on_loop()) else None
+        return None
+
+    def _hot_control(self, kind: Kind, command: int) -> bool:
+        """``BEGIN`` or ``COMMIT`` (:meth:`_control_of`'s) answered from the gate as :meth:`_answer` answers it: at
+        once when nothing is sent, else the ``COMMIT`` sent on every pin and its OKs read from reader callbacks
+        (``HotEnd``, what ``end_on_loop`` does in a task)."""
+        runtime, conn = self.runtime, self.connection
+        cid = conn.connection_id
+        runtime._enter(cid)  # counted as running, as mimic's path counts every command
+        runtime.hot_controls += 1
+        self._interrupted, self._text = False, command == _COM_QUERY
+        tx = self._tx
+        if kind is Kind.BEGIN or tx is None or ends_quietly(tx):
+            try:
+                if kind is Kind.BEGIN:
+                    self._begin()
+                else:
+                    self._commit()
+            except DdmError as exc:
+                self._hot_ended(cid, exc)
+                return True
+            self._hot_ended(cid, None)
+            return True
+        self._tx = None
+        runtime.ended_on_loop += 1
+        loop = self._hot_loop
+        if loop is None:
+            loop = self._hot_loop = asyncio.get_running_loop()
+        end = self._pinned_hot = HotEnd(tx, "COMMIT", loop, runtime.deadlines, partial(self._hot_ended, cid))
+        end.start()
+        return True
+
+    def _hot_ended(self, cid: int, error: DdmError | None) -> None:
+        """A ``BEGIN`` or ``COMMIT`` of the hot path is over: its OK or error packet, then the gate goes on."""
+        runtime, conn = self.runtime, self.connection
+        self._pinned_hot = None
+        try:
+            self._update_status()
+            if error is None:
+                conn.write_hot(conn.ok_of(Outcome()), 1)
+            else:
+                info = error_info(error)
+                log.debug("statement refused (%s): %s", info.code, info.message)
+                conn.write_hot(conn.error(msg=info.message, code=info.code), 1)
+        finally:
+            runtime._exit(cid)
+            conn.gate_done()
 
     def _hot_opened(self, tx: Transaction, sent: SentUnit, opening: SentControl) -> None:
         """The opening a hot read went behind is read (or given up): its connection pinned, or its error raised."""
@@ -1209,6 +1276,7 @@ _INTERRUPTED = "Query execution was interrupted (KILL QUERY)"
 
 _SINGLE = RouteKind.SINGLE
 _HOT_HEADERS = 64  # kinds of relayed result a session keeps a header of (a client with more starts again)
+_CONTROL_TEXT = 64  # a longer text is not a BEGIN or COMMIT the hot path answers (_control_of)
 
 
 def _one_unit(plan: RoutePlan) -> bool:
