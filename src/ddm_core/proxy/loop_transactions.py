@@ -69,15 +69,15 @@ def pins_for(tx: Transaction, plan: RoutePlan) -> dict[str, Borrowed] | None:
     """The pins a multi-unit read goes on from the loop (``Executor.send_many``'s ``on``), one loan per data
     source; ``None``: the worker path runs it — it is not a plain read, or one of its data sources is not
     pinned yet (docs/proxy.md#multi-unit-reads-on-the-loop)."""
-    if (len(plan.units) < 2 and plan.kind is RouteKind.SINGLE) or not _read_on_pins(tx, plan):
+    if (len(plan.units) < 2 and plan.kind is _SINGLE) or type(tx) is not Transaction or not _plain(plan):
         return None
-    return {source: PinnedLoan(tx.connection(source), tx) for source in plan.data_sources}
-
-
-def _read_on_pins(tx: Transaction, plan: RoutePlan) -> bool:
-    """A plain read, in a transaction that may read from the loop, on data sources it pinned already?"""
-    pinned = tx.data_sources
-    return all(unit.data_source in pinned for unit in plan.units) and _plain_read(tx, plan)
+    loans: dict[str, Borrowed] = {}
+    for source in plan.data_sources:
+        pin = tx.pinned(source)  # None unless active: reads_on_pins's check too
+        if pin is None:
+            return None
+        loans[source] = PinnedLoan(pin, tx)
+    return loans
 
 
 def _plain_read(tx: Transaction, plan: RoutePlan) -> bool:
