@@ -243,6 +243,7 @@ def test_a_commit_failing_on_one_pin_fails_as_on_the_worker_path(tmp_path_factor
                         cur.execute(POINT, (i,))
                         assert cur.fetchall() == ((i, i * 10),)
             assert _on_loop(served["relay"])[0] == before[0] + 2
+            controls = served["relay"].server.runtime.hot_controls
             backend.kill()
             outcomes: dict[str, Any] = {}
             for name, conn in conns.items():
@@ -254,6 +255,7 @@ def test_a_commit_failing_on_one_pin_fails_as_on_the_worker_path(tmp_path_factor
                     outcomes[name] = (type(exc).__name__, exc.args[0])
             assert outcomes["relay"] != "committed" and outcomes["relay"] == outcomes["workers"], outcomes
             assert _on_loop(served["relay"])[1] == before[1] + 1
+            assert served["relay"].server.runtime.hot_controls == controls + 1  # the gate's COMMIT (HotEnd)
             for name, one in served.items():
                 with conns[name].cursor() as cur:  # the session goes on, out of the transaction
                     cur.execute(POINT, (ids["ds_0"],))

@@ -301,3 +301,41 @@ def test_a_kill_or_a_client_gone_while_the_opening_is_awaited_leaves_nothing(wor
     assert outcome and isinstance(outcome[0], BaseException), outcome
     _settled(served, world.databases)
     assert _in_transaction(world.databases) == 0
+
+
+def test_a_client_gone_while_its_commit_is_awaited_leaves_nothing(world: World) -> None:
+    """A COMMIT the gate sent on both pins (``HotEnd``) while ds_0 is frozen; the client resets its connection
+    before ds_0 answers. Once ds_0 resumes, nothing is borrowed and no server session is left inside a
+    transaction (the pin not answered is discarded, as ``end_on_loop`` discards it)."""
+    ids = world.ids
+    served = world.served["relay"]
+    runtime = served.server.runtime
+    victim = served.connect()
+    with victim.cursor() as cur:
+        _met(cur, ids)
+        cur.execute("BEGIN")
+        _met(cur, ids)  # both data sources pinned
+    ended, controls = runtime.ended_on_loop, runtime.hot_controls
+    outcome: list[Any] = []
+
+    def commit() -> None:
+        try:
+            with victim.cursor() as cur:
+                cur.execute("COMMIT")
+                outcome.append("committed")
+        except BaseException as exc:  # noqa: BLE001  # reported by the test
+            outcome.append(exc)
+
+    with world.frozen.frozen():
+        thread = threading.Thread(target=commit)
+        thread.start()
+        _until(lambda: runtime.ended_on_loop > ended, lambda: "the COMMIT was not sent from the loop")
+        assert runtime.hot_controls == controls + 1  # answered by the gate, not mimic's path
+        sock: socket.socket = victim._sock
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        victim._rfile.close()
+        sock.close()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert outcome and isinstance(outcome[0], BaseException), outcome
+    _settled(served, world.databases)
