@@ -11,7 +11,8 @@ from ddm_core.execute import Executor
 from ddm_core.migrate import Connections, connector
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import plan_migration
-from ddm_core.migrate.prepare import logic_ddl, prepare
+from ddm_core.migrate.prepare import prepare
+from ddm_core.route.ddl.logic_ddl import logic_ddl
 from ddm_core.migrate.schema_check import PhysicalTable, check_table, compare_schemas, parse_create_table
 from ddm_core.migrate.state import MigrationLog
 from migrate_support import ORDER_DDL, reshard_configs

@@ -447,6 +447,8 @@ def _pipeline(
             rows = map(itemgetter(slice(0, -derived)), rows)
     elif width is None or visible < width:
         rows = map(itemgetter(slice(0, visible)), rows)
+    if spec.rewrite is not None:
+        rows = map(spec.rewrite, rows)
     return rows
 
 

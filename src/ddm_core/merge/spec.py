@@ -61,6 +61,9 @@ class MergeSpec:
             (``AVG(amount)`` even though the units ran ``SUM``), ``None`` for a
             column whose unit name is already right (only aggregates are
             named), ``()`` when unknown (``SELECT *``).
+        rewrite: Each row as the caller sees it, made from the row the units
+            answered (``SHOW CREATE TABLE`` of a logic table: its name and text
+            instead of the physical table's); ``None``: as answered.
     """
 
     order_by: tuple[tuple[int, bool], ...] = ()
@@ -73,6 +76,7 @@ class MergeSpec:
     visible: int | None = None
     derived: int = 0
     column_names: tuple[str | None, ...] = ()
+    rewrite: Callable[[Sequence[Any]], tuple[Any, ...]] | None = field(default=None, compare=False)
     #: Nothing to do beyond concatenating the units' rows (set once: every statement asks).
     is_trivial: bool = field(init=False, compare=False, repr=False)
     #: What the merge works out from this spec and the units' column descriptions alone (its indexes
@@ -91,6 +95,7 @@ class MergeSpec:
             or self.offset
             or self.limit is not None
             or self.derived
+            or self.rewrite
         )
         object.__setattr__(self, "is_trivial", trivial)
 

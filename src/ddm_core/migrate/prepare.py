@@ -35,12 +35,11 @@ from ddm_core.migrate.plan import MigrationPlan
 from ddm_core.migrate.schema_check import PhysicalTable, SchemaReport, check_table, physical_tables
 from ddm_core.migrate.state import MigrationLog
 from ddm_core.migrate.tables import show_create_table, table_exists
+from ddm_core.route.ddl.logic_ddl import logic_ddl
 
-__all__ = ["PrepareResult", "logic_ddl", "target_ddl", "prepare"]
+__all__ = ["PrepareResult", "target_ddl", "prepare"]
 
-_HEADER = re.compile(r"(\s*CREATE\s+TABLE\s+)(`(?:[^`]|``)+`|\S+)", re.IGNORECASE)
 _CREATED = re.compile(r"\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(`(?:[^`]|``)+`|\S+)", re.IGNORECASE)
-_AUTO_INCREMENT = re.compile(r"\s+AUTO_INCREMENT=\d+", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +53,6 @@ class PrepareResult:
     def tables(self) -> tuple[PhysicalTable, ...]:
         """The physical tables it created."""
         return tuple(PhysicalTable(s.data_source, _created_table(s.sql)) for s in self.created)
-
-
-def logic_ddl(create_table: str, physical: str, logic: str) -> str:
-    """A physical table's ``SHOW CREATE TABLE`` turned into the logic table's ``CREATE TABLE``."""
-    text = _HEADER.sub(lambda m: m.group(1) + f"`{logic}`", create_table, count=1)
-    # Constraint names carry "_<physical table>" (route/ddl/ddl_names.py); the router adds it back per table.
-    text = re.sub(r"(CONSTRAINT\s+`(?:[^`]|``)+?)_" + re.escape(physical) + "`", r"\1`", text, flags=re.IGNORECASE)
-    return _AUTO_INCREMENT.sub("", text)
 
 
 def _created_table(sql: str) -> str:

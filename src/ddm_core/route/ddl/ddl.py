@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from sqlglot import exp
@@ -25,7 +26,9 @@ from ddm_core.errors import UnsupportedSQLError
 from ddm_core.route.context import RouteContext
 from ddm_core.route.ddl.auto_increment import refuse_auto_increment
 from ddm_core.route.ddl.ddl_names import constraint_edits
+from ddm_core.route.ddl.logic_ddl import logic_show_create
 from ddm_core.route.ddl.show_tables import compile_show_tables
+from ddm_core.route.plan import NO_MERGE, MergeSpec
 from ddm_core.route.query.query import QueryStatement
 from ddm_core.route.shards.analyze import NodeIndex, analyze
 from ddm_core.route.text.edits import is_logical_schema, param_edits, span, table_edits
@@ -74,8 +77,22 @@ def compile_other(
     if isinstance(tree, DDL_TYPES):
         return QueryStatement(ctx, analysis, template, "ddl", mode="every", reason="DDL on every physical table")
     if isinstance(tree, (exp.Describe, exp.Show)):
-        return QueryStatement(ctx, analysis, template, "show", mode="first", reason="first node (tables are alike)")
+        return QueryStatement(ctx, analysis, template, "show", mode="first", reason="first node (tables are alike)",
+                              merge=_shown_as_logic(ctx, tree))  # fmt: skip
     return QueryStatement(ctx, analysis, template, "other", mode="first", reason="")
+
+
+def _shown_as_logic(ctx: RouteContext, tree: exp.Expr) -> MergeSpec:
+    """``SHOW CREATE TABLE`` of a sharded table answers with the logic table's name and text (its first
+    physical table's, route/ddl/logic_ddl.py); any other SHOW / DESCRIBE as the physical table answers."""
+    target = tree.args.get("target")
+    if not (isinstance(tree, exp.Show) and str(tree.this).upper() == "CREATE TABLE" and isinstance(target, exp.Table)):
+        return NO_MERGE
+    table = ctx.config.table(target.name)
+    if table is None:
+        return NO_MERGE
+    sharded = frozenset(name.lower() for name in ctx.config.tables)
+    return MergeSpec(rewrite=partial(logic_show_create, table.name, sharded))
 
 
 def _drop_show_schema(text: str, db: exp.Identifier, target: object) -> Edit:

@@ -75,8 +75,10 @@ class QueryStatement:
         single_only: bool = False,
         mode: str = "conditions",
         locking: bool = False,
+        merge: MergeSpec = NO_MERGE,
     ) -> None:
         self.ctx = ctx
+        self._merge = merge  # a one-node plan's (SHOW CREATE TABLE's rows as the logic table's); else NO_MERGE
         self.locking = locking  # a locking read: always the primary, like a force_primary hint
         self.analysis = analysis
         self.template = template
@@ -183,7 +185,7 @@ class QueryStatement:
                 remember(self._shapes, key, shape, MAX_SHAPES)
         else:
             shape = self._plan_shape(picked, bound, hint, miss)
-        template, merge, bound_for_units = self.template, NO_MERGE, bound
+        template, merge, bound_for_units = self.template, self._merge, bound
         suffix_params: tuple[Any, ...] = ()
         if shape.multi:
             multi = self._multi or self._build_multi()
