@@ -21,6 +21,7 @@ import pytest
 from ddm_core._fast import ordered_py
 from ddm_core._fast.relay_py import _encode_lenenc, _lenenc
 from ddm_core.merge.collation import collation_for
+from test_relay import _packets
 
 K = ordered_py
 #: The collation each string kind reproduces, for the reference keys (None: bytes order)
@@ -38,15 +39,6 @@ def _answer(rows: list[tuple[bytes | None, ...]], width: int, eof: bool) -> byte
     packets += [b"".join(b"\xfb" if v is None else _encode_lenenc(len(v)) + v for v in row) for row in rows]
     packets.append(b"\xfe\x00\x00\x22\x00" if eof else b"\xfe\x00\x00\x22\x00\x00\x00")
     return b"".join(_frame(p, i + 1) for i, p in enumerate(packets))
-
-
-def _packets(data: bytes) -> list[tuple[int, bytes]]:
-    out, at = [], 0
-    while at < len(data):
-        length = int.from_bytes(data[at : at + 3], "little")
-        out.append((data[at + 3], data[at + 4 : at + 4 + length]))
-        at += 4 + length
-    return out
 
 
 def _values(payload: bytes, width: int) -> tuple[bytes | None, ...]:
