@@ -266,6 +266,49 @@ def test_a_deadline_kills_every_unit_and_answers_as_the_worker_path(
     _until(lambda: _running(databases) == 0, lambda: f"{_running(databases)} statements still running")
 
 
+@pytest.mark.parametrize("sql", [PLAIN, "SELECT COUNT(*), SUM(k) FROM t_many WHERE id BETWEEN 1 AND 40",
+                                 PLAIN + " ORDER BY id DESC"])
+def test_the_gate_takes_a_known_multi_unit_read(proxies: tuple[dict[str, Served], list[str]], sql: str) -> None:
+    """A multi-unit read of a shape seen before is taken by the client connection's gate, not by mimic's command
+    loop (ProxySession._hot_many): relayed, merged in order or decoded, the answer is the worker path's byte for
+    byte, and the gate reads the next command once it is written."""
+    served, _ = proxies
+    relay = served["relay"]
+    runtime = relay.server.runtime
+    before = runtime.hot_many
+    answer, moved = _answer(relay, sql)
+    assert runtime.hot_many > before and moved[0] == 1, (runtime.hot_many - before, moved)
+    assert answer == _answer(served["workers"], sql)[0]
+    relay.at_rest()
+
+
+def test_a_read_the_gate_took_that_routes_to_one_unit_goes_back_to_mimics_path(
+    proxies: tuple[dict[str, Served], list[str]],
+) -> None:
+    """A known multi-unit shape whose values route to one table this time: the gate's task sends nothing and hands
+    the command back (CommandGate.handback), and mimic's path answers it as the worker path does."""
+    served, _ = proxies
+    relay = served["relay"]
+    runtime = relay.server.runtime
+    wide = PLAIN.replace("BETWEEN 1 AND 40", "IN (1, 2, 3, 4, 5, 6, 7, 8)")
+    one = PLAIN.replace("BETWEEN 1 AND 40", "IN (3, 3, 3, 3, 3, 3, 3, 3)")  # the same shape, one table
+    with relay.raw() as client:
+        for _ in range(2):  # the shape, known as a multi-unit read (the second run from the gate)
+            before = runtime.hot_many, runtime.many_inlined
+            client.command(0x03, wide.encode())
+            client.response()
+        assert (runtime.hot_many - before[0], runtime.many_inlined - before[1]) == (1, 1)
+        before = runtime.hot_many, runtime.many_inlined
+        client.command(0x03, one.encode())
+        answer = client.response()
+        client.query("SELECT 1")
+        assert (runtime.hot_many - before[0], runtime.many_inlined - before[1]) == (1, 0)
+    with served["workers"].raw() as client:
+        client.command(0x03, one.encode())
+        assert answer == client.response()
+    relay.at_rest()
+
+
 @pytest.mark.parametrize("sql", [PLAIN, PLAIN + " ORDER BY id"])
 def test_a_client_gone_mid_result_leaves_nothing_borrowed_or_running(
     proxies: tuple[dict[str, Served], list[str]], sql: str

@@ -355,19 +355,23 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             com_query = packets.parse_com_query(capabilities=self.capabilities, client_charset=self.client_charset,
                                                 data=data)  # fmt: skip
             result = await self.session.handle_query(com_query.sql, com_query.query_attrs)
-            if result is RELAYED:  # already written, packet by packet (docs/proxy.md#relayed-results)
-                self._outcome = self._batched = None
-                return
-            if isinstance(result, Rows) and result.columns and self._fast_frames():
-                self._outcome = self._batched = None
-                self._write_rows(result.columns, result.rows)
-                await self.stream.drain()
-                return
-            result_set = await self._result_set(result)
-            if not result_set:
-                await self.stream.write(self.ok())
-                return
-            await self.write_text_resultset(result_set)
+            await self.write_queried(result)
+
+    async def write_queried(self, result: Any) -> None:
+        """A COM_QUERY's answer ``result`` (the session's) written to the client."""
+        if result is RELAYED:  # already written, packet by packet (docs/proxy.md#relayed-results)
+            self._outcome = self._batched = None
+            return
+        if isinstance(result, Rows) and result.columns and self._fast_frames():
+            self._outcome = self._batched = None
+            self._write_rows(result.columns, result.rows)
+            await self.stream.drain()
+            return
+        result_set = await self._result_set(result)
+        if not result_set:
+            await self.stream.write(self.ok())
+            return
+        await self.write_text_resultset(result_set)
 
     def _fast_frames(self) -> bool:
         """The client speaks protocol 4.1 (every client since MySQL 4.1): _write_rows builds its packets itself."""
@@ -570,26 +574,31 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
                                  code=PACKET_TOO_LARGE)  # fmt: skip
             announced = None if execute.use_cursor else self._announced.get(execute.stmt.stmt_id)
             result = await self.session.handle_prepared(execute.stmt.sql, execute.params, announced)
-            if result is RELAYED:  # already written, packet by packet (docs/proxy.md#relayed-results)
-                self._outcome = None
-                return
-            if isinstance(result, Outcome):
-                self._outcome = result
-                await self.stream.write(self.ok())
-                return
-            rows: Any
-            if isinstance(result, Batched):
-                rows, columns = flatten(result.batches), result.columns
-            elif isinstance(result, Rows):
-                rows, columns = result.rows, result.columns
-            else:
-                result_set = await ensure_result_set(result)
-                rows, columns = result_set.rows, [Column.of(c) for c in result_set.columns]
-            if not columns:
-                await self.stream.write(self.ok())
-                return
-            columns = _as_announced(self._announced.get(execute.stmt.stmt_id), columns)
-            await self._write_binary_resultset(columns, rows, execute.stmt, execute.use_cursor)
+            await self.write_executed(result, self._announced.get(execute.stmt.stmt_id), execute.stmt,
+                                      execute.use_cursor)  # fmt: skip
+
+    async def write_executed(self, result: Any, announced: list[Column] | None, stmt: Any, use_cursor: bool) -> None:
+        """A COM_STMT_EXECUTE's answer ``result`` (the session's) written to the client: ``announced``, the columns
+        its prepare announced; ``stmt``, the statement a cursor is kept on (``use_cursor``)."""
+        if result is RELAYED:  # already written, packet by packet (docs/proxy.md#relayed-results)
+            self._outcome = None
+            return
+        if isinstance(result, Outcome):
+            self._outcome = result
+            await self.stream.write(self.ok())
+            return
+        rows: Any
+        if isinstance(result, Batched):
+            rows, columns = flatten(result.batches), result.columns
+        elif isinstance(result, Rows):
+            rows, columns = result.rows, result.columns
+        else:
+            result_set = await ensure_result_set(result)
+            rows, columns = result_set.rows, [Column.of(c) for c in result_set.columns]
+        if not columns:
+            await self.stream.write(self.ok())
+            return
+        await self._write_binary_resultset(_as_announced(announced, columns), rows, stmt, use_cursor)
 
     async def _write_binary_resultset(self, columns: list[Column], rows: Any, stmt: Any, use_cursor: bool) -> None:
         # The binary-protocol result set, as mimic writes it, with the columns' full definitions.

@@ -28,7 +28,7 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, AsyncGenerator, AsyncIterator, Callable, Sequence, TypeVar
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence, TypeVar
 
 from mysql_mimic.errors import MysqlError
 from mysql_mimic import ColumnType
@@ -196,6 +196,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._closed = True
         if self.connection is not None:
             self.runtime.sessions.pop(self.connection.connection_id, None)
+        many = self._many_task
+        if many is not None:  # a multi-unit read from the gate still answering: done first, as mimic's path is
+            await asyncio.wait((many,))
         hot = self._pinned_hot
         if hot is not None:  # a read still answering on the transaction's pin: given up, the rollback discards it
             self._pinned_hot = None
@@ -219,8 +222,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._check_logged_in()
         self._interrupted = False
         self._text = True  # a COM_QUERY: its result may be relayed (docs/proxy.md#relayed-results)
+        return await self._as_mysql(self._answer(sql))
+
+    async def _as_mysql(self, answering: Awaitable[_T]) -> _T:
+        """``answering`` awaited, a refusal raised as mimic's error (its error packet), the status flags updated."""
         try:
-            return await self._answer(sql)
+            return await answering
         except DdmError as exc:
             info = error_info(exc)
             log.debug("statement refused (%s): %s", info.code, info.message)
@@ -483,21 +490,31 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             text, bound = (sql, params) if params is not None else (parameterize(sql) or (sql, None))
             shape = runtime.shapes.get(text)
             tx = self._tx  # in a transaction: a read on a pin goes from the loop (proxy/loop_transactions.py)
-            try:
-                if shape is not None and shape.inline and runtime.inline and (
-                        self._autocommit if tx is None else shape.read and reads_on_pins(tx)):  # fmt: skip
-                    first = await self._start_sent(sql, text, bound, started, shape)
-                elif shape is not None and shape.many and runtime.inline and (
-                        self._autocommit if tx is None else reads_on_pins(tx)):  # fmt: skip
-                    first = await self._start_many(sql, text, bound, started, shape)
-            except DdmError as exc:  # stopped on its data source by KILL QUERY (stop_sent): MariaDB's 1317
-                if self._interrupted:
-                    raise StatementInterruptedError(_INTERRUPTED, sql=sql) from exc
-                raise
-            finally:
-                self._sent = None
+            if shape is not None and shape.inline and runtime.inline and (
+                    self._autocommit if tx is None else shape.read and reads_on_pins(tx)):  # fmt: skip
+                first = await self._stoppable(sql, self._start_sent(sql, text, bound, started, shape))
+            elif shape is not None and shape.many and runtime.inline and (
+                    self._autocommit if tx is None else reads_on_pins(tx)):  # fmt: skip
+                first = await self._stoppable(sql, self._start_many(sql, text, bound, started, shape))
             if first is None:
                 first = await self._in_thread(self._start, sql, text, bound, started)
+        return await self._answered(sql, first)
+
+    async def _stoppable(self, sql: str, sending: Awaitable[_T]) -> _T:
+        """``sending`` (a statement sent from the loop) awaited: an error of one KILL QUERY stopped on its data
+        source (stop_sent) is MariaDB's 1317; what was sent is no longer KILL QUERY's to stop."""
+        try:
+            return await sending
+        except DdmError as exc:
+            if self._interrupted:
+                raise StatementInterruptedError(_INTERRUPTED, sql=sql) from exc
+            raise
+        finally:
+            self._sent = None
+
+    async def _answered(self, sql: str, first: Any) -> Any:
+        """A routed statement's answer from what :meth:`_run` started: relayed, a count, or rows (a first batch)."""
+        runtime = self.runtime
         if isinstance(first, (Outcome, Relayed)):
             return first  # done on its data source before KILL QUERY could stop it: its count stands
         statement, rows = first
@@ -741,6 +758,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     _hot_headers: dict[Any, HeaderMemo] | None = None
     #: The event loop the session runs on, kept once it is asked (get_running_loop() asks getpid() every time)
     _hot_loop: asyncio.AbstractEventLoop | None = None
+    #: A multi-unit read the gate handed to a task (:meth:`_hot_many`) while it runs
+    _many_task: asyncio.Task[None] | None = None
 
     def hot(self, command: int, payload: bytes) -> bool:
         """The gate's hot path: take a COM_QUERY or COM_STMT_EXECUTE of a one-unit SELECT shape seen before and
@@ -760,6 +779,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return False
         if isinstance(taken, Kind):
             return self._hot_control(taken, command)
+        if isinstance(taken, _HotMany):
+            return self._hot_many(command, payload, taken)
         # link: in a transaction, its pin, or the opening its first read there goes behind
         sql, plan, started, relay, values, style, announced, pool, link = taken
         conn = self.connection
@@ -817,12 +838,78 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         hot_relay.start()
         return True
 
+    def _hot_many(self, command: int, payload: bytes, many: _HotMany) -> bool:
+        """A multi-unit read (``Shape.many``) taken from the gate: what mimic's path does for it from :meth:`_run`
+        on (``_start_many``, the answer written by the connection as mimic's path writes it), in a task of its own;
+        the gate reads the client's next command once the answer is written (docs/proxy.md#the-hot-path)."""
+        runtime, conn = self.runtime, self.connection
+        cid = conn.connection_id
+        runtime._enter(cid)  # counted as running, as mimic's path counts every command
+        runtime.hot_many += 1
+        self._text, self._announced, self._interrupted = command == _COM_QUERY, many.announced, False
+        loop = self._hot_loop
+        if loop is None:
+            loop = self._hot_loop = asyncio.get_running_loop()
+        self._many_task = loop.create_task(self._answer_many(command, payload, many, cid))
+        return True
+
+    async def _answer_many(self, command: int, payload: bytes, many: _HotMany, cid: int) -> None:
+        """:meth:`_hot_many`'s task: the read started and answered as ``handle_query`` / ``handle_prepared`` and the
+        connection's command loop answer it, errors as their error packets; nothing sent (its route is no
+        multi-unit read for these values): mimic's path answers the command after all."""
+        runtime, conn = self.runtime, self.connection
+        stream = conn.stream
+        stream.seq.value = 1  # the gate read the command's packet (sequence id 0)
+        handback = False
+        try:
+            error = await self._many_answer(command, many)
+            handback = error is None
+            if error:
+                await stream.write(error)
+        except ConnectionError:  # the client is gone: its connection ends (mimic's command loop reads its end)
+            pass
+        finally:
+            self._many_task = None
+            stream.reset_seq()
+            runtime._exit(cid)
+            if handback:
+                conn.gate_handback(payload)
+            else:
+                conn.gate_done()
+
+    async def _many_answer(self, command: int, many: _HotMany) -> bytes | None:
+        """:meth:`_answer_many`'s read and its answer written; the error packet to write instead (``b""``: none);
+        ``None``: nothing was sent, mimic's path answers the command."""
+        conn = self.connection
+        try:
+            result = await self._as_mysql(self._started_many(many))
+            if result is _HANDBACK:
+                return None
+            if command == _COM_QUERY:
+                await conn.write_queried(result)
+            else:
+                await conn.write_executed(result, many.announced, None, False)
+        except MysqlError as exc:
+            return bytes(conn.error(msg=exc.msg, code=exc.code))
+        except ConnectionError:
+            raise
+        except Exception as exc:  # noqa: BLE001  # as mimic's command loop answers a bug: its error packet
+            log.exception("answering a multi-unit read failed")
+            return bytes(conn.error(msg=exc))
+        return b""
+
+    async def _started_many(self, many: _HotMany) -> Any:
+        """``many`` started as :meth:`_run` starts it, and its answer; :data:`_HANDBACK`: nothing was sent."""
+        first = await self._stoppable(many.sql, self._start_many(many.sql, many.text, many.params, self.runtime.clock(),
+                                                                  many.shape))  # fmt: skip
+        return _HANDBACK if first is None else await self._answered(many.sql, first)
+
     def _hot_plan(self, command: int, payload: bytes
-                  ) -> tuple[str, RoutePlan, float, ResultRelay, Any, str, list[Column] | None, Any, Any] | Kind | None:  # fmt: skip
+                  ) -> tuple[str, RoutePlan, float, ResultRelay, Any, str, list[Column] | None, Any, Any] | Kind | _HotMany | None:  # fmt: skip
         """What the hot path sends for this command, routed — its text, plan, start, relay, execute values,
         paramstyle, announced columns, pool and idle link (``None``: none, the pooled path sends it) — in a
-        transaction, its pin instead of a link; a ``Kind``: a BEGIN or COMMIT it answers (:meth:`_control_of`);
-        ``None``: it is not one of its statements."""
+        transaction, its pin instead of a link; a ``Kind``: a BEGIN or COMMIT it answers (:meth:`_control_of`); a
+        ``_HotMany``: a multi-unit read (:meth:`_hot_many`); ``None``: it is not one of its statements."""
         runtime, conn = self.runtime, self.connection
         announced: list[Column] | None = None
         block: bytes | None = None  # an execute's parameters as the client sent them
@@ -844,6 +931,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return None
         shape = runtime.shapes.get(text)
         if shape is None or not shape.inline or shape.needs is not PLAIN:
+            if shape is not None and shape.many and shape.needs is PLAIN and len(sql) <= LOOP_TEXT_LIMIT:
+                return _HotMany(sql, text, params, announced, shape)  # _run's multi-unit read, from the gate
             return None if shape is not None or params else self._control_of(text)
         plan = runtime.executor.router.route(text, params)  # a refusal: mimic's path routes it again, answers it
         units = plan.units
@@ -1272,6 +1361,8 @@ _INLINE_STATEMENTS = frozenset({"select", "insert", "update", "delete"})
 #: What an audit record of a statement refused before routing names as its units: none.
 _UNROUTED = RoutePlan(units=(), kind=RouteKind.SINGLE)
 _INTERRUPTED = "Query execution was interrupted (KILL QUERY)"
+#: ProxySession._started_many's: nothing was sent, mimic's path answers the command after all
+_HANDBACK = object()
 
 
 _SINGLE = RouteKind.SINGLE
@@ -1293,6 +1384,16 @@ def _many_units(plan: RoutePlan) -> bool:
         (len(plan.units) > 1 or plan.kind is not RouteKind.SINGLE) and plan.statement == "select"
         and not plan.is_write and not plan.dual and plan.cross_node is None
     )  # fmt: skip
+
+
+class _HotMany:
+    """A multi-unit read the gate takes (``ProxySession._hot_many``): its text as sent, its shape's text and
+    values, a prepared statement's announced columns (``None``: a COM_QUERY) and its shape."""
+
+    __slots__ = ("sql", "text", "params", "announced", "shape")
+
+    def __init__(self, sql: str, text: str, params: Any, announced: list[Column] | None, shape: Shape) -> None:
+        self.sql, self.text, self.params, self.announced, self.shape = sql, text, params, announced, shape
 
 
 class _Running:
