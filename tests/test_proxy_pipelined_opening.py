@@ -292,15 +292,9 @@ def test_a_kill_or_a_client_gone_while_the_opening_is_awaited_leaves_nothing(wor
             with served.connect() as killer, killer.cursor() as kc:
                 kc.execute(f"KILL {session_id}")
         else:
-            sock: socket.socket = victim._sock
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            victim._rfile.close()
-            sock.close()
+            _reset(victim)
         thread.join(30)
-    assert not thread.is_alive()
-    assert outcome and isinstance(outcome[0], BaseException), outcome
-    _settled(served, world.databases)
-    assert _in_transaction(world.databases) == 0
+    _failed_and_settled(thread, outcome, served, world)
 
 
 def test_a_client_gone_while_its_commit_is_awaited_leaves_nothing(world: World) -> None:
@@ -331,11 +325,23 @@ def test_a_client_gone_while_its_commit_is_awaited_leaves_nothing(world: World) 
         thread.start()
         _until(lambda: runtime.ended_on_loop > ended, lambda: "the COMMIT was not sent from the loop")
         assert runtime.hot_controls == controls + 1  # answered by the gate, not mimic's path
-        sock: socket.socket = victim._sock
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        victim._rfile.close()
-        sock.close()
+        _reset(victim)
         thread.join(30)
+    _failed_and_settled(thread, outcome, served, world)
+
+
+def _reset(conn: Any) -> None:
+    """The client resets its connection (RST, nothing more read or written)."""
+    sock: socket.socket = conn._sock
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn._rfile.close()
+    sock.close()
+
+
+def _failed_and_settled(thread: threading.Thread, outcome: list[Any], served: Any, world: World) -> None:
+    """The client's statement failed (its connection gone); nothing borrowed, no server session left in a
+    transaction."""
     assert not thread.is_alive()
     assert outcome and isinstance(outcome[0], BaseException), outcome
     _settled(served, world.databases)
+    assert _in_transaction(world.databases) == 0
