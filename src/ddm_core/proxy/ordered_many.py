@@ -105,10 +105,18 @@ def description_of(definitions: Sequence[bytes]) -> tuple[tuple[Any, ...], ...]:
     for definition in definitions:
         at = 0
         for _ in range(4):  # catalog, schema, table, original table
-            at += 1 + definition[at]
-        name = definition[at + 1 : at + 1 + definition[at]].decode("utf8", "replace")
-        out.append((name, definition[-6], None, None, None, None, None))
+            _, at = _string_at(definition, at)
+        name, _ = _string_at(definition, at)
+        out.append((name.decode("utf8", "replace"), definition[-6], None, None, None, None, None))
     return tuple(out)
+
+
+def _string_at(data: bytes, at: int) -> tuple[bytes, int]:
+    """A column definition's length-encoded string at ``at`` (a name of 251 bytes or more: 0xFC and two
+    bytes of length) and the offset after it."""
+    size, at = (int.from_bytes(data[at + 1 : at + 3], "little"), at + 3) if data[at : at + 1] == b"\xfc" else (
+        data[at] if at < len(data) else 0, at + 1)  # fmt: skip
+    return data[at : at + size], at + size
 
 
 def relay_ordered(taken: Taken, relay: ResultRelay, backend_eof: bool,
