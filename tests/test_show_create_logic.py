@@ -115,7 +115,7 @@ def test_the_facade_and_the_proxy_answer_with_the_logic_table(setup: tuple[dict[
             if prepared:
                 connector = pytest.importorskip("mysql.connector")
                 client: Any = connector.connect(host="127.0.0.1", port=proxy.port, user=USER, password=PASSWORD,
-                                                database="logic_db", use_pure=False, ssl_disabled=True)  # fmt: skip
+                                                database="logic_db", use_pure=True, ssl_disabled=True)  # fmt: skip
                 cur = client.cursor(prepared=True)
             else:
                 client = pymysql.connect(host="127.0.0.1", port=proxy.port, user=USER, password=PASSWORD,
