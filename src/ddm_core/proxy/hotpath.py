@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import time
+from abc import ABC, abstractmethod
 from typing import Any, Callable
 
 from ddm_core.errors import DdmError, ExecutionError
@@ -45,9 +46,10 @@ _ERROR = RELAY_STATES.ERROR
 OnEnd = Callable[[int, "DdmError | None"], None]
 
 
-class _Bounded:
+class _Bounded(ABC):
     """A wait on a data source's socket bounded on the loop's shared timer (:class:`Deadlines`): a timer of its
-    own per statement cost about as much as the rest of a relay on a pin."""
+    own per statement cost about as much as the rest of a relay on a pin. A subclass says what its bound's
+    passing does (:meth:`_expired`)."""
 
     __slots__ = ("_loop", "_deadlines", "cancel_at", "abort_at")
 
@@ -76,8 +78,9 @@ class _Bounded:
             self._unbound()
             self._expired()
 
+    @abstractmethod
     def _expired(self) -> None:
-        raise NotImplementedError
+        """The answer has not begun by its bound."""
 
 
 def _unwatch(loop: asyncio.AbstractEventLoop, fd: int) -> None:
@@ -95,8 +98,9 @@ class HotRelay(_Bounded):
                  header_for: Callable[[list[bytes]], tuple[list[bytes], int]], on_end: OnEnd,
                  deadlines: Deadlines, loop: asyncio.AbstractEventLoop | None = None,
                  opening: SentControl | None = None, opened: Callable[[SentControl], None] | None = None) -> None:  # fmt: skip
-        """``deadlines``: the loop's shared timer its answer bound goes on (``runtime.deadlines``). ``opening``: a transaction's opening sent before the statement on the same connection (its OKs come
-        first: read, then ``opened(opening)`` makes the connection the pin or raises the opening's error)."""
+        """``deadlines``: the loop's shared timer its answer bound goes on (``runtime.deadlines``). ``opening``: a
+        transaction's opening sent before the statement on the same connection (its OKs come first: read, then
+        ``opened(opening)`` makes the connection the pin or raises the opening's error)."""
         self.sent = sent
         self.relay = relay
         self.transport = transport

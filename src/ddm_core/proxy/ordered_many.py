@@ -1,4 +1,5 @@
-"""Ordered multi-unit reads merged from their answers' bytes, never decoded (docs/proxy.md#ordered-reads-merged-undecoded).
+"""Ordered multi-unit reads merged from their answers' bytes, never decoded
+(docs/proxy.md#ordered-reads-merged-undecoded).
 
 A read of several units whose merge only orders its rows — ``ORDER BY`` (its keys selected or added by the
 router after the selected columns), with a ``DISTINCT`` over exactly the sorted columns and an ``OFFSET`` /
@@ -60,7 +61,9 @@ def _orders_only(spec: MergeSpec) -> bool:
         return False
     columns = [column for column, _ in spec.order_by]
     # DISTINCT: equal rows must come out next to each other, so the sort covers every column
-    return not spec.distinct or (not spec.derived and spec.visible is not None and set(columns) == set(range(spec.visible)))
+    if not spec.distinct:
+        return True
+    return not spec.derived and spec.visible is not None and set(columns) == set(range(spec.visible))
 
 
 def key_plan(spec: MergeSpec, definitions: Sequence[bytes], collations: Sequence[Collation | None] | None
