@@ -761,6 +761,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     #: A multi-unit read the gate handed to a task (:meth:`_hot_many`) while it runs
     _many_task: asyncio.Task[None] | None = None
 
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the session runs on (kept: get_running_loop() asks getpid() every time)."""
+        loop = self._hot_loop
+        if loop is None:
+            loop = self._hot_loop = asyncio.get_running_loop()
+        return loop
+
     def hot(self, command: int, payload: bytes) -> bool:
         """The gate's hot path: take a COM_QUERY or COM_STMT_EXECUTE of a one-unit SELECT shape seen before and
         relay its answer from a reader callback; ``False`` (nothing done): mimic's path answers it
@@ -827,9 +834,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return False
         if tx is None:  # a pinned connection is the transaction's: KILL QUERY leaves it be
             self._sent = sent
-        loop = self._hot_loop
-        if loop is None:
-            loop = self._hot_loop = asyncio.get_running_loop()
+        loop = self._loop()
         hot_relay = HotRelay(sent, relay, conn.gate_transport, header_for, on_end, runtime.deadlines, loop, opening,
                              None if opening is None or tx is None else partial(self._hot_opened, tx, sent))  # fmt: skip
         if tx is not None:
@@ -847,9 +852,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
         runtime.hot_many += 1
         self._text, self._announced, self._interrupted = command == _COM_QUERY, many.announced, False
-        loop = self._hot_loop
-        if loop is None:
-            loop = self._hot_loop = asyncio.get_running_loop()
+        loop = self._loop()
         self._many_task = loop.create_task(self._answer_many(command, payload, many, cid))
         return True
 
@@ -1026,9 +1029,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return True
         self._tx = None
         runtime.ended_on_loop += 1
-        loop = self._hot_loop
-        if loop is None:
-            loop = self._hot_loop = asyncio.get_running_loop()
+        loop = self._loop()
         end = self._pinned_hot = HotEnd(tx, "COMMIT", loop, runtime.deadlines, partial(self._hot_ended, cid))
         end.start()
         return True
