@@ -27,6 +27,9 @@ oltp_read_write, 1/8 threads   on ``sbtest1`` (2 x 2 tables) via the      ``sbte
                                proxy (read_write with ``--skip_trx=on``)
 sysbench oltp_read_write with  the same, its transactions through a       the same, with its (local)
 transactions, 1/8 threads      proxy with ``transactionMode: xa``         transactions, on MariaDB
+sysbench oltp_point_select     the unsharded ``sbtest1`` through          the same on MariaDB
+through a byte pipe, 1/8       benchmarks/byte_pipe.py (copies bytes,     directly
+threads                        reads nothing): a hop's ceiling here
 =============================  =========================================  ================================
 """
 
@@ -445,33 +448,73 @@ def test_sysbench_read_write_transactions_through_an_xa_proxy_vs_direct(
                    "oltp_read_write", xa, direct_db, threads, ("--mysql-ignore-errors=1062,1213,3024",))  # fmt: skip
 
 
-def _cpu_seconds(proxy: ProxyProcess) -> float:
-    """User + system CPU seconds of the proxy process so far (/proc; its worker threads included)."""
-    import os
+@pytest.fixture(scope="module")
+def byte_pipe() -> Iterator[tuple[int, int]]:
+    """benchmarks/byte_pipe.py in a subprocess: (its port, its pid)."""
+    import subprocess
 
-    assert proxy.proc is not None
-    fields = Path(f"/proc/{proxy.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    pipe = subprocess.Popen([sys.executable, str(Path(__file__).with_name("byte_pipe.py")), "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        assert pipe.stdout is not None
+        line = pipe.stdout.readline()  # a bound on start-up: a pipe that never listens ends with its error
+        assert line.startswith("listening on "), line + pipe.stdout.read()
+        yield int(line.split()[-1]), pipe.pid
+    finally:
+        pipe.terminate()
+        pipe.wait(30)
 
 
-def _sysbench_case(benchmark: Any, case: str, test: str, proxy: ProxyProcess, direct_db: str, threads: int,
+@pytest.mark.parametrize("threads", [1, 8])
+def test_sysbench_point_select_through_a_byte_pipe_vs_direct(benchmark: Any, sbtest: tuple[ProxyProcess, str, ProxyProcess],
+                                                            byte_pipe: tuple[int, int], threads: int) -> None:  # fmt: skip
+    # The ceiling of any proxy here: the same unsharded sbtest1 as the direct run, through a hop that only copies bytes
+    direct_db = sbtest[1]
+    port, pid = byte_pipe
+    _sysbench_case(benchmark, f"sysbench oltp_point_select, {threads} thread(s): byte pipe vs direct", "oltp_point_select",
+                   _Side(port, "root", "", direct_db, pid), direct_db, threads, ())  # fmt: skip
+
+
+class _Side:
+    """Where sysbench's measured run connects (a port and its login) and the process whose CPU it counts."""
+
+    def __init__(self, port: int, user: str, password: str, database: str, pid: int | None) -> None:
+        self.port, self.user, self.password, self.database, self.pid = port, user, password, database, pid
+
+    @classmethod
+    def of(cls, proxy: ProxyProcess) -> _Side:
+        """A ``ddm proxy``'s logic database; its CPU counted unless it forks (its children's is not the parent's)."""
+        from test_proxy_support import PASSWORD, USER
+
+        assert proxy.proc is not None
+        return cls(proxy.port, USER, PASSWORD, "logic_db", None if "--processes" in proxy.extra_args else proxy.proc.pid)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the process so far (/proc; its threads included)."""
+        import os
+
+        assert self.pid is not None
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _sysbench_case(benchmark: Any, case: str, test: str, proxy: ProxyProcess | _Side, direct_db: str, threads: int,
                    extra: tuple[str, ...]) -> None:  # fmt: skip
-    from test_proxy_support import PASSWORD, USER
-
+    side = proxy if isinstance(proxy, _Side) else _Side.of(proxy)
     figures: dict[str, dict[str, float]] = {}
 
     def run() -> None:  # one sysbench run each, proxy then direct, in the same minute
-        cpu = _cpu_seconds(proxy)
-        figures["proxy"] = _sysbench(test, proxy.port, USER, PASSWORD, "logic_db", threads, *extra)
-        if "--processes" not in proxy.extra_args:  # (its children's CPU is not the parent's)
+        cpu = 0.0 if side.pid is None else side.cpu_seconds()
+        figures["proxy"] = _sysbench(test, side.port, side.user, side.password, side.database, threads, *extra)
+        if side.pid is not None:
             # the proxy's own CPU per transaction: what a shared machine's load moves much less than the QPS
             transactions = figures["proxy"]["tps"] * SB_SECONDS
-            figures["proxy"]["cpu_us_per_tx"] = (_cpu_seconds(proxy) - cpu) * 1e6 / max(transactions, 1)
+            figures["proxy"]["cpu_us_per_tx"] = (side.cpu_seconds() - cpu) * 1e6 / max(transactions, 1)
         figures["direct"] = _sysbench(test, 3306, "root", "", direct_db, threads, *extra)
 
     benchmark.group = GROUP + " sysbench"
     benchmark.extra_info.update(case=case, items=1, unit="run", higher_is_better=False)
     benchmark.pedantic(run, rounds=1, iterations=1)
-    for side, f in figures.items():
-        benchmark.extra_info.update({f"{side}_{k}": v for k, v in f.items()})
+    for side_name, f in figures.items():
+        benchmark.extra_info.update({f"{side_name}_{k}": v for k, v in f.items()})
     benchmark.extra_info["qps_ratio"] = figures["proxy"]["qps"] / figures["direct"]["qps"]
