@@ -22,7 +22,7 @@ statements slow down under it, the counts do not). ``--callgrind``: instead, the
 executes per statement are printed (interpreter, compiled modules, C libraries; not the kernel) —
 deterministic like the opcodes, and counting what the opcodes do not (uvloop, mimic's mypyc code, the
 ``_fast`` units). ``--opcodes``: instead, the proxy runs traced (``sys.settrace`` with ``f_trace_opcodes``) and
-the interpreted opcodes per statement are printed by part and by function — deterministic,
+the interpreted opcodes per statement are printed by part and by function (the top 40, or ``DDM_OPCODES_TOP``) — deterministic,
 the figure to compare before / after. ``--hop``: the proxy with ``inlineStatements: false``
 (every statement on a worker thread). ``--binary``: a raw-socket client executes a prepared statement as
 libmariadb (sysbench's client) does: parameter types on the first execute only, no query attributes, no
@@ -242,7 +242,8 @@ def opcodes(config_path: Path, count: int) -> None:
     for part, n in parts.most_common():
         print(f"  {part:55s} {n / count:7.0f}  {100 * n / total:5.1f} %")
     print("top functions:")
-    for name, n in collections.Counter(rows).most_common(40):
+    top = int(os.environ.get("DDM_OPCODES_TOP", "40"))  # how many functions are listed
+    for name, n in collections.Counter(rows).most_common(top):
         print(f"  {n / count:7.1f}  {name.replace(str(Path(sys.executable).parents[1]), '.venv')}")
 
 
