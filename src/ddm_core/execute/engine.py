@@ -107,7 +107,7 @@ class Engine:
         """A :class:`Statement` for ``plan``, started now (or at ``started``)."""
         if started is None:
             started = time.monotonic()
-        seconds = self.seconds_of(timeout)
+        seconds = self.timeout if timeout is DEFAULT else (timeout or None)  # seconds_of, without its frame
         return Statement(
             plan, style, started, seconds, started + seconds if seconds else None,
             self.allow_partial if allow_partial is None else allow_partial,

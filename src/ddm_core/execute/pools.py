@@ -317,13 +317,16 @@ class EndpointPool:
         if not self._idle or not self._warm:
             return None
         with self._lock:
-            if not self._idle:
+            idle = self._idle  # under the lock: dispose() replaces the list
+            if not idle:
                 return None
-            conn = self._idle[-1]
+            conn = idle[-1]
+            # _needs_check without its frame (an event loop lends one per unit it sends)
             now = _monotonic()
-            if self._needs_check(conn, now):
+            lifetime = self._lifetime
+            if now - conn.returned > PING_AFTER or (lifetime is not None and now - conn.created > lifetime):
                 return None
-            self._idle.pop()
+            idle.pop()
             self._borrows += 1
         return Borrowed(self, conn)
 
@@ -491,10 +494,10 @@ class EndpointPool:
             idle.append(conn)
             if self._waiting:
                 self._wake()
-            elif (
+            elif (  # the age first: the one that is usually false
                 self._idle_timeout is not None
-                and len(idle) > self.min_idle
                 and now - idle[0].returned > self._idle_timeout
+                and len(idle) > self.min_idle
             ):
                 expired = idle.pop(0)  # the longest idle: LIFO leaves it at the bottom
                 self._open -= 1

@@ -12,7 +12,6 @@ ranks them (docs/proxy.md#multi-unit-reads-on-the-loop).
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -25,6 +24,7 @@ from ddm_core.execute.statement import timeout_error, unit_error
 if TYPE_CHECKING:
     from ddm_core.execute.engine import Engine
     from ddm_core.execute.pools import Borrowed, EndpointPool
+    from ddm_core.execute.shared import Slots
     from ddm_core.execute.statement import Statement
     from ddm_core.execute.watchdog import Guard
     from ddm_core.route.plan import RoutePlan, RouteUnit
@@ -71,7 +71,7 @@ class SentMany:
     #: ``time.monotonic()`` by which each answer must have begun (``None``: no bound).
     answer_by: float | None
     #: The full-route slot a FULL-kind read holds until it is settled (``None``: none).
-    slot: threading.BoundedSemaphore | None = None
+    slot: Slots | None = None
     #: Lanes whose deadline's cancel fired on an earlier answer than the one read now (:meth:`cancel_again`).
     fired: set[int] = field(default_factory=set)
 
@@ -89,9 +89,11 @@ class SentMany:
         Raises:
             DdmError: the error the worker path would raise for these outcomes (a deadline's cancel included).
         """
-        self._statuses(statuses, errors)
-        self._settle(errors, lost)
-        self.engine.observed(self.plan, self.statement.started, Result.counted(rows, None, (), self.plan.statement))
+        if lost or any(errors) or not self._settled_quietly(statuses):
+            self._statuses(statuses, errors)
+            self._settle(errors, lost)
+        stmt = self.statement
+        self.engine.observed_rows(stmt.plan, stmt.started, rows)  # a Result only for someone who hears of it
 
     def read(self, answers: Sequence[UnitResult | BaseException | None], lost: Collection[int] = ()) -> Result:
         """The answers were read into rows (``None``: not read, its lane failed before it; ``lost`` as
@@ -143,7 +145,7 @@ class SentMany:
     def _free_slot(self) -> None:
         slot, self.slot = self.slot, None
         if slot is not None:
-            slot.release()
+            slot.give()
 
     # -- settling ------------------------------------------------------------------------------
 
@@ -152,6 +154,27 @@ class SentMany:
         for part, status, error in zip(self.parts, statuses, errors):
             if error is None:
                 part.pool.driver.relayed(part.borrowed.raw, status)
+
+    def _settled_quietly(self, statuses: Sequence[int]) -> bool:
+        """Every answer relayed whole and no cancel fired (the usual): guards disarmed, each connection's state
+        its lane's last closing flags, every connection back as it is, the slot free. ``False``: a cancel
+        fired, nothing given back (the guards stay disarmed: :meth:`_settle` disarms again and hears the same).
+        :meth:`_statuses` and :meth:`_settle`'s quiet branch in one frame."""
+        quiet = not self.fired
+        for guard in self.guards:
+            if guard is not None and guard.disarm():
+                quiet = False
+        if not quiet:
+            return False
+        parts = self.parts
+        for part, status in zip(parts, statuses):
+            part.pool.driver.relayed(part.borrowed.raw, status)
+        for part in parts if len(parts) == len(self.guards) else self._lane_heads():
+            part.borrowed.release()
+        slot, self.slot = self.slot, None
+        if slot is not None:
+            slot.give()
+        return True
 
     def _lane_heads(self) -> list[SentPart]:
         if len(self.parts) == len(self.guards):  # one part a lane (every lane has one at least): each is a head

@@ -30,7 +30,7 @@ from ddm_core.execute.result import Result, StreamRows, UnitResult
 from ddm_core.execute.sent import SentUnit
 from ddm_core.execute.sent_many import SentMany, SentPart
 from ddm_core.execute.session_state import refuse_unpinned
-from ddm_core.execute.shared import Lane
+from ddm_core.execute.shared import Lane, Slots
 from ddm_core.execute.statement import LaneOutcome, Statement, close_quietly, timeout_error, unit_error
 from ddm_core.execute.watchdog import Guard
 from ddm_core.execute.trace_comment import TRACE_COMMENT
@@ -38,6 +38,8 @@ from ddm_core.readwrite.gtid_check import GtidCheck
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 
 __all__ = ["ThreadRunner"]
+
+_monotonic = time.monotonic
 
 
 class ThreadRunner:
@@ -59,7 +61,7 @@ class ThreadRunner:
         self.max_concurrency = max_concurrency
         self.full_route_concurrency = full_route_concurrency
         self.pipeline = pipeline
-        self._full_slots = threading.BoundedSemaphore(full_route_concurrency)
+        self._full_slots = Slots(full_route_concurrency)  # C calls: the loop's full-route reads take one too
         self._threads: cf.ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         self.closed = False
@@ -97,7 +99,7 @@ class ThreadRunner:
                 released = full  # the fan-out releases the slot once every lane has stopped
         finally:
             if full and not released:
-                self._full_slots.release()
+                self._full_slots.give()
         return self._tracked(plan, engine.assemble(stmt, outcomes, self.endpoints.reader))
 
     def _tracked(self, plan: RoutePlan, result: Result) -> Result:
@@ -161,7 +163,7 @@ class ThreadRunner:
 
     def _enter_full_route(self, stmt: Statement) -> None:
         wait = stmt.left()
-        if not self._full_slots.acquire(timeout=wait):
+        if not self._full_slots.take(wait):
             tables = ", ".join(t.logic_table for t in stmt.plan.tables) or "?"
             raise QueryTimeoutError(
                 f"a full-route statement on {tables} waited {wait:g} s for one of the "
@@ -437,18 +439,35 @@ class ThreadRunner:
         borrowed = on if on is not None else pool.lend_idle()
         if borrowed is None:
             return None
-        driver = pool.driver
+        driver, deadline, style = pool.driver, stmt.deadline, stmt.style
         # By then the answer has begun (past the deadline, as a pipelined read, the cancel grace more),
         # even if the data source is frozen and never answers the cancel either.
-        if stmt.deadline is not None:
-            answer_by: float | None = stmt.deadline + self.engine.cancel_grace
+        if deadline is not None:
+            answer_by: float | None = deadline + self.engine.cancel_grace
         else:
             bound = driver.socket_timeout(pool.endpoint)
             answer_by = None if bound is None else stmt.started + bound
-        sql = self.engine.unit_sql(driver, unit, stmt.style)
+        # Engine.unit_sql and _send without their frames (every statement the loop sends passes here)
+        sql = unit.sql if style == driver.native_style else driver.sql_for(unit.sql, style)
+        trace = TRACE_COMMENT.get()
+        if trace is not None:
+            sql = trace + sql
         try:
             try:
-                cursor, guard = self._send(unit, pool, borrowed, sql, stmt.deadline, send)
+                guard = borrowed.guard if deadline is not None else None
+                cursor = None
+                try:
+                    if deadline is not None:
+                        if deadline <= _monotonic():
+                            raise timeout_error(unit, pool.endpoint.name)
+                        if guard is not None:
+                            guard.arm(deadline)
+                    if send is None:
+                        cursor = driver.send(borrowed.raw, sql, unit.params)
+                    else:
+                        send(borrowed.raw, unit)
+                except BaseException as exc:
+                    self._fail(exc, unit, pool, borrowed, True, cursor, guard, sql)
             except DataSourceUnavailableError as exc:
                 if not pool.replica:
                     raise
@@ -476,17 +495,17 @@ class ThreadRunner:
                 or plan.cross_node is not None or stmt.partial_ok or self.engine.stream is True):  # fmt: skip
             return None
         slot = self._full_slots if plan.kind is RouteKind.FULL else None
-        if slot is not None and not slot.acquire(blocking=False):
+        if slot is not None and not slot.try_take():
             return None  # every full-route slot taken: the worker path waits for one
         lanes = self._loop_lanes(plan, on)
         if lanes is None:
             if slot is not None:
-                slot.release()
+                slot.give()
             return None
         parts: list[SentPart] = []
         guards: list[Guard | None] = []
-        deadline, style, unit_sql = stmt.deadline, stmt.style, self.engine.unit_sql
-        untraced = TRACE_COMMENT.get() is None
+        deadline, style = stmt.deadline, stmt.style
+        trace = TRACE_COMMENT.get()  # Engine.unit_sql's, read once for every unit
         try:
             for lane, (borrowed, items) in enumerate(lanes):
                 pool = borrowed.pool
@@ -496,16 +515,16 @@ class ThreadRunner:
                 fileno = -1
                 as_written = style == driver.native_style  # the units' SQL is in the driver's paramstyle
                 for index, unit in items:
-                    if untraced:  # Engine.unit_sql without its frame (its trace comment is not set)
-                        sql = unit.sql if as_written else driver.sql_for(unit.sql, style)
-                    else:
-                        sql = unit_sql(driver, unit, style)
+                    # Engine.unit_sql without its frame
+                    sql = unit.sql if as_written else driver.sql_for(unit.sql, style)
+                    if trace is not None:
+                        sql = trace + sql
                     # As _send, without a cursor (the answer is taken off the socket) and with the lane's guard
                     # armed once: a unit behind a cancelled one is cancelled when its answer is read
                     # (SentMany.cancel_again).
                     try:
                         if deadline is not None:
-                            if deadline <= time.monotonic():
+                            if deadline <= _monotonic():
                                 raise timeout_error(unit, pool.endpoint.name)
                             if guard is not None and fileno < 0:
                                 guard.arm(deadline)
@@ -522,11 +541,11 @@ class ThreadRunner:
             for lane, (borrowed, _) in enumerate(lanes):
                 borrowed.release(discard=lane < len(guards))
             if slot is not None:
-                slot.release()
+                slot.give()
             self.engine.failed(plan, stmt.started, exc)
             raise
-        if stmt.deadline is not None:  # as send_single's: the answers have begun by then, or never will
-            answer_by: float | None = stmt.deadline + self.engine.cancel_grace
+        if deadline is not None:  # as send_single's: the answers have begun by then, or never will
+            answer_by: float | None = deadline + self.engine.cancel_grace
         else:
             bounds = [b.pool.driver.socket_timeout(b.pool.endpoint) for b, _ in lanes]
             answer_by = None if None in bounds else stmt.started + max(b for b in bounds if b is not None)
@@ -536,38 +555,45 @@ class ThreadRunner:
                     ) -> list[tuple[Borrowed, list[tuple[int, RouteUnit]]]] | None:  # fmt: skip
         """The connections a multi-unit read goes on from the loop, each with its units in order: a pin per data
         source (``on``), or an idle connection of a primary without replicas per unit; ``None``: not now."""
+        units = plan.units
         if on is not None:
             by_source: dict[str, tuple[Borrowed, list[tuple[int, RouteUnit]]]] = {}
-            for index, unit in enumerate(plan.units):
+            for index, unit in enumerate(units):
                 lane = by_source.get(unit.data_source)
                 if lane is None:
                     lane = by_source[unit.data_source] = (on[unit.data_source], [])
                 lane[1].append((index, unit))
             lanes = list(by_source.values())
             for pinned, _ in lanes:
-                if not _reads_raw(pinned.pool):
+                driver = pinned.pool.driver
+                if not (driver.can_pipeline and driver.can_relay):  # read off the socket by an event loop?
                     return None
             return lanes
-        config = self.engine.router.routed_config  # the plan's version (a newer one: plain_primary says None)
+        # The plan's version: under a newer one in use, known is None and choice_of looks the pools up.
+        known = self.endpoints.plain_primaries(self.engine.router.routed_config)
         pools: list[EndpointPool] = []
-        for unit in plan.units:
-            pool = self.endpoints.plain_primary(unit.data_source, config)
-            if pool is None:  # not looked up under this version yet
+        for unit in units:
+            # Endpoints.plain_primary without its frame: a primary without replicas known under this version
+            entry = None if known is None else known.get(unit.data_source)
+            if entry is not None and not entry[0].replicas and entry[1].split is None:
+                pool = entry[1]
+            else:  # not looked up under this version yet, or replicas
                 chosen = self.endpoints.choice_of(unit.data_source, read=True)
                 if isinstance(chosen, GtidCheck) or chosen.split is not None:
                     return None  # replicas: the splitter chooses on the worker path
                 pool = chosen
-            if not _reads_raw(pool):
+            driver = pool.driver
+            if not (driver.can_pipeline and driver.can_relay):  # read off the socket by an event loop?
                 return None
             pools.append(pool)
         lent: list[tuple[Borrowed, list[tuple[int, RouteUnit]]]] = []
-        for index, (unit, pool) in enumerate(zip(plan.units, pools)):
+        for index, pool in enumerate(pools):
             borrowed = pool.lend_idle()
             if borrowed is None:  # none idle: the worker path waits for one
                 for b, _ in lent:
                     b.release()
                 return None
-            lent.append((borrowed, [(index, unit)]))
+            lent.append((borrowed, [(index, units[index])]))
         return lent
 
     def finish_sent(self, sent: SentUnit) -> Result:
@@ -642,7 +668,7 @@ class ThreadRunner:
                     lent[i].release()
             raise
         if release_full:
-            _release_when_all_done(futures, self._full_slots.release)
+            _release_when_all_done(futures, self._full_slots.give)
         wait = None if deadline is None else max(0.0, deadline - time.monotonic()) + self.engine.cancel_grace
         done, _ = cf.wait(futures, timeout=wait)
         outcomes = []
@@ -658,11 +684,6 @@ class ThreadRunner:
             unit = lane.items[0][1]
             outcomes.append(LaneOutcome(error=timeout_error(unit, lane.pool.endpoint.name)))
         return outcomes
-
-
-def _reads_raw(pool: EndpointPool) -> bool:
-    """Can a statement on ``pool`` be sent without waiting and its answer read off the socket by an event loop?"""
-    return pool.driver.can_pipeline and pool.driver.can_relay
 
 
 def _close_outcome(future: cf.Future[LaneOutcome]) -> None:
