@@ -222,3 +222,35 @@ def test_a_hot_command_handed_back_reaches_mimic_before_what_followed_it(twin: A
         client.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=lambda t: t.__name__)
+def test_a_burst_of_commands_answered_at_once_is_taken_in_one_loop(twin: Any) -> None:
+    # hot() answers each command before it returns (as a BEGIN is answered), so done() runs inside it: a
+    # nested call per command would end in RecursionError a few hundred commands into the burst
+    async def main() -> None:
+        taken: list[bytes] = []
+        holder: list[Any] = []
+
+        def hot(command: int, payload: bytes) -> bool:
+            if not payload.startswith(b"\x03NOW"):
+                return False
+            taken.append(payload)
+            holder[0].done()
+            return True
+
+        gate, reader, client = await _gate_session(twin, hot)
+        holder.append(gate)
+        gate.command_awaited()
+        burst = [b"\x03NOW %d" % i for i in range(5000)]
+        await _send(client, b"".join(_packet(p) for p in burst) + _packet(b"\x03SELECT 1"))
+        await asyncio.sleep(0.05)
+        assert taken == burst
+        assert gate.mode == twin.MIMIC  # the declined one, after the burst, goes to mimic
+        assert await reader.readexactly(4 + 9) == _packet(b"\x03SELECT 1")
+        gate.command_awaited()
+        await _send(client, _packet(b"\x03NOW again"))
+        assert taken[-1] == b"\x03NOW again" and gate.mode == twin.IDLE
+        client.close()
+
+    asyncio.run(main())

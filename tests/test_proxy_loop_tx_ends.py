@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from raw_mysql import frame, text_row
 from services import fresh_mariadb_databases, innodb_trx_fresh, mariadb_connect, require_module
 
 require_module("mysql_mimic", "ddm proxy")
@@ -135,6 +136,28 @@ def test_begin_and_commit_are_answered_by_the_gate_where_nothing_else_runs(
         cur.execute(POINT, (ids["ds_1"],))
         assert cur.fetchall() == ((ids["ds_1"], ids["ds_1"] * 10 + 1),)
         cur.execute("UPDATE t_tx SET k = k - 1 WHERE id = %s", (ids["ds_1"],))  # as it was, for the other tests
+    _settled(loop, databases)
+
+
+def test_a_pipelined_burst_of_begins_and_commits_is_answered_in_order(
+        world: tuple[Served, Served, list[str], dict[str, int]]) -> None:  # fmt: skip
+    """3000 BEGIN / COMMIT sent in one write, before any answer is read: the gate answers each at once, in
+    order, and the connection serves the next statement (a burst once ended the connection after ~240
+    answers: each answer nested a call in the previous one's)."""
+    loop, _, databases, ids = world
+    before = loop.server.runtime.hot_controls
+    with loop.raw() as client:
+        texts = [b"BEGIN" if i % 2 == 0 else b"COMMIT" for i in range(3000)]
+        client.sock.sendall(b"".join(frame(b"\x03" + text, 0) for text in texts))
+        answers = [client.response() for _ in texts]
+        assert all(len(a) == 1 and a[0][0] == 1 and a[0][1][:1] == b"\x00" for a in answers)
+        # the in-transaction flag of each OK: set after a BEGIN, cleared after a COMMIT
+        flags = [struct.unpack_from("<H", a[0][1], 3)[0] & 1 for a in answers]
+        assert flags == [1 - i % 2 for i in range(3000)]
+        client.command(0x03, ("SELECT k FROM t_tx WHERE id = %d" % ids["ds_0"]).encode())
+        rows = client.response()
+        assert text_row(rows[-2][1], 1) == (str(ids["ds_0"] * 10),)
+    assert loop.server.runtime.hot_controls - before == 3000
     _settled(loop, databases)
 
 

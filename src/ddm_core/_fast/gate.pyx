@@ -135,6 +135,7 @@ cdef class CommandGate:
     cdef int _mode
     cdef bytearray _buffer
     cdef bint _paused
+    cdef bint _pumping
 
     def __init__(self, inner, reader, Py_ssize_t limit, hot):
         self.inner = inner
@@ -145,6 +146,7 @@ cdef class CommandGate:
         self.transport = None
         self._buffer = bytearray()
         self._paused = False
+        self._pumping = False
 
     @property
     def mode(self):
@@ -207,6 +209,15 @@ cdef class CommandGate:
     # -- internals -----------------------------------------------------------------------------------
 
     cdef void _pump(self) except *:
+        if self._pumping:  # done() from inside hot(): the loop below takes the next command (gate_py._pump)
+            return
+        self._pumping = True
+        try:
+            self._take_commands()
+        finally:
+            self._pumping = False
+
+    cdef void _take_commands(self) except *:
         cdef bytearray buffer = self._buffer
         cdef const unsigned char* p
         cdef Py_ssize_t length

@@ -134,6 +134,7 @@ class CommandGate:
         self.transport: Any = None  # set by the connection when it installs the gate
         self._buffer = bytearray()
         self._paused = False
+        self._pumping = False  # _pump's loop runs (a command answered at once calls done() inside it)
 
     # -- the protocol ------------------------------------------------------------------------------------
 
@@ -192,6 +193,18 @@ class CommandGate:
     # -- internals -----------------------------------------------------------------------------------
 
     def _pump(self) -> None:
+        # A command hot() answers at once (a BEGIN, a COMMIT with nothing to send) calls done() before hot()
+        # returns: the loop running here goes on to the next command instead of a nested one, or a client's
+        # burst of such commands would nest a call per command until the interpreter's recursion limit.
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            self._take_commands()
+        finally:
+            self._pumping = False
+
+    def _take_commands(self) -> None:
         buffer = self._buffer
         while self.mode == IDLE and buffer:
             if len(buffer) < 4:  # a packet cut short: mimic's reader waits for the rest, bounded (proxy/stream.py)
