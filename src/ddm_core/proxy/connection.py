@@ -505,6 +505,17 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             return None
         return str(stmt.sql)
 
+    def reset_statement(self, payload: bytes) -> bool:
+        """A COM_STMT_RESET's work as :meth:`handle_stmt_reset` does it — the statement's long data and cursor
+        dropped — for the gate, which answers it (mysql-connector sends one before every execute of a prepared
+        cursor); ``False``: nothing done, mimic's path answers it (an unknown statement, a malformed packet)."""
+        stmt = self.prepared_stmts.get(int.from_bytes(payload[1:5], "little")) if len(payload) == 5 else None
+        if stmt is None:
+            return False
+        stmt.param_buffers = None
+        stmt.cursor = None
+        return True
+
     def write_hot(self, payload: bytes, seq: int) -> None:
         """A hot statement's closing packet (an OK, an error) at sequence id ``seq``."""
         framed = bytearray()

@@ -773,6 +773,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         relay its answer from a reader callback; ``False`` (nothing done): mimic's path answers it
         (docs/proxy.md#the-hot-path)."""
         runtime, tx = self.runtime, self._tx
+        if command == _COM_STMT_RESET:  # nothing of the session's: answered whatever the statements' path
+            return self._hot_reset(payload)
         # In a transaction: a read on a connection it pinned already (proxy/loop_transactions.py), else mimic's path
         if ((not self._autocommit if tx is None else not reads_on_pins(tx)) or not runtime.inline or not runtime.relay
                 or runtime.limiter is not None or (runtime.masker is not None and not self.may_unmask)):
@@ -841,6 +843,22 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             self._pinned_hot = hot_relay
             runtime.hot_on_pins += 1
         hot_relay.start()
+        return True
+
+    def _hot_reset(self, payload: bytes) -> bool:
+        """A COM_STMT_RESET answered at once (``ProxyConnection.reset_statement``), counted as a command as mimic's
+        path counts it (the connection's idle time, a revoke waiting for its command's end)."""
+        runtime, conn = self.runtime, self.connection
+        cid = conn.connection_id
+        runtime._enter(cid)
+        try:
+            if not conn.reset_statement(payload):
+                return False
+            runtime.hot_resets += 1  # before the OK: a client that has it reads the count
+            conn.write_hot(conn.ok(), 1)
+        finally:
+            runtime._exit(cid)
+        conn.gate_done()
         return True
 
     def _hot_many(self, command: int, payload: bytes, many: _HotMany) -> bool:
@@ -1352,7 +1370,7 @@ def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) ->
 #: Statements longer than this (characters) are scanned and routed on a worker thread, not on the
 #: event loop: linear work, but tens of milliseconds for a few megabytes that other clients would wait.
 LOOP_TEXT_LIMIT = 16_384
-_COM_QUERY, _COM_STMT_EXECUTE = 0x03, 0x17
+_COM_QUERY, _COM_STMT_EXECUTE, _COM_STMT_RESET = 0x03, 0x17, 0x1A
 #: A statement text that ran on the event loop longer than this, ``INLINE_SLOW_RUNS`` times in a row,
 #: goes to the workers from then on (the loop serves no other client meanwhile).
 INLINE_SECONDS = 0.005
