@@ -10,18 +10,22 @@ proxy's own readers (proxy/relay_many.py), on an asyncio loop.
 from __future__ import annotations
 
 import asyncio
+import copy
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ddm_core.errors import DdmError, ExecutionError
 from ddm_core.execute import Executor
 from ddm_core.execute.pools import EndpointPool, PoolStats
 from ddm_core.execute.sent_many import SentMany
 from ddm_core.execute.shared import Slots, style_of
+from ddm_core.metadata import ConfigHolder
 from ddm_core.proxy.relay_many import read_many, take_many
 from ddm_core.route.plan import RouteKind
 from test_execute_support import (  # noqa: F401 - fixtures
@@ -29,6 +33,7 @@ from test_execute_support import (  # noqa: F401 - fixtures
     mysql_config,
     mysql_databases,
     mysql_executor,
+    sharding_config,
 )
 
 READ = "SELECT order_id, user_id FROM t_order ORDER BY order_id"  # every table: a FULL route, one unit a data source
@@ -200,3 +205,41 @@ def test_slots_take_and_give() -> None:
     with pytest.raises(ExecutionError, match="given back more often than taken"):
         slots.give()
     assert slots.free() == 2
+
+
+def test_a_reload_that_gives_a_data_source_replicas_sends_its_reads_to_the_workers(
+    mysql_config: Any, mysql_databases: list[str], tmp_path: Path
+) -> None:
+    """The primaries ready for the loop are kept per configuration version: after a reload gives ``ds_1``
+    replicas, a multi-unit read over it is declined (the splitter chooses, on a worker); after one that takes
+    them away, it is sent from the loop again."""
+    urls = {f"ds_{i}": {"url": f"mysql://127.0.0.1:3306/{db}", "username": "root", "password": ""}
+            for i, db in enumerate(mysql_databases)}  # fmt: skip
+    path = tmp_path / "config.yaml"
+
+    def publish(replicas: bool) -> None:
+        doc = sharding_config(copy.deepcopy(urls), extra_tables=("t_leak",))
+        if replicas:
+            doc["dataSources"]["ds_1"]["replicas"] = [{"url": doc["dataSources"]["ds_1"]["url"], "weight": 1}]
+        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+
+    publish(False)
+    holder = ConfigHolder(path, check_env=False)
+    with Executor(holder, timeout=3.0) as ex:
+        sent = _sent(ex)
+        answers, lost = asyncio.run(read_many(sent))
+        sent.read(answers, lost).close()
+        publish(True)
+        assert holder.reload(force=True).updated
+        primary = ex.runner.endpoints.primary("ds_1")
+        for _ in range(3):
+            _freshly_used(ex)
+            primary.borrow().release()  # ds_1's primary has a connection the loop could take: only replicas stop it
+            assert ex.send_many(ex.router.route(READ), caller_style=style_of(READ)) is None
+        publish(False)
+        assert holder.reload(force=True).updated
+        sent = _sent(ex)
+        answers, lost = asyncio.run(read_many(sent))
+        sent.read(answers, lost).close()
+        assert _slots_free(ex) == ex.full_route_concurrency
+        assert_no_leaks(ex)

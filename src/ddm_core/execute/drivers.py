@@ -45,7 +45,7 @@ from abc import ABC, abstractmethod
 import logging
 import re
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ddm_core._extras import require_extra
 from ddm_core.dialects import Dialect, find_dialect
@@ -277,6 +277,9 @@ class MySQLDriver(Driver):
         self._in_trans = importlib.import_module("pymysql.constants.SERVER_STATUS").SERVER_STATUS_IN_TRANS
         self._errors = importlib.import_module("pymysql.err")
         self._killer = QueryKiller(self._open_briefly, dialect.cancel_statement)
+        # socket_timeout per endpoint's options (kept, so their id is not reused): parsing them costs ~100
+        # interpreted opcodes, and the loop asks for every transaction it opens or ends
+        self._socket_timeouts: dict[int, tuple[Mapping[str, str], float]] = {}
 
     def connect(self, endpoint: Endpoint, connect_timeout: float) -> Any:
         """A connection by the one recipe (:func:`~ddm_core.execute.mysql_connect.open_mysql`).
@@ -435,10 +438,18 @@ class MySQLDriver(Driver):
         return ExecutionError("the data source's error packet could not be read")  # not an error packet
 
     def socket_timeout(self, endpoint: Endpoint) -> float | None:
+        options = endpoint.options
+        known = self._socket_timeouts.get(id(options))
+        if known is not None and known[0] is options:
+            return known[1]
         try:  # the endpoint's URL (formatted and quoted: ~100 interpreted opcodes) only for the error naming it
-            return socket_timeout_of(endpoint.options)
+            seconds = socket_timeout_of(options)
         except ConfigError:
-            return socket_timeout_of(endpoint.options, f"endpoint {endpoint.name!r} ({endpoint.url})")
+            return socket_timeout_of(options, f"endpoint {endpoint.name!r} ({endpoint.url})")
+        if len(self._socket_timeouts) >= 256:  # endpoints of configurations reloaded many times over
+            self._socket_timeouts.clear()
+        self._socket_timeouts[id(options)] = (options, seconds)
+        return seconds
 
     def begin_commands(self, isolation: str | None, characteristics: str = "") -> list[str]:
         # SET TRANSACTION: for the next transaction only, nothing stays on the pooled connection

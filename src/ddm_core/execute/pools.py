@@ -488,21 +488,19 @@ class EndpointPool:
             self._forget_slot(discarded=discard)
             return
         now = conn.returned = _monotonic()
-        expired: _Connection | None = None
         with self._lock:
             idle = self._idle
             idle.append(conn)
             if self._waiting:
                 self._wake()
-            elif (  # the age first: the one that is usually false
-                self._idle_timeout is not None
-                and now - idle[0].returned > self._idle_timeout
-                and len(idle) > self.min_idle
-            ):
-                expired = idle.pop(0)  # the longest idle: LIFO leaves it at the bottom
-                self._open -= 1
-        if expired is not None:
-            self._close(expired.raw)
+                return
+            timeout = self._idle_timeout
+            # the age first: the test that is usually false (every statement's connection comes back here)
+            if timeout is None or now - idle[0].returned <= timeout or len(idle) <= self.min_idle:
+                return
+            expired = idle.pop(0)  # the longest idle: LIFO leaves it at the bottom
+            self._open -= 1
+        self._close(expired.raw)
 
     def _close(self, raw: Any) -> None:
         try:

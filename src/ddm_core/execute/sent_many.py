@@ -104,8 +104,9 @@ class SentMany:
             DdmError: as :meth:`relayed`.
         """
         every = _all_read(answers)
-        self._settle([None] * len(answers) if every else [a if isinstance(a, BaseException) else None for a in answers],
-                     lost)  # fmt: skip
+        if lost or not every or not self._settled_quietly(None):
+            self._settle([None] * len(answers) if every else [a if isinstance(a, BaseException) else None
+                                                              for a in answers], lost)  # fmt: skip
         engine, plan = self.engine, self.plan
         # in plan order (the merge's ties): the parts' indexes sorted at C speed, no frame per part
         by_index = sorted(zip(map(_INDEX, self.parts), answers), key=_FIRST)
@@ -155,11 +156,12 @@ class SentMany:
             if error is None:
                 part.pool.driver.relayed(part.borrowed.raw, status)
 
-    def _settled_quietly(self, statuses: Sequence[int]) -> bool:
-        """Every answer relayed whole and no cancel fired (the usual): guards disarmed, each connection's state
-        its lane's last closing flags, every connection back as it is, the slot free. ``False``: a cancel
-        fired, nothing given back (the guards stay disarmed: :meth:`_settle` disarms again and hears the same).
-        :meth:`_statuses` and :meth:`_settle`'s quiet branch in one frame."""
+    def _settled_quietly(self, statuses: Sequence[int] | None) -> bool:
+        """Every answer taken whole and no cancel fired (the usual): guards disarmed, each connection's state
+        its lane's last closing flags (``statuses``, relayed answers; ``None``: the driver read them), every
+        connection back as it is, the slot free. ``False``: a cancel fired, nothing given back (the guards stay
+        disarmed: :meth:`_settle` disarms again and hears the same). :meth:`_statuses` and :meth:`_settle`'s
+        quiet branch in one frame."""
         quiet = not self.fired
         for guard in self.guards:
             if guard is not None and guard.disarm():
@@ -167,8 +169,9 @@ class SentMany:
         if not quiet:
             return False
         parts = self.parts
-        for part, status in zip(parts, statuses):
-            part.pool.driver.relayed(part.borrowed.raw, status)
+        if statuses is not None:
+            for part, status in zip(parts, statuses):
+                part.pool.driver.relayed(part.borrowed.raw, status)
         for part in parts if len(parts) == len(self.guards) else self._lane_heads():
             part.borrowed.release()
         slot, self.slot = self.slot, None

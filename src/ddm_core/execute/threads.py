@@ -65,6 +65,8 @@ class ThreadRunner:
         self._threads: cf.ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         self.closed = False
+        # _loop_lanes' primaries ready for the loop, for the Endpoints.plain_primaries mapping of one version
+        self._loop_ready: tuple[object, dict[str, EndpointPool]] = (None, {})
 
     def close(self) -> None:
         """Stop the worker threads (units not started never run)."""
@@ -425,20 +427,24 @@ class ThreadRunner:
         plan = stmt.plan
         if self.closed or len(plan.units) != 1 or plan.kind is RouteKind.FULL or plan.dual or self.engine.stream is True:
             return None
-        if on is None:
-            refuse_unpinned(plan)
-        unit = plan.units[0]
         if on is not None:
+            borrowed = on
             pool = on.pool
-        elif pool is None:
-            pool = self.loop_pool(plan)
-            if pool is None:
+            if not pool.driver.can_pipeline:
                 return None
-        if not pool.driver.can_pipeline:
-            return None
-        borrowed = on if on is not None else pool.lend_idle()
-        if borrowed is None:
-            return None
+        else:
+            refuse_unpinned(plan)
+            if pool is None:
+                pool = self.loop_pool(plan)
+                if pool is None:
+                    return None
+            if not pool.driver.can_pipeline:
+                return None
+            idle = pool.lend_idle()
+            if idle is None:
+                return None
+            borrowed = idle
+        unit = plan.units[0]
         driver, deadline, style = pool.driver, stmt.deadline, stmt.style
         # By then the answer has begun (past the deadline, as a pipelined read, the cancel grace more),
         # even if the data source is frozen and never answers the cancel either.
@@ -559,32 +565,33 @@ class ThreadRunner:
         if on is not None:
             by_source: dict[str, tuple[Borrowed, list[tuple[int, RouteUnit]]]] = {}
             for index, unit in enumerate(units):
-                lane = by_source.get(unit.data_source)
-                if lane is None:
-                    lane = by_source[unit.data_source] = (on[unit.data_source], [])
-                lane[1].append((index, unit))
-            lanes = list(by_source.values())
-            for pinned, _ in lanes:
+                source = unit.data_source
+                lane = by_source.get(source)
+                if lane is not None:
+                    lane[1].append((index, unit))
+                    continue
+                pinned = on[source]
                 driver = pinned.pool.driver
                 if not (driver.can_pipeline and driver.can_relay):  # read off the socket by an event loop?
                     return None
-            return lanes
+                by_source[source] = (pinned, [(index, unit)])
+            return list(by_source.values())
         # The plan's version: under a newer one in use, known is None and choice_of looks the pools up.
         known = self.endpoints.plain_primaries(self.engine.router.routed_config)
+        if known is None:
+            ready: dict[str, EndpointPool] = {}
+        else:
+            version, ready = self._loop_ready
+            if version is not known:  # another configuration version: what was ready is asked again
+                ready = {}
+                self._loop_ready = (known, ready)
         pools: list[EndpointPool] = []
         for unit in units:
-            # Endpoints.plain_primary without its frame: a primary without replicas known under this version
-            entry = None if known is None else known.get(unit.data_source)
-            if entry is not None and not entry[0].replicas and entry[1].split is None:
-                pool = entry[1]
-            else:  # not looked up under this version yet, or replicas
-                chosen = self.endpoints.choice_of(unit.data_source, read=True)
-                if isinstance(chosen, GtidCheck) or chosen.split is not None:
-                    return None  # replicas: the splitter chooses on the worker path
-                pool = chosen
-            driver = pool.driver
-            if not (driver.can_pipeline and driver.can_relay):  # read off the socket by an event loop?
-                return None
+            pool = ready.get(unit.data_source)
+            if pool is None or pool.split is not None:
+                pool = self._loop_primary(unit.data_source, known, ready)
+                if pool is None:
+                    return None
             pools.append(pool)
         lent: list[tuple[Borrowed, list[tuple[int, RouteUnit]]]] = []
         for index, pool in enumerate(pools):
@@ -595,6 +602,29 @@ class ThreadRunner:
                 return None
             lent.append((borrowed, [(index, units[index])]))
         return lent
+
+    def _loop_primary(self, data_source: str, known: Mapping[str, tuple[Any, EndpointPool]] | None,
+                      ready: dict[str, EndpointPool]) -> EndpointPool | None:  # fmt: skip
+        """The pool a loop sends a multi-unit read's unit on ``data_source`` to: its primary's, when it has no
+        replicas and its answers can be read off the socket; ``None``: the worker path runs the read.
+
+        A pool :meth:`Endpoints.plain_primary` gives under this version (``known``) is kept in ``ready``: the
+        next read asks only ``ready`` and the pool's ``split`` (all plain_primary checks that can change
+        within a version; a pool's driver never does)."""
+        entry = None if known is None else known.get(data_source)
+        if entry is not None and not entry[0].replicas and entry[1].split is None:
+            pool = entry[1]  # what Endpoints.plain_primary answers
+        else:  # not looked up under this version yet, or replicas
+            chosen = self.endpoints.choice_of(data_source, read=True)
+            if isinstance(chosen, GtidCheck) or chosen.split is not None:
+                return None  # replicas: the splitter chooses on the worker path
+            pool = chosen
+        driver = pool.driver
+        if not (driver.can_pipeline and driver.can_relay):  # read off the socket by an event loop?
+            return None
+        if entry is not None and pool is entry[1]:
+            ready[data_source] = pool
+        return pool
 
     def finish_sent(self, sent: SentUnit) -> Result:
         """:meth:`SentUnit.finish`: the answer read, the connection given back, the statement observed."""
