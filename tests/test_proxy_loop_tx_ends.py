@@ -139,15 +139,44 @@ def test_begin_and_commit_are_answered_by_the_gate_where_nothing_else_runs(
     _settled(loop, databases)
 
 
+def test_rollback_is_answered_by_the_gate_as_commit_is(world: tuple[Served, Served, list[str], dict[str, int]]) -> None:
+    """A plain ROLLBACK of no transaction (what a pool's reset of a returned connection sends), of one that pinned
+    nothing, or of one whose pins only read is answered by the gate (the last sent on its pins from there); one
+    after a write is left to the worker path, and the write is undone."""
+    loop, _, databases, ids = world
+    runtime = loop.server.runtime
+    with loop.connect() as conn, conn.cursor() as cur:
+        before, ended = runtime.hot_controls, runtime.ended_on_loop
+        cur.execute("ROLLBACK")
+        assert runtime.hot_controls - before == 1
+        cur.execute("BEGIN")
+        cur.execute("ROLLBACK")  # pinned nothing: nothing sent
+        assert runtime.hot_controls - before == 3 and not conn.server_status & 1
+        cur.execute("BEGIN")
+        for i in (ids["ds_0"], ids["ds_1"]):  # both data sources pinned, only read
+            cur.execute(POINT, (i,))
+            assert cur.fetchall() == ((i, i * 10),)
+        cur.execute("ROLLBACK")
+        assert runtime.hot_controls - before == 5 and runtime.ended_on_loop - ended == 1
+        assert not conn.server_status & 1
+        cur.execute("BEGIN")
+        cur.execute("UPDATE t_tx SET k = k + 100 WHERE id = %s", (ids["ds_1"],))
+        cur.execute("ROLLBACK")  # it wrote: the worker path rolls it back
+        assert runtime.hot_controls - before == 6 and not conn.server_status & 1
+        cur.execute(POINT, (ids["ds_1"],))
+        assert cur.fetchall() == ((ids["ds_1"], ids["ds_1"] * 10),)
+    _settled(loop, databases)
+
+
 def test_a_pipelined_burst_of_begins_and_commits_is_answered_in_order(
         world: tuple[Served, Served, list[str], dict[str, int]]) -> None:  # fmt: skip
-    """3000 BEGIN / COMMIT sent in one write, before any answer is read: the gate answers each at once, in
-    order, and the connection serves the next statement (a burst once ended the connection after ~240
+    """3000 BEGIN / COMMIT / ROLLBACK sent in one write, before any answer is read: the gate answers each at
+    once, in order, and the connection serves the next statement (a burst once ended the connection after ~240
     answers: each answer nested a call in the previous one's)."""
     loop, _, databases, ids = world
     before = loop.server.runtime.hot_controls
     with loop.raw() as client:
-        texts = [b"BEGIN" if i % 2 == 0 else b"COMMIT" for i in range(3000)]
+        texts = [(b"BEGIN", b"COMMIT", b"BEGIN", b"ROLLBACK")[i % 4] for i in range(3000)]
         client.sock.sendall(b"".join(frame(b"\x03" + text, 0) for text in texts))
         answers = [client.response() for _ in texts]
         assert all(len(a) == 1 and a[0][0] == 1 and a[0][1][:1] == b"\x00" for a in answers)

@@ -123,7 +123,7 @@ class ProxyRuntime:
         self.relayed = 0  # of those, the statements whose result was relayed
         self.inlined = 0  # statements run on the event loop, without the thread hop
         self.hot_on_pins = 0  # of those, reads the hot path sent on a transaction's pin (ProxySession.hot)
-        self.hot_controls = 0  # BEGIN and COMMIT the hot path answered (ProxySession._hot_control)
+        self.hot_controls = 0  # BEGIN, COMMIT and ROLLBACK the hot path answered (ProxySession._hot_control)
         self.hot_resets = 0  # COM_STMT_RESET the gate answered (ProxySession._hot_reset)
         self.hot_many = 0  # multi-unit reads the gate took from mimic's path (ProxySession._hot_many)
         self.many_inlined = 0  # multi-unit reads run on the event loop (proxy/relay_many.py), not counted above

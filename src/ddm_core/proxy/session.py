@@ -929,8 +929,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                   ) -> tuple[str, RoutePlan, float, ResultRelay, Any, str, list[Column] | None, Any, Any] | Kind | _HotMany | None:  # fmt: skip
         """What the hot path sends for this command, routed — its text, plan, start, relay, execute values,
         paramstyle, announced columns, pool and idle link (``None``: none, the pooled path sends it) — in a
-        transaction, its pin instead of a link; a ``Kind``: a BEGIN or COMMIT it answers (:meth:`_control_of`); a
-        ``_HotMany``: a multi-unit read (:meth:`_hot_many`); ``None``: it is not one of its statements."""
+        transaction, its pin instead of a link; a ``Kind``: a BEGIN, COMMIT or ROLLBACK it answers
+        (:meth:`_control_of`); a ``_HotMany``: a multi-unit read (:meth:`_hot_many`); ``None``: it is not one of
+        its statements."""
         runtime, conn = self.runtime, self.connection
         announced: list[Column] | None = None
         block: bytes | None = None  # an execute's parameters as the client sent them
@@ -943,7 +944,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             text, params = parameterize(sql) or (sql, None)
         elif command == _COM_STMT_EXECUTE:
             took = conn.hot_execute(payload)
-            if took is None:  # a BEGIN or COMMIT has no parameters (hot_execute takes none)
+            if took is None:  # a BEGIN, COMMIT or ROLLBACK has no parameters (hot_execute takes none)
                 control = conn.hot_control(payload)
                 return None if control is None else self._control_of(control)
             sql, params, announced, block = took
@@ -1009,9 +1010,10 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         return sql, plan, started, relay, values, style, announced, pool, link
 
     def _control_of(self, text: str) -> Kind | None:
-        """``BEGIN`` or ``COMMIT`` when the hot path answers ``text`` as :meth:`_answer` would, without a thread:
-        a plain ``BEGIN`` (no characteristics) with no transaction open and local ones; a plain ``COMMIT`` of none,
-        of one that pinned nothing, or of a local one whose pins only read (``Transaction.ends_on_loop``)."""
+        """``BEGIN``, ``COMMIT`` or ``ROLLBACK`` when the hot path answers ``text`` as :meth:`_answer` would,
+        without a thread: a plain ``BEGIN`` (no characteristics) with no transaction open and local ones; a plain
+        ``COMMIT`` or ``ROLLBACK`` of none (a pool's reset of a connection it takes back sends one), of one that
+        pinned nothing, or of a local one whose pins only read (``Transaction.ends_on_loop``)."""
         if len(text) > _CONTROL_TEXT:
             return None
         what = classify(text)
@@ -1020,14 +1022,14 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return None
         if kind is Kind.BEGIN:
             return kind if tx is None and self._tx_mode == "local" else None
-        if kind is Kind.COMMIT:
+        if kind is Kind.COMMIT or kind is Kind.ROLLBACK:
             return kind if tx is None or ends_quietly(tx) or (reads_on_pins(tx) and tx.ends_on_loop()) else None
         return None
 
     def _hot_control(self, kind: Kind, command: int) -> bool:
-        """``BEGIN`` or ``COMMIT`` (:meth:`_control_of`'s) answered from the gate as :meth:`_answer` answers it: at
-        once when nothing is sent, else the ``COMMIT`` sent on every pin and its OKs read from reader callbacks
-        (``HotEnd``, what ``end_on_loop`` does in a task)."""
+        """``BEGIN``, ``COMMIT`` or ``ROLLBACK`` (:meth:`_control_of`'s) answered from the gate as :meth:`_answer`
+        answers it: at once when nothing is sent, else the end sent on every pin and its OKs read from reader
+        callbacks (``HotEnd``, what ``end_on_loop`` does in a task)."""
         runtime, conn = self.runtime, self.connection
         cid = conn.connection_id
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
@@ -1038,8 +1040,10 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             try:
                 if kind is Kind.BEGIN:
                     self._begin()
-                else:
+                elif kind is Kind.COMMIT:
                     self._commit()
+                else:
+                    self._rollback()
             except DdmError as exc:
                 self._hot_ended(cid, exc)
                 return True
@@ -1048,7 +1052,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._tx = None
         runtime.ended_on_loop += 1
         loop = self._loop()
-        end = self._pinned_hot = HotEnd(tx, "COMMIT", loop, runtime.deadlines, partial(self._hot_ended, cid))
+        spelled = "COMMIT" if kind is Kind.COMMIT else "ROLLBACK"
+        end = self._pinned_hot = HotEnd(tx, spelled, loop, runtime.deadlines, partial(self._hot_ended, cid))
         end.start()
         return True
 
@@ -1386,7 +1391,7 @@ _HANDBACK = object()
 
 _SINGLE = RouteKind.SINGLE
 _HOT_HEADERS = 64  # kinds of relayed result a session keeps a header of (a client with more starts again)
-_CONTROL_TEXT = 64  # a longer text is not a BEGIN or COMMIT the hot path answers (_control_of)
+_CONTROL_TEXT = 64  # a longer text is not a BEGIN, COMMIT or ROLLBACK the hot path answers (_control_of)
 
 
 def _one_unit(plan: RoutePlan) -> bool:
