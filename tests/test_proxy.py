@@ -388,8 +388,8 @@ def test_only_repeated_one_unit_autocommit_statements_skip_the_thread_hop(proxy:
             assert cur.fetchall() == ((2,),)
     conn.autocommit(False)
     with conn.cursor() as cur:
-        for _ in range(3):  # in a transaction: the first pins its data source on a worker, the next 2 go from
-            cur.execute("SELECT amount FROM t_order WHERE user_id = 4 AND order_id = 1")  # the loop on that pin
+        for _ in range(3):  # autocommit off: the first opens the transaction from the loop (its opening sent
+            cur.execute("SELECT amount FROM t_order WHERE user_id = 4 AND order_id = 1")  # with it), 2 on its pin
             assert cur.fetchall() == ((5,),)
     conn.rollback()
     conn.close()
@@ -397,10 +397,12 @@ def test_only_repeated_one_unit_autocommit_statements_skip_the_thread_hop(proxy:
     counted = re.search(r"(\d+) statement\(s\) ran on the event loop, (\d+) of them relayed", own.stderr)
     assert counted is not None, own.stderr
     # 4 of the 5 point selects: the first of the shape ran on a worker (3 when an idle connection had to be
-    # pinged first, past 0.5 s idle: a worker then does it); and 2 of the 3 in the transaction (on its pin,
-    # docs/proxy.md#transactions-on-the-loop); each was relayed, a one-unit SELECT
+    # pinged first, past 0.5 s idle: a worker then does it); and the 3 in the transaction (the first behind
+    # its opening, then on its pin, docs/proxy.md#transactions-on-the-loop); each was relayed, a one-unit SELECT
     inlined, relayed = int(counted.group(1)), int(counted.group(2))
-    assert inlined in (5, 6) and relayed == inlined, own.stderr
+    assert inlined in (6, 7) and relayed == inlined, own.stderr
+    opened = re.search(r"(\d+) transaction opening\(s\) \((\d+) with the first statement right behind\)", own.stderr)
+    assert opened is not None and opened.groups() == ("1", "1"), own.stderr
     # the two-unit COUNT(*), counted apart (docs/proxy.md#multi-unit-reads-on-the-loop): merged, so not relayed
     many = re.search(r"(\d+) multi-unit read\(s\) on the event loop, (\d+) of them relayed", own.stderr)
     assert many is not None and many.groups() in (("1", "0"), ("2", "0")), own.stderr

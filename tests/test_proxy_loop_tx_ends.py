@@ -247,6 +247,76 @@ def test_the_snapshot_is_taken_at_the_first_read_and_a_rollback_ends_it(
     _settled(loop, databases)
 
 
+@pytest.mark.parametrize("client", ["pymysql", "prepared"])
+def test_with_autocommit_off_the_first_read_opens_the_transaction_on_the_loop(
+        world: tuple[Served, Served, list[str], dict[str, int]], client: str) -> None:  # fmt: skip
+    """PyMySQL's default (autocommit off; SQLAlchemy's sessions too): the first read opens the transaction on
+    the loop (its opening sent right behind it), the answer reports it open, its snapshot holds until COMMIT,
+    and the next read opens the next one. Multi-unit reads go on its pins."""
+    loop, _, databases, ids = world
+    i = ids["ds_1"]
+    direct, runtime = loop.server.executor, loop.server.runtime
+    if client == "prepared":
+        require_module("mysql.connector", "prepared statements against the proxy")
+        from mysql import connector
+
+        conn = connector.connect(host="127.0.0.1", port=loop.port, user=USER, password=PASSWORD, database="logic_db",
+                                 ssl_disabled=True, autocommit=True, use_pure=False)  # fmt: skip
+        cur = conn.cursor(prepared=True)
+        point, ranged = POINT.replace("%s", "?"), RANGE.replace("%s", "?")
+
+        def in_transaction() -> bool:
+            return bool(conn.in_transaction)
+
+        def autocommit(on: bool) -> None:
+            conn.autocommit = on
+    else:
+        conn = loop.connect()
+        cur = conn.cursor()
+        point, ranged = POINT, RANGE
+
+        def in_transaction() -> bool:  # PyMySQL reads the status of OK packets only: the server's own view
+            return _in_transaction(databases) >= 1
+
+        def autocommit(on: bool) -> None:
+            conn.autocommit(on)
+    try:
+        cur.execute(point, (i,))  # the shapes, met in autocommit
+        cur.fetchall()
+        cur.execute(ranged, (1, 20))
+        cur.fetchall()
+        autocommit(False)
+        for _ in range(2):
+            before, inlined = _on_loop(loop), runtime.many_inlined
+            cur.execute(point, (i,))
+            (row,) = [tuple(r) for r in cur.fetchall()]
+            assert in_transaction()
+            assert _on_loop(loop)[0] == before[0] + 1  # opened from the loop with this read
+            direct.execute("UPDATE t_tx SET k = k + 1 WHERE id = %s", (i,)).close()  # committed elsewhere
+            cur.execute(point, (i,))
+            assert [tuple(r) for r in cur.fetchall()] == [row]  # the snapshot taken by the first read
+            cur.execute(ranged, (1, 20))  # both data sources: the other one opened on the loop too
+            assert (i, row[1]) in [tuple(r) for r in cur.fetchall()]
+            assert runtime.many_inlined == inlined + 1 and _on_loop(loop)[0] == before[0] + 2
+            conn.commit()
+            assert not in_transaction() and _on_loop(loop)[1] == before[1] + 1  # the COMMIT sent from the loop
+            autocommit(True)
+            cur.execute(point, (i,))
+            assert [tuple(r) for r in cur.fetchall()] == [(i, row[1] + 1)]
+            autocommit(False)
+        before, inlined = _on_loop(loop), runtime.many_inlined
+        cur.execute(ranged, (1, 20))  # a multi-unit read first: it opens the transaction on both data sources
+        assert len(cur.fetchall()) == 20 and in_transaction()
+        assert runtime.many_inlined == inlined + 1 and _on_loop(loop)[0] == before[0] + 2
+        conn.rollback()
+        assert not in_transaction() and _on_loop(loop)[1] == before[1] + 1
+    finally:
+        cur.close()
+        conn.close()
+        direct.execute("UPDATE t_tx SET k = %s WHERE id = %s", (i * 10, i)).close()
+    _settled(loop, databases)
+
+
 def test_a_client_gone_mid_transaction_gives_its_pins_back(
         world: tuple[Served, Served, list[str], dict[str, int]]) -> None:  # fmt: skip
     loop, _, databases, ids = world

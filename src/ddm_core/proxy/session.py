@@ -775,9 +775,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         runtime, tx = self.runtime, self._tx
         if command == _COM_STMT_RESET:  # nothing of the session's: answered whatever the statements' path
             return self._hot_reset(payload)
-        # In a transaction: a read on a connection it pinned already (proxy/loop_transactions.py), else mimic's path
-        if ((not self._autocommit if tx is None else not reads_on_pins(tx)) or not runtime.inline or not runtime.relay
-                or runtime.limiter is not None or (runtime.masker is not None and not self.may_unmask)):
+        # In a transaction: a read on a connection it pinned already (proxy/loop_transactions.py), else mimic's
+        # path; with autocommit off, a local transaction's first statement opens it (_implicit)
+        if ((self._tx_mode != "local" and not self._autocommit if tx is None else not reads_on_pins(tx))
+                or not runtime.inline or not runtime.relay or runtime.limiter is not None
+                or (runtime.masker is not None and not self.may_unmask)):
             return False  # fmt: skip
         try:
             taken = self._hot_plan(command, payload)
@@ -786,6 +788,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return False
         if taken is None:
             return False
+        tx = self._tx  # _hot_plan may have opened the session's implicit transaction
         if isinstance(taken, Kind):
             return self._hot_control(taken, command)
         if isinstance(taken, _HotMany):
@@ -954,6 +957,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         shape = runtime.shapes.get(text)
         if shape is None or not shape.inline or shape.needs is not PLAIN:
             if shape is not None and shape.many and shape.needs is PLAIN and len(sql) <= LOOP_TEXT_LIMIT:
+                self._implicit()
                 return _HotMany(sql, text, params, announced, shape)  # _run's multi-unit read, from the gate
             return None if shape is not None or params else self._control_of(text)
         plan = runtime.executor.router.route(text, params)  # a refusal: mimic's path routes it again, answers it
@@ -974,7 +978,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         unit = units[0]
         executor = runtime.executor
         config = executor.engine.router.routed_config  # the version just routed with
-        tx = self._tx
+        tx = self._implicit()
         pool: Any = None
         pin = None
         if tx is not None:  # the transaction's pin there, or its opening (below), or mimic's path (the worker path's rules)
@@ -1008,6 +1012,14 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 return None
         link = runtime.backends.take(unit.data_source, pool, config)  # last: it goes
         return sql, plan, started, relay, values, style, announced, pool, link
+
+    def _implicit(self) -> Transaction | None:
+        """The session's transaction; with autocommit off and none open, the one its first routed statement opens
+        here, as :meth:`_execute` opens it on mimic's path (``hot()`` lets only a local one be opened so)."""
+        if self._tx is None and not self._autocommit:
+            self._open_transaction()
+            self._update_status()  # the statement's answer reports the transaction open, as MariaDB's does
+        return self._tx
 
     def _control_of(self, text: str) -> Kind | None:
         """``BEGIN``, ``COMMIT`` or ``ROLLBACK`` when the hot path answers ``text`` as :meth:`_answer` would,
