@@ -190,22 +190,25 @@ def test_a_pipelined_burst_of_begins_and_commits_is_answered_in_order(
     _settled(loop, databases)
 
 
-@pytest.mark.parametrize("client", ["pymysql", "prepared"])
-def test_a_read_only_transaction_is_opened_and_committed_on_the_loop(
-        world: tuple[Served, Served, list[str], dict[str, int]], client: str) -> None:  # fmt: skip
-    loop, _, databases, ids = world
+def _client(loop: Served, client: str) -> tuple[Any, Any, str, str]:
+    """A connection in autocommit (``pymysql``: text; ``prepared``: mysql-connector's C client, prepared), its
+    cursor, and the point and range reads in its paramstyle."""
     if client == "prepared":
         require_module("mysql.connector", "prepared statements against the proxy")
         from mysql import connector
 
         conn = connector.connect(host="127.0.0.1", port=loop.port, user=USER, password=PASSWORD, database="logic_db",
                                  ssl_disabled=True, autocommit=True, use_pure=False)  # fmt: skip
-        cur = conn.cursor(prepared=True)
-        point, ranged = POINT.replace("%s", "?"), RANGE.replace("%s", "?")
-    else:
-        conn = loop.connect()
-        cur = conn.cursor()
-        point, ranged = POINT, RANGE
+        return conn, conn.cursor(prepared=True), POINT.replace("%s", "?"), RANGE.replace("%s", "?")
+    conn = loop.connect()
+    return conn, conn.cursor(), POINT, RANGE
+
+
+@pytest.mark.parametrize("client", ["pymysql", "prepared"])
+def test_a_read_only_transaction_is_opened_and_committed_on_the_loop(
+        world: tuple[Served, Served, list[str], dict[str, int]], client: str) -> None:  # fmt: skip
+    loop, _, databases, ids = world
+    conn, cur, point, ranged = _client(loop, client)
     expected = [[(ids["ds_0"], ids["ds_0"] * 10)], [(ids["ds_1"], ids["ds_1"] * 10)], [(ids["ds_0"], ids["ds_0"] * 10)],
                 [(i, i * 10) for i in range(1, 11)], [(i, i * 10) for i in range(11, 21)]]  # fmt: skip
     assert _sysbench_like(cur, ids, point, ranged) == expected  # the shapes met (on workers)
@@ -256,29 +259,15 @@ def test_with_autocommit_off_the_first_read_opens_the_transaction_on_the_loop(
     loop, _, databases, ids = world
     i = ids["ds_1"]
     direct, runtime = loop.server.executor, loop.server.runtime
-    if client == "prepared":
-        require_module("mysql.connector", "prepared statements against the proxy")
-        from mysql import connector
+    conn, cur, point, ranged = _client(loop, client)
 
-        conn = connector.connect(host="127.0.0.1", port=loop.port, user=USER, password=PASSWORD, database="logic_db",
-                                 ssl_disabled=True, autocommit=True, use_pure=False)  # fmt: skip
-        cur = conn.cursor(prepared=True)
-        point, ranged = POINT.replace("%s", "?"), RANGE.replace("%s", "?")
+    def in_transaction() -> bool:  # PyMySQL reads the status of OK packets only: there, the server's own view
+        return bool(conn.in_transaction) if client == "prepared" else _in_transaction(databases) >= 1
 
-        def in_transaction() -> bool:
-            return bool(conn.in_transaction)
-
-        def autocommit(on: bool) -> None:
-            conn.autocommit = on
-    else:
-        conn = loop.connect()
-        cur = conn.cursor()
-        point, ranged = POINT, RANGE
-
-        def in_transaction() -> bool:  # PyMySQL reads the status of OK packets only: the server's own view
-            return _in_transaction(databases) >= 1
-
-        def autocommit(on: bool) -> None:
+    def autocommit(on: bool) -> None:
+        if client == "prepared":
+            conn.autocommit = on  # mysql-connector's is a property, PyMySQL's a method
+        else:
             conn.autocommit(on)
     try:
         cur.execute(point, (i,))  # the shapes, met in autocommit
