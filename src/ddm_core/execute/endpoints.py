@@ -8,7 +8,7 @@ connections and never ask). Data sources with replicas go through :mod:`ddm_core
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from ddm_core.errors import ExecutionError
 from ddm_core.metadata.migration import routing_data_sources
@@ -78,14 +78,6 @@ class Endpoints(Generic[P]):
         if entry is None or entry[0].replicas or entry[1].split is not None:
             return None
         return entry[1]
-
-    def plain_primaries(self, config: ShardingConfig) -> Mapping[str, tuple[DataSource, P]] | None:
-        """What :meth:`plain_primary` looks in, for a caller asking for many data sources at once: data source
-        → (its configuration, its primary's pool) as looked up under ``config`` (the version in use), an entry
-        :meth:`plain_primary` answers exactly when its data source has no replicas and its pool no splitter;
-        ``None``: ``config`` is not the version in use, ask :meth:`choice_of`. Read-only for the caller."""
-        version, known = self._primaries
-        return known if version is config else None
 
     def _chosen(self, data_source: str, read: bool, reader: Callable[[DataSource], Any]) -> Any:
         config = self._config()

@@ -321,10 +321,7 @@ class EndpointPool:
             if not idle:
                 return None
             conn = idle[-1]
-            # _needs_check without its frame (an event loop lends one per unit it sends)
-            now = _monotonic()
-            lifetime = self._lifetime
-            if now - conn.returned > PING_AFTER or (lifetime is not None and now - conn.created > lifetime):
+            if self._needs_check(conn, _monotonic()):
                 return None
             idle.pop()
             self._borrows += 1

@@ -161,22 +161,19 @@ class SentMany:
         its lane's last closing flags (``statuses``, relayed answers; ``None``: the driver read them), every
         connection back as it is, the slot free. ``False``: a cancel fired, nothing given back (the guards stay
         disarmed: :meth:`_settle` disarms again and hears the same). :meth:`_statuses` and :meth:`_settle`'s
-        quiet branch in one frame."""
+        quiet branch together."""
         quiet = not self.fired
         for guard in self.guards:
             if guard is not None and guard.disarm():
                 quiet = False
         if not quiet:
             return False
-        parts = self.parts
         if statuses is not None:
-            for part, status in zip(parts, statuses):
+            for part, status in zip(self.parts, statuses):
                 part.pool.driver.relayed(part.borrowed.raw, status)
-        for part in parts if len(parts) == len(self.guards) else self._lane_heads():
+        for part in self._lane_heads():
             part.borrowed.release()
-        slot, self.slot = self.slot, None
-        if slot is not None:
-            slot.give()
+        self._free_slot()
         return True
 
     def _lane_heads(self) -> list[SentPart]:

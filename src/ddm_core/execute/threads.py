@@ -33,6 +33,7 @@ from ddm_core.execute.session_state import refuse_unpinned
 from ddm_core.execute.shared import Lane, Slots
 from ddm_core.execute.statement import LaneOutcome, Statement, close_quietly, timeout_error, unit_error
 from ddm_core.execute.watchdog import Guard
+from ddm_core.metadata.model import ShardingConfig
 from ddm_core.execute.trace_comment import TRACE_COMMENT
 from ddm_core.readwrite.gtid_check import GtidCheck
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
@@ -65,7 +66,7 @@ class ThreadRunner:
         self._threads: cf.ThreadPoolExecutor | None = None
         self._threads_lock = threading.Lock()
         self.closed = False
-        # _loop_lanes' primaries ready for the loop, for the Endpoints.plain_primaries mapping of one version
+        # _loop_lanes' primaries ready for the loop, under one routed configuration version
         self._loop_ready: tuple[object, dict[str, EndpointPool]] = (None, {})
 
     def close(self) -> None:
@@ -453,27 +454,10 @@ class ThreadRunner:
         else:
             bound = driver.socket_timeout(pool.endpoint)
             answer_by = None if bound is None else stmt.started + bound
-        # Engine.unit_sql and _send without their frames (every statement the loop sends passes here)
-        sql = unit.sql if style == driver.native_style else driver.sql_for(unit.sql, style)
-        trace = TRACE_COMMENT.get()
-        if trace is not None:
-            sql = trace + sql
+        sql = self.engine.unit_sql(driver, unit, style)
         try:
             try:
-                guard = borrowed.guard if deadline is not None else None
-                cursor = None
-                try:
-                    if deadline is not None:
-                        if deadline <= _monotonic():
-                            raise timeout_error(unit, pool.endpoint.name)
-                        if guard is not None:
-                            guard.arm(deadline)
-                    if send is None:
-                        cursor = driver.send(borrowed.raw, sql, unit.params)
-                    else:
-                        send(borrowed.raw, unit)
-                except BaseException as exc:
-                    self._fail(exc, unit, pool, borrowed, True, cursor, guard, sql)
+                cursor, guard = self._send(unit, pool, borrowed, sql, deadline, send)
             except DataSourceUnavailableError as exc:
                 if not pool.replica:
                     raise
@@ -576,20 +560,16 @@ class ThreadRunner:
                     return None
                 by_source[source] = (pinned, [(index, unit)])
             return list(by_source.values())
-        # The plan's version: under a newer one in use, known is None and choice_of looks the pools up.
-        known = self.endpoints.plain_primaries(self.engine.router.routed_config)
-        if known is None:
-            ready: dict[str, EndpointPool] = {}
-        else:
-            version, ready = self._loop_ready
-            if version is not known:  # another configuration version: what was ready is asked again
-                ready = {}
-                self._loop_ready = (known, ready)
+        config = self.engine.router.routed_config  # the plan's version
+        version, ready = self._loop_ready
+        if version is not config:  # another configuration version: what was ready is asked again
+            ready = {}
+            self._loop_ready = (config, ready)
         pools: list[EndpointPool] = []
         for unit in units:
             pool = ready.get(unit.data_source)
             if pool is None or pool.split is not None:
-                pool = self._loop_primary(unit.data_source, known, ready)
+                pool = self._loop_primary(unit.data_source, config, ready)
                 if pool is None:
                     return None
             pools.append(pool)
@@ -603,18 +583,16 @@ class ThreadRunner:
             lent.append((borrowed, [(index, units[index])]))
         return lent
 
-    def _loop_primary(self, data_source: str, known: Mapping[str, tuple[Any, EndpointPool]] | None,
-                      ready: dict[str, EndpointPool]) -> EndpointPool | None:  # fmt: skip
+    def _loop_primary(self, data_source: str, config: ShardingConfig, ready: dict[str, EndpointPool]
+                      ) -> EndpointPool | None:  # fmt: skip
         """The pool a loop sends a multi-unit read's unit on ``data_source`` to: its primary's, when it has no
         replicas and its answers can be read off the socket; ``None``: the worker path runs the read.
 
-        A pool :meth:`Endpoints.plain_primary` gives under this version (``known``) is kept in ``ready``: the
-        next read asks only ``ready`` and the pool's ``split`` (all plain_primary checks that can change
-        within a version; a pool's driver never does)."""
-        entry = None if known is None else known.get(data_source)
-        if entry is not None and not entry[0].replicas and entry[1].split is None:
-            pool = entry[1]  # what Endpoints.plain_primary answers
-        else:  # not looked up under this version yet, or replicas
+        A pool :meth:`Endpoints.plain_primary` gives under ``config`` is kept in ``ready``: the next read asks
+        only ``ready`` and the pool's ``split`` (all plain_primary checks that can change within a version; a
+        pool's driver never does)."""
+        pool = plain = self.endpoints.plain_primary(data_source, config)
+        if pool is None:  # not looked up under this version yet, or replicas
             chosen = self.endpoints.choice_of(data_source, read=True)
             if isinstance(chosen, GtidCheck) or chosen.split is not None:
                 return None  # replicas: the splitter chooses on the worker path
@@ -622,7 +600,7 @@ class ThreadRunner:
         driver = pool.driver
         if not (driver.can_pipeline and driver.can_relay):  # read off the socket by an event loop?
             return None
-        if entry is not None and pool is entry[1]:
+        if plain is not None:
             ready[data_source] = pool
         return pool
 
