@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 FAST := $(wildcard src/ddm_core/_fast/*.pyx src/ddm_core/_fast/*.pxd)
 
-.PHONY: install deps compile typecheck test test-c test-c-rest test-crash test-py bench wheels clean
+.PHONY: install deps compile typecheck test test-c test-crash test-py bench wheels clean
 
 # A venv with ddm-core installed editable; the extensions must build (no silent fallback).
 $(VENV)/.installed: pyproject.toml setup.py $(FAST)
@@ -27,25 +27,23 @@ typecheck: compile
 deps:
 	bash .ci/install_tools.sh
 
-# The tools, a type check, then the whole suite twice: compiled units selected, then the
-# pure-Python twins selected. The crash tests (minutes each, mostly waiting on processes SIGKILLed and
-# started again, throttled copies and replication) run compiled beside the pure pass (-j2, each pass's
-# output printed whole when it ends) instead of in line with the rest of the compiled pass.
-test: deps typecheck test-c-rest
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-crash test-py
+# The tools, a type check, then the whole suite twice: compiled units selected, then the pure-Python
+# twins selected. Each pass runs on $(WORKERS) pytest-xdist workers, one test file per worker at a time
+# (--dist loadfile: a module's servers, proxies and databases stay in one process); most tests wait on
+# servers, processes killed and started again, or timers, so four workers share 2 cores well.
+# tests/conftest.py starts the longest files (the crash tests) first, so they do not end the pass alone.
+WORKERS ?= 4
+XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
-CRASH := tests/test_migrate_e2e.py tests/test_cutover_e2e.py tests/test_crossnode_crash.py tests/test_outbox_crash.py
-CRASH_SKIP := $(foreach t,$(CRASH),--ignore=$(t))
+test: deps typecheck test-c test-py
 
-# The whole compiled pass in one run (what `make test` runs in two parts).
 test-c: compile deps
-	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q --durations=25
+	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q $(XDIST) --durations=25
 
-test-c-rest: compile deps
-	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q --durations=25 $(CRASH_SKIP)
-
+# The crash tests alone (SIGKILLed and resumed migrations, cut-overs, cross-node writes, the outbox relay).
+CRASH := tests/test_migrate_e2e.py tests/test_cutover_e2e.py tests/test_crossnode_crash.py tests/test_outbox_crash.py
 test-crash: compile deps
-	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q --durations=10 $(CRASH)
+	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 $(PY) -m pytest -q $(XDIST) --durations=10 $(CRASH)
 
 # The pure pass runs what exercises the compiled units and their callers; the operational
 # suites (servers killed, frozen, replicated; proxies, relays, migrations; the bare-install check) run once, above.
@@ -57,7 +55,7 @@ STATIC := architecture_doc* layers* import_cycles* packaging* errors*
 PURE_SKIP := $(foreach t,$(OPERATIONAL) $(STATIC),--ignore-glob='tests/test_$(t)')
 
 test-py: compile
-	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 DDM_NO_EXTENSIONS=1 $(PY) -m pytest -q --durations=15 $(PURE_SKIP)
+	DDM_REQUIRE_EXTENSIONS=1 DDM_REQUIRE_SERVICES=1 DDM_NO_EXTENSIONS=1 $(PY) -m pytest -q $(XDIST) --durations=15 $(PURE_SKIP)
 
 bench: compile
 	$(PY) benchmarks/report.py

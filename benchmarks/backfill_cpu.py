@@ -5,8 +5,9 @@ Wall-clock ratios on a shared 2-core machine swing with the other work on it
 the CPU the server and this process spend on a run does not. Run it against a
 MariaDB of your own, so that the server's CPU is the backfill's alone::
 
-    mariadb-install-db --no-defaults --datadir=/tmp/bf/data --user=$USER
-    mariadbd --no-defaults --datadir=/tmp/bf/data --port=33999 --socket=/tmp/bf/sock \\
+    mkdir -p /tmp/bf/tmp   # its own tmpdir: a starting mariadbd deletes the #sql* files in /tmp
+    TMPDIR=/tmp/bf/tmp mariadb-install-db --no-defaults --datadir=/tmp/bf/data --user=$USER
+    mariadbd --no-defaults --datadir=/tmp/bf/data --tmpdir=/tmp/bf/tmp --port=33999 --socket=/tmp/bf/sock \\
         --skip-grant-tables --innodb-buffer-pool-size=128M --skip-log-bin &
     python benchmarks/backfill_cpu.py --port 33999 --rows 300000
 

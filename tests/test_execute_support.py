@@ -241,31 +241,61 @@ class PrivateMariaDB:
         if install is None or not os.path.exists(server):
             pytest.fail("mariadb-install-db / mariadbd are needed for the unavailable-server tests")
         self.server = server
+        self.tmpdir = base / "tmp"
+        self.tmpdir.mkdir(parents=True, exist_ok=True)
+        # Every mariadbd started here, the installer's bootstrap one included, gets a tmpdir of its own: a
+        # starting mariadbd deletes every ``#sql*`` file in its tmpdir, and in /tmp those are the shared
+        # server's temporary tables in use (it crashed on such a delete while a test ran beside this one).
         subprocess.run(
             [install, "--no-defaults", f"--datadir={self.datadir}", "--auth-root-authentication-method=normal",
              "--skip-test-db", "--user=root"],
-            check=True, capture_output=True, timeout=120,
+            check=True, capture_output=True, timeout=120, env={**os.environ, "TMPDIR": str(self.tmpdir)},
         )
 
     def start(self) -> None:
+        """Start the server; its first start takes another port if one picked meanwhile took this one."""
+        first = self.proc is None and not (self.base / "server.log").exists()
+        for _ in range(5):
+            if self._start_once():
+                return
+            if not first or not self._port_was_taken():
+                raise RuntimeError(f"mariadbd exited: see {self.base / 'server.log'}")
+            self.port = _free_port()
+        raise RuntimeError(f"mariadbd found no free port: see {self.base / 'server.log'}")
+
+    def _start_once(self) -> bool:
         log = open(self.base / "server.log", "ab")
         self.proc = subprocess.Popen(
             [self.server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
-             "--bind-address=127.0.0.1", f"--socket={self.base / 'sock'}", "--skip-grant-tables",
-             "--user=root", "--innodb-buffer-pool-size=16M", *(self.server_args or ("--skip-log-bin",)),
-             f"--pid-file={self.base / 'pid'}"],
+             "--bind-address=127.0.0.1", f"--socket={self.base / 'sock'}", f"--tmpdir={self.tmpdir}",
+             "--skip-grant-tables", "--user=root", "--innodb-buffer-pool-size=16M",
+             *(self.server_args or ("--skip-log-bin",)), f"--pid-file={self.base / 'pid'}"],
             stdout=log, stderr=log,
         )
         end = time.monotonic() + 30
         while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                self.proc = None
+                return False
             try:
-                mysql_raw(port=self.port).close()
-                return
+                conn = mysql_raw(port=self.port)
             except Exception:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"mariadbd exited: see {self.base / 'server.log'}") from None
                 time.sleep(0.05)
+                continue
+            try:  # the server on this port is this one, not another test process's that took the port
+                with conn.cursor() as cur:
+                    cur.execute("SELECT @@datadir")
+                    datadir = cur.fetchone()[0]
+            finally:
+                conn.close()
+            if os.path.realpath(datadir) == os.path.realpath(self.datadir):
+                return True
+            time.sleep(0.05)
         raise RuntimeError("mariadbd did not answer within 30 s")
+
+    def _port_was_taken(self) -> bool:
+        log = (self.base / "server.log").read_text(errors="replace")
+        return "Address already in use" in log.rsplit("Starting MariaDB", 1)[-1]
 
     def kill(self) -> None:
         """SIGKILL: the server vanishes mid-statement, sockets reset."""

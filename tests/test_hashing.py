@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ddm_core._fast import Implementation
 from ddm_core.errors import DdmError, ShardValueError
+from param_ids import stable_repr
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -173,7 +174,7 @@ def test_slot_is_the_high_bits(impl: Implementation) -> None:
         (1,),
         1j,
     ],
-    ids=repr,
+    ids=stable_repr,
 )
 def test_rejected_values(impl: Implementation, value: Any) -> None:
     with pytest.raises(ShardValueError) as info:

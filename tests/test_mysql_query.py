@@ -23,6 +23,7 @@ from ddm_core._fast import SELECTED, load
 from ddm_core.execute import pymysql_results
 from ddm_core.execute.drivers import MySQLDriver, driver_for
 from ddm_core.execute.mysql_query import query_text
+from param_ids import stable_repr
 from services import stock_and_ours_mariadb
 
 TWINS = [load("python")]
@@ -108,7 +109,7 @@ def _read(raw: Any, answer: bytes) -> tuple[Any, list[Any]]:
     return description, list(rows)  # a list, where a cursor's fetchall gives a tuple
 
 
-@pytest.mark.parametrize("value", VALUES, ids=repr)
+@pytest.mark.parametrize("value", VALUES, ids=stable_repr)
 def test_the_text_is_pymysqls(ours: Any, value: Any) -> None:
     sql = "SELECT %s, a FROM t WHERE b = %s AND c LIKE 'x%%'"
     with ours.cursor() as cur:
@@ -134,7 +135,7 @@ def test_drawn_values_are_written_as_pymysql_writes_them(ours: Any, values: list
         assert query_text(ours, sql, tuple(values)) == cur._mogrify(sql, tuple(values))
 
 
-@pytest.mark.parametrize("value", [v for v in VALUES if not isinstance(v, float) or abs(v) < 1e300], ids=repr)
+@pytest.mark.parametrize("value", [v for v in VALUES if not isinstance(v, float) or abs(v) < 1e300], ids=stable_repr)
 def test_the_server_reads_back_what_a_cursor_reads_back(ours: Any, wire: Any, value: Any) -> None:
     """send_read + read_answer against execute + fetchall on the same connection: description, rows, types."""
     sql = "SELECT %s AS v, %s IS NULL AS n, 'lit%%' AS l"

@@ -205,7 +205,7 @@ PINNABLE: list[tuple[str, str, Callable[[Any], Any], Any]] = [
 ]
 
 
-@pytest.mark.parametrize(("sql", "kind", "inside", "expected"), PINNABLE, ids=[p[0] for p in PINNABLE])
+@pytest.mark.parametrize(("sql", "kind", "inside", "expected"), PINNABLE, ids=[p[0].replace(LOCK, "ddm_lock") for p in PINNABLE])
 @on_both_runners
 def test_session_changes_run_pinned_and_the_connection_is_reset(
     ex: Executor, databases: list[str], sql: str, kind: str, inside: Callable[[Any], Any], expected: Any
