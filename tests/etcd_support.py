@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -24,15 +23,10 @@ from typing import Any, Iterator
 
 import pytest
 
+from ports import free_port
 from services import require_service
 
 __all__ = ["PrivateEtcd", "private_etcd", "etcd_call"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def etcd_call(url: str, path: str, body: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
@@ -58,8 +52,8 @@ class PrivateEtcd:
         self.binary = str(binary)
         self.base = base
         self.data_dir = base / "etcd-data"
-        self.client_port = _free_port()
-        self.peer_port = _free_port()
+        self.client_port = free_port()
+        self.peer_port = free_port()
         self.url = f"http://127.0.0.1:{self.client_port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.frozen = False
@@ -81,7 +75,7 @@ class PrivateEtcd:
         while a test writes and compacts behind their backs through the returned URL).
         """
         assert self.process is None, "etcd is already running"
-        url = f"http://127.0.0.1:{_free_port()}" if aside else self.url
+        url = f"http://127.0.0.1:{free_port()}" if aside else self.url
         log = open(self.base / "etcd.log", "ab")  # noqa: SIM115 - the child keeps it
         try:
             self.process = subprocess.Popen(self._args(url), stdout=log, stderr=log, stdin=subprocess.DEVNULL)

@@ -39,7 +39,8 @@ from ddm_core.execute.shared import DualWriteKey, Throttle
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
 from runners import RUNNERS, BlockingAsyncExecutor, cancel_after
 from services import fresh_mariadb_databases, mariadb_connect, mariadb_rows
-from test_execute_support import ORDER_DDL, _free_port, assert_no_leaks, running_mariadb, sharding_config
+from ports import free_port
+from test_execute_support import ORDER_DDL, assert_no_leaks, running_mariadb, sharding_config
 
 INSERT = "INSERT INTO t_order (order_id, user_id, amount) VALUES (%s, %s, %s)"
 UPDATE = "UPDATE t_order SET amount = %s WHERE user_id = %s"
@@ -72,7 +73,7 @@ class Env:
 
 @pytest.fixture()
 def env() -> Iterator[Env]:
-    closed = f"mysql://127.0.0.1:{_free_port()}/nothing"  # nothing listens there: every connect is refused
+    closed = f"mysql://127.0.0.1:{free_port()}/nothing"  # nothing listens there: every connect is refused
     with fresh_mariadb_databases(3) as dbs:
         yield Env(dbs, {"ds_down": {"url": closed, "username": "root", "password": ""}})
 

@@ -21,7 +21,8 @@ from ddm_core.execute import Executor
 from ddm_core.route.table_schema import TableSchema
 
 from services import require_module
-from test_execute_support import _free_port, assert_no_leaks, mysql_raw, sharding_config
+from ports import free_port
+from test_execute_support import assert_no_leaks, mysql_raw, sharding_config
 
 ORDER_DDL = ("CREATE TABLE t_order (order_id BIGINT NOT NULL PRIMARY KEY, user_id BIGINT NOT NULL, "
              "amount DECIMAL(10,2) NOT NULL DEFAULT 0, note VARCHAR(40))")
@@ -202,7 +203,7 @@ def test_a_data_source_down_at_start_does_not_stop_the_executor(mariadb: tuple[l
                                                                caplog: pytest.LogCaptureFixture) -> None:
     names, _ = mariadb
     urls = {"ds_0": mysql_urls(names)["ds_0"],
-            "ds_1": {"url": f"mysql://127.0.0.1:{_free_port()}/nowhere", "username": "root", "password": ""}}
+            "ds_1": {"url": f"mysql://127.0.0.1:{free_port()}/nowhere", "username": "root", "password": ""}}
     spec = sharding_config(urls, tables=1)
     spec["tables"].append({"logicTable": "t_far", "shardKey": "user_id", "algorithm": "MOD",
                            "databases": ["ds_1", "ds_0"]})  # its first data node is on the data source that is down

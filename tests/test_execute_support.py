@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -26,6 +25,7 @@ import pytest
 
 from ddm_core import load_config
 from ddm_core.execute import Executor
+from ports import free_port
 
 MYSQL = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
 SHARDS = 4  # data sources
@@ -217,12 +217,6 @@ def assert_no_leaks(ex: Executor, wait: float = 3.0) -> None:
 # -- a private mariadbd, to stop mid-run --------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PrivateMariaDB:
     """A throw-away ``mariadbd`` in a temp dir (``--skip-grant-tables``), startable and killable.
 
@@ -234,7 +228,7 @@ class PrivateMariaDB:
         self.base = base
         self.server_args = server_args
         self.datadir = base / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
         server = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
@@ -260,7 +254,7 @@ class PrivateMariaDB:
                 return
             if not first or not self._port_was_taken():
                 raise RuntimeError(f"mariadbd exited: see {self.base / 'server.log'}")
-            self.port = _free_port()
+            self.port = free_port()
         raise RuntimeError(f"mariadbd found no free port: see {self.base / 'server.log'}")
 
     def _start_once(self) -> bool:

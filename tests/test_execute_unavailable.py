@@ -16,9 +16,9 @@ from ddm_core.execute import Executor, drivers
 from ddm_core.execute.pools import PING_AFTER
 from ddm_core.metadata.dump import to_native
 from test_readwrite import FakeClock
+from ports import free_port
 from test_execute_support import (  # noqa: F401 - fixtures
     PrivateMariaDB,
-    _free_port,
     assert_no_leaks,
     private_config,
     private_mariadb,
@@ -27,7 +27,7 @@ from test_execute_support import (  # noqa: F401 - fixtures
 
 
 def test_refused_connection_names_the_data_source(tmp_path: Any) -> None:
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     urls = {
         "ds_0": {"url": f"mysql://127.0.0.1:{port}/nowhere", "username": "root", "password": ""},
         "ds_1": f"sqlite:///{tmp_path / 'ok.db'}",
@@ -47,7 +47,7 @@ def test_refused_connection_names_the_data_source(tmp_path: Any) -> None:
 
 def test_a_primary_without_replicas_has_a_circuit_breaker_too(tmp_path: Any) -> None:
     """After readWrite.breakerFailures failed connects, the next fails at once, naming the endpoint."""
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     urls = {
         "ds_0": {"url": f"mysql://127.0.0.1:{port}/nowhere", "username": "root", "password": ""},
         "ds_1": f"sqlite:///{tmp_path / 'ok.db'}",

@@ -27,8 +27,8 @@ from ddm_core.execute import Executor
 from ddm_core.observe import Thresholds, current_trace_id, trace
 from ddm_core.observe.routes import table_figures
 from ddm_core.observe.statements import Shape
+from ports import free_port
 from test_execute_support import (  # noqa: F401 - fixtures
-    _free_port,
     assert_no_leaks,
     mysql_config,
     mysql_databases,
@@ -42,7 +42,7 @@ POINT = "SELECT order_id, amount FROM t_order WHERE user_id = %s"
 def installed(mysql_executor: Executor) -> Iterator[tuple[Executor, metrics.Metrics, str]]:
     """The executor watched by a collector in a private registry, served on a free port."""
     m = metrics.install(CollectorRegistry(), executor=mysql_executor, thresholds=Thresholds(min_statements=20))
-    port = _free_port()
+    port = free_port()
     server = metrics.serve(m, port=port)
     try:
         yield mysql_executor, m, f"http://127.0.0.1:{port}/metrics"
@@ -217,7 +217,7 @@ def test_ddm_metrics_serve_exposes_pools_of_a_configuration(mysql_databases: lis
             for i, db in enumerate(mysql_databases)}  # fmt: skip
     path = tmp_path / "ddm.yaml"
     path.write_text(yaml.safe_dump(sharding_config(urls, pool={"maxSize": 2, "minIdle": 1, "acquireTimeoutMs": 1000})))
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "ddm_core.cli", "metrics", "serve", "--config", str(path),
                              "--port", str(port)], stderr=subprocess.PIPE)  # fmt: skip
     try:

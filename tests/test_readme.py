@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-import socket
 import sqlite3
 from pathlib import Path
 
+from ports import free_port
 from readme_snippets import copy_examples, create_example_tables, ddm, example_commands, python_blocks, \
     run_blocks, section  # fmt: skip
 
@@ -55,18 +55,12 @@ def test_the_install_and_run_commands_run_against_the_examples(tmp_path: Path) -
         assert done.stdout.strip(), f"{command} printed nothing"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_the_observability_snippet_runs_after_the_ddl_step(tmp_path: Path) -> None:
     text = section("Operating a sharded fleet")
     [block] = [b for b in python_blocks(text) if "metrics.install" in b]
     # As written, but on a free port: other processes on this machine may hold 9108.
     assert "port=9108" in block
-    block = block.replace("port=9108", f"port={_free_port()}")
+    block = block.replace("port=9108", f"port={free_port()}")
     create_example_tables(tmp_path)
     run_blocks([block], tmp_path / "examples", {"__name__": "readme"})
 
