@@ -334,18 +334,21 @@ def test_transaction_reads_go_to_the_primary_and_plain_reads_to_replicas(mysql_d
 # -- timeouts and concurrency (MariaDB) --------------------------------------------------------------
 
 
-def _running_queries(text: str) -> list[Any]:
+def _running_queries(text: str, databases: list[str]) -> list[Any]:
+    """Statements like ``text`` running on ``databases`` (other tests' statements elsewhere are not ours)."""
     conn = mysql_raw()
+    marks = ", ".join(["%s"] * len(databases))
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT id, info FROM information_schema.processlist WHERE info LIKE %s AND id <> CONNECTION_ID()",
-                        (f"%{text}%",))
+            cur.execute("SELECT id, info FROM information_schema.processlist "
+                        f"WHERE info LIKE %s AND db IN ({marks}) AND id <> CONNECTION_ID()",
+                        (f"%{text}%", *databases))  # fmt: skip
             return list(cur.fetchall())
     finally:
         conn.close()
 
 
-def test_timeout_cancels_the_statement(mysql_executor: Executor) -> None:
+def test_timeout_cancels_the_statement(mysql_executor: Executor, mysql_databases: list[str]) -> None:
     start = time.monotonic()
     with pytest.raises(QueryTimeoutError) as info:
         mysql_executor.execute("SELECT SLEEP(5)", timeout=0.5)
@@ -354,7 +357,7 @@ def test_timeout_cancels_the_statement(mysql_executor: Executor) -> None:
     assert info.value.data_source == "ds_0"
     assert isinstance(info.value, TimeoutError)
     time.sleep(0.1)
-    assert _running_queries("SLEEP(5)") == []  # KILL QUERY landed
+    assert _running_queries("SLEEP(5)", mysql_databases) == []  # KILL QUERY landed
     assert_no_leaks(mysql_executor)
     with mysql_executor.execute("SELECT 1 + %s", (1,)) as r:  # the pool still works
         assert r.fetchone() == (2,)
