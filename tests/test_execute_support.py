@@ -258,14 +258,14 @@ class PrivateMariaDB:
         raise RuntimeError(f"mariadbd found no free port: see {self.base / 'server.log'}")
 
     def _start_once(self) -> bool:
-        log = open(self.base / "server.log", "ab")
-        self.proc = subprocess.Popen(
-            [self.server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
-             "--bind-address=127.0.0.1", f"--socket={self.base / 'sock'}", f"--tmpdir={self.tmpdir}",
-             "--skip-grant-tables", "--user=root", "--innodb-buffer-pool-size=16M",
-             *(self.server_args or ("--skip-log-bin",)), f"--pid-file={self.base / 'pid'}"],
-            stdout=log, stderr=log,
-        )
+        with open(self.base / "server.log", "ab") as log:  # the server writes to its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [self.server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
+                 "--bind-address=127.0.0.1", f"--socket={self.base / 'sock'}", f"--tmpdir={self.tmpdir}",
+                 "--skip-grant-tables", "--user=root", "--innodb-buffer-pool-size=16M",
+                 *(self.server_args or ("--skip-log-bin",)), f"--pid-file={self.base / 'pid'}"],
+                stdout=log, stderr=log,
+            )
         end = time.monotonic() + 30
         while time.monotonic() < end:
             if self.proc.poll() is not None:
