@@ -24,6 +24,7 @@ from typing import Any, Iterator
 import pytest
 
 from ports import free_port
+from processes import freeze
 from services import require_service
 
 __all__ = ["PrivateEtcd", "private_etcd", "etcd_call"]
@@ -112,7 +113,7 @@ class PrivateEtcd:
     def freeze(self) -> None:
         """SIGSTOP: connections stay open, nothing answers (a hung server, not a dead one)."""
         assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
+        freeze(self.process.pid)
         self.frozen = True
 
     def thaw(self) -> None:

@@ -10,7 +10,6 @@ would block until the server is resumed, far past any of them.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -26,6 +25,7 @@ from ddm_core.execute import Executor
 from ddm_core.execute.drivers import driver_for
 from ddm_core.execute.mysql_cancel import KILL_TIMEOUT
 from ddm_core.execute.pools import PING_AFTER
+from processes import freeze
 from test_execute_support import ORDER_DDL, PrivateMariaDB, assert_no_leaks, mysql_raw, sharding_config
 
 STATEMENT_TIMEOUT = 1.0  # Executor(timeout=)
@@ -49,9 +49,8 @@ class Frozen:
     def frozen(self) -> Iterator[None]:
         """SIGSTOP the private server (the process this module started), SIGCONT it afterwards."""
         assert self.server.proc is not None
-        self.server.proc.send_signal(signal.SIGSTOP)
         self.stopped = True
-        _wait_until_stopped(self.server.proc.pid)
+        freeze(self.server.proc.pid)
         try:
             yield
         finally:
@@ -61,23 +60,6 @@ class Frozen:
         if self.stopped and self.server.proc is not None:
             self.server.proc.send_signal(signal.SIGCONT)
             self.stopped = False
-
-
-def _wait_until_stopped(pid: int) -> None:
-    """SIGSTOP is delivered asynchronously: a query sent at once could still be answered. Wait for state T."""
-    end = time.monotonic() + 10
-    while time.monotonic() < end:
-        states = set()
-        for task in os.listdir(f"/proc/{pid}/task"):  # every thread: a group stop reaches each in turn
-            try:
-                with open(f"/proc/{pid}/task/{task}/stat", encoding="ascii") as f:
-                    states.add(f.read().rsplit(")", 1)[1].split()[0])
-            except FileNotFoundError:  # a thread that just ended
-                continue
-        if states <= {"T", "t"}:
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"mariadbd {pid} did not stop within 10 s of SIGSTOP")
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,7 @@ from ddm_core import load_config
 from ddm_core.execute import Executor
 from ddm_core.xa import GlobalState, recover
 from ddm_core.xa.xid import ours
+from processes import freeze
 from runners import RUNNERS
 from services import fresh_mariadb_databases, mariadb_connect
 from test_execute_support import PrivateMariaDB, assert_no_leaks, running_mariadb
@@ -155,20 +156,6 @@ def _sessions_on(server: PrivateMariaDB, database: str) -> set[int]:
         conn.close()
 
 
-def _stopped(server: PrivateMariaDB) -> bool:
-    """Every thread of the server process is stopped: SIGSTOP took effect (on a loaded machine a running thread
-    of the server could still answer a statement for a moment after the signal was sent)."""
-    assert server.proc is not None
-    states = []
-    for task in Path(f"/proc/{server.proc.pid}/task").iterdir():
-        try:
-            status = (task / "status").read_text()
-        except FileNotFoundError:  # a thread that ended meanwhile
-            continue
-        states += [line.split()[1] for line in status.splitlines() if line.startswith("State:")]
-    return bool(states) and all(state == "T" for state in states)
-
-
 def _wait_for(check: Any, what: str, within: float = 30.0) -> None:
     end = time.monotonic() + within
     while not check():
@@ -202,9 +189,8 @@ def test_coordinator_killed_mid_round(frozen_server: PrivateMariaDB, split_bank:
             assert line.startswith("AT "), f"the coordinator did not stop before its {round_}: {line!r}"
             gtrid = line.split()[1]
             dead = _sessions_on(frozen_server, ds1_db)  # all the coordinator's: this process has none there yet
-            frozen_server.proc.send_signal(signal.SIGSTOP)  # ds_1 answers nothing from now on
+            freeze(frozen_server.proc.pid)  # ds_1 answers nothing from now on
             frozen = True
-            _wait_for(lambda: _stopped(frozen_server), "ds_1's server stopping")
             proc.stdin.write(b"go\n")
             proc.stdin.flush()
             if round_ == "PREPARE":  # ds_0 prepared, ds_1's PREPARE (or END) unanswered
