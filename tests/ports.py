@@ -12,23 +12,26 @@ import os
 import random
 import socket
 
-_SPAN = 2000  # ports per test process: 20000-31999 for six workers
-_FIRST = 20000
+_FIRST, _LAST = 20000, 32000  # below the kernel's ephemeral ports
 _given: set[int] = set()
 _rng = random.Random()
 
 
-def _worker_index() -> int:
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ... (unset outside xdist)
-    digits = worker.removeprefix("gw")
-    return int(digits) % 6 if digits.isdigit() else 0
+def _own_range() -> tuple[int, int]:
+    """This process's ports: an equal share of the range per pytest-xdist worker (all of it outside xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")  # gw0, gw1, ...
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    index, workers = (int(worker), int(count)) if worker.isdigit() and count.isdigit() else (0, 1)
+    span = (_LAST - _FIRST) // max(workers, 1)
+    low = _FIRST + index * span
+    return low, low + span
 
 
 def free_port() -> int:
     """A port free now on 127.0.0.1, from this process's range, not given before in this process."""
-    low = _FIRST + _worker_index() * _SPAN
+    low, high = _own_range()
     for _ in range(500):
-        port = _rng.randrange(low, low + _SPAN)
+        port = _rng.randrange(low, high)
         if port in _given:
             continue
         with socket.socket() as s:
@@ -38,4 +41,4 @@ def free_port() -> int:
                 continue
         _given.add(port)
         return port
-    raise RuntimeError(f"no free port in {low}-{low + _SPAN - 1} after 500 tries")
+    raise RuntimeError(f"no free port in {low}-{high - 1} after 500 tries")
