@@ -41,13 +41,10 @@ XDIST := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: deps typecheck test-c-rest test-py test-crash
 
-# Four workers' pools, proxies and private servers' clients reach ~140 connections to the shared MariaDB at
-# once, where its default max_connections is 151: raised to 400 when it is lower (SET GLOBAL: until the
-# server restarts; nothing else on it changes). A server that does not answer is left to the tests to name.
+# The machine's MariaDB, Redis and PostgreSQL started when they do not answer, and MariaDB's max_connections
+# raised for four workers (.ci/services.sh). A server that still does not answer is left to the tests to name.
 services:
-	@if [ "$$(mariadb -uroot -h127.0.0.1 -N -e 'SELECT @@max_connections < 400' 2>/dev/null)" = 1 ]; then \
-		echo "make services: max_connections raised to 400 on 127.0.0.1:3306"; \
-		mariadb -uroot -h127.0.0.1 -e 'SET GLOBAL max_connections = 400'; fi
+	@bash .ci/services.sh
 
 CRASH := tests/test_migrate_e2e.py tests/test_cutover_e2e.py tests/test_crossnode_crash.py tests/test_outbox_crash.py \
 	tests/test_cutover_gtid_failover.py
