@@ -77,7 +77,7 @@ def _on_the_loop(proxy: ProxyProcess) -> int:
 
 def _hot_on_pins(proxy: ProxyProcess) -> int:
     """Reads the hot path sent on a transaction's pin (logged at shutdown: after :func:`_on_the_loop`)."""
-    counted = re.search(r"\((\d+) on the hot path on a transaction's pin\)", proxy.stderr)
+    counted = re.search(r"\((\d+) on the hot path on a transaction's pin,", proxy.stderr)
     assert counted is not None, proxy.stderr
     return int(counted.group(1))
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered", "hotfront")
 
 
 class Implementation(NamedTuple):
@@ -40,6 +40,7 @@ class Implementation(NamedTuple):
     point: ModuleType
     rowwriter: ModuleType
     ordered: ModuleType
+    hotfront: ModuleType
 
 
 def load(name: str) -> Implementation:

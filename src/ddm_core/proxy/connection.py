@@ -63,9 +63,9 @@ from ddm_core.proxy.columns import Column, relayed_columns, wire_columns
 from ddm_core.proxy.mysql_errors import ACCESS_DENIED, INSECURE_TRANSPORT, UNKNOWN_ERROR, error_info, sqlstate_of
 from ddm_core.proxy.prepared import read_execute
 from ddm_core.proxy.runtime import ProxyRuntime
-from ddm_core.proxy.relay import CommandGate, ResultRelay, execute_params
+from ddm_core.proxy.relay import CommandGate, HotFront, ResultRelay
 from ddm_core.proxy.row_writer import RowPlan, binary_plan, text_plan, write_binary, write_text
-from ddm_core.proxy.session import RELAYED, Batched, Outcome, Rows, flatten
+from ddm_core.proxy.session import FRONT_TERMS, RELAYED, Batched, Outcome, Rows, flatten
 from ddm_core.proxy.stream import PACKET_TOO_LARGE, BoundedReader, PacketTooLarge
 from ddm_core.proxy.tls import start_tls
 
@@ -76,7 +76,6 @@ log = logging.getLogger("ddm_core.proxy")
 _NO_ROWS = ResultSet(rows=[], columns=[])
 _HEADER = struct.Struct("<I")
 _STATUS_WARNINGS = struct.Struct("<HH")
-_UTF8 = (CharacterSet.utf8mb4, CharacterSet.utf8)
 #: Framed result headers kept per connection (one per column list seen); cleared when full.
 _HEADERS_LIMIT = 256
 INSECURE_TRANSPORT_MESSAGE = "Connections using insecure transport are prohibited: this ddm proxy requires TLS (proxy.tls.required)"
@@ -123,6 +122,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._query_attributes: bool | None = None
         self._gate: CommandGate | None = None  # reads commands after the login (proxy/hotpath.py)
         self.gate_transport: Any = None  # the client's transport, once the gate reads it
+        self.front: HotFront | None = None  # the gate's front: the commonest statement in one call (_fast/hotfront)
         self._known_charsets: tuple[Any, int, tuple[CharacterSet, CharacterSet]] = (None, 0, _NO_CHARSETS)
         self.client_eof = True
         self._deprecate_eof = False
@@ -184,6 +184,8 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             await self.stream.write(self.error(msg=ended.message, code=ended.code))
             self._kill = None
         finally:
+            if self.front is not None:
+                self.runtime.fronted += self.front.taken
             await self.session.close()
 
     async def _log_in(self) -> bool:
@@ -462,11 +464,14 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             return
         if transport.get_extra_info("sslcontext") is not None or not self._fast_frames():
             return
-        gate = CommandGate(transport.get_protocol(), reader.inner, reader.limit, self.session.hot)
+        front = HotFront(self.session, self, self.runtime, FRONT_TERMS)
+        gate = CommandGate(transport.get_protocol(), reader.inner, reader.limit, front.hot)
+        front.done_with = gate.done
+        self.front = front
         gate.transport = transport
         self.gate_transport = transport  # the client's, for the hot path (the stream writer's, read once)
         self.client_eof = not self._deprecate_eof  # the client reads EOF packets (a relay's client_eof)
-        self._query_attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities  # hot_execute reads it
+        self._query_attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities  # the front reads it
         transport.set_protocol(gate)
         self._gate = gate
 
@@ -478,24 +483,6 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         if known is None:
             known = self._query_attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities
         return known
-
-    def hot_execute(self, payload: bytes) -> tuple[str, list[Any], list[Column], bytes] | None:
-        """A COM_STMT_EXECUTE the hot path may take: its text, parameter values, announced columns and the
-        parameter block a data source's execute of the same values carries; ``None``: mimic's path answers
-        it (into a cursor, long data, query attributes, a client character set other than UTF-8, a type
-        the compiled reader leaves to mimic's, malformed, unknown)."""
-        stmt = self.prepared_stmts.get(int.from_bytes(payload[1:5], "little"))
-        if stmt is None or stmt.param_buffers or stmt.stmt_id in self._too_long or self._query_attributes:
-            return None
-        announced = self._announced.get(stmt.stmt_id)
-        if announced is None or self.client_charset not in _UTF8:
-            return None
-        read = execute_params(payload, stmt.num_params, self._param_types.get(stmt.stmt_id))
-        if read is None:
-            return None
-        values, block, types = read
-        self._param_types[stmt.stmt_id] = types  # as read_execute remembers them
-        return stmt.sql, values, announced, block
 
     def hot_control(self, payload: bytes) -> str | None:
         """The text of a COM_STMT_EXECUTE without parameters, not into a cursor (the hot path answers a ``BEGIN`` or

@@ -22,6 +22,7 @@ from ddm_core.execute.sent import SentUnit
 if TYPE_CHECKING:
     from ddm_core._fast import hotlink
     from ddm_core._fast.gate import CommandGate, execute_params
+    from ddm_core._fast.hotfront import HotFront
     from ddm_core._fast.hotlink import HeaderMemo, HotStatement, LinkProtocol, frame
     from ddm_core._fast.relay import ResultRelay
 else:
@@ -31,11 +32,12 @@ else:
     hotlink = SELECTED.hotlink
     HeaderMemo, HotStatement, LinkProtocol = hotlink.HeaderMemo, hotlink.HotStatement, hotlink.LinkProtocol
     frame = hotlink.frame
+    HotFront = SELECTED.hotfront.HotFront
 
 __all__ = [
     "relay_answer", "readable", "execute_values", "socket_of", "timed_out", "advance", "conclude", "is_waiting",
     "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES", "HeaderMemo", "HotStatement", "LinkProtocol", "frame",
-    "hotlink", "READ_SIZE", "HIGH_WATER", "unrelayable", "no_answer", "read_failed", "closed_mid_answer",
+    "hotlink", "HotFront", "READ_SIZE", "HIGH_WATER", "unrelayable", "no_answer", "read_failed", "closed_mid_answer",
 ]  # fmt: skip
 
 _relay = SELECTED.relay

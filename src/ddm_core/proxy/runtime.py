@@ -125,6 +125,7 @@ class ProxyRuntime:
         self.hot_on_pins = 0  # of those, reads the hot path sent on a transaction's pin (ProxySession.hot)
         self.hot_controls = 0  # BEGIN, COMMIT and ROLLBACK the hot path answered (ProxySession._hot_control)
         self.hot_resets = 0  # COM_STMT_RESET the gate answered (ProxySession._hot_reset)
+        self.fronted = 0  # of the inlined, those the gate's front took whole (_fast/hotfront), counted as connections end
         self.hot_many = 0  # multi-unit reads the gate took from mimic's path (ProxySession._hot_many)
         self.many_inlined = 0  # multi-unit reads run on the event loop (proxy/relay_many.py), not counted above
         self.many_relayed = 0  # of these, the ones whose answers were relayed undecoded

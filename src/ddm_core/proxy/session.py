@@ -74,7 +74,7 @@ from ddm_core.proxy.variables import TRANSACTION_TYPE, CountedVariables, apply_s
 from ddm_core.route.plan import EXPLAIN_COLUMNS, RouteKind, RoutePlan, RouteUnit
 from ddm_core.route.text.placeholders import translate
 
-__all__ = ["ProxySession", "Outcome", "Rows", "Batched", "flatten", "RELAYED"]
+__all__ = ["ProxySession", "Outcome", "Rows", "Batched", "flatten", "RELAYED", "FRONT_TERMS", "UTF8_CHARSETS"]
 
 log = logging.getLogger("ddm_core.proxy")
 
@@ -768,10 +768,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             loop = self._hot_loop = asyncio.get_running_loop()
         return loop
 
-    def hot(self, command: int, payload: bytes) -> bool:
-        """The gate's hot path: take a COM_QUERY or COM_STMT_EXECUTE of a one-unit SELECT shape seen before and
-        relay its answer from a reader callback; ``False`` (nothing done): mimic's path answers it
-        (docs/proxy.md#the-hot-path)."""
+    def hot(self, command: int, payload: bytes, read: tuple[Any, ...] | None) -> bool:
+        """The gate's hot path, for what its front (``HotFront``) did not take: take a COM_QUERY or
+        COM_STMT_EXECUTE of a one-unit SELECT shape seen before and relay its answer from a reader callback;
+        ``False`` (nothing done): mimic's path answers it (docs/proxy.md#the-hot-path). ``read``: the front's
+        reading of a COM_QUERY or COM_STMT_EXECUTE (``HotFront.read_query`` / ``read_execute``; ``None``: not a
+        statement it takes), ``None`` for any other command."""
         runtime, tx = self.runtime, self._tx
         if command == _COM_STMT_RESET:  # nothing of the session's: answered whatever the statements' path
             return self._hot_reset(payload)
@@ -782,7 +784,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 or (runtime.masker is not None and not self.may_unmask)):
             return False  # fmt: skip
         try:
-            taken = self._hot_plan(command, payload)
+            taken = self._hot_plan(command, payload, read)
         except Exception as exc:  # noqa: BLE001  # undecodable text, a refusal, a bug: mimic's path answers it
             log.debug("the hot path left a command to mimic's path: %s", exc)
             return False
@@ -801,16 +803,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # on_end(rows, error): a partial is called in C, a closure would be a frame more a statement
         on_end: Callable[[int, DdmError | None], None] = partial(self._hot_end, sql, plan, started, cid, relay, pool,
                                                                  payload)  # fmt: skip
-        # the connection's header_for made once per kind of result, its header asked again only on a change
-        memos, aggregates = self._hot_headers, plan.merge.aggregates
-        if memos is None:
-            memos = self._hot_headers = {}
-        header_for = memos.get((aggregates, id(announced)))
-        if header_for is None or header_for.announced is not announced:
-            if len(memos) >= _HOT_HEADERS:
-                memos.clear()
-            header_for = memos[(aggregates, id(announced))] = HeaderMemo(conn.relay_header(aggregates, announced),
-                                                                         self, conn, announced)  # fmt: skip
+        header_for = self._hot_header(plan.merge.aggregates, announced)
         if tx is None and link is not None:
             # gate_done and cid: the statement does the common end (_hot_end's first branch) itself, in C
             statement = self._sent = LinkStatement(runtime, link, plan, started, relay, header_for, conn.gate_transport,
@@ -818,8 +811,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             try:
                 statement.start(style, values)
             except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why
-                statement.abandon()
-                on_end(0, ExecutionError(f"ddm: sending the statement failed: {exc}"))
+                self._hot_unsent(statement, on_end, exc)
             return True
         opening = link if type(link) is SentControl else None
         send = self._sender(runtime.driver_of(plan.units[0].data_source) if tx is None else pool.driver, values)
@@ -847,6 +839,27 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             runtime.hot_on_pins += 1
         hot_relay.start()
         return True
+
+    def _hot_header(self, aggregates: Any, announced: list[Column] | None) -> HeaderMemo:
+        """The client header of a relayed result of this kind: the connection's ``header_for`` made once per kind,
+        its header asked again only on a change (``HeaderMemo``)."""
+        memos = self._hot_headers
+        if memos is None:
+            memos = self._hot_headers = {}
+        header_for = memos.get((aggregates, id(announced)))
+        if header_for is None or header_for.announced is not announced:
+            if len(memos) >= _HOT_HEADERS:
+                memos.clear()
+            conn = self.connection
+            header_for = memos[(aggregates, id(announced))] = HeaderMemo(conn.relay_header(aggregates, announced),
+                                                                         self, conn, announced)  # fmt: skip
+        return header_for
+
+    @staticmethod
+    def _hot_unsent(statement: LinkStatement, on_end: Callable[[int, DdmError | None], None], exc: Exception) -> None:
+        """A hot statement's send raised: its link's state is unknown, so it is closed; the client hears why."""
+        statement.abandon()
+        on_end(0, ExecutionError(f"ddm: sending the statement failed: {exc}"))
 
     def _hot_reset(self, payload: bytes) -> bool:
         """A COM_STMT_RESET answered at once (``ProxyConnection.reset_statement``), counted as a command as mimic's
@@ -928,7 +941,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                                                                   many.shape))  # fmt: skip
         return _HANDBACK if first is None else await self._answered(many.sql, first)
 
-    def _hot_plan(self, command: int, payload: bytes
+    def _hot_plan(self, command: int, payload: bytes, read: tuple[Any, ...] | None
                   ) -> tuple[str, RoutePlan, float, ResultRelay, Any, str, list[Column] | None, Any, Any] | Kind | _HotMany | None:  # fmt: skip
         """What the hot path sends for this command, routed — its text, plan, start, relay, execute values,
         paramstyle, announced columns, pool and idle link (``None``: none, the pooled path sends it) — in a
@@ -936,24 +949,17 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         (:meth:`_control_of`); a ``_HotMany``: a multi-unit read (:meth:`_hot_many`); ``None``: it is not one of
         its statements."""
         runtime, conn = self.runtime, self.connection
-        announced: list[Column] | None = None
-        block: bytes | None = None  # an execute's parameters as the client sent them
+        # read: (text as sent, text with literals as parameters, their values, announced columns, parameter block)
         if command == _COM_QUERY:
-            if conn.query_attributes:  # mimic's reader takes them off the text
+            if read is None:
                 return None
-            sql = conn.client_charset.decode(payload[1:])
-            if len(sql) > LOOP_TEXT_LIMIT:
-                return None
-            text, params = parameterize(sql) or (sql, None)
         elif command == _COM_STMT_EXECUTE:
-            took = conn.hot_execute(payload)
-            if took is None:  # a BEGIN, COMMIT or ROLLBACK has no parameters (hot_execute takes none)
+            if read is None:  # a BEGIN, COMMIT or ROLLBACK has no parameters (read_execute takes none)
                 control = conn.hot_control(payload)
                 return None if control is None else self._control_of(control)
-            sql, params, announced, block = took
-            text = sql
         else:
             return None
+        sql, text, params, announced, block = read
         shape = runtime.shapes.get(text)
         if shape is None or not shape.inline or shape.needs is not PLAIN:
             if shape is not None and shape.many and shape.needs is PLAIN and len(sql) <= LOOP_TEXT_LIMIT:
@@ -1404,6 +1410,10 @@ _HANDBACK = object()
 _SINGLE = RouteKind.SINGLE
 _HOT_HEADERS = 64  # kinds of relayed result a session keeps a header of (a client with more starts again)
 _CONTROL_TEXT = 64  # a longer text is not a BEGIN, COMMIT or ROLLBACK the hot path answers (_control_of)
+#: A client's text in these character sets is taken by the hot path as it is (no conversion).
+UTF8_CHARSETS = (CharacterSet.utf8mb4, CharacterSet.utf8)
+#: What the gate's front (``HotFront``) uses of the proxy: the same rules as :meth:`ProxySession._hot_plan`'s.
+FRONT_TERMS = (parameterize, execute_values, LinkStatement, PLAIN, _SINGLE, LOOP_TEXT_LIMIT, UTF8_CHARSETS)
 
 
 def _one_unit(plan: RoutePlan) -> bool:

@@ -1,0 +1,185 @@
+# cython: language_level=3
+"""Compiled twin of ``hotfront_py.py``: a client's hot statement taken from the gate in one call.
+
+Same class and behaviour as the pure twin (its docstring has the contract; tests/test_hot_front.py runs
+both behind a real proxy). Compiled, the commonest statement goes from the client's packet to the
+execute on an idle link without an interpreted frame of the proxy's own: what is left interpreted is
+what the objects it asks do (the router's property, the pools' choice, the link stack, the runtime's
+count of running commands).
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
+
+from functools import partial
+
+from ddm_core._fast.gate import execute_params
+from ddm_core._fast.relay import ResultRelay
+
+__all__ = ["HotFront", "COM_QUERY", "COM_STMT_EXECUTE"]
+
+COM_QUERY = 0x03
+COM_STMT_EXECUTE = 0x17
+DEF C_QUERY = 0x03
+DEF C_EXECUTE = 0x17
+
+
+cdef inline object _get(object mapping, object key):
+    """``mapping.get(key)``, a dict read without a call."""
+    cdef PyObject* found
+    if type(mapping) is dict:
+        found = PyDict_GetItem(mapping, key)
+        return None if found is NULL else <object> found
+    return mapping.get(key)
+
+
+@cython.final
+@cython.auto_pickle(False)  # one connection's: never pickled
+cdef class HotFront:
+    cdef public object session, conn, runtime, done_with
+    cdef public Py_ssize_t taken
+    cdef object _parameterize, _execute_values, _statement, _plain, _single, _utf8, _router, _endpoints
+    cdef Py_ssize_t _text_limit
+
+    def __init__(self, session, conn, runtime, tuple terms):
+        self.session = session
+        self.conn = conn
+        self.runtime = runtime
+        (self._parameterize, self._execute_values, self._statement, self._plain, self._single, self._text_limit,
+         self._utf8) = terms
+        executor = runtime.executor
+        self._router = executor.engine.router
+        self._endpoints = executor.endpoints
+        self.done_with = None
+        self.taken = 0
+
+    def hot(self, int command, bytes payload):
+        cdef object read
+        if command == C_EXECUTE:
+            read = self._read_execute(payload)
+        elif command == C_QUERY:
+            read = self._read_query(payload)
+        else:
+            return self.session.hot(command, payload, None)
+        if read is None or not self._take(command, payload, <tuple> read):
+            return self.session.hot(command, payload, read)
+        return True
+
+    def read_query(self, bytes payload):
+        return self._read_query(payload)
+
+    def read_execute(self, bytes payload):
+        return self._read_execute(payload)
+
+    cdef object _read_query(self, bytes payload):
+        conn = self.conn
+        if conn._query_attributes:  # mimic's reader takes them off the text
+            return None
+        cdef str sql = self._client_charset().decode(payload[1:])
+        if len(sql) > self._text_limit:
+            return None
+        parameterized = self._parameterize(sql)
+        if parameterized is None:
+            return (sql, sql, None, None, None)
+        return (sql, parameterized[0], parameterized[1], None, None)
+
+    cdef object _read_execute(self, bytes payload):
+        if PyBytes_GET_SIZE(payload) < 5:
+            return None
+        cdef const unsigned char* p = <const unsigned char*> PyBytes_AS_STRING(payload)
+        cdef unsigned long sid = p[1] | (p[2] << 8) | (p[3] << 16) | (<unsigned long> p[4] << 24)
+        conn = self.conn
+        stmt = _get(conn.prepared_stmts, sid)
+        if stmt is None:
+            return None
+        stmt_id = stmt.stmt_id
+        if stmt.param_buffers or stmt_id in conn._too_long or conn._query_attributes:
+            return None
+        announced = _get(conn._announced, stmt_id)
+        if announced is None or self._client_charset() not in self._utf8:
+            return None
+        param_types = conn._param_types
+        read = execute_params(payload, stmt.num_params, _get(param_types, stmt_id))
+        if read is None:
+            return None
+        values, block, types = <tuple> read
+        param_types[stmt_id] = types  # as mimic's read_execute remembers them
+        sql = stmt.sql
+        return (sql, sql, values, announced, block)
+
+    cdef object _client_charset(self):
+        conn = self.conn
+        cdef tuple known = conn._known_charsets
+        variables = self.session.variables
+        if known[0] is variables and known[1] == variables.changes:
+            return (<tuple> known[2])[0]
+        return conn.client_charset
+
+    cdef bint _take(self, int command, bytes payload, tuple read) except -1:
+        session, runtime = self.session, self.runtime
+        if (session._tx is not None or not session._autocommit or not runtime.inline or not runtime.relay
+                or runtime.limiter is not None or (runtime.masker is not None and not session.may_unmask)):
+            return False
+        sql, text, params, announced, block = read
+        cdef bint text_result = command == C_QUERY
+        shape = runtime.shapes.get(text)
+        if shape is None or not shape.inline or shape.needs is not self._plain:
+            return False
+        style = shape.style
+        if style is None or (not text_result and style != "qmark"):
+            return False
+        router = self._router
+        try:
+            plan = router.route(text, params)
+        except Exception:  # a refusal: the session's path routes it again and answers it
+            return False
+        units = plan.units
+        if (len(units) != 1 or plan.kind is not self._single or plan.dual or plan.statement != "select"
+                or not plan.merge.is_trivial):
+            return False
+        unit = units[0]
+        config = router.routed_config
+        data_source = unit.data_source
+        pool = self._endpoints.plain_primary(data_source, config)
+        if pool is None:
+            return False
+        driver = pool.driver
+        if not driver.can_relay:
+            return False
+        values = None
+        if not text_result:  # the client's own parameter block when the unit binds the same values in order
+            unit_params = unit.params
+            values = block if block is not None and list(unit_params) == params else self._execute_values(unit_params)
+            if values is None:
+                return False
+        link = runtime.backends.take(data_source, pool, config)
+        if link is None:
+            return False
+        # taken: from here on the statement is the front's
+        conn = self.conn
+        session._text = text_result
+        session._announced = announced
+        session._interrupted = False
+        started = runtime.clock()
+        relay = ResultRelay(1, conn.client_eof, driver.relay_eof, text_result)
+        cid = conn.connection_id
+        runtime._enter(cid)  # counted as running, as mimic's path counts every command
+        on_end = partial(session._hot_end, sql, plan, started, cid, relay, pool, payload)
+        aggregates = plan.merge.aggregates
+        header_for = None
+        memos = session._hot_headers  # _hot_header's memo read here; a miss (a new kind of result) asks it
+        if memos is not None:
+            header_for = _get(memos, (aggregates, id(announced)))
+        if header_for is None or header_for.announced is not announced:
+            header_for = session._hot_header(aggregates, announced)
+        statement = self._statement(runtime, link, plan, started, relay, header_for, conn.gate_transport, on_end,
+                                    self.done_with, cid)
+        session._sent = statement
+        self.taken += 1
+        try:
+            statement.start(style, values)
+        except Exception as exc:  # the link's state is unknown: closed; the client hears why
+            session._hot_unsent(statement, on_end, exc)
+        return True

@@ -1,0 +1,175 @@
+"""A client's hot statement taken from the gate in one call: read, routed, sent on an idle link.
+
+Pure-Python twin of ``hotfront.pyx`` (same class, same behaviour; tests/test_hot_front.py runs both
+behind a real proxy). The gate (``gate.pyx``) hands each command of a logged-in client to
+:meth:`HotFront.hot`. The commonest statement of all — a COM_STMT_EXECUTE or COM_QUERY of a one-unit
+SELECT seen before, in autocommit, on a data source without replicas, with an idle link of the loop's
+own to it (docs/proxy.md#the-front) — is taken here from its packet to the execute written on the
+link; the answer is relayed and the statement ended by ``hotlink``'s ``HotStatement``. Anything else,
+or anything this finds unusual, goes to the session's hot path (``ProxySession.hot``) with what was
+read of the command, and that path decides as before: the front only ever takes statements the session's
+path would have sent the same way, with the same bytes.
+
+Nothing is changed before the front knows it takes the statement, so a statement it leaves is the
+session's exactly as it arrived. The exceptions are idempotent: the parameter types a COM_STMT_EXECUTE
+carries are remembered as soon as they are read (the session's path remembers the same), and a link
+asked for and not found starts one opening (which the session's path would start too).
+
+The objects it works with (session, connection, runtime, the link statement class, the literal
+parameterizer) are the proxy's, passed in: this unit imports none of them.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Callable
+
+from ddm_core._fast.gate_py import execute_params
+from ddm_core._fast.relay_py import ResultRelay
+
+__all__ = ["HotFront", "COM_QUERY", "COM_STMT_EXECUTE"]
+
+COM_QUERY = 0x03
+COM_STMT_EXECUTE = 0x17
+
+
+class HotFront:
+    """One client connection's front: :meth:`hot` is the gate's callable.
+
+    Args:
+        session: The connection's ``ProxySession`` (its ``hot`` takes what the front leaves).
+        conn: The ``ProxyConnection`` (prepared statements, character sets, the client's transport).
+        runtime: The ``ProxyRuntime`` (shapes, router, pools, links, counters).
+        terms: ``(parameterize, execute_values, statement_class, plain, single, text_limit, utf8)``: the
+            proxy's literal parameterizer, parameter-block encoder, ``LinkStatement``, the privileges no
+            statement needs beyond a login (``PLAIN``), ``RouteKind.SINGLE``, the longest text taken and
+            the character sets whose text is the client's as it is.
+    """
+
+    def __init__(self, session: Any, conn: Any, runtime: Any, terms: tuple[Any, ...]) -> None:
+        self.session = session
+        self.conn = conn
+        self.runtime = runtime
+        (self._parameterize, self._execute_values, self._statement, self._plain, self._single, self._text_limit,
+         self._utf8) = terms  # fmt: skip
+        executor = runtime.executor
+        self._router = executor.engine.router
+        self._endpoints = executor.endpoints
+        #: The gate's ``done``, set once the gate is made (it is made with :meth:`hot`).
+        self.done_with: Callable[[], None] | None = None
+        #: Statements the front took.
+        self.taken = 0
+
+    def hot(self, command: int, payload: bytes) -> bool:
+        """The gate's hot path for ``payload`` (command byte ``command``); ``False``: mimic's path answers it.
+        The session's path gets a COM_QUERY or COM_STMT_EXECUTE as read here (``None``: not one the hot path
+        takes as a statement), any other command unread."""
+        read: tuple[Any, ...] | None
+        if command == COM_STMT_EXECUTE:
+            read = self.read_execute(payload)
+        elif command == COM_QUERY:
+            read = self.read_query(payload)
+        else:
+            return self.session.hot(command, payload, None)  # type: ignore[no-any-return]
+        if read is None or not self._take(command, payload, read):
+            return self.session.hot(command, payload, read)  # type: ignore[no-any-return]
+        return True
+
+    def read_query(self, payload: bytes) -> tuple[str, str, list[Any] | None, None, None] | None:
+        """A COM_QUERY's ``(text as sent, text with its literals as %s, their values, None, None)``; ``None``: the
+        hot path does not take it (query attributes before the text, a text longer than it takes)."""
+        conn = self.conn
+        if conn._query_attributes:  # mimic's reader takes them off the text
+            return None
+        sql = self._client_charset().decode(payload[1:])
+        if len(sql) > self._text_limit:
+            return None
+        parameterized = self._parameterize(sql)
+        if parameterized is None:
+            return sql, sql, None, None, None
+        return sql, parameterized[0], parameterized[1], None, None
+
+    def read_execute(self, payload: bytes) -> tuple[str, str, list[Any], Any, bytes] | None:
+        """A COM_STMT_EXECUTE's ``(text, text, parameter values, announced columns, parameter block)``; ``None``:
+        mimic's path answers it (into a cursor, long data, query attributes, a client character set other
+        than UTF-8, a type the compiled reader leaves to mimic's, malformed, unknown)."""
+        conn = self.conn
+        stmt = conn.prepared_stmts.get(int.from_bytes(payload[1:5], "little"))
+        if stmt is None or stmt.param_buffers or stmt.stmt_id in conn._too_long or conn._query_attributes:
+            return None
+        announced = conn._announced.get(stmt.stmt_id)
+        if announced is None or self._client_charset() not in self._utf8:
+            return None
+        param_types = conn._param_types
+        read = execute_params(payload, stmt.num_params, param_types.get(stmt.stmt_id))
+        if read is None:
+            return None
+        values, block, types = read
+        param_types[stmt.stmt_id] = types  # as mimic's read_execute remembers them
+        sql = stmt.sql
+        return sql, sql, values, announced, block
+
+    def _client_charset(self) -> Any:
+        """The client's character set (``ProxyConnection.client_charset``, its cache read here)."""
+        conn = self.conn
+        known, variables = conn._known_charsets, self.session.variables
+        if known[0] is variables and known[1] == variables.changes:
+            return known[2][0]
+        return conn.client_charset
+
+    def _take(self, command: int, payload: bytes, read: tuple[Any, ...]) -> bool:
+        """Send the statement on an idle link; ``False``: nothing done, the session's path decides."""
+        session, runtime = self.session, self.runtime
+        if (session._tx is not None or not session._autocommit or not runtime.inline or not runtime.relay
+                or runtime.limiter is not None or (runtime.masker is not None and not session.may_unmask)):
+            return False  # fmt: skip
+        sql, text, params, announced, block = read
+        text_result = command == COM_QUERY
+        shape = runtime.shapes.get(text)
+        if shape is None or not shape.inline or shape.needs is not self._plain:
+            return False
+        style = shape.style
+        if style is None or (not text_result and style != "qmark"):
+            return False
+        router = self._router
+        try:
+            plan = router.route(text, params)
+        except Exception:  # noqa: BLE001  # a refusal: the session's path routes it again and answers it
+            return False
+        units = plan.units
+        if (len(units) != 1 or plan.kind is not self._single or plan.dual or plan.statement != "select"
+                or not plan.merge.is_trivial):
+            return False  # fmt: skip
+        unit = units[0]
+        config = router.routed_config
+        pool = self._endpoints.plain_primary(unit.data_source, config)
+        if pool is None:
+            return False
+        driver = pool.driver
+        if not driver.can_relay:
+            return False
+        values = None
+        if not text_result:  # the client's own parameter block when the unit binds the same values in order
+            values = block if block is not None and list(unit.params) == params else self._execute_values(unit.params)
+            if values is None:
+                return False
+        link = runtime.backends.take(unit.data_source, pool, config)
+        if link is None:
+            return False
+        # taken: from here on the statement is the front's
+        conn = self.conn
+        session._text, session._announced, session._interrupted = text_result, announced, False
+        started = runtime.clock()
+        relay = ResultRelay(1, conn.client_eof, driver.relay_eof, text_result)
+        cid = conn.connection_id
+        runtime._enter(cid)  # counted as running, as mimic's path counts every command
+        on_end = partial(session._hot_end, sql, plan, started, cid, relay, pool, payload)
+        header_for = session._hot_header(plan.merge.aggregates, announced)
+        statement = session._sent = self._statement(runtime, link, plan, started, relay, header_for,
+                                                    conn.gate_transport, on_end, self.done_with, cid)  # fmt: skip
+        self.taken += 1
+        try:
+            statement.start(style, values)
+        except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why
+            session._hot_unsent(statement, on_end, exc)
+        return True
