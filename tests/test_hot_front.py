@@ -11,8 +11,7 @@ the session's path as before, and the front counts none of it (docs/proxy.md#the
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pymysql  # type: ignore[import-untyped]
 import pytest
@@ -23,7 +22,7 @@ from ddm_core.execute import Executor
 from raw_mysql import RawClient, ServerError, decoded, execute_payload, longlong
 from services import fresh_mariadb_databases, mariadb_connect
 from test_execute_support import ORDER_DDL
-from test_proxy_support import PASSWORD, USER, InProcessProxy, proxy_config
+from test_proxy_support import PASSWORD, USER, InProcessProxy, proxy_config, until
 
 pytest.importorskip("mysql_mimic")
 
@@ -34,13 +33,6 @@ PREPARED = "SELECT note FROM {table} WHERE user_id = ? AND order_id = ?"
 
 def _row(order: int) -> tuple[int, int, int, str | None]:
     return order, order % 7, order * 3, None if order % 5 == 0 else f"n{order}é"
-
-
-def _until(done: Callable[[], bool], why: Callable[[], str], seconds: float = 20.0) -> None:
-    end = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < end, why()
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")
@@ -90,40 +82,35 @@ def _typed(rows: Any) -> list[tuple[tuple[type, Any], ...]]:
     return [tuple((type(v), v) for v in row) for row in rows]
 
 
-def _linked(proxy: InProcessProxy) -> None:
-    """Wait for an idle link of the loop's own to each data source (the first statements open them)."""
-    backends = proxy.server.runtime.backends
-    _until(lambda: sum(1 for idle in backends._idle.values() if idle) >= 2, lambda: f"no idle links: {backends._idle}")
-
-
-def _taken(proxy: InProcessProxy, before: int, expected: int) -> None:
-    """The front's count reaches ``before + expected`` as the client connections end (and goes no further)."""
-    runtime = proxy.server.runtime
-    _until(lambda: runtime.fronted >= before + expected, lambda: f"front took {runtime.fronted - before}, not {expected}")
-    time.sleep(0.1)
-    assert runtime.fronted - before == expected
-
-
 def _client(proxy: InProcessProxy, **options: Any) -> Any:
     return pymysql.connect(host="127.0.0.1", port=proxy.port, user=USER, password=PASSWORD, database="logic_db",
                            read_timeout=30, **{"autocommit": True, **options})  # fmt: skip
 
 
-def _warm(proxy: InProcessProxy, cur: Any) -> None:
-    """The point shape known (its first run on mimic's path, its second on the session's) and links open."""
-    for order in (1, 2, 3, 4):
-        cur.execute(POINT.format(table="t_order", user=order % 7, order=order))
-        cur.fetchall()
-    _linked(proxy)
+def _settled(proxy: InProcessProxy) -> int:
+    """The front's count once every client connection so far has ended (each adds its count as it ends)."""
+    until(lambda: proxy.server.admission.connections == 0, "a client connection is still open")
+    return int(proxy.server.runtime.fronted)
+
+
+def _warmed(proxy: InProcessProxy) -> int:
+    """The point shape known (its first run on mimic's path, its second on the session's) and an idle link of
+    the loop's own to each data source (the first statements open them); the front's count after it."""
+    with _client(proxy) as conn, conn.cursor() as cur:
+        for order in (1, 2, 3, 4):
+            cur.execute(POINT.format(table="t_order", user=order % 7, order=order))
+            cur.fetchall()
+    backends = proxy.server.runtime.backends
+    until(lambda: sum(1 for idle in backends._idle.values() if idle) >= 2, "no idle link to each data source")
+    return _settled(proxy)
 
 
 def test_text_point_selects_are_taken_whole_and_answer_as_one_table(served: InProcessProxy,
                                                                      tables: tuple[dict[str, Any], str]) -> None:  # fmt: skip
     ref = tables[1]
-    before = served.server.runtime.fronted
+    before = _warmed(served)
     conn = _client(served)
     with conn.cursor() as cur:
-        _warm(served, cur)
         orders = [5, 17, 30, 42, 59, 60, 61]  # 61: no such row, an empty answer
         for order in orders:
             cur.execute(POINT.format(table="t_order", user=order % 7, order=order))
@@ -132,19 +119,13 @@ def test_text_point_selects_are_taken_whole_and_answer_as_one_table(served: InPr
             assert _typed(got) == _typed(want), order
             assert [d[:2] for d in cur.description] == [("order_id", 8), ("user_id", 8), ("amount", 3), ("note", 253)]
     conn.close()
-    # the warm-up's first ran on mimic's path, its second on the session's; its last two on the front when a
-    # link was idle by then; every statement after it on the front
-    runtime = served.server.runtime
-    _until(lambda: runtime.fronted >= before + len(orders), lambda: f"the front took {runtime.fronted - before}")
-    assert runtime.fronted - before - len(orders) in (0, 1, 2)
+    assert _settled(served) - before == len(orders)  # every one of them
 
 
 def test_prepared_executes_are_taken_whole_with_and_without_types(served: InProcessProxy,
                                                                    tables: tuple[dict[str, Any], str]) -> None:  # fmt: skip
     ref = tables[1]
-    with _client(served) as warm, warm.cursor() as cur:
-        _warm(served, cur)
-    before = served.server.runtime.fronted
+    before = _warmed(served)
     with RawClient(served.port, timeout=30) as client:
         assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
         stmt = client.prepare(PREPARED.format(table="t_order"))
@@ -155,17 +136,13 @@ def test_prepared_executes_are_taken_whole_with_and_without_types(served: InProc
         for order, got in zip([8, 9, 10, 25, 33, 61, 8], answers):
             assert got == _reference(ref, PREPARED.format(table="ref_order").replace("?", "%s"), order % 7, order)
     # the first execute is its shape's first (mimic's path), the second the session's; the other five the front's
-    _until(lambda: served.server.runtime.fronted >= before + 5, lambda: "the front took fewer than 5")
-    time.sleep(0.1)
-    assert served.server.runtime.fronted - before == 5
+    assert _settled(served) - before == 5
 
 
 def test_what_the_front_leaves_is_answered_by_the_session(served: InProcessProxy,
                                                           tables: tuple[dict[str, Any], str]) -> None:  # fmt: skip
     ref = tables[1]
-    with _client(served) as warm, warm.cursor() as cur:
-        _warm(served, cur)
-    before = served.server.runtime.fronted
+    before = _warmed(served)
     point = POINT.format(table="t_order", user=4, order=11)
     want = _typed(_reference(ref, POINT.format(table="ref_order", user=4, order=11)))
     conn = _client(served)
@@ -186,23 +163,23 @@ def test_what_the_front_leaves_is_answered_by_the_session(served: InProcessProxy
         assert _typed(cur.fetchall()) == want
     off.rollback()
     off.close()
-    time.sleep(0.3)  # both connections' ends counted
-    assert served.server.runtime.fronted == before
+    assert _settled(served) == before
 
 
 def test_a_statement_refused_on_its_data_source_reaches_the_client(served: InProcessProxy) -> None:
     """An error the data source answers to a statement the front sent is the client's error packet, each time."""
     failing = "SELECT order_id, ddm_no_such_function(amount) FROM t_order WHERE user_id = 3 AND order_id = {order}"
-    before = served.server.runtime.fronted
+    before = _warmed(served)
     with _client(served) as conn, conn.cursor() as cur:
-        _warm(served, cur)
         for order in (3, 10, 17, 24, 31):  # mimic's path, the session's, then the front's
             with pytest.raises(pymysql.err.MySQLError) as failed:
                 cur.execute(failing.format(order=order))
             assert failed.value.args[0] == 1305, failed.value  # FUNCTION ... does not exist
             cur.execute(POINT.format(table="t_order", user=3, order=order))  # the link and the session go on
             assert cur.fetchall() == (_row(order),)
-    _until(lambda: served.server.runtime.fronted > before + 5, lambda: "the front took too few")
+    # the failing shape's first run is mimic's path's, its second the session's; its other three and the five
+    # point selects the front's
+    assert _settled(served) - before == 8
 
 
 def test_an_unknown_statement_id_is_refused(served: InProcessProxy) -> None:

@@ -1,14 +1,12 @@
 # Stub for the compiled ``hotfront`` unit; ``hotfront_py`` is its pure-Python twin.
-from typing import Any, Callable
-
-from typing_extensions import disjoint_base
+from typing import Any, Callable, final
 
 __all__ = ["HotFront", "COM_QUERY", "COM_STMT_EXECUTE"]
 
 COM_QUERY: int
 COM_STMT_EXECUTE: int
 
-@disjoint_base  # a cdef class: its C layout cannot be combined
+@final  # a final cdef class
 class HotFront:
     session: Any
     conn: Any
