@@ -189,3 +189,44 @@ def test_an_unknown_statement_id_is_refused(served: InProcessProxy) -> None:
         client.command(0x17, execute_payload(4242, [longlong(1)]))
         with pytest.raises(ServerError):
             decoded([p for _, p in client.response()], binary=True)
+
+
+def test_commands_count_per_connection_and_end_a_revoked_one_between_commands(impl: Implementation) -> None:
+    """``Commands``: the running count in all and per connection, a revocation deferred to the connection's last
+    command's end, the idle sweeper's marks, and a waiter for no command running woken by the last exit."""
+    import threading
+
+    idle = threading.Condition(threading.Lock())
+    commands = impl.hotfront.Commands(idle)
+    ended: list[str] = []
+    commands.enter(7)
+    commands.enter(7)
+    commands.enter(None)
+    assert (commands.running, commands.running_on(7), commands.running_on(8)) == (3, True, False)
+    commands.revoke(8, lambda: ended.append("eight"))  # runs no command: ended at once
+    commands.revoke(7, lambda: ended.append("seven"))  # runs two: ended after the second's end
+    assert ended == ["eight"]
+    commands.ticks = 5
+    commands.exit(7)
+    assert ended == ["eight"] and commands.running_on(7) and commands.quiet_since == {7: 5}
+    commands.exit(None)
+    woken = threading.Event()
+
+    def wait() -> None:
+        with idle:
+            commands.waiting += 1
+            while commands.running:
+                idle.wait(10)
+            commands.waiting -= 1
+        woken.set()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    until(lambda: commands.waiting == 1, "the waiter never counted itself")
+    commands.ticks = 6
+    commands.exit(7)
+    assert woken.wait(10) and commands.running == 0 and not commands.running_on(7)
+    assert ended == ["eight", "seven"] and commands.quiet_since == {7: 6}
+    commands.quiet(9)  # mimic's reader waits for connection 9's next command from tick 6
+    assert commands.quiet_since == {7: 6, 9: 6}
+    waiter.join(10)

@@ -310,3 +310,54 @@ def test_not_prepared_failed_ok_answers_and_deadlines(impl: Implementation) -> N
         assert runtime.calls[-1] == ("observed", 0) and done == []
 
     asyncio.run(run())
+
+
+def test_link_stack_takes_the_last_given_and_opens_one_when_none_is_idle(impl: Implementation) -> None:
+    """``LinkStack``: ``take`` pops the endpoint's most recently given link (none idle: the subclass's ``_grow``);
+    a configuration other than the stack's resets it first; ``give`` keeps a link of the stack's version, arms
+    the sweep once, and aborts a closed link or one of another version."""
+    calls: list[Any] = []
+
+    class Stack(impl.hotlink.LinkStack):  # type: ignore[misc,name-defined]
+        def _reset(self, config: Any) -> None:
+            calls.append(("reset", config))
+            self._idle.clear()
+            self._config = config
+
+        def _grow(self, key: tuple[str, str], pool: Any) -> None:
+            calls.append(("grow", key))
+
+        def _sweep(self) -> None:
+            calls.append("sweep")
+
+    class Loop:
+        def time(self) -> float:
+            return 12.5
+
+        def call_later(self, delay: float, callback: Any) -> str:
+            calls.append(("timer", delay))
+            return "armed"
+
+    def link(config: Any, closed: bool = False) -> Any:
+        made = SimpleNamespace(closed=closed, config=config, loop=Loop(), key=("ds_0", "primary"), idle_since=0.0,
+                               aborted=False)  # fmt: skip
+        made.abort = lambda: setattr(made, "aborted", True)
+        return made
+
+    pool = SimpleNamespace(endpoint=SimpleNamespace(name="primary"))
+    stack = Stack()
+    stack.idle_seconds = 3.0
+    assert stack.take("ds_0", pool, "v1") is None
+    assert calls == [("reset", "v1"), ("grow", ("ds_0", "primary"))]
+    first, second = link("v1"), link("v1")
+    stack.give(first)
+    stack.give(second)
+    assert calls[2:] == [("timer", 3.0)] and second.idle_since == 12.5 and stack._sweeper == "armed"
+    assert stack.take("ds_0", pool, "v1") is second and stack.take("ds_0", pool, "v1") is first
+    stale, closed = link("v0"), link("v1", closed=True)
+    stack.give(stale)
+    stack.give(closed)
+    assert stale.aborted and closed.aborted and not stack._idle[("ds_0", "primary")]
+    stack.give(first)
+    assert stack.take("ds_0", pool, "v2") is None  # a new version: the idle links reset first
+    assert calls[3:] == [("reset", "v2"), ("grow", ("ds_0", "primary"))]

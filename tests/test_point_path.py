@@ -119,7 +119,7 @@ def _general(config: Any, schemas: dict[str, TableSchema]) -> Router:
     """A router whose compiled path never answers: the general router's plans."""
     router = Router(config)
     router.set_schemas(schemas)
-    router._point_route = lambda sql, params: None  # type: ignore[method-assign]
+    router.point_route = lambda sql, params: None
     return router
 
 

@@ -18,7 +18,7 @@ from functools import partial
 from ddm_core._fast.gate import execute_params
 from ddm_core._fast.relay import ResultRelay
 
-__all__ = ["HotFront", "COM_QUERY", "COM_STMT_EXECUTE"]
+__all__ = ["HotFront", "Commands", "COM_QUERY", "COM_STMT_EXECUTE"]
 
 COM_QUERY = 0x03
 COM_STMT_EXECUTE = 0x17
@@ -41,6 +41,8 @@ cdef class HotFront:
     cdef public object session, conn, runtime, done_with
     cdef public Py_ssize_t taken
     cdef object _parameterize, _execute_values, _statement, _plain, _single, _utf8, _router, _endpoints
+    cdef dict _pools
+    cdef object _pools_config
     cdef Py_ssize_t _text_limit
 
     def __init__(self, session, conn, runtime, tuple terms):
@@ -52,6 +54,8 @@ cdef class HotFront:
         executor = runtime.executor
         self._router = executor.engine.router
         self._endpoints = executor.endpoints
+        self._pools = {}
+        self._pools_config = None
         self.done_with = None
         self.taken = 0
 
@@ -132,7 +136,9 @@ cdef class HotFront:
             return False
         router = self._router
         try:
-            plan = router.route(text, params)
+            plan = router.point_route(text, params)  # a cached point statement in one compiled call, else routed
+            if plan is None:
+                plan = router.route(text, params)
         except Exception:  # a refusal: the session's path routes it again and answers it
             return False
         units = plan.units
@@ -142,9 +148,15 @@ cdef class HotFront:
         unit = units[0]
         config = router.routed_config
         data_source = unit.data_source
-        pool = self._endpoints.plain_primary(data_source, config)
+        if config is not self._pools_config:  # plain_primary's answers are the same for one version
+            self._pools = {}
+            self._pools_config = config
+        pool = _get(self._pools, data_source)
         if pool is None:
-            return False
+            pool = self._endpoints.plain_primary(data_source, config)
+            if pool is None:
+                return False
+            self._pools[data_source] = pool
         driver = pool.driver
         if not driver.can_relay:
             return False
@@ -183,3 +195,60 @@ cdef class HotFront:
         except Exception as exc:  # the link's state is unknown: closed; the client hears why
             session._hot_unsent(statement, on_end, exc)
         return True
+
+
+@cython.final
+@cython.auto_pickle(False)  # one proxy's: never pickled
+cdef class Commands:
+    cdef public object idle
+    cdef public Py_ssize_t running, waiting, ticks
+    cdef public dict quiet_since
+    cdef dict _commands, _revoked
+
+    def __init__(self, idle):
+        self.idle = idle
+        self.running = 0
+        self.waiting = 0
+        self.ticks = 0
+        self.quiet_since = {}
+        self._commands = {}
+        self._revoked = {}
+
+    def enter(self, cid):
+        cdef PyObject* found
+        if cid is not None:
+            found = PyDict_GetItem(self._commands, cid)
+            self._commands[cid] = 1 if found is NULL else <object> found + 1
+        self.running += 1
+
+    def exit(self, cid):
+        cdef PyObject* found
+        self.running -= 1
+        if self.running == 0 and self.waiting:
+            with self.idle:
+                self.idle.notify_all()
+        if cid is not None:
+            self.quiet_since[cid] = self.ticks
+            found = PyDict_GetItem(self._commands, cid)
+            left = 0 if found is NULL else <object> found - 1
+            if left:
+                self._commands[cid] = left
+            else:
+                if found is not NULL:
+                    del self._commands[cid]
+                end = self._revoked.pop(cid, None)
+                if end is not None:
+                    end()
+
+    def quiet(self, cid):
+        self.quiet_since[cid] = self.ticks
+
+    def running_on(self, cid):
+        cdef PyObject* found = PyDict_GetItem(self._commands, cid)
+        return found is not NULL and bool(<object> found)
+
+    def revoke(self, cid, end):
+        if self.running_on(cid):
+            self._revoked[cid] = end
+        else:
+            end()

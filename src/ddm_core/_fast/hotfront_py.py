@@ -15,6 +15,11 @@ session's exactly as it arrived. The exceptions are idempotent: the parameter ty
 carries are remembered as soon as they are read (the session's path remembers the same), and a link
 asked for and not found starts one opening (which the session's path would start too).
 
+:class:`Commands` is the proxy's count of client commands running, in all (a shutdown waits for none)
+and per connection (a removed user's session ends between commands; the idle sweeper skips a connection
+running one), which every statement enters and exits: compiled, with the front and ``hotlink``'s end, a
+statement counts itself without an interpreted frame.
+
 The objects it works with (session, connection, runtime, the link statement class, the literal
 parameterizer) are the proxy's, passed in: this unit imports none of them.
 """
@@ -27,7 +32,7 @@ from typing import Any, Callable
 from ddm_core._fast.gate_py import execute_params
 from ddm_core._fast.relay_py import ResultRelay
 
-__all__ = ["HotFront", "COM_QUERY", "COM_STMT_EXECUTE"]
+__all__ = ["HotFront", "Commands", "COM_QUERY", "COM_STMT_EXECUTE"]
 
 COM_QUERY = 0x03
 COM_STMT_EXECUTE = 0x17
@@ -55,6 +60,9 @@ class HotFront:
         executor = runtime.executor
         self._router = executor.engine.router
         self._endpoints = executor.endpoints
+        #: The primaries' pools of data sources without replicas (``Endpoints.plain_primary``), for one version
+        self._pools: dict[str, Any] = {}
+        self._pools_config: Any = None
         #: The gate's ``done``, set once the gate is made (it is made with :meth:`hot`).
         self.done_with: Callable[[], None] | None = None
         #: Statements the front took.
@@ -133,7 +141,9 @@ class HotFront:
             return False
         router = self._router
         try:
-            plan = router.route(text, params)
+            plan = router.point_route(text, params)  # a cached point statement in one compiled call, else routed
+            if plan is None:
+                plan = router.route(text, params)
         except Exception:  # noqa: BLE001  # a refusal: the session's path routes it again and answers it
             return False
         units = plan.units
@@ -142,9 +152,15 @@ class HotFront:
             return False  # fmt: skip
         unit = units[0]
         config = router.routed_config
-        pool = self._endpoints.plain_primary(unit.data_source, config)
+        data_source = unit.data_source
+        if config is not self._pools_config:  # plain_primary's answers are the same for one version
+            self._pools, self._pools_config = {}, config
+        pool = self._pools.get(data_source)
         if pool is None:
-            return False
+            pool = self._endpoints.plain_primary(data_source, config)
+            if pool is None:
+                return False
+            self._pools[data_source] = pool
         driver = pool.driver
         if not driver.can_relay:
             return False
@@ -153,7 +169,7 @@ class HotFront:
             values = block if block is not None and list(unit.params) == params else self._execute_values(unit.params)
             if values is None:
                 return False
-        link = runtime.backends.take(unit.data_source, pool, config)
+        link = runtime.backends.take(data_source, pool, config)
         if link is None:
             return False
         # taken: from here on the statement is the front's
@@ -173,3 +189,64 @@ class HotFront:
         except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why
             session._hot_unsent(statement, on_end, exc)
         return True
+
+
+class Commands:
+    """Client commands running: :attr:`running` in all, and per connection id.
+
+    ``enter`` and ``exit`` run on the event loop only, the one writer of the counts: no lock to count. A
+    waiter (``ProxyRuntime.wait_idle``, on a thread) counts itself in :attr:`waiting` before it reads
+    :attr:`running`, under ``idle``'s lock; ``exit`` reads :attr:`waiting` after it counted down, so either the
+    waiter sees the zero or ``exit`` sees the waiter and notifies it under the lock.
+
+    Args:
+        idle: The condition a waiter for no command running waits on.
+    """
+
+    def __init__(self, idle: Any) -> None:
+        self.idle = idle
+        self.running = 0
+        self.waiting = 0  # threads waiting on ``idle`` (under its lock)
+        #: The idle sweeper's clock (proxy/idle.py): its ticks so far, and per connection id the tick at which its
+        #: last command ended or mimic's reader began to wait for the next one.
+        self.ticks = 0
+        self.quiet_since: dict[int, int] = {}
+        self._commands: dict[int, int] = {}
+        self._revoked: dict[int, Callable[[], None]] = {}
+
+    def enter(self, cid: int | None) -> None:
+        """One command of connection ``cid`` (``None``: of no connection) runs from now."""
+        if cid is not None:
+            self._commands[cid] = self._commands.get(cid, 0) + 1
+        self.running += 1
+
+    def exit(self, cid: int | None) -> None:
+        """One command of connection ``cid`` is done; the connection's revocation runs once it runs none."""
+        self.running -= 1
+        if self.running == 0 and self.waiting:  # a Condition's notify is Python code: only for a waiter
+            with self.idle:
+                self.idle.notify_all()
+        if cid is not None:
+            self.quiet_since[cid] = self.ticks
+            left = self._commands.pop(cid, 1) - 1
+            if left:
+                self._commands[cid] = left
+            else:
+                end = self._revoked.pop(cid, None)
+                if end is not None:
+                    end()
+
+    def quiet(self, cid: int) -> None:
+        """Connection ``cid`` waits for its next command from now."""
+        self.quiet_since[cid] = self.ticks
+
+    def running_on(self, cid: int) -> bool:
+        """Connection ``cid`` runs a command now."""
+        return bool(self._commands.get(cid))
+
+    def revoke(self, cid: int, end: Callable[[], None]) -> None:
+        """Call ``end`` now if connection ``cid`` runs no command, else when its last one is done."""
+        if self._commands.get(cid):
+            self._revoked[cid] = end
+        else:
+            end()

@@ -9,12 +9,14 @@ without an interpreted frame; the rare parts are the Python subclasses' (``proxy
 
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
 from cpython.set cimport PySet_Add, PySet_Discard
 from libc.string cimport memcpy
 
 from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, OK as _OK, ROWS as _ROWS
 
-__all__ = ["HeaderMemo", "LinkProtocol", "HotStatement", "LOST", "frame"]
+__all__ = ["HeaderMemo", "LinkProtocol", "HotStatement", "LinkStack", "LOST", "frame"]
 
 LOST = -1
 HIGH_WATER = 1 << 20
@@ -274,4 +276,57 @@ cdef class HotStatement:
             done_with()
 
     def failed(self, link, int state):
+        raise NotImplementedError
+
+
+@cython.auto_pickle(False)  # one proxy's: never pickled
+cdef class LinkStack:
+    """The idle links of the loop's own per endpoint (``hotlink_py.LinkStack``)."""
+
+    cdef public dict _idle
+    cdef public object _config, _sweeper
+    cdef public bint closed
+    cdef public double idle_seconds
+
+    def __init__(self):
+        self._idle = {}
+        self._config = None
+        self._sweeper = None
+        self.closed = False
+        self.idle_seconds = 2.0
+
+    def take(self, data_source, pool, config):
+        cdef PyObject* found
+        if config is not self._config:
+            self._reset(config)
+        key = (data_source, pool.endpoint.name)
+        found = PyDict_GetItem(self._idle, key)
+        if found is not NULL and <list> found:
+            return (<list> found).pop()
+        self._grow(key, pool)
+        return None
+
+    def give(self, link):
+        cdef PyObject* found
+        if link.closed or self.closed or link.config is not self._config:
+            link.abort()
+            return
+        loop = link.loop
+        link.idle_since = loop.time()
+        key = link.key
+        found = PyDict_GetItem(self._idle, key)
+        if found is NULL:
+            self._idle[key] = [link]
+        else:
+            (<list> found).append(link)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(self.idle_seconds, self._sweep)
+
+    def _reset(self, config):
+        raise NotImplementedError
+
+    def _grow(self, key, pool):
+        raise NotImplementedError
+
+    def _sweep(self):
         raise NotImplementedError

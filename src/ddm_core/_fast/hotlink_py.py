@@ -16,6 +16,9 @@ the loop reads as a transport; these are the parts of it that run for every stat
   given back, the statement observed and the session's common end done here (the counters, the
   running-command count, the gate told to go on). ``proxy/hotpath.py``'s ``LinkStatement`` subclasses
   it with the rare parts: the first prepare on a link and the mapping of an error.
+* :class:`LinkStack` — the idle links per endpoint: ``take`` one for a statement, ``give`` it back after.
+  ``proxy/backends.py``'s ``LoopBackends`` subclasses it with the rest (opening links, the idle sweep,
+  a configuration's change, losses).
 
 The objects it works with (runtime, engine, link pool, gate) are the proxy's, passed in: this unit
 imports none of them.
@@ -27,7 +30,7 @@ from typing import Any, Callable
 
 from ddm_core._fast.relay_py import DONE, FIRST, OK, ROWS
 
-__all__ = ["HeaderMemo", "LinkProtocol", "HotStatement", "LOST", "frame"]
+__all__ = ["HeaderMemo", "LinkProtocol", "HotStatement", "LinkStack", "LOST", "frame"]
 
 #: A relay state of its own: the connection was lost (or aborted) before the answer ended.
 LOST = -1
@@ -277,4 +280,54 @@ class HotStatement:
 
     def failed(self, link: Any, state: int) -> None:
         """The answer ended in an error, a loss or after a cancel (the subclass maps it and ends)."""
+        raise NotImplementedError
+
+
+class LinkStack:
+    """The idle links of the loop's own per endpoint, ``(data source, endpoint name)``: the most recently given
+    back on top (a link idle longest is at the bottom, where the sweep closes it first).
+
+    The subclass provides ``_reset(config)`` (a configuration version other than the links' own: every idle
+    link closed), ``_grow(key, pool)`` (none idle: one opened in the background, when the endpoint may open
+    more) and ``_sweep()`` (the idle links past :attr:`idle_seconds` closed), and sets ``_config`` (the version
+    its links were opened under).
+    """
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, str], list[Any]] = {}
+        self._config: Any = None
+        self._sweeper: Any = None  # the sweep's timer handle while one is armed
+        self.closed = False
+        self.idle_seconds = 2.0  # proxy.linkIdleMs, set by the runtime
+
+    def take(self, data_source: str, pool: Any, config: Any) -> Any:
+        """An idle link to ``pool``'s endpoint (the choice for a statement on ``data_source`` routed under
+        ``config``), or ``None`` (one is then opened for later statements)."""
+        if config is not self._config:
+            self._reset(config)
+        key = (data_source, pool.endpoint.name)
+        idle = self._idle.get(key)
+        if idle:
+            return idle.pop()
+        self._grow(key, pool)
+        return None
+
+    def give(self, link: Any) -> None:
+        """A link whose answer ended in step: idle again (closed instead if its configuration went)."""
+        if link.closed or self.closed or link.config is not self._config:
+            link.abort()
+            return
+        loop = link.loop  # not get_running_loop(): it asks getpid() (a system call) every time
+        link.idle_since = loop.time()
+        self._idle.setdefault(link.key, []).append(link)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(self.idle_seconds, self._sweep)
+
+    def _reset(self, config: Any) -> None:
+        raise NotImplementedError
+
+    def _grow(self, key: tuple[str, str], pool: Any) -> None:
+        raise NotImplementedError
+
+    def _sweep(self) -> None:
         raise NotImplementedError

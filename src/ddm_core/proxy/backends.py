@@ -23,7 +23,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from ddm_core.proxy.relay import LinkProtocol, frame, hotlink as _hotlink
+from ddm_core.proxy.relay import LinkProtocol, LinkStack, frame, hotlink as _hotlink
 
 __all__ = ["Link", "LoopBackends"]
 
@@ -135,8 +135,11 @@ class Link(LinkProtocol, asyncio.Protocol):
         self._on_lost(self)
 
 
-class LoopBackends:
+class LoopBackends(LinkStack):
     """The idle :class:`Link` s per data source, for the hot path (module docstring).
+
+    Taking one and giving it back, per statement, is the compiled ``hotlink`` unit's :class:`LinkStack`; here
+    the rest: opening links in the background, the idle sweep, a configuration's change, losses.
 
     Args:
         executor: The proxy's executor: its configuration, its drivers and pool sizes.
@@ -144,40 +147,12 @@ class LoopBackends:
     """
 
     def __init__(self, executor: Any, workers: Any) -> None:
+        super().__init__()  # the idle links per endpoint, (data source, endpoint name); proxy.linkIdleMs
         self.executor = executor
         self.workers = workers
-        self._config: Any = None
-        # Per endpoint: (data source, endpoint name)
-        self._idle: dict[tuple[str, str], list[Link]] = {}
         self._open: dict[tuple[str, str], int] = {}  # links open (idle or lent)
         self._opening: set[tuple[str, str]] = set()
         self._never: set[tuple[str, str]] = set()  # endpoints reached over TLS: the pooled path serves them
-        self._sweeper: asyncio.TimerHandle | None = None
-        self.idle_seconds = 2.0  # proxy.linkIdleMs, set by the runtime
-        self.closed = False
-
-    def take(self, data_source: str, pool: Any, config: Any) -> Link | None:
-        """An idle link to ``pool``'s endpoint (``Executor.loop_pool``'s choice for a statement on ``data_source``
-        routed under ``config``), or ``None`` (one is then opened for later statements)."""
-        if config is not self._config:
-            self._reset(config)
-        key = (data_source, pool.endpoint.name)
-        idle = self._idle.get(key)
-        if idle:
-            return idle.pop()
-        self._grow(key, pool)
-        return None
-
-    def give(self, link: Link) -> None:
-        """A link whose answer ended in step: idle again (closed instead if its configuration went)."""
-        if link.closed or self.closed or link.config is not self._config:
-            link.abort()
-            return
-        loop = link.loop  # not get_running_loop(): it asks getpid() (a system call) every time
-        link.idle_since = loop.time()
-        self._idle.setdefault(link.key, []).append(link)
-        if self._sweeper is None:
-            self._sweeper = loop.call_later(self.idle_seconds, self._sweep)
 
     def _sweep(self) -> None:
         """Close the links idle for ``idle_seconds`` (the oldest are at the bottom of each stack)."""

@@ -67,8 +67,9 @@ class IdleSweeper:
         """One tick: the connection ids of the sessions ended for their bound (their ends may wait for a
         command to finish); the marks of connections gone are forgotten."""
         runtime = self.runtime
-        runtime.ticks = now = runtime.ticks + 1
-        quiet, sessions = runtime.quiet_since, runtime.sessions
+        commands = runtime.commands
+        commands.ticks = now = commands.ticks + 1
+        quiet, sessions = commands.quiet_since, runtime.sessions
         for cid in [c for c in quiet if c not in sessions]:  # sessions closed since the last tick
             del quiet[cid]
         ended = []

@@ -22,8 +22,8 @@ from ddm_core.execute.sent import SentUnit
 if TYPE_CHECKING:
     from ddm_core._fast import hotlink
     from ddm_core._fast.gate import CommandGate, execute_params
-    from ddm_core._fast.hotfront import HotFront
-    from ddm_core._fast.hotlink import HeaderMemo, HotStatement, LinkProtocol, frame
+    from ddm_core._fast.hotfront import Commands, HotFront
+    from ddm_core._fast.hotlink import HeaderMemo, HotStatement, LinkProtocol, LinkStack, frame
     from ddm_core._fast.relay import ResultRelay
 else:
     ResultRelay = SELECTED.relay.ResultRelay
@@ -31,13 +31,14 @@ else:
     execute_params = SELECTED.gate.execute_params
     hotlink = SELECTED.hotlink
     HeaderMemo, HotStatement, LinkProtocol = hotlink.HeaderMemo, hotlink.HotStatement, hotlink.LinkProtocol
+    LinkStack = hotlink.LinkStack
     frame = hotlink.frame
-    HotFront = SELECTED.hotfront.HotFront
+    HotFront, Commands = SELECTED.hotfront.HotFront, SELECTED.hotfront.Commands
 
 __all__ = [
     "relay_answer", "readable", "execute_values", "socket_of", "timed_out", "advance", "conclude", "is_waiting",
-    "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES", "HeaderMemo", "HotStatement", "LinkProtocol", "frame",
-    "hotlink", "HotFront", "READ_SIZE", "HIGH_WATER", "unrelayable", "no_answer", "read_failed", "closed_mid_answer",
+    "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES", "HeaderMemo", "HotStatement", "LinkProtocol", "LinkStack", "frame",
+    "hotlink", "HotFront", "Commands", "READ_SIZE", "HIGH_WATER", "unrelayable", "no_answer", "read_failed", "closed_mid_answer",
 ]  # fmt: skip
 
 _relay = SELECTED.relay

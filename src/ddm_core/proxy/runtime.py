@@ -28,6 +28,7 @@ from ddm_core.proxy.hotpath import Deadlines
 from ddm_core.proxy.kill import Killable
 from ddm_core.proxy.masking import Masker, MaskPlan
 from ddm_core.proxy.privileges import AccessControl, Needs
+from ddm_core.proxy.relay import Commands
 from ddm_core.proxy.ratelimit import RateLimiter
 from ddm_core.route.ddl.show_tables import LOGIC_DB
 from ddm_core.route.router import CACHED_TEXT_LIMIT
@@ -133,20 +134,17 @@ class ProxyRuntime:
         self.opened_on_loop = 0  # data sources a transaction was opened on from the event loop (loop_transactions)
         self.opened_with_first = 0  # of them, opened with the first statement sent right behind the opening
         self.ended_on_loop = 0  # transactions with pins committed or rolled back from the event loop
-        self._running = 0
-        self._idle_lock = threading.Lock()  # taken directly on the hot path (a Condition's with is Python code)
-        self._idle = threading.Condition(self._idle_lock)
-        self._waiting = 0  # threads in wait_idle (under the lock)
+        self._idle = threading.Condition(threading.Lock())
+        #: Client commands running, in all and per connection (on the event loop only), compiled: every statement
+        #: enters and exits (_fast/hotfront); _enter and _exit are its methods, for the statements' paths.
+        self.commands = Commands(self._idle)
+        self._enter, self._exit = self.commands.enter, self.commands.exit
+        self.running_on, self.quiet = self.commands.running_on, self.commands.quiet
+        #: Per connection id, the idle sweeper's tick at which its last command ended or mimic's reader began to
+        #: wait for the next one (proxy/idle.py; the sweeper's clock is ``commands.ticks``).
+        self.quiet_since = self.commands.quiet_since
         self._limiter = limiter  # also when inactive: a reload keeps the tokens of unchanged buckets
         self._mask_rules: tuple[MaskRule, ...] | None = None  # as configure() last took them
-        # Per client connection (mimic's connection id), on the event loop only: commands running
-        # now, and the connections to end once they are between commands (a reload removed their user).
-        self._commands: dict[int, int] = {}
-        self._revoked: dict[int, Callable[[], None]] = {}
-        # The idle sweeper's clock (proxy/idle.py): its ticks so far, and per connection id the tick at which
-        # its last command ended or mimic's reader began to wait for the next one.
-        self.ticks = 0
-        self.quiet_since: dict[int, int] = {}
         self._drivers: tuple[Any, dict[str, Any]] = (None, {})  # (configuration, data source -> driver)
 
     def configure(self, settings: ProxySettings) -> None:
@@ -188,10 +186,7 @@ class ProxyRuntime:
         For the sessions of a user a reload removed: ended between commands, so no statement
         is cut off half-way and an open transaction rolls back as on a disconnect. Event loop only.
         """
-        if self._commands.get(connection_id):
-            self._revoked[connection_id] = end
-        else:
-            end()
+        self.commands.revoke(connection_id, end)
 
     def driver_of(self, data_source: str) -> Any:
         """The executor's driver for ``data_source`` (kept per configuration: a reload may change it)."""
@@ -214,58 +209,26 @@ class ProxyRuntime:
         """
         return _Command(self)
 
-    # _enter and _exit run on the event loop only, the one writer of _running: no lock to count. A waiter
-    # (wait_idle, on a thread) counts itself in _waiting before it reads _running, under the lock; _exit
-    # reads _waiting after it counted down, so either the waiter sees the zero or _exit sees the waiter and
-    # notifies it under the lock (then the waiter is waiting: it holds the lock until then).
-
-    def _enter(self, cid: int | None) -> None:
-        if cid is not None:
-            self._commands[cid] = self._commands.get(cid, 0) + 1
-        self._running += 1
-
-    def _exit(self, cid: int | None) -> None:
-        self._running -= 1
-        if self._running == 0 and self._waiting:  # a Condition's notify is Python code: only for a waiter
-            with self._idle:
-                self._idle.notify_all()
-        if cid is not None:
-            self.quiet_since[cid] = self.ticks
-            left = self._commands.pop(cid, 1) - 1
-            if left:
-                self._commands[cid] = left
-            else:
-                end = self._revoked.pop(cid, None)
-                if end is not None:
-                    end()
-
-    def quiet(self, cid: int) -> None:
-        """Connection ``cid`` waits for its next command from now (proxy/idle.py)."""
-        self.quiet_since[cid] = self.ticks
-
-    def running_on(self, cid: int) -> bool:
-        """Connection ``cid`` runs a command now."""
-        return bool(self._commands.get(cid))
-
     @property
     def running(self) -> int:
         """Client commands running now."""
-        return self._running
+        return self.commands.running
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for no command to be running; ``True`` when none is."""
         deadline = time.monotonic() + timeout
-        with self._idle:
-            self._waiting += 1
+        commands = self.commands
+        with self._idle:  # Commands.exit reads waiting after it counted down: it sees this waiter or the waiter the zero
+            commands.waiting += 1
             try:
-                while self._running:
+                while commands.running:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return False
                     self._idle.wait(left)
                 return True
             finally:
-                self._waiting -= 1
+                commands.waiting -= 1
 
     @staticmethod
     def client_host(connection: Any) -> str:

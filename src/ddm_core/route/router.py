@@ -192,7 +192,9 @@ class Router:
         if old is not None:
             self._front_hits += old.hits
         self._front = PointFront(self._cache, self._holder, self._ctx.config, _current_hint, self._follower is None)
-        self._point_route = self._front.route
+        #: The compiled hit path for a cached point statement (``route``'s first step, for a caller that routes
+        #: many): its plan, or ``None`` — then :meth:`route` routes it.
+        self.point_route = self._front.route
 
     @property
     def _migration(self) -> Migrating | None:
@@ -271,7 +273,7 @@ class Router:
             DdmError: every refusal names what was wrong (table, column,
                 construct or parameter) — see :mod:`ddm_core.errors`.
         """
-        plan: RoutePlan | None = self._point_route(sql, params)  # a cached point statement, in one compiled call
+        plan: RoutePlan | None = self.point_route(sql, params)  # a cached point statement, in one compiled call
         if plan is not None:
             return plan
         holder = self._holder
