@@ -8,6 +8,7 @@ directly, so a command reaches the session's hot path without an interpreted fra
 
 cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcpy
 
@@ -61,7 +62,7 @@ def execute_params(bytes payload, Py_ssize_t count, remembered):
         types = payload[nulls + 1:nulls + 1 + 2 * count]
         at = nulls + 1 + 2 * count
     elif remembered is not None and len(remembered) == 2 * count:
-        types = bytes(remembered)
+        types = remembered if type(remembered) is bytes else bytes(remembered)
         at = nulls + 1
     else:
         return None
@@ -123,7 +124,17 @@ def execute_params(bytes payload, Py_ssize_t count, remembered):
             return None
     if at != size:
         return None
-    return values, payload[10:nulls] + b"\x01" + types + payload[start:at], types
+    if start == nulls + 1 + 2 * count and p[nulls] == 1:  # the types sent: the block is the payload from the bitmap on
+        return values, payload[10:], types
+    # the bitmap, the new-params-bound flag set, the remembered types, the values: one allocation
+    cdef Py_ssize_t bitmap = nulls - 10, typed = 2 * count, rest = at - start
+    cdef bytes block = PyBytes_FromStringAndSize(NULL, bitmap + 1 + typed + rest)
+    cdef char* b = PyBytes_AS_STRING(block)
+    memcpy(b, p + 10, bitmap)
+    b[bitmap] = 1
+    memcpy(b + bitmap + 1, t, typed)
+    memcpy(b + bitmap + 1 + typed, p + start, rest)
+    return values, block, types
 
 
 @cython.auto_pickle(False)  # one client connection's state: never pickled
