@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -170,6 +171,13 @@ def test_the_header_is_asked_once_per_definitions_until_a_set(impl: Implementati
     for i in range(impl.hotlink.MEMO_LIMIT + 5):  # bounded: a client with more kinds starts again
         memo([bytes([i])])
     assert len(asked) == 6 + impl.hotlink.MEMO_LIMIT + 5
+    # the definitions last answered are compared first; a list the caller changes afterwards is not theirs
+    before = len(asked)
+    same = [b"x", b"y"]
+    assert memo(same)[0] == memo(same)[0] == memo([b"x", b"y"])[0] == [b"count", b"X", b"Y"]
+    same[0] = b"z"
+    assert memo(same)[0] == [b"count", b"Z", b"Y"] and memo([b"x", b"y"])[0] == [b"count", b"X", b"Y"]
+    assert asked[before:] == [(b"x", b"y"), (b"z", b"y")]
 
 
 # -- HotStatement ------------------------------------------------------------------------------------
@@ -194,8 +202,10 @@ class _Runtime:
         self.deadlines = _Deadlines()
         self.audit: Any = None
         self.inlined = self.relayed = 0
-        engine = SimpleNamespace(timeout=timeout, cancel_grace=1.0, observed_rows=self._observed,
-                                 unit_sql=lambda driver, unit, style: unit.sql)  # fmt: skip
+        #: the slow-SQL log's figures: no threshold (every statement quick), read again in an hour
+        self.slow_sql = SimpleNamespace(threshold_s=float("inf"), refresh_at=time.monotonic() + 3600)
+        engine = SimpleNamespace(timeout=timeout, cancel_grace=1.0, observed_rows=self._observed, observer=self,
+                                 slow_sql=self.slow_sql, unit_sql=lambda driver, unit, style: unit.sql)  # fmt: skip
         self.executor = SimpleNamespace(engine=engine)
         self.backends = SimpleNamespace(give=lambda link: self.calls.append(("give", link)))
 
@@ -361,3 +371,26 @@ def test_link_stack_takes_the_last_given_and_opens_one_when_none_is_idle(impl: I
     stack.give(first)
     assert stack.take("ds_0", pool, "v2") is None  # a new version: the idle links reset first
     assert calls[3:] == [("reset", "v2"), ("grow", ("ds_0", "primary"))]
+
+
+@pytest.mark.parametrize(("observer", "threshold", "statement", "observed"), [
+    (None, float("inf"), "select", False),  # quick, nobody listening: not observed (Engine.observed_rows's first test)
+    (None, 0.0, "select", True),  # at or over the slow-SQL threshold: the log hears of it
+    (None, float("inf"), "ddl", True),  # a DDL is always observed
+    ("metrics", float("inf"), "select", True),  # an observer hears of every statement
+])  # fmt: skip
+def test_the_common_end_observes_what_engine_observed_rows_would(impl: Implementation, observer: Any, threshold: float,
+                                                                  statement: str, observed: bool) -> None:  # fmt: skip
+    async def run() -> None:
+        runtime, ends, done = _Runtime(), [], []  # type: ignore[var-annotated]
+        runtime.executor.engine.observer = observer
+        runtime.slow_sql.threshold_s = threshold
+        link = _Link(asyncio.get_running_loop())
+        hot = _statement(impl, runtime, link, ends, done)
+        hot.plan.statement = statement
+        hot.start("qmark", b"\x00\x01\x08\x00\x05\x00\x00\x00\x00\x00\x00\x00")
+        hot.relay.rows = 2
+        hot.ended(link, impl.relay.DONE)
+        assert (("observed", 2) in runtime.calls) == observed and done == [1]
+
+    asyncio.run(run())

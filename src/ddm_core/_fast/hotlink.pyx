@@ -13,6 +13,7 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from cpython.set cimport PySet_Add, PySet_Discard
 from libc.string cimport memcpy
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, OK as _OK, ROWS as _ROWS
 
@@ -30,6 +31,14 @@ cdef int S_DONE = _DONE
 cdef int S_OK = _OK
 DEF HIGH = 1 << 20
 DEF LOW = 1 << 18
+
+
+cdef inline bint _surely_quick(object slow, double started) except -1:
+    """``SlowSqlLog.surely_quick(started)``: ``time.monotonic()`` is ``CLOCK_MONOTONIC``'s seconds."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    cdef double now = ts.tv_sec + ts.tv_nsec * 1e-9
+    return now - started < <double> slow.threshold_s and now < <double> slow.refresh_at
 
 
 cdef bytes _framed(bytes head, Py_ssize_t head_size, bytes payload):
@@ -60,7 +69,7 @@ cdef class HeaderMemo:
 
     cdef public object header_for, session, conn, announced
     cdef dict _known
-    cdef object _variables, _changes
+    cdef object _variables, _changes, _last, _last_payloads
 
     def __init__(self, header_for, session, conn, announced):
         self.header_for = header_for
@@ -69,6 +78,7 @@ cdef class HeaderMemo:
         self.announced = announced
         self._known = {}
         self._variables = self._changes = None
+        self._last = self._last_payloads = None
 
     def __call__(self, definitions):
         variables = self.session.variables
@@ -79,9 +89,13 @@ cdef class HeaderMemo:
         if variables is not self._variables or changes != self._changes:  # a SET since: all asked again
             known.clear()
             self._variables, self._changes = variables, changes
+            self._last = self._last_payloads = None
+        elif self._last_payloads is not None and definitions == self._last:
+            return self._last_payloads, int(self.conn.status_flags)
         key = tuple(definitions)  # the definitions name the physical table: one entry per table
         payloads = known.get(key)
         if payloads is not None:
+            self._last, self._last_payloads = list(definitions), payloads  # a copy: the caller's list is its own
             return payloads, int(self.conn.status_flags)
         payloads, status = self.header_for(definitions)
         if len(known) >= MEMO_LIMIT:
@@ -263,7 +277,10 @@ cdef class HotStatement:
             return
         runtime.backends.give(link)
         cdef long long rows = self.relay.rows if state == S_DONE else -1
-        runtime.executor.engine.observed_rows(self.plan, self.started, rows if rows > 0 else 0)
+        engine = runtime.executor.engine
+        # Engine.observed_rows's first test, here: a read under the slow-SQL threshold with no observer is not observed
+        if engine.observer is not None or self.plan.statement == "ddl" or not _surely_quick(engine.slow_sql, self.started):
+            engine.observed_rows(self.plan, self.started, rows if rows > 0 else 0)
         done_with = self.done_with
         if rows < 0 or done_with is None or runtime.audit is not None:
             self.on_end(rows, None)

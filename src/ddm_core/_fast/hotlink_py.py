@@ -26,6 +26,7 @@ imports none of them.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from ddm_core._fast.relay_py import DONE, FIRST, OK, ROWS
@@ -42,6 +43,12 @@ DRAIN_POLL = 0.002
 MEMO_LIMIT = 64
 
 
+def _surely_quick(slow: Any, started: float) -> bool:
+    """``SlowSqlLog.surely_quick(started)``, from the two figures it keeps."""
+    now = time.monotonic()
+    return bool(now - started < slow.threshold_s and now < slow.refresh_at)
+
+
 def frame(payload: bytes, seq: int = 0) -> bytes:
     """``payload`` as one MySQL packet with sequence id ``seq``."""
     return len(payload).to_bytes(3, "little") + bytes((seq,)) + payload
@@ -55,11 +62,14 @@ class HeaderMemo:
     columns); its payloads depend on those definitions and on the session's character set of results
     only, so they are kept per definitions (up to ``MEMO_LIMIT``) while the session's variables are the
     same object with the same count of changes (``CountedVariables.changes``: every SET counts; variables
-    that count nothing are never remembered). The status flags are the connection's now, every time.
+    that count nothing are never remembered). The status flags are the connection's now, every time. The
+    definitions last asked are compared first (a repeated statement's usually are the same: compared, not
+    hashed).
     ``announced``: the announced columns it was made for (its owner checks it is the same object).
     """
 
-    __slots__ = ("header_for", "session", "conn", "announced", "_known", "_variables", "_changes")
+    __slots__ = ("header_for", "session", "conn", "announced", "_known", "_variables", "_changes", "_last",
+                 "_last_payloads")
 
     def __init__(self, header_for: Callable[[list[bytes]], tuple[list[bytes], int]], session: Any, conn: Any,
                  announced: Any) -> None:  # fmt: skip
@@ -70,6 +80,8 @@ class HeaderMemo:
         self._known: dict[tuple[bytes, ...], list[bytes]] = {}
         self._variables: Any = None
         self._changes: Any = None
+        self._last: list[bytes] | None = None  # the definitions last answered from the memo, and their payloads
+        self._last_payloads: list[bytes] | None = None
 
     def __call__(self, definitions: list[bytes]) -> tuple[list[bytes], int]:
         variables = self.session.variables
@@ -80,9 +92,13 @@ class HeaderMemo:
         if variables is not self._variables or changes != self._changes:  # a SET since: all asked again
             known.clear()
             self._variables, self._changes = variables, changes
+            self._last = self._last_payloads = None
+        elif self._last_payloads is not None and definitions == self._last:
+            return self._last_payloads, int(self.conn.status_flags)
         key = tuple(definitions)  # the definitions name the physical table: one entry per table
         payloads = known.get(key)
         if payloads is not None:
+            self._last, self._last_payloads = list(definitions), payloads  # a copy: the caller's list is its own
             return payloads, int(self.conn.status_flags)
         payloads, status = self.header_for(definitions)
         if len(known) >= MEMO_LIMIT:
@@ -265,7 +281,10 @@ class HotStatement:
             return
         runtime.backends.give(link)
         rows = self.relay.rows if state == DONE else -1
-        runtime.executor.engine.observed_rows(self.plan, self.started, max(rows, 0))
+        engine = runtime.executor.engine
+        # Engine.observed_rows's first test, here: a read under the slow-SQL threshold with no observer is not observed
+        if engine.observer is not None or self.plan.statement == "ddl" or not _surely_quick(engine.slow_sql, self.started):
+            engine.observed_rows(self.plan, self.started, max(rows, 0))
         done_with = self.done_with
         if rows < 0 or done_with is None or runtime.audit is not None:
             self.on_end(rows, None)

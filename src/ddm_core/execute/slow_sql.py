@@ -48,29 +48,31 @@ class SlowSqlLog:
 
     def __init__(self, config: Callable[[], ShardingConfig]) -> None:
         self._config = config
-        self._threshold = _OFF
-        self._refresh_at = 0.0
+        #: The threshold in seconds as last read, and when it is read again (``monotonic()``): read directly by the
+        #: proxy's compiled hot path (``_fast/hotlink``), which observes a statement under it without a call.
+        self.threshold_s = _OFF
+        self.refresh_at = 0.0
         self._lock = threading.Lock()
         self.count = 0
 
     def threshold(self, now: float) -> float:
         """The threshold in seconds (``inf`` when off), re-read from the configuration every :data:`REFRESH` s."""
-        if now >= self._refresh_at:
+        if now >= self.refresh_at:
             ms = self._config().runtime.slow_sql_ms
-            self._threshold = ms / 1000.0 if ms > 0 else _OFF
-            self._refresh_at = now + REFRESH
-        return self._threshold
+            self.threshold_s = ms / 1000.0 if ms > 0 else _OFF
+            self.refresh_at = now + REFRESH
+        return self.threshold_s
 
     def surely_quick(self, started: float) -> bool:
         """The statement ``started`` then is under the threshold as last read (``False``: :meth:`observe` decides)."""
         now = time.monotonic()
-        return now - started < self._threshold and now < self._refresh_at
+        return now - started < self.threshold_s and now < self.refresh_at
 
     def observe(self, started: float, plan: RoutePlan, result: Any) -> None:
         """Count and log the statement if it took at least the threshold (``started``: its ``monotonic()``)."""
         now = time.monotonic()
         elapsed = now - started
-        if elapsed < self._threshold and now < self._refresh_at:
+        if elapsed < self.threshold_s and now < self.refresh_at:
             return  # the hot path: one clock read, two comparisons
         if elapsed < self.threshold(now):
             return

@@ -158,7 +158,7 @@ class ConfigHolder:
         #: version current (a fetch, or ``changed()`` saying "no change"); ``-inf`` before any,
         #: e.g. after starting from the snapshot. Routers fence migrating writes on it.
         self.confirmed_at: float = float("-inf")
-        self._current = self._start()
+        self._serve(self._start())
 
     # -- reading ---------------------------------------------------------------------
 
@@ -167,10 +167,12 @@ class ConfigHolder:
         """The serving version (one atomic read)."""
         return self._current
 
-    @property
-    def config(self) -> ShardingConfig:
-        """Shortcut for ``current.config``."""
-        return self._current.config
+    def _serve(self, version: ConfigVersion) -> None:
+        """Serve ``version``: ``config`` is its configuration, kept as a plain attribute (read for every routed
+        statement: no property call), set right after the version (one reference assignment each)."""
+        self._current = version
+        #: Shortcut for ``current.config``.
+        self.config: ShardingConfig = version.config
 
     @property
     def version(self) -> int:
@@ -261,10 +263,10 @@ class ConfigHolder:
                 self._revision = fetched.revision
                 self._rejected_digest = None
                 if current.from_snapshot:  # the source is back with the same content
-                    self._current = ConfigVersion(
+                    self._serve(ConfigVersion(
                         current.number, current.config, digest, current.loaded_at, fetched.origin,
                         revision=fetched.revision,
-                    )
+                    ))
                     self.last_error = None
                 return ReloadResult("unchanged", self._current)
             if digest == self._rejected_digest and not force and not retry and self.last_error is not None:
@@ -347,7 +349,7 @@ class ConfigHolder:
     ) -> ReloadResult:
         new = ConfigVersion(current.number + 1, config, digest, time.time(), fetched.origin, revision=fetched.revision)
         moved = placement_changes(current.config, config) if migration else ()
-        self._current = new  # the swap: one reference assignment
+        self._serve(new)  # the swap: one reference assignment
         if moved:
             log.warning(
                 "configuration version %d from %s moves data as a migration step:\n%s",
