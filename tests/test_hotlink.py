@@ -208,6 +208,12 @@ class _Runtime:
                                  slow_sql=self.slow_sql, unit_sql=lambda driver, unit, style: unit.sql)  # fmt: skip
         self.executor = SimpleNamespace(engine=engine)
         self.backends = SimpleNamespace(give=lambda link: self.calls.append(("give", link)))
+        self.commands = SimpleNamespace(exit_relayed=self._exit_relayed)
+
+    def _exit_relayed(self, cid: int | None) -> None:
+        self.inlined += 1
+        self.relayed += 1
+        self._exit(cid)
 
     def _observed(self, plan: Any, started: float, rows: int) -> None:
         self.calls.append(("observed", rows))

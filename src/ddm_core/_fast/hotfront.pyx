@@ -43,6 +43,8 @@ cdef class HotFront:
     cdef object _parameterize, _execute_values, _statement, _plain, _single, _utf8, _router, _endpoints
     cdef dict _pools
     cdef object _pools_config
+    cdef object _stmts, _too_long, _announced, _param_types, _cid, _client, _backends, _clock, _enter, _hot_end
+    cdef bint _query_attributes, _client_eof
     cdef Py_ssize_t _text_limit
 
     def __init__(self, session, conn, runtime, tuple terms):
@@ -56,6 +58,12 @@ cdef class HotFront:
         self._endpoints = executor.endpoints
         self._pools = {}
         self._pools_config = None
+        self._stmts, self._too_long = conn.prepared_stmts, conn._too_long
+        self._announced, self._param_types = conn._announced, conn._param_types
+        self._query_attributes, self._client_eof = conn._query_attributes, conn.client_eof
+        self._cid, self._client = conn.connection_id, conn.gate_transport
+        self._backends, self._clock, self._enter = runtime.backends, runtime.clock, runtime._enter
+        self._hot_end = session._hot_end
         self.done_with = None
         self.taken = 0
 
@@ -78,8 +86,7 @@ cdef class HotFront:
         return self._read_execute(payload)
 
     cdef object _read_query(self, bytes payload):
-        conn = self.conn
-        if conn._query_attributes:  # mimic's reader takes them off the text
+        if self._query_attributes:  # mimic's reader takes them off the text
             return None
         cdef str sql = self._client_charset().decode(payload[1:])
         if len(sql) > self._text_limit:
@@ -94,17 +101,16 @@ cdef class HotFront:
             return None
         cdef const unsigned char* p = <const unsigned char*> PyBytes_AS_STRING(payload)
         cdef unsigned long sid = p[1] | (p[2] << 8) | (p[3] << 16) | (<unsigned long> p[4] << 24)
-        conn = self.conn
-        stmt = _get(conn.prepared_stmts, sid)
+        stmt = _get(self._stmts, sid)
         if stmt is None:
             return None
         stmt_id = stmt.stmt_id
-        if stmt.param_buffers or stmt_id in conn._too_long or conn._query_attributes:
+        if stmt.param_buffers or stmt_id in self._too_long or self._query_attributes:
             return None
-        announced = _get(conn._announced, stmt_id)
+        announced = _get(self._announced, stmt_id)
         if announced is None or self._client_charset() not in self._utf8:
             return None
-        param_types = conn._param_types
+        param_types = self._param_types
         read = execute_params(payload, stmt.num_params, _get(param_types, stmt_id))
         if read is None:
             return None
@@ -166,19 +172,18 @@ cdef class HotFront:
             values = block if block is not None and list(unit_params) == params else self._execute_values(unit_params)
             if values is None:
                 return False
-        link = runtime.backends.take(data_source, pool, config)
+        link = self._backends.take(data_source, pool, config)
         if link is None:
             return False
         # taken: from here on the statement is the front's
-        conn = self.conn
         session._text = text_result
         session._announced = announced
         session._interrupted = False
-        started = runtime.clock()
-        relay = ResultRelay(1, conn.client_eof, driver.relay_eof, text_result)
-        cid = conn.connection_id
-        runtime._enter(cid)  # counted as running, as mimic's path counts every command
-        on_end = partial(session._hot_end, sql, plan, started, cid, relay, pool, payload)
+        started = self._clock()
+        relay = ResultRelay(1, self._client_eof, driver.relay_eof, text_result)
+        cid = self._cid
+        self._enter(cid)  # counted as running, as mimic's path counts every command
+        on_end = partial(self._hot_end, sql, plan, started, cid, relay, pool, payload)
         aggregates = plan.merge.aggregates
         header_for = None
         memos = session._hot_headers  # _hot_header's memo read here; a miss (a new kind of result) asks it
@@ -186,7 +191,7 @@ cdef class HotFront:
             header_for = _get(memos, (aggregates, id(announced)))
         if header_for is None or header_for.announced is not announced:
             header_for = session._hot_header(aggregates, announced)
-        statement = self._statement(runtime, link, plan, started, relay, header_for, conn.gate_transport, on_end,
+        statement = self._statement(runtime, link, plan, started, relay, header_for, self._client, on_end,
                                     self.done_with, cid)
         session._sent = statement
         self.taken += 1
@@ -201,7 +206,7 @@ cdef class HotFront:
 @cython.auto_pickle(False)  # one proxy's: never pickled
 cdef class Commands:
     cdef public object idle
-    cdef public Py_ssize_t running, waiting, ticks
+    cdef public Py_ssize_t running, waiting, ticks, inlined, relayed
     cdef public dict quiet_since
     cdef dict _commands, _revoked
 
@@ -210,6 +215,8 @@ cdef class Commands:
         self.running = 0
         self.waiting = 0
         self.ticks = 0
+        self.inlined = 0
+        self.relayed = 0
         self.quiet_since = {}
         self._commands = {}
         self._revoked = {}
@@ -239,6 +246,11 @@ cdef class Commands:
                 end = self._revoked.pop(cid, None)
                 if end is not None:
                     end()
+
+    def exit_relayed(self, cid):
+        self.inlined += 1
+        self.relayed += 1
+        self.exit(cid)
 
     def quiet(self, cid):
         self.quiet_since[cid] = self.ticks

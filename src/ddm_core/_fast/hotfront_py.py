@@ -60,6 +60,15 @@ class HotFront:
         executor = runtime.executor
         self._router = executor.engine.router
         self._endpoints = executor.endpoints
+        # What never changes for a connection once its gate is made, read once: its prepared statements' tables
+        # (emptied in place by a reset, never replaced), the handshake's capabilities, its id and transport; the
+        # runtime's link stack, clock and count of commands running; the session's end of a hot statement.
+        self._stmts, self._too_long = conn.prepared_stmts, conn._too_long
+        self._announced, self._param_types = conn._announced, conn._param_types
+        self._query_attributes, self._client_eof = conn._query_attributes, conn.client_eof
+        self._cid, self._client = conn.connection_id, conn.gate_transport
+        self._backends, self._clock, self._enter = runtime.backends, runtime.clock, runtime._enter
+        self._hot_end = session._hot_end
         #: The primaries' pools of data sources without replicas (``Endpoints.plain_primary``), for one version
         self._pools: dict[str, Any] = {}
         self._pools_config: Any = None
@@ -86,8 +95,7 @@ class HotFront:
     def read_query(self, payload: bytes) -> tuple[str, str, list[Any] | None, None, None] | None:
         """A COM_QUERY's ``(text as sent, text with its literals as %s, their values, None, None)``; ``None``: the
         hot path does not take it (query attributes before the text, a text longer than it takes)."""
-        conn = self.conn
-        if conn._query_attributes:  # mimic's reader takes them off the text
+        if self._query_attributes:  # mimic's reader takes them off the text
             return None
         sql = self._client_charset().decode(payload[1:])
         if len(sql) > self._text_limit:
@@ -101,14 +109,13 @@ class HotFront:
         """A COM_STMT_EXECUTE's ``(text, text, parameter values, announced columns, parameter block)``; ``None``:
         mimic's path answers it (into a cursor, long data, query attributes, a client character set other
         than UTF-8, a type the compiled reader leaves to mimic's, malformed, unknown)."""
-        conn = self.conn
-        stmt = conn.prepared_stmts.get(int.from_bytes(payload[1:5], "little"))
-        if stmt is None or stmt.param_buffers or stmt.stmt_id in conn._too_long or conn._query_attributes:
+        stmt = self._stmts.get(int.from_bytes(payload[1:5], "little"))
+        if stmt is None or stmt.param_buffers or stmt.stmt_id in self._too_long or self._query_attributes:
             return None
-        announced = conn._announced.get(stmt.stmt_id)
+        announced = self._announced.get(stmt.stmt_id)
         if announced is None or self._client_charset() not in self._utf8:
             return None
-        param_types = conn._param_types
+        param_types = self._param_types
         read = execute_params(payload, stmt.num_params, param_types.get(stmt.stmt_id))
         if read is None:
             return None
@@ -169,20 +176,19 @@ class HotFront:
             values = block if block is not None and list(unit.params) == params else self._execute_values(unit.params)
             if values is None:
                 return False
-        link = runtime.backends.take(data_source, pool, config)
+        link = self._backends.take(data_source, pool, config)
         if link is None:
             return False
         # taken: from here on the statement is the front's
-        conn = self.conn
         session._text, session._announced, session._interrupted = text_result, announced, False
-        started = runtime.clock()
-        relay = ResultRelay(1, conn.client_eof, driver.relay_eof, text_result)
-        cid = conn.connection_id
-        runtime._enter(cid)  # counted as running, as mimic's path counts every command
-        on_end = partial(session._hot_end, sql, plan, started, cid, relay, pool, payload)
+        started = self._clock()
+        relay = ResultRelay(1, self._client_eof, driver.relay_eof, text_result)
+        cid = self._cid
+        self._enter(cid)  # counted as running, as mimic's path counts every command
+        on_end = partial(self._hot_end, sql, plan, started, cid, relay, pool, payload)
         header_for = session._hot_header(plan.merge.aggregates, announced)
-        statement = session._sent = self._statement(runtime, link, plan, started, relay, header_for,
-                                                    conn.gate_transport, on_end, self.done_with, cid)  # fmt: skip
+        statement = session._sent = self._statement(runtime, link, plan, started, relay, header_for, self._client,
+                                                    on_end, self.done_with, cid)  # fmt: skip
         self.taken += 1
         try:
             statement.start(style, values)
@@ -211,6 +217,9 @@ class Commands:
         #: last command ended or mimic's reader began to wait for the next one.
         self.ticks = 0
         self.quiet_since: dict[int, int] = {}
+        #: Statements run on the event loop (without the thread hop), and of those the ones whose result was relayed
+        self.inlined = 0
+        self.relayed = 0
         self._commands: dict[int, int] = {}
         self._revoked: dict[int, Callable[[], None]] = {}
 
@@ -235,6 +244,12 @@ class Commands:
                 end = self._revoked.pop(cid, None)
                 if end is not None:
                     end()
+
+    def exit_relayed(self, cid: int | None) -> None:
+        """A statement run on the loop whose result was relayed is done: counted, then :meth:`exit`."""
+        self.inlined += 1
+        self.relayed += 1
+        self.exit(cid)
 
     def quiet(self, cid: int) -> None:
         """Connection ``cid`` waits for its next command from now."""

@@ -285,10 +285,8 @@ cdef class HotStatement:
         if rows < 0 or done_with is None or runtime.audit is not None:
             self.on_end(rows, None)
             return
-        runtime.inlined += 1
-        runtime.relayed += 1
         try:
-            runtime._exit(self.cid)
+            runtime.commands.exit_relayed(self.cid)  # counted as run on the loop and relayed, and done
         finally:
             done_with()
 

@@ -290,10 +290,8 @@ class HotStatement:
             self.on_end(rows, None)
             return
         # the session's common end (ProxySession._hot_end's first branch), without its frames
-        runtime.inlined += 1
-        runtime.relayed += 1
         try:
-            runtime._exit(self.cid)
+            runtime.commands.exit_relayed(self.cid)  # counted as run on the loop and relayed, and done
         finally:
             done_with()
 

@@ -464,14 +464,14 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             return
         if transport.get_extra_info("sslcontext") is not None or not self._fast_frames():
             return
-        front = HotFront(self.session, self, self.runtime, FRONT_TERMS)
+        self.gate_transport = transport  # the client's, for the hot path (the stream writer's, read once)
+        self.client_eof = not self._deprecate_eof  # the client reads EOF packets (a relay's client_eof)
+        self._query_attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities
+        front = HotFront(self.session, self, self.runtime, FRONT_TERMS)  # reads the three above once
         gate = CommandGate(transport.get_protocol(), reader.inner, reader.limit, front.hot)
         front.done_with = gate.done
         self.front = front
         gate.transport = transport
-        self.gate_transport = transport  # the client's, for the hot path (the stream writer's, read once)
-        self.client_eof = not self._deprecate_eof  # the client reads EOF packets (a relay's client_eof)
-        self._query_attributes = Capabilities.CLIENT_QUERY_ATTRIBUTES in self.capabilities  # the front reads it
         transport.set_protocol(gate)
         self._gate = gate
 

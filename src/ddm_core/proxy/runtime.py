@@ -120,8 +120,6 @@ class ProxyRuntime:
         self.described = ResultShapes()  # prepared statements' result columns by text (proxy/described.py)
         self.inline = inline
         self.relay = relay
-        self.relayed = 0  # of those, the statements whose result was relayed
-        self.inlined = 0  # statements run on the event loop, without the thread hop
         self.hot_on_pins = 0  # of those, reads the hot path sent on a transaction's pin (ProxySession.hot)
         self.hot_controls = 0  # BEGIN, COMMIT and ROLLBACK the hot path answered (ProxySession._hot_control)
         self.hot_resets = 0  # COM_STMT_RESET the gate answered (ProxySession._hot_reset)
@@ -207,6 +205,24 @@ class ProxyRuntime:
         hundred interpreted instructions a statement.
         """
         return _Command(self)
+
+    @property
+    def inlined(self) -> int:
+        """Statements run on the event loop, without the thread hop (counted by :attr:`commands`)."""
+        return self.commands.inlined
+
+    @inlined.setter
+    def inlined(self, count: int) -> None:
+        self.commands.inlined = count
+
+    @property
+    def relayed(self) -> int:
+        """Of those, the statements whose result was relayed."""
+        return self.commands.relayed
+
+    @relayed.setter
+    def relayed(self, count: int) -> None:
+        self.commands.relayed = count
 
     @property
     def running(self) -> int:
