@@ -17,7 +17,20 @@ __all__ = ["PointPath", "PointFront", "MEMO_LIMIT"]
 MEMO_LIMIT = 1 << 16
 DEF C_MEMO_LIMIT = 1 << 16
 
-cdef object _new_tuple = tuple.__new__
+cdef extern from "Python.h":
+    ctypedef struct _TupleType "PyTypeObject":
+        object (*tp_alloc)(_TupleType*, Py_ssize_t)
+
+
+cdef inline object _alloc(object cls, Py_ssize_t n):
+    """An empty instance of the tuple subclass ``cls`` (a NamedTuple) with ``n`` items to set: what
+    ``tuple.__new__(cls, items)`` allocates, without the call and the copy of ``items``."""
+    return (<_TupleType*> cls).tp_alloc(<_TupleType*> cls, n)
+
+
+cdef inline void _put(object t, Py_ssize_t i, object item):
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(t, i, item)
 
 
 @cython.final
@@ -96,6 +109,9 @@ cdef class PointPath:
         self.lut = [list(row) for row in lut]
         self.nodes = nodes
         self.params = None if params is None else tuple(params)
+        if not (isinstance(unit_type, type) and issubclass(unit_type, tuple) and isinstance(plan_type, type)
+                and issubclass(plan_type, tuple)):
+            raise TypeError("a point path makes tuples: its unit and plan types are tuple subclasses")
         self.unit_type = unit_type
         self.plan_type = plan_type
         self.head = head
@@ -153,8 +169,19 @@ cdef class PointPath:
                 item = bound[self.params[i]]
                 Py_INCREF(item)
                 PyTuple_SET_ITEM(values, i, item)
-        unit = _new_tuple(self.unit_type, (parts[0], parts[1], values, parts[2]))
-        return _new_tuple(self.plan_type, ((unit,), self.head, parts[3]) + self.tail)
+        unit = _alloc(self.unit_type, 4)
+        _put(unit, 0, parts[0])
+        _put(unit, 1, parts[1])
+        _put(unit, 2, values)
+        _put(unit, 3, parts[2])
+        n = len(self.tail)
+        plan = _alloc(self.plan_type, 3 + n)
+        _put(plan, 0, (unit,))
+        _put(plan, 1, self.head)
+        _put(plan, 2, parts[3])
+        for i in range(n):
+            _put(plan, 3 + i, self.tail[i])
+        return plan
 
 
 @cython.final

@@ -113,6 +113,9 @@ class PointPath:
         self.lut = [list(row) for row in lut]
         self.nodes = nodes
         self.params = None if params is None else tuple(params)
+        if not (isinstance(unit_type, type) and issubclass(unit_type, tuple) and isinstance(plan_type, type)
+                and issubclass(plan_type, tuple)):  # fmt: skip
+            raise TypeError("a point path makes tuples: its unit and plan types are tuple subclasses")
         self.unit_type = unit_type
         self.plan_type = plan_type
         self.head = head
