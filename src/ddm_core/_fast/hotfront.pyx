@@ -11,6 +11,7 @@ count of running commands).
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
+from cpython.long cimport PyLong_FromVoidPtr
 from cpython.object cimport PyObject
 
 from functools import partial
@@ -176,9 +177,13 @@ cdef class HotFront:
         if link is None:
             return False
         # taken: from here on the statement is the front's
-        session._text = text_result
-        session._announced = announced
-        session._interrupted = False
+        # the command's kind for the session's other paths: written only when it changed (a write costs more)
+        if session._text is not text_result:
+            session._text = text_result
+        if session._announced is not announced:
+            session._announced = announced
+        if session._interrupted is not False:
+            session._interrupted = False
         started = self._clock()
         relay = ResultRelay(1, self._client_eof, driver.relay_eof, text_result)
         cid = self._cid
@@ -188,7 +193,7 @@ cdef class HotFront:
         header_for = None
         memos = session._hot_headers  # _hot_header's memo read here; a miss (a new kind of result) asks it
         if memos is not None:
-            header_for = _get(memos, (aggregates, id(announced)))
+            header_for = _get(memos, (aggregates, PyLong_FromVoidPtr(<void*> announced)))  # id(announced)
         if header_for is None or header_for.announced is not announced:
             header_for = session._hot_header(aggregates, announced)
         statement = self._statement(runtime, link, plan, started, relay, header_for, self._client, on_end,

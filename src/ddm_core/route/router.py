@@ -138,7 +138,7 @@ class Router:
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
-        self._ctx = RouteContext(self._current_config(config))
+        self._use(RouteContext(self._current_config(config)))
         self._follower = follower_of(self._ctx.config, self._sub_router, self._holder)
         self._front_hits = 0  # counted by fronts replaced since
         self._new_front()
@@ -164,11 +164,12 @@ class Router:
         """The holder this router follows (``None``: a fixed configuration)."""
         return self._holder
 
-    @property
-    def routed_config(self) -> ShardingConfig:
-        """The version the last :meth:`route` used, not checked against a holder's newer one (what a
-        caller that just routed needs, without a second check)."""
-        return self._ctx.config
+    def _use(self, ctx: RouteContext) -> None:
+        """Route with ``ctx`` from now on; :attr:`routed_config` is its configuration."""
+        self._ctx = ctx
+        #: The version the last :meth:`route` used, not checked against a holder's newer one (what a caller that
+        #: just routed needs, without a second check): a plain attribute, read for every statement.
+        self.routed_config: ShardingConfig = ctx.config
 
     def use_config(self, config: ShardingConfig) -> None:
         """Switch to another configuration version; cached plans are dropped.
@@ -181,7 +182,7 @@ class Router:
 
     def _switch(self, config: ShardingConfig) -> None:
         # A new context per version: its identity is the generation _compile checks.
-        self._ctx = RouteContext(config, self._ctx.stats, self._ctx.schemas)
+        self._use(RouteContext(config, self._ctx.stats, self._ctx.schemas))
         self._follower = follower_of(config, self._sub_router, self._holder)
         self._cache.clear()
         self._new_front()
@@ -240,7 +241,7 @@ class Router:
             if not changed:
                 return
             ctx = self._ctx
-            self._ctx = RouteContext(ctx.config, ctx.stats, MappingProxyType(current))
+            self._use(RouteContext(ctx.config, ctx.stats, MappingProxyType(current)))
             # A new follower: its sub-routers take the schemas anew.
             self._follower = follower_of(ctx.config, self._sub_router, self._holder)
             self._new_front()
