@@ -303,7 +303,7 @@ cdef class LinkStack:
     cdef public bint closed
     cdef public double idle_seconds
 
-    def __init__(self):
+    def __cinit__(self, *args, **kwargs):  # set before any subclass's __init__ runs, whatever it is given
         self._idle = {}
         self._config = None
         self._sweeper = None
