@@ -230,3 +230,19 @@ def test_commands_count_per_connection_and_end_a_revoked_one_between_commands(im
     commands.quiet(9)  # mimic's reader waits for connection 9's next command from tick 6
     assert commands.quiet_since == {7: 6, 9: 6}
     waiter.join(10)
+
+
+def test_a_command_the_front_cannot_read_goes_to_mimics_path_and_the_connection_goes_on(served: InProcessProxy) -> None:
+    """Text that is not UTF-8 and a truncated execute are left to mimic's path, which answers them; the same
+    connection's next point select is answered as before."""
+    with _client(served) as warm, warm.cursor() as cur:
+        for order in (1, 2, 3):
+            cur.execute(POINT.format(table="t_order", user=order % 7, order=order))
+    with RawClient(served.port, timeout=30) as client:
+        assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+        client.command(0x03, POINT.format(table="t_order", user=3, order=3).encode() + b" AND note = '\xff\xfe'")
+        assert client.response()[0][1][:1] == b"\xff"  # mimic's path refuses it (1105, the decode's error)
+        client.command(0x17, b"\x01\x00\x00\x00\x00\x01")  # an execute cut short
+        assert client.response()[0][1][:1] == b"\xff"
+        client.command(0x03, POINT.format(table="t_order", user=3, order=3).encode())
+        assert decoded([p for _, p in client.response()]) == [("3", "3", "9", "n3é")]

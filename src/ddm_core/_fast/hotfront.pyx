@@ -69,15 +69,22 @@ cdef class HotFront:
         self.taken = 0
 
     def hot(self, int command, bytes payload):
-        cdef object read
-        if command == C_EXECUTE:
-            read = self._read_execute(payload)
-        elif command == C_QUERY:
-            read = self._read_query(payload)
-        else:
+        cdef object read, ready
+        if command != C_EXECUTE and command != C_QUERY:
             return self.session.hot(command, payload, None)
-        if read is None or not self._take(command, payload, <tuple> read):
+        try:
+            read = self._read_execute(payload) if command == C_EXECUTE else self._read_query(payload)
+        except Exception:  # undecodable text, a malformed execute: mimic's path answers it
+            return False
+        if read is None:
+            return self.session.hot(command, payload, None)
+        try:
+            ready = self._ready(command, <tuple> read)
+        except Exception:  # an object unlike what the front expects: the session's path decides
+            ready = None
+        if ready is None:
             return self.session.hot(command, payload, read)
+        self._send(command, payload, <tuple> read, <tuple> ready)
         return True
 
     def read_query(self, bytes payload):
@@ -128,30 +135,32 @@ cdef class HotFront:
             return (<tuple> known[2])[0]
         return conn.client_charset
 
-    cdef bint _take(self, int command, bytes payload, tuple read) except -1:
+    cdef object _ready(self, int command, tuple read):
+        """``(plan, style, pool, driver, values, link)`` when the front takes the statement; ``None``: nothing
+        done, the session's path decides."""
         session, runtime = self.session, self.runtime
         if (session._tx is not None or not session._autocommit or not runtime.inline or not runtime.relay
                 or runtime.limiter is not None or (runtime.masker is not None and not session.may_unmask)):
-            return False
+            return None
         sql, text, params, announced, block = read
         cdef bint text_result = command == C_QUERY
         shape = runtime.shapes.get(text)
         if shape is None or not shape.inline or shape.needs is not self._plain:
-            return False
+            return None
         style = shape.style
         if style is None or (not text_result and style != "qmark"):
-            return False
+            return None
         router = self._router
         try:
             plan = router.point_route(text, params)  # a cached point statement in one compiled call, else routed
             if plan is None:
                 plan = router.route(text, params)
         except Exception:  # a refusal: the session's path routes it again and answers it
-            return False
+            return None
         units = plan.units
         if (len(units) != 1 or plan.kind is not self._single or plan.dual or plan.statement != "select"
                 or not plan.merge.is_trivial):
-            return False
+            return None
         unit = units[0]
         config = router.routed_config
         data_source = unit.data_source
@@ -162,21 +171,28 @@ cdef class HotFront:
         if pool is None:
             pool = self._endpoints.plain_primary(data_source, config)
             if pool is None:
-                return False
+                return None
             self._pools[data_source] = pool
         driver = pool.driver
         if not driver.can_relay:
-            return False
+            return None
         values = None
         if not text_result:  # the client's own parameter block when the unit binds the same values in order
             unit_params = unit.params
             values = block if block is not None and list(unit_params) == params else self._execute_values(unit_params)
             if values is None:
-                return False
+                return None
         link = self._backends.take(data_source, pool, config)
         if link is None:
-            return False
-        # taken: from here on the statement is the front's
+            return None
+        return (plan, style, pool, driver, values, link)
+
+    cdef void _send(self, int command, bytes payload, tuple read, tuple ready) except *:
+        """The statement taken: the session's state for it, counted as running, sent on its link."""
+        session, runtime = self.session, self.runtime
+        sql, _, _, announced, _ = read
+        plan, style, pool, driver, values, link = ready
+        cdef bint text_result = command == C_QUERY
         # the command's kind for the session's other paths: written only when it changed (a write costs more)
         if session._text is not text_result:
             session._text = text_result
@@ -204,7 +220,6 @@ cdef class HotFront:
             statement.start(style, values)
         except Exception as exc:  # the link's state is unknown: closed; the client hears why
             session._hot_unsent(statement, on_end, exc)
-        return True
 
 
 @cython.final

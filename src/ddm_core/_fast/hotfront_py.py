@@ -81,15 +81,22 @@ class HotFront:
         """The gate's hot path for ``payload`` (command byte ``command``); ``False``: mimic's path answers it.
         The session's path gets a COM_QUERY or COM_STMT_EXECUTE as read here (``None``: not one the hot path
         takes as a statement), any other command unread."""
-        read: tuple[Any, ...] | None
-        if command == COM_STMT_EXECUTE:
-            read = self.read_execute(payload)
-        elif command == COM_QUERY:
-            read = self.read_query(payload)
-        else:
+        if command != COM_STMT_EXECUTE and command != COM_QUERY:
             return self.session.hot(command, payload, None)  # type: ignore[no-any-return]
-        if read is None or not self._take(command, payload, read):
+        read: tuple[Any, ...] | None
+        try:
+            read = self.read_execute(payload) if command == COM_STMT_EXECUTE else self.read_query(payload)
+        except Exception:  # noqa: BLE001  # undecodable text, a malformed execute: mimic's path answers it
+            return False
+        if read is None:
+            return self.session.hot(command, payload, None)  # type: ignore[no-any-return]
+        try:
+            ready = self._ready(command, read)
+        except Exception:  # noqa: BLE001  # an object unlike what the front expects: the session's path decides
+            ready = None
+        if ready is None:
             return self.session.hot(command, payload, read)  # type: ignore[no-any-return]
+        self._send(command, payload, read, ready)
         return True
 
     def read_query(self, payload: bytes) -> tuple[str, str, list[Any] | None, None, None] | None:
@@ -132,31 +139,32 @@ class HotFront:
             return known[2][0]
         return conn.client_charset
 
-    def _take(self, command: int, payload: bytes, read: tuple[Any, ...]) -> bool:
-        """Send the statement on an idle link; ``False``: nothing done, the session's path decides."""
+    def _ready(self, command: int, read: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """``(plan, style, pool, driver, values, link)`` when the front takes the statement; ``None``: nothing
+        done, the session's path decides."""
         session, runtime = self.session, self.runtime
         if (session._tx is not None or not session._autocommit or not runtime.inline or not runtime.relay
                 or runtime.limiter is not None or (runtime.masker is not None and not session.may_unmask)):
-            return False  # fmt: skip
+            return None  # fmt: skip
         sql, text, params, announced, block = read
         text_result = command == COM_QUERY
         shape = runtime.shapes.get(text)
         if shape is None or not shape.inline or shape.needs is not self._plain:
-            return False
+            return None
         style = shape.style
         if style is None or (not text_result and style != "qmark"):
-            return False
+            return None
         router = self._router
         try:
             plan = router.point_route(text, params)  # a cached point statement in one compiled call, else routed
             if plan is None:
                 plan = router.route(text, params)
         except Exception:  # noqa: BLE001  # a refusal: the session's path routes it again and answers it
-            return False
+            return None
         units = plan.units
         if (len(units) != 1 or plan.kind is not self._single or plan.dual or plan.statement != "select"
                 or not plan.merge.is_trivial):
-            return False  # fmt: skip
+            return None  # fmt: skip
         unit = units[0]
         config = router.routed_config
         data_source = unit.data_source
@@ -166,20 +174,27 @@ class HotFront:
         if pool is None:
             pool = self._endpoints.plain_primary(data_source, config)
             if pool is None:
-                return False
+                return None
             self._pools[data_source] = pool
         driver = pool.driver
         if not driver.can_relay:
-            return False
+            return None
         values = None
         if not text_result:  # the client's own parameter block when the unit binds the same values in order
             values = block if block is not None and list(unit.params) == params else self._execute_values(unit.params)
             if values is None:
-                return False
+                return None
         link = self._backends.take(data_source, pool, config)
         if link is None:
-            return False
-        # taken: from here on the statement is the front's
+            return None
+        return plan, style, pool, driver, values, link
+
+    def _send(self, command: int, payload: bytes, read: tuple[Any, ...], ready: tuple[Any, ...]) -> None:
+        """The statement taken: the session's state for it, counted as running, sent on its link."""
+        session, runtime = self.session, self.runtime
+        sql, _, _, announced, _ = read
+        plan, style, pool, driver, values, link = ready
+        text_result = command == COM_QUERY
         session._text, session._announced, session._interrupted = text_result, announced, False
         started = self._clock()
         relay = ResultRelay(1, self._client_eof, driver.relay_eof, text_result)
@@ -194,7 +209,6 @@ class HotFront:
             statement.start(style, values)
         except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why
             session._hot_unsent(statement, on_end, exc)
-        return True
 
 
 class Commands:
