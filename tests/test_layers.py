@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "_text": set(),
     "_extras": {"errors"},
     "dialects": {"errors", "_text"},
-    "_fast": {"errors"},
+    "_fast": {"errors", "_text"},
     "hashing": {"_fast"},
     "slots": {"_fast"},
     "ids": {"_fast"},

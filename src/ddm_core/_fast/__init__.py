@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered", "hotfront")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered", "hotfront", "literals")
 
 
 class Implementation(NamedTuple):
@@ -41,6 +41,7 @@ class Implementation(NamedTuple):
     rowwriter: ModuleType
     ordered: ModuleType
     hotfront: ModuleType
+    literals: ModuleType
 
 
 def load(name: str) -> Implementation:

@@ -28,7 +28,7 @@ UPDATE / DELETE / WITH.
 Which literals are taken depends only on the text around them (the
 statement's *skeleton*: everything but the number and string literals), so
 the token walk runs once per skeleton. Later statements of that skeleton are
-split at their literals by one regex call in C (:data:`_LITERALS`, the same
+split at their literals by one compiled pass (the ``literals`` unit, the same
 token patterns) and the remembered choice applied — a point select costs a few
 dozen interpreted instructions instead of a thousand (docs/proxy.md#measured-costs).
 """
@@ -39,6 +39,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from ddm_core._fast import SELECTED
 from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
 from ddm_core.route.router import CACHED_TEXT_LIMIT
 
@@ -56,49 +57,20 @@ _TOKEN = re.compile(
       |(?P<other>.)""",
     re.S | re.X,
 )
-#: The tokens that may hold a literal's characters without being one (comments, `identifiers`,
-#: "double-quoted" text), then string and number literals: _TOKEN's patterns, so a split here cuts
-#: where _TOKEN's walk finds its string and number tokens (no other token can hold a match's start:
-#: words, spaces and operators hold no quote, comment mark or number a lookbehind lets through).
-#: The lookahead first: a position no alternative can start at (most of a statement's characters) fails
-#: on one character test instead of trying each alternative (half the split's time on a point select).
-_LITERALS = re.compile(
-    rf"""(?=[/\-\#`"'.\d])
-      (?:({BLOCK_COMMENT}|--[ \t][^\n]*|--(?=\n|\Z)|\#[^\n]*|{BACKTICKED}|{DOUBLE_QUOTED})
-      |({SINGLE_QUOTED})
-      |((?<![\w.$])(?:\d+\.\d*|\.\d+|\d+)(?![\w.$])))""",
-    re.S | re.X,
-)
+#: ``[text, other, string, number, text, ...]``: the statement split at the tokens that may hold a literal's
+#: characters without being one and at its string and number literals (the ``literals`` unit: compiled, one
+#: pass over the characters; its pure twin is a regular expression of _TOKEN's patterns).
+_literals = SELECTED.literals
+_split, _skeleton, _fill, _string_value = _literals.split, _literals.skeleton, _literals.fill, _literals.string_value
 #: A number right after a ``-``: _TOKEN's number pattern where a walk is (no sign: the ``-`` was read apart).
 _NUMBER = re.compile(r"(?:\d+\.\d*|\.\d+|\d+)(?![\w.$])")
 #: How a taken literal is read: a string, a number, a number whose ``-`` ends the text before it.
-_STRING, _NUMBER_LITERAL, _NEGATIVE = 0, 1, 2
+_STRING, _NUMBER_LITERAL, _NEGATIVE = _literals.STRING, _literals.NUMBER, _literals.NEGATIVE
 #: skeleton -> the literals taken (index into the split, how it is read), or None: nothing to take
 _CHOICES: dict[Any, tuple[tuple[int, int], ...] | None] = {}
 _CHOICES_LIMIT = 4096
 _COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">="})
 _STATEMENTS = frozenset({"SELECT", "INSERT", "REPLACE", "UPDATE", "DELETE", "WITH"})
-_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "_": "\\_"}
-
-
-def _string_value(token: str) -> str:
-    """The value of a MySQL ``'...'`` literal (default sql_mode: backslash escapes on)."""
-    body = token[1:-1]
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\" and i + 1 < len(body):
-            nxt = body[i + 1]
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
-        elif ch == "'" and body[i + 1 : i + 2] == "'":
-            out.append("'")
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
 
 
 def parameterize(sql: str) -> tuple[str, list[Any]] | None:
@@ -108,27 +80,15 @@ def parameterize(sql: str) -> tuple[str, list[Any]] | None:
     if len(sql) > CACHED_TEXT_LIMIT:  # not remembered: its skeleton could be megabytes
         return walk(sql)
     # [text, other, string, number, text, other, ...]: one of other / string / number per match
-    parts: list[str | None] = _LITERALS.split(sql)
-    key = (tuple(parts[0::4]), tuple(parts[1::4]), tuple(map(bool, parts[2::4])))
+    parts: list[str | None] = _split(sql)
+    key = _skeleton(parts)
     try:
         choice = _CHOICES[key]
     except KeyError:
         return _first_of_skeleton(sql, parts, key)
     if choice is None:
         return None
-    params: list[Any] = []
-    for index, read in choice:
-        if read == _STRING:
-            params.append(_string_value(parts[index]))  # type: ignore[arg-type]  # a string match here
-        else:
-            text = parts[index]
-            value = Decimal(text) if "." in text else int(text)  # type: ignore[operator, arg-type]
-            if read == _NEGATIVE:  # its '-' ends the text before the match (index - 3: 4 parts a match)
-                value = -value
-                parts[index - 3] = parts[index - 3][:-1]  # type: ignore[index]
-            params.append(value)
-        parts[index] = "%s"
-    return "".join(filter(None, parts)), params
+    return _fill(parts, choice)  # type: ignore[no-any-return]
 
 
 def _first_of_skeleton(sql: str, parts: list[str | None], key: Any) -> tuple[str, list[Any]] | None:

@@ -1,0 +1,62 @@
+"""The ``literals`` unit: a statement's text split at its literals, the compiled scan against the regular
+expression that is its contract (``literals_py.LITERALS``), on generated text full of what the scan must get
+right: quotes doubled, escaped, unterminated; comments of each kind, closed or not; numbers touching words,
+dots and dollars; Unicode digits and letters."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddm_core._fast import Implementation, load
+
+#: Characters that start, end or border a token, and some that are plain.
+ALPHABET = "'\"`\\/*-#.$_ \t\n\r019aZé٣５x=(),;"
+PIECES = ["''", '""', "``", "\\'", '\\"', "/*", "*/", "-- ", "--\n", "--", "#", "1.5", ".5", "5.", "1.2.3", "a1", "1a",
+          "$1", "x.1", "'a''b'", "'it\\'s'", "`a``b`", '"q""r"', "SELECT * FROM t WHERE a = ", " AND b IN (1, 2) "]  # fmt: skip
+
+texts = st.lists(st.one_of(st.text(alphabet=ALPHABET, max_size=6), st.sampled_from(PIECES)), max_size=14).map("".join)
+
+
+@settings(max_examples=3000, deadline=None, derandomize=True)
+@given(sql=texts)
+def test_the_scan_splits_as_the_expression(sql: str) -> None:
+    expected = load("python").literals.LITERALS.split(sql)
+    for twin in (load("python").literals, load("cython").literals):
+        assert twin.split(sql) == expected, sql
+
+
+@pytest.mark.parametrize("sql", [
+    "", "x", "'", "''", "'''", "'a''", "'a''b''c", "'a\\", "'a\\'", "'a''\\'", "`a", "`a``", "\"a\"\"", "/*", "/*/", "/**/",
+    "--", "-- x", "--x", "--\n1", "#1\n2", "1", "1.", ".1", "1.e5", "1.2.3", "a1 1a 1", "$1 1$", "٣ = ٣.٥", "x = .5;",
+    "SELECT id FROM t WHERE a = 'x' AND b = 10 AND c IN (1, 2.5) -- note 3\n/* 4 */ AND `d``5` = \"6\" # 7",
+])  # fmt: skip
+def test_edges(impl: Implementation, sql: str) -> None:
+    assert impl.literals.split(sql) == impl.literals.LITERALS.split(sql)
+
+
+@settings(max_examples=1500, deadline=None, derandomize=True)
+@given(sql=texts)
+def test_skeleton_and_fill_agree(sql: str) -> None:
+    """The skeleton of a split, and every literal of it taken (strings and numbers, a number's ``-`` when the
+    text before it ends in one), read the same by both twins."""
+    python, cython = load("python").literals, load("cython").literals
+    parts = python.split(sql)
+    assert cython.skeleton(list(parts)) == python.skeleton(list(parts))
+    choice = []
+    for i in range(2, len(parts), 4):
+        if parts[i] is not None:
+            choice.append((i, python.STRING))
+        elif parts[i + 1] is not None:
+            negative = (parts[i - 2] or "").endswith("-") and parts[i - 1] is None
+            choice.append((i + 1, python.NEGATIVE if negative else python.NUMBER))
+    for twin in (python, cython):
+        got = twin.fill(list(parts), tuple(choice))
+        want = python.fill(list(parts), tuple(choice))
+        assert got == want and [type(v) for v in got[1]] == [type(v) for v in want[1]], sql
+
+
+@pytest.mark.parametrize("token", ["''", "'a'", "'it''s'", "'a\\'b'", "'\\n\\t\\0\\Z\\_\\%'", "'x\\\\'", "'é٣'"])
+def test_string_value(impl: Implementation, token: str) -> None:
+    assert impl.literals.string_value(token) == load("python").literals.string_value(token)
