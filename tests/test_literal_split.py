@@ -1,5 +1,5 @@
 """The ``literals`` unit: a statement's text split at its literals, the compiled scan against the regular
-expression that is its contract (``literals_py.LITERALS``), on generated text full of what the scan must get
+expression that is its contract (``literals_py.pattern()``), on generated text full of what the scan must get
 right: quotes doubled, escaped, unterminated; comments of each kind, closed or not; numbers touching words,
 dots and dollars; Unicode digits and letters."""
 
@@ -27,7 +27,7 @@ texts = st.lists(st.one_of(st.text(alphabet=ALPHABET, max_size=6), st.sampled_fr
 @settings(max_examples=3000, deadline=None, derandomize=True)
 @given(sql=texts)
 def test_the_scan_splits_as_the_expression(sql: str) -> None:
-    expected = PYTHON.LITERALS.split(sql)
+    expected = PYTHON.pattern().split(sql)
     for twin in TWINS:
         assert twin.split(sql) == expected, sql
 
@@ -38,7 +38,7 @@ def test_the_scan_splits_as_the_expression(sql: str) -> None:
     "SELECT id FROM t WHERE a = 'x' AND b = 10 AND c IN (1, 2.5) -- note 3\n/* 4 */ AND `d``5` = \"6\" # 7",
 ])  # fmt: skip
 def test_edges(impl: Implementation, sql: str) -> None:
-    assert impl.literals.split(sql) == impl.literals.LITERALS.split(sql)
+    assert impl.literals.split(sql) == PYTHON.pattern().split(sql)
 
 
 @settings(max_examples=1500, deadline=None, derandomize=True)

@@ -3,9 +3,8 @@
 
 Same class and behaviour as the pure twin (its docstring has the contract; tests/test_hot_front.py runs
 both behind a real proxy). Compiled, the commonest statement goes from the client's packet to the
-execute on an idle link without an interpreted frame of the proxy's own: what is left interpreted is
-what the objects it asks do (the router's property, the pools' choice, the link stack, the runtime's
-count of running commands).
+execute on an idle link without an interpreted frame of the proxy's own; the runtime's count of running
+commands (:class:`Commands`) and the link stack (``hotlink.LinkStack``) it uses are compiled too.
 """
 
 cimport cython

@@ -1,10 +1,8 @@
 # Stub for the compiled ``literals`` unit; ``literals_py`` is its pure-Python twin.
-import re
 from typing import Any
 
-__all__ = ["LITERALS", "split", "skeleton", "fill", "string_value", "STRING", "NUMBER", "NEGATIVE"]
+__all__ = ["split", "skeleton", "fill", "string_value", "STRING", "NUMBER", "NEGATIVE"]
 
-LITERALS: re.Pattern[str]
 STRING: int
 NUMBER: int
 NEGATIVE: int

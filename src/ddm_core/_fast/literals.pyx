@@ -15,12 +15,11 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport Py_UNICODE_ISALNUM, Py_UNICODE_ISDECIMAL
 
-__all__ = ["LITERALS", "split", "skeleton", "fill", "string_value", "STRING", "NUMBER", "NEGATIVE"]
+__all__ = ["split", "skeleton", "fill", "string_value", "STRING", "NUMBER", "NEGATIVE"]
 
 from decimal import Decimal
 
-from ddm_core._fast.literals_py import LITERALS, STRING, NUMBER, NEGATIVE
-from ddm_core._fast.literals_py import string_value as _string_value_py
+STRING, NUMBER, NEGATIVE = 0, 1, 2  # the pure twin's
 
 DEF C_STRING = 0
 DEF C_NEGATIVE = 2
@@ -168,5 +167,6 @@ def fill(list parts, tuple choice):
 def string_value(str token):
     """A ``'...'`` literal's value: its body when nothing in it is escaped, else the pure twin's reading."""
     if u"\\" in token or token.find(u"''", 1, len(token) - 1) >= 0:
-        return _string_value_py(token)
+        from ddm_core._fast.literals_py import string_value as read  # rare: not imported with the unit
+        return read(token)
     return token[1:-1]

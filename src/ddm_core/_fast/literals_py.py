@@ -1,10 +1,10 @@
 """A statement's text split at its literals: the proxy's literal scan (proxy/literals.py) reads the parts.
 
 Pure-Python twin of ``literals.pyx`` (same functions, same results; tests/test_literal_split.py compares
-them on generated text). :func:`split` is ``re.split`` of :data:`LITERALS`: ``[text, other, string, number,
-text, other, string, number, ..., text]``, one of *other* (a comment, a `quoted identifier`, a "double-quoted"
-text), *string* (a ``'...'`` literal) and *number* set per match and the other two ``None``. The compiled twin
-scans the characters once, in C, where the regular expression tries its alternatives at every position
+them on generated text). :func:`split` is ``[text, other, string, number, text, other, string, number, ...,
+text]``, one of *other* (a comment, a `quoted identifier`, a "double-quoted" text), *string* (a ``'...'``
+literal) and *number* set per match and the other two ``None``: ``re.split`` of :func:`pattern`. The compiled
+twin scans the characters once, in C, where the regular expression tries its alternatives at every position
 (docs/proxy.md#measured-costs). :func:`skeleton` is what the literals are taken by (everything but their
 values), :func:`fill` the text with the taken ones as ``%s`` and their values.
 """
@@ -12,13 +12,13 @@ values), :func:`fill` the text with the taken ones as ``%s`` and their values.
 from __future__ import annotations
 
 import re
-
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
 
-__all__ = ["LITERALS", "split", "skeleton", "fill", "string_value", "STRING", "NUMBER", "NEGATIVE"]
+__all__ = ["split", "skeleton", "fill", "string_value", "STRING", "NUMBER", "NEGATIVE"]
 
 #: How a taken literal is read: a string, a number, a number whose ``-`` ends the text before it.
 STRING, NUMBER, NEGATIVE = 0, 1, 2
@@ -30,16 +30,21 @@ _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", 
 #: start: words, spaces and operators hold no quote, comment mark or number a lookbehind lets through).
 #: The lookahead first: a position no alternative can start at (most of a statement's characters) fails
 #: on one character test instead of trying each alternative.
-LITERALS = re.compile(
-    rf"""(?=[/\-\#`"'.\d])
+_LITERALS = rf"""(?=[/\-\#`"'.\d])
       (?:({BLOCK_COMMENT}|--[ \t][^\n]*|--(?=\n|\Z)|\#[^\n]*|{BACKTICKED}|{DOUBLE_QUOTED})
       |({SINGLE_QUOTED})
-      |((?<![\w.$])(?:\d+\.\d*|\.\d+|\d+)(?![\w.$])))""",
-    re.S | re.X,
-)
+      |((?<![\w.$])(?:\d+\.\d*|\.\d+|\d+)(?![\w.$])))"""
 
-#: ``split(sql)``: the parts described above.
-split = LITERALS.split
+
+@cache
+def pattern() -> re.Pattern[str]:
+    """The split's regular expression, compiled on first use (not when ``ddm_core`` is imported)."""
+    return re.compile(_LITERALS, re.S | re.X)
+
+
+def split(sql: str) -> list[str | None]:
+    """The parts described above."""
+    return pattern().split(sql)
 
 
 def skeleton(parts: list[str | None]) -> tuple[tuple[str | None, ...], tuple[str | None, ...], tuple[bool, ...]]:
