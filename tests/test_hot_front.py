@@ -4,13 +4,16 @@ An in-process proxy over ``t_order`` (2 data sources x 4 tables) runs with each 
 point select's shape is known and the loop has an idle link to each data source, every further one in
 autocommit — a PyMySQL text statement (its literals taken as parameters) or a libmariadb-style prepared
 execute, with and without its parameter types — is taken by the front, each of them counted, and answers
-what the same query on one plain table holding all the rows answers (values and types). What the front leaves
-— a statement in a transaction, with autocommit off, a read of several units, a refused one — is answered by
+what the same query on one plain table holding all the rows answers (values and types). So is a read of an
+open transaction on a data source it pinned already (``hotpin``'s ``PinRead``): with BEGIN or with autocommit
+off, its errors, its deadline's cancel, a client that reads slowly or goes away mid-answer. What the front
+leaves — a transaction's first read on a data source, a read of several units, a refused one — is answered by
 the session's path as before, and the front counts none of it (docs/proxy.md#the-front).
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Any, Iterator
 
 import pymysql  # type: ignore[import-untyped]
@@ -20,7 +23,7 @@ from ddm_core import load_config
 from ddm_core._fast import Implementation
 from ddm_core.execute import Executor
 from raw_mysql import RawClient, ServerError, decoded, execute_payload, longlong
-from services import fresh_mariadb_databases, mariadb_connect
+from services import fresh_mariadb_databases, innodb_trx_fresh, mariadb_connect
 from test_execute_support import ORDER_DDL
 from test_proxy_support import PASSWORD, USER, InProcessProxy, proxy_config, until
 
@@ -44,6 +47,12 @@ def tables() -> Iterator[tuple[dict[str, Any], str]]:
         with Executor(load_config(config), load_schema=False) as ex:
             ex.execute(ORDER_DDL).close()
             ex.execute(f"INSERT INTO t_order (order_id, user_id, amount, note) VALUES {values}").close()
+            where: dict[str, tuple[int, int]] = {}
+            for order in range(1, 8):
+                plan = ex.router.route(POINT.format(table="t_order", user=order % 7, order=order))
+                where.setdefault(plan.units[0].data_source, (order % 7, order))
+            assert len(where) == 2, where
+            PIN_BOTH[:] = where.values()
         ref = mariadb_connect()
         with ref.cursor() as cur:
             cur.execute(f"CREATE TABLE `{databases[2]}`.ref_order " + ORDER_DDL.split("t_order", 1)[1])
@@ -53,13 +62,26 @@ def tables() -> Iterator[tuple[dict[str, Any], str]]:
         yield config, databases[2]
 
 
+def _with_front(impl: Implementation, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections made from now on get ``impl``'s front, and its reads on pins ``impl``'s ``PinRead``."""
+    import ddm_core.proxy.connection as connection
+    import ddm_core.proxy.hotpath as hotpath
+    import ddm_core.proxy.session as session
+
+    monkeypatch.setattr(connection, "HotFront", impl.hotfront.HotFront)
+    monkeypatch.setattr(hotpath, "hotpin", impl.hotpin)
+    pinned = type("PinStatement", (impl.hotpin.PinRead,), {"__slots__": (), **{
+        name: getattr(hotpath.PinStatement, name) for name in ("_sent", "rare", "abandon")}})  # fmt: skip
+    terms = list(session.FRONT_TERMS)
+    terms[terms.index(hotpath.PinStatement)] = pinned
+    monkeypatch.setattr(connection, "FRONT_TERMS", tuple(terms))
+
+
 @pytest.fixture()
 def served(impl: Implementation, tables: tuple[dict[str, Any], str], monkeypatch: pytest.MonkeyPatch
            ) -> Iterator[InProcessProxy]:  # fmt: skip
     """A proxy whose connections' gates have ``impl``'s front."""
-    import ddm_core.proxy.connection as connection
-
-    monkeypatch.setattr(connection, "HotFront", impl.hotfront.HotFront)
+    _with_front(impl, monkeypatch)
     proxy = InProcessProxy(load_config(tables[0]), load_schema=False)
     try:
         yield proxy
@@ -148,7 +170,7 @@ def test_what_the_front_leaves_is_answered_by_the_session(served: InProcessProxy
     conn = _client(served)
     with conn.cursor() as cur:
         cur.execute("BEGIN")
-        cur.execute(point)
+        cur.execute(point)  # the transaction's first read there: behind its opening, the session's
         assert _typed(cur.fetchall()) == want
         cur.execute("COMMIT")
         many = "SELECT order_id, note FROM t_order WHERE user_id IN (1, 2) ORDER BY order_id"
@@ -246,3 +268,220 @@ def test_a_command_the_front_cannot_read_goes_to_mimics_path_and_the_connection_
         assert client.response()[0][1][:1] == b"\xff"
         client.command(0x03, POINT.format(table="t_order", user=3, order=3).encode())
         assert decoded([p for _, p in client.response()]) == [("3", "3", "9", "n3é")]
+
+
+#: A (user, order) of ``_row``'s on each data source: reading them pins both (found by ``tables``).
+PIN_BOTH: list[tuple[int, int]] = []
+
+
+def _pin_both(cur: Any) -> None:
+    """The transaction's first read on each data source (behind its opening: the session's, not the front's)."""
+    for user, order in PIN_BOTH:
+        cur.execute(POINT.format(table="t_order", user=user, order=order))
+        cur.fetchall()
+
+
+@pytest.mark.parametrize("autocommit", [True, False], ids=["begin", "autocommit-off"])
+def test_reads_on_a_transactions_pins_are_taken_whole_and_answer_as_one_table(
+        served: InProcessProxy, tables: tuple[dict[str, Any], str], autocommit: bool) -> None:  # fmt: skip
+    ref = tables[1]
+    before = _warmed(served)
+    orders = [5, 17, 30, 42, 59, 60, 61, 8]  # both data sources; 61: no such row
+    conn = _client(served, autocommit=autocommit)
+    with conn.cursor() as cur:
+        if autocommit:
+            cur.execute("BEGIN")
+        _pin_both(cur)
+        for order in orders:
+            cur.execute(POINT.format(table="t_order", user=order % 7, order=order))
+            got = cur.fetchall()
+            want = _reference(ref, POINT.format(table="ref_order", user=order % 7, order=order))
+            assert _typed(got) == _typed(want), order
+        cur.execute("UPDATE t_order SET amount = amount + 1 WHERE user_id = 3 AND order_id = 17")  # a worker's
+        cur.execute(POINT.format(table="t_order", user=3, order=17))  # its own write, read on the same pin
+        assert cur.fetchall()[0][2] == _row(17)[2] + 1
+        cur.execute("ROLLBACK")
+        cur.execute(POINT.format(table="t_order", user=3, order=17))
+        assert cur.fetchall() == (_row(17),)
+    conn.close()
+    # the reads on pins, the one after the write, and (autocommit on) the last one, in autocommit
+    assert _settled(served) - before == len(orders) + 1 + (1 if autocommit else 0)
+
+
+def test_prepared_reads_on_pins_are_taken_once_prepared_there(served: InProcessProxy,
+                                                               tables: tuple[dict[str, Any], str]) -> None:  # fmt: skip
+    ref = tables[1]
+    before = _warmed(served)
+    with RawClient(served.port, timeout=30) as client:
+        assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+        stmt = client.prepare(PREPARED.format(table="t_order"))
+        assert client.query("BEGIN") == 0
+        orders = [8, 9, 10, 25, 33, 61, 8]
+        # The shape's first execute (mimic's path), the opening on each data source, then each physical table's
+        # statement prepared on its pin (the session's path): from then on every execute is the front's.
+        for user, order in [*PIN_BOTH, *PIN_BOTH, *((order % 7, order) for order in orders)]:
+            client.command(0x17, execute_payload(stmt, [longlong(user), longlong(order)]))
+            client.response()
+        taken = _settled_count(served)
+        for order in orders:
+            client.command(0x17, execute_payload(stmt, [longlong(order % 7), longlong(order)]))
+            got = decoded([p for _, p in client.response()], binary=True)
+            assert got == _reference(ref, PREPARED.format(table="ref_order").replace("?", "%s"), order % 7, order)
+        assert _settled_count(served) - taken == len(orders)
+        assert client.query("COMMIT") == 0
+    assert _settled(served) - before >= len(orders)
+
+
+def _settled_count(proxy: InProcessProxy) -> int:
+    """What the fronts of the connections still open took so far, with those that ended."""
+    fronts = [conn.front.taken for conn in _connections(proxy)]
+    return int(proxy.server.runtime.fronted) + sum(fronts)
+
+
+def _connections(proxy: InProcessProxy) -> list[Any]:
+    return [session.connection for session in list(proxy.server.runtime.sessions.values())
+            if getattr(session.connection, "front", None) is not None]  # fmt: skip
+
+
+def test_an_error_on_a_pin_reaches_the_client_and_the_transaction_goes_on(served: InProcessProxy) -> None:
+    failing = "SELECT order_id, ddm_no_such_function(amount) FROM t_order WHERE user_id = 3 AND order_id = {order}"
+    with _client(served) as conn, conn.cursor() as cur:
+        for order in (3, 10, 17):  # the shape known, taken by the session's path, then the front's
+            with pytest.raises(pymysql.err.MySQLError):
+                cur.execute(failing.format(order=order))
+    before = _warmed(served)
+    with _client(served) as conn, conn.cursor() as cur:
+        cur.execute("BEGIN")
+        _pin_both(cur)
+        for order in (24, 31, 38):
+            with pytest.raises(pymysql.err.MySQLError) as failed:
+                cur.execute(failing.format(order=order))
+            assert failed.value.args[0] == 1305, failed.value
+            cur.execute(POINT.format(table="t_order", user=3, order=order))  # the pin and the transaction go on
+            assert cur.fetchall() == (_row(order),)
+        cur.execute("COMMIT")
+    assert _settled(served) - before == 6
+
+
+def test_a_deadline_that_cuts_a_read_on_a_pin_fails_the_transaction(
+        impl: Implementation, tables: tuple[dict[str, Any], str], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The pin's guard cancels a read past the statement's deadline (1 s here): the client hears why, the
+    transaction refuses what follows until ROLLBACK, and the pin is discarded, not given back in doubt."""
+    _with_front(impl, monkeypatch)
+    proxy = InProcessProxy(load_config(tables[0]), load_schema=False, timeout=1.0)
+    # one shape for quick and slow reads (a literal comparison is a parameter, SLEEP's argument is not): rows of
+    # the test's own whose amount is the seconds slept
+    slow = "SELECT order_id, SLEEP(amount) FROM t_order WHERE user_id = 3 AND order_id = {order}"
+    try:
+        _warmed(proxy)
+        with _client(proxy) as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (100, 3, 0), (101, 3, 0), (102, 3, 0), "
+                        "(103, 3, 5)")  # fmt: skip
+            for order in (100, 101, 102):
+                cur.execute(slow.format(order=order))
+            before = _settled_count(proxy)
+            cur.execute("BEGIN")
+            _pin_both(cur)
+            with pytest.raises(pymysql.err.MySQLError) as cut:
+                cur.execute(slow.format(order=103))
+                cur.fetchall()
+            assert cut.value.args[0] in (3024, 1317), cut.value.args  # the deadline, or the cancel's interruption
+            assert _settled_count(proxy) - before == 1  # the front's
+            with pytest.raises(pymysql.err.MySQLError) as refused:
+                cur.execute(POINT.format(table="t_order", user=4, order=4))
+            assert "failed" in refused.value.args[1], refused.value.args
+            cur.execute("ROLLBACK")
+            cur.execute(POINT.format(table="t_order", user=3, order=24))
+            assert cur.fetchall() == (_row(24),)
+            cur.execute("DELETE FROM t_order WHERE user_id = 3 AND order_id IN (100, 101, 102, 103)")
+    finally:
+        proxy.close()
+
+
+def test_a_pin_its_data_source_drops_mid_read_fails_the_transaction(served: InProcessProxy) -> None:
+    """The data source ends a pin's connection while a read on it waits (KILL of its thread): the client hears
+    why, the transaction refuses what follows until ROLLBACK, and the next transaction gets a working pin."""
+    slow = "SELECT order_id, SLEEP(amount) FROM t_order WHERE user_id = 3 AND order_id = {order}"
+    with _client(served) as conn, conn.cursor() as cur:
+        cur.execute("INSERT INTO t_order (order_id, user_id, amount) VALUES (110, 3, 0), (111, 3, 0), (112, 3, 0), "
+                    "(113, 3, 30)")  # fmt: skip
+        for order in (110, 111, 112):
+            cur.execute(slow.format(order=order))
+    before = _warmed(served)
+    try:
+        with RawClient(served.port, timeout=30) as client:
+            assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+            assert client.query("BEGIN") == 0
+            for user, order in PIN_BOTH:
+                client.query(POINT.format(table="t_order", user=user, order=order))
+            client.command(0x03, slow.format(order=113).encode())
+            with mariadb_connect() as root, root.cursor() as cur:
+                until(lambda: cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE "
+                                          "'SELECT order_id, SLEEP(amount)%%113%%'") == 1, "the read never started")  # fmt: skip
+                cur.execute(f"KILL {cur.fetchone()[0]}")
+            with pytest.raises(ServerError):
+                client.result()
+            with pytest.raises(ServerError, match="failed"):
+                client.query(POINT.format(table="t_order", user=3, order=3))
+            assert client.query("ROLLBACK") == 0
+            assert client.query("BEGIN") == 0
+            for user, order in PIN_BOTH:
+                client.query(POINT.format(table="t_order", user=user, order=order))
+            assert client.query(POINT.format(table="t_order", user=3, order=3)) == [("3", "3", "9", "n3é")]
+            assert client.query("COMMIT") == 0
+        assert _settled(served) - before == 2  # the read cut off and the last one on a pin
+    finally:
+        with _client(served) as conn, conn.cursor() as cur:
+            cur.execute("DELETE FROM t_order WHERE user_id = 3 AND order_id IN (110, 111, 112, 113)")
+
+
+def _open_transactions(databases: list[str]) -> int:
+    innodb_trx_fresh()
+    with mariadb_connect() as root, root.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p "
+                    "ON p.ID = t.trx_mysql_thread_id WHERE p.DB IN %s", (databases,))  # fmt: skip
+        return int(cur.fetchone()[0])
+
+
+#: One shape for short and long answers (REPEAT's count is not a parameter): order 24's is 7.2 MB.
+BIG = "SELECT order_id, REPEAT(note, amount * 20000) FROM t_order WHERE user_id = 3 AND order_id = {order}"
+
+
+def test_a_slow_client_reads_a_long_answer_on_a_pin_whole_and_one_gone_leaks_nothing(
+        served: InProcessProxy, tables: tuple[dict[str, Any], str]) -> None:  # fmt: skip
+    """A 7.2 MB answer on a pin to a client that reads it late: held back past the relay's high water, then
+    relayed whole. A client that goes away in the middle of one: its read given up, the pin discarded, the
+    transaction rolled back on its data source, and the pool's connections all usable after it."""
+    databases = [url["url"].rsplit("/", 1)[1] for url in tables[0]["dataSources"].values()]
+    with _client(served) as conn, conn.cursor() as cur:
+        for order in (3, 10, 17):
+            cur.execute(BIG.format(order=order))
+    before = _warmed(served)
+    times = _row(24)[2] * 20000
+    for gone in (False, True):
+        with RawClient(served.port, timeout=30) as client:
+            client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)  # the kernel holds little of it
+            assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+            assert client.query("BEGIN") == 0
+            for user, order in PIN_BOTH:
+                client.query(POINT.format(table="t_order", user=user, order=order))
+            client.command(0x03, BIG.format(order=24).encode())
+            until(lambda: served.server.runtime.hot_on_pins >= 1 and _buffered(served) > 1 << 20,
+                  "the answer never filled the client's buffer")  # fmt: skip
+            if not gone:
+                rows = client.result()
+                assert isinstance(rows, list) and rows[0][0] == "24"
+                assert rows[0][1] == "n24é" * times
+                assert client.query("COMMIT") == 0
+    until(lambda: _open_transactions(databases) == 0, "a transaction stayed open on a data source")
+    assert _settled(served) - before == 2
+    with _client(served) as conn, conn.cursor() as cur:  # every pool connection still works
+        for _ in range(4):
+            cur.execute("BEGIN")
+            _pin_both(cur)
+            cur.execute("COMMIT")
+
+
+def _buffered(proxy: InProcessProxy) -> int:
+    """The most bytes waiting in a client connection's transport."""
+    return max((conn.gate_transport.get_write_buffer_size() for conn in _connections(proxy)), default=0)

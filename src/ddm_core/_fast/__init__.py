@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered", "hotfront", "literals")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered", "hotfront", "literals", "hotpin")
 
 
 class Implementation(NamedTuple):
@@ -42,6 +42,7 @@ class Implementation(NamedTuple):
     ordered: ModuleType
     hotfront: ModuleType
     literals: ModuleType
+    hotpin: ModuleType
 
 
 def load(name: str) -> Implementation:

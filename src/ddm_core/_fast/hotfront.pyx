@@ -22,6 +22,7 @@ __all__ = ["HotFront", "Commands", "COM_QUERY", "COM_STMT_EXECUTE"]
 
 COM_QUERY = 0x03
 COM_STMT_EXECUTE = 0x17
+DEF ON_PINS = 256
 DEF C_QUERY = 0x03
 DEF C_EXECUTE = 0x17
 
@@ -44,6 +45,8 @@ cdef class HotFront:
     cdef dict _pools
     cdef object _pools_config
     cdef object _stmts, _too_long, _announced, _param_types, _cid, _client, _backends, _clock, _enter, _hot_end
+    cdef object _pin_statement, _local, _check_pinned
+    cdef dict _on_pins
     cdef bint _query_attributes, _client_eof
     cdef Py_ssize_t _text_limit
 
@@ -52,7 +55,7 @@ cdef class HotFront:
         self.conn = conn
         self.runtime = runtime
         (self._parameterize, self._execute_values, self._statement, self._plain, self._single, self._text_limit,
-         self._utf8) = terms
+         self._utf8, self._pin_statement, self._local, self._check_pinned) = terms
         executor = runtime.executor
         self._router = executor.engine.router
         self._endpoints = executor.endpoints
@@ -64,6 +67,7 @@ cdef class HotFront:
         self._cid, self._client = conn.connection_id, conn.gate_transport
         self._backends, self._clock, self._enter = runtime.backends, runtime.clock, runtime._enter
         self._hot_end = session._hot_end
+        self._on_pins = {}
         self.done_with = None
         self.taken = 0
 
@@ -138,8 +142,14 @@ cdef class HotFront:
         """``(plan, style, pool, driver, values, link)`` when the front takes the statement; ``None``: nothing
         done, the session's path decides."""
         session, runtime = self.session, self.runtime
-        if (session._tx is not None or not session._autocommit or not runtime.inline or not runtime.relay
-                or runtime.limiter is not None or (runtime.masker is not None and not session.may_unmask)):
+        tx = session._tx
+        if tx is None:
+            if not session._autocommit:  # its first statement opens a transaction: the session's path
+                return None
+        elif type(tx) is not self._local or not tx.active:  # reads on pins only in a local, live transaction
+            return None
+        if (not runtime.inline or not runtime.relay or runtime.limiter is not None
+                or (runtime.masker is not None and not session.may_unmask)):
             return None
         sql, text, params, announced, block = read
         cdef bint text_result = command == C_QUERY
@@ -161,6 +171,8 @@ cdef class HotFront:
                 or not plan.merge.is_trivial):
             return None
         unit = units[0]
+        if tx is not None:
+            return self._on_pin(tx, plan, unit, style, text_result, params, block)
         config = router.routed_config
         data_source = unit.data_source
         if config is not self._pools_config:  # plain_primary's answers are the same for one version
@@ -185,6 +197,41 @@ cdef class HotFront:
         if link is None:
             return None
         return (plan, style, pool, driver, values, link)
+
+    cdef object _on_pin(self, tx, plan, unit, style, bint text_result, params, block):
+        """``_ready``'s answer for a read in ``tx``: on the data source's pin (the pure twin's ``_on_pin``)."""
+        pin = tx.pinned(unit.data_source)
+        if pin is None or plan.is_write or plan.cross_node is not None:
+            return None
+        sql = unit.sql
+        plain = _get(self._on_pins, sql)
+        if plain is None:
+            try:
+                plain = not self._check_pinned(plan)  # True: the pin would need a reset after it
+            except Exception:  # refused on a pin: the session's path says why
+                plain = False
+            if len(self._on_pins) >= ON_PINS:
+                self._on_pins.clear()
+            self._on_pins[sql] = plain
+        if not plain:
+            return None
+        pool = pin.pool
+        driver = pool.driver
+        executor = self.runtime.executor
+        raw = pin.raw
+        sock = driver.relay_socket(raw) if driver.can_relay and driver.can_pipeline else None
+        if sock is None or executor.runner.closed or executor.engine.stream is True:
+            return None
+        values = stmt_id = None
+        if not text_result:
+            stmt_id = driver.prepared_id(raw, sql)
+            if stmt_id is None:
+                return None
+            unit_params = unit.params
+            values = block if block is not None and list(unit_params) == params else self._execute_values(unit_params)
+            if values is None:
+                return None
+        return (plan, style, pool, driver, values, (pin, sock, stmt_id))
 
     cdef void _send(self, int command, bytes payload, tuple read, tuple ready) except *:
         """The statement taken: the session's state for it, counted as running, sent on its link."""
@@ -211,10 +258,22 @@ cdef class HotFront:
             header_for = _get(memos, (aggregates, PyLong_FromVoidPtr(<void*> announced)))  # id(announced)
         if header_for is None or header_for.announced is not announced:
             header_for = session._hot_header(aggregates, announced)
+        self.taken += 1
+        tx = session._tx
+        if tx is not None:  # on the transaction's pin (KILL QUERY leaves a pinned read be: not the session's _sent)
+            pin, sock, stmt_id = <tuple> link
+            loop = session._hot_loop
+            if loop is None:
+                loop = session._loop()
+            read_on_pin = self._pin_statement(runtime, session, plan, started, relay, header_for, self._client, on_end,
+                                              self.done_with, cid, tx, pin, loop)
+            session._pinned_hot = read_on_pin
+            runtime.hot_on_pins += 1
+            read_on_pin.start(style, values, stmt_id, sock)
+            return
         statement = self._statement(runtime, link, plan, started, relay, header_for, self._client, on_end,
                                     self.done_with, cid)
         session._sent = statement
-        self.taken += 1
         try:
             statement.start(style, values)
         except Exception as exc:  # the link's state is unknown: closed; the client hears why

@@ -36,6 +36,8 @@ __all__ = ["HotFront", "Commands", "COM_QUERY", "COM_STMT_EXECUTE"]
 
 COM_QUERY = 0x03
 COM_STMT_EXECUTE = 0x17
+#: Unit texts whose pin rule is kept per connection, at most (forgotten all at once past it).
+_ON_PINS = 256
 
 
 class HotFront:
@@ -45,10 +47,12 @@ class HotFront:
         session: The connection's ``ProxySession`` (its ``hot`` takes what the front leaves).
         conn: The ``ProxyConnection`` (prepared statements, character sets, the client's transport).
         runtime: The ``ProxyRuntime`` (shapes, router, pools, links, counters).
-        terms: ``(parameterize, execute_values, statement_class, plain, single, text_limit, utf8)``: the
-            proxy's literal parameterizer, parameter-block encoder, ``LinkStatement``, the privileges no
-            statement needs beyond a login (``PLAIN``), ``RouteKind.SINGLE``, the longest text taken and
-            the character sets whose text is the client's as it is.
+        terms: ``(parameterize, execute_values, statement_class, plain, single, text_limit, utf8, pin_class,
+            local, check_pinned)``: the proxy's literal parameterizer, parameter-block encoder,
+            ``LinkStatement``, the privileges no statement needs beyond a login (``PLAIN``),
+            ``RouteKind.SINGLE``, the longest text taken, the character sets whose text is the client's as it
+            is, ``PinStatement`` (a read on a transaction's pin), the local ``Transaction`` class and
+            ``check_pinned`` (may a plan run on a pin without a reset after it).
     """
 
     def __init__(self, session: Any, conn: Any, runtime: Any, terms: tuple[Any, ...]) -> None:
@@ -56,7 +60,7 @@ class HotFront:
         self.conn = conn
         self.runtime = runtime
         (self._parameterize, self._execute_values, self._statement, self._plain, self._single, self._text_limit,
-         self._utf8) = terms  # fmt: skip
+         self._utf8, self._pin_statement, self._local, self._check_pinned) = terms  # fmt: skip
         executor = runtime.executor
         self._router = executor.engine.router
         self._endpoints = executor.endpoints
@@ -72,6 +76,8 @@ class HotFront:
         #: The primaries' pools of data sources without replicas (``Endpoints.plain_primary``), for one version
         self._pools: dict[str, Any] = {}
         self._pools_config: Any = None
+        #: Per unit text: may a read of it run on a transaction's pin as it is (``check_pinned``'s answer, kept)
+        self._on_pins: dict[str, bool] = {}
         #: The gate's ``done``, set once the gate is made (it is made with :meth:`hot`).
         self.done_with: Callable[[], None] | None = None
         #: Statements the front took.
@@ -140,11 +146,17 @@ class HotFront:
         return conn.client_charset
 
     def _ready(self, command: int, read: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """``(plan, style, pool, driver, values, link)`` when the front takes the statement; ``None``: nothing
-        done, the session's path decides."""
+        """``(plan, style, pool, driver, values, link)`` when the front takes the statement — in a transaction, its
+        pin in place of the link —; ``None``: nothing done, the session's path decides."""
         session, runtime = self.session, self.runtime
-        if (session._tx is not None or not session._autocommit or not runtime.inline or not runtime.relay
-                or runtime.limiter is not None or (runtime.masker is not None and not session.may_unmask)):
+        tx = session._tx
+        if tx is None:
+            if not session._autocommit:  # its first statement opens a transaction: the session's path
+                return None
+        elif type(tx) is not self._local or not tx.active:  # reads on pins only in a local, live transaction
+            return None
+        if (not runtime.inline or not runtime.relay or runtime.limiter is not None
+                or (runtime.masker is not None and not session.may_unmask)):
             return None  # fmt: skip
         sql, text, params, announced, block = read
         text_result = command == COM_QUERY
@@ -166,6 +178,8 @@ class HotFront:
                 or not plan.merge.is_trivial):
             return None  # fmt: skip
         unit = units[0]
+        if tx is not None:
+            return self._on_pin(tx, plan, unit, style, text_result, params, block)
         config = router.routed_config
         data_source = unit.data_source
         if config is not self._pools_config:  # plain_primary's answers are the same for one version
@@ -189,6 +203,43 @@ class HotFront:
             return None
         return plan, style, pool, driver, values, link
 
+    def _on_pin(self, tx: Any, plan: Any, unit: Any, style: str, text_result: bool, params: Any, block: Any
+                ) -> tuple[Any, ...] | None:  # fmt: skip
+        """:meth:`_ready`'s answer for a read in ``tx``: on the data source's pin, with the rules of the session's
+        path (``loop_transactions.pin_for``, ``Executor.send_single``); a binary execute only where its statement
+        is prepared on the pin already (else the session's path prepares it there first)."""
+        pin = tx.pinned(unit.data_source)
+        if pin is None or plan.is_write or plan.cross_node is not None:
+            return None
+        sql = unit.sql
+        plain = self._on_pins.get(sql)
+        if plain is None:
+            try:
+                plain = not self._check_pinned(plan)  # True: the pin would need a reset after it
+            except Exception:  # noqa: BLE001  # refused on a pin: the session's path says why
+                plain = False
+            if len(self._on_pins) >= _ON_PINS:
+                self._on_pins.clear()
+            self._on_pins[sql] = plain
+        if not plain:
+            return None
+        pool = pin.pool
+        driver = pool.driver
+        executor = self.runtime.executor
+        raw = pin.raw
+        sock = driver.relay_socket(raw) if driver.can_relay and driver.can_pipeline else None
+        if sock is None or executor.runner.closed or executor.engine.stream is True:
+            return None  # fmt: skip
+        values = stmt_id = None
+        if not text_result:
+            stmt_id = driver.prepared_id(raw, sql)
+            if stmt_id is None:
+                return None
+            values = block if block is not None and list(unit.params) == params else self._execute_values(unit.params)
+            if values is None:
+                return None
+        return plan, style, pool, driver, values, (pin, sock, stmt_id)
+
     def _send(self, command: int, payload: bytes, read: tuple[Any, ...], ready: tuple[Any, ...]) -> None:
         """The statement taken: the session's state for it, counted as running, sent on its link."""
         session, runtime = self.session, self.runtime
@@ -202,9 +253,21 @@ class HotFront:
         self._enter(cid)  # counted as running, as mimic's path counts every command
         on_end = partial(self._hot_end, sql, plan, started, cid, relay, pool, payload)
         header_for = session._hot_header(plan.merge.aggregates, announced)
+        self.taken += 1
+        tx = session._tx
+        if tx is not None:  # on the transaction's pin (KILL QUERY leaves a pinned read be: not the session's _sent)
+            pin, sock, stmt_id = link
+            loop = session._hot_loop
+            if loop is None:
+                loop = session._loop()
+            read_on_pin = session._pinned_hot = self._pin_statement(runtime, session, plan, started, relay, header_for,
+                                                                    self._client, on_end, self.done_with, cid, tx, pin,
+                                                                    loop)  # fmt: skip
+            runtime.hot_on_pins += 1
+            read_on_pin.start(style, values, stmt_id, sock)
+            return
         statement = session._sent = self._statement(runtime, link, plan, started, relay, header_for, self._client,
                                                     on_end, self.done_with, cid)  # fmt: skip
-        self.taken += 1
         try:
             statement.start(style, values)
         except Exception as exc:  # noqa: BLE001  # the link's state is unknown: closed; the client hears why

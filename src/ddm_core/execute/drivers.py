@@ -180,6 +180,17 @@ class Driver(ABC):
         if it is not yet (one round trip, then kept on the connection); the answer is relayed."""
         raise ExecutionError(f"the {self.dialect.name} driver cannot relay answers")
 
+    def prepared_id(self, raw: Any, sql: str) -> int | None:
+        """The id of ``sql``'s statement prepared on ``raw`` by :meth:`send_execute` (``None``: not prepared there
+        yet, its first execute prepares it: one round trip)."""
+        return None
+
+    def send_packet(self, raw: Any, packet: bytes) -> None:
+        """Write one whole command packet (framed, sequence id 0) on ``raw`` as :meth:`send_execute` writes its
+        own — a binary execute of a statement :meth:`prepared_id` knows, framed by the caller; the answer is
+        relayed."""
+        raise ExecutionError(f"the {self.dialect.name} driver cannot relay answers")
+
     def send_commands(self, raw: Any, commands: list[str]) -> None:
         """Send ``commands`` (statements answered by an OK: ``BEGIN``, ``COMMIT``…) one after another without
         waiting; :meth:`receive_oks` reads their answers once :meth:`fileno` is readable."""
@@ -412,8 +423,7 @@ class MySQLDriver(Driver):
         if len(payload) >= 0xFFFFFF:
             raw._execute_command(_COM_STMT_EXECUTE, payload[1:])
             return
-        raw._write_bytes(len(payload).to_bytes(3, "little") + b"\x00" + payload)
-        raw._next_seq_id = 1
+        self.send_packet(raw, len(payload).to_bytes(3, "little") + b"\x00" + payload)
 
     def _prepare(self, raw: Any, sql: str, count: int) -> int:
         """COM_STMT_PREPARE ``sql`` and read the whole answer (blocking: once per statement and connection)."""
@@ -484,7 +494,15 @@ class MySQLDriver(Driver):
         # statement is not prepared on the connection yet (its prepare would read the opening's OK).
         if getattr(raw, "_secure", False) or raw._sock is None:
             return False
-        return sql is None or sql in (getattr(raw, "ddm_prepared", None) or ())
+        return sql is None or self.prepared_id(raw, sql) is not None
+
+    def prepared_id(self, raw: Any, sql: str) -> int | None:
+        prepared: dict[str, int] | None = getattr(raw, "ddm_prepared", None)
+        return None if prepared is None else prepared.get(sql)
+
+    def send_packet(self, raw: Any, packet: bytes) -> None:
+        raw._write_bytes(packet)
+        raw._next_seq_id = 1
 
     def in_transaction(self, raw: Any) -> bool:
         return bool(raw.server_status & self._in_trans)

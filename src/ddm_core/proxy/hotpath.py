@@ -8,7 +8,11 @@ it and sends it in one of two ways:
 * :class:`LinkStatement`: on one of the event loop's own connections (``proxy/backends.py``), whose
   transport hands each chunk of the answer to the relay unit as it arrives;
 * :class:`HotRelay`: when none is idle yet, on a pooled connection (``Executor.send_single``) whose
-  socket is watched with a reader callback for as long as the answer takes.
+  socket is watched with a reader callback for as long as the answer takes; in a transaction, on its pin.
+
+A transaction's read on a data source it pinned already is taken by the gate's front itself and sent by
+:class:`PinStatement` (the compiled ``hotpin`` unit's common course), which hands anything rare to the
+executor's and :class:`HotRelay`'s code.
 
 Each chunk is re-framed and written to the client; at the end the statement is finished (connection
 back, observer, audit) and the gate told to go on.
@@ -28,18 +32,21 @@ from ddm_core.errors import DdmError, ExecutionError
 from ddm_core.execute import Transaction
 from ddm_core.execute.pools import discard_on
 from ddm_core.execute.sent import SentControl, SentUnit
+from ddm_core.execute.shared import DEFAULT
 from ddm_core.execute.statement import unit_error
 from ddm_core.proxy.backends import LOST as _LOST
-from ddm_core.proxy.loop_transactions import bound_opening, drop_opening
+from ddm_core.proxy.loop_transactions import PinnedLoan, bound_opening, drop_opening
 from ddm_core.proxy.relay import (
-    RELAY_STATES, HotStatement, ResultRelay, advance, conclude, is_waiting, no_answer, socket_of, timed_out,
+    RELAY_STATES, HotStatement, PinRead, ResultRelay, advance, closed_mid_answer, conclude, hotpin, is_waiting, no_answer,
+    read_failed, socket_of, timed_out,
 )  # fmt: skip
 
-__all__ = ["Deadlines", "HotEnd", "HotRelay", "LinkStatement"]
+__all__ = ["Deadlines", "HotEnd", "HotRelay", "LinkStatement", "PinStatement"]
 
 log = logging.getLogger("ddm_core.proxy")
 
 _ERROR = RELAY_STATES.ERROR
+_DONE = RELAY_STATES.DONE
 
 #: ``on_end(rows, error)``: the rows relayed (-1: an OK answer, in ``relay.first``) or the error; the
 #: client's next packet (an error's, an OK's) takes the sequence id ``relay.seq``.
@@ -409,3 +416,77 @@ class LinkStatement(HotStatement):
             error = ExecutionError(f"ddm: {error}")
         engine.failed(plan, self.started, error)
         self.on_end(0, error)
+
+
+class PinStatement(PinRead):
+    """A transaction's read on its pin taken by the gate's front (docs/proxy.md#the-front).
+
+    The compiled ``hotpin`` unit's :class:`PinRead` runs its common course: sent, relayed, ended. Here what is
+    rare, with the code the session's hot path runs for such a read (``Executor.send_single`` on a
+    :class:`~ddm_core.proxy.loop_transactions.PinnedLoan`, then :class:`HotRelay`): the executor's record of it
+    (a :class:`SentUnit`) is made only now, and a :class:`HotRelay` takes the answer over where the common course
+    left it, so a failure is mapped, the pin kept or discarded and the transaction failed exactly as there.
+    """
+
+    __slots__ = ()
+
+    def _sent(self, guarded: bool = False) -> SentUnit:
+        """The executor's record of this read, as ``ThreadRunner.send_single`` makes it; ``guarded``: its answer is
+        still to come, so from now on the pin's guard cancels it at its deadline (the watchdog's, as for any
+        statement the executor sent), not the loop's timer."""
+        executor = self.runtime.executor
+        engine = executor.engine
+        statement = engine.begin(self.plan, self.style, DEFAULT, None, self.started)
+        guard = self.pin.guard if self.fired or (guarded and self.deadline is not None) else None
+        if guard is not None and not self.fired:
+            guard.arm(self.deadline)
+        unit = self.plan.units[0]
+        sql = engine.unit_sql(self.driver, unit, self.style) if self.sql is None else self.sql
+        return SentUnit(executor.runner, statement, unit, self.pool, PinnedLoan(self.pin, self.tx), self.cursor, guard,
+                        sql, self.fd, self.answer_by)  # fmt: skip
+
+    def rare(self, what: int, arg: Any) -> None:
+        self.leave()
+        sent = self._sent(guarded=what == hotpin.PAUSED)
+        if what == hotpin.UNSENT:  # mapped as the executor maps a failed send (the pin discarded if in doubt)
+            self.session._pinned_hot = None
+            try:
+                sent.relay_failed(arg)
+            except Exception as exc:  # noqa: BLE001  # always: relay_failed raises the mapped error
+                error = exc if isinstance(exc, DdmError) else ExecutionError(f"ddm: sending the statement failed: {exc}")
+                self.on_end(0, error)
+            return
+        hot = HotRelay(sent, self.relay, self.client, self.header_for, self.on_end, self.runtime.deadlines, self.loop)
+        hot._sock = self.sock
+        self.session._pinned_hot = hot  # abandoned by the session's close from now on
+        if what == hotpin.PAUSED:  # a slow client: its data source is read again once its socket drains
+            hot._paused = True
+            hot._bound(sent.answer_by)
+            self.loop.call_later(_DRAIN_POLL, hot._drained)
+            return
+        if what == hotpin.BROKE:
+            hot._broke(arg, "relaying the answer")
+            return
+        try:
+            if what == hotpin.LOST:
+                sent.relay_failed(read_failed(arg))
+            elif what == hotpin.CLOSED:
+                sent.relay_failed(closed_mid_answer())
+            elif what == hotpin.EXPIRED:
+                timed_out(sent)
+            # ENDED: an error packet or an OK; FIRED: the cancel cut the rows short (the guard says so again)
+            rows = conclude(sent, self.relay, _DONE if what == hotpin.FIRED else arg)
+        except DdmError as exc:
+            hot._end(0, exc)
+            return
+        except Exception as exc:  # noqa: BLE001  # a bug must not leave the client waiting for ever
+            hot._broke(exc, "relaying the answer")
+            return
+        hot._end(rows, None)
+
+    def abandon(self) -> None:
+        """Given up before its end (its client went away): the pin discarded, the transaction failed, as
+        :meth:`HotRelay.abandon` does."""
+        self.leave()
+        self.session._pinned_hot = None
+        self._sent().abandon()

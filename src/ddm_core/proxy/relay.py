@@ -20,9 +20,10 @@ from ddm_core._fast import SELECTED
 from ddm_core.execute.sent import SentUnit
 
 if TYPE_CHECKING:
-    from ddm_core._fast import hotlink
+    from ddm_core._fast import hotlink, hotpin
     from ddm_core._fast.gate import CommandGate, execute_params
     from ddm_core._fast.hotfront import Commands, HotFront
+    from ddm_core._fast.hotpin import PinRead
     from ddm_core._fast.hotlink import HeaderMemo, HotStatement, LinkProtocol, LinkStack, frame
     from ddm_core._fast.relay import ResultRelay
 else:
@@ -34,11 +35,13 @@ else:
     LinkStack = hotlink.LinkStack
     frame = hotlink.frame
     HotFront, Commands = SELECTED.hotfront.HotFront, SELECTED.hotfront.Commands
+    hotpin = SELECTED.hotpin
+    PinRead = hotpin.PinRead
 
 __all__ = [
     "relay_answer", "readable", "execute_values", "socket_of", "timed_out", "advance", "conclude", "is_waiting",
     "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES", "HeaderMemo", "HotStatement", "LinkProtocol", "LinkStack", "frame",
-    "hotlink", "HotFront", "Commands", "READ_SIZE", "HIGH_WATER", "unrelayable", "no_answer", "read_failed", "closed_mid_answer",
+    "hotlink", "hotpin", "HotFront", "Commands", "PinRead", "READ_SIZE", "HIGH_WATER", "unrelayable", "no_answer", "read_failed", "closed_mid_answer",
 ]  # fmt: skip
 
 _relay = SELECTED.relay

@@ -46,13 +46,14 @@ from ddm_core.execute.isolation import characteristics as transaction_characteri
 from ddm_core.execute.savepoints import opens_transaction
 from ddm_core.execute.sent import SentControl, SentUnit
 from ddm_core.execute.sent_many import SentMany
+from ddm_core.execute.session_state import check_pinned
 from ddm_core.execute.shared import style_of
 from ddm_core.proxy.admission import Refusal
 from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
 from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill, stop_sent
 from ddm_core.proxy.literals import parameterize
-from ddm_core.proxy.hotpath import HotEnd, HotRelay, LinkStatement
+from ddm_core.proxy.hotpath import HotEnd, HotRelay, LinkStatement, PinStatement
 from ddm_core.proxy.loop_transactions import (
     drop_opening, end_on_loop, ends_quietly, open_on_loop, opened_under, opening_for, pin_for, pins_for,
     read_from_loop, reads_on_pins, send_on_pin, settle_opening,
@@ -152,7 +153,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
         self._sent: Any = None  # what the event loop sent for it in autocommit, for KILL QUERY to stop (kill.stop_sent)
         # a hot read answering on the transaction's pin, or its hot COMMIT (given up at close)
-        self._pinned_hot: HotRelay | HotEnd | None = None
+        self._pinned_hot: HotRelay | HotEnd | PinStatement | None = None
         self._text = False  # the running command is a COM_QUERY (a text result)
         self._announced: list[Column] | None = None  # the running execute's announced columns (a binary result)
         # Read-your-writes: this session's last writes per data source with replicas. Its statements run on
@@ -1413,7 +1414,8 @@ _CONTROL_TEXT = 64  # a longer text is not a BEGIN, COMMIT or ROLLBACK the hot p
 #: A client's text in these character sets is taken by the hot path as it is (no conversion).
 UTF8_CHARSETS = (CharacterSet.utf8mb4, CharacterSet.utf8)
 #: What the gate's front (``HotFront``) uses of the proxy: the same rules as :meth:`ProxySession._hot_plan`'s.
-FRONT_TERMS = (parameterize, execute_values, LinkStatement, PLAIN, _SINGLE, LOOP_TEXT_LIMIT, UTF8_CHARSETS)
+FRONT_TERMS = (parameterize, execute_values, LinkStatement, PLAIN, _SINGLE, LOOP_TEXT_LIMIT, UTF8_CHARSETS, PinStatement,
+               Transaction, check_pinned)
 
 
 def _one_unit(plan: RoutePlan) -> bool:
