@@ -169,10 +169,6 @@ def test_what_the_front_leaves_is_answered_by_the_session(served: InProcessProxy
     want = _typed(_reference(ref, POINT.format(table="ref_order", user=4, order=11)))
     conn = _client(served)
     with conn.cursor() as cur:
-        cur.execute("BEGIN")
-        cur.execute(point)  # the transaction's first read there: behind its opening, the session's
-        assert _typed(cur.fetchall()) == want
-        cur.execute("COMMIT")
         many = "SELECT order_id, note FROM t_order WHERE user_id IN (1, 2) ORDER BY order_id"
         cur.execute(many)
         assert _typed(cur.fetchall()) == _typed(_reference(ref, many.replace("t_order", "ref_order")))
@@ -181,7 +177,7 @@ def test_what_the_front_leaves_is_answered_by_the_session(served: InProcessProxy
     conn.close()
     off = _client(served, autocommit=False)
     with off.cursor() as cur:
-        cur.execute(point)
+        cur.execute(point)  # opens the session's transaction: the session's path
         assert _typed(cur.fetchall()) == want
     off.rollback()
     off.close()
@@ -275,7 +271,8 @@ PIN_BOTH: list[tuple[int, int]] = []
 
 
 def _pin_both(cur: Any) -> None:
-    """The transaction's first read on each data source (behind its opening: the session's, not the front's)."""
+    """The transaction's first read on each data source, right behind its opening (the front's, but for the one
+    that opens a transaction with autocommit off: the session's)."""
     for user, order in PIN_BOTH:
         cur.execute(POINT.format(table="t_order", user=user, order=order))
         cur.fetchall()
@@ -304,8 +301,9 @@ def test_reads_on_a_transactions_pins_are_taken_whole_and_answer_as_one_table(
         cur.execute(POINT.format(table="t_order", user=3, order=17))
         assert cur.fetchall() == (_row(17),)
     conn.close()
-    # the reads on pins, the one after the write, and (autocommit on) the last one, in autocommit
-    assert _settled(served) - before == len(orders) + 1 + (1 if autocommit else 0)
+    # the reads behind the openings (with autocommit off, the first opens the transaction: the session's), those
+    # on pins, the one after the write, and (autocommit on) the last one, in autocommit
+    assert _settled(served) - before == (2 if autocommit else 1) + len(orders) + 1 + (1 if autocommit else 0)
 
 
 def test_prepared_reads_on_pins_are_taken_once_prepared_there(served: InProcessProxy,
@@ -360,7 +358,7 @@ def test_an_error_on_a_pin_reaches_the_client_and_the_transaction_goes_on(served
             cur.execute(POINT.format(table="t_order", user=3, order=order))  # the pin and the transaction go on
             assert cur.fetchall() == (_row(order),)
         cur.execute("COMMIT")
-    assert _settled(served) - before == 6
+    assert _settled(served) - before == 2 + 6  # the openings' reads, then three failing and three point selects
 
 
 def test_a_deadline_that_cuts_a_read_on_a_pin_fails_the_transaction(
@@ -386,7 +384,7 @@ def test_a_deadline_that_cuts_a_read_on_a_pin_fails_the_transaction(
                 cur.execute(slow.format(order=103))
                 cur.fetchall()
             assert cut.value.args[0] in (3024, 1317), cut.value.args  # the deadline, or the cancel's interruption
-            assert _settled_count(proxy) - before == 1  # the front's
+            assert _settled_count(proxy) - before == 2 + 1  # the openings' reads and the cut read: the front's
             with pytest.raises(pymysql.err.MySQLError) as refused:
                 cur.execute(POINT.format(table="t_order", user=4, order=4))
             assert "failed" in refused.value.args[1], refused.value.args
@@ -414,6 +412,7 @@ def test_a_pin_its_data_source_drops_mid_read_fails_the_transaction(served: InPr
             assert client.query("BEGIN") == 0
             for user, order in PIN_BOTH:
                 client.query(POINT.format(table="t_order", user=user, order=order))
+            taken = _settled_count(served)
             client.command(0x03, slow.format(order=113).encode())
             with mariadb_connect() as root, root.cursor() as cur:
                 until(lambda: cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE "
@@ -421,6 +420,7 @@ def test_a_pin_its_data_source_drops_mid_read_fails_the_transaction(served: InPr
                 cur.execute(f"KILL {cur.fetchone()[0]}")
             with pytest.raises(ServerError):
                 client.result()
+            assert _settled_count(served) - taken == 1  # the read cut off was the front's
             with pytest.raises(ServerError, match="failed"):
                 client.query(POINT.format(table="t_order", user=3, order=3))
             assert client.query("ROLLBACK") == 0
@@ -429,7 +429,8 @@ def test_a_pin_its_data_source_drops_mid_read_fails_the_transaction(served: InPr
                 client.query(POINT.format(table="t_order", user=user, order=order))
             assert client.query(POINT.format(table="t_order", user=3, order=3)) == [("3", "3", "9", "n3é")]
             assert client.query("COMMIT") == 0
-        assert _settled(served) - before == 2  # the read cut off and the last one on a pin
+        # with the first openings' reads (the second transaction's wait for a new connection if none is idle)
+        assert _settled(served) - before >= 2 + 1 + 1
     finally:
         with _client(served) as conn, conn.cursor() as cur:
             cur.execute("DELETE FROM t_order WHERE user_id = 3 AND order_id IN (110, 111, 112, 113)")
@@ -474,7 +475,7 @@ def test_a_slow_client_reads_a_long_answer_on_a_pin_whole_and_one_gone_leaks_not
                 assert rows[0][1] == "n24é" * times
                 assert client.query("COMMIT") == 0
     until(lambda: _open_transactions(databases) == 0, "a transaction stayed open on a data source")
-    assert _settled(served) - before == 2
+    assert _settled(served) - before == 2 * (2 + 1)  # per client: the openings' reads and the long one
     with _client(served) as conn, conn.cursor() as cur:  # every pool connection still works
         for _ in range(4):
             cur.execute("BEGIN")

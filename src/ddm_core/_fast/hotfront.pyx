@@ -47,6 +47,7 @@ cdef class HotFront:
     cdef object _stmts, _too_long, _announced, _param_types, _cid, _client, _backends, _clock, _enter, _hot_end
     cdef object _pin_statement, _local, _check_pinned
     cdef dict _on_pins
+    cdef object _follows_sql
     cdef bint _query_attributes, _client_eof
     cdef Py_ssize_t _text_limit
 
@@ -68,6 +69,7 @@ cdef class HotFront:
         self._backends, self._clock, self._enter = runtime.backends, runtime.clock, runtime._enter
         self._hot_end = session._hot_end
         self._on_pins = {}
+        self._follows_sql = None
         self.done_with = None
         self.taken = 0
 
@@ -199,9 +201,9 @@ cdef class HotFront:
         return (plan, style, pool, driver, values, link)
 
     cdef object _on_pin(self, tx, plan, unit, style, bint text_result, params, block):
-        """``_ready``'s answer for a read in ``tx``: on the data source's pin (the pure twin's ``_on_pin``)."""
-        pin = tx.pinned(unit.data_source)
-        if pin is None or plan.is_write or plan.cross_node is not None:
+        """``_ready``'s answer for a read in ``tx``: on the data source's pin, or behind the transaction's opening
+        (the pure twin's ``_on_pin``)."""
+        if plan.is_write or plan.cross_node is not None:
             return None
         sql = unit.sql
         plain = _get(self._on_pins, sql)
@@ -213,25 +215,38 @@ cdef class HotFront:
             if len(self._on_pins) >= ON_PINS:
                 self._on_pins.clear()
             self._on_pins[sql] = plain
-        if not plain:
-            return None
-        pool = pin.pool
-        driver = pool.driver
         executor = self.runtime.executor
-        raw = pin.raw
-        sock = driver.relay_socket(raw) if driver.can_relay and driver.can_pipeline else None
-        if sock is None or executor.runner.closed or executor.engine.stream is True:
+        if not plain or executor.runner.closed or executor.engine.stream is True:
             return None
-        values = stmt_id = None
+        values = None
         if not text_result:
-            stmt_id = driver.prepared_id(raw, sql)
-            if stmt_id is None:
-                return None
             unit_params = unit.params
             values = block if block is not None and list(unit_params) == params else self._execute_values(unit_params)
             if values is None:
                 return None
-        return (plan, style, pool, driver, values, (pin, sock, stmt_id))
+        pin = tx.pinned(unit.data_source)
+        opening = None
+        if pin is None:
+            self._follows_sql = None if text_result else sql
+            opening = tx.send_opening(unit.data_source, self._follows)
+            if opening is None:
+                return None
+            pin = opening.pinned
+        driver = pin.pool.driver
+        raw = pin.raw
+        sock = driver.relay_socket(raw) if driver.can_relay and driver.can_pipeline else None
+        stmt_id = None if text_result or sock is None else driver.prepared_id(raw, sql)
+        if sock is None or (stmt_id is None and not text_result):
+            if opening is not None:  # (never: _follows asked) not pinned: its connection goes, the transaction stays
+                opening.pinned.release(discard=True)
+            return None
+        return (plan, style, pin.pool, driver, values, (pin, sock, stmt_id, opening))
+
+    def _follows(self, borrowed):
+        driver = borrowed.pool.driver
+        return bool(driver.can_relay and driver.follows_opening(borrowed.raw, self._follows_sql)
+                    and driver.relay_socket(borrowed.raw) is not None)
+
 
     cdef void _send(self, int command, bytes payload, tuple read, tuple ready) except *:
         """The statement taken: the session's state for it, counted as running, sent on its link."""
@@ -261,7 +276,7 @@ cdef class HotFront:
         self.taken += 1
         tx = session._tx
         if tx is not None:  # on the transaction's pin (KILL QUERY leaves a pinned read be: not the session's _sent)
-            pin, sock, stmt_id = <tuple> link
+            pin, sock, stmt_id, opening = <tuple> link
             loop = session._hot_loop
             if loop is None:
                 loop = session._loop()
@@ -269,7 +284,7 @@ cdef class HotFront:
                                               self.done_with, cid, tx, pin, loop)
             session._pinned_hot = read_on_pin
             runtime.hot_on_pins += 1
-            read_on_pin.start(style, values, stmt_id, sock)
+            read_on_pin.start(style, values, stmt_id, sock, opening)
             return
         statement = self._statement(runtime, link, plan, started, relay, header_for, self._client, on_end,
                                     self.done_with, cid)

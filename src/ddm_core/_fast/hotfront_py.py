@@ -78,6 +78,7 @@ class HotFront:
         self._pools_config: Any = None
         #: Per unit text: may a read of it run on a transaction's pin as it is (``check_pinned``'s answer, kept)
         self._on_pins: dict[str, bool] = {}
+        self._follows_sql: str | None = None  # the statement a read behind an opening executes (_follows asks)
         #: The gate's ``done``, set once the gate is made (it is made with :meth:`hot`).
         self.done_with: Callable[[], None] | None = None
         #: Statements the front took.
@@ -205,11 +206,12 @@ class HotFront:
 
     def _on_pin(self, tx: Any, plan: Any, unit: Any, style: str, text_result: bool, params: Any, block: Any
                 ) -> tuple[Any, ...] | None:  # fmt: skip
-        """:meth:`_ready`'s answer for a read in ``tx``: on the data source's pin, with the rules of the session's
-        path (``loop_transactions.pin_for``, ``Executor.send_single``); a binary execute only where its statement
-        is prepared on the pin already (else the session's path prepares it there first)."""
-        pin = tx.pinned(unit.data_source)
-        if pin is None or plan.is_write or plan.cross_node is not None:
+        """:meth:`_ready`'s answer for a read in ``tx``, with the rules of the session's path
+        (``loop_transactions.pin_for`` / ``opening_for``, ``Executor.send_single``): on the data source's pin, or
+        — its first read there — right behind the transaction's opening, sent now on an idle connection that
+        becomes the pin (last: it goes); a binary execute only where its statement is prepared on that
+        connection already (else the session's path prepares it there first)."""
+        if plan.is_write or plan.cross_node is not None:
             return None
         sql = unit.sql
         plain = self._on_pins.get(sql)
@@ -221,24 +223,39 @@ class HotFront:
             if len(self._on_pins) >= _ON_PINS:
                 self._on_pins.clear()
             self._on_pins[sql] = plain
-        if not plain:
-            return None
-        pool = pin.pool
-        driver = pool.driver
         executor = self.runtime.executor
-        raw = pin.raw
-        sock = driver.relay_socket(raw) if driver.can_relay and driver.can_pipeline else None
-        if sock is None or executor.runner.closed or executor.engine.stream is True:
-            return None  # fmt: skip
-        values = stmt_id = None
+        if not plain or executor.runner.closed or executor.engine.stream is True:
+            return None
+        values = None
         if not text_result:
-            stmt_id = driver.prepared_id(raw, sql)
-            if stmt_id is None:
-                return None
             values = block if block is not None and list(unit.params) == params else self._execute_values(unit.params)
             if values is None:
                 return None
-        return plan, style, pool, driver, values, (pin, sock, stmt_id)
+        pin = tx.pinned(unit.data_source)
+        opening = None
+        if pin is None:
+            self._follows_sql = None if text_result else sql
+            opening = tx.send_opening(unit.data_source, self._follows)
+            if opening is None:
+                return None
+            pin = opening.pinned
+        driver = pin.pool.driver
+        raw = pin.raw
+        sock = driver.relay_socket(raw) if driver.can_relay and driver.can_pipeline else None
+        stmt_id = None if text_result or sock is None else driver.prepared_id(raw, sql)
+        if sock is None or (stmt_id is None and not text_result):
+            if opening is not None:  # (never: _follows asked) not pinned: its connection goes, the transaction stays
+                opening.pinned.release(discard=True)
+            return None
+        return plan, style, pin.pool, driver, values, (pin, sock, stmt_id, opening)
+
+    def _follows(self, borrowed: Any) -> bool:
+        """May the read go right behind the opening on ``borrowed`` (``Transaction.send_opening``'s ``follows``):
+        its answer relayed off the socket, a binary execute's statement prepared there already?"""
+        driver = borrowed.pool.driver
+        return bool(driver.can_relay and driver.follows_opening(borrowed.raw, self._follows_sql)
+                    and driver.relay_socket(borrowed.raw) is not None)  # fmt: skip
+
 
     def _send(self, command: int, payload: bytes, read: tuple[Any, ...], ready: tuple[Any, ...]) -> None:
         """The statement taken: the session's state for it, counted as running, sent on its link."""
@@ -256,7 +273,7 @@ class HotFront:
         self.taken += 1
         tx = session._tx
         if tx is not None:  # on the transaction's pin (KILL QUERY leaves a pinned read be: not the session's _sent)
-            pin, sock, stmt_id = link
+            pin, sock, stmt_id, opening = link
             loop = session._hot_loop
             if loop is None:
                 loop = session._loop()
@@ -264,7 +281,7 @@ class HotFront:
                                                                     self._client, on_end, self.done_with, cid, tx, pin,
                                                                     loop)  # fmt: skip
             runtime.hot_on_pins += 1
-            read_on_pin.start(style, values, stmt_id, sock)
+            read_on_pin.start(style, values, stmt_id, sock, opening)
             return
         statement = session._sent = self._statement(runtime, link, plan, started, relay, header_for, self._client,
                                                     on_end, self.done_with, cid)  # fmt: skip

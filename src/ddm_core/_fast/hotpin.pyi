@@ -3,7 +3,7 @@ from typing import Any, Callable
 
 from typing_extensions import disjoint_base
 
-__all__ = ["PinRead", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "READ_SIZE"]
+__all__ = ["PinRead", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "OPENING", "READ_SIZE"]
 
 READ_SIZE: int
 HIGH_WATER: int
@@ -15,6 +15,7 @@ ENDED: int
 FIRED: int
 EXPIRED: int
 BROKE: int
+OPENING: int
 
 @disjoint_base  # a cdef class: its C layout cannot be combined
 class PinRead:
@@ -44,12 +45,13 @@ class PinRead:
     cancel_at: float | None
     abort_at: float | None
     fired: bool
+    opening: Any
     watched: bool
     done: bool
     def __init__(self, runtime: Any, session: Any, plan: Any, started: float, relay: Any, header_for: Any,
                  client: Any, on_end: Callable[[int, Any], None], done_with: Callable[[], None] | None, cid: Any,
                  tx: Any, pin: Any, loop: Any) -> None: ...
-    def start(self, style: str, values: bytes | None, stmt_id: int | None, sock: Any) -> None: ...
+    def start(self, style: str, values: bytes | None, stmt_id: int | None, sock: Any, opening: Any) -> None: ...
     def check(self, now: float) -> None: ...
     def leave(self) -> None: ...
     def rare(self, what: int, arg: Any) -> None: ...

@@ -17,11 +17,11 @@ import os
 
 from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, ROWS as _ROWS
 
-__all__ = ["PinRead", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "READ_SIZE"]
+__all__ = ["PinRead", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "OPENING", "READ_SIZE"]
 
 READ_SIZE = 256 * 1024
 HIGH_WATER = 1 << 20
-UNSENT, LOST, CLOSED, PAUSED, ENDED, FIRED, EXPIRED, BROKE = range(8)
+UNSENT, LOST, CLOSED, PAUSED, ENDED, FIRED, EXPIRED, BROKE, OPENING = range(9)
 
 DEF C_READ_SIZE = 256 * 1024
 DEF HIGH = 1 << 20
@@ -34,6 +34,7 @@ DEF R_ENDED = 4
 DEF R_FIRED = 5
 DEF R_EXPIRED = 6
 DEF R_BROKE = 7
+DEF R_OPENING = 8
 
 cdef int S_FIRST = _FIRST
 cdef int S_ROWS = _ROWS
@@ -77,7 +78,7 @@ cdef class PinRead:
     """One read on a transaction's pin (``hotpin_py.PinRead``)."""
 
     cdef public object runtime, session, plan, relay, header_for, client, on_end, done_with, cid, tx, pin, loop
-    cdef public object pool, driver, raw, sock, cursor, sql, style, deadline, answer_by, cancel_at, abort_at
+    cdef public object pool, driver, raw, sock, cursor, sql, style, deadline, answer_by, cancel_at, abort_at, opening
     cdef public double started
     cdef public int fd
     cdef public bint fired, watched, done
@@ -110,10 +111,12 @@ cdef class PinRead:
         self.cancel_at = None
         self.abort_at = None
         self.fired = False
+        self.opening = None
         self.watched = False
         self.done = False
 
-    def start(self, str style, values, stmt_id, sock):
+    def start(self, str style, values, stmt_id, sock, opening):
+        self.opening = opening
         engine = self.runtime.executor.engine
         driver = self.driver
         unit = self.plan.units[0]
@@ -146,8 +149,13 @@ cdef class PinRead:
         cdef double mono = _monotonic()
         if self.deadline is not None:  # the pin's guard cancels it then (check())
             self.cancel_at = now + max(0.0, <double> self.deadline - mono)
-        if self.answer_by is not None:
-            self.abort_at = now + max(0.0, <double> self.answer_by - mono)
+        answer_by = self.answer_by
+        if opening is not None and answer_by is not None:  # its OKs are bounded by the read's deadline too
+            opening.answer_by = answer_by if opening.answer_by is None else min(opening.answer_by, answer_by)
+        if opening is not None:
+            answer_by = opening.answer_by
+        if answer_by is not None:
+            self.abort_at = now + max(0.0, <double> answer_by - mono)
         first = self.cancel_at if self.cancel_at is not None else self.abort_at
         if first is not None:
             PySet_Add(deadlines.running, self)
@@ -165,6 +173,12 @@ cdef class PinRead:
 
     def _readable(self):
         self._unwatch()
+        if self.opening is not None:
+            try:
+                self._opened()
+            except Exception as exc:  # a bug must not leave the client waiting for ever
+                self.rare(R_BROKE, exc)
+            return
         try:
             data = self.sock.recv(C_READ_SIZE)
         except (BlockingIOError, InterruptedError):
@@ -193,6 +207,21 @@ cdef class PinRead:
             self.rare(R_ENDED, state)
             return
         self._relayed()
+
+    cdef void _opened(self) except *:
+        opening = self.opening
+        opening.receive()  # blocking only until the OKs are in (the socket is readable): its errors kept
+        if opening.error is not None:
+            self.rare(R_OPENING, None)
+            return
+        self.tx.opened(opening)
+        self.opening = None
+        runtime = self.runtime
+        runtime.opened_on_loop += 1
+        runtime.opened_with_first += 1
+        if self.abort_at is not None and self.answer_by is not None:  # now the read's own bound
+            self.abort_at = <double> self.loop.time() + max(0.0, <double> self.answer_by - _monotonic())
+        self._watch()
 
     cdef void _relayed(self) except *:
         self.done = True

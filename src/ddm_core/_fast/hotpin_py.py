@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ddm_core._fast.relay_py import DONE, FIRST, ROWS
 
-__all__ = ["PinRead", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "READ_SIZE"]
+__all__ = ["PinRead", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "OPENING", "READ_SIZE"]
 
 #: Bytes asked of the data source's socket per read (proxy/relay.py's READ_SIZE).
 READ_SIZE = 256 * 1024
@@ -46,8 +46,9 @@ def _execute_packet(stmt_id: int, values: bytes) -> bytes:
 #: What :meth:`PinRead.rare` is told: the send failed (``arg``: the exception; ``None``: the deadline passed
 #: before it); reading the socket failed (``arg``: the exception); the data source closed the connection; the
 #: client reads slowly; the answer ended otherwise than with rows (``arg``: the relay's state); the deadline's
-#: cancel fired; no answer began by the bound; a bug (``arg``: the exception).
-UNSENT, LOST, CLOSED, PAUSED, ENDED, FIRED, EXPIRED, BROKE = range(8)
+#: cancel fired; no answer began by the bound; a bug (``arg``: the exception); the transaction's opening the read
+#: went behind failed.
+UNSENT, LOST, CLOSED, PAUSED, ENDED, FIRED, EXPIRED, BROKE, OPENING = range(9)
 
 
 class PinRead:
@@ -101,13 +102,19 @@ class PinRead:
         self.cancel_at: float | None = None  # the loop's time of ``deadline`` while it runs (Deadlines reads it)
         self.abort_at: float | None = None  # the loop's time of ``answer_by`` while it is watched for
         self.fired = False  # the pin's guard cancelled it
+        #: The transaction's opening sent on the connection just before the read (its first there), its OKs not
+        #: read yet: the connection becomes the pin once they are (``None``: the pin was the transaction's already)
+        self.opening: Any = None
         self.watched = False
         self.done = False
 
-    def start(self, style: str, values: bytes | None, stmt_id: int | None, sock: Any) -> None:
+    def start(self, style: str, values: bytes | None, stmt_id: int | None, sock: Any, opening: Any) -> None:
         """Send the read on the pin — ``values``: a binary execute's parameter block for the statement ``stmt_id``
         prepared there (``Driver.prepared_id``); ``None``: a text read — and watch ``sock``, the pin's socket
-        (``Driver.relay_socket``), for its answer; its deadline and its bound on the loop's shared timer."""
+        (``Driver.relay_socket``), for its answer; its deadline and its bound on the loop's shared timer.
+        ``opening``: the transaction's opening sent on the connection just before (``Transaction.send_opening``,
+        ``SentControl``), whose OKs are read first (``None``: none)."""
+        self.opening = opening
         engine = self.runtime.executor.engine
         driver, unit, raw = self.driver, self.plan.units[0], self.raw
         self.style = style
@@ -136,8 +143,13 @@ class PinRead:
         now, mono = loop.time(), time.monotonic()
         if self.deadline is not None:  # the pin's guard cancels it then (check())
             self.cancel_at = now + max(0.0, self.deadline - mono)
-        if self.answer_by is not None:
-            self.abort_at = now + max(0.0, self.answer_by - mono)
+        answer_by = self.answer_by
+        if opening is not None and answer_by is not None:  # its OKs are bounded by the read's deadline too
+            opening.answer_by = answer_by if opening.answer_by is None else min(opening.answer_by, answer_by)
+        if opening is not None:
+            answer_by = opening.answer_by
+        if answer_by is not None:
+            self.abort_at = now + max(0.0, answer_by - mono)
         first = self.cancel_at if self.cancel_at is not None else self.abort_at
         if first is not None:
             deadlines.running.add(self)
@@ -155,6 +167,12 @@ class PinRead:
 
     def _readable(self) -> None:
         self._unwatch()
+        if self.opening is not None:
+            try:
+                self._opened()
+            except Exception as exc:  # noqa: BLE001  # a bug must not leave the client waiting for ever
+                self.rare(BROKE, exc)
+            return
         try:
             data = self.sock.recv(READ_SIZE)
         except (BlockingIOError, InterruptedError):
@@ -182,6 +200,23 @@ class PinRead:
             self.rare(ENDED, state)
             return
         self._relayed()
+
+    def _opened(self) -> None:
+        """The opening's OKs arrived: read (to their last byte, the answer behind them left on the socket), the
+        connection made the transaction's pin (``Transaction.opened``), and the read's answer waited for next."""
+        opening = self.opening
+        opening.receive()  # blocking only until the OKs are in (the socket is readable): its errors kept
+        if opening.error is not None:
+            self.rare(OPENING, None)
+            return
+        self.tx.opened(opening)
+        self.opening = None
+        runtime = self.runtime
+        runtime.opened_on_loop += 1
+        runtime.opened_with_first += 1
+        if self.abort_at is not None and self.answer_by is not None:  # now the read's own bound
+            self.abort_at = self.loop.time() + max(0.0, self.answer_by - time.monotonic())
+        self._watch()
 
     def _relayed(self) -> None:
         """The common end: the rows relayed; what ``ThreadRunner.finish_relayed`` and the session's ``_hot_end`` do

@@ -442,19 +442,30 @@ class PinStatement(PinRead):
             guard.arm(self.deadline)
         unit = self.plan.units[0]
         sql = engine.unit_sql(self.driver, unit, self.style) if self.sql is None else self.sql
-        return SentUnit(executor.runner, statement, unit, self.pool, PinnedLoan(self.pin, self.tx), self.cursor, guard,
-                        sql, self.fd, self.answer_by)  # fmt: skip
+        loan = PinnedLoan(self.pin, self.tx, self.opening)  # with an opening: not the transaction's pin yet
+        return SentUnit(executor.runner, statement, unit, self.pool, loan, self.cursor, guard, sql, self.fd,
+                        self.answer_by)  # fmt: skip
 
     def rare(self, what: int, arg: Any) -> None:
         self.leave()
         sent = self._sent(guarded=what == hotpin.PAUSED)
+        opening, self.opening = self.opening, None
         if what == hotpin.UNSENT:  # mapped as the executor maps a failed send (the pin discarded if in doubt)
             self.session._pinned_hot = None
             try:
                 sent.relay_failed(arg)
             except Exception as exc:  # noqa: BLE001  # always: relay_failed raises the mapped error
+                if opening is not None:  # never pinned: its connection goes, the transaction stays
+                    drop_opening(opening, None, "")
                 error = exc if isinstance(exc, DdmError) else ExecutionError(f"ddm: sending the statement failed: {exc}")
                 self.on_end(0, error)
+            return
+        if opening is not None:  # its OKs failed, or none came by the bound: the read behind it is never read
+            if what == hotpin.EXPIRED:
+                opening.timed_out()
+            self.session._pinned_hot = None
+            failed = drop_opening(opening, sent, "")  # the connection discarded; the transaction goes on
+            self.on_end(0, failed if isinstance(failed, DdmError) else ExecutionError(f"ddm: {failed}"))
             return
         hot = HotRelay(sent, self.relay, self.client, self.header_for, self.on_end, self.runtime.deadlines, self.loop)
         hot._sock = self.sock
@@ -486,7 +497,12 @@ class PinStatement(PinRead):
 
     def abandon(self) -> None:
         """Given up before its end (its client went away): the pin discarded, the transaction failed, as
-        :meth:`HotRelay.abandon` does."""
+        :meth:`HotRelay.abandon` does (behind an opening not read yet: the connection discarded, never pinned)."""
         self.leave()
         self.session._pinned_hot = None
-        self._sent().abandon()
+        sent = self._sent()
+        opening, self.opening = self.opening, None
+        if opening is not None:
+            drop_opening(opening, sent, "before the client went away")
+        else:
+            sent.abandon()
