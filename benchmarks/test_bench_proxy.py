@@ -415,11 +415,12 @@ SB_CASES = {
 SB_PROXIES: dict[str, ProxyProcess] = {}
 
 
-@pytest.mark.parametrize("threads", [1, 8])
-def test_sysbench_point_select_through_two_proxy_processes(benchmark: Any, sbtest: tuple[ProxyProcess, str, ProxyProcess],
-                                                          threads: int) -> None:  # fmt: skip
-    _sysbench_case(benchmark, f"sysbench oltp_point_select, {threads} thread(s): proxy --processes 2 vs direct",
-                   "oltp_point_select", SB_PROXIES["--processes 2"], sbtest[1], threads, ())  # fmt: skip
+@pytest.mark.parametrize(("case", "threads"), [("oltp_point_select", 1), ("oltp_point_select", 8), ("oltp_read_only", 8)])
+def test_sysbench_through_two_proxy_processes(benchmark: Any, sbtest: tuple[ProxyProcess, str, ProxyProcess],
+                                              case: str, threads: int) -> None:  # fmt: skip
+    test, extra = SB_CASES[case]
+    _sysbench_case(benchmark, f"sysbench {case}, {threads} thread(s): proxy --processes 2 vs direct",
+                   test, SB_PROXIES["--processes 2"], sbtest[1], threads, extra)  # fmt: skip
 
 
 @pytest.mark.parametrize(("case", "threads"), [
