@@ -13,6 +13,7 @@ the session's path as before, and the front counts none of it (docs/proxy.md#the
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from typing import Any, Iterator
 
@@ -70,8 +71,9 @@ def _with_front(impl: Implementation, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(connection, "HotFront", impl.hotfront.HotFront)
     monkeypatch.setattr(hotpath, "hotpin", impl.hotpin)
+    # PinStatement's own methods over impl's PinRead
     pinned = type("PinStatement", (impl.hotpin.PinRead,), {"__slots__": (), **{
-        name: getattr(hotpath.PinStatement, name) for name in ("_sent", "rare", "abandon")}})  # fmt: skip
+        name: value for name, value in vars(hotpath.PinStatement).items() if callable(value)}})  # fmt: skip
     terms = list(session.FRONT_TERMS)
     terms[terms.index(hotpath.PinStatement)] = pinned
     monkeypatch.setattr(connection, "FRONT_TERMS", tuple(terms))
@@ -107,6 +109,14 @@ def _typed(rows: Any) -> list[tuple[tuple[type, Any], ...]]:
 def _client(proxy: InProcessProxy, **options: Any) -> Any:
     return pymysql.connect(host="127.0.0.1", port=proxy.port, user=USER, password=PASSWORD, database="logic_db",
                            read_timeout=30, **{"autocommit": True, **options})  # fmt: skip
+
+
+@contextlib.contextmanager
+def _logged_in(proxy: InProcessProxy) -> Iterator[RawClient]:
+    """A raw client logged in to ``proxy``'s ``logic_db``."""
+    with RawClient(proxy.port, timeout=30) as client:
+        assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+        yield client
 
 
 def _settled(proxy: InProcessProxy) -> int:
@@ -148,8 +158,7 @@ def test_prepared_executes_are_taken_whole_with_and_without_types(served: InProc
                                                                    tables: tuple[dict[str, Any], str]) -> None:  # fmt: skip
     ref = tables[1]
     before = _warmed(served)
-    with RawClient(served.port, timeout=30) as client:
-        assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+    with _logged_in(served) as client:
         stmt = client.prepare(PREPARED.format(table="t_order"))
         answers = []
         for i, order in enumerate([8, 9, 10, 25, 33, 61, 8]):
@@ -202,8 +211,7 @@ def test_a_statement_refused_on_its_data_source_reaches_the_client(served: InPro
 
 def test_an_unknown_statement_id_is_refused(served: InProcessProxy) -> None:
     """A prepared execute of an unknown statement id is left to mimic's path, which refuses it."""
-    with RawClient(served.port, timeout=30) as client:
-        assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+    with _logged_in(served) as client:
         client.command(0x17, execute_payload(4242, [longlong(1)]))
         with pytest.raises(ServerError):
             decoded([p for _, p in client.response()], binary=True)
@@ -256,8 +264,7 @@ def test_a_command_the_front_cannot_read_goes_to_mimics_path_and_the_connection_
     with _client(served) as warm, warm.cursor() as cur:
         for order in (1, 2, 3):
             cur.execute(POINT.format(table="t_order", user=order % 7, order=order))
-    with RawClient(served.port, timeout=30) as client:
-        assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+    with _logged_in(served) as client:
         client.command(0x03, POINT.format(table="t_order", user=3, order=3).encode() + b" AND note = '\xff\xfe'")
         assert client.response()[0][1][:1] == b"\xff"  # mimic's path refuses it (1105, the decode's error)
         client.command(0x17, b"\x01\x00\x00\x00\x00\x01")  # an execute cut short
@@ -310,8 +317,7 @@ def test_prepared_reads_on_pins_are_taken_once_prepared_there(served: InProcessP
                                                                tables: tuple[dict[str, Any], str]) -> None:  # fmt: skip
     ref = tables[1]
     before = _warmed(served)
-    with RawClient(served.port, timeout=30) as client:
-        assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+    with _logged_in(served) as client:
         stmt = client.prepare(PREPARED.format(table="t_order"))
         assert client.query("BEGIN") == 0
         orders = [8, 9, 10, 25, 33, 61, 8]
@@ -407,8 +413,7 @@ def test_a_pin_its_data_source_drops_mid_read_fails_the_transaction(served: InPr
             cur.execute(slow.format(order=order))
     before = _warmed(served)
     try:
-        with RawClient(served.port, timeout=30) as client:
-            assert client.login(USER, PASSWORD, database="logic_db")[:1] == b"\x00"
+        with _logged_in(served) as client:
             assert client.query("BEGIN") == 0
             for user, order in PIN_BOTH:
                 client.query(POINT.format(table="t_order", user=user, order=order))

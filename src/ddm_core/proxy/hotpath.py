@@ -26,6 +26,7 @@ import logging
 import os
 import time
 from abc import ABC, abstractmethod
+from functools import partial
 from typing import Any, Callable
 
 from ddm_core.errors import DdmError, ExecutionError
@@ -147,23 +148,33 @@ class HotRelay(_Bounded):
         if self._opening is not None:
             self._open(False)
             return
+        self.finish(self._advanced)
+
+    def _advanced(self) -> int | None:
+        """What the socket has, relayed: the rows once the answer is over (``None``: more is to come, waited for)."""
+        state = advance(self.sent, self._sock, self.relay, self.transport, self.header_for)
+        if not is_waiting(state):
+            return conclude(self.sent, self.relay, state)
+        if self.transport.get_write_buffer_size() > _HIGH_WATER:
+            self._paused = True  # a slow client: its data source is read again once its socket drains
+            self._loop.call_later(_DRAIN_POLL, self._drained)
+        else:
+            self._watch()
+        return None
+
+    def finish(self, ending: Callable[[], int | None]) -> None:
+        """End with what ``ending()`` gives: the rows relayed (``None``: not over yet), or the error it raises; a
+        bug ends the statement too."""
         try:
-            state = advance(self.sent, self._sock, self.relay, self.transport, self.header_for)
-            if is_waiting(state):
-                if self.transport.get_write_buffer_size() > _HIGH_WATER:
-                    self._paused = True  # a slow client: its data source is read again once its socket drains
-                    self._loop.call_later(_DRAIN_POLL, self._drained)
-                else:
-                    self._watch()
-                return
-            rows = conclude(self.sent, self.relay, state)
+            rows = ending()
         except DdmError as exc:
             self._end(0, exc)
             return
         except Exception as exc:  # noqa: BLE001  # a bug must not leave the client waiting for ever
             self._broke(exc, "relaying the answer")
             return
-        self._end(rows, None)
+        if rows is not None:
+            self._end(rows, None)
 
     def _broke(self, exc: Exception, what: str, opening: SentControl | None = None) -> None:
         """A bug in ``what``: logged, the connection discarded (with ``opening``, never pinned), the client told."""
@@ -478,22 +489,18 @@ class PinStatement(PinRead):
         if what == hotpin.BROKE:
             hot._broke(arg, "relaying the answer")
             return
-        try:
-            if what == hotpin.LOST:
-                sent.relay_failed(read_failed(arg))
-            elif what == hotpin.CLOSED:
-                sent.relay_failed(closed_mid_answer())
-            elif what == hotpin.EXPIRED:
-                timed_out(sent)
-            # ENDED: an error packet or an OK; FIRED: the cancel cut the rows short (the guard says so again)
-            rows = conclude(sent, self.relay, _DONE if what == hotpin.FIRED else arg)
-        except DdmError as exc:
-            hot._end(0, exc)
-            return
-        except Exception as exc:  # noqa: BLE001  # a bug must not leave the client waiting for ever
-            hot._broke(exc, "relaying the answer")
-            return
-        hot._end(rows, None)
+        hot.finish(partial(self._ended, sent, what, arg))
+
+    def _ended(self, sent: SentUnit, what: int, arg: Any) -> int:
+        """How the read ended (:meth:`rare`'s ``what``): the rows of an OK answer (-1), or its error raised."""
+        if what == hotpin.LOST:
+            sent.relay_failed(read_failed(arg))
+        elif what == hotpin.CLOSED:
+            sent.relay_failed(closed_mid_answer())
+        elif what == hotpin.EXPIRED:
+            timed_out(sent)
+        # ENDED: an error packet or an OK; FIRED: the cancel cut the rows short (the guard says so again)
+        return conclude(sent, self.relay, _DONE if what == hotpin.FIRED else arg)
 
     def abandon(self) -> None:
         """Given up before its end (its client went away): the pin discarded, the transaction failed, as
