@@ -247,7 +247,6 @@ cdef class HotFront:
         return bool(driver.can_relay and driver.follows_opening(borrowed.raw, self._follows_sql)
                     and driver.relay_socket(borrowed.raw) is not None)
 
-
     cdef void _send(self, int command, bytes payload, tuple read, tuple ready) except *:
         """The statement taken: the session's state for it, counted as running, sent on its link."""
         session, runtime = self.session, self.runtime
