@@ -3,8 +3,9 @@
 
 Same class and behaviour as the pure twin (its docstring has the contract; tests/test_hot_front.py runs
 both behind a real proxy). Compiled, the commonest statement goes from the client's packet to the
-execute on an idle link without an interpreted frame of the proxy's own; the runtime's count of running
-commands (:class:`Commands`) and the link stack (``hotlink.LinkStack``) it uses are compiled too.
+execute on an idle link (in a transaction, on its pin) without an interpreted frame of the proxy's own;
+the runtime's count of running commands (:class:`Commands`) and the link stack (``hotlink.LinkStack``) it
+uses are compiled too.
 """
 
 cimport cython

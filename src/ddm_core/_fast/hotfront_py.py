@@ -5,7 +5,9 @@ behind a real proxy). The gate (``gate.pyx``) hands each command of a logged-in 
 :meth:`HotFront.hot`. The commonest statement of all — a COM_STMT_EXECUTE or COM_QUERY of a one-unit
 SELECT seen before, in autocommit, on a data source without replicas, with an idle link of the loop's
 own to it (docs/proxy.md#the-front) — is taken here from its packet to the execute written on the
-link; the answer is relayed and the statement ended by ``hotlink``'s ``HotStatement``. Anything else,
+link; the answer is relayed and the statement ended by ``hotlink``'s ``HotStatement``. So is such a read
+in a local transaction, on the connection the transaction pinned (or right behind its opening, when it is
+its first read there), relayed and ended by ``hotpin``'s ``PinRead``. Anything else,
 or anything this finds unusual, goes to the session's hot path (``ProxySession.hot``) with what was
 read of the command, and that path decides as before: the front only ever takes statements the session's
 path would have sent the same way, with the same bytes.

@@ -10,9 +10,9 @@ it and sends it in one of two ways:
 * :class:`HotRelay`: when none is idle yet, on a pooled connection (``Executor.send_single``) whose
   socket is watched with a reader callback for as long as the answer takes; in a transaction, on its pin.
 
-A transaction's read on a data source it pinned already is taken by the gate's front itself and sent by
-:class:`PinStatement` (the compiled ``hotpin`` unit's common course), which hands anything rare to the
-executor's and :class:`HotRelay`'s code.
+Most of a transaction's one-unit reads — on a data source it pinned already, or its first there, right behind
+its opening — are taken by the gate's front itself and sent by :class:`PinStatement` (the compiled ``hotpin``
+unit's common course), which hands anything rare to the executor's and :class:`HotRelay`'s code.
 
 Each chunk is re-framed and written to the client; at the end the statement is finished (connection
 back, observer, audit) and the gate told to go on.
