@@ -58,7 +58,9 @@ class Reloading:
                     self.serving = config
                 return new
             time.sleep(0.05)
-        raise AssertionError(f"no {expect!r} in the proxy's log after publishing:\n{''.join(self.proxy.lines[seen:])}")
+        assert self.proxy.proc is not None
+        raise AssertionError(f"no {expect!r} in the proxy's log after publishing (the proxy's exit status: "
+                             f"{self.proxy.proc.poll()}; its log's last lines:\n{''.join(self.proxy.lines[-30:])})")  # fmt: skip
 
 
 # -- offline: what a reload keeps ------------------------------------------------------------------

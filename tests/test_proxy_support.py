@@ -75,7 +75,8 @@ class ProxyProcess:
         self._ready = threading.Event()
 
     def start(self) -> ProxyProcess:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # PYTHONFAULTHANDLER: a proxy that dies of a fatal error leaves its threads' stacks in the log the tests read
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ddm_core.cli", "proxy", *(["-c", str(self.config_path)] if self.config_path else []),
              "--port", "0", *self.extra_args],
