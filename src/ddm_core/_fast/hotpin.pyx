@@ -115,7 +115,7 @@ cdef class PinRead:
         self.watched = False
         self.done = False
 
-    def start(self, str style, values, stmt_id, sock, opening):
+    def start(self, str style, bytes values, stmt_id, sock, opening):
         self.opening = opening
         engine = self.runtime.executor.engine
         driver = self.driver
@@ -136,7 +136,7 @@ cdef class PinRead:
             elif stmt_id is None or PyBytes_GET_SIZE(values) >= LONGEST_VALUES:
                 driver.send_execute(raw, unit.sql, len(unit.params), values)
             else:
-                driver.send_packet(raw, _execute_packet(stmt_id, <bytes> values))
+                driver.send_packet(raw, _execute_packet(stmt_id, values))
             self.sock = sock
             self.fd = sock.fileno()
         except Exception as exc:  # sent or not, it failed: rare() maps it as the executor does
