@@ -151,7 +151,7 @@ def _cutover(doc: dict[str, Any], legacy: dict[str, Any]) -> Cutover:
                    config_source="ds_0", buckets=BUCKETS, fence_after_s=0.2, poll_s=0.1, hold_s=0.0, batch=500)
 
 
-def _wait(condition: Any, what: str, timeout: float = 60.0) -> None:
+def _wait(condition: Any, what: str, timeout: float = 180.0) -> None:  # a bound: a slow host takes minutes
     end = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < end, f"no {what} within {timeout:g} s"
