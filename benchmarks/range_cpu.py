@@ -7,7 +7,7 @@ proxy's cost per read is printed: ``--callgrind`` (machine instructions, valgrin
 
 Usage (MariaDB on 127.0.0.1:3306)::
 
-    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx | --pinned | --oltp | --sysbench [--skip-trx]] [--per-table] [--opcodes] [--src DIR]
+    python benchmarks/range_cpu.py [N] [--kind simple|sum|order|distinct] [--prepared] [--tx | --pinned | --oltp | --sysbench [--skip-trx]] [--per-table] [--opcodes | --strace] [--src DIR]
 
 ``--prepared``: mysql-connector's C extension, prepared (COM_STMT_EXECUTE, binary rows, as sysbench);
 else PyMySQL (text). ``--tx``: each read inside BEGIN … COMMIT (sysbench's default; the transaction's
@@ -18,7 +18,7 @@ each of the ``N`` is a whole ``oltp_read_only`` transaction instead (BEGIN, 10 p
 — simple, sum, order, distinct —, COMMIT): the figure is per transaction. ``--sysbench [--skip-trx]``: the
 ``N`` transactions are sysbench's own (``oltp_read_only``, one thread; statements prepared once per connection,
 as sysbench's benchmark runs them, where mysql-connector's cursor prepares a statement again whenever its
-text changes): the figure is per transaction. ``--per-table``: the proxy sends
+text changes): the figure is per transaction. ``--strace``: the proxy's system calls per read (``strace -c``, proxy_cpu.py's). ``--per-table``: the proxy sends
 one unit per physical table (``runtime.oneUnitPerDataSource: false``) instead of one UNION ALL per data
 source. ``--src DIR``: the proxy imports
 ``ddm_core`` from ``DIR`` (a copy of another version's ``src/``), as proxy_cpu.py's; the ``--callgrind`` run
@@ -152,8 +152,21 @@ def main() -> None:
         print(f"{kind} ({'binary' if '--prepared' in sys.argv else 'text'}, {'in BEGIN/COMMIT' if '--tx' in sys.argv else 'on pins' if '--pinned' in sys.argv else 'oltp_read_only transactions' if '--oltp' in sys.argv else 'sysbench oltp_read_only transactions' if '--sysbench' in sys.argv else 'autocommit'}):")
         if "--opcodes" in sys.argv:
             proxy_cpu.opcodes(path, count)
+        elif "--strace" in sys.argv:
+            _system_calls(path, count)
         else:
             proxy_cpu.callgrind(path, count)
+
+
+def _system_calls(config_path: Path, count: int) -> None:
+    """``--strace``: the proxy's system calls per read (or transaction), after a warm-up (proxy_cpu.py's)."""
+    proxy = proxy_cpu.ProxyProcess(config_path).start()
+    try:
+        assert proxy.proc is not None
+        proxy_cpu.client(proxy.port, 50)
+        proxy_cpu.system_calls(proxy.proc.pid, proxy.port, count)
+    finally:
+        proxy.stop()
 
 
 if __name__ == "__main__":

@@ -233,4 +233,4 @@ def _rotate(server: PrivateMariaDB) -> None:
 
 def _wait_replicated(primary: PrivateMariaDB, replica: PrivateMariaDB) -> None:
     target = Replication.scalar(primary, "SELECT @@gtid_binlog_pos")
-    assert Replication.scalar(replica, f"SELECT MASTER_GTID_WAIT('{target}', 30)") == 0, Replication.status(replica)
+    assert Replication.scalar(replica, f"SELECT MASTER_GTID_WAIT('{target}', 300)") == 0, Replication.status(replica)

@@ -18,6 +18,7 @@ from ddm_core.execute import Executor
 from ddm_core.migrate import Connections, connector
 from ddm_core.migrate.backfill import ScanReport, backfill
 from ddm_core.migrate.catchup import catch_up
+from ddm_core.migrate.gtid import gtid_at
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.plan import plan_migration
 from ddm_core.migrate.state import MigrationLog
@@ -62,7 +63,8 @@ def _log(old: Any, name: str) -> MigrationLog:
     return MigrationLog(connector(old, "ds_0"), name)
 
 
-def test_changes_made_during_the_backfill_are_caught_up(eight: list[str], binlog_server: PrivateMariaDB) -> None:
+def test_changes_made_during_the_backfill_are_caught_up(eight: list[str], binlog_server: PrivateMariaDB,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
     port = binlog_server.port
     old, new, _, _ = setup_migration(eight, 3000, port=port)
     calls = [0]
@@ -99,6 +101,30 @@ def test_changes_made_during_the_backfill_are_caught_up(eight: list[str], binlog
         replay.complete(Phase.BACKFILL)
         again = catch_up(old, new, plan, conns, replay)
     assert again.completed and again.applied >= result.applied
+    counts = count_against_reference(eight, port)
+    assert (counts["lost"], counts["duplicated"], counts["differing"], counts["unexpected"]) == (0, 0, 0, 0), counts
+
+    # The same replay by GTID, as on a promoted replica (a position another server wrote): the binlog after it
+    # holds the backfill's copies, far more than the ~140 KB after which MariaDB resets a non-blocking dump
+    # begun at a GTID (the reader then reconnected at that GTID until the pass timed out).
+    with Connections(old, new) as conns, _log(old, "by-gtid") as by_gtid:
+        (server, (file, pos)), = start.items()
+        gtid = gtid_at(lambda sql, params: conns.query("ds_0", sql, params), file, pos)
+        assert gtid, f"no GTID at {file}:{pos}"
+        end_file, end_pos = conns.query("ds_0", "SHOW MASTER STATUS")[0][:2]
+        assert end_file != file or end_pos - pos > 200_000, (file, pos, end_file, end_pos)
+        for phase in (Phase.PREPARE, Phase.DUAL_WRITE):
+            by_gtid.enter(phase)
+            by_gtid.complete(phase)
+        by_gtid.enter(Phase.BACKFILL, detail={"binlog": {server: ["", 0, gtid, 4242]}})  # 4242: not this server
+        by_gtid.complete(Phase.BACKFILL)
+        caplog.clear()
+        third = catch_up(old, new, plan, conns, by_gtid, pass_timeout=60)
+        mark = by_gtid.state().scans[f"binlog:{server}"].high_water
+    assert third.completed and third.applied >= result.applied
+    reconnects = [r for r in caplog.records if r.name == "pymysqlreplication"]
+    assert not reconnects, f"the reader lost its connection {len(reconnects)} times"  # 4 078 before the fix
+    assert mark is not None and mark[0] and int(mark[3]) == 1  # carried on in this server's own files
     counts = count_against_reference(eight, port)
     assert (counts["lost"], counts["duplicated"], counts["differing"], counts["unexpected"]) == (0, 0, 0, 0), counts
 

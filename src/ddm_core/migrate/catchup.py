@@ -21,7 +21,8 @@ with ``mysql-replication`` (row events; the server needs ``log_bin``,
   GTID position there and the server's ``@@server_id`` when the start position
   carried them) after each flush, so a killed catch-up resumes from its last
   recorded position — by GTID when the server answering is another one than
-  the one that wrote it (a promoted replica: :mod:`ddm_core.migrate.gtid`);
+  the one that wrote it (a promoted replica: :mod:`ddm_core.migrate.gtid`), read
+  blocking up to the binlog's end at the pass's start;
 * every read is bounded: the stream connection has a read timeout and each
   pass a deadline (:class:`~ddm_core.errors.CatchUpTimeoutError`); a pass
   reads without blocking up to the end of the binlog.
@@ -60,6 +61,8 @@ FLUSH_ROWS = 1000
 MAX_LAG = 1.0
 #: Read timeout of the binlog stream connection, in seconds.
 READ_TIMEOUT = 10
+#: Seconds between the server's heartbeats on a blocking read (a start by GTID): an idle server says where it is.
+HEARTBEAT_S = 0.5
 
 
 def _sources(config: ShardingConfig, scans: Sequence[Scan]) -> dict[str, list[str]]:
@@ -177,6 +180,19 @@ def _server_id(conns: Connections, data_source: str) -> int:
     return server_gtid(lambda sql, params: conns.query(data_source, sql, params))[1]
 
 
+def _binlog_end(conns: Connections, data_source: str) -> tuple[str, int]:
+    """The server's binlog file and position now (``SHOW MASTER STATUS``): where a blocking pass stops."""
+    rows = conns.query(data_source, "SHOW MASTER STATUS")
+    if not rows:
+        raise MigrationError(f"catch-up: the server of data source {data_source!r} has no binlog (log_bin is off)")
+    return str(rows[0][0]), int(rows[0][1])
+
+
+def _reached(stream: Any, until: tuple[str, int]) -> bool:
+    """Has ``stream`` read up to ``until`` (a file name and position; files sort by their numbered suffix)?"""
+    return (str(stream.log_file or ""), int(stream.log_pos or 0)) >= until
+
+
 def _resume_point(marks: Sequence[Sequence[Any]], start: Sequence[Any]) -> tuple[str, int, str, int]:
     """``(file, pos, gtid, server_id)`` to read from: the furthest mark, else ``start`` (missing parts: empty)."""
     found = max(marks, key=lambda m: (str(m[0]), int(m[1])), default=start)
@@ -224,6 +240,7 @@ def replay_passes(
     from pymysqlreplication.row_event import (  # type: ignore[import-untyped]
         DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent,
     )
+    from pymysqlreplication.event import HeartbeatLogEvent
 
     scans = [c.scan for c in applier.copiers.values()]
     servers = _sources(config, scans)
@@ -256,14 +273,19 @@ def replay_passes(
                         # TLS as the data source's URL says (PyMySQL would otherwise build a TLS context
                         # per connection, ~27 ms, and a pass opens two).
                         **tls_arguments(ep.options, f"data source {sources[0]!r}")}
+            # A start by GTID is read blocking, with heartbeats, up to the end the server's binlog had now
+            # (``until``): MariaDB resets a non-blocking dump begun at a GTID once ~140 KB have gone, and the
+            # reader reconnects at that same GTID, for ever (docs/migration.md#catch-up).
+            until = _binlog_end(applier.conns, sources[0]) if by_gtid else None
             where: dict[str, Any] = (
                 # MariaDB: is_mariadb only together with auto_position (with a file it loops on reconnects).
-                {"auto_position": gtid, "is_mariadb": is_mariadb(gtid)} if by_gtid
-                else {"log_file": file, "log_pos": int(pos), "resume_stream": True})
+                {"auto_position": gtid, "is_mariadb": is_mariadb(gtid), "blocking": True,
+                 "slave_heartbeat": HEARTBEAT_S} if by_gtid
+                else {"log_file": file, "log_pos": int(pos), "resume_stream": True, "blocking": False})
             stream = BinLogStreamReader(
-                connection_settings=settings, server_id=_reader_id(log.name, server), blocking=False,
+                connection_settings=settings, server_id=_reader_id(log.name, server),
                 only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, XidEvent, GtidEvent,
-                             MariadbGtidEvent],
+                             MariadbGtidEvent, HeartbeatLogEvent],
                 only_schemas=schemas, only_tables=tables, **where,
             )
             committed: tuple[Any, ...] | None = None
@@ -276,6 +298,10 @@ def replay_passes(
                         raise CatchUpTimeoutError(
                             f"catch-up of server {server}: a pass did not reach the end of the binlog within "
                             f"{pass_timeout:g} s (at {stream.log_file}:{stream.log_pos})", server=server)
+                    if isinstance(event, HeartbeatLogEvent):  # an idle server's word of where it is
+                        if until is not None and _reached(stream, until):
+                            break
+                        continue
                     if isinstance(event, (GtidEvent, MariadbGtidEvent)):
                         current = str(event.gtid)
                         continue
@@ -291,6 +317,8 @@ def replay_passes(
                                 recorded[name] = clock()
                             if progress is not None:
                                 progress(passes, applier.applied)
+                        if until is not None and _reached(stream, until):
+                            break  # a blocking read's end: every transaction the binlog had when it began
                         continue
                     copier = applier.copier_of(event.schema, event.table)
                     if copier is not None:

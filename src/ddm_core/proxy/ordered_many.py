@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from ddm_core._fast import SELECTED
 from ddm_core.errors import DdmError
-from ddm_core.merge.spec import MergeSpec, memoized
+from ddm_core.merge.spec import MergeSpec, memoized, remember
 from ddm_core.proxy.relay import RELAY_STATES, ResultRelay
 
 if TYPE_CHECKING:
     from ddm_core._fast import ordered
+    from ddm_core.execute.sent_many import SentMany, SentPart
     from ddm_core.merge.collation import Collation
     from ddm_core.proxy.relay_many import Taken
 else:
@@ -49,6 +50,9 @@ _COLLATION_KEYS = {
     1069: ordered.KEY_ASCII_FOLD, 1057: ordered.KEY_ASCII_FOLD, 1032: ordered.KEY_ASCII_FOLD,  # their NO PAD forms
     1070: ordered.KEY_ASCII, 1107: ordered.KEY_ASCII, 1071: ordered.KEY_ASCII,
 }  # fmt: skip
+
+_KEYS = "ordered keys"  # the spec memo's entries of merge_ordered's keys (_keys)
+_UNKNOWN = object()
 
 
 def merges_raw(spec: MergeSpec) -> bool:
@@ -122,6 +126,29 @@ def _string_at(data: bytes, at: int) -> tuple[bytes, int]:
     return data[at : at + size], at + size
 
 
+def _keys(sent: SentMany, spec: MergeSpec, definitions: list[bytes], first: SentPart
+          ) -> list[tuple[int, int, bool]] | None:  # fmt: skip
+    """:func:`key_plan` for answers that begin with ``definitions`` (``first``'s), worked out once per spec, first
+    data source and SQL (the spec's memo: a column's definition names its collation, so the same bytes key the
+    same way); ``None``: decoded (a collation still to be asked of the data source is not remembered)."""
+    at = (_KEYS, first.unit.data_source, first.sql, *definitions)
+    memo = spec.memo
+    keys = memo.get(at, _UNKNOWN)
+    if keys is not _UNKNOWN:
+        return cast("list[tuple[int, int, bool]] | None", keys)
+    known = sent.engine.collations
+    description = description_of(definitions)
+    if known.pending(spec, description, first.unit.data_source, first.sql):
+        return None  # asked of the data source by the decoded path, off the loop
+    try:
+        collations = known.for_merge(spec, description, first.unit.data_source, first.sql, sent.describe, None)
+    except DdmError:
+        return None  # a collation the merge refuses: the decoded path raises it
+    keys = key_plan(spec, definitions, collations)
+    remember(memo, at, keys)
+    return keys
+
+
 def relay_ordered(taken: Taken, relay: ResultRelay, backend_eof: bool,
                   header_for: Callable[[list[bytes]], tuple[list[bytes], int]],
                   conversions_for: Callable[[list[bytes]], bytes | None] | None) -> bytes | None:  # fmt: skip
@@ -138,17 +165,8 @@ def relay_ordered(taken: Taken, relay: ResultRelay, backend_eof: bool,
     if probe.feed(answers[0]) != RELAY_STATES.HEADER:
         return None
     definitions = probe.columns
-    first = parts[order[0]]
     spec = sent.plan.merge
-    known = sent.engine.collations
-    description = description_of(definitions)
-    if known.pending(spec, description, first.unit.data_source, first.sql):
-        return None  # asked of the data source by the decoded path, off the loop
-    try:
-        collations = known.for_merge(spec, description, first.unit.data_source, first.sql, sent.describe, None)
-    except DdmError:
-        return None  # a collation the merge refuses: the decoded path raises it
-    keys = key_plan(spec, definitions, collations)
+    keys = _keys(sent, spec, definitions, parts[order[0]])
     if keys is None:
         return None
     limit = -1 if spec.limit is None else spec.limit
