@@ -5,6 +5,10 @@ shared MariaDB. Statements on ``ds_0`` were sent from the proxy's event loop (a 
 one-unit text): the frozen server answers neither them nor their cancel, so the deadline's
 guard (or, failing that, the bound on the wait for the answer: the deadline plus the cancel
 grace) ends the wait, while the loop goes on serving the client of ``ds_1``.
+
+In a transaction the same holds for a read on the frozen data source's pin and for a transaction's first
+read there, sent right behind its opening (both taken by the gate's front, ``PinStatement``): the pin cut
+off mid-read fails the transaction until it ends; an opening never answered leaves it as it was.
 """
 
 from __future__ import annotations
@@ -65,11 +69,72 @@ POINT = "SELECT amount FROM t_order WHERE user_id = %s AND order_id = %s"
 def test_a_frozen_data_source_fails_its_statement_in_time_and_stalls_no_one(
         frozen_proxy: tuple[ProxyProcess, Frozen, int, int]) -> None:  # fmt: skip
     proxy, frozen, on_frozen, on_healthy = frozen_proxy
-    victim, bystander = connect(proxy.port, autocommit=True), connect(proxy.port, autocommit=True)
+    victim = connect(proxy.port, autocommit=True)
     with victim.cursor() as cur:
         for _ in range(3):  # routed on a worker, then sent from the loop
             cur.execute(POINT, (on_frozen, 1))
             assert cur.fetchall() == ((10,),)
+    _fails_in_time_while_others_are_served(proxy, frozen, victim, on_frozen, on_healthy)
+    victim.close()
+    again = connect(proxy.port, autocommit=True)  # resumed: served again
+    with again.cursor() as cur:
+        for _ in range(3):
+            cur.execute(POINT, (on_frozen, 1))
+            assert cur.fetchall() == ((10,),)
+    again.close()
+
+
+def test_a_read_on_a_frozen_pin_fails_in_time_and_ends_its_transactions_use(
+        frozen_proxy: tuple[ProxyProcess, Frozen, int, int]) -> None:  # fmt: skip
+    proxy, frozen, on_frozen, on_healthy = frozen_proxy
+    victim = connect(proxy.port, autocommit=True)
+    with victim.cursor() as cur:
+        cur.execute("BEGIN")
+        for _ in range(3):  # the first opens the transaction there (its pin), the others read on the pin
+            cur.execute(POINT, (on_frozen, 1))
+            assert cur.fetchall() == ((10,),)
+    _fails_in_time_while_others_are_served(proxy, frozen, victim, on_frozen, on_healthy)
+    with victim.cursor() as cur:
+        # The pin was cut off mid-statement (its state unknown): the transaction refuses what follows, on any
+        # data source, until it ends; then the session is served as before.
+        with pytest.raises(pymysql.MySQLError, match="cut off"):
+            cur.execute(POINT, (on_healthy, 2))
+        cur.execute("ROLLBACK")
+        cur.execute("BEGIN")
+        cur.execute(POINT, (on_frozen, 1))
+        assert cur.fetchall() == ((10,),)
+        cur.execute("COMMIT")
+    victim.close()
+
+
+def test_a_transactions_first_read_on_a_frozen_data_source_fails_in_time_and_leaves_it_usable(
+        frozen_proxy: tuple[ProxyProcess, Frozen, int, int]) -> None:  # fmt: skip
+    proxy, frozen, on_frozen, on_healthy = frozen_proxy
+    victim = connect(proxy.port, autocommit=True)
+    with victim.cursor() as cur:
+        for _ in range(3):  # idle connections there: the transaction's opening goes on one, its read right behind
+            cur.execute(POINT, (on_frozen, 1))
+            assert cur.fetchall() == ((10,),)
+        cur.execute("BEGIN")
+        cur.execute(POINT, (on_healthy, 2))  # the transaction pins the healthy data source only
+        assert cur.fetchall() == ((20,),)
+    _fails_in_time_while_others_are_served(proxy, frozen, victim, on_frozen, on_healthy)
+    with victim.cursor() as cur:
+        # Its opening there was never answered: that connection went, the transaction goes on where it was, and
+        # opens there again at its next read.
+        cur.execute(POINT, (on_healthy, 2))
+        assert cur.fetchall() == ((20,),)
+        cur.execute(POINT, (on_frozen, 1))
+        assert cur.fetchall() == ((10,),)
+        cur.execute("COMMIT")
+    victim.close()
+
+
+def _fails_in_time_while_others_are_served(proxy: ProxyProcess, frozen: Frozen, victim: Any, on_frozen: int,
+                                           on_healthy: int) -> None:  # fmt: skip
+    """``victim``'s next point select on the frozen data source gets an error within the deadline and its grace,
+    while another client's reads of the healthy one are answered at once."""
+    bystander = connect(proxy.port, autocommit=True)
     outcome: dict[str, Any] = {}
 
     def frozen_statement() -> None:
@@ -94,17 +159,10 @@ def test_a_frozen_data_source_fails_its_statement_in_time_and_stalls_no_one(
                 worst = max(worst, time.monotonic() - began)
         t.join(3 * DEADLINE)
         assert not t.is_alive(), "the statement on the frozen data source was still waiting"
+    bystander.close()
     assert worst < 1.0, worst
     assert isinstance(outcome.get("error"), pymysql.MySQLError), outcome
     assert outcome["seconds"] < DEADLINE + 1.5, outcome
-    victim.close()
-    again = connect(proxy.port, autocommit=True)  # resumed: served again
-    with again.cursor() as cur:
-        for _ in range(3):
-            cur.execute(POINT, (on_frozen, 1))
-            assert cur.fetchall() == ((10,),)
-    again.close()
-    bystander.close()
 
 
 def test_the_proxy_stops_with_nothing_borrowed(frozen_proxy: tuple[ProxyProcess, Frozen, int, int]) -> None:
