@@ -71,16 +71,12 @@ def test_a_frozen_data_source_fails_its_statement_in_time_and_stalls_no_one(
     proxy, frozen, on_frozen, on_healthy = frozen_proxy
     victim = connect(proxy.port, autocommit=True)
     with victim.cursor() as cur:
-        for _ in range(3):  # routed on a worker, then sent from the loop
-            cur.execute(POINT, (on_frozen, 1))
-            assert cur.fetchall() == ((10,),)
+        _read(cur, on_frozen, 1, 10, times=3)  # routed on a worker, then sent from the loop
     _fails_in_time_while_others_are_served(proxy, frozen, victim, on_frozen, on_healthy)
     victim.close()
     again = connect(proxy.port, autocommit=True)  # resumed: served again
     with again.cursor() as cur:
-        for _ in range(3):
-            cur.execute(POINT, (on_frozen, 1))
-            assert cur.fetchall() == ((10,),)
+        _read(cur, on_frozen, 1, 10, times=3)
     again.close()
 
 
@@ -90,9 +86,7 @@ def test_a_read_on_a_frozen_pin_fails_in_time_and_ends_its_transactions_use(
     victim = connect(proxy.port, autocommit=True)
     with victim.cursor() as cur:
         cur.execute("BEGIN")
-        for _ in range(3):  # the first opens the transaction there (its pin), the others read on the pin
-            cur.execute(POINT, (on_frozen, 1))
-            assert cur.fetchall() == ((10,),)
+        _read(cur, on_frozen, 1, 10, times=3)  # the first opens the transaction there (its pin), the others read on it
     _fails_in_time_while_others_are_served(proxy, frozen, victim, on_frozen, on_healthy)
     with victim.cursor() as cur:
         # The pin was cut off mid-statement (its state unknown): the transaction refuses what follows, on any
@@ -101,8 +95,7 @@ def test_a_read_on_a_frozen_pin_fails_in_time_and_ends_its_transactions_use(
             cur.execute(POINT, (on_healthy, 2))
         cur.execute("ROLLBACK")
         cur.execute("BEGIN")
-        cur.execute(POINT, (on_frozen, 1))
-        assert cur.fetchall() == ((10,),)
+        _read(cur, on_frozen, 1, 10)
         cur.execute("COMMIT")
     victim.close()
 
@@ -112,22 +105,24 @@ def test_a_transactions_first_read_on_a_frozen_data_source_fails_in_time_and_lea
     proxy, frozen, on_frozen, on_healthy = frozen_proxy
     victim = connect(proxy.port, autocommit=True)
     with victim.cursor() as cur:
-        for _ in range(3):  # idle connections there: the transaction's opening goes on one, its read right behind
-            cur.execute(POINT, (on_frozen, 1))
-            assert cur.fetchall() == ((10,),)
+        _read(cur, on_frozen, 1, 10, times=3)  # idle connections there: the opening goes on one, its read behind it
         cur.execute("BEGIN")
-        cur.execute(POINT, (on_healthy, 2))  # the transaction pins the healthy data source only
-        assert cur.fetchall() == ((20,),)
+        _read(cur, on_healthy, 2, 20)  # the transaction pins the healthy data source only
     _fails_in_time_while_others_are_served(proxy, frozen, victim, on_frozen, on_healthy)
     with victim.cursor() as cur:
         # Its opening there was never answered: that connection went, the transaction goes on where it was, and
         # opens there again at its next read.
-        cur.execute(POINT, (on_healthy, 2))
-        assert cur.fetchall() == ((20,),)
-        cur.execute(POINT, (on_frozen, 1))
-        assert cur.fetchall() == ((10,),)
+        _read(cur, on_healthy, 2, 20)
+        _read(cur, on_frozen, 1, 10)
         cur.execute("COMMIT")
     victim.close()
+
+
+def _read(cur: Any, user: int, order_id: int, amount: int, times: int = 1) -> None:
+    """The point select of ``order_id`` of ``user``, ``times`` over, answered with ``amount``."""
+    for _ in range(times):
+        cur.execute(POINT, (user, order_id))
+        assert cur.fetchall() == ((amount,),)
 
 
 def _fails_in_time_while_others_are_served(proxy: ProxyProcess, frozen: Frozen, victim: Any, on_frozen: int,
@@ -154,8 +149,7 @@ def _fails_in_time_while_others_are_served(proxy: ProxyProcess, frozen: Frozen, 
         with bystander.cursor() as cur:
             for _ in range(20):  # meanwhile the loop serves the other data source's client at once
                 began = time.monotonic()
-                cur.execute(POINT, (on_healthy, 2))
-                assert cur.fetchall() == ((20,),)
+                _read(cur, on_healthy, 2, 20)
                 worst = max(worst, time.monotonic() - began)
         t.join(3 * DEADLINE)
         assert not t.is_alive(), "the statement on the frozen data source was still waiting"
