@@ -21,11 +21,11 @@ with ``mysql-replication`` (row events; the server needs ``log_bin``,
   GTID position there and the server's ``@@server_id`` when the start position
   carried them) after each flush, so a killed catch-up resumes from its last
   recorded position — by GTID when the server answering is another one than
-  the one that wrote it (a promoted replica: :mod:`ddm_core.migrate.gtid`), read
-  blocking up to the binlog's end at the pass's start;
+  the one that wrote it (a promoted replica: :mod:`ddm_core.migrate.gtid`);
 * every read is bounded: the stream connection has a read timeout and each
   pass a deadline (:class:`~ddm_core.errors.CatchUpTimeoutError`); a pass
-  reads without blocking up to the end of the binlog.
+  reads without blocking up to the end of the binlog — one that starts by
+  GTID blocking, with heartbeats, up to the end the binlog had when it began.
 
 The gate to the next phase: a pass — from the recorded position to the end
 of every server's binlog — that takes under ``max_lag`` seconds (1 s): at its
