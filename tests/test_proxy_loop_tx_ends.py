@@ -264,12 +264,11 @@ def test_with_autocommit_off_the_first_read_opens_the_transaction_on_the_loop(
     def in_transaction() -> bool:  # PyMySQL reads the status of OK packets only: there, the server's own view
         return bool(conn.in_transaction) if client == "prepared" else _in_transaction(databases) >= 1
 
-    def settled(open_: bool) -> bool:
+    def settled(open_: bool) -> None:
         """The transaction open (or not) as the client or the server sees it: the server's view is read again a
         while, since InnoDB refreshes its list of transactions only when no session read it for 0.1 s, which
         the tests beside this one, reading it too, can delay."""
         _until(lambda: in_transaction() == open_, lambda: f"the transaction is {'not ' if open_ else ''}open", 10.0)
-        return True
 
     def autocommit(on: bool) -> None:
         if client == "prepared":
@@ -286,7 +285,7 @@ def test_with_autocommit_off_the_first_read_opens_the_transaction_on_the_loop(
             before, inlined = _on_loop(loop), runtime.many_inlined
             cur.execute(point, (i,))
             (row,) = [tuple(r) for r in cur.fetchall()]
-            assert settled(True)
+            settled(True)
             assert _on_loop(loop)[0] == before[0] + 1  # opened from the loop with this read
             direct.execute("UPDATE t_tx SET k = k + 1 WHERE id = %s", (i,)).close()  # committed elsewhere
             cur.execute(point, (i,))
@@ -295,17 +294,20 @@ def test_with_autocommit_off_the_first_read_opens_the_transaction_on_the_loop(
             assert (i, row[1]) in [tuple(r) for r in cur.fetchall()]
             assert runtime.many_inlined == inlined + 1 and _on_loop(loop)[0] == before[0] + 2
             conn.commit()
-            assert settled(False) and _on_loop(loop)[1] == before[1] + 1  # the COMMIT sent from the loop
+            settled(False)
+            assert _on_loop(loop)[1] == before[1] + 1  # the COMMIT sent from the loop
             autocommit(True)
             cur.execute(point, (i,))
             assert [tuple(r) for r in cur.fetchall()] == [(i, row[1] + 1)]
             autocommit(False)
         before, inlined = _on_loop(loop), runtime.many_inlined
         cur.execute(ranged, (1, 20))  # a multi-unit read first: it opens the transaction on both data sources
-        assert len(cur.fetchall()) == 20 and settled(True)
+        assert len(cur.fetchall()) == 20
+        settled(True)
         assert runtime.many_inlined == inlined + 1 and _on_loop(loop)[0] == before[0] + 2
         conn.rollback()
-        assert settled(False) and _on_loop(loop)[1] == before[1] + 1
+        settled(False)
+        assert _on_loop(loop)[1] == before[1] + 1
     finally:
         cur.close()
         conn.close()

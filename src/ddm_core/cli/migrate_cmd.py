@@ -129,6 +129,14 @@ def plan_cmd(old_path: str, new_path: str, count: str, rate: float | None, per_s
 
 _STATE = click.option("--state", "state_ds", required=True, help="Data source holding the ddm_migration table.")
 _NAME = click.option("--name", required=True, help="The migration's name.")
+#: The catch-up options, of ``catch-up`` and of every step that runs binlog passes.
+_MAX_LAG = click.option("--max-lag", type=click.FloatRange(min=0.01, max=3600), default=MAX_LAG, show_default=True,
+                        help="The catch-up gate: a binlog pass shorter than this many seconds.")
+_PASS_TIMEOUT = click.option("--pass-timeout", type=click.FloatRange(min=1, max=86400), default=120.0,
+                             show_default=True,
+                             help="A catch-up pass that has not reached the end of the binlog by then fails.")
+_FLUSH_ROWS = click.option("--flush-rows", type=click.IntRange(min=1, max=100_000), default=FLUSH_ROWS,
+                           show_default=True, help="Binlog changes applied (and the position recorded) per flush.")
 
 
 @migrate.command("prepare")
@@ -382,12 +390,9 @@ class _BackfillBars:
 @_TO
 @_STATE
 @_NAME
-@click.option("--max-lag", type=click.FloatRange(min=0.01, max=3600), default=MAX_LAG, show_default=True,
-              help="The gate: a pass over the remaining binlog shorter than this many seconds.")
-@click.option("--pass-timeout", type=click.FloatRange(min=1, max=86400), default=120.0, show_default=True,
-              help="Deadline of one pass, in seconds.")
-@click.option("--flush-rows", type=click.IntRange(min=1, max=100_000), default=FLUSH_ROWS, show_default=True,
-              help="Changes applied (and the binlog position recorded) per flush.")
+@_MAX_LAG
+@_PASS_TIMEOUT
+@_FLUSH_ROWS
 @click.option("--progress/--no-progress", default=True, help="Show a spinner on stderr.")
 @needs_extra("migrate")
 def catch_up_cmd(old_path: str, new_path: str, state_ds: str, name: str, max_lag: float, pass_timeout: float,
@@ -479,12 +484,7 @@ def _steps(f: Any) -> Any:
         click.option("--max-rows-per-s", type=click.FloatRange(min=1), help="Ceiling on rows read per second."),
         click.option("--max-replica-lag-s", type=click.FloatRange(min=0),
                      help="Backfill pauses while the source's replicas lag more than this."),
-        click.option("--max-lag", type=click.FloatRange(min=0.01, max=3600), default=MAX_LAG, show_default=True,
-                     help="The catch-up gate: a binlog pass shorter than this many seconds."),
-        click.option("--flush-rows", type=click.IntRange(min=1, max=100_000), default=FLUSH_ROWS,
-                     show_default=True, help="Binlog changes applied (and the position recorded) per flush."),
-        click.option("--pass-timeout", type=click.FloatRange(min=1, max=86400), default=120.0, show_default=True,
-                     help="A catch-up pass that has not reached the end of the binlog by then fails the step."),
+        _MAX_LAG, _FLUSH_ROWS, _PASS_TIMEOUT,
         click.option("--observation-s", type=click.FloatRange(min=0), default=0.0, show_default=True,
                      help="Seconds after cutover before finish may delete the old rows."),
         click.option("--verify-cutover/--no-verify-cutover", default=True, show_default=True,

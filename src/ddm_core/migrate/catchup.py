@@ -45,7 +45,7 @@ from ddm_core.errors import CatchUpTimeoutError, MigrationError
 from ddm_core.execute.mysql_connect import tls_arguments
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.migrate.backfill import Scan, ScanCopier, backfill_scans
-from ddm_core.migrate.binlog import server_of
+from ddm_core.migrate.binlog import binlog_positions, server_of
 from ddm_core.migrate.connections import Connections
 from ddm_core.migrate.gtid import advance, is_mariadb, server_gtid
 from ddm_core.migrate.keycopy import Applier
@@ -180,12 +180,13 @@ def _server_id(conns: Connections, data_source: str) -> int:
     return server_gtid(lambda sql, params: conns.query(data_source, sql, params))[1]
 
 
-def _binlog_end(conns: Connections, data_source: str) -> tuple[str, int]:
-    """The server's binlog file and position now (``SHOW MASTER STATUS``): where a blocking pass stops."""
-    rows = conns.query(data_source, "SHOW MASTER STATUS")
-    if not rows:
-        raise MigrationError(f"catch-up: the server of data source {data_source!r} has no binlog (log_bin is off)")
-    return str(rows[0][0]), int(rows[0][1])
+def _binlog_end(config: ShardingConfig, conns: Connections, server: str, data_source: str) -> tuple[str, int]:
+    """``server``'s binlog file and position now (read through ``data_source``): where a blocking pass stops."""
+    end = binlog_positions(config, conns, [data_source]).get(server)
+    if end is None:
+        raise MigrationError(f"catch-up of server {server}: SHOW MASTER STATUS through data source "
+                             f"{data_source!r} shows no binlog (log_bin off, or no privilege to look)")
+    return str(end[0]), int(end[1])
 
 
 def _reached(stream: Any, until: tuple[str, int]) -> bool:
@@ -276,7 +277,7 @@ def replay_passes(
             # A start by GTID is read blocking, with heartbeats, up to the end the server's binlog had now
             # (``until``): MariaDB resets a non-blocking dump begun at a GTID once ~140 KB have gone, and the
             # reader reconnects at that same GTID, for ever (docs/migration.md#catch-up).
-            until = _binlog_end(applier.conns, sources[0]) if by_gtid else None
+            until = _binlog_end(config, applier.conns, server, sources[0]) if by_gtid else None
             where: dict[str, Any] = (
                 # MariaDB: is_mariadb only together with auto_position (with a file it loops on reconnects).
                 {"auto_position": gtid, "is_mariadb": is_mariadb(gtid), "blocking": True,
