@@ -33,7 +33,7 @@ from ddm_core.proxy.relay import (
 if TYPE_CHECKING:
     from ddm_core.execute.sent_many import SentMany, SentPart
 
-__all__ = ["relay_many", "read_many", "take_many", "decoded", "Taken"]
+__all__ = ["relay_many", "relay_many_on", "read_many", "take_many", "decoded", "taken_whole", "Taken"]
 
 _FIRST, _ROWS, _HEADER, _DONE, _ERROR = (RELAY_STATES.FIRST, RELAY_STATES.ROWS, RELAY_STATES.HEADER,
                                          RELAY_STATES.DONE, RELAY_STATES.ERROR)  # fmt: skip
@@ -51,26 +51,35 @@ class _Reading:
 
     __slots__ = ("sent", "socks", "errors", "statuses", "lost", "carry", "reading", "unwaited")
 
-    def __init__(self, sent: SentMany) -> None:
+    def __init__(self, sent: SentMany, carried: dict[int, bytes] | None = None) -> None:
         self.sent = sent
         parts = sent.parts
-        self.socks = [p.pool.driver.relay_socket(p.borrowed.raw) for p in parts]
+        self.socks: list[Any] | None = None  # per part, its socket (Driver.relay_socket), once one is read
         self.errors: list[BaseException | None] = [None] * len(parts)
         self.statuses = [0] * len(parts)
         self.lost: set[int] = set()  # lanes whose connection is in doubt
-        self.carry: dict[int, bytes] = {}  # per lane: bytes read past an answer (the next one's)
+        #: per lane: bytes read and not relayed yet — past an answer (the next one's), or read by reader callbacks
+        #: before this took over (proxy/hot_many.py)
+        self.carry: dict[int, bytes] = {} if carried is None else carried
         self.reading: dict[int, int] = {}  # per lane: the part whose answer is read now
         self.unwaited = 0  # bytes taken since the loop last ran anything else
 
     async def receive(self, i: int) -> bytes | None:
         """The next bytes of part ``i``'s socket (``None``: it failed; recorded, its lane lost)."""
-        part, sock = self.sent.parts[i], self.socks[i]
+        socks = self.socks
+        if socks is None:
+            socks = self.socks = [p.pool.driver.relay_socket(p.borrowed.raw) for p in self.sent.parts]
+        part, sock = self.sent.parts[i], socks[i]
         if self.reading.setdefault(part.lane, i) != i:  # the lane's next answer: past its deadline, cancel it too
             self.reading[part.lane] = i
             self.sent.cancel_again(part.lane)
         if sock is None:
             self._fail(i, unrelayable())
             return None
+        if self.carry:
+            carried = self.carry.pop(part.lane, None)
+            if carried:
+                return carried
         waited = False
         while True:
             # What has arrived is taken at once (the units were all sent together: by the time one answer is
@@ -184,19 +193,21 @@ class _Held:
 
 async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
                      header_for: Callable[[list[bytes]], tuple[list[bytes], int]],
-                     conversions_for: Callable[[list[bytes]], bytes | None] | None = None) -> int | bytes:  # fmt: skip
+                     conversions_for: Callable[[list[bytes]], bytes | None] | None = None,
+                     carried: dict[int, bytes] | None = None) -> int | bytes:  # fmt: skip
     """Pass ``sent``'s answers to the client behind ``writer`` as one result; the rows relayed.
 
     ``conversions_for``: the client reads binary rows (a prepared statement's): the first answer's column
     definitions → how its text rows are converted (:meth:`ResultRelay.convert`); where it says ``None``,
     nothing is relayed and what was read of the first answer is returned (``bytes``): the read goes on
-    with :func:`read_many` ``(sent, begun=...)``.
+    with :func:`read_many` ``(sent, begun=..., carried=...)``. ``carried``: per lane, bytes read off its socket
+    already (proxy/hot_many.py), relayed before anything more is read there.
 
     Raises:
         DdmError: what the worker path raises for the units' outcomes (``relay.seq`` is where the client's
             error packet goes).
     """
-    reading = _Reading(sent)
+    reading = _Reading(sent, carried)
     parts = sent.parts
     relay.concatenate(len(parts))
     transport = writer.transport
@@ -220,6 +231,34 @@ async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
                     return b"".join(begun)
                 relay.convert(conversions)
                 state = relay.pump(b"", client, header_for)
+    except BaseException:  # cancelled (a client gone, a shutdown): the answers are not read whole
+        sent.abandon()
+        raise
+    return await _relayed_on(reading, relay, writer, header_for, held, state, first_seq)
+
+
+async def relay_many_on(sent: SentMany, relay: ResultRelay, writer: Any,
+                        header_for: Callable[[list[bytes]], tuple[list[bytes], int]], state: int, framed: bytes,
+                        binary: bool) -> int:  # fmt: skip
+    """:func:`relay_many` from where reader callbacks left it (proxy/hot_many.py): ``relay`` (its first packet at
+    sequence id 1) in ``state`` with the client's column header framed, ``framed`` the client's bytes so far (not
+    written yet), a prepared statement's result when ``binary`` (held back as :func:`relay_many` holds it)."""
+    transport = writer.transport
+    held = _Held(transport) if binary else None
+    if framed:
+        (transport if held is None else held).write(framed)
+    return await _relayed_on(_Reading(sent), relay, writer, header_for, held, state, 1)
+
+
+async def _relayed_on(reading: _Reading, relay: ResultRelay, writer: Any,
+                      header_for: Callable[[list[bytes]], tuple[list[bytes], int]], held: _Held | None, state: int,
+                      first_seq: int) -> int:  # fmt: skip
+    """:func:`relay_many`'s reading on, from ``state``, and its settling."""
+    sent = reading.sent
+    parts = sent.parts
+    transport = writer.transport
+    client = transport if held is None else held
+    try:
         while state in (_FIRST, _ROWS):
             data = await reading.receive(relay.unit)
             if data is None:
@@ -248,17 +287,19 @@ async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
     return int(relay.rows)
 
 
-async def read_many(sent: SentMany, begun: bytes = b"") -> tuple[list[UnitResult | BaseException | None], set[int]]:
+async def read_many(sent: SentMany, begun: bytes = b"", carried: dict[int, bytes] | None = None
+                    ) -> tuple[list[UnitResult | BaseException | None], set[int]]:  # fmt: skip
     """Every answer of ``sent`` taken off its socket and read into rows by its driver: per part its
     :class:`UnitResult`, its error, or ``None`` (not read: its lane failed before it); and the lanes whose
     connection is in doubt. The caller settles ``sent`` with them (:meth:`SentMany.read`). ``begun``: the
-    first answer's bytes :func:`relay_many` read already."""
-    return decoded(await take_many(sent, begun))
+    first answer's bytes :func:`relay_many` read already; ``carried``: as :func:`relay_many`'s."""
+    return decoded(await take_many(sent, begun, carried))
 
 
-async def take_many(sent: SentMany, begun: bytes = b"") -> Taken:
-    """Every answer of ``sent`` taken off its socket whole, undecoded (``begun`` as :func:`read_many`'s)."""
-    reading = _Reading(sent)
+async def take_many(sent: SentMany, begun: bytes = b"", carried: dict[int, bytes] | None = None) -> Taken:
+    """Every answer of ``sent`` taken off its socket whole, undecoded (``begun``, ``carried`` as
+    :func:`read_many`'s)."""
+    reading = _Reading(sent, carried)
     if begun:
         reading.carry[sent.parts[0].lane] = begun
     answers: list[bytes | None] = []
@@ -294,3 +335,11 @@ def _decoded(part: SentPart, answer: bytes) -> UnitResult | BaseException:
     except Exception as exc:  # noqa: BLE001  # the driver's error for an error packet: mapped when settled
         return exc
     return UnitResult(part.unit.data_source, description, rows, len(rows), sql=part.sql)
+
+
+def taken_whole(sent: SentMany, answers: list[bytes], statuses: list[int]) -> Taken:
+    """``sent``'s answers, each taken whole and ended with rows (proxy/hot_many.py), as :func:`take_many` gives them."""
+    reading = _Reading(sent)
+    reading.statuses = statuses
+    return Taken(reading, list(answers))
+

@@ -58,9 +58,10 @@ from ddm_core.proxy.loop_transactions import (
     drop_opening, end_on_loop, ends_quietly, open_on_loop, opened_under, opening_for, pin_for, pins_for,
     read_from_loop, reads_on_pins, send_on_pin, settle_opening,
 )  # fmt: skip
-from ddm_core.proxy.relay import RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
+from ddm_core.proxy.relay import HIGH_WATER, RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.ordered_many import merges_raw, relay_ordered
-from ddm_core.proxy.relay_many import Taken, decoded, read_many, relay_many, take_many
+from ddm_core.proxy.hot_many import ConcatenatedAnswers, WholeAnswers
+from ddm_core.proxy.relay_many import Taken, decoded, read_many, relay_many, relay_many_on, take_many, taken_whole
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.idle import INTERACTIVE_TIMEOUT, WAIT_TIMEOUT, session_wait_timeout
 from ddm_core.proxy.mysql_errors import (
@@ -152,8 +153,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._closed = False
         self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
         self._sent: Any = None  # what the event loop sent for it in autocommit, for KILL QUERY to stop (kill.stop_sent)
-        # a hot read answering on the transaction's pin, or its hot COMMIT (given up at close)
-        self._pinned_hot: HotRelay | HotEnd | PinStatement | None = None
+        # a hot read answering on the transaction's pin, its hot COMMIT, or a multi-unit read whose answers reader
+        # callbacks take (proxy/hot_many.py): given up at close
+        self._pinned_hot: HotRelay | HotEnd | PinStatement | ConcatenatedAnswers | WholeAnswers | None = None
         self._text = False  # the running command is a COM_QUERY (a text result)
         self._announced: list[Column] | None = None  # the running execute's announced columns (a binary result)
         # Read-your-writes: this session's last writes per data source with replicas. Its statements run on
@@ -636,24 +638,30 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         runtime.many_inlined += 1
         if tx is None:
             self._sent = sent
+        return await self._read_sent_many(running, plan, sent, shape, None)
+
+    async def _read_sent_many(self, running: _Running, plan: RoutePlan, sent: SentMany, shape: Shape,
+                              carried: dict[int, bytes] | None) -> Relayed | Outcome | tuple[_Running, list[tuple[Any, ...]]]:  # fmt: skip
+        """The answers of a multi-unit read sent from the loop, read and answered (proxy/relay_many.py); ``carried``:
+        per lane, bytes read off its socket already (by reader callbacks: proxy/hot_many.py)."""
         relay = self._relay_many_of(running, plan, sent)
         begun = b""  # the first answer's bytes a relay read before it found its rows must be decoded
         if relay is not None and plan.merge.is_trivial:
-            relayed = await self._relayed_many(sent, relay, running, plan)
+            relayed = await self._relayed_many(sent, relay, running, plan, carried)
             if isinstance(relayed, Relayed):
                 return relayed
             begun = relayed
         if relay is not None and not plan.merge.is_trivial:  # an ORDER BY: merged undecoded where it can be
-            taken = await take_many(sent)
+            taken = await take_many(sent, carried=carried)
             merged = self._merged_in_order(taken, relay, running, plan, shape)
             if merged is not None:
                 return merged
             answers, lost = decoded(taken)
         else:
-            answers, lost = await read_many(sent, begun)
+            answers, lost = await read_many(sent, begun, carried)
         # Its answers were buffered and merged on the loop: a shape whose read proves long (a full batch of
         # rows) goes to the workers from then on, which stream it (bounded memory, the loop free meanwhile).
-        if sum(len(a.rows) for a in answers if isinstance(a, UnitResult)) >= runtime.batch_rows:
+        if sum(len(a.rows) for a in answers if isinstance(a, UnitResult)) >= self.runtime.batch_rows:
             shape.many = False
         try:
             if sent.collations_pending(answers):  # a column's collation is asked of its data source: a worker
@@ -688,7 +696,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self.runtime.opened_on_loop += 1
         self.runtime.opened_with_first += sent is not None
 
-    def _relay_many_of(self, running: _Running, plan: RoutePlan, sent: SentMany) -> ResultRelay | None:
+    def _relay_many_of(self, running: _Running, plan: RoutePlan, sent: SentMany, seq: int | None = None
+                       ) -> ResultRelay | None:  # fmt: skip
         """A relay for a multi-unit read whose rows need no merge or only an order (proxy/ordered_many.py): a
         text result, or a prepared statement's read not into a cursor (its rows converted); nothing masked,
         drivers whose answers a relay reads alike. ``None``: its answers are read into rows and merged."""
@@ -700,19 +709,23 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if len(drivers) != 1:
             return None
         (driver,) = drivers
-        return self.connection.relay_for(driver.relay_eof, binary=not self._text) if driver.can_relay else None
+        return self.connection.relay_for(driver.relay_eof, not self._text, seq) if driver.can_relay else None
 
-    async def _relayed_many(self, sent: SentMany, relay: ResultRelay, running: _Running, plan: RoutePlan
+    async def _relayed_many(self, sent: SentMany, relay: ResultRelay, running: _Running, plan: RoutePlan,
+                            carried: dict[int, bytes] | None = None, framed: tuple[int, bytes] | None = None
                             ) -> Relayed | bytes:  # fmt: skip
         """``sent``'s answers relayed to the client as one result (proxy/relay_many.py); ``bytes``: a prepared
-        statement's whose rows cannot be converted, nothing relayed: what was read of the first answer."""
+        statement's whose rows cannot be converted, nothing relayed: what was read of the first answer.
+        ``carried``: per lane, bytes read already; ``framed``: the relay is in this state, the client's header
+        and these bytes framed already (by reader callbacks: proxy/hot_many.py)."""
         stream = self.connection.stream
         announced = None if self._text else self._announced
         try:
             aggregates = plan.merge.aggregates
             header = self.connection.relay_header(aggregates, announced)
             convert = None if announced is None else self.connection.relay_conversions(aggregates, announced)
-            rows = await relay_many(sent, relay, stream.writer, header, convert)
+            rows = await (relay_many(sent, relay, stream.writer, header, convert, carried) if framed is None
+                          else relay_many_on(sent, relay, stream.writer, header, *framed, announced is not None))
         except DdmError as exc:
             stream.seq.value = relay.seq  # the error packet follows what was relayed
             running.failed(exc)
@@ -880,27 +893,169 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     def _hot_many(self, command: int, payload: bytes, many: _HotMany) -> bool:
         """A multi-unit read (``Shape.many``) taken from the gate: what mimic's path does for it from :meth:`_run`
-        on (``_start_many``, the answer written by the connection as mimic's path writes it), in a task of its own;
-        the gate reads the client's next command once the answer is written (docs/proxy.md#the-hot-path)."""
+        on, sent here and its answers read by reader callbacks (proxy/hot_many.py) — rows relayed, or merged in
+        order undecoded — and answered from them in one call; anything else, and whatever those callbacks find
+        unusual, is answered in a task of its own from where it is (``_start_many``, the answer written by the
+        connection as mimic's path writes it). The gate reads the client's next command once the answer is
+        written (docs/proxy.md#the-hot-path)."""
         runtime, conn = self.runtime, self.connection
         cid = conn.connection_id
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
         runtime.hot_many += 1
         self._text, self._announced, self._interrupted = command == _COM_QUERY, many.announced, False
+        try:
+            sent = self._many_sent(many)
+        except Exception:  # noqa: BLE001  # a bug before anything was sent: the task's path starts it over
+            log.exception("sending a multi-unit read from the gate failed")
+            sent = None
+        if sent is None or isinstance(sent, DdmError):
+            self._many_resumed(_ManyRead(command, payload, many, cid), None if sent is None else _raised(sent))
+            return True
+        running, plan, sent_many = sent
+        read = _ManyRead(command, payload, many, cid, running, sent_many)
+        relay = self._relay_many_of(running, plan, sent_many, 1)  # the gate read the command (sequence id 0)
+        if relay is None or conn.gate_transport.get_write_buffer_size() > HIGH_WATER:
+            # decoded and merged by the engine, or a client that reads slowly: the task's path reads the answers
+            self._many_resumed(read, self._read_sent_many(running, plan, sent_many, many.shape, None))
+            return True
+        read.relay = relay
+        announced = None if self._text else self._announced
+        aggregates = plan.merge.aggregates
+        header_for = conn.relay_header(aggregates, announced)
+        convert = None if announced is None else conn.relay_conversions(aggregates, announced)
         loop = self._loop()
-        self._many_task = loop.create_task(self._answer_many(command, payload, many, cid))
+        reader: ConcatenatedAnswers | WholeAnswers
+        if plan.merge.is_trivial:
+            reader = ConcatenatedAnswers(sent_many, loop, runtime.deadlines, relay, header_for, convert,
+                                         partial(self._many_relayed, read), partial(self._many_framed_over, read),
+                                         partial(self._many_fresh_over, read))  # fmt: skip
+        else:
+            read.header_for, read.convert = header_for, convert
+            reader = WholeAnswers(sent_many, loop, runtime.deadlines, partial(self._many_merged, read),
+                                  partial(self._many_fresh_over, read))  # fmt: skip
+        self._pinned_hot = reader
+        reader.start()
         return True
 
-    async def _answer_many(self, command: int, payload: bytes, many: _HotMany, cid: int) -> None:
-        """:meth:`_hot_many`'s task: the read started and answered as ``handle_query`` / ``handle_prepared`` and the
-        connection's command loop answer it, errors as their error packets; nothing sent (its route is no
-        multi-unit read for these values): mimic's path answers the command after all."""
+    def _many_sent(self, many: _HotMany) -> tuple[_Running, RoutePlan, SentMany] | DdmError | None:
+        """:meth:`_hot_many`'s read routed and sent here, as :meth:`_start_many` sends it (no masks nor rate limits
+        to admit: ``hot()`` checked); the error its send raised; ``None``: nothing was sent — a refusal, a data
+        source its transaction has not pinned yet, no idle connection: the task's path runs it from the start."""
+        runtime = self.runtime
+        started = runtime.clock()
+        try:
+            plan = runtime.executor.router.route(many.text, many.params)
+        except DdmError:
+            return None  # the task's path routes it again and answers why
+        if not _many_units(plan):
+            return None
+        tx = self._tx
+        pins = None
+        if tx is not None:
+            pinned = tx.data_sources
+            if not all(source in pinned for source in plan.data_sources):
+                return None  # opened from the task's path first
+            pins = pins_for(tx, plan)
+            if pins is None:
+                return None
+        running = _Running(self, many.sql, plan, started)
+        try:
+            sent = runtime.executor.send_many(plan, caller_style=style_of(many.text), on=pins)
+        except DdmError as exc:
+            running.failed(exc)
+            return exc
+        if sent is None:
+            return None
+        runtime.many_inlined += 1
+        if tx is None:
+            self._sent = sent
+        return running, plan, sent
+
+    def _many_relayed(self, read: _ManyRead, out: bytes) -> None:
+        """Every answer of ``read`` relayed into ``out`` (proxy/hot_many.py ``ConcatenatedAnswers``): settled,
+        written, ended."""
+        if self._many_settled(read, out):
+            self.runtime.many_relayed += 1
+
+    def _many_merged(self, read: _ManyRead, answers: list[bytes], statuses: list[int]) -> None:
+        """Every answer of ``read`` taken whole (proxy/hot_many.py ``WholeAnswers``): merged in order undecoded,
+        settled, written, ended; answers that cannot be merged so go to the task's path as they were read."""
+        self._pinned_hot = None
+        sent, relay, runtime = read.sent, read.relay, self.runtime
+        assert sent is not None and relay is not None
+        try:
+            out = relay_ordered(taken_whole(sent, answers, statuses), relay, sent.parts[0].pool.driver.relay_eof,
+                                read.header_for, read.convert)  # fmt: skip
+        except Exception:  # noqa: BLE001  # a bug must not leave the client waiting: the task's path answers
+            log.exception("merging a multi-unit read's answers failed")
+            out = None
+        if out is None:
+            self._many_fresh_over(read, {part.lane: answer for part, answer in zip(sent.parts, answers)})
+            return
+        read.statuses = statuses
+        if self._many_settled(read, out):
+            runtime.many_ordered += 1
+            if relay.rows >= runtime.batch_rows:  # as a decoded merge's: a long read goes to the workers from then on
+                read.many.shape.many = False
+
+    def _many_settled(self, read: _ManyRead, out: bytes) -> bool:
+        """``read``'s answers all ended with rows and ``out`` is the client's result: the read settled, ``out``
+        written and the command ended, as the task's path ends it; ``False``: settling raised (a deadline's cancel
+        fired), nothing was written and the task's path answers with the error."""
+        self._pinned_hot = None
+        sent, relay, running = read.sent, read.relay, read.running
+        assert sent is not None and relay is not None and running is not None
+        rows = int(relay.rows)
+        statuses = read.statuses if read.statuses is not None else relay.statuses
+        try:
+            sent.relayed(rows, statuses, [None] * len(sent.parts))
+        except DdmError as exc:
+            running.failed(exc)
+            self._many_resumed(read, _raised(exc))
+            return False
+        conn, runtime = self.connection, self.runtime
+        transport = conn.gate_transport
+        if not transport.is_closing():
+            transport.write(out)
+        runtime.many_taken += 1
+        self._sent = None
+        running.finish(rows)
+        self._update_status()
+        runtime._exit(read.cid)
+        conn.gate_done()
+        return True
+
+    def _many_framed_over(self, read: _ManyRead, state: int, framed: bytes) -> None:
+        """Reader callbacks stopped short with the client's header framed: the task's path relays on from ``state``."""
+        self._pinned_hot = None
+        sent, relay, running = read.sent, read.relay, read.running
+        assert sent is not None and relay is not None and running is not None
+        self._many_resumed(read, self._relayed_many(sent, relay, running, running.plan, framed=(state, framed)))
+
+    def _many_fresh_over(self, read: _ManyRead, carried: dict[int, bytes]) -> None:
+        """Reader callbacks stopped short: the task's path reads the answers from the start, ``carried`` the bytes
+        read per lane."""
+        self._pinned_hot = None
+        sent, running = read.sent, read.running
+        assert sent is not None and running is not None
+        self._many_resumed(read, self._read_sent_many(running, running.plan, sent, read.many.shape, carried))
+
+    def _many_resumed(self, read: _ManyRead, resume: Awaitable[Any] | None) -> None:
+        """:meth:`_hot_many`'s read answered in a task: from ``resume`` on (``None``: from the start)."""
+        self._many_task = self._loop().create_task(self._answer_many(read.command, read.payload, read.many, read.cid,
+                                                                     resume))  # fmt: skip
+
+    async def _answer_many(self, command: int, payload: bytes, many: _HotMany, cid: int,
+                           resume: Awaitable[Any] | None) -> None:  # fmt: skip
+        """:meth:`_hot_many`'s task: the read started (or resumed from ``resume``) and answered as ``handle_query`` /
+        ``handle_prepared`` and the connection's command loop answer it, errors as their error packets; nothing sent
+        (its route is no multi-unit read for these values): mimic's path answers the command after all."""
         runtime, conn = self.runtime, self.connection
         stream = conn.stream
         stream.seq.value = 1  # the gate read the command's packet (sequence id 0)
         handback = False
         try:
-            error = await self._many_answer(command, many)
+            error = await self._many_answer(command, many, resume)
             handback = error is None
             if error:
                 await stream.write(error)
@@ -915,12 +1070,12 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             else:
                 conn.gate_done()
 
-    async def _many_answer(self, command: int, many: _HotMany) -> bytes | None:
+    async def _many_answer(self, command: int, many: _HotMany, resume: Awaitable[Any] | None) -> bytes | None:
         """:meth:`_answer_many`'s read and its answer written; the error packet to write instead (``b""``: none);
         ``None``: nothing was sent, mimic's path answers the command."""
         conn = self.connection
         try:
-            result = await self._as_mysql(self._started_many(many))
+            result = await self._as_mysql(self._started_many(many, resume))
             if result is _HANDBACK:
                 return None
             if command == _COM_QUERY:
@@ -936,10 +1091,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return bytes(conn.error(msg=exc))
         return b""
 
-    async def _started_many(self, many: _HotMany) -> Any:
-        """``many`` started as :meth:`_run` starts it, and its answer; :data:`_HANDBACK`: nothing was sent."""
-        first = await self._stoppable(many.sql, self._start_many(many.sql, many.text, many.params, self.runtime.clock(),
-                                                                  many.shape))  # fmt: skip
+    async def _started_many(self, many: _HotMany, resume: Awaitable[Any] | None) -> Any:
+        """``many`` started as :meth:`_run` starts it (or resumed from ``resume``), and its answer; :data:`_HANDBACK`:
+        nothing was sent."""
+        first = await self._stoppable(many.sql, resume if resume is not None else self._start_many(
+            many.sql, many.text, many.params, self.runtime.clock(), many.shape))  # fmt: skip
         return _HANDBACK if first is None else await self._answered(many.sql, first)
 
     def _hot_plan(self, command: int, payload: bytes, read: tuple[Any, ...] | None
@@ -1381,6 +1537,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         return await done
 
 
+async def _raised(exc: DdmError) -> Any:
+    """An error met before the task's path took over, raised there (its answer is mapped as every error's)."""
+    raise exc
+
+
 def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
     """On the loop: a worker's outcome into the future its caller awaits (unless the caller gave up)."""
     if done.cancelled():
@@ -1442,6 +1603,21 @@ class _HotMany:
 
     def __init__(self, sql: str, text: str, params: Any, announced: list[Column] | None, shape: Shape) -> None:
         self.sql, self.text, self.params, self.announced, self.shape = sql, text, params, announced, shape
+
+
+class _ManyRead:
+    """A multi-unit read :meth:`ProxySession._hot_many` took: the command, and once sent what reading it needs."""
+
+    __slots__ = ("command", "payload", "many", "cid", "running", "sent", "relay", "header_for", "convert", "statuses")
+
+    def __init__(self, command: int, payload: bytes, many: _HotMany, cid: int, running: _Running | None = None,
+                 sent: SentMany | None = None) -> None:  # fmt: skip
+        self.command, self.payload, self.many, self.cid, self.running, self.sent = (command, payload, many, cid, running,
+                                                                                     sent)  # fmt: skip
+        self.relay: ResultRelay | None = None
+        self.header_for: Any = None  # an ordered read's client header and conversions (relay_ordered's)
+        self.convert: Any = None
+        self.statuses: list[int] | None = None  # the answers' closing flags, when not the relay's
 
 
 class _Running:

@@ -1,0 +1,295 @@
+"""A multi-unit read's answers read off their sockets by reader callbacks: no task, no future, no coroutine.
+
+The gate hands the session a known multi-unit read (``ProxySession._hot_many``); the session sends its units
+(``Executor.send_many``) and reads their answers here, part after part as :func:`relay_many` and
+:func:`take_many` read them (proxy/relay_many.py): whatever a socket has is taken at once, and only an empty
+socket is watched, by a reader callback (docs/proxy.md#answers-read-by-reader-callbacks).
+
+* :class:`ConcatenatedAnswers` — rows that need no merge: each answer's bytes go through the concatenating
+  relay as they come; the client's result is written in one piece once the last answer ended.
+* :class:`WholeAnswers` — rows merged in order undecoded: each answer taken whole, then merged by the session.
+
+Only the common course is here. Anything else — parts that share a connection, a socket that cannot be read
+off, fails or closes, an error packet or anything but rows, more than :data:`TAKE_LIMIT` bytes, the answer
+bound passing, a bug — stops the reading where it is and hands it to the task's path, which reads on as if
+it had read those bytes itself: from the start with the bytes read so far per connection (``carried``), or,
+once the client's column header is framed, with the relay as it is (``relay_many_on``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from ddm_core.proxy.relay import READ_SIZE, RELAY_STATES, ResultRelay
+
+if TYPE_CHECKING:
+    from ddm_core.execute.sent_many import SentMany
+
+__all__ = ["ConcatenatedAnswers", "WholeAnswers", "TAKE_LIMIT"]
+
+log = logging.getLogger(__name__)
+
+#: Bytes read past which the task's path reads on instead (it streams them: memory stays bounded, and the loop
+#: serves other clients between chunks).
+TAKE_LIMIT = 1 << 20
+
+_DONTWAIT = socket.MSG_DONTWAIT
+_FIRST, _ROWS, _HEADER, _DONE = RELAY_STATES.FIRST, RELAY_STATES.ROWS, RELAY_STATES.HEADER, RELAY_STATES.DONE
+#: What a part's bytes did (:meth:`_PartsReader._consume`): more of its answer is to come; its answer ended;
+#: something not usual (the task's path reads on).
+_MORE, _NEXT, _UNUSUAL = range(3)
+
+
+class _PartsReader:
+    """The parts of ``sent`` read in order, each socket read without waiting while it has bytes and watched
+    by a reader callback when it has none; the answer bound kept on the loop's shared timer (``Deadlines``)."""
+
+    __slots__ = ("sent", "loop", "deadlines", "socks", "part", "watched", "size", "cancel_at", "abort_at", "done")
+
+    def __init__(self, sent: SentMany, loop: Any, deadlines: Any) -> None:
+        self.sent = sent
+        self.loop = loop
+        self.deadlines = deadlines
+        self.socks: list[Any] = []
+        self.part = 0  # the part whose answer is read now
+        self.watched = -1  # the part whose socket is watched (-1: none)
+        self.size = 0  # bytes read so far
+        #: Read by ``Deadlines``: the cancel at the deadline is the lanes' guards' (armed by ``send_many``)
+        self.cancel_at: float | None = None
+        self.abort_at: float | None = None  # the loop's time of the answer bound (``SentMany.answer_by``)
+        self.done = False
+
+    def start(self) -> None:
+        """Read what has come and watch for the rest; handed over at once when parts share a connection (their
+        answers come in turn on one socket) or one cannot be read off its socket."""
+        parts = self.sent.parts
+        if len({part.lane for part in parts}) != len(parts):
+            self._hand_over()
+            return
+        for part in parts:
+            sock = part.pool.driver.relay_socket(part.borrowed.raw)
+            if sock is None:
+                self._hand_over()
+                return
+            self.socks.append(sock)
+        answer_by = self.sent.answer_by
+        if answer_by is not None:
+            loop, deadlines = self.loop, self.deadlines
+            self.abort_at = loop.time() + max(0.0, answer_by - time.monotonic())
+            deadlines.running.add(self)
+            if self.abort_at < deadlines.at:
+                deadlines.arm(self.abort_at, loop)
+        self._advance()
+
+    def _advance(self) -> None:
+        while True:
+            i = self.part
+            try:
+                data: bytes = self.socks[i].recv(READ_SIZE, _DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                if self.watched != i:
+                    self.watched = i
+                    self.loop.add_reader(self.sent.parts[i].fileno, self._advance_now)
+                return
+            except OSError:
+                self._hand_over()  # the task's path reads the socket again and names its failure
+                return
+            if not data:
+                self._hand_over()
+                return
+            self.size += len(data)
+            try:
+                step = self._consume(i, data)
+            except Exception:  # noqa: BLE001  # a bug must not leave the client waiting: the task's path reads on
+                log.exception("reading a multi-unit read's answer from a reader callback failed")
+                step = _UNUSUAL
+            if step == _MORE and self.size <= TAKE_LIMIT:
+                continue
+            if step != _NEXT:  # unusual, or a long answer: the task's path streams it on
+                self._hand_over()
+                return
+            if self.watched == i:
+                self._unwatch()
+            self.part = i + 1
+            if self.part == len(self.socks):
+                self._end()
+                self._finish()
+                return
+
+    def _advance_now(self) -> None:
+        if not self.done:
+            self._advance()
+
+    def check(self, now: float) -> None:
+        """The loop's shared timer: past the answer bound the task's path takes over (and finds it passed)."""
+        if not self.done and self.abort_at is not None and self.abort_at <= now:
+            self._hand_over()
+
+    def abandon(self) -> None:
+        """Given up before the answers are in (the client went away): every connection discarded."""
+        if self.done:
+            return
+        self._end()
+        self.sent.abandon()
+
+    def _hand_over(self) -> None:
+        self._end()
+        self._over()
+
+    def _end(self) -> None:
+        self.done = True
+        self.abort_at = None
+        self.deadlines.running.discard(self)
+        if self.watched >= 0:
+            self._unwatch()
+
+    def _unwatch(self) -> None:
+        fd = self.sent.parts[self.watched].fileno
+        self.watched = -1
+        self.loop.remove_reader(fd)
+        os.set_blocking(fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
+
+    # -- what a kind of read does with the bytes ---------------------------------------------------------
+
+    def _consume(self, i: int, data: bytes) -> int:
+        raise NotImplementedError
+
+    def _finish(self) -> None:
+        raise NotImplementedError
+
+    def _over(self) -> None:
+        raise NotImplementedError
+
+
+class ConcatenatedAnswers(_PartsReader):
+    """A read whose rows need no merge: every answer through ``relay`` (concatenating) as it comes.
+
+    Args:
+        sent, loop, deadlines: As :class:`_PartsReader`'s.
+        relay: The client's relay (its first packet at sequence id 1).
+        header_for: The client's column header for the data sources' definitions (``relay_header``).
+        conversions_for: A prepared statement's conversions of text rows to binary ones (``relay_conversions``);
+            ``None``: a text result.
+        relayed: ``relayed(out)``: every answer ended with rows; ``out`` is the client's whole result.
+        framed_over: ``framed_over(state, out)``: the task's path reads on with the relay in ``state``, ``out``
+            framed for the client so far.
+        fresh_over: ``fresh_over(carried)``: the task's path reads from the start, ``carried`` the bytes read per
+            lane (``relay`` not used again).
+    """
+
+    __slots__ = ("relay", "header_for", "conversions_for", "relayed", "framed_over", "fresh_over", "out", "begun",
+                 "state")  # fmt: skip
+
+    def __init__(self, sent: SentMany, loop: Any, deadlines: Any, relay: ResultRelay,
+                 header_for: Callable[[list[bytes]], tuple[list[bytes], int]],
+                 conversions_for: Callable[[list[bytes]], bytes | None] | None, relayed: Callable[[bytes], None],
+                 framed_over: Callable[[int, bytes], None], fresh_over: Callable[[dict[int, bytes]], None]) -> None:  # fmt: skip
+        super().__init__(sent, loop, deadlines)
+        self.relay = relay
+        self.header_for = header_for
+        self.conversions_for = conversions_for
+        self.relayed = relayed
+        self.framed_over = framed_over
+        self.fresh_over = fresh_over
+        self.out: list[bytes] = []  # the client's bytes (a relay's "client": written in one piece at the end)
+        #: The first answer's bytes before its header (a prepared statement's rows are converted: the header decides
+        #: how); ``None``: the header is framed
+        self.begun: list[bytes] | None = [] if conversions_for is not None else None
+        self.state = _FIRST
+        relay.concatenate(len(sent.parts))
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data: bytes) -> None:
+        self.out.append(data)
+
+    def _consume(self, i: int, data: bytes) -> int:
+        relay = self.relay
+        begun = self.begun
+        if begun is None:
+            state = relay.pump(data, self, self.header_for)
+        else:  # as relay_many: the first answer's definitions read before anything is relayed
+            begun.append(data)
+            state = relay.feed(data)
+            if state == _FIRST:
+                return _MORE
+            if state != _HEADER:
+                return _UNUSUAL
+            conversions = self.conversions_for(relay.columns)  # type: ignore[misc]
+            if conversions is None:
+                return _UNUSUAL  # decoded: the task's path finds the same and reads them into rows
+            relay.convert(conversions)
+            self.begun = None
+            state = relay.pump(b"", self, self.header_for)
+        self.state = state
+        if state == _FIRST or state == _ROWS:
+            return _MORE if relay.unit == i else _NEXT
+        return _NEXT if state == _DONE else _UNUSUAL
+
+    def _finish(self) -> None:
+        out = self.out
+        self.relayed(out[0] if len(out) == 1 else b"".join(out))
+
+    def _over(self) -> None:
+        if self.begun is None:  # the header is framed: on from where the relay is
+            self.framed_over(self.state, b"".join(self.out))
+        else:
+            parts = self.sent.parts
+            self.fresh_over({parts[0].lane: b"".join(self.begun)} if self.begun else {})
+
+
+class WholeAnswers(_PartsReader):
+    """A read whose rows are merged in order undecoded: every answer taken whole (its end found by a relay that
+    only frames), as :func:`take_many` takes them.
+
+    Args:
+        sent, loop, deadlines: As :class:`_PartsReader`'s.
+        taken: ``taken(answers, statuses)``: every answer, whole, and its closing flags, in part order.
+        fresh_over: As :class:`ConcatenatedAnswers`'s.
+    """
+
+    __slots__ = ("taken", "fresh_over", "finder", "chunks", "answers", "statuses")
+
+    def __init__(self, sent: SentMany, loop: Any, deadlines: Any, taken: Callable[[list[bytes], list[int]], None],
+                 fresh_over: Callable[[dict[int, bytes]], None]) -> None:  # fmt: skip
+        super().__init__(sent, loop, deadlines)
+        self.taken = taken
+        self.fresh_over = fresh_over
+        self.finder: ResultRelay | None = None
+        self.chunks: list[bytes] = []  # the answer read now, so far
+        self.answers: list[bytes] = []
+        self.statuses: list[int] = []
+
+    def _consume(self, i: int, data: bytes) -> int:
+        finder = self.finder
+        if finder is None:
+            finder = self.finder = ResultRelay(1, True, self.sent.parts[i].pool.driver.relay_eof, True)
+        self.chunks.append(data)
+        state = finder.feed(data)
+        while state == _HEADER:
+            state = finder.header([], 0)
+        finder.take()  # framed for nobody: only the answer's end is wanted
+        if state == _FIRST or state == _ROWS:
+            return _MORE
+        if state != _DONE or finder.rest():  # an error packet, an OK, bytes past the answer: the task's path
+            return _UNUSUAL
+        chunks = self.chunks
+        self.answers.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        self.statuses.append(finder.status)
+        self.chunks, self.finder = [], None
+        return _NEXT
+
+    def _finish(self) -> None:
+        self.taken(self.answers, self.statuses)
+
+    def _over(self) -> None:
+        parts = self.sent.parts
+        carried = {parts[i].lane: answer for i, answer in enumerate(self.answers)}
+        if self.chunks:
+            carried[parts[len(self.answers)].lane] = b"".join(self.chunks)
+        self.fresh_over(carried)
