@@ -59,6 +59,11 @@ class Served(InProcessProxy):
         """Multi-unit reads sent from the loop so far, and those of them relayed."""
         return self.server.runtime.many_inlined, self.server.runtime.many_relayed
 
+    @property
+    def taken(self) -> int:
+        """Multi-unit reads answered from reader callbacks so far, with no task (proxy/hot_many.py)."""
+        return int(self.server.runtime.many_taken)
+
     def raw(self, capabilities: int = 0) -> RawClient:
         client = RawClient(self.port, timeout=30)
         assert client.login(USER, PASSWORD, database="logic_db", capabilities=capabilities)[:1] == b"\x00"
@@ -280,6 +285,53 @@ def test_the_gate_takes_a_known_multi_unit_read(proxies: tuple[dict[str, Served]
     assert runtime.hot_many > before and moved[0] == 1, (runtime.hot_many - before, moved)
     assert answer == _answer(served["workers"], sql)[0]
     relay.at_rest()
+
+
+#: Each course of a multi-unit read the gate takes (proxy/hot_many.py), and whether it is answered from reader
+#: callbacks: rows relayed or merged in order as they come, else handed to the task's path — with the client's
+#: header framed (a 2 MB row, past what is taken whole; a unit's error) or from the start with what was read (a
+#: merge's 2 MB row; a unit's error).
+COURSES = {
+    "relayed": ("SELECT id, k, d, dt, day, b, j FROM t_many WHERE id BETWEEN 1 AND 40", True),
+    "merged": ("SELECT id, k, d, j, dt FROM t_many WHERE id BETWEEN 1 AND 40 ORDER BY dt DESC, id", True),
+    "relayed-long": (PLAIN, False),
+    "merged-long": (PLAIN + " ORDER BY id DESC", False),
+    "relayed-failed": ("SELECT id FROM t_gap WHERE id BETWEEN 1 AND 40", False),
+    "merged-failed": ("SELECT id FROM t_gap WHERE id BETWEEN 1 AND 40 ORDER BY id", False),
+}
+
+
+@pytest.mark.parametrize("tx", [False, True], ids=["autocommit", "pinned"])
+@pytest.mark.parametrize("course", list(COURSES))
+def test_each_course_of_a_read_from_the_gate_answers_as_the_worker_path(
+    proxies: tuple[dict[str, Served], list[str]], course: str, tx: bool
+) -> None:
+    """Answered from reader callbacks or handed over mid-way, in autocommit or on a transaction's pins, the client
+    gets the worker path's answer byte for byte, the transaction goes on, and every connection is back."""
+    served, _ = proxies
+    sql, from_callbacks = COURSES[course]
+    answers, taken = {}, {}
+    for name in ("relay", "workers"):
+        one = served[name]
+        with one.raw() as client:
+            client.command(0x03, sql.encode())  # the shape, routed on a worker
+            client.response()
+            if tx:
+                client.query("BEGIN")
+                for key in PINS:
+                    client.query(f"SELECT k FROM t_many WHERE id = {key}")
+            before = one.taken, one.many[0]
+            client.command(0x03, sql.encode())
+            answers[name] = client.response()
+            client.query("SELECT 1")  # answered once the read is settled (its counts too)
+            taken[name] = one.taken - before[0], one.many[0] - before[1]
+            assert client.query("SELECT COUNT(*) FROM t_many WHERE id BETWEEN 1 AND 40") == [(str(ROWS),)]
+            if tx:
+                assert client.query("COMMIT") == 0
+        one.at_rest()
+    assert answers["relay"] == answers["workers"]
+    assert answers["relay"][-1][1][:1] == (b"\xfe" if "failed" not in course else b"\xff")
+    assert taken == {"relay": (int(from_callbacks), 1), "workers": (0, 0)}
 
 
 def test_a_read_the_gate_took_that_routes_to_one_unit_goes_back_to_mimics_path(

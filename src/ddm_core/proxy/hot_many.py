@@ -9,8 +9,7 @@ socket is watched, by a reader callback (docs/proxy.md#answers-read-by-reader-ca
   relay as they come; the client's result is written in one piece once the last answer ended.
 * :class:`WholeAnswers` — rows merged in order undecoded: each answer taken whole, then merged by the session.
 
-Only the common course is here. Anything else — parts that share a connection, a socket that cannot be read
-off, fails or closes, an error packet or anything but rows, more than :data:`TAKE_LIMIT` bytes, the answer
+Only the common course is here. Anything else — a socket that cannot be read off, fails or closes, an error packet or anything but rows, more than :data:`TAKE_LIMIT` bytes, the answer
 bound passing, a bug — stops the reading where it is and hands it to the task's path, which reads on as if
 it had read those bytes itself: from the start with the bytes read so far per connection (``carried``), or,
 once the client's column header is framed, with the relay as it is (``relay_many_on``).
@@ -39,24 +38,25 @@ TAKE_LIMIT = 1 << 20
 
 _DONTWAIT = socket.MSG_DONTWAIT
 _FIRST, _ROWS, _HEADER, _DONE = RELAY_STATES.FIRST, RELAY_STATES.ROWS, RELAY_STATES.HEADER, RELAY_STATES.DONE
-#: What a part's bytes did (:meth:`_PartsReader._consume`): more of its answer is to come; its answer ended;
-#: something not usual (the task's path reads on).
-_MORE, _NEXT, _UNUSUAL = range(3)
 
 
 class _PartsReader:
     """The parts of ``sent`` read in order, each socket read without waiting while it has bytes and watched
-    by a reader callback when it has none; the answer bound kept on the loop's shared timer (``Deadlines``)."""
+    by a reader callback when it has none; the answer bound kept on the loop's shared timer (``Deadlines``).
+    Parts on one connection (a transaction's pin) are answered in turn on its socket."""
 
-    __slots__ = ("sent", "loop", "deadlines", "socks", "part", "watched", "size", "cancel_at", "abort_at", "done")
+    __slots__ = ("sent", "loop", "deadlines", "socks", "lanes", "part", "watched", "size", "cancel_at", "abort_at",
+                 "done")  # fmt: skip
 
     def __init__(self, sent: SentMany, loop: Any, deadlines: Any) -> None:
         self.sent = sent
         self.loop = loop
         self.deadlines = deadlines
         self.socks: list[Any] = []
+        #: per lane, every byte read off its connection so far (what the task's path reads from, if it takes over)
+        self.lanes: dict[int, list[bytes]] = {}
         self.part = 0  # the part whose answer is read now
-        self.watched = -1  # the part whose socket is watched (-1: none)
+        self.watched = -1  # the socket watched (-1: none)
         self.size = 0  # bytes read so far
         #: Read by ``Deadlines``: the cancel at the deadline is the lanes' guards' (armed by ``send_many``)
         self.cancel_at: float | None = None
@@ -64,18 +64,15 @@ class _PartsReader:
         self.done = False
 
     def start(self) -> None:
-        """Read what has come and watch for the rest; handed over at once when parts share a connection (their
-        answers come in turn on one socket) or one cannot be read off its socket."""
-        parts = self.sent.parts
-        if len({part.lane for part in parts}) != len(parts):
-            self._hand_over()
-            return
-        for part in parts:
+        """Read what has come and watch for the rest; handed over at once when a part cannot be read off its
+        socket."""
+        for part in self.sent.parts:
             sock = part.pool.driver.relay_socket(part.borrowed.raw)
             if sock is None:
                 self._hand_over()
                 return
             self.socks.append(sock)
+            self.lanes[part.lane] = []
         answer_by = self.sent.answer_by
         if answer_by is not None:
             loop, deadlines = self.loop, self.deadlines
@@ -86,14 +83,18 @@ class _PartsReader:
         self._advance()
 
     def _advance(self) -> None:
+        parts = self.sent.parts
         while True:
             i = self.part
+            part = parts[i]
             try:
                 data: bytes = self.socks[i].recv(READ_SIZE, _DONTWAIT)
             except (BlockingIOError, InterruptedError):
-                if self.watched != i:
-                    self.watched = i
-                    self.loop.add_reader(self.sent.parts[i].fileno, self._advance_now)
+                if self.watched != part.fileno:
+                    if self.watched >= 0:
+                        self._unwatch()
+                    self.watched = part.fileno
+                    self.loop.add_reader(part.fileno, self._advance_now)
                 return
             except OSError:
                 self._hand_over()  # the task's path reads the socket again and names its failure
@@ -101,21 +102,20 @@ class _PartsReader:
             if not data:
                 self._hand_over()
                 return
+            self.lanes[part.lane].append(data)
             self.size += len(data)
             try:
-                step = self._consume(i, data)
+                following = self._consume(i, data)
             except Exception:  # noqa: BLE001  # a bug must not leave the client waiting: the task's path reads on
                 log.exception("reading a multi-unit read's answer from a reader callback failed")
-                step = _UNUSUAL
-            if step == _MORE and self.size <= TAKE_LIMIT:
+                following = -1
+            if following == i and self.size <= TAKE_LIMIT:
                 continue
-            if step != _NEXT:  # unusual, or a long answer: the task's path streams it on
+            if following <= i:  # unusual, or a long answer: the task's path reads on
                 self._hand_over()
                 return
-            if self.watched == i:
-                self._unwatch()
-            self.part = i + 1
-            if self.part == len(self.socks):
+            self.part = following
+            if following == len(parts):
                 self._end()
                 self._finish()
                 return
@@ -140,6 +140,10 @@ class _PartsReader:
         self._end()
         self._over()
 
+    def _carried(self) -> dict[int, bytes]:
+        """Per lane, the bytes read off its connection (the task's path reads them first)."""
+        return {lane: b"".join(chunks) for lane, chunks in self.lanes.items() if chunks}
+
     def _end(self) -> None:
         self.done = True
         self.abort_at = None
@@ -148,14 +152,15 @@ class _PartsReader:
             self._unwatch()
 
     def _unwatch(self) -> None:
-        fd = self.sent.parts[self.watched].fileno
-        self.watched = -1
+        fd, self.watched = self.watched, -1
         self.loop.remove_reader(fd)
         os.set_blocking(fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
 
     # -- what a kind of read does with the bytes ---------------------------------------------------------
 
     def _consume(self, i: int, data: bytes) -> int:
+        """Part ``i``'s next bytes taken in: the part read next (``i``: more of this one; past the last: all
+        are in), or -1: the task's path takes over."""
         raise NotImplementedError
 
     def _finish(self) -> None:
@@ -181,8 +186,8 @@ class ConcatenatedAnswers(_PartsReader):
             lane (``relay`` not used again).
     """
 
-    __slots__ = ("relay", "header_for", "conversions_for", "relayed", "framed_over", "fresh_over", "out", "begun",
-                 "state")  # fmt: skip
+    __slots__ = ("relay", "header_for", "conversions_for", "relayed", "framed_over", "fresh_over", "out",
+                 "pending", "state")  # fmt: skip
 
     def __init__(self, sent: SentMany, loop: Any, deadlines: Any, relay: ResultRelay,
                  header_for: Callable[[list[bytes]], tuple[list[bytes], int]],
@@ -196,9 +201,9 @@ class ConcatenatedAnswers(_PartsReader):
         self.framed_over = framed_over
         self.fresh_over = fresh_over
         self.out: list[bytes] = []  # the client's bytes (a relay's "client": written in one piece at the end)
-        #: The first answer's bytes before its header (a prepared statement's rows are converted: the header decides
-        #: how); ``None``: the header is framed
-        self.begun: list[bytes] | None = [] if conversions_for is not None else None
+        #: The first answer's header not framed yet, and rows to be converted (a prepared statement's: the header
+        #: decides how): it is read before anything is relayed
+        self.pending = conversions_for is not None
         self.state = _FIRST
         relay.concatenate(len(sent.parts))
 
@@ -210,37 +215,34 @@ class ConcatenatedAnswers(_PartsReader):
 
     def _consume(self, i: int, data: bytes) -> int:
         relay = self.relay
-        begun = self.begun
-        if begun is None:
+        if not self.pending:
             state = relay.pump(data, self, self.header_for)
         else:  # as relay_many: the first answer's definitions read before anything is relayed
-            begun.append(data)
             state = relay.feed(data)
             if state == _FIRST:
-                return _MORE
+                return i
             if state != _HEADER:
-                return _UNUSUAL
+                return -1
             conversions = self.conversions_for(relay.columns)  # type: ignore[misc]
             if conversions is None:
-                return _UNUSUAL  # decoded: the task's path finds the same and reads them into rows
+                return -1  # decoded: the task's path finds the same and reads them into rows
             relay.convert(conversions)
-            self.begun = None
+            self.pending = False
             state = relay.pump(b"", self, self.header_for)
         self.state = state
         if state == _FIRST or state == _ROWS:
-            return _MORE if relay.unit == i else _NEXT
-        return _NEXT if state == _DONE else _UNUSUAL
+            return int(relay.unit)  # bytes past an answer are the next one's on that connection: the relay has them
+        return len(self.sent.parts) if state == _DONE else -1
 
     def _finish(self) -> None:
         out = self.out
         self.relayed(out[0] if len(out) == 1 else b"".join(out))
 
     def _over(self) -> None:
-        if self.begun is None:  # the header is framed: on from where the relay is
+        if not self.pending:  # the header is framed: on from where the relay is
             self.framed_over(self.state, b"".join(self.out))
         else:
-            parts = self.sent.parts
-            self.fresh_over({parts[0].lane: b"".join(self.begun)} if self.begun else {})
+            self.fresh_over(self._carried())
 
 
 class WholeAnswers(_PartsReader):
@@ -266,30 +268,35 @@ class WholeAnswers(_PartsReader):
         self.statuses: list[int] = []
 
     def _consume(self, i: int, data: bytes) -> int:
-        finder = self.finder
-        if finder is None:
-            finder = self.finder = ResultRelay(1, True, self.sent.parts[i].pool.driver.relay_eof, True)
-        self.chunks.append(data)
-        state = finder.feed(data)
-        while state == _HEADER:
-            state = finder.header([], 0)
-        finder.take()  # framed for nobody: only the answer's end is wanted
-        if state == _FIRST or state == _ROWS:
-            return _MORE
-        if state != _DONE or finder.rest():  # an error packet, an OK, bytes past the answer: the task's path
-            return _UNUSUAL
-        chunks = self.chunks
-        self.answers.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-        self.statuses.append(finder.status)
-        self.chunks, self.finder = [], None
-        return _NEXT
+        parts = self.sent.parts
+        while True:
+            finder = self.finder
+            if finder is None:
+                finder = self.finder = ResultRelay(1, True, parts[i].pool.driver.relay_eof, True)
+            self.chunks.append(data)
+            state = finder.feed(data)
+            while state == _HEADER:
+                state = finder.header([], 0)
+            finder.take()  # framed for nobody: only the answer's end is wanted
+            if state == _FIRST or state == _ROWS:
+                return i
+            if state != _DONE:  # an error packet, an OK: the task's path settles it
+                return -1
+            rest = finder.rest()
+            chunks = self.chunks
+            answer = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            self.answers.append(answer[: len(answer) - len(rest)] if rest else answer)
+            self.statuses.append(finder.status)
+            self.chunks, self.finder = [], None
+            i += 1
+            if not rest:
+                return i
+            if i == len(parts) or parts[i].lane != parts[i - 1].lane:  # bytes past an answer nobody asked for
+                return -1
+            data = rest  # the next answer on that connection
 
     def _finish(self) -> None:
         self.taken(self.answers, self.statuses)
 
     def _over(self) -> None:
-        parts = self.sent.parts
-        carried = {parts[i].lane: answer for i, answer in enumerate(self.answers)}
-        if self.chunks:
-            carried[parts[len(self.answers)].lane] = b"".join(self.chunks)
-        self.fresh_over(carried)
+        self.fresh_over(self._carried())
