@@ -54,7 +54,7 @@ ALLOWED: dict[str, set[str]] = {
                 "migrate.schema_check", "migrate.connections", "migrate.tables", "ddl"} | FACES,
     "metrics": {"observe", "execute", "errors"},  # the face over observe/
     # The MySQL-protocol proxy (docs/proxy.md): a session is an executor transaction or autocommit.
-    "proxy": {"_fast", "execute", "route", "merge.spec", "merge.collation", "metadata", "dialects", "errors", "_text", "session_statements",
+    "proxy": {"_fast", "execute", "route", "merge.spec", "merge.collation", "merge.aggregate", "metadata", "dialects", "errors", "_text", "session_statements",
               "session_facts"},
     # Which statements a client session answers itself (the proxy's and the DB-API facade's): no imports.
     "session_statements": set(),

@@ -176,3 +176,28 @@ def test_answers_of_other_widths_and_keys_past_the_row_are_declined(impl: Any) -
     assert merge([one], True, [(1, K.KEY_BYTES, False)], False, 0, -1) is None
     assert merge([one], True, [], False, 0, -1) is None
     assert merge([], True, [(0, K.KEY_BYTES, False)], False, 0, -1) is None
+
+
+def test_both_twins_split_answers_into_rows_of_values(impl: Any) -> None:
+    """``text_rows`` (an aggregates' fold reads the values): every answer's rows in order, NULLs as None, the first
+    answer's definitions, header end and closing payload; an answer that is not a result set of text rows, or
+    column counts that differ, give None — the same in both twins."""
+    rnd = random.Random(7)
+    for trial in range(2000):
+        width, eof = rnd.randint(1, 3), trial % 2 == 0
+        units = [[tuple(_value(rnd, K.KEY_BYTES) for _ in range(width)) for _ in range(rnd.randint(0, 4))]
+                 for _ in range(rnd.randint(1, 3))]  # fmt: skip
+        answers = [_answer(unit, width, eof) for unit in units]
+        first = [payload for _, payload in _packets(answers[0])]
+        header = 1 + width + (1 if eof else 0)
+        want = ([DEF] * width, sum(4 + len(p) for p in first[:header]), [list(row) for unit in units for row in unit],
+                first[-1])  # fmt: skip
+        assert impl.ordered.text_rows(answers, eof) == ordered_py.text_rows(answers, eof) == want, trial
+    good = _answer([(b"1", None)], 2, True)
+    for bad in (_answer([(b"1", None)], 1, True),  # another column count
+                good[:-3],  # cut
+                _frame(b"\xff\x10\x04#HY000no", 1),  # an error
+                _answer([(b"1",)], 2, True)):  # a row with fewer values than columns  # fmt: skip
+        assert impl.ordered.text_rows([good, bad], True) is None
+        assert ordered_py.text_rows([good, bad], True) is None
+    assert impl.ordered.text_rows([], True) is None

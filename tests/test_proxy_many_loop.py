@@ -22,6 +22,7 @@ from ddm_core import load_config
 from ddm_core.execute import Executor
 from raw_mysql import RawClient, error_code
 from services import fresh_mariadb_databases, mariadb_connect
+from test_proxy_relay_bytes import Wire
 from test_proxy_support import PASSWORD, USER, InProcessProxy, proxy_config
 
 DEPRECATE_EOF = 1 << 24
@@ -332,6 +333,50 @@ def test_each_course_of_a_read_from_the_gate_answers_as_the_worker_path(
     assert answers["relay"] == answers["workers"]
     assert answers["relay"][-1][1][:1] == (b"\xfe" if "failed" not in course else b"\xff")
     assert taken == {"relay": (int(from_callbacks), 1), "workers": (0, 0)}
+
+
+#: Aggregates without GROUP BY (proxy/folded_many.py): folded from the answers' bytes, or (AVG) decoded.
+FOLDS = {
+    "bigint": ("SELECT COUNT(*), SUM(k), MIN(k), MAX(k), COUNT(k) FROM t_many WHERE id BETWEEN ? AND ?", [1, 40], True),
+    "decimal": ("SELECT SUM(d), MIN(d), MAX(d) FROM t_many WHERE id BETWEEN ? AND ?", [3, 33], True),
+    "no-rows": ("SELECT SUM(k), COUNT(*), MAX(d) FROM t_many WHERE id BETWEEN ? AND ?", [100, 200], True),
+    "all-null": ("SELECT SUM(k), MIN(d), COUNT(k) FROM t_many WHERE id IN (?, ?, ?, ?)", [7, 14, 21, 35], True),
+    "first-id": ("SELECT id, SUM(k) FROM t_many WHERE id BETWEEN ? AND ?", [2, 39], True),
+    "avg": ("SELECT AVG(k), SUM(d) FROM t_many WHERE id BETWEEN ? AND ?", [1, 40], False),
+    "dates": ("SELECT MIN(dt), MAX(day) FROM t_many WHERE id BETWEEN ? AND ?", [1, 40], False),
+}
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["text", "prepared"])
+@pytest.mark.parametrize("fold", list(FOLDS))
+def test_aggregates_folded_from_the_answers_are_the_decoded_merges_bytes(
+    proxies: tuple[dict[str, Served], list[str]], fold: str, prepared: bool
+) -> None:
+    """COUNT, SUM, MIN and MAX of integers and DECIMALs folded from the answers' bytes (NULLs, no rows, a column
+    that is no aggregate, units of several tables): the decoding proxy's and the worker path's answer, packet for
+    packet, in text and binary rows; what is not folded so (AVG, dates) is decoded, the same."""
+    served, _ = proxies
+    sql, params, folded = FOLDS[fold]
+    answers, moved = {}, {}
+    for name in ("relay", "decoded", "workers"):
+        one = served[name]
+        runtime = one.server.runtime
+        wire = Wire(one.port, USER, PASSWORD, "logic_db")
+        try:
+            literal = sql.replace("?", "{}").format(*params)
+            run = (lambda: wire.execute(sql, params, with_types=True)) if prepared else (lambda: wire.query(literal))
+            run()  # the shape, routed on a worker
+            wire.query("SELECT 1")
+            before = runtime.many_folded
+            answers[name] = [run() for _ in range(2)]
+            wire.query("SELECT 1")  # answered once the reads are settled (their counts too)
+            moved[name] = runtime.many_folded - before
+        finally:
+            wire.close()
+    assert [a.frames for a in answers["relay"]] == [a.frames for a in answers["decoded"]]
+    assert [a.frames for a in answers["relay"]] == [a.frames for a in answers["workers"]]
+    assert answers["relay"][0].error is None and len(answers["relay"][0].rows) == 1
+    assert moved == {"relay": 2 if folded else 0, "decoded": 0, "workers": 0}
 
 
 def test_a_read_the_gate_took_that_routes_to_one_unit_goes_back_to_mimics_path(

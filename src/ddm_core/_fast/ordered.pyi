@@ -1,7 +1,7 @@
 # Stub for the compiled ``ordered`` unit; ``ordered_py`` is its pure-Python twin.
 
 __all__ = [
-    "merge_ordered", "KEY_BYTES", "KEY_ASCII", "KEY_ASCII_FOLD", "KEY_PAD", "KEY_PAD_FOLD", "KEY_SIGNED",
+    "merge_ordered", "text_rows", "KEY_BYTES", "KEY_ASCII", "KEY_ASCII_FOLD", "KEY_PAD", "KEY_PAD_FOLD", "KEY_SIGNED",
     "KEY_UNSIGNED",
 ]
 
@@ -15,3 +15,5 @@ KEY_UNSIGNED: int
 
 def merge_ordered(answers: list[bytes], backend_eof: bool, keys: list[tuple[int, int, bool]], distinct: bool,
                   offset: int, limit: int, visible: int = -1) -> bytes | None: ...
+def text_rows(answers: list[bytes], backend_eof: bool
+              ) -> tuple[list[bytes], int, list[list[bytes | None]], bytes] | None: ...

@@ -16,7 +16,7 @@ from libc.string cimport memcmp, memcpy
 from ddm_core._fast._packets cimport _lenenc
 
 __all__ = [
-    "merge_ordered", "KEY_BYTES", "KEY_ASCII", "KEY_ASCII_FOLD", "KEY_PAD", "KEY_PAD_FOLD", "KEY_SIGNED",
+    "merge_ordered", "text_rows", "KEY_BYTES", "KEY_ASCII", "KEY_ASCII_FOLD", "KEY_PAD", "KEY_PAD_FOLD", "KEY_SIGNED",
     "KEY_UNSIGNED",
 ]
 
@@ -419,3 +419,51 @@ cdef bytes _count_payload(Py_ssize_t n):
     if n < 0xFB:
         return bytes((n,))
     return b"\xfc" + n.to_bytes(2, "little")
+
+
+def text_rows(list answers, bint backend_eof):
+    """The text rows of ``answers``: definitions, header end, rows' values, closing payload; ``None``: one cannot be
+    read so (the pure twin has the contract)."""
+    cdef _Answer first, each
+    cdef const unsigned char* p
+    cdef Py_ssize_t r, c, at, start, end, size, n, fields_start
+    cdef long long length
+    cdef list rows = [], row, definitions = []
+    if not answers:
+        return None
+    first = _split(<bytes?> answers[0], backend_eof)
+    if first is None:
+        return None
+    p = <const unsigned char*> PyBytes_AS_STRING(first.data)
+    at = 0
+    n = 0
+    while n <= first.count:  # the column count's packet, then each definition's
+        length = p[at] | p[at + 1] << 8 | p[at + 2] << 16
+        if n > 0:
+            definitions.append(PyBytes_FromStringAndSize(<const char*> p + at + 4, length))
+        at += 4 + length
+        n += 1
+    for each_answer in answers:
+        each = _split(<bytes?> each_answer, backend_eof)
+        if each is None or each.count != first.count:
+            return None
+        p = <const unsigned char*> PyBytes_AS_STRING(each.data)
+        for r in range(each.rows):
+            start, end = each.spans[2 * r], each.spans[2 * r + 1]
+            at = start
+            row = []
+            for c in range(each.count):
+                if at >= end:
+                    return None
+                if p[at] == NULL_FIELD:
+                    row.append(None)
+                    at += 1
+                    continue
+                length = _lenenc(p, end, &at)
+                if length < 0 or at + length > end:
+                    return None
+                row.append(PyBytes_FromStringAndSize(<const char*> p + at, <Py_ssize_t> length))
+                at += <Py_ssize_t> length
+            rows.append(row)
+    return definitions, first.header_end, rows, PyBytes_FromStringAndSize(
+        <const char*> PyBytes_AS_STRING(first.data) + first.closing_start, first.closing_end - first.closing_start)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from ddm_core._fast.relay_py import _encode_lenenc, _lenenc
 
 __all__ = [
-    "merge_ordered", "KEY_BYTES", "KEY_ASCII", "KEY_ASCII_FOLD", "KEY_PAD", "KEY_PAD_FOLD", "KEY_SIGNED",
+    "merge_ordered", "text_rows", "KEY_BYTES", "KEY_ASCII", "KEY_ASCII_FOLD", "KEY_PAD", "KEY_PAD_FOLD", "KEY_SIGNED",
     "KEY_UNSIGNED",
 ]  # fmt: skip
 
@@ -221,3 +221,28 @@ def merge_ordered(answers: list[bytes], backend_eof: bool, keys: list[tuple[int,
         seq += 1
     out.append(_frame(first[closing[0] : closing[1]], seq))
     return b"".join(out)
+
+
+def text_rows(answers: list[bytes], backend_eof: bool) -> tuple[list[bytes], int, list[list[bytes | None]], bytes] | None:
+    """The text rows of ``answers`` (whole text-protocol answers, in the units' order), for a merge that reads their
+    values (an aggregates' fold: proxy/folded_many.py): the first answer's column definitions (payloads), where its
+    header packets end (bytes: the column count, the definitions, the EOF after them), every answer's rows in order
+    — each its values, ``None`` for NULL — and the first answer's closing payload. ``None``: an answer that is not
+    a result set of text rows (an error or OK packet, a row of 16 MiB or more, a row with fewer values than
+    columns), or column counts that differ."""
+    if not answers:
+        return None
+    rows: list[list[bytes | None]] = []
+    try:
+        count, header_end, _, closing = _split(answers[0], backend_eof)
+        first = answers[0]
+        spans = _packets(first)
+        definitions = [first[start:end] for start, end in spans[1 : 1 + count]]
+        for answer in answers:
+            width, _, spans_of_rows, _ = _split(answer, backend_eof)
+            if width != count:
+                return None
+            rows += [_fields(answer, start, end, count) for start, end in spans_of_rows]
+    except _Unreadable:
+        return None
+    return definitions, header_end, rows, first[closing[0] : closing[1]]

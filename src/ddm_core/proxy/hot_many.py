@@ -140,7 +140,7 @@ class _PartsReader:
         self._end()
         self._over()
 
-    def _carried(self) -> dict[int, bytes]:
+    def carried(self) -> dict[int, bytes]:
         """Per lane, the bytes read off its connection (the task's path reads them first)."""
         return {lane: b"".join(chunks) for lane, chunks in self.lanes.items() if chunks}
 
@@ -242,7 +242,7 @@ class ConcatenatedAnswers(_PartsReader):
         if not self.pending:  # the header is framed: on from where the relay is
             self.framed_over(self.state, b"".join(self.out))
         else:
-            self.fresh_over(self._carried())
+            self.fresh_over(self.carried())
 
 
 class WholeAnswers(_PartsReader):
@@ -299,4 +299,4 @@ class WholeAnswers(_PartsReader):
         self.taken(self.answers, self.statuses)
 
     def _over(self) -> None:
-        self.fresh_over(self._carried())
+        self.fresh_over(self.carried())

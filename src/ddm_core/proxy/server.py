@@ -288,12 +288,13 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         log.info("ddm proxy stopped: %d backend connection(s) were still borrowed at close; pools closed; "
                  "%d statement(s) ran on the event loop, %d of them relayed (%d on the hot path on a transaction's pin, %d taken whole "
                  "by the gate's front); "
-                 "%d multi-unit read(s) on the event loop, %d of them relayed, %d merged in order undecoded (%d taken from the gate, "
+                 "%d multi-unit read(s) on the event loop, %d of them relayed, %d merged in order undecoded, %d folded undecoded "
+                 "(%d taken from the gate, "
                  "%d answered from reader callbacks); "
                  "%d transaction opening(s) (%d with the "
                  "first statement right behind) and %d end(s) with pins on the event loop", self.borrowed_at_close,
                  self.runtime.inlined, self.runtime.relayed, self.runtime.hot_on_pins, self.runtime.fronted, self.runtime.many_inlined,
-                 self.runtime.many_relayed, self.runtime.many_ordered, self.runtime.hot_many, self.runtime.many_taken, self.runtime.opened_on_loop, self.runtime.opened_with_first,
+                 self.runtime.many_relayed, self.runtime.many_ordered, self.runtime.many_folded, self.runtime.hot_many, self.runtime.many_taken, self.runtime.opened_on_loop, self.runtime.opened_with_first,
                  self.runtime.ended_on_loop)  # fmt: skip
 
 

@@ -59,6 +59,7 @@ from ddm_core.proxy.loop_transactions import (
     read_from_loop, reads_on_pins, send_on_pin, settle_opening,
 )  # fmt: skip
 from ddm_core.proxy.relay import HIGH_WATER, RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
+from ddm_core.proxy.folded_many import folds_raw, relay_folded
 from ddm_core.proxy.ordered_many import merges_raw, relay_ordered
 from ddm_core.proxy.hot_many import ConcatenatedAnswers, WholeAnswers
 from ddm_core.proxy.relay_many import Taken, decoded, read_many, relay_many, relay_many_on, take_many, taken_whole
@@ -701,7 +702,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         """A relay for a multi-unit read whose rows need no merge or only an order (proxy/ordered_many.py): a
         text result, or a prepared statement's read not into a cursor (its rows converted); nothing masked,
         drivers whose answers a relay reads alike. ``None``: its answers are read into rows and merged."""
-        if not (self.runtime.relay and running.masks is None and (plan.merge.is_trivial or merges_raw(plan.merge))):
+        spec = plan.merge
+        if not (self.runtime.relay and running.masks is None
+                and (spec.is_trivial or merges_raw(spec) or folds_raw(spec))):  # fmt: skip
             return None
         if not self._text and self._announced is None:
             return None  # into a cursor
@@ -739,14 +742,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     def _merged_in_order(self, taken: Taken, relay: ResultRelay, running: _Running, plan: RoutePlan, shape: Shape
                          ) -> Relayed | None:  # fmt: skip
-        """``taken``'s answers merged in order undecoded and written to the client (proxy/ordered_many.py);
-        ``None``: nothing was written, they are decoded and merged."""
+        """``taken``'s answers merged undecoded — in order, or aggregates folded — and written to the client
+        (:meth:`_undecoded`); ``None``: nothing was written, they are decoded and merged."""
         announced = None if self._text else self._announced
         aggregates = plan.merge.aggregates
         convert = None if announced is None else self.connection.relay_conversions(aggregates, announced)
         sent = taken.reading.sent
-        out = relay_ordered(taken, relay, sent.parts[0].pool.driver.relay_eof,
-                            self.connection.relay_header(aggregates, announced), convert)  # fmt: skip
+        out = self._undecoded(taken, relay, plan, self.connection.relay_header(aggregates, announced), convert)
         if out is None:
             return None
         rows = relay.rows
@@ -762,9 +764,27 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         if not transport.is_closing():
             transport.write(out)
         stream.seq.value = relay.seq
-        self.runtime.many_ordered += 1
+        self._count_undecoded(plan)
         running.finish(rows)
         return RELAYED
+
+    @staticmethod
+    def _undecoded(taken: Taken, relay: ResultRelay, plan: RoutePlan,
+                   header_for: Callable[[list[bytes]], tuple[list[bytes], int]],
+                   convert: Callable[[list[bytes]], bytes | None] | None) -> bytes | None:  # fmt: skip
+        """The client's bytes for ``taken``'s answers merged undecoded: in order (proxy/ordered_many.py) or their
+        aggregates folded (proxy/folded_many.py); ``None``: they are decoded and merged."""
+        sent = taken.reading.sent
+        backend_eof = sent.parts[0].pool.driver.relay_eof
+        if merges_raw(plan.merge):
+            return relay_ordered(taken, relay, backend_eof, header_for, convert)
+        return relay_folded(taken, relay, backend_eof, sent.engine.merge_dialect(plan), header_for, convert)
+
+    def _count_undecoded(self, plan: RoutePlan) -> None:
+        if merges_raw(plan.merge):
+            self.runtime.many_ordered += 1
+        else:
+            self.runtime.many_folded += 1
 
     # -- the hot path (proxy/hotpath.py) ---------------------------------------------------------------
 
@@ -978,23 +998,23 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             self.runtime.many_relayed += 1
 
     def _many_merged(self, read: _ManyRead, answers: list[bytes], statuses: list[int]) -> None:
-        """Every answer of ``read`` taken whole (proxy/hot_many.py ``WholeAnswers``): merged in order undecoded,
+        """Every answer of ``read`` taken whole (proxy/hot_many.py ``WholeAnswers``): merged undecoded,
         settled, written, ended; answers that cannot be merged so go to the task's path as they were read."""
-        self._pinned_hot = None
-        sent, relay, runtime = read.sent, read.relay, self.runtime
-        assert sent is not None and relay is not None
+        reader, self._pinned_hot = self._pinned_hot, None
+        sent, relay, running, runtime = read.sent, read.relay, read.running, self.runtime
+        assert sent is not None and relay is not None and running is not None and isinstance(reader, WholeAnswers)
         try:
-            out = relay_ordered(taken_whole(sent, answers, statuses), relay, sent.parts[0].pool.driver.relay_eof,
-                                read.header_for, read.convert)  # fmt: skip
+            out = self._undecoded(taken_whole(sent, answers, statuses), relay, running.plan, read.header_for,
+                                  read.convert)  # fmt: skip
         except Exception:  # noqa: BLE001  # a bug must not leave the client waiting: the task's path answers
             log.exception("merging a multi-unit read's answers failed")
             out = None
         if out is None:
-            self._many_fresh_over(read, {part.lane: answer for part, answer in zip(sent.parts, answers)})
+            self._many_fresh_over(read, reader.carried())
             return
         read.statuses = statuses
         if self._many_settled(read, out):
-            runtime.many_ordered += 1
+            self._count_undecoded(running.plan)
             if relay.rows >= runtime.batch_rows:  # as a decoded merge's: a long read goes to the workers from then on
                 read.many.shape.many = False
 
@@ -1615,7 +1635,7 @@ class _ManyRead:
         self.command, self.payload, self.many, self.cid, self.running, self.sent = (command, payload, many, cid, running,
                                                                                      sent)  # fmt: skip
         self.relay: ResultRelay | None = None
-        self.header_for: Any = None  # an ordered read's client header and conversions (relay_ordered's)
+        self.header_for: Any = None  # a merged read's client header and conversions (relay_ordered's)
         self.convert: Any = None
         self.statuses: list[int] | None = None  # the answers' closing flags, when not the relay's
 
