@@ -11,7 +11,7 @@ import os
 from setuptools import Extension, setup
 
 #: One entry per ``src/ddm_core/_fast/<name>.pyx``; tests check the two agree.
-EXTENSIONS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered", "hotfront", "literals", "hotpin")
+EXTENSIONS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered", "hotfront", "literals", "hotpin", "hotmany")
 
 FAST_DIR = os.path.join("src", "ddm_core", "_fast")
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 __all__ = ["UNITS", "Implementation", "load", "SELECTED", "IMPLEMENTATION"]
 
 #: The accelerated units, in dependency order.
-UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered", "hotfront", "literals", "hotpin")
+UNITS = ("hashing", "slots", "ids", "merge", "wire", "relay", "gate", "hotlink", "point", "rowwriter", "ordered", "hotfront", "literals", "hotpin", "hotmany")
 
 
 class Implementation(NamedTuple):
@@ -43,6 +43,7 @@ class Implementation(NamedTuple):
     hotfront: ModuleType
     literals: ModuleType
     hotpin: ModuleType
+    hotmany: ModuleType
 
 
 def load(name: str) -> Implementation:

@@ -59,7 +59,7 @@ class _Reading:
         self.statuses = [0] * len(parts)
         self.lost: set[int] = set()  # lanes whose connection is in doubt
         #: per lane: bytes read and not relayed yet — past an answer (the next one's), or read by reader callbacks
-        #: before this took over (proxy/hot_many.py)
+        #: before this took over (the hotmany unit)
         self.carry: dict[int, bytes] = {} if carried is None else carried
         self.reading: dict[int, int] = {}  # per lane: the part whose answer is read now
         self.unwaited = 0  # bytes taken since the loop last ran anything else
@@ -201,7 +201,7 @@ async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
     definitions → how its text rows are converted (:meth:`ResultRelay.convert`); where it says ``None``,
     nothing is relayed and what was read of the first answer is returned (``bytes``): the read goes on
     with :func:`read_many` ``(sent, begun=..., carried=...)``. ``carried``: per lane, bytes read off its socket
-    already (proxy/hot_many.py), relayed before anything more is read there.
+    already (the hotmany unit), relayed before anything more is read there.
 
     Raises:
         DdmError: what the worker path raises for the units' outcomes (``relay.seq`` is where the client's
@@ -240,7 +240,7 @@ async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
 async def relay_many_on(sent: SentMany, relay: ResultRelay, writer: Any,
                         header_for: Callable[[list[bytes]], tuple[list[bytes], int]], state: int, framed: bytes,
                         binary: bool) -> int:  # fmt: skip
-    """:func:`relay_many` from where reader callbacks left it (proxy/hot_many.py): ``relay`` (its first packet at
+    """:func:`relay_many` from where reader callbacks left it (the hotmany unit): ``relay`` (its first packet at
     sequence id 1) in ``state`` with the client's column header framed, ``framed`` the client's bytes so far (not
     written yet), a prepared statement's result when ``binary`` (held back as :func:`relay_many` holds it)."""
     transport = writer.transport
@@ -338,7 +338,7 @@ def _decoded(part: SentPart, answer: bytes) -> UnitResult | BaseException:
 
 
 def taken_whole(sent: SentMany, answers: list[bytes], statuses: list[int]) -> Taken:
-    """``sent``'s answers, each taken whole and ended with rows (proxy/hot_many.py), as :func:`take_many` gives them."""
+    """``sent``'s answers, each taken whole and ended with rows (the hotmany unit), as :func:`take_many` gives them."""
     reading = _Reading(sent)
     reading.statuses = statuses
     return Taken(reading, list(answers))

@@ -129,7 +129,7 @@ class ProxyRuntime:
         self.many_relayed = 0  # of these, the ones whose answers were relayed undecoded
         self.many_ordered = 0  # and the ones whose answers were merged in order undecoded (proxy/ordered_many.py)
         self.many_folded = 0  # and the ones whose aggregates were folded undecoded (proxy/folded_many.py)
-        self.many_taken = 0  # multi-unit reads answered from reader callbacks, with no task (proxy/hot_many.py)
+        self.many_taken = 0  # multi-unit reads answered from reader callbacks, with no task (the hotmany unit)
         self.opened_on_loop = 0  # data sources a transaction was opened on from the event loop (loop_transactions)
         self.opened_with_first = 0  # of them, opened with the first statement sent right behind the opening
         self.ended_on_loop = 0  # transactions with pins committed or rolled back from the event loop

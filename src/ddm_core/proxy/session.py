@@ -28,7 +28,7 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence, TypeVar
 
 from mysql_mimic.errors import MysqlError
 from mysql_mimic import ColumnType
@@ -38,6 +38,7 @@ from mysql_mimic.schema import like_to_regex
 from mysql_mimic.session import BaseSession
 from mysql_mimic.types import ServerStatus
 
+from ddm_core._fast import SELECTED
 from ddm_core.errors import DataSourceUnavailableError, DdmError, ExecutionError, StatementInterruptedError
 from ddm_core.execute import Result, Transaction
 from ddm_core.execute.result import UnitResult
@@ -61,7 +62,6 @@ from ddm_core.proxy.loop_transactions import (
 from ddm_core.proxy.relay import HIGH_WATER, RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
 from ddm_core.proxy.folded_many import folds_raw, relay_folded
 from ddm_core.proxy.ordered_many import merges_raw, relay_ordered
-from ddm_core.proxy.hot_many import ConcatenatedAnswers, WholeAnswers
 from ddm_core.proxy.relay_many import Taken, decoded, read_many, relay_many, relay_many_on, take_many, taken_whole
 from ddm_core.proxy.masking import Masker, MaskPlan, projection_masks, refuse_masked
 from ddm_core.proxy.idle import INTERACTIVE_TIMEOUT, WAIT_TIMEOUT, session_wait_timeout
@@ -76,6 +76,11 @@ from ddm_core.session_statements import Kind, classify, probe_items, returns_row
 from ddm_core.proxy.variables import TRANSACTION_TYPE, CountedVariables, apply_set
 from ddm_core.route.plan import EXPLAIN_COLUMNS, RouteKind, RoutePlan, RouteUnit
 from ddm_core.route.text.placeholders import translate
+
+if TYPE_CHECKING:
+    from ddm_core._fast import hotmany
+else:
+    hotmany = SELECTED.hotmany
 
 __all__ = ["ProxySession", "Outcome", "Rows", "Batched", "flatten", "RELAYED", "FRONT_TERMS", "UTF8_CHARSETS"]
 
@@ -155,8 +160,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._interrupted = False  # KILL QUERY reached the running command (cleared as each one starts)
         self._sent: Any = None  # what the event loop sent for it in autocommit, for KILL QUERY to stop (kill.stop_sent)
         # a hot read answering on the transaction's pin, its hot COMMIT, or a multi-unit read whose answers reader
-        # callbacks take (proxy/hot_many.py): given up at close
-        self._pinned_hot: HotRelay | HotEnd | PinStatement | ConcatenatedAnswers | WholeAnswers | None = None
+        # callbacks take (the hotmany unit): given up at close
+        self._pinned_hot: HotRelay | HotEnd | PinStatement | hotmany.ConcatenatedAnswers | hotmany.WholeAnswers | None = None
         self._text = False  # the running command is a COM_QUERY (a text result)
         self._announced: list[Column] | None = None  # the running execute's announced columns (a binary result)
         # Read-your-writes: this session's last writes per data source with replicas. Its statements run on
@@ -644,7 +649,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
     async def _read_sent_many(self, running: _Running, plan: RoutePlan, sent: SentMany, shape: Shape,
                               carried: dict[int, bytes] | None) -> Relayed | Outcome | tuple[_Running, list[tuple[Any, ...]]]:  # fmt: skip
         """The answers of a multi-unit read sent from the loop, read and answered (proxy/relay_many.py); ``carried``:
-        per lane, bytes read off its socket already (by reader callbacks: proxy/hot_many.py)."""
+        per lane, bytes read off its socket already (by reader callbacks: the hotmany unit)."""
         relay = self._relay_many_of(running, plan, sent)
         begun = b""  # the first answer's bytes a relay read before it found its rows must be decoded
         if relay is not None and plan.merge.is_trivial:
@@ -720,7 +725,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         """``sent``'s answers relayed to the client as one result (proxy/relay_many.py); ``bytes``: a prepared
         statement's whose rows cannot be converted, nothing relayed: what was read of the first answer.
         ``carried``: per lane, bytes read already; ``framed``: the relay is in this state, the client's header
-        and these bytes framed already (by reader callbacks: proxy/hot_many.py)."""
+        and these bytes framed already (by reader callbacks: the hotmany unit)."""
         stream = self.connection.stream
         announced = None if self._text else self._announced
         try:
@@ -913,7 +918,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     def _hot_many(self, command: int, payload: bytes, many: _HotMany) -> bool:
         """A multi-unit read (``Shape.many``) taken from the gate: what mimic's path does for it from :meth:`_run`
-        on, sent here and its answers read by reader callbacks (proxy/hot_many.py) — rows relayed, or merged in
+        on, sent here and its answers read by reader callbacks (the hotmany unit) — rows relayed, or merged in
         order undecoded — and answered from them in one call; anything else, and whatever those callbacks find
         unusual, is answered in a task of its own from where it is (``_start_many``, the answer written by the
         connection as mimic's path writes it). The gate reads the client's next command once the answer is
@@ -944,14 +949,14 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         header_for = conn.relay_header(aggregates, announced)
         convert = None if announced is None else conn.relay_conversions(aggregates, announced)
         loop = self._loop()
-        reader: ConcatenatedAnswers | WholeAnswers
+        reader: hotmany.ConcatenatedAnswers | hotmany.WholeAnswers
         if plan.merge.is_trivial:
-            reader = ConcatenatedAnswers(sent_many, loop, runtime.deadlines, relay, header_for, convert,
+            reader = hotmany.ConcatenatedAnswers(sent_many, loop, runtime.deadlines, relay, header_for, convert,
                                          partial(self._many_relayed, read), partial(self._many_framed_over, read),
                                          partial(self._many_fresh_over, read))  # fmt: skip
         else:
             read.header_for, read.convert = header_for, convert
-            reader = WholeAnswers(sent_many, loop, runtime.deadlines, partial(self._many_merged, read),
+            reader = hotmany.WholeAnswers(sent_many, loop, runtime.deadlines, partial(self._many_merged, read),
                                   partial(self._many_fresh_over, read))  # fmt: skip
         self._pinned_hot = reader
         reader.start()
@@ -992,17 +997,17 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         return running, plan, sent
 
     def _many_relayed(self, read: _ManyRead, out: bytes) -> None:
-        """Every answer of ``read`` relayed into ``out`` (proxy/hot_many.py ``ConcatenatedAnswers``): settled,
+        """Every answer of ``read`` relayed into ``out`` (``hotmany.ConcatenatedAnswers``): settled,
         written, ended."""
         if self._many_settled(read, out):
             self.runtime.many_relayed += 1
 
     def _many_merged(self, read: _ManyRead, answers: list[bytes], statuses: list[int]) -> None:
-        """Every answer of ``read`` taken whole (proxy/hot_many.py ``WholeAnswers``): merged undecoded,
+        """Every answer of ``read`` taken whole (``hotmany.WholeAnswers``): merged undecoded,
         settled, written, ended; answers that cannot be merged so go to the task's path as they were read."""
         reader, self._pinned_hot = self._pinned_hot, None
         sent, relay, running, runtime = read.sent, read.relay, read.running, self.runtime
-        assert sent is not None and relay is not None and running is not None and isinstance(reader, WholeAnswers)
+        assert sent is not None and relay is not None and running is not None and isinstance(reader, hotmany.WholeAnswers)
         try:
             out = self._undecoded(taken_whole(sent, answers, statuses), relay, running.plan, read.header_for,
                                   read.convert)  # fmt: skip

@@ -1,18 +1,24 @@
 """A multi-unit read's answers read off their sockets by reader callbacks: no task, no future, no coroutine.
 
-The gate hands the session a known multi-unit read (``ProxySession._hot_many``); the session sends its units
-(``Executor.send_many``) and reads their answers here, part after part as :func:`relay_many` and
-:func:`take_many` read them (proxy/relay_many.py): whatever a socket has is taken at once, and only an empty
-socket is watched, by a reader callback (docs/proxy.md#answers-read-by-reader-callbacks).
+Pure-Python twin of ``hotmany.pyx`` (same classes, same behaviour; tests/test_proxy_many_loop.py runs both
+behind a real proxy). The gate hands the session a known multi-unit read (``ProxySession._hot_many``); the
+session sends its units (``Executor.send_many``) and reads their answers here, part after part as the task's
+path reads them (proxy/relay_many.py's ``relay_many``, ``take_many``): whatever a socket has is taken at once,
+and only an empty socket is watched, by a reader callback (docs/proxy.md#answers-read-by-reader-callbacks).
 
 * :class:`ConcatenatedAnswers` — rows that need no merge: each answer's bytes go through the concatenating
   relay as they come; the client's result is written in one piece once the last answer ended.
-* :class:`WholeAnswers` — rows merged in order undecoded: each answer taken whole, then merged by the session.
+* :class:`WholeAnswers` — rows merged undecoded (in order, or aggregates folded): each answer taken whole, then
+  merged by the session.
 
-Only the common course is here. Anything else — a socket that cannot be read off, fails or closes, an error packet or anything but rows, more than :data:`TAKE_LIMIT` bytes, the answer
-bound passing, a bug — stops the reading where it is and hands it to the task's path, which reads on as if
-it had read those bytes itself: from the start with the bytes read so far per connection (``carried``), or,
-once the client's column header is framed, with the relay as it is (``relay_many_on``).
+Only the common course is here. Anything else — a socket that cannot be read off, fails or closes, an error
+packet or anything but rows, more than :data:`TAKE_LIMIT` bytes, the answer bound passing, a bug — stops the
+reading where it is and hands it to the task's path, which reads on as if it had read those bytes itself: from
+the start with the bytes read so far per connection (:meth:`carried`), or, once the client's column header is
+framed, with the relay as it is (``relay_many_on``).
+
+The objects it works with (the sent read, the event loop, the shared timer, the relay and the session's
+callbacks) are the proxy's, passed in: this unit imports none of them.
 """
 
 from __future__ import annotations
@@ -21,23 +27,22 @@ import logging
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from ddm_core.proxy.relay import READ_SIZE, RELAY_STATES, ResultRelay
+from ddm_core._fast.relay_py import DONE, FIRST, HEADER, ROWS, ResultRelay
 
-if TYPE_CHECKING:
-    from ddm_core.execute.sent_many import SentMany
+__all__ = ["ConcatenatedAnswers", "WholeAnswers", "TAKE_LIMIT", "READ_SIZE"]
 
-__all__ = ["ConcatenatedAnswers", "WholeAnswers", "TAKE_LIMIT"]
+log = logging.getLogger("ddm_core.proxy")  # what it logs is the proxy's
 
-log = logging.getLogger(__name__)
-
+#: Bytes asked of a data source's socket per read (proxy/relay.py's READ_SIZE).
+READ_SIZE = 256 * 1024
 #: Bytes read past which the task's path reads on instead (it streams them: memory stays bounded, and the loop
 #: serves other clients between chunks).
 TAKE_LIMIT = 1 << 20
 
 _DONTWAIT = socket.MSG_DONTWAIT
-_FIRST, _ROWS, _HEADER, _DONE = RELAY_STATES.FIRST, RELAY_STATES.ROWS, RELAY_STATES.HEADER, RELAY_STATES.DONE
+_FIRST, _ROWS, _HEADER, _DONE = FIRST, ROWS, HEADER, DONE
 
 
 class _PartsReader:
@@ -48,7 +53,7 @@ class _PartsReader:
     __slots__ = ("sent", "loop", "deadlines", "socks", "lanes", "part", "watched", "size", "cancel_at", "abort_at",
                  "done")  # fmt: skip
 
-    def __init__(self, sent: SentMany, loop: Any, deadlines: Any) -> None:
+    def __init__(self, sent: Any, loop: Any, deadlines: Any) -> None:
         self.sent = sent
         self.loop = loop
         self.deadlines = deadlines
@@ -138,7 +143,10 @@ class _PartsReader:
 
     def _hand_over(self) -> None:
         self._end()
-        self._over()
+        try:
+            self._over()
+        except Exception:  # noqa: BLE001  # a callback's bug: logged, as the loop would log it
+            log.exception("handing a multi-unit read to the task's path failed")
 
     def carried(self) -> dict[int, bytes]:
         """Per lane, the bytes read off its connection (the task's path reads them first)."""
@@ -189,7 +197,7 @@ class ConcatenatedAnswers(_PartsReader):
     __slots__ = ("relay", "header_for", "conversions_for", "relayed", "framed_over", "fresh_over", "out",
                  "pending", "state")  # fmt: skip
 
-    def __init__(self, sent: SentMany, loop: Any, deadlines: Any, relay: ResultRelay,
+    def __init__(self, sent: Any, loop: Any, deadlines: Any, relay: Any,
                  header_for: Callable[[list[bytes]], tuple[list[bytes], int]],
                  conversions_for: Callable[[list[bytes]], bytes | None] | None, relayed: Callable[[bytes], None],
                  framed_over: Callable[[int, bytes], None], fresh_over: Callable[[dict[int, bytes]], None]) -> None:  # fmt: skip
@@ -236,7 +244,10 @@ class ConcatenatedAnswers(_PartsReader):
 
     def _finish(self) -> None:
         out = self.out
-        self.relayed(out[0] if len(out) == 1 else b"".join(out))
+        try:
+            self.relayed(out[0] if len(out) == 1 else b"".join(out))
+        except Exception:  # noqa: BLE001  # a callback's bug: logged, as the loop would log it
+            log.exception("answering a multi-unit read from its relayed answers failed")
 
     def _over(self) -> None:
         if not self.pending:  # the header is framed: on from where the relay is
@@ -257,12 +268,12 @@ class WholeAnswers(_PartsReader):
 
     __slots__ = ("taken", "fresh_over", "finder", "chunks", "answers", "statuses")
 
-    def __init__(self, sent: SentMany, loop: Any, deadlines: Any, taken: Callable[[list[bytes], list[int]], None],
+    def __init__(self, sent: Any, loop: Any, deadlines: Any, taken: Callable[[list[bytes], list[int]], None],
                  fresh_over: Callable[[dict[int, bytes]], None]) -> None:  # fmt: skip
         super().__init__(sent, loop, deadlines)
         self.taken = taken
         self.fresh_over = fresh_over
-        self.finder: ResultRelay | None = None
+        self.finder: Any = None
         self.chunks: list[bytes] = []  # the answer read now, so far
         self.answers: list[bytes] = []
         self.statuses: list[int] = []
@@ -296,7 +307,10 @@ class WholeAnswers(_PartsReader):
             data = rest  # the next answer on that connection
 
     def _finish(self) -> None:
-        self.taken(self.answers, self.statuses)
+        try:
+            self.taken(self.answers, self.statuses)
+        except Exception:  # noqa: BLE001  # a callback's bug: logged, as the loop would log it
+            log.exception("answering a multi-unit read from its answers failed")
 
     def _over(self) -> None:
         self.fresh_over(self.carried())

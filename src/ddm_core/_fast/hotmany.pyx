@@ -1,0 +1,298 @@
+# cython: language_level=3
+"""Compiled twin of ``hotmany_py.py``: a multi-unit read's answers read off their sockets by reader callbacks.
+
+Same classes and behaviour as the pure twin (its docstring has the contract; tests/test_proxy_many_loop.py
+runs both behind a real proxy). Compiled, a multi-unit read's common course — its sockets read, each chunk
+through the relay or into its whole answer, the waits on the loop's reader callbacks — runs without an
+interpreted frame of the proxy's own; what is unusual is the task's path's.
+"""
+
+cimport cython
+from cpython.set cimport PySet_Add, PySet_Discard
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+import logging
+import os
+import socket
+
+from ddm_core._fast.relay import DONE as _DONE_STATE, FIRST as _FIRST_STATE, HEADER as _HEADER_STATE
+from ddm_core._fast.relay import ROWS as _ROWS_STATE, ResultRelay
+
+__all__ = ["ConcatenatedAnswers", "WholeAnswers", "TAKE_LIMIT", "READ_SIZE"]
+
+READ_SIZE = 256 * 1024
+TAKE_LIMIT = 1 << 20
+
+DEF C_READ_SIZE = 256 * 1024
+DEF C_TAKE_LIMIT = 1 << 20
+
+cdef int S_FIRST = _FIRST_STATE
+cdef int S_ROWS = _ROWS_STATE
+cdef int S_HEADER = _HEADER_STATE
+cdef int S_DONE = _DONE_STATE
+cdef object _DONTWAIT = socket.MSG_DONTWAIT
+cdef object _set_blocking = os.set_blocking
+cdef object _log = logging.getLogger("ddm_core.proxy")  # what it logs is the proxy's
+
+
+cdef inline double _monotonic() noexcept:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef class _PartsReader:
+    """The parts of ``sent`` read in order (the pure twin's ``_PartsReader``)."""
+
+    cdef public object sent, loop, deadlines, cancel_at, abort_at
+    cdef list socks, parts
+    cdef dict lanes
+    cdef public Py_ssize_t part
+    cdef int watched
+    cdef Py_ssize_t size
+    cdef public bint done
+
+    def __init__(self, sent, loop, deadlines):
+        self.sent = sent
+        self.loop = loop
+        self.deadlines = deadlines
+        self.parts = sent.parts
+        self.socks = []
+        self.lanes = {}
+        self.part = 0
+        self.watched = -1
+        self.size = 0
+        self.cancel_at = None
+        self.abort_at = None
+        self.done = False
+
+    def start(self):
+        """Read what has come and watch for the rest; handed over at once when a part cannot be read off its
+        socket."""
+        cdef double abort_at
+        for part in self.parts:
+            sock = part.pool.driver.relay_socket(part.borrowed.raw)
+            if sock is None:
+                self._hand_over()
+                return
+            self.socks.append(sock)
+            self.lanes[part.lane] = []
+        answer_by = self.sent.answer_by
+        if answer_by is not None:
+            loop, deadlines = self.loop, self.deadlines
+            abort_at = loop.time() + max(0.0, <double> answer_by - _monotonic())
+            self.abort_at = abort_at
+            PySet_Add(deadlines.running, self)
+            if abort_at < <double> deadlines.at:
+                deadlines.arm(abort_at, loop)
+        self._advance()
+
+    cdef void _advance(self):
+        cdef Py_ssize_t i, following
+        cdef int fileno
+        cdef list chunks
+        while True:
+            i = self.part
+            part = self.parts[i]
+            try:
+                data = self.socks[i].recv(C_READ_SIZE, _DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                fileno = part.fileno
+                if self.watched != fileno:
+                    if self.watched >= 0:
+                        self._unwatch()
+                    self.watched = fileno
+                    self.loop.add_reader(fileno, self._advance_now)
+                return
+            except OSError:
+                self._hand_over()  # the task's path reads the socket again and names its failure
+                return
+            if not data:
+                self._hand_over()
+                return
+            chunks = self.lanes[part.lane]
+            chunks.append(data)
+            self.size += len(<bytes> data)
+            try:
+                following = self._consume(i, <bytes> data)
+            except Exception:  # a bug must not leave the client waiting: the task's path reads on
+                _log.exception("reading a multi-unit read's answer from a reader callback failed")
+                following = -1
+            if following == i and self.size <= C_TAKE_LIMIT:
+                continue
+            if following <= i:  # unusual, or a long answer: the task's path reads on
+                self._hand_over()
+                return
+            self.part = following
+            if following == len(self.parts):
+                self._end()
+                self._finish()
+                return
+
+    def _advance_now(self):
+        if not self.done:
+            self._advance()
+
+    def check(self, double now):
+        """The loop's shared timer: past the answer bound the task's path takes over (and finds it passed)."""
+        if not self.done and self.abort_at is not None and <double> self.abort_at <= now:
+            self._hand_over()
+
+    def abandon(self):
+        """Given up before the answers are in (the client went away): every connection discarded."""
+        if self.done:
+            return
+        self._end()
+        self.sent.abandon()
+
+    def carried(self):
+        """Per lane, the bytes read off its connection (the task's path reads them first)."""
+        return {lane: b"".join(chunks) for lane, chunks in self.lanes.items() if chunks}
+
+    cdef void _hand_over(self):
+        self._end()
+        try:
+            self._over()
+        except Exception:  # a callback's bug: logged, as the loop would log it
+            _log.exception("handing a multi-unit read to the task's path failed")
+
+    cdef void _end(self):
+        self.done = True
+        self.abort_at = None
+        PySet_Discard(self.deadlines.running, self)
+        if self.watched >= 0:
+            self._unwatch()
+
+    cdef void _unwatch(self):
+        cdef int fd = self.watched
+        self.watched = -1
+        self.loop.remove_reader(fd)
+        _set_blocking(fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
+
+    cdef Py_ssize_t _consume(self, Py_ssize_t i, bytes data) except -2:
+        raise NotImplementedError
+
+    cdef void _finish(self):
+        pass
+
+    cdef void _over(self):
+        pass
+
+
+cdef class ConcatenatedAnswers(_PartsReader):
+    """A read whose rows need no merge: every answer through ``relay`` (concatenating) as it comes (the pure
+    twin's ``ConcatenatedAnswers``, its arguments)."""
+
+    cdef public object relay, header_for, conversions_for, relayed, framed_over, fresh_over
+    cdef list out
+    cdef public bint pending
+    cdef public int state
+
+    def __init__(self, sent, loop, deadlines, relay, header_for, conversions_for, relayed, framed_over, fresh_over):
+        _PartsReader.__init__(self, sent, loop, deadlines)
+        self.relay = relay
+        self.header_for = header_for
+        self.conversions_for = conversions_for
+        self.relayed = relayed
+        self.framed_over = framed_over
+        self.fresh_over = fresh_over
+        self.out = []
+        self.pending = conversions_for is not None
+        self.state = S_FIRST
+        relay.concatenate(len(self.parts))
+
+    def is_closing(self):
+        return False
+
+    def write(self, data):
+        self.out.append(data)
+
+    cdef Py_ssize_t _consume(self, Py_ssize_t i, bytes data) except -2:
+        cdef int state
+        relay = self.relay
+        if not self.pending:
+            state = relay.pump(data, self, self.header_for)
+        else:  # as relay_many: the first answer's definitions read before anything is relayed
+            state = relay.feed(data)
+            if state == S_FIRST:
+                return i
+            if state != S_HEADER:
+                return -1
+            conversions = self.conversions_for(relay.columns)
+            if conversions is None:
+                return -1  # decoded: the task's path finds the same and reads them into rows
+            relay.convert(conversions)
+            self.pending = False
+            state = relay.pump(b"", self, self.header_for)
+        self.state = state
+        if state == S_FIRST or state == S_ROWS:
+            return relay.unit  # bytes past an answer are the next one's on that connection: the relay has them
+        return len(self.parts) if state == S_DONE else -1
+
+    cdef void _finish(self):
+        cdef list out = self.out
+        try:
+            self.relayed(out[0] if len(out) == 1 else b"".join(out))
+        except Exception:  # a callback's bug: logged, as the loop would log it
+            _log.exception("answering a multi-unit read from its relayed answers failed")
+
+    cdef void _over(self):
+        if not self.pending:  # the header is framed: on from where the relay is
+            self.framed_over(self.state, b"".join(self.out))
+        else:
+            self.fresh_over(self.carried())
+
+
+cdef class WholeAnswers(_PartsReader):
+    """A read whose rows are merged undecoded: every answer taken whole (the pure twin's ``WholeAnswers``, its
+    arguments)."""
+
+    cdef public object taken, fresh_over, finder
+    cdef list chunks, answers, statuses
+
+    def __init__(self, sent, loop, deadlines, taken, fresh_over):
+        _PartsReader.__init__(self, sent, loop, deadlines)
+        self.taken = taken
+        self.fresh_over = fresh_over
+        self.finder = None
+        self.chunks = []
+        self.answers = []
+        self.statuses = []
+
+    cdef Py_ssize_t _consume(self, Py_ssize_t i, bytes data) except -2:
+        cdef int state
+        cdef list parts = self.parts
+        cdef bytes answer, rest
+        while True:
+            finder = self.finder
+            if finder is None:
+                finder = self.finder = ResultRelay(1, True, parts[i].pool.driver.relay_eof, True)
+            self.chunks.append(data)
+            state = finder.feed(data)
+            while state == S_HEADER:
+                state = finder.header([], 0)
+            finder.take()  # framed for nobody: only the answer's end is wanted
+            if state == S_FIRST or state == S_ROWS:
+                return i
+            if state != S_DONE:  # an error packet, an OK: the task's path settles it
+                return -1
+            rest = finder.rest()
+            answer = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+            self.answers.append(answer[: len(answer) - len(rest)] if rest else answer)
+            self.statuses.append(finder.status)
+            self.chunks, self.finder = [], None
+            i += 1
+            if not rest:
+                return i
+            if i == len(parts) or parts[i].lane != parts[i - 1].lane:  # bytes past an answer nobody asked for
+                return -1
+            data = rest  # the next answer on that connection
+
+    cdef void _finish(self):
+        try:
+            self.taken(self.answers, self.statuses)
+        except Exception:  # a callback's bug: logged, as the loop would log it
+            _log.exception("answering a multi-unit read from its answers failed")
+
+    cdef void _over(self):
+        self.fresh_over(self.carried())
