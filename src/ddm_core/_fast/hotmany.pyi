@@ -23,6 +23,7 @@ class _PartsReader:
     def abandon(self) -> None: ...
     def carried(self) -> dict[int, bytes]: ...
 
+@disjoint_base
 class ConcatenatedAnswers(_PartsReader):
     relay: Any
     header_for: Callable[[list[bytes]], tuple[list[bytes], int]]
@@ -39,6 +40,7 @@ class ConcatenatedAnswers(_PartsReader):
     def is_closing(self) -> bool: ...
     def write(self, data: bytes) -> None: ...
 
+@disjoint_base
 class WholeAnswers(_PartsReader):
     taken: Callable[[list[bytes], list[int]], None]
     fresh_over: Callable[[dict[int, bytes]], None]

@@ -41,6 +41,7 @@ cdef inline double _monotonic() noexcept:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
+@cython.auto_pickle(False)  # one read's state: never pickled
 cdef class _PartsReader:
     """The parts of ``sent`` read in order (the pure twin's ``_PartsReader``)."""
 
@@ -179,6 +180,7 @@ cdef class _PartsReader:
         pass
 
 
+@cython.auto_pickle(False)
 cdef class ConcatenatedAnswers(_PartsReader):
     """A read whose rows need no merge: every answer through ``relay`` (concatenating) as it comes (the pure
     twin's ``ConcatenatedAnswers``, its arguments)."""
@@ -243,6 +245,7 @@ cdef class ConcatenatedAnswers(_PartsReader):
             self.fresh_over(self.carried())
 
 
+@cython.auto_pickle(False)
 cdef class WholeAnswers(_PartsReader):
     """A read whose rows are merged undecoded: every answer taken whole (the pure twin's ``WholeAnswers``, its
     arguments)."""
