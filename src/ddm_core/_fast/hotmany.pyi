@@ -3,10 +3,25 @@ from typing import Any, Callable
 
 from typing_extensions import disjoint_base
 
-__all__ = ["ConcatenatedAnswers", "WholeAnswers", "TAKE_LIMIT", "READ_SIZE"]
+__all__ = ["ConcatenatedAnswers", "WholeAnswers", "AnswerEnd", "TAKE_LIMIT", "READ_SIZE"]
 
 READ_SIZE: int
 TAKE_LIMIT: int
+
+@disjoint_base  # a cdef class: its C layout cannot be combined
+class AnswerEnd:
+    backend_eof: bool
+    continued: bool
+    buf: bytearray
+    at: int
+    end: int
+    seq: int
+    state: int
+    count: int
+    defs: int
+    status: int
+    def __init__(self, backend_eof: bool) -> None: ...
+    def feed(self, data: bytes) -> int: ...
 
 @disjoint_base  # a cdef class: its C layout cannot be combined
 class _PartsReader:
@@ -44,6 +59,5 @@ class ConcatenatedAnswers(_PartsReader):
 class WholeAnswers(_PartsReader):
     taken: Callable[[list[bytes], list[int]], None]
     fresh_over: Callable[[dict[int, bytes]], None]
-    finder: Any
     def __init__(self, sent: Any, loop: Any, deadlines: Any, taken: Callable[[list[bytes], list[int]], None],
                  fresh_over: Callable[[dict[int, bytes]], None]) -> None: ...

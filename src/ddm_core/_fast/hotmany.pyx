@@ -8,23 +8,31 @@ interpreted frame of the proxy's own; what is unusual is the task's path's.
 """
 
 cimport cython
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.set cimport PySet_Add, PySet_Discard
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+from ddm_core._fast._packets cimport _lenenc
 
 import logging
 import os
 import socket
 
 from ddm_core._fast.relay import DONE as _DONE_STATE, FIRST as _FIRST_STATE, HEADER as _HEADER_STATE
-from ddm_core._fast.relay import ROWS as _ROWS_STATE, ResultRelay
+from ddm_core._fast.relay import ROWS as _ROWS_STATE
 
-__all__ = ["ConcatenatedAnswers", "WholeAnswers", "TAKE_LIMIT", "READ_SIZE"]
+__all__ = ["ConcatenatedAnswers", "WholeAnswers", "AnswerEnd", "TAKE_LIMIT", "READ_SIZE"]
 
 READ_SIZE = 256 * 1024
 TAKE_LIMIT = 1 << 20
 
 DEF C_READ_SIZE = 256 * 1024
 DEF C_TAKE_LIMIT = 1 << 20
+DEF MAX_PAYLOAD = 0xFFFFFF
+DEF MORE_RESULTS = 0x0008
+DEF F_COLUMNS = -2
+DEF F_COLUMNS_EOF = -3
 
 cdef int S_FIRST = _FIRST_STATE
 cdef int S_ROWS = _ROWS_STATE
@@ -39,6 +47,86 @@ cdef inline double _monotonic() noexcept:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+@cython.auto_pickle(False)  # one answer's state: never pickled
+cdef class AnswerEnd:
+    """Where a data source's answer of rows ends in the bytes fed so far (the pure twin's ``AnswerEnd``)."""
+
+    cdef public bint backend_eof, continued
+    cdef public bytearray buf
+    cdef public Py_ssize_t at, end
+    cdef public int seq, state
+    cdef public long long count, defs, status
+
+    def __init__(self, bint backend_eof):
+        self.backend_eof = backend_eof
+        self.buf = bytearray()
+        self.at = 0
+        self.seq = 1
+        self.state = S_FIRST
+        self.count = self.defs = 0
+        self.continued = False
+        self.status = 0
+        self.end = -1
+
+    cpdef int feed(self, bytes data) except -9:
+        cdef bytearray buf = self.buf
+        buf += data
+        cdef const unsigned char* p = <const unsigned char*> PyByteArray_AS_STRING(buf)
+        cdef Py_ssize_t size = PyByteArray_GET_SIZE(buf), at = self.at, start, length, after
+        cdef int head
+        cdef long long count
+        while size - at >= 4:
+            length = p[at] | p[at + 1] << 8 | p[at + 2] << 16
+            if size - at - 4 < length:
+                break
+            if p[at + 3] != self.seq:
+                return -1
+            self.seq = (self.seq + 1) & 0xFF
+            start = at + 4
+            at = start + length
+            self.at = at
+            head = p[start] if length else -1
+            if self.state == S_ROWS:
+                if self.continued:
+                    self.continued = length == MAX_PAYLOAD
+                elif head == 0xFF:
+                    return -1
+                elif head == 0xFE and length < 9:
+                    return self._closed(p + start, length)
+                else:
+                    self.continued = length == MAX_PAYLOAD
+            elif self.state == S_FIRST:
+                if head == 0x00 or head == 0xFF or head == 0xFB or head < 0:
+                    return -1  # an OK, an error, LOCAL INFILE, an empty packet
+                after = start
+                count = _lenenc(p, at, &after)
+                if count <= 0 or after != at:
+                    return -1
+                self.count, self.defs, self.state = count, 0, F_COLUMNS
+            elif self.state == F_COLUMNS:
+                self.defs += 1
+                if self.defs == self.count:
+                    self.state = F_COLUMNS_EOF if self.backend_eof else S_ROWS
+            elif head == 0xFE and length < 9:  # the EOF after the definitions
+                self.state = S_ROWS
+            else:
+                return -1
+        return S_FIRST if self.state != S_ROWS else S_ROWS
+
+    cdef int _closed(self, const unsigned char* payload, Py_ssize_t length):
+        cdef long long status = -1
+        cdef Py_ssize_t at = 1
+        if self.backend_eof:
+            if length >= 5:
+                status = payload[3] | payload[4] << 8
+        elif _lenenc(payload, length, &at) >= 0 and _lenenc(payload, length, &at) >= 0 and at + 4 <= length:
+            status = payload[at] | payload[at + 1] << 8
+        if status < 0 or status & MORE_RESULTS:
+            return -1
+        self.status, self.end, self.state = status, self.at, S_DONE
+        return S_DONE
 
 
 @cython.auto_pickle(False)  # one read's state: never pickled
@@ -250,46 +338,43 @@ cdef class WholeAnswers(_PartsReader):
     """A read whose rows are merged undecoded: every answer taken whole (the pure twin's ``WholeAnswers``, its
     arguments)."""
 
-    cdef public object taken, fresh_over, finder
-    cdef list chunks, answers, statuses
+    cdef public object taken, fresh_over
+    cdef AnswerEnd finder
+    cdef list answers, statuses
 
     def __init__(self, sent, loop, deadlines, taken, fresh_over):
         _PartsReader.__init__(self, sent, loop, deadlines)
         self.taken = taken
         self.fresh_over = fresh_over
         self.finder = None
-        self.chunks = []
         self.answers = []
         self.statuses = []
 
     cdef Py_ssize_t _consume(self, Py_ssize_t i, bytes data) except -2:
         cdef int state
         cdef list parts = self.parts
-        cdef bytes answer, rest
+        cdef AnswerEnd finder
+        cdef bytearray buf
+        cdef Py_ssize_t end
         while True:
             finder = self.finder
             if finder is None:
-                finder = self.finder = ResultRelay(1, True, parts[i].pool.driver.relay_eof, True)
-            self.chunks.append(data)
+                finder = self.finder = AnswerEnd(parts[i].pool.driver.relay_eof)
             state = finder.feed(data)
-            while state == S_HEADER:
-                state = finder.header([], 0)
-            finder.take()  # framed for nobody: only the answer's end is wanted
             if state == S_FIRST or state == S_ROWS:
                 return i
             if state != S_DONE:  # an error packet, an OK: the task's path settles it
                 return -1
-            rest = finder.rest()
-            answer = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
-            self.answers.append(answer[: len(answer) - len(rest)] if rest else answer)
+            buf, end = finder.buf, finder.end
+            self.answers.append(PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf), end))
             self.statuses.append(finder.status)
-            self.chunks, self.finder = [], None
+            self.finder = None
             i += 1
-            if not rest:
+            if end == PyByteArray_GET_SIZE(buf):
                 return i
             if i == len(parts) or parts[i].lane != parts[i - 1].lane:  # bytes past an answer nobody asked for
                 return -1
-            data = rest  # the next answer on that connection
+            data = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf) + end, PyByteArray_GET_SIZE(buf) - end)
 
     cdef void _finish(self):
         try:

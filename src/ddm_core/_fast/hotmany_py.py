@@ -29,9 +29,9 @@ import socket
 import time
 from typing import Any, Callable
 
-from ddm_core._fast.relay_py import DONE, FIRST, HEADER, ROWS, ResultRelay
+from ddm_core._fast.relay_py import DONE, FIRST, HEADER, ROWS, _lenenc, ok_fields
 
-__all__ = ["ConcatenatedAnswers", "WholeAnswers", "TAKE_LIMIT", "READ_SIZE"]
+__all__ = ["ConcatenatedAnswers", "WholeAnswers", "AnswerEnd", "TAKE_LIMIT", "READ_SIZE"]
 
 log = logging.getLogger("ddm_core.proxy")  # what it logs is the proxy's
 
@@ -43,6 +43,85 @@ TAKE_LIMIT = 1 << 20
 
 _DONTWAIT = socket.MSG_DONTWAIT
 _FIRST, _ROWS, _HEADER, _DONE = FIRST, ROWS, HEADER, DONE
+_COLUMNS, _COLUMNS_EOF = -2, -3  # AnswerEnd's states while it reads the definitions, then the EOF after them
+_MAX_PAYLOAD = 0xFFFFFF
+_MORE_RESULTS = 0x0008  # SERVER_MORE_RESULTS_EXISTS
+
+
+class AnswerEnd:
+    """Where a data source's answer of rows ends in the bytes fed so far, found by reading its packets' headers
+    (nothing framed, nothing copied but the bytes kept): the relay's reading of an answer (``ResultRelay``),
+    without its output. :meth:`feed` says :data:`FIRST` or :data:`ROWS` (more bytes needed), :data:`DONE` (the
+    answer is ``buf[:end]``, its closing flags ``status``), or -1: anything but rows the relay passes on — an
+    error or OK packet, a packet out of sequence, ``LOCAL INFILE``, more result sets.
+
+    Args:
+        backend_eof: The data source sends EOF packets (its connection did not negotiate ``CLIENT_DEPRECATE_EOF``).
+    """
+
+    __slots__ = ("backend_eof", "buf", "at", "seq", "state", "count", "defs", "continued", "status", "end")
+
+    def __init__(self, backend_eof: bool) -> None:
+        self.backend_eof = backend_eof
+        self.buf = bytearray()
+        self.at = 0  # where the next packet begins
+        self.seq = 1  # the sequence id it must have (the answer to a command begins at 1)
+        self.state = FIRST
+        self.count = self.defs = 0
+        self.continued = False  # the last row packet was 16 MiB - 1 long: the row goes on in the next one
+        self.status = 0
+        self.end = -1
+
+    def feed(self, data: bytes) -> int:
+        buf = self.buf
+        buf += data
+        size, at = len(buf), self.at
+        while size - at >= 4:
+            length = buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16
+            if size - at - 4 < length:
+                break
+            if buf[at + 3] != self.seq:
+                return -1
+            self.seq = (self.seq + 1) & 0xFF
+            start, at = at + 4, at + 4 + length
+            self.at = at
+            head = buf[start] if length else -1
+            state = self.state
+            if state == ROWS:
+                if self.continued:
+                    self.continued = length == _MAX_PAYLOAD
+                elif head == 0xFF:
+                    return -1
+                elif head == 0xFE and length < 9:
+                    return self._closed(bytes(buf[start:at]))
+                else:
+                    self.continued = length == _MAX_PAYLOAD
+            elif state == FIRST:
+                if head in (0x00, 0xFF, 0xFB) or head < 0:
+                    return -1  # an OK, an error, LOCAL INFILE, an empty packet
+                count, after = _lenenc(buf, start)
+                if count <= 0 or after != at:
+                    return -1
+                self.count, self.defs, self.state = count, 0, _COLUMNS
+            elif state == _COLUMNS:
+                self.defs += 1
+                if self.defs == self.count:
+                    self.state = _COLUMNS_EOF if self.backend_eof else ROWS
+            elif head == 0xFE and length < 9:  # the EOF after the definitions
+                self.state = ROWS
+            else:
+                return -1
+        return FIRST if self.state != ROWS else ROWS
+
+    def _closed(self, payload: bytes) -> int:
+        if self.backend_eof:
+            status = payload[3] | payload[4] << 8 if len(payload) >= 5 else -1
+        else:
+            status = ok_fields(payload)[2]
+        if status < 0 or status & _MORE_RESULTS:
+            return -1
+        self.status, self.end, self.state = status, self.at, DONE
+        return DONE
 
 
 class _PartsReader:
@@ -257,8 +336,8 @@ class ConcatenatedAnswers(_PartsReader):
 
 
 class WholeAnswers(_PartsReader):
-    """A read whose rows are merged in order undecoded: every answer taken whole (its end found by a relay that
-    only frames), as :func:`take_many` takes them.
+    """A read whose rows are merged undecoded: every answer taken whole (its end found by :class:`AnswerEnd`), as
+    :func:`take_many` takes them.
 
     Args:
         sent, loop, deadlines: As :class:`_PartsReader`'s.
@@ -266,15 +345,14 @@ class WholeAnswers(_PartsReader):
         fresh_over: As :class:`ConcatenatedAnswers`'s.
     """
 
-    __slots__ = ("taken", "fresh_over", "finder", "chunks", "answers", "statuses")
+    __slots__ = ("taken", "fresh_over", "finder", "answers", "statuses")
 
     def __init__(self, sent: Any, loop: Any, deadlines: Any, taken: Callable[[list[bytes], list[int]], None],
                  fresh_over: Callable[[dict[int, bytes]], None]) -> None:  # fmt: skip
         super().__init__(sent, loop, deadlines)
         self.taken = taken
         self.fresh_over = fresh_over
-        self.finder: Any = None
-        self.chunks: list[bytes] = []  # the answer read now, so far
+        self.finder: AnswerEnd | None = None
         self.answers: list[bytes] = []
         self.statuses: list[int] = []
 
@@ -283,28 +361,22 @@ class WholeAnswers(_PartsReader):
         while True:
             finder = self.finder
             if finder is None:
-                finder = self.finder = ResultRelay(1, True, parts[i].pool.driver.relay_eof, True)
-            self.chunks.append(data)
+                finder = self.finder = AnswerEnd(parts[i].pool.driver.relay_eof)
             state = finder.feed(data)
-            while state == _HEADER:
-                state = finder.header([], 0)
-            finder.take()  # framed for nobody: only the answer's end is wanted
             if state == _FIRST or state == _ROWS:
                 return i
             if state != _DONE:  # an error packet, an OK: the task's path settles it
                 return -1
-            rest = finder.rest()
-            chunks = self.chunks
-            answer = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            self.answers.append(answer[: len(answer) - len(rest)] if rest else answer)
+            buf, end = finder.buf, finder.end
+            self.answers.append(bytes(buf[:end]))
             self.statuses.append(finder.status)
-            self.chunks, self.finder = [], None
+            self.finder = None
             i += 1
-            if not rest:
+            if end == len(buf):
                 return i
             if i == len(parts) or parts[i].lane != parts[i - 1].lane:  # bytes past an answer nobody asked for
                 return -1
-            data = rest  # the next answer on that connection
+            data = bytes(buf[end:])  # the next answer on that connection
 
     def _finish(self) -> None:
         try:

@@ -918,11 +918,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
 
     def _hot_many(self, command: int, payload: bytes, many: _HotMany) -> bool:
         """A multi-unit read (``Shape.many``) taken from the gate: what mimic's path does for it from :meth:`_run`
-        on, sent here and its answers read by reader callbacks (the hotmany unit) — rows relayed, or merged in
-        order undecoded — and answered from them in one call; anything else, and whatever those callbacks find
-        unusual, is answered in a task of its own from where it is (``_start_many``, the answer written by the
-        connection as mimic's path writes it). The gate reads the client's next command once the answer is
-        written (docs/proxy.md#the-hot-path)."""
+        on, sent here and its answers read by reader callbacks (the hotmany unit) — rows relayed, or merged
+        undecoded (in order, aggregates folded) — and answered from them in one call; anything else, and whatever
+        those callbacks find unusual, is answered in a task of its own from where it is (``_start_many``, the
+        answer written by the connection as mimic's path writes it). The gate reads the client's next command once
+        the answer is written (docs/proxy.md#the-hot-path)."""
         runtime, conn = self.runtime, self.connection
         cid = conn.connection_id
         runtime._enter(cid)  # counted as running, as mimic's path counts every command
