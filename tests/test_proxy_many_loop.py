@@ -412,6 +412,42 @@ def test_a_read_the_gate_took_that_routes_to_one_unit_goes_back_to_mimics_path(
     relay.at_rest()
 
 
+@pytest.mark.parametrize("tx", [False, True], ids=["autocommit", "pinned"])
+@pytest.mark.parametrize("sql", ["SELECT id, SLEEP(0.2) FROM t_many WHERE id BETWEEN 1 AND 4",
+                                 "SELECT id, SLEEP(0.2) FROM t_many WHERE id BETWEEN 1 AND 4 ORDER BY id"])  # fmt: skip
+def test_a_client_gone_while_reader_callbacks_wait_leaves_nothing_borrowed_or_running(
+    proxies: tuple[dict[str, Served], list[str]], sql: str, tx: bool, impl: Implementation,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client goes away while the answers are awaited by reader callbacks (each twin of ``hotmany``): the
+    session's close gives the read up — its connections discarded, in doubt (a pin: the transaction rolled back
+    without it) — nothing stays borrowed or running, and the proxy serves on."""
+    monkeypatch.setattr(session_module, "hotmany", impl.hotmany)
+    served, databases = proxies
+    relay = served["relay"]
+    runtime = relay.server.runtime
+    with relay.raw() as client:
+        client.command(0x03, sql.replace("BETWEEN 1 AND 4", "BETWEEN 100 AND 104").encode())  # the shape, known
+        client.response()
+    discards = sum(s.discards for s in relay.server.executor.pool_stats().values())
+    client = relay.raw()
+    if tx:
+        client.query("BEGIN")
+        for key in PINS:
+            client.query(f"SELECT k FROM t_many WHERE id = {key}")
+    before = runtime.many_inlined, runtime.many_taken
+    client.command(0x03, sql.encode())
+    _until(lambda: runtime.many_inlined > before[0], lambda: "the read did not go from the loop")
+    client.close()  # while the data sources sleep
+    relay.at_rest()
+    _until(lambda: _running(databases) == 0, lambda: f"{_running(databases)} statements still running")
+    assert runtime.many_taken == before[1]  # never answered
+    assert sum(s.discards for s in relay.server.executor.pool_stats().values()) > discards
+    with relay.connect() as conn, conn.cursor() as cur:  # the proxy serves on
+        cur.execute(PLAIN)
+        assert len(cur.fetchall()) == ROWS
+
+
 @pytest.mark.parametrize("sql", [PLAIN, PLAIN + " ORDER BY id"])
 def test_a_client_gone_mid_result_leaves_nothing_borrowed_or_running(
     proxies: tuple[dict[str, Served], list[str]], sql: str

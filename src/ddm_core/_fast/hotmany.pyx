@@ -174,9 +174,9 @@ cdef class _PartsReader:
             PySet_Add(deadlines.running, self)
             if abort_at < <double> deadlines.at:
                 deadlines.arm(abort_at, loop)
-        self._advance()
+        self._advance_safely()
 
-    cdef void _advance(self):
+    cdef int _advance(self) except -1:
         cdef Py_ssize_t i, following
         cdef int fileno
         cdef list chunks
@@ -192,13 +192,13 @@ cdef class _PartsReader:
                         self._unwatch()
                     self.watched = fileno
                     self.loop.add_reader(fileno, self._advance_now)
-                return
+                return 0
             except OSError:
                 self._hand_over()  # the task's path reads the socket again and names its failure
-                return
+                return 0
             if not data:
                 self._hand_over()
-                return
+                return 0
             chunks = self.lanes[part.lane]
             chunks.append(data)
             self.size += len(<bytes> data)
@@ -211,16 +211,24 @@ cdef class _PartsReader:
                 continue
             if following <= i:  # unusual, or a long answer: the task's path reads on
                 self._hand_over()
-                return
+                return 0
             self.part = following
             if following == len(self.parts):
                 self._end()
                 self._finish()
-                return
+                return 0
 
     def _advance_now(self):
         if not self.done:
+            self._advance_safely()
+
+    cdef void _advance_safely(self):
+        try:
             self._advance()
+        except Exception:  # a socket or a loop that fails unlike a socket: the task's path reads on and says why
+            _log.exception("reading a multi-unit read's answers from a reader callback failed")
+            if not self.done:
+                self._hand_over()
 
     def check(self, double now):
         """The loop's shared timer: past the answer bound the task's path takes over (and finds it passed)."""

@@ -164,7 +164,7 @@ class _PartsReader:
             deadlines.running.add(self)
             if self.abort_at < deadlines.at:
                 deadlines.arm(self.abort_at, loop)
-        self._advance()
+        self._advance_safely()
 
     def _advance(self) -> None:
         parts = self.sent.parts
@@ -206,7 +206,15 @@ class _PartsReader:
 
     def _advance_now(self) -> None:
         if not self.done:
+            self._advance_safely()
+
+    def _advance_safely(self) -> None:
+        try:
             self._advance()
+        except Exception:  # noqa: BLE001  # a socket or a loop that fails unlike a socket: the task's path says why
+            log.exception("reading a multi-unit read's answers from a reader callback failed")
+            if not self.done:
+                self._hand_over()
 
     def check(self, now: float) -> None:
         """The loop's shared timer: past the answer bound the task's path takes over (and finds it passed)."""
