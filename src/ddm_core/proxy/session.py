@@ -946,7 +946,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         read.relay = relay
         announced = None if self._text else self._announced
         aggregates = plan.merge.aggregates
-        header_for = conn.relay_header(aggregates, announced)
+        header_for = self._hot_header(aggregates, announced)  # remembered per definitions, as a one-unit read's
         convert = None if announced is None else conn.relay_conversions(aggregates, announced)
         loop = self._loop()
         reader: hotmany.ConcatenatedAnswers | hotmany.WholeAnswers
