@@ -426,7 +426,7 @@ def text_rows(list answers, bint backend_eof):
     read so (the pure twin has the contract)."""
     cdef _Answer first, each
     cdef const unsigned char* p
-    cdef Py_ssize_t r, c, at, start, end, size, n, fields_start
+    cdef Py_ssize_t r, c, at, start, end, n
     cdef long long length
     cdef list rows = [], row, definitions = []
     if not answers:
@@ -443,8 +443,8 @@ def text_rows(list answers, bint backend_eof):
             definitions.append(PyBytes_FromStringAndSize(<const char*> p + at + 4, length))
         at += 4 + length
         n += 1
-    for each_answer in answers:
-        each = _split(<bytes?> each_answer, backend_eof)
+    for n in range(len(answers)):
+        each = first if n == 0 else _split(<bytes?> answers[n], backend_eof)
         if each is None or each.count != first.count:
             return None
         p = <const unsigned char*> PyBytes_AS_STRING(each.data)

@@ -4,10 +4,10 @@
 A multi-unit read whose merge only folds aggregates — ``SUM``, ``COUNT``, ``MIN``, ``MAX`` of numbers, no
 ``GROUP BY``, ``HAVING``, ``DISTINCT``, ``AVG`` or window — gets one row from each table it reads (a unit that
 reads one data source's tables gets one row per table). Its answers are taken whole off the sockets; each
-row is read (integers as ``int``, DECIMAL as ``Decimal``, exactly as the
-driver reads them), the rows are folded in plan order by the merge engine's own :class:`Reaggregator`, and the
-folded row, written back as text in the first answer's place, goes through the relay as a one-unit answer:
-the column header the decoded path announces, a prepared statement's row converted to a binary one.
+row is read (integers as ``int``, DECIMAL as ``Decimal``, exactly as the driver reads them), the rows are
+folded in plan order by the merge engine's own :class:`Reaggregator`, and the folded row, written back as
+text in the first answer's place, goes through the relay as a one-unit answer: the column header the decoded
+path announces, a prepared statement's row converted to a binary one.
 
 So the client reads what the decoded merge would have written — the same values (the same fold), the same
 bytes — without the units' results, the merge pipeline or the row writer. Anything else (a column that is
