@@ -266,7 +266,11 @@ cdef class _PartsReader:
         self.loop.remove_reader(fd)
         _set_blocking(fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
 
+    # -- what a kind of read does with the bytes: each subclass's (ConcatenatedAnswers, WholeAnswers); the base
+    # -- is never made on its own ----------------------------------------------------------------------
+
     cdef Py_ssize_t _consume(self, Py_ssize_t i, bytes data) except -2:
+        """Part ``i``'s next bytes taken in: the part read next, or -1 (the pure twin's)."""
         raise NotImplementedError
 
     cdef void _finish(self):

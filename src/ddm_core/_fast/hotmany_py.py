@@ -251,7 +251,8 @@ class _PartsReader:
         self.loop.remove_reader(fd)
         os.set_blocking(fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
 
-    # -- what a kind of read does with the bytes ---------------------------------------------------------
+    # -- what a kind of read does with the bytes: each subclass's (ConcatenatedAnswers, WholeAnswers); the base
+    # -- is never made on its own ----------------------------------------------------------------------
 
     def _consume(self, i: int, data: bytes) -> int:
         """Part ``i``'s next bytes taken in: the part read next (``i``: more of this one; past the last: all

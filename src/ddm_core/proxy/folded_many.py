@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 from ddm_core._fast import SELECTED
 from ddm_core.merge.aggregate import Reaggregator
 from ddm_core.merge.spec import MergeSpec, memoized
-from ddm_core.proxy.relay import RELAY_STATES
+from ddm_core.proxy.relay import RELAY_STATES, frame, lenenc_string
 
 if TYPE_CHECKING:
     from ddm_core._fast import ordered
@@ -40,7 +40,6 @@ _FOLDED = frozenset({"SUM", "COUNT", "MIN", "MAX"})
 _INTEGERS = frozenset({1, 2, 3, 8, 9, 13})
 #: The types folded: the integers, and NEWDECIMAL (read as Decimal)
 _NUMBERS = _INTEGERS | {246}
-_NULL = 0xFB
 _FOLDER = "folder"  # the spec memo's entries of a fold's Reaggregator, per width and dialect
 
 
@@ -70,19 +69,7 @@ def _values(row: Sequence[bytes | None], kinds: Sequence[int]) -> list[Any] | No
 
 def _text_row(values: Sequence[Any]) -> bytes:
     """``values`` (ints, Decimals, NULLs) as a text row, each as the decoded path writes it (``str``)."""
-    out = bytearray()
-    for value in values:
-        if value is None:
-            out.append(_NULL)
-        else:
-            text = str(value).encode("ascii")
-            out += bytes((len(text),)) if len(text) < 0xFB else b"\xfc" + len(text).to_bytes(2, "little")
-            out += text
-    return bytes(out)
-
-
-def _packet(payload: bytes, seq: int) -> bytes:
-    return len(payload).to_bytes(3, "little") + bytes((seq & 0xFF,)) + payload
+    return b"".join(b"\xfb" if value is None else lenenc_string(str(value).encode("ascii")) for value in values)
 
 
 def relay_folded(taken: Taken, relay: ResultRelay, backend_eof: bool, dialect: str,
@@ -123,7 +110,7 @@ def relay_folded(taken: Taken, relay: ResultRelay, backend_eof: bool, dialect: s
             folder.add(state, values)
     assert state is not None
     seq = 2 + len(definitions) + (1 if backend_eof else 0)  # the header's packets were 1, 2, ...
-    folded = first[:header_end] + _packet(_text_row(folder.result(state)), seq) + _packet(closing, seq + 1)
+    folded = first[:header_end] + frame(_text_row(folder.result(state)), seq & 0xFF) + frame(closing, (seq + 1) & 0xFF)
     if relay.feed(folded) != RELAY_STATES.HEADER:
         return None
     if conversions_for is not None:

@@ -40,7 +40,7 @@ else:
 
 __all__ = [
     "relay_answer", "readable", "execute_values", "socket_of", "timed_out", "advance", "conclude", "is_waiting",
-    "ResultRelay", "CommandGate", "execute_params", "RELAY_STATES", "HeaderMemo", "HotStatement", "LinkProtocol", "LinkStack", "frame",
+    "ResultRelay", "CommandGate", "execute_params", "lenenc_string", "RELAY_STATES", "HeaderMemo", "HotStatement", "LinkProtocol", "LinkStack", "frame",
     "hotlink", "hotpin", "HotFront", "Commands", "PinRead", "READ_SIZE", "HIGH_WATER", "unrelayable", "no_answer", "read_failed", "closed_mid_answer",
 ]  # fmt: skip
 
@@ -60,7 +60,8 @@ _UNSIGNED = 0x80
 _PACK_Q, _PACK_q, _PACK_d = struct.Struct("<Q").pack, struct.Struct("<q").pack, struct.Struct("<d").pack
 
 
-def _lenenc(data: bytes) -> bytes:
+def lenenc_string(data: bytes) -> bytes:
+    """``data`` as the protocol's length-encoded string (its length first)."""
     n = len(data)
     if n < 0xFB:
         return bytes((n,)) + data
@@ -95,7 +96,7 @@ def execute_values(params: Sequence[Any]) -> bytes | None:
                 return None
         elif kind is str:
             types += bytes((_VAR_STRING, 0))
-            values += _lenenc(value.encode("utf8", "surrogateescape"))
+            values += lenenc_string(value.encode("utf8", "surrogateescape"))
         elif kind is bool:
             types += bytes((_TINY, 0))
             values.append(int(value))
@@ -104,10 +105,10 @@ def execute_values(params: Sequence[Any]) -> bytes | None:
             values += _PACK_d(value)
         elif kind is Decimal and value.is_finite():
             types += bytes((_NEWDECIMAL, 0))
-            values += _lenenc(format(value, "f").encode())
+            values += lenenc_string(format(value, "f").encode())
         elif kind is bytes or kind is bytearray:
             types += bytes((_BLOB, 0))
-            values += _lenenc(bytes(value))
+            values += lenenc_string(bytes(value))
         else:
             return None
     return bytes(nulls) + b"\x01" + bytes(types) + bytes(values)

@@ -731,9 +731,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         try:
             aggregates = plan.merge.aggregates
             header = self.connection.relay_header(aggregates, announced)
-            convert = None if announced is None else self.connection.relay_conversions(aggregates, announced)
-            rows = await (relay_many(sent, relay, stream.writer, header, convert, carried) if framed is None
-                          else relay_many_on(sent, relay, stream.writer, header, *framed, announced is not None))
+            if framed is None:
+                convert = None if announced is None else self.connection.relay_conversions(aggregates, announced)
+                rows = await relay_many(sent, relay, stream.writer, header, convert, carried)
+            else:  # the relay converts as it was told to already
+                rows = await relay_many_on(sent, relay, stream.writer, header, *framed, announced is not None)
         except DdmError as exc:
             stream.seq.value = relay.seq  # the error packet follows what was relayed
             running.failed(exc)
