@@ -190,6 +190,40 @@ def test_commands_taken_declined_and_handed_on_in_order(twin: Any) -> None:
 
 
 @pytest.mark.parametrize("twin", TWINS, ids=lambda t: t.__name__)
+def test_one_command_a_read_is_taken_or_handed_on_whole(twin: Any) -> None:
+    # a request-and-answer client sends one whole command a read: the compiled gate reads it straight from the
+    # read's bytes; what it declines reaches mimic whole, and the commands after it too
+    async def main() -> None:
+        taken: list[bytes] = []
+        holder: list[Any] = []
+
+        def hot(command: int, payload: bytes) -> bool:
+            if not payload.startswith(b"\x03HOT"):
+                return False
+            taken.append(payload)
+            holder[0].done()  # answered at once
+            return True
+
+        gate, reader, client = await _gate_session(twin, hot)
+        holder.append(gate)
+        gate.command_awaited()
+        for i in range(3):
+            await _send(client, _packet(b"\x03HOT %d" % i))
+            assert gate.mode == twin.IDLE and taken[-1] == b"\x03HOT %d" % i
+        await _send(client, _packet(b"\x03SELECT 1"))
+        assert gate.mode == twin.MIMIC and taken == [b"\x03HOT 0", b"\x03HOT 1", b"\x03HOT 2"]
+        await _send(client, _packet(b"\x03HOT 3"))  # after a declined one: mimic's until it waits again
+        assert await reader.readexactly(4 + 9 + 4 + 6) == _packet(b"\x03SELECT 1") + _packet(b"\x03HOT 3")
+        gate.command_awaited()
+        await _send(client, _packet(b"\x03HOT 4", seq=1))  # a wrong sequence id: mimic's reader answers it
+        assert gate.mode == twin.MIMIC and await reader.readexactly(4 + 6) == _packet(b"\x03HOT 4", seq=1)
+        assert taken[-1] == b"\x03HOT 2"
+        client.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=lambda t: t.__name__)
 def test_a_hot_command_running_holds_what_follows_until_done(twin: Any) -> None:
     async def main() -> None:
         taken: list[bytes] = []

@@ -178,6 +178,13 @@ def test_the_header_is_asked_once_per_definitions_until_a_set(impl: Implementati
     same[0] = b"z"
     assert memo(same)[0] == [b"count", b"Z", b"Y"] and memo([b"x", b"y"])[0] == [b"count", b"X", b"Y"]
     assert asked[before:] == [(b"x", b"y"), (b"z", b"y")]
+    # the tables of one statement in turn (as a point select's, routed by its values): each asked once
+    before = len(asked)
+    tables = [[b"def t_%d" % i] for i in range(impl.hotlink.RECENT)]
+    for _ in range(3):
+        for definitions in tables:
+            assert memo(list(definitions))[0] == [b"count", definitions[0].upper()]
+    assert asked[before:] == [tuple(d) for d in tables]
 
 
 # -- HotStatement ------------------------------------------------------------------------------------

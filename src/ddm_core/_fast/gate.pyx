@@ -8,7 +8,7 @@ directly, so a command reaches the session's hot path without an interpreted fra
 
 cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcpy
 
@@ -169,6 +169,10 @@ cdef class CommandGate:
         if self._mode == M_MIMIC:
             self.reader.feed_data(data)
             return
+        if (self._mode == M_IDLE and not self._pumping and not PyByteArray_GET_SIZE(self._buffer)
+                and type(data) is bytes and self._one_command(data)):
+            self._take_one(data)  # the common case, one whole command a read: nothing buffered, nothing sliced
+            return
         self._buffer += data
         if self._mode == M_IDLE:
             self._pump()
@@ -228,6 +232,31 @@ cdef class CommandGate:
         finally:
             self._pumping = False
 
+    cdef bint _one_command(self, bytes data):
+        """``data`` is exactly one whole command packet, one the gate may take (as :meth:`_take_commands` reads)."""
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+        if size < 5:
+            return False
+        cdef const unsigned char* p = <const unsigned char*> PyBytes_AS_STRING(data)
+        cdef Py_ssize_t length = p[0] | (p[1] << 8) | (p[2] << 16)
+        return p[3] == 0 and length < MAX_PAYLOAD and length <= self.limit and 4 + length == size
+
+    cdef void _take_one(self, bytes data) except *:
+        """:meth:`_take_commands` for one command that is all of ``data`` (:meth:`_one_command`), with nothing
+        buffered: the same course, its payload read straight from ``data``."""
+        cdef bint taken
+        cdef const unsigned char* p = <const unsigned char*> PyBytes_AS_STRING(data)
+        payload = PyBytes_FromStringAndSize(<char*> p + 4, PyBytes_GET_SIZE(data) - 4)
+        self._mode = M_HOT
+        self._pumping = True  # done() from inside hot(): nothing more is buffered to take (as _pump's)
+        try:
+            taken = self.hot(<int> p[4], payload)
+        finally:
+            self._pumping = False
+        if not taken:
+            self.reader.feed_data(data)
+            self._to_mimic()
+
     cdef void _take_commands(self) except *:
         cdef bytearray buffer = self._buffer
         cdef const unsigned char* p
@@ -245,10 +274,11 @@ cdef class CommandGate:
             if PyByteArray_GET_SIZE(buffer) < 4 + length:
                 self._to_mimic()
                 return
-            packet = bytes(buffer[:4 + length])
+            packet = PyBytes_FromStringAndSize(<char*> p, 4 + length)
             del buffer[:4 + length]  # before hot(): it may finish at once and call done()
             self._mode = M_HOT
-            if not self.hot(<int> (<const unsigned char*> (<char*> packet))[4], packet[4:]):
+            if not self.hot(<int> (<const unsigned char*> (<char*> packet))[4],
+                            PyBytes_FromStringAndSize(<char*> PyBytes_AS_STRING(packet) + 4, length)):
                 self.reader.feed_data(packet)
                 self._to_mimic()
                 return

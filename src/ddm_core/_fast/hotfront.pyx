@@ -48,6 +48,9 @@ cdef class HotFront:
     cdef object _stmts, _too_long, _announced, _param_types, _cid, _client, _backends, _clock, _enter, _hot_end
     cdef object _pin_statement, _local, _check_pinned
     cdef dict _on_pins
+    cdef object _shapes  # the runtime's Shapes last seen (a reload replaces it) and its dict
+    cdef dict _seen
+    cdef dict _executes  # per client statement id: (mimic's statement, its id, parameters, text), read once
     cdef object _follows_sql
     cdef bint _query_attributes, _client_eof
     cdef Py_ssize_t _text_limit
@@ -70,6 +73,9 @@ cdef class HotFront:
         self._backends, self._clock, self._enter = runtime.backends, runtime.clock, runtime._enter
         self._hot_end = session._hot_end
         self._on_pins = {}
+        self._shapes = None
+        self._seen = None
+        self._executes = {}
         self._follows_sql = None
         self.done_with = None
         self.taken = 0
@@ -118,19 +124,24 @@ cdef class HotFront:
         stmt = _get(self._stmts, sid)
         if stmt is None:
             return None
-        stmt_id = stmt.stmt_id
+        cdef tuple fields = <tuple> _get(self._executes, sid)  # the statement's own fields, read once
+        if fields is None or fields[0] is not stmt:
+            fields = self._executes[sid] = (stmt, stmt.stmt_id, stmt.num_params, stmt.sql)
+        stmt_id = fields[1]
         if stmt.param_buffers or stmt_id in self._too_long or self._query_attributes:
             return None
         announced = _get(self._announced, stmt_id)
         if announced is None or self._client_charset() not in self._utf8:
             return None
         param_types = self._param_types
-        read = execute_params(payload, stmt.num_params, _get(param_types, stmt_id))
+        known = _get(param_types, stmt_id)
+        read = execute_params(payload, fields[2], known)
         if read is None:
             return None
         values, block, types = <tuple> read
-        param_types[stmt_id] = types  # as mimic's read_execute remembers them
-        sql = stmt.sql
+        if types is not known:
+            param_types[stmt_id] = types  # as mimic's read_execute remembers them
+        sql = fields[3]
         return (sql, sql, values, announced, block)
 
     cdef object _client_charset(self):
@@ -142,7 +153,7 @@ cdef class HotFront:
         return conn.client_charset
 
     cdef object _ready(self, int command, tuple read):
-        """``(plan, style, pool, driver, values, link)`` when the front takes the statement; ``None``: nothing
+        """``(plan, style, pool, driver, values, link, tx)`` when the front takes the statement; ``None``: nothing
         done, the session's path decides."""
         session, runtime = self.session, self.runtime
         tx = session._tx
@@ -151,12 +162,15 @@ cdef class HotFront:
                 return None
         elif type(tx) is not self._local or not tx.active:  # reads on pins only in a local, live transaction
             return None
-        if (not runtime.inline or not runtime.relay or runtime.limiter is not None
-                or (runtime.masker is not None and not session.may_unmask)):
+        if not runtime.front and (not runtime.inline or not runtime.relay or runtime.limiter is not None
+                                  or (runtime.masker is not None and not session.may_unmask)):
             return None
         sql, text, params, announced, block = read
         cdef bint text_result = command == C_QUERY
-        shape = runtime.shapes.get(text)
+        shapes = runtime.shapes
+        if shapes is not self._shapes:
+            self._shapes, self._seen = shapes, shapes._seen
+        shape = _get(self._seen, text)
         if shape is None or not shape.inline or shape.needs is not self._plain:
             return None
         style = shape.style
@@ -181,15 +195,15 @@ cdef class HotFront:
         if config is not self._pools_config:  # plain_primary's answers are the same for one version
             self._pools = {}
             self._pools_config = config
-        pool = _get(self._pools, data_source)
-        if pool is None:
+        cdef tuple known = <tuple> _get(self._pools, data_source)  # (pool, driver), or () when it cannot relay
+        if known is None:
             pool = self._endpoints.plain_primary(data_source, config)
             if pool is None:
                 return None
-            self._pools[data_source] = pool
-        driver = pool.driver
-        if not driver.can_relay:
+            known = self._pools[data_source] = (pool, pool.driver) if pool.driver.can_relay else ()
+        if not known:
             return None
+        pool, driver = known
         values = None
         if not text_result:  # the client's own parameter block when the unit binds the same values in order
             unit_params = unit.params
@@ -199,7 +213,7 @@ cdef class HotFront:
         link = self._backends.take(data_source, pool, config)
         if link is None:
             return None
-        return (plan, style, pool, driver, values, link)
+        return (plan, style, pool, driver, values, link, None)
 
     cdef object _on_pin(self, tx, plan, unit, style, bint text_result, params, block):
         """``_ready``'s answer for a read in ``tx``: on the data source's pin, or behind the transaction's opening
@@ -241,7 +255,7 @@ cdef class HotFront:
             if opening is not None:  # (never: _follows asked) not pinned: its connection goes, the transaction stays
                 opening.pinned.release(discard=True)
             return None
-        return (plan, style, pin.pool, driver, values, (pin, sock, stmt_id, opening))
+        return (plan, style, pin.pool, driver, values, (pin, sock, stmt_id, opening), tx)
 
     def _follows(self, borrowed):
         driver = borrowed.pool.driver
@@ -252,7 +266,7 @@ cdef class HotFront:
         """The statement taken: the session's state for it, counted as running, sent on its link."""
         session, runtime = self.session, self.runtime
         sql, _, _, announced, _ = read
-        plan, style, pool, driver, values, link = ready
+        plan, style, pool, driver, values, link, tx = ready
         cdef bint text_result = command == C_QUERY
         # the command's kind for the session's other paths: written only when it changed (a write costs more)
         if session._text is not text_result:
@@ -274,7 +288,6 @@ cdef class HotFront:
         if header_for is None or header_for.announced is not announced:
             header_for = session._hot_header(aggregates, announced)
         self.taken += 1
-        tx = session._tx
         if tx is not None:  # on the transaction's pin (KILL QUERY leaves a pinned read be: not the session's _sent)
             pin, sock, stmt_id, opening = <tuple> link
             loop = session._hot_loop

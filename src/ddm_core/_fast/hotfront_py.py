@@ -132,11 +132,13 @@ class HotFront:
         if announced is None or self._client_charset() not in self._utf8:
             return None
         param_types = self._param_types
-        read = execute_params(payload, stmt.num_params, param_types.get(stmt.stmt_id))
+        known = param_types.get(stmt.stmt_id)
+        read = execute_params(payload, stmt.num_params, known)
         if read is None:
             return None
         values, block, types = read
-        param_types[stmt.stmt_id] = types  # as mimic's read_execute remembers them
+        if types is not known:
+            param_types[stmt.stmt_id] = types  # as mimic's read_execute remembers them
         sql = stmt.sql
         return sql, sql, values, announced, block
 
@@ -149,7 +151,7 @@ class HotFront:
         return conn.client_charset
 
     def _ready(self, command: int, read: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """``(plan, style, pool, driver, values, link)`` when the front takes the statement — in a transaction, its
+        """``(plan, style, pool, driver, values, link, tx)`` when the front takes the statement — in a transaction, its
         pin in place of the link —; ``None``: nothing done, the session's path decides."""
         session, runtime = self.session, self.runtime
         tx = session._tx
@@ -158,8 +160,8 @@ class HotFront:
                 return None
         elif type(tx) is not self._local or not tx.active:  # reads on pins only in a local, live transaction
             return None
-        if (not runtime.inline or not runtime.relay or runtime.limiter is not None
-                or (runtime.masker is not None and not session.may_unmask)):
+        if not runtime.front and (not runtime.inline or not runtime.relay or runtime.limiter is not None
+                                  or (runtime.masker is not None and not session.may_unmask)):
             return None  # fmt: skip
         sql, text, params, announced, block = read
         text_result = command == COM_QUERY
@@ -187,15 +189,15 @@ class HotFront:
         data_source = unit.data_source
         if config is not self._pools_config:  # plain_primary's answers are the same for one version
             self._pools, self._pools_config = {}, config
-        pool = self._pools.get(data_source)
-        if pool is None:
+        known = self._pools.get(data_source)  # (pool, driver), or () when it cannot relay
+        if known is None:
             pool = self._endpoints.plain_primary(data_source, config)
             if pool is None:
                 return None
-            self._pools[data_source] = pool
-        driver = pool.driver
-        if not driver.can_relay:
+            known = self._pools[data_source] = (pool, pool.driver) if pool.driver.can_relay else ()
+        if not known:
             return None
+        pool, driver = known
         values = None
         if not text_result:  # the client's own parameter block when the unit binds the same values in order
             values = block if block is not None and list(unit.params) == params else self._execute_values(unit.params)
@@ -204,7 +206,7 @@ class HotFront:
         link = self._backends.take(data_source, pool, config)
         if link is None:
             return None
-        return plan, style, pool, driver, values, link
+        return plan, style, pool, driver, values, link, None
 
     def _on_pin(self, tx: Any, plan: Any, unit: Any, style: str, text_result: bool, params: Any, block: Any
                 ) -> tuple[Any, ...] | None:  # fmt: skip
@@ -249,7 +251,7 @@ class HotFront:
             if opening is not None:  # (never: _follows asked) not pinned: its connection goes, the transaction stays
                 opening.pinned.release(discard=True)
             return None
-        return plan, style, pin.pool, driver, values, (pin, sock, stmt_id, opening)
+        return plan, style, pin.pool, driver, values, (pin, sock, stmt_id, opening), tx
 
     def _follows(self, borrowed: Any) -> bool:
         """May the read go right behind the opening on ``borrowed`` (``Transaction.send_opening``'s ``follows``):
@@ -263,7 +265,7 @@ class HotFront:
         """The statement taken: the session's state for it, counted as running, sent on its link."""
         session, runtime = self.session, self.runtime
         sql, _, _, announced, _ = read
-        plan, style, pool, driver, values, link = ready
+        plan, style, pool, driver, values, link, tx = ready
         text_result = command == COM_QUERY
         session._text, session._announced, session._interrupted = text_result, announced, False
         started = self._clock()
@@ -273,7 +275,6 @@ class HotFront:
         on_end = partial(self._hot_end, sql, plan, started, cid, relay, pool, payload)
         header_for = session._hot_header(plan.merge.aggregates, announced)
         self.taken += 1
-        tx = session._tx
         if tx is not None:  # on the transaction's pin (KILL QUERY leaves a pinned read be: not the session's _sent)
             pin, sock, stmt_id, opening = link
             loop = session._hot_loop

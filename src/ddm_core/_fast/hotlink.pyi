@@ -10,6 +10,7 @@ HIGH_WATER: int
 LOW_WATER: int
 DRAIN_POLL: float
 MEMO_LIMIT: int
+RECENT: int
 
 def frame(payload: bytes, seq: int = 0) -> bytes: ...
 
@@ -28,6 +29,11 @@ class LinkProtocol:
     transport: Any
     loop: Any
     closed: bool
+    read_bound: float | None
+    prepared: Any
+    config: Any
+    key: Any
+    idle_since: float
     @property
     def answering(self) -> bool: ...
     def send(self, payload: bytes, relay: Any, client: Any, header_for: Any, on_end: Any) -> None: ...

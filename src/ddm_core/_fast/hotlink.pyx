@@ -12,7 +12,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from cpython.set cimport PySet_Add, PySet_Discard
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, OK as _OK, ROWS as _ROWS
@@ -24,6 +24,8 @@ HIGH_WATER = 1 << 20
 LOW_WATER = 1 << 18
 DRAIN_POLL = 0.002
 MEMO_LIMIT = 64
+RECENT = 8
+DEF C_RECENT = 8
 
 cdef int S_FIRST = _FIRST
 cdef int S_ROWS = _ROWS
@@ -31,6 +33,33 @@ cdef int S_DONE = _DONE
 cdef int S_OK = _OK
 DEF HIGH = 1 << 20
 DEF LOW = 1 << 18
+
+
+cdef inline object _get(object mapping, object key):
+    """``mapping.get(key)``, a dict read without a call."""
+    cdef PyObject* found
+    if type(mapping) is dict:
+        found = PyDict_GetItem(mapping, key)
+        return None if found is NULL else <object> found
+    return mapping.get(key)
+
+
+cdef bint _same(object definitions, list known):
+    """``definitions == known``, both lists of bytes (a definition per column), compared with ``memcmp``."""
+    if type(definitions) is not list:
+        return definitions == known
+    cdef list given = <list> definitions
+    cdef Py_ssize_t n = len(given), i, size
+    if n != len(known):
+        return False
+    for i in range(n):
+        a, b = given[i], known[i]
+        if type(a) is not bytes or type(b) is not bytes:
+            return definitions == known  # (never: the relay's definitions are bytes) as Python compares them
+        size = PyBytes_GET_SIZE(a)
+        if size != PyBytes_GET_SIZE(b) or memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), size) != 0:
+            return False
+    return True
 
 
 cdef inline bint _surely_quick(object slow, double started) except -1:
@@ -69,7 +98,8 @@ cdef class HeaderMemo:
 
     cdef public object header_for, session, conn, announced
     cdef dict _known
-    cdef object _variables, _changes, _last, _last_payloads
+    cdef object _variables, _changes
+    cdef list _recent
 
     def __init__(self, header_for, session, conn, announced):
         self.header_for = header_for
@@ -78,7 +108,7 @@ cdef class HeaderMemo:
         self.announced = announced
         self._known = {}
         self._variables = self._changes = None
-        self._last = self._last_payloads = None
+        self._recent = []
 
     def __call__(self, definitions):
         variables = self.session.variables
@@ -89,18 +119,23 @@ cdef class HeaderMemo:
         if variables is not self._variables or changes != self._changes:  # a SET since: all asked again
             known.clear()
             self._variables, self._changes = variables, changes
-            self._last = self._last_payloads = None
-        elif self._last_payloads is not None and definitions == self._last:
-            return self._last_payloads, int(self.conn.status_flags)
+            del self._recent[:]
+        else:
+            for entry in self._recent:
+                if _same(definitions, <list> (<tuple> entry)[0]):
+                    return (<tuple> entry)[1], int(self.conn.status_flags)
         key = tuple(definitions)  # the definitions name the physical table: one entry per table
         payloads = known.get(key)
         if payloads is not None:
-            self._last, self._last_payloads = list(definitions), payloads  # a copy: the caller's list is its own
-            return payloads, int(self.conn.status_flags)
-        payloads, status = self.header_for(definitions)
-        if len(known) >= MEMO_LIMIT:
-            known.clear()
-        known[key] = payloads
+            status = int(self.conn.status_flags)
+        else:
+            payloads, status = self.header_for(definitions)
+            if len(known) >= MEMO_LIMIT:
+                known.clear()
+            known[key] = payloads
+        if len(self._recent) >= C_RECENT:
+            del self._recent[0]
+        self._recent.append((list(definitions), payloads))  # a copy: the caller's list is its own
         return payloads, status
 
 
@@ -110,6 +145,8 @@ cdef class LinkProtocol:
 
     cdef public object transport, loop
     cdef public bint closed
+    cdef public object read_bound, prepared, config, key  # the subclass's (hotlink_py.LinkProtocol)
+    cdef public double idle_since
     cdef object _relay, _client, _header_for, _on_end  # None, as transport and loop, until set
 
     @property
@@ -163,6 +200,35 @@ cdef class LinkProtocol:
 cdef bytes _EXECUTE_TAIL = b"\x00\x01\x00\x00\x00"
 
 
+@cython.final
+@cython.auto_pickle(False)
+cdef class _Parts:
+    """The parts of a runtime a hot statement uses that its constructor set once (its engine, deadlines,
+    links and running commands), read from it once rather than at every statement."""
+    cdef object runtime, engine, deadlines, backends, commands, slow_sql
+    cdef set running
+
+
+cdef _Parts _last_parts = None  # the last runtime's (a proxy process has one; held, so its id is not reused)
+
+
+cdef _Parts _parts_of(object runtime):
+    global _last_parts
+    cdef _Parts parts = _last_parts
+    if parts is not None and parts.runtime is runtime:
+        return parts
+    parts = _Parts.__new__(_Parts)
+    parts.runtime = runtime
+    parts.engine = runtime.executor.engine
+    parts.deadlines = runtime.deadlines
+    parts.running = parts.deadlines.running
+    parts.backends = runtime.backends
+    parts.commands = runtime.commands
+    parts.slow_sql = parts.engine.slow_sql
+    _last_parts = parts
+    return parts
+
+
 @cython.auto_pickle(False)
 cdef class HotStatement:
     """One hot statement on a :class:`LinkProtocol` (``hotlink_py.HotStatement``)."""
@@ -192,9 +258,10 @@ cdef class HotStatement:
     def start(self, str style, values):
         link = self.link
         unit = self.plan.units[0]
-        runtime = self.runtime
-        engine = runtime.executor.engine
-        loop = link.loop
+        cdef _Parts parts = _parts_of(self.runtime)
+        engine = parts.engine
+        cdef bint typed = isinstance(link, LinkProtocol)  # the loop's own link: its fields read without a lookup
+        loop = (<LinkProtocol> link).loop if typed else link.loop
         seconds = engine.timeout
         cdef double now
         if seconds:
@@ -202,12 +269,12 @@ cdef class HotStatement:
             self.cancel_at = now + seconds
             self.abort_at = now + seconds + engine.cancel_grace
         else:
-            bound = link.read_bound
+            bound = (<LinkProtocol> link).read_bound if typed else link.read_bound
             if bound is not None:
                 self.abort_at = loop.time() + bound
         if self.abort_at is not None:
-            deadlines = runtime.deadlines
-            PySet_Add(deadlines.running, self)
+            deadlines = parts.deadlines
+            PySet_Add(parts.running, self)
             first = self.cancel_at if self.cancel_at is not None else self.abort_at
             if first < deadlines.at:
                 deadlines.arm(first, loop)
@@ -219,7 +286,8 @@ cdef class HotStatement:
                 sql = sql % tuple([str(p) if type(p) is int else escape(p) for p in params])
             link.send(b"\x03" + sql.encode(link.raw.encoding), self.relay, self.client, self.header_for, self.ended)
             return
-        stmt_id = link.prepared.get(unit.sql)
+        prepared = (<LinkProtocol> link).prepared if typed else link.prepared
+        stmt_id = _get(prepared, unit.sql)
         if stmt_id is None:
             self.prepare_first(values)
             return
@@ -250,7 +318,7 @@ cdef class HotStatement:
 
     def abandon(self):
         self.done = True
-        PySet_Discard(self.runtime.deadlines.running, self)
+        PySet_Discard(_parts_of(self.runtime).running, self)
         self.link.abort()
 
     def check(self, double now):
@@ -271,22 +339,23 @@ cdef class HotStatement:
             return
         self.done = True
         runtime = self.runtime
-        PySet_Discard(runtime.deadlines.running, self)
+        cdef _Parts parts = _parts_of(runtime)
+        PySet_Discard(parts.running, self)
         if (state != S_DONE and state != S_OK) or self.fired:
             self.failed(link, state)
             return
-        runtime.backends.give(link)
+        parts.backends.give(link)
         cdef long long rows = self.relay.rows if state == S_DONE else -1
-        engine = runtime.executor.engine
+        engine = parts.engine
         # Engine.observed_rows's first test, here: a read under the slow-SQL threshold with no observer is not observed
-        if engine.observer is not None or self.plan.statement == "ddl" or not _surely_quick(engine.slow_sql, self.started):
+        if engine.observer is not None or self.plan.statement == "ddl" or not _surely_quick(parts.slow_sql, self.started):
             engine.observed_rows(self.plan, self.started, rows if rows > 0 else 0)
         done_with = self.done_with
         if rows < 0 or done_with is None or runtime.audit is not None:
             self.on_end(rows, None)
             return
         try:
-            runtime.commands.exit_relayed(self.cid)  # counted as run on the loop and relayed, and done
+            parts.commands.exit_relayed(self.cid)  # counted as run on the loop and relayed, and done
         finally:
             done_with()
 
@@ -323,12 +392,22 @@ cdef class LinkStack:
 
     def give(self, link):
         cdef PyObject* found
-        if link.closed or self.closed or link.config is not self._config:
-            link.abort()
-            return
-        loop = link.loop
-        link.idle_since = loop.time()
-        key = link.key
+        cdef LinkProtocol own
+        if isinstance(link, LinkProtocol):  # the loop's own link: its fields read without a lookup
+            own = <LinkProtocol> link
+            if own.closed or self.closed or own.config is not self._config:
+                link.abort()
+                return
+            loop = own.loop
+            own.idle_since = loop.time()
+            key = own.key
+        else:
+            if link.closed or self.closed or link.config is not self._config:
+                link.abort()
+                return
+            loop = link.loop
+            link.idle_since = loop.time()
+            key = link.key
         found = PyDict_GetItem(self._idle, key)
         if found is NULL:
             self._idle[key] = [link]

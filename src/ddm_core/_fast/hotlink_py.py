@@ -41,6 +41,8 @@ LOW_WATER = 1 << 18
 DRAIN_POLL = 0.002
 #: Column headers one HeaderMemo keeps (kinds of definitions: physical tables, usually).
 MEMO_LIMIT = 64
+#: Definitions a ``HeaderMemo`` compares before it hashes them (the tables one statement reads, usually).
+RECENT = 8
 
 
 def _surely_quick(slow: Any, started: float) -> bool:
@@ -63,13 +65,12 @@ class HeaderMemo:
     only, so they are kept per definitions (up to ``MEMO_LIMIT``) while the session's variables are the
     same object with the same count of changes (``CountedVariables.changes``: every SET counts; variables
     that count nothing are never remembered). The status flags are the connection's now, every time. The
-    definitions last asked are compared first (a repeated statement's usually are the same: compared, not
-    hashed).
+    last ``RECENT`` definitions answered are compared first (a statement's name one of a few physical tables:
+    compared, not hashed).
     ``announced``: the announced columns it was made for (its owner checks it is the same object).
     """
 
-    __slots__ = ("header_for", "session", "conn", "announced", "_known", "_variables", "_changes", "_last",
-                 "_last_payloads")
+    __slots__ = ("header_for", "session", "conn", "announced", "_known", "_variables", "_changes", "_recent")
 
     def __init__(self, header_for: Callable[[list[bytes]], tuple[list[bytes], int]], session: Any, conn: Any,
                  announced: Any) -> None:  # fmt: skip
@@ -80,8 +81,8 @@ class HeaderMemo:
         self._known: dict[tuple[bytes, ...], list[bytes]] = {}
         self._variables: Any = None
         self._changes: Any = None
-        self._last: list[bytes] | None = None  # the definitions last answered from the memo, and their payloads
-        self._last_payloads: list[bytes] | None = None
+        #: the last definitions answered (copies: the caller's lists are its own) and their payloads, oldest first
+        self._recent: list[tuple[list[bytes], list[bytes]]] = []
 
     def __call__(self, definitions: list[bytes]) -> tuple[list[bytes], int]:
         variables = self.session.variables
@@ -92,33 +93,47 @@ class HeaderMemo:
         if variables is not self._variables or changes != self._changes:  # a SET since: all asked again
             known.clear()
             self._variables, self._changes = variables, changes
-            self._last = self._last_payloads = None
-        elif self._last_payloads is not None and definitions == self._last:
-            return self._last_payloads, int(self.conn.status_flags)
+            self._recent.clear()
+        else:
+            for recent, payloads in self._recent:
+                if definitions == recent:
+                    return payloads, int(self.conn.status_flags)
         key = tuple(definitions)  # the definitions name the physical table: one entry per table
         payloads = known.get(key)
         if payloads is not None:
-            self._last, self._last_payloads = list(definitions), payloads  # a copy: the caller's list is its own
-            return payloads, int(self.conn.status_flags)
-        payloads, status = self.header_for(definitions)
-        if len(known) >= MEMO_LIMIT:
-            known.clear()
-        known[key] = payloads
+            status = int(self.conn.status_flags)
+        else:
+            payloads, status = self.header_for(definitions)
+            if len(known) >= MEMO_LIMIT:
+                known.clear()
+            known[key] = payloads
+        if len(self._recent) >= RECENT:
+            del self._recent[0]
+        self._recent.append((list(definitions), payloads))
         return payloads, status
 
 
 class LinkProtocol:
     """A data-source connection's protocol on the loop: one command at a time (module docstring).
 
-    ``loop`` is set by the subclass (the loop it was made on), ``transport`` by ``connection_made``.
+    ``loop`` is set by the subclass (the loop it was made on), ``transport`` by ``connection_made``; so are the
+    fields a :class:`HotStatement` and a :class:`LinkStack` read of it: ``read_bound`` (how long an answer may
+    take to begin without a deadline), ``prepared`` (statement text → id on this connection), ``config`` (the
+    configuration version it was opened under), ``key`` (its endpoint's key in the stack) and ``idle_since``.
     """
 
-    __slots__ = ("transport", "loop", "closed", "_relay", "_client", "_header_for", "_on_end")
+    __slots__ = ("transport", "loop", "closed", "read_bound", "prepared", "config", "key", "idle_since", "_relay",
+                 "_client", "_header_for", "_on_end")  # fmt: skip
 
     def __init__(self) -> None:
         self.transport: Any = None
         self.loop: Any = None
         self.closed = False
+        self.read_bound: float | None = None
+        self.prepared: Any = None
+        self.config: Any = None
+        self.key: Any = None
+        self.idle_since = 0.0
         self._relay: Any = None
         self._client: Any = None
         self._header_for: Any = None

@@ -9,7 +9,9 @@ write each, no slice objects per packet; text rows sent on as binary ones
 """
 
 cimport cython
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytearray cimport (PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE,
+                                PyByteArray_Resize)
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.ref cimport PyObject
 from libc.string cimport memcpy, memset
 
@@ -47,6 +49,8 @@ DEF S_COLUMNS = 8
 DEF S_COLUMNS_EOF = 9
 DEF MAX_PAYLOAD = 0xFFFFFF
 DEF MORE_RESULTS = 0x0008
+DEF MIN_BUFFER = 512  # the client's bytes' buffer: its first size, and the size past which take() frees it
+DEF KEPT_BUFFER = 1 << 20
 
 # How a text row's value is written as a binary row's (the pure twin's docstring has each one's bytes)
 AS_STRING = 0
@@ -387,6 +391,9 @@ cdef class ResultRelay:
     cdef long long _count, _defs
     cdef int _left
     cdef bytearray _in, _out
+    # _out is the client's bytes' buffer, of which the first _outlen are framed: it grows by doubling and is
+    # not shrunk by take(), so framing a packet reallocates nothing (bytearray grows to the exact size asked)
+    cdef Py_ssize_t _outlen
     cdef bytes _kinds  # convert()'s: each column's AS_* (None: rows pass as they are)
     cdef bytearray _long  # a converted row of 16 MiB or more: its packets so far
 
@@ -408,10 +415,11 @@ cdef class ResultRelay:
         self._left = 0
         self.statuses = []
         self._continued = False
-        self._in = bytearray()
-        self._out = bytearray()
+        self._in = PyByteArray_FromStringAndSize(NULL, 0)
+        self._out = PyByteArray_FromStringAndSize(NULL, 0)
+        self._outlen = 0
         self._kinds = None
-        self._long = bytearray()
+        self._long = PyByteArray_FromStringAndSize(NULL, 0)
 
     @property
     def state(self):
@@ -440,16 +448,11 @@ cdef class ResultRelay:
 
     def take(self):
         """The client's bytes framed so far (and forget them)."""
-        cdef bytes out = bytes(self._out)
-        del self._out[:]
-        return out
+        return self._taken()
 
     def feed(self, bytes data):
         """Take bytes the data source sent; the state after them."""
-        if data:
-            self._in += data
-        if self._state == S_FIRST or self._state == S_COLUMNS or self._state == S_COLUMNS_EOF or self._state == S_ROWS:
-            self._run()
+        self._feed(data)
         return S_FIRST if self._state >= S_COLUMNS else self._state
 
     def header(self, list payloads, int status):
@@ -472,28 +475,60 @@ cdef class ResultRelay:
 
     def pump(self, bytes data, client, header_for):
         """feed, header and take in one call (docs in the pure twin); the state after them."""
-        if data:
-            self._in += data
-        if self._state == S_FIRST or self._state == S_COLUMNS or self._state == S_COLUMNS_EOF or self._state == S_ROWS:
-            self._run()
+        self._feed(data)
         if self._state == S_HEADER:
             payloads, status = header_for(self.columns)
             self._header(payloads, status)  # header()'s, without a method call
         cdef bytes out
-        if PyByteArray_GET_SIZE(self._out):
-            out = bytes(self._out)
-            del self._out[:]
+        if self._outlen:
+            out = self._taken()
             if not client.is_closing():
                 client.write(out)
         return S_FIRST if self._state >= S_COLUMNS else self._state
 
     # -- internals -----------------------------------------------------------------------------------
 
+    cdef bytes _taken(self):
+        """The bytes framed so far, forgotten (the buffer kept, unless a long answer made it large)."""
+        cdef bytes out = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self._out), self._outlen)
+        self._outlen = 0
+        if PyByteArray_GET_SIZE(self._out) > KEPT_BUFFER:
+            PyByteArray_Resize(self._out, 0)
+        return out
+
+    cdef unsigned char* _reserve(self, Py_ssize_t extra) except NULL:
+        """Room for ``extra`` more bytes after the ones framed; where they go (valid until the next reserve)."""
+        cdef Py_ssize_t capacity = PyByteArray_GET_SIZE(self._out)
+        cdef Py_ssize_t needed = self._outlen + extra
+        if needed > capacity:
+            capacity = capacity * 2 if capacity * 2 > needed else needed
+            if capacity < MIN_BUFFER:
+                capacity = MIN_BUFFER
+            if PyByteArray_Resize(self._out, capacity) < 0:
+                return NULL
+        return <unsigned char*> PyByteArray_AS_STRING(self._out) + self._outlen
+
+    cdef void _feed(self, bytes data) except *:
+        """``data`` read as far as the state goes: straight from ``data`` when nothing is held back (no copy), the
+        rest kept for the next call."""
+        cdef Py_ssize_t size = PyBytes_GET_SIZE(data), at
+        cdef bint running = (self._state == S_FIRST or self._state == S_COLUMNS or self._state == S_COLUMNS_EOF
+                             or self._state == S_ROWS)
+        if size and running and not PyByteArray_GET_SIZE(self._in):
+            at = self._run_on(<const unsigned char*> PyBytes_AS_STRING(data), size)
+            if at < size:
+                self._in += data[at:]
+            return
+        if size:
+            self._in += data
+        if running:
+            self._run()
+
     cdef void _frame(self, const unsigned char* payload, Py_ssize_t length):
-        cdef bytearray out = self._out
-        cdef Py_ssize_t start = PyByteArray_GET_SIZE(out)
-        PyByteArray_Resize(out, start + 4 + length)  # grown once; header and payload written in place
-        cdef unsigned char* dst = <unsigned char*> PyByteArray_AS_STRING(out) + start
+        cdef unsigned char* dst = self._reserve(4 + length)
+        if dst is NULL:  # no memory: as a bytearray that could not grow (an exception is set)
+            return
+        self._outlen += 4 + length
         dst[0] = length & 0xFF
         dst[1] = (length >> 8) & 0xFF
         dst[2] = (length >> 16) & 0xFF
@@ -527,23 +562,21 @@ cdef class ResultRelay:
         if not self._binary_row(payload, length):
             self._state = S_UNEXPECTED  # not the text of its column's type: nothing of it was framed
         if PyByteArray_GET_SIZE(self._long):
-            self._long = bytearray()
+            self._long = PyByteArray_FromStringAndSize(NULL, 0)
 
     cdef bint _binary_row(self, const unsigned char* row, Py_ssize_t length) except -1:
         """The text row ``row`` framed as a binary one (0x00, the NULL bitmap at offset 2, the values); False:
         a value is not its column's text (nothing framed)."""
-        cdef bytearray out = self._out
         cdef const unsigned char* kinds = <const unsigned char*> (<char*> self._kinds)
         cdef Py_ssize_t columns = len(self._kinds)
         cdef Py_ssize_t nulls = (columns + 9) // 8
-        cdef Py_ssize_t start = PyByteArray_GET_SIZE(out)
+        cdef Py_ssize_t start = self._outlen
         cdef Py_ssize_t at = 0, w = 1 + nulls, i, n, written
         cdef long long size
         cdef int kind
         cdef unsigned char* dst
         cdef const unsigned char* v
-        PyByteArray_Resize(out, start + 4 + 1 + nulls + length + columns * VALUE_SLACK)
-        dst = <unsigned char*> PyByteArray_AS_STRING(out) + start + 4
+        dst = self._reserve(4 + 1 + nulls + length + columns * VALUE_SLACK) + 4  # nothing framed until it is whole
         memset(dst, 0, 1 + nulls)
         for i in range(columns):
             if at < length and row[at] == 0xFB:  # NULL
@@ -552,7 +585,6 @@ cdef class ResultRelay:
                 continue
             size = _lenenc(row, length, &at)
             if size < 0 or size > length - at:
-                PyByteArray_Resize(out, start)
                 return False
             n = <Py_ssize_t> size
             v = row + at
@@ -575,23 +607,20 @@ cdef class ResultRelay:
             else:  # K_NULL: a column of NULLs only
                 written = -1
             if written < 0:
-                PyByteArray_Resize(out, start)
                 return False
             w += written
         if at != length:
-            PyByteArray_Resize(out, start)
             return False
         if w < MAX_PAYLOAD:
-            PyByteArray_Resize(out, start + 4 + w)  # may move the buffer: the header is written after it
-            dst = <unsigned char*> PyByteArray_AS_STRING(out) + start
+            self._outlen = start + 4 + w
+            dst -= 4
             dst[0] = w & 0xFF
             dst[1] = (w >> 8) & 0xFF
             dst[2] = (w >> 16) & 0xFF
             dst[3] = self.seq
             self.seq = (self.seq + 1) & 0xFF
             return True
-        cdef bytes whole = PyByteArray_AS_STRING(out)[start + 4 : start + 4 + w]  # a row of 16 MiB or more
-        PyByteArray_Resize(out, start)
+        cdef bytes whole = PyBytes_FromStringAndSize(<char*> dst, w)  # a row of 16 MiB or more
         at = 0
         while True:  # split as the protocol asks: pieces of 16 MiB - 1, the last one shorter (maybe empty)
             n = min(w - at, MAX_PAYLOAD)
@@ -611,12 +640,15 @@ cdef class ResultRelay:
 
     cdef void _run(self):
         cdef bytearray data = self._in
-        cdef Py_ssize_t size = PyByteArray_GET_SIZE(data)
+        cdef Py_ssize_t at = self._run_on(<const unsigned char*> PyByteArray_AS_STRING(data), PyByteArray_GET_SIZE(data))
+        if at:
+            del data[:at]
+
+    cdef Py_ssize_t _run_on(self, const unsigned char* p, Py_ssize_t size):
+        """The packets whole in ``p[:size]`` read, as far as the state goes; the bytes read."""
         cdef Py_ssize_t at = 0
         cdef Py_ssize_t length
-        cdef const unsigned char* p
         while size - at >= 4:
-            p = <const unsigned char*> PyByteArray_AS_STRING(data)
             length = p[at] | (p[at + 1] << 8) | (p[at + 2] << 16)
             if size - at - 4 < length:
                 break
@@ -629,8 +661,7 @@ cdef class ResultRelay:
             if not (self._state == S_FIRST or self._state == S_COLUMNS or self._state == S_COLUMNS_EOF
                     or self._state == S_ROWS):
                 break
-        if at:
-            del data[:at]
+        return at
 
     cdef void _packet(self, const unsigned char* payload, Py_ssize_t length):
         cdef int state = self._state

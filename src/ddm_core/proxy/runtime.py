@@ -120,6 +120,7 @@ class ProxyRuntime:
         self.described = ResultShapes()  # prepared statements' result columns by text (proxy/described.py)
         self.inline = inline
         self.relay = relay
+        self.front = self._front()
         self.hot_on_pins = 0  # of those, reads the hot path sent on a transaction's pin (ProxySession.hot)
         self.hot_controls = 0  # BEGIN, COMMIT and ROLLBACK the hot path answered (ProxySession._hot_control)
         self.hot_resets = 0  # COM_STMT_RESET the gate answered (ProxySession._hot_reset)
@@ -175,9 +176,16 @@ class ProxyRuntime:
             # After the masker: a session that meets the new texts reads the new masker too.
             self.shapes = Shapes()
             self._mask_rules = settings.masks
+        self.front = self._front()
         old_audit, self.audit = self.audit, audit
         if old_audit is not None and old_audit is not audit:
             old_audit.close()
+
+    def _front(self) -> bool:
+        """Whether the hot path may take a statement without asking the session (``inline``, ``relay``, no rate
+        limits, no masks): read once a statement by the gate's front in place of the four, kept by
+        :meth:`configure`, the one writer of those."""
+        return self.inline and self.relay and self.limiter is None and self.masker is None
 
     def revoke(self, connection_id: int, end: Callable[[], None]) -> None:
         """Call ``end`` (the connection's kill) now if it runs no command, else when its command is done.

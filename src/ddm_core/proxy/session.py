@@ -821,8 +821,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # In a transaction: a read on a connection it pinned already (proxy/loop_transactions.py), else mimic's
         # path; with autocommit off, a local transaction's first statement opens it (_implicit)
         if ((self._tx_mode != "local" and not self._autocommit if tx is None else not reads_on_pins(tx))
-                or not runtime.inline or not runtime.relay or runtime.limiter is not None
-                or (runtime.masker is not None and not self.may_unmask)):
+                or (not runtime.front and (not runtime.inline or not runtime.relay or runtime.limiter is not None
+                                           or (runtime.masker is not None and not self.may_unmask)))):
             return False  # fmt: skip
         try:
             taken = self._hot_plan(command, payload, read)
