@@ -46,6 +46,7 @@ cdef class HotFront:
     cdef dict _pools
     cdef object _pools_config
     cdef object _stmts, _too_long, _announced, _param_types, _cid, _client, _backends, _clock, _enter, _hot_end
+    cdef Commands _commands  # the runtime's, when compiled (its enter called without a method call), else None
     cdef object _pin_statement, _local, _check_pinned
     cdef dict _on_pins
     cdef object _shapes  # the runtime's Shapes last seen (a reload replaces it) and its dict
@@ -71,6 +72,8 @@ cdef class HotFront:
         self._query_attributes, self._client_eof = conn._query_attributes, conn.client_eof
         self._cid, self._client = conn.connection_id, conn.gate_transport
         self._backends, self._clock, self._enter = runtime.backends, runtime.clock, runtime._enter
+        commands = getattr(runtime, "commands", None)
+        self._commands = <Commands> commands if type(commands) is Commands else None
         self._hot_end = session._hot_end
         self._on_pins = {}
         self._shapes = None
@@ -278,7 +281,10 @@ cdef class HotFront:
         started = self._clock()
         relay = ResultRelay(1, self._client_eof, driver.relay_eof, text_result)
         cid = self._cid
-        self._enter(cid)  # counted as running, as mimic's path counts every command
+        if self._commands is not None:  # counted as running, as mimic's path counts every command
+            self._commands._entered(cid)
+        else:
+            self._enter(cid)
         on_end = partial(self._hot_end, sql, plan, started, cid, relay, pool, payload)
         aggregates = plan.merge.aggregates
         header_for = None
@@ -328,6 +334,9 @@ cdef class Commands:
         self._revoked = {}
 
     def enter(self, cid):
+        self._entered(cid)
+
+    cdef void _entered(self, object cid) except *:
         cdef PyObject* found
         if cid is not None:
             found = PyDict_GetItem(self._commands, cid)

@@ -112,7 +112,8 @@ cdef class HeaderMemo:
 
     def __call__(self, definitions):
         variables = self.session.variables
-        changes = getattr(variables, "changes", None)
+        # the variables remembered count their changes (checked when they were taken): read without a getattr()
+        changes = variables.changes if variables is self._variables else getattr(variables, "changes", None)
         if changes is None:  # variables that count nothing: asked every time
             return self.header_for(definitions)
         known = self._known
