@@ -416,3 +416,35 @@ def test_concurrent_transactions_on_the_loop_leave_nothing_behind(
         thread.join(60)
     assert not errors, errors
     _settled(loop, databases)
+
+
+def test_a_transactions_pins_stay_watched_between_its_reads(world: tuple[Served, Served, list[str], dict[str, int]]
+                                                             ) -> None:  # fmt: skip
+    """The pins a transaction's reads wait on stay watched by the loop from one read to the next
+    (docs/proxy.md#the-pins-watched), and are given up before anything else may read or close them: a write
+    (a worker), the COMMIT; the reads' answers are the same whatever took them."""
+    loop, _, databases, ids = world
+    runtime = loop.server.runtime
+    with loop.connect() as conn, conn.cursor() as cur:
+        session = runtime.sessions[conn.thread_id()]
+        watched = session._pin_watches
+        assert len(watched) == 0
+        for _ in range(2):
+            got = _sysbench_like(cur, ids, POINT, RANGE)  # ends with its COMMIT: nothing watched after it
+            assert got[0] == [(ids["ds_0"], ids["ds_0"] * 10)] and got[1] == [(ids["ds_1"], ids["ds_1"] * 10)]
+            assert len(watched) == 0
+            cur.execute("BEGIN")
+            for i in (ids["ds_0"], ids["ds_1"], ids["ds_0"]):
+                cur.execute(POINT, (i,))
+                assert cur.fetchall() == ((i, i * 10),)
+            cur.execute(RANGE, (1, 20))
+            assert len(cur.fetchall()) == 20
+            assert len(watched) == 2  # both pins, watched once
+            cur.execute("UPDATE t_tx SET k = k + 1 WHERE id = %s", (ids["ds_1"],))  # a worker writes on the pin
+            assert len(watched) == 0
+            cur.execute(POINT, (ids["ds_1"],))
+            assert cur.fetchall() == ((ids["ds_1"], ids["ds_1"] * 10 + 1),)  # read on the loop again, its write seen
+            assert len(watched) == 1
+            cur.execute("ROLLBACK")
+            assert len(watched) == 0
+    _settled(loop, databases)

@@ -99,9 +99,9 @@ class HeaderMemo:
                 if definitions == recent:
                     return payloads, int(self.conn.status_flags)
         key = tuple(definitions)  # the definitions name the physical table: one entry per table
-        payloads = known.get(key)
-        if payloads is not None:
-            status = int(self.conn.status_flags)
+        remembered = known.get(key)
+        if remembered is not None:
+            payloads, status = remembered, int(self.conn.status_flags)
         else:
             payloads, status = self.header_for(definitions)
             if len(known) >= MEMO_LIMIT:

@@ -133,7 +133,7 @@ cdef class AnswerEnd:
 cdef class _PartsReader:
     """The parts of ``sent`` read in order (the pure twin's ``_PartsReader``)."""
 
-    cdef public object sent, loop, deadlines, cancel_at, abort_at
+    cdef public object sent, loop, deadlines, cancel_at, abort_at, watches
     cdef list socks, parts
     cdef dict lanes
     cdef public Py_ssize_t part
@@ -154,6 +154,7 @@ cdef class _PartsReader:
         self.cancel_at = None
         self.abort_at = None
         self.done = False
+        self.watches = None
 
     def start(self):
         """Read what has come and watch for the rest; handed over at once when a part cannot be read off its
@@ -191,7 +192,10 @@ cdef class _PartsReader:
                     if self.watched >= 0:
                         self._unwatch()
                     self.watched = fileno
-                    self.loop.add_reader(fileno, self._advance_now)
+                    if self.watches is not None:
+                        self.watches.watch(self.loop, self.socks[i], fileno, self._advance_now)
+                    else:
+                        self.loop.add_reader(fileno, self._advance_now)
                 return 0
             except OSError:
                 self._hand_over()  # the task's path reads the socket again and names its failure
@@ -263,6 +267,9 @@ cdef class _PartsReader:
     cdef void _unwatch(self):
         cdef int fd = self.watched
         self.watched = -1
+        if self.watches is not None:
+            self.watches.park(fd)
+            return
         self.loop.remove_reader(fd)
         _set_blocking(fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
 

@@ -127,10 +127,12 @@ class AnswerEnd:
 class _PartsReader:
     """The parts of ``sent`` read in order, each socket read without waiting while it has bytes and watched
     by a reader callback when it has none; the answer bound kept on the loop's shared timer (``Deadlines``).
-    Parts on one connection (a transaction's pin) are answered in turn on its socket."""
+    Parts on one connection (a transaction's pin) are answered in turn on its socket. ``watches``: set when the
+    parts are on a transaction's pins, the session's ``PinWatches`` (hotpin), which keep the pins watched from
+    one read to the next; ``None``: each socket watched with a reader of its own."""
 
     __slots__ = ("sent", "loop", "deadlines", "socks", "lanes", "part", "watched", "size", "cancel_at", "abort_at",
-                 "done")  # fmt: skip
+                 "done", "watches")  # fmt: skip
 
     def __init__(self, sent: Any, loop: Any, deadlines: Any) -> None:
         self.sent = sent
@@ -146,6 +148,7 @@ class _PartsReader:
         self.cancel_at: float | None = None
         self.abort_at: float | None = None  # the loop's time of the answer bound (``SentMany.answer_by``)
         self.done = False
+        self.watches: Any = None
 
     def start(self) -> None:
         """Read what has come and watch for the rest; handed over at once when a part cannot be read off its
@@ -178,7 +181,10 @@ class _PartsReader:
                     if self.watched >= 0:
                         self._unwatch()
                     self.watched = part.fileno
-                    self.loop.add_reader(part.fileno, self._advance_now)
+                    if self.watches is not None:
+                        self.watches.watch(self.loop, self.socks[i], part.fileno, self._advance_now)
+                    else:
+                        self.loop.add_reader(part.fileno, self._advance_now)
                 return
             except OSError:
                 self._hand_over()  # the task's path reads the socket again and names its failure
@@ -248,6 +254,9 @@ class _PartsReader:
 
     def _unwatch(self) -> None:
         fd, self.watched = self.watched, -1
+        if self.watches is not None:
+            self.watches.park(fd)
+            return
         self.loop.remove_reader(fd)
         os.set_blocking(fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
 

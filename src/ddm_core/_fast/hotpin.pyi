@@ -1,9 +1,9 @@
 # Stub for the compiled ``hotpin`` unit; ``hotpin_py`` is its pure-Python twin.
-from typing import Any, Callable
+from typing import Any, Callable, final
 
 from typing_extensions import disjoint_base
 
-__all__ = ["PinRead", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "OPENING", "READ_SIZE"]
+__all__ = ["PinRead", "PinWatches", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "OPENING", "READ_SIZE"]
 
 READ_SIZE: int
 HIGH_WATER: int
@@ -16,6 +16,13 @@ FIRED: int
 EXPIRED: int
 BROKE: int
 OPENING: int
+
+@final  # a final cdef class
+class PinWatches:
+    def watch(self, loop: Any, sock: Any, fd: int, callback: Callable[[], None]) -> None: ...
+    def park(self, fd: int) -> None: ...
+    def drop(self) -> None: ...
+    def __len__(self) -> int: ...
 
 @disjoint_base  # a cdef class: its C layout cannot be combined
 class PinRead:
@@ -47,6 +54,7 @@ class PinRead:
     fired: bool
     opening: Any
     watched: bool
+    watches: Any
     done: bool
     def __init__(self, runtime: Any, session: Any, plan: Any, started: float, relay: Any, header_for: Any,
                  client: Any, on_end: Callable[[int, Any], None], done_with: Callable[[], None] | None, cid: Any,

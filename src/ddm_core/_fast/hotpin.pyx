@@ -9,6 +9,8 @@ its relayed end without an interpreted frame of the proxy's own; what is rare is
 
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
 from cpython.set cimport PySet_Add, PySet_Discard
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -17,7 +19,7 @@ import os
 
 from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, ROWS as _ROWS
 
-__all__ = ["PinRead", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "OPENING", "READ_SIZE"]
+__all__ = ["PinRead", "PinWatches", "UNSENT", "LOST", "CLOSED", "PAUSED", "ENDED", "FIRED", "EXPIRED", "BROKE", "OPENING", "READ_SIZE"]
 
 READ_SIZE = 256 * 1024
 HIGH_WATER = 1 << 20
@@ -36,6 +38,8 @@ DEF R_EXPIRED = 6
 DEF R_BROKE = 7
 DEF R_OPENING = 8
 
+cdef object _dup = os.dup
+cdef object _close = os.close
 cdef int S_FIRST = _FIRST
 cdef int S_ROWS = _ROWS
 cdef int S_DONE = _DONE
@@ -73,6 +77,93 @@ cdef inline double _monotonic():
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
+@cython.final
+@cython.auto_pickle(False)  # one session's: never pickled
+cdef class _Watch:
+    """One pin's socket watched through a duplicate of its descriptor (``hotpin_py._Watch``)."""
+
+    cdef public object loop, sock, target
+    cdef public int dup
+
+    def __init__(self, loop, sock, int fd):
+        self.loop = loop
+        self.sock = sock
+        self.target = None
+        self.dup = _dup(fd)
+        try:
+            loop.add_reader(self.dup, self._ready)
+            _set_blocking(self.dup, True)  # uvloop made the socket non-blocking; its readers read it blocking
+        except BaseException:
+            _close(self.dup)
+            self.dup = -1
+            raise
+
+    def _ready(self):
+        target = self.target
+        if target is None:  # bytes, or an end, nobody on the loop awaits: given up at once
+            self.close()
+            return
+        target()
+
+    def close(self):
+        cdef int dup = self.dup
+        self.dup = -1
+        self.target = None
+        if dup >= 0:
+            try:
+                self.loop.remove_reader(dup)
+            finally:
+                _close(dup)
+
+
+@cython.final
+@cython.auto_pickle(False)  # one session's: never pickled
+cdef class PinWatches:
+    """The transaction pins a session's reads wait on, watched from one read to the next (``hotpin_py.PinWatches``)."""
+
+    cdef dict _by_fd
+
+    def __cinit__(self):
+        self._by_fd = {}
+
+    def watch(self, loop, sock, int fd, callback):
+        self._watch(loop, sock, fd, callback)
+
+    cdef void _watch(self, loop, sock, int fd, callback) except *:
+        cdef PyObject* found = PyDict_GetItem(self._by_fd, fd)
+        cdef _Watch watch = None if found is NULL else <_Watch> found
+        if watch is None or watch.sock is not sock or watch.dup < 0:
+            if watch is not None:
+                watch.close()
+            watch = _Watch(loop, sock, fd)
+            self._by_fd[fd] = watch
+        watch.target = callback
+
+    def park(self, int fd):
+        self._park(fd)
+
+    cdef inline void _park(self, int fd) except *:
+        cdef PyObject* found = PyDict_GetItem(self._by_fd, fd)
+        if found is not NULL:
+            (<_Watch> found).target = None
+
+    def drop(self):
+        cdef _Watch watch
+        if self._by_fd:
+            watches = list(self._by_fd.values())
+            self._by_fd.clear()
+            for watch in watches:
+                watch.close()
+
+    def __len__(self):
+        cdef _Watch watch
+        cdef Py_ssize_t n = 0
+        for watch in self._by_fd.values():
+            if watch.dup >= 0:
+                n += 1
+        return n
+
+
 @cython.auto_pickle(False)  # one session's: never pickled
 cdef class PinRead:
     """One read on a transaction's pin (``hotpin_py.PinRead``)."""
@@ -82,6 +173,8 @@ cdef class PinRead:
     cdef public double started
     cdef public int fd
     cdef public bint fired, watched, done
+    cdef public object watches
+    cdef bint _kept
 
     def __init__(self, runtime, session, plan, double started, relay, header_for, client, on_end, done_with, cid,
                  tx, pin, loop):
@@ -113,6 +206,8 @@ cdef class PinRead:
         self.fired = False
         self.opening = None
         self.watched = False
+        self.watches = session._pin_watches
+        self._kept = False
         self.done = False
 
     def start(self, str style, bytes values, stmt_id, sock, opening):
@@ -164,10 +259,23 @@ cdef class PinRead:
 
     def _watch(self):
         self.watched = True
-        self.loop.add_reader(self.fd, self._readable)
+        # the pin, or the connection its opening went on (whatever may close it calls rare(), which drops them)
+        self._kept = self.watches is not None
+        if not self._kept:
+            self.loop.add_reader(self.fd, self._readable)
+        elif type(self.watches) is PinWatches:
+            (<PinWatches> self.watches)._watch(self.loop, self.sock, self.fd, self._readable)
+        else:
+            self.watches.watch(self.loop, self.sock, self.fd, self._readable)
 
     def _unwatch(self):
         self.watched = False
+        if self._kept:
+            if type(self.watches) is PinWatches:
+                (<PinWatches> self.watches)._park(self.fd)
+            else:
+                self.watches.park(self.fd)
+            return
         self.loop.remove_reader(self.fd)
         _set_blocking(self.fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
 

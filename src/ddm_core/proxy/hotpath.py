@@ -261,14 +261,17 @@ class HotEnd(_Bounded):
     """A local transaction's ``COMMIT`` or ``ROLLBACK`` sent on all its pins at once from the gate (what
     ``loop_transactions.end_on_loop`` does in a task, here on reader callbacks: no task, no future): each pin's
     OK read once its socket is readable, in commit order, then the transaction settled (``Transaction.ended``)
-    and ``on_end`` told its error (``None``: it went through)."""
+    and ``on_end`` told its error (``None``: it went through). ``watches``: the session's ``PinWatches``, which
+    watch the pins its reads kept watched (given up before the pins go back)."""
 
-    __slots__ = ("_tx", "_command", "_on_end", "_sent", "_next", "_fd", "_done")
+    __slots__ = ("_tx", "_command", "_on_end", "_sent", "_next", "_fd", "_done", "_watches", "_kept")
 
     def __init__(self, tx: Transaction, command: str, loop: asyncio.AbstractEventLoop, deadlines: Deadlines,
-                 on_end: Callable[[DdmError | None], None]) -> None:  # fmt: skip
+                 on_end: Callable[[DdmError | None], None], watches: Any = None) -> None:  # fmt: skip
         super().__init__(loop, deadlines)
         self._tx, self._command, self._on_end = tx, command, on_end
+        self._watches = watches
+        self._kept = False  # the pin waited on is watched through watches
         self._sent: list[SentControl] = []
         self._next = 0  # the pin whose OK is read next
         self._fd = -1  # the socket watched (-1: none)
@@ -286,11 +289,18 @@ class HotEnd(_Bounded):
             control = sent[self._next]
             if control.error is None:  # else its send failed: nothing to wait for
                 self._fd = control.fileno
-                self._loop.add_reader(control.fileno, self._readable)
+                pinned = control.pinned
+                sock = None if self._watches is None else pinned.pool.driver.relay_socket(pinned.raw)
+                self._kept = sock is not None
+                if self._kept:
+                    self._watches.watch(self._loop, sock, control.fileno, self._readable)
+                else:
+                    self._loop.add_reader(control.fileno, self._readable)
                 self._bound(control.answer_by)
                 return
             self._next += 1
         self._done = True
+        self._drop_watches()  # before the pins go back
         try:
             self._tx.ended(self._command, self._sent)
         except DdmError as exc:
@@ -305,8 +315,14 @@ class HotEnd(_Bounded):
     def _stop_waiting(self) -> None:
         self._unbound()
         fd, self._fd = self._fd, -1
-        if fd >= 0:
+        if fd >= 0 and self._kept:
+            self._watches.park(fd)
+        elif fd >= 0:
             _unwatch(self._loop, fd)
+
+    def _drop_watches(self) -> None:
+        if self._watches is not None:
+            self._watches.drop()
 
     def _readable(self) -> None:
         self._stop_waiting()
@@ -324,6 +340,7 @@ class HotEnd(_Bounded):
         """Given up before its end — its client went away: the pins not answered yet are in doubt (discarded), the
         transaction settled as ``end_on_loop`` settles it then; ``on_end`` is not called."""
         self._stop_waiting()
+        self._drop_watches()
         if self._done:
             return
         self._done = True
@@ -459,6 +476,7 @@ class PinStatement(PinRead):
 
     def rare(self, what: int, arg: Any) -> None:
         self.leave()
+        self.session._pin_watches.drop()  # what follows may discard the pin, or the opening's connection
         sent = self._sent(guarded=what == hotpin.PAUSED)
         opening, self.opening = self.opening, None
         if what == hotpin.UNSENT:  # mapped as the executor maps a failed send (the pin discarded if in doubt)
@@ -506,6 +524,7 @@ class PinStatement(PinRead):
         """Given up before its end (its client went away): the pin discarded, the transaction failed, as
         :meth:`HotRelay.abandon` does (behind an opening not read yet: the connection discarded, never pinned)."""
         self.leave()
+        self.session._pin_watches.drop()
         self.session._pinned_hot = None
         sent = self._sent()
         opening, self.opening = self.opening, None

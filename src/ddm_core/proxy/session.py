@@ -59,7 +59,9 @@ from ddm_core.proxy.loop_transactions import (
     drop_opening, end_on_loop, ends_quietly, open_on_loop, opened_under, opening_for, pin_for, pins_for,
     read_from_loop, reads_on_pins, send_on_pin, settle_opening,
 )  # fmt: skip
-from ddm_core.proxy.relay import HIGH_WATER, RELAY_STATES, HeaderMemo, ResultRelay, execute_values, readable, relay_answer
+from ddm_core.proxy.relay import (
+    HIGH_WATER, RELAY_STATES, HeaderMemo, ResultRelay, execute_values, hotpin, readable, relay_answer,
+)  # fmt: skip
 from ddm_core.proxy.folded_many import folds_raw, relay_folded
 from ddm_core.proxy.ordered_many import merges_raw, relay_ordered
 from ddm_core.proxy.relay_many import Taken, decoded, read_many, relay_many, relay_many_on, take_many, taken_whole
@@ -162,6 +164,9 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # a hot read answering on the transaction's pin, its hot COMMIT, or a multi-unit read whose answers reader
         # callbacks take (the hotmany unit): given up at close
         self._pinned_hot: HotRelay | HotEnd | PinStatement | hotmany.ConcatenatedAnswers | hotmany.WholeAnswers | None = None
+        #: The transaction's pins its reads on the loop wait on, watched from one read to the next; given up before
+        #: a worker or the transaction's end may read or close them (docs/proxy.md#the-pins-watched)
+        self._pin_watches = hotpin.PinWatches()
         self._text = False  # the running command is a COM_QUERY (a text result)
         self._announced: list[Column] | None = None  # the running execute's announced columns (a binary result)
         # Read-your-writes: this session's last writes per data source with replicas. Its statements run on
@@ -398,6 +403,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         elif reads_on_pins(tx) and tx.ends_on_loop():  # a COMMIT (ROLLBACK) per pin, all at once from the loop
             self._tx = None
             self.runtime.ended_on_loop += 1
+            self._pin_watches.drop()  # its end gives the pins back
             await end_on_loop(tx, command)
         else:
             await self._in_thread(end)
@@ -960,6 +966,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             read.header_for, read.convert = header_for, convert
             reader = hotmany.WholeAnswers(sent_many, loop, runtime.deadlines, partial(self._many_merged, read),
                                   partial(self._many_fresh_over, read))  # fmt: skip
+        if self._tx is not None:  # on the transaction's pins: watched from one read to the next
+            reader.watches = self._pin_watches
         self._pinned_hot = reader
         reader.start()
         return True
@@ -1239,6 +1247,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         self._interrupted, self._text = False, command == _COM_QUERY
         tx = self._tx
         if kind is Kind.BEGIN or tx is None or ends_quietly(tx):
+            self._pin_watches.drop()  # (none: nothing read on pins) before anything the end gives back
             try:
                 if kind is Kind.BEGIN:
                     self._begin()
@@ -1255,7 +1264,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         runtime.ended_on_loop += 1
         loop = self._loop()
         spelled = "COMMIT" if kind is Kind.COMMIT else "ROLLBACK"
-        end = self._pinned_hot = HotEnd(tx, spelled, loop, runtime.deadlines, partial(self._hot_ended, cid))
+        end = self._pinned_hot = HotEnd(tx, spelled, loop, runtime.deadlines, partial(self._hot_ended, cid),
+                                        self._pin_watches)  # fmt: skip
         end.start()
         return True
 
@@ -1543,6 +1553,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         # callbacks and state copies: ~560 interpreted instructions a hop): the worker hands the
         # outcome to the loop in one call_soon_threadsafe. A call whose waiter was cancelled before a
         # worker took it does not run, as with run_in_executor.
+        self._pin_watches.drop()  # the worker may read the transaction's pins, or close them
         loop = asyncio.get_running_loop()
         done: asyncio.Future[_T] = loop.create_future()
         tracker = self.runtime.tracker
