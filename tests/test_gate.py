@@ -132,6 +132,24 @@ async def _gate_session(twin: Any, hot: Any, limit: int = 1 << 20) -> tuple[Any,
     return gate, reader, theirs
 
 
+async def _answering_at_once(twin: Any, prefix: bytes, taken: list[bytes]) -> tuple[Any, asyncio.StreamReader,
+                                                                                     socket.socket]:  # fmt: skip
+    """A gate whose hot path takes the commands starting with ``prefix`` (into ``taken``) and answers each before it
+    returns (``done()`` inside ``hot()``, as a BEGIN is answered); it declines the others."""
+    holder: list[Any] = []
+
+    def hot(command: int, payload: bytes) -> bool:
+        if not payload.startswith(prefix):
+            return False
+        taken.append(payload)
+        holder[0].done()
+        return True
+
+    gate, reader, client = await _gate_session(twin, hot)
+    holder.append(gate)
+    return gate, reader, client
+
+
 async def _send(sock: socket.socket, data: bytes) -> None:
     await asyncio.get_running_loop().sock_sendall(sock, data)
     await asyncio.sleep(0.01)
@@ -195,17 +213,7 @@ def test_one_command_a_read_is_taken_or_handed_on_whole(twin: Any) -> None:
     # read's bytes; what it declines reaches mimic whole, and the commands after it too
     async def main() -> None:
         taken: list[bytes] = []
-        holder: list[Any] = []
-
-        def hot(command: int, payload: bytes) -> bool:
-            if not payload.startswith(b"\x03HOT"):
-                return False
-            taken.append(payload)
-            holder[0].done()  # answered at once
-            return True
-
-        gate, reader, client = await _gate_session(twin, hot)
-        holder.append(gate)
+        gate, reader, client = await _answering_at_once(twin, b"\x03HOT", taken)
         gate.command_awaited()
         for i in range(3):
             await _send(client, _packet(b"\x03HOT %d" % i))
@@ -264,17 +272,7 @@ def test_a_burst_of_commands_answered_at_once_is_taken_in_one_loop(twin: Any) ->
     # nested call per command would end in RecursionError a few hundred commands into the burst
     async def main() -> None:
         taken: list[bytes] = []
-        holder: list[Any] = []
-
-        def hot(command: int, payload: bytes) -> bool:
-            if not payload.startswith(b"\x03NOW"):
-                return False
-            taken.append(payload)
-            holder[0].done()
-            return True
-
-        gate, reader, client = await _gate_session(twin, hot)
-        holder.append(gate)
+        gate, reader, client = await _answering_at_once(twin, b"\x03NOW", taken)
         gate.command_awaited()
         burst = [b"\x03NOW %d" % i for i in range(5000)]
         await _send(client, b"".join(_packet(p) for p in burst) + _packet(b"\x03SELECT 1"))

@@ -361,10 +361,13 @@ def test_link_stack_takes_the_last_given_and_opens_one_when_none_is_idle(impl: I
             calls.append(("timer", delay))
             return "armed"
 
+    class Link(impl.hotlink.LinkProtocol):  # type: ignore[misc,name-defined]
+        def abort(self) -> None:
+            self.aborted = True
+
     def link(config: Any, closed: bool = False) -> Any:
-        made = SimpleNamespace(closed=closed, config=config, loop=Loop(), key=("ds_0", "primary"), idle_since=0.0,
-                               aborted=False)  # fmt: skip
-        made.abort = lambda: setattr(made, "aborted", True)
+        made = Link()
+        made.closed, made.config, made.loop, made.key, made.aborted = closed, config, Loop(), ("ds_0", "primary"), False
         return made
 
     pool = SimpleNamespace(endpoint=SimpleNamespace(name="primary"))

@@ -13,6 +13,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
 from cpython.long cimport PyLong_FromVoidPtr
 from cpython.object cimport PyObject
+from ddm_core._fast._dicts cimport _get
 
 from functools import partial
 
@@ -26,15 +27,6 @@ COM_STMT_EXECUTE = 0x17
 DEF ON_PINS = 256
 DEF C_QUERY = 0x03
 DEF C_EXECUTE = 0x17
-
-
-cdef inline object _get(object mapping, object key):
-    """``mapping.get(key)``, a dict read without a call."""
-    cdef PyObject* found
-    if type(mapping) is dict:
-        found = PyDict_GetItem(mapping, key)
-        return None if found is NULL else <object> found
-    return mapping.get(key)
 
 
 @cython.final

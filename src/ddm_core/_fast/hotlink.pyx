@@ -14,6 +14,7 @@ from cpython.object cimport PyObject
 from cpython.set cimport PySet_Add, PySet_Discard
 from libc.string cimport memcmp, memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from ddm_core._fast._dicts cimport _get
 
 from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, OK as _OK, ROWS as _ROWS
 
@@ -33,15 +34,6 @@ cdef int S_DONE = _DONE
 cdef int S_OK = _OK
 DEF HIGH = 1 << 20
 DEF LOW = 1 << 18
-
-
-cdef inline object _get(object mapping, object key):
-    """``mapping.get(key)``, a dict read without a call."""
-    cdef PyObject* found
-    if type(mapping) is dict:
-        found = PyDict_GetItem(mapping, key)
-        return None if found is NULL else <object> found
-    return mapping.get(key)
 
 
 cdef bint _same(object definitions, list known):
@@ -391,24 +383,14 @@ cdef class LinkStack:
         self._grow(key, pool)
         return None
 
-    def give(self, link):
+    def give(self, LinkProtocol link):  # typed: its fields read without a lookup
         cdef PyObject* found
-        cdef LinkProtocol own
-        if isinstance(link, LinkProtocol):  # the loop's own link: its fields read without a lookup
-            own = <LinkProtocol> link
-            if own.closed or self.closed or own.config is not self._config:
-                link.abort()
-                return
-            loop = own.loop
-            own.idle_since = loop.time()
-            key = own.key
-        else:
-            if link.closed or self.closed or link.config is not self._config:
-                link.abort()
-                return
-            loop = link.loop
-            link.idle_since = loop.time()
-            key = link.key
+        if link.closed or self.closed or link.config is not self._config:
+            link.abort()
+            return
+        loop = link.loop
+        link.idle_since = loop.time()
+        key = link.key
         found = PyDict_GetItem(self._idle, key)
         if found is NULL:
             self._idle[key] = [link]
