@@ -345,3 +345,17 @@ def test_a_prepared_cursor_keeps_its_transaction_across_executes(wire: tuple[int
         assert cur.fetchall() == []
     finally:
         conn.close()
+
+
+def test_statements_prepared_and_closed_one_after_another_keep_their_answers(wire: tuple[int, str]) -> None:
+    # each cursor prepares its statement anew and closes it: ids the front met before are gone and new ones
+    # come, past the number of statements whose fields it keeps (256); every answer stays its own statement's
+    port, reference = wire
+    proxied, direct = _connect(port, "logic_db", use_pure=False), _connect(3306, reference, use_pure=False)
+    try:
+        for i in range(300):
+            sql = "SELECT name, %d AS n FROM t_kinds WHERE user_id = ? AND id = ?" % i
+            assert _run(proxied, sql, (10, 1))[0] == _run(direct, sql, (10, 1))[0]
+    finally:
+        proxied.close()
+        direct.close()

@@ -25,6 +25,7 @@ __all__ = ["HotFront", "Commands", "COM_QUERY", "COM_STMT_EXECUTE"]
 COM_QUERY = 0x03
 COM_STMT_EXECUTE = 0x17
 DEF ON_PINS = 256
+DEF EXECUTES = 256  # the client's prepared statements whose fields the front keeps
 DEF C_QUERY = 0x03
 DEF C_EXECUTE = 0x17
 
@@ -121,6 +122,8 @@ cdef class HotFront:
             return None
         cdef tuple fields = <tuple> _get(self._executes, sid)  # the statement's own fields, read once
         if fields is None or fields[0] is not stmt:
+            if len(self._executes) >= EXECUTES:  # a client that prepares and closes statements: kept bounded
+                self._executes.clear()
             fields = self._executes[sid] = (stmt, stmt.stmt_id, stmt.num_params, stmt.sql)
         stmt_id = fields[1]
         if stmt.param_buffers or stmt_id in self._too_long or self._query_attributes:
