@@ -39,7 +39,7 @@ cdef class HotFront:
     cdef dict _pools
     cdef object _pools_config
     cdef object _stmts, _too_long, _announced, _param_types, _cid, _client, _backends, _clock, _enter, _hot_end
-    cdef Commands _commands  # the runtime's, when compiled (its enter called without a method call), else None
+    cdef Commands _commands  # the runtime's, when this module's (entered without a method call), else None
     cdef object _pin_statement, _local, _check_pinned
     cdef dict _on_pins
     cdef object _shapes  # the runtime's Shapes last seen (a reload replaces it) and its dict
@@ -65,7 +65,7 @@ cdef class HotFront:
         self._query_attributes, self._client_eof = conn._query_attributes, conn.client_eof
         self._cid, self._client = conn.connection_id, conn.gate_transport
         self._backends, self._clock, self._enter = runtime.backends, runtime.clock, runtime._enter
-        commands = getattr(runtime, "commands", None)
+        commands = runtime.commands  # the pure twin's when the session's runtime is (a test pairs them)
         self._commands = <Commands> commands if type(commands) is Commands else None
         self._hot_end = session._hot_end
         self._on_pins = {}
@@ -167,7 +167,7 @@ cdef class HotFront:
         cdef bint text_result = command == C_QUERY
         shapes = runtime.shapes
         if shapes is not self._shapes:
-            self._shapes, self._seen = shapes, shapes._seen
+            self._shapes, self._seen = shapes, shapes.seen
         shape = _get(self._seen, text)
         if shape is None or not shape.inline or shape.needs is not self._plain:
             return None

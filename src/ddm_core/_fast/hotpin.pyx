@@ -174,7 +174,6 @@ cdef class PinRead:
     cdef public int fd
     cdef public bint fired, watched, done
     cdef public object watches
-    cdef bint _kept
 
     def __init__(self, runtime, session, plan, double started, relay, header_for, client, on_end, done_with, cid,
                  tx, pin, loop):
@@ -207,7 +206,6 @@ cdef class PinRead:
         self.opening = None
         self.watched = False
         self.watches = session._pin_watches
-        self._kept = False
         self.done = False
 
     def start(self, str style, bytes values, stmt_id, sock, opening):
@@ -260,24 +258,19 @@ cdef class PinRead:
     def _watch(self):
         self.watched = True
         # the pin, or the connection its opening went on (whatever may close it calls rare(), which drops them)
-        self._kept = self.watches is not None
-        if not self._kept:
-            self.loop.add_reader(self.fd, self._readable)
-        elif type(self.watches) is PinWatches:
-            (<PinWatches> self.watches)._watch(self.loop, self.sock, self.fd, self._readable)
-        else:
-            self.watches.watch(self.loop, self.sock, self.fd, self._readable)
+        watches = self.watches
+        if type(watches) is PinWatches:
+            (<PinWatches> watches)._watch(self.loop, self.sock, self.fd, self._readable)
+        else:  # the pure twin's (the session's may be, whatever this unit is)
+            watches.watch(self.loop, self.sock, self.fd, self._readable)
 
     def _unwatch(self):
         self.watched = False
-        if self._kept:
-            if type(self.watches) is PinWatches:
-                (<PinWatches> self.watches)._park(self.fd)
-            else:
-                self.watches.park(self.fd)
-            return
-        self.loop.remove_reader(self.fd)
-        _set_blocking(self.fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
+        watches = self.watches
+        if type(watches) is PinWatches:
+            (<PinWatches> watches)._park(self.fd)
+        else:
+            watches.park(self.fd)
 
     def _readable(self):
         self._unwatch()

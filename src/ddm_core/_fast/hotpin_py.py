@@ -187,7 +187,6 @@ class PinRead:
         self.opening: Any = None
         self.watched = False
         self.watches: PinWatches = session._pin_watches
-        self._kept = False  # watched through ``watches``, not with a reader of its own
         self.done = False
 
     def start(self, style: str, values: bytes | None, stmt_id: int | None, sock: Any, opening: Any) -> None:
@@ -241,19 +240,11 @@ class PinRead:
     def _watch(self) -> None:
         self.watched = True
         # the pin, or the connection its opening went on (whatever may close it calls rare(), which drops them)
-        self._kept = self.watches is not None
-        if self._kept:
-            self.watches.watch(self.loop, self.sock, self.fd, self._readable)
-        else:
-            self.loop.add_reader(self.fd, self._readable)
+        self.watches.watch(self.loop, self.sock, self.fd, self._readable)
 
     def _unwatch(self) -> None:
         self.watched = False
-        if self._kept:
-            self.watches.park(self.fd)
-            return
-        self.loop.remove_reader(self.fd)
-        os.set_blocking(self.fd, True)  # uvloop made it non-blocking to watch it; the driver reads it blocking
+        self.watches.park(self.fd)
 
     def _readable(self) -> None:
         self._unwatch()

@@ -60,20 +60,21 @@ class Shapes:
     """Statement texts seen, bounded (the oldest go first): the router has their plans cached."""
 
     def __init__(self, limit: int = 4096) -> None:
-        self._seen: dict[str, Shape] = {}
+        #: The shapes by text (the gate's front reads it directly)
+        self.seen: dict[str, Shape] = {}
         self._limit = limit
         #: The shape of ``text``, if seen: the dict's own ``get`` (read for every statement, a frame less)
-        self.get: Callable[[str], Shape | None] = self._seen.get
+        self.get: Callable[[str], Shape | None] = self.seen.get
 
     def add(self, text: str, *, inline: bool) -> Shape:
-        shape = self._seen.get(text)
+        shape = self.seen.get(text)
         if shape is None and len(text) > CACHED_TEXT_LIMIT:
             return Shape(inline)  # not remembered, as the router does not cache its plan either
         if shape is None:
-            if len(self._seen) >= self._limit:
+            if len(self.seen) >= self._limit:
                 with contextlib.suppress(KeyError, StopIteration, RuntimeError):  # another thread took it first
-                    del self._seen[next(iter(self._seen))]
-            shape = self._seen[text] = Shape(inline)
+                    del self.seen[next(iter(self.seen))]
+            shape = self.seen[text] = Shape(inline)
         return shape
 
 
