@@ -1,4 +1,5 @@
-"""The ``hotmany`` unit's ``AnswerEnd`` (both twins): where an answer of rows ends, as the relay reads it.
+"""The ``hotmany`` unit (both twins): ``AnswerEnd``, where an answer of rows ends as the relay reads it; and a
+multi-unit read on a transaction's pins reading the later parts' answers ahead while it waits for an earlier one.
 
 Random answers — text rows, NULLs, a row of 16 MiB - 1 bytes that goes on in the next packet (whose first byte
 may look like a closing packet), no rows, both EOF forms, the closing flags — fed whole, byte by byte and in
@@ -9,12 +10,17 @@ a packet out of sequence, more result sets, LOCAL INFILE, an error among the row
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
-from typing import Any
+import socket
+from types import SimpleNamespace
+from typing import Any, Iterator
 
 from ddm_core._fast import relay_py
 from ddm_core._fast.relay_py import _encode_lenenc
 from test_ordered import DEF, _frame
+from test_pin_watches import _turns, loop  # noqa: F401  # the loop fixture: uvloop and asyncio's
 
 MAX = 0xFFFFFF
 
@@ -90,3 +96,98 @@ def test_what_the_relay_does_not_pass_on_stops_it(impl: Any) -> None:
     for bad in (error, ok, infile, out_of_sequence, more, error_after_rows):
         assert _fed(impl.hotmany.AnswerEnd(True), _chunks(rng, bad)) == -1, bad[:12]
     assert _fed(impl.hotmany.AnswerEnd(False), [ok]) == -1
+
+
+class _Driver:
+    relay_eof = True
+
+    @staticmethod
+    def relay_socket(raw: socket.socket) -> socket.socket:
+        return raw
+
+
+@contextlib.contextmanager
+def _pins(n: int) -> Iterator[tuple[Any, list[socket.socket]]]:
+    """A sent read of ``n`` parts, each on a pin of its own (a socket pair: the data source's end is returned)."""
+    pairs = [socket.socketpair() for _ in range(n)]
+    parts = [SimpleNamespace(lane=i, fileno=pin.fileno(), pool=SimpleNamespace(driver=_Driver()),
+                             borrowed=SimpleNamespace(raw=pin)) for i, (pin, _) in enumerate(pairs)]  # fmt: skip
+    try:
+        yield SimpleNamespace(parts=parts, answer_by=None), [server for _, server in pairs]
+    finally:
+        for pin, server in pairs:
+            pin.close()
+            server.close()
+
+
+def _drained(sock: socket.socket) -> bool:
+    try:
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    return False
+
+
+def test_the_later_pins_answers_are_read_ahead_and_stay_watched(impl: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """The second pin's answer comes first: read as it comes (the pin's watch is not left woken with nobody
+    reading it, which would give it up), then taken in its turn; both pins stay watched for the next read."""
+    rng = random.Random(7)
+    watches = impl.hotpin.PinWatches()
+    deadlines = SimpleNamespace(running=set(), at=float("inf"))
+    for _ in range(3):  # one registration per pin for every read
+        with _pins(2) as (sent, servers):
+            answers = [_answer(rng, True, 0x0002)[0] for _ in range(2)]
+            taken: list[Any] = []
+            reader = impl.hotmany.WholeAnswers(sent, loop, deadlines, lambda a, s: taken.append((a, s)),
+                                               lambda carried: taken.append(carried))  # fmt: skip
+            reader.watches = watches
+            reader.start()
+            servers[1].send(answers[1])
+            _turns(loop)
+            assert not taken and _drained(sent.parts[1].borrowed.raw)  # read ahead
+            assert len(watches) == 2
+            servers[0].send(answers[0])
+            _turns(loop)
+            assert taken == [(answers, [0x0002, 0x0002])]
+            assert len(watches) == 2 and not deadlines.running
+            watches.drop()
+
+
+def test_a_read_handed_over_carries_what_was_read_ahead(impl: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """An error in an earlier pin's answer hands the read to the task's path with every byte read so far, the
+    later pins' read ahead among them: as whole answers (from the start) and relayed (the header framed)."""
+    rng = random.Random(9)
+    error = _frame(b"\xff\x7a\x04#42S02no such table", 1)
+    watches = impl.hotpin.PinWatches()
+    deadlines = SimpleNamespace(running=set(), at=float("inf"))
+    with _pins(2) as (sent, servers):
+        later = _answer(rng, True, 0x0002)[0]
+        over: list[Any] = []
+        reader = impl.hotmany.WholeAnswers(sent, loop, deadlines, lambda a, s: over.append("taken"), over.append)
+        reader.watches = watches
+        reader.start()
+        servers[1].send(later)
+        _turns(loop)
+        servers[0].send(error)
+        _turns(loop)
+        assert over == [{0: error, 1: later}]
+        watches.drop()
+    with _pins(3) as (sent, servers):
+        first, last = _answer(rng, True, 0x0002)[0], _answer(rng, True, 0x0002)[0]
+        relay = impl.relay.ResultRelay(1, True, True, True)
+        framed: list[Any] = []
+        reader = impl.hotmany.ConcatenatedAnswers(sent, loop, deadlines, relay, lambda columns: (columns, 2), None,
+                                                  lambda out: framed.append("relayed"),
+                                                  lambda state, out, ahead: framed.append((out, ahead)),
+                                                  lambda carried: framed.append("fresh"))  # fmt: skip
+        reader.watches = watches
+        reader.start()
+        servers[2].send(last)  # read ahead while the first pin is waited for
+        _turns(loop)
+        servers[0].send(first)
+        _turns(loop)
+        assert not framed
+        servers[1].send(error)  # the second answer fails: the task's path relays on, the third's bytes first
+        _turns(loop)
+        assert len(framed) == 1 and framed[0][0] and framed[0][1] == {2: last}
+        watches.drop()

@@ -2,7 +2,7 @@
 
 Each twin on the loop the proxy runs (uvloop) and on asyncio's own, with real sockets (a socket pair): a watched
 socket's bytes call the callback; a parked one's do not, and give the watch up (the bytes left to whoever reads
-the socket); ``drop`` gives every watch up and closes the duplicates (no descriptor left open); the socket stays
+the socket), unless a reader took them in the same turn of the loop; ``drop`` gives every watch up and closes the duplicates (no descriptor left open); the socket stays
 blocking for its driver; a new socket under the same descriptor number gets a watch of its own.
 """
 
@@ -118,3 +118,32 @@ def test_a_pin_closed_elsewhere_wakes_nobody_and_its_number_gets_a_watch_of_its_
     assert "ended" not in called and len(watches) == 0
     pin.close()
     assert _open_fds() == before
+
+
+def test_a_parked_watch_woken_for_bytes_a_reader_took_already_stays(impl: Implementation,
+                                                                    loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
+    """Two pins readable in one poll, both read by the first callback (as a multi-unit read takes whatever has
+    come): the second, parked by then, is woken with nothing left on its socket and keeps its registration."""
+    watches = impl.hotpin.PinWatches()
+    pairs = [socket.socketpair() for _ in range(2)]
+    got: list[bytes] = []
+
+    def read_both() -> None:
+        for pin, _ in pairs:
+            watches.park(pin.fileno())
+            got.append(pin.recv(100))
+
+    try:
+        for _ in range(3):
+            for pin, _ in pairs:
+                watches.watch(loop, pin, pin.fileno(), read_both)
+            for i, (_, server) in enumerate(pairs):
+                server.send(b"answer %d" % i)  # both before the loop polls: one poll sees both
+            _turns(loop)
+            assert got[-2:] == [b"answer 0", b"answer 1"]
+            assert len(watches) == 2  # neither given up
+        watches.drop()
+    finally:
+        for pin, server in pairs:
+            pin.close()
+            server.close()

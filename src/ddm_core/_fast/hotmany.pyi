@@ -45,14 +45,14 @@ class ConcatenatedAnswers(_PartsReader):
     header_for: Callable[[list[bytes]], tuple[list[bytes], int]]
     conversions_for: Callable[[list[bytes]], bytes | None] | None
     relayed: Callable[[bytes], None]
-    framed_over: Callable[[int, bytes], None]
+    framed_over: Callable[[int, bytes, dict[int, bytes]], None]
     fresh_over: Callable[[dict[int, bytes]], None]
     pending: bool
     state: int
     def __init__(self, sent: Any, loop: Any, deadlines: Any, relay: Any,
                  header_for: Callable[[list[bytes]], tuple[list[bytes], int]],
                  conversions_for: Callable[[list[bytes]], bytes | None] | None, relayed: Callable[[bytes], None],
-                 framed_over: Callable[[int, bytes], None], fresh_over: Callable[[dict[int, bytes]], None]) -> None: ...
+                 framed_over: Callable[[int, bytes, dict[int, bytes]], None], fresh_over: Callable[[dict[int, bytes]], None]) -> None: ...
     def is_closing(self) -> bool: ...
     def write(self, data: bytes) -> None: ...
 

@@ -134,8 +134,8 @@ cdef class _PartsReader:
     """The parts of ``sent`` read in order (the pure twin's ``_PartsReader``)."""
 
     cdef public object sent, loop, deadlines, cancel_at, abort_at, watches
-    cdef list socks, parts
-    cdef dict lanes
+    cdef list socks, parts, ahead_fds
+    cdef dict lanes, ahead
     cdef public Py_ssize_t part
     cdef int watched
     cdef Py_ssize_t size
@@ -155,6 +155,8 @@ cdef class _PartsReader:
         self.abort_at = None
         self.done = False
         self.watches = None
+        self.ahead = {}
+        self.ahead_fds = None
 
     def start(self):
         """Read what has come and watch for the rest; handed over at once when a part cannot be read off its
@@ -181,31 +183,38 @@ cdef class _PartsReader:
         cdef Py_ssize_t i, following
         cdef int fileno
         cdef list chunks
+        cdef object early
         while True:
             i = self.part
             part = self.parts[i]
-            try:
-                data = self.socks[i].recv(C_READ_SIZE, _DONTWAIT)
-            except (BlockingIOError, InterruptedError):
-                fileno = part.fileno
-                if self.watched != fileno:
-                    if self.watched >= 0:
-                        self._unwatch()
-                    self.watched = fileno
-                    if self.watches is not None:
-                        self.watches.watch(self.loop, self.socks[i], fileno, self._advance_now)
-                    else:
-                        self.loop.add_reader(fileno, self._advance_now)
-                return 0
-            except OSError:
-                self._hand_over()  # the task's path reads the socket again and names its failure
-                return 0
-            if not data:
-                self._hand_over()
-                return 0
-            chunks = self.lanes[part.lane]
-            chunks.append(data)
-            self.size += len(<bytes> data)
+            early = self.ahead.pop(part.lane, None) if self.ahead else None
+            if early:
+                data = (<list> early)[0] if len(<list> early) == 1 else b"".join(<list> early)
+            else:
+                try:
+                    data = self.socks[i].recv(C_READ_SIZE, _DONTWAIT)
+                except (BlockingIOError, InterruptedError):
+                    fileno = part.fileno
+                    if self.watched != fileno:
+                        if self.watched >= 0:
+                            self._unwatch()
+                        self.watched = fileno
+                        if self.watches is not None:
+                            self.watches.watch(self.loop, self.socks[i], fileno, self._advance_now)
+                            if self.ahead_fds is None:
+                                self._read_ahead(i)
+                        else:
+                            self.loop.add_reader(fileno, self._advance_now)
+                    return 0
+                except OSError:
+                    self._hand_over()  # the task's path reads the socket again and names its failure
+                    return 0
+                if not data:
+                    self._hand_over()
+                    return 0
+                chunks = self.lanes[part.lane]
+                chunks.append(data)
+                self.size += len(<bytes> data)
             try:
                 following = self._consume(i, <bytes> data)
             except Exception:  # a bug must not leave the client waiting: the task's path reads on
@@ -225,6 +234,46 @@ cdef class _PartsReader:
     def _advance_now(self):
         if not self.done:
             self._advance_safely()
+
+    cdef void _read_ahead(self, Py_ssize_t i) except *:
+        cdef list parts = self.parts
+        cdef list fds = []
+        cdef Py_ssize_t j
+        self.ahead_fds = fds
+        seen = {parts[i].lane}
+        for j in range(i + 1, len(parts)):
+            part = parts[j]
+            if part.lane not in seen:
+                seen.add(part.lane)
+                fds.append(part.fileno)
+                self.watches.watch(self.loop, self.socks[j], part.fileno, _Ahead(self, j))
+
+    cdef void _take_ahead(self, Py_ssize_t j) except *:
+        """Part ``j``'s connection readable: its bytes kept for its turn, or read now when its lane's turn came
+        (the pure twin's)."""
+        if self.done:
+            return
+        part = self.parts[j]
+        lane = part.lane
+        if self.parts[self.part].lane == lane:
+            self._advance_safely()
+            return
+        try:
+            data = self.socks[j].recv(C_READ_SIZE, _DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if data:
+            chunks = self.ahead.get(lane)
+            if chunks is None:
+                self.ahead[lane] = [data]
+            else:
+                (<list> chunks).append(data)
+            (<list> self.lanes[lane]).append(data)
+            self.size += len(<bytes> data)
+        if not data or self.size > C_TAKE_LIMIT:  # an end, a failure, a long answer: met in its turn
+            self.watches.park(part.fileno)
 
     cdef void _advance_safely(self):
         try:
@@ -263,6 +312,9 @@ cdef class _PartsReader:
         PySet_Discard(self.deadlines.running, self)
         if self.watched >= 0:
             self._unwatch()
+        if self.ahead_fds:
+            for fd in self.ahead_fds:
+                self.watches.park(fd)
 
     cdef void _unwatch(self):
         cdef int fd = self.watched
@@ -285,6 +337,22 @@ cdef class _PartsReader:
 
     cdef void _over(self):
         pass
+
+
+@cython.final
+@cython.auto_pickle(False)  # one read's callback: never pickled
+cdef class _Ahead:
+    """A later part's pin readable while the reader waits for another: ``functools.partial(_take_ahead, j)``."""
+
+    cdef _PartsReader reader
+    cdef Py_ssize_t j
+
+    def __cinit__(self, _PartsReader reader, Py_ssize_t j):
+        self.reader = reader
+        self.j = j
+
+    def __call__(self):
+        self.reader._take_ahead(self.j)
 
 
 @cython.auto_pickle(False)
@@ -346,8 +414,9 @@ cdef class ConcatenatedAnswers(_PartsReader):
             _log.exception("answering a multi-unit read from its relayed answers failed")
 
     cdef void _over(self):
-        if not self.pending:  # the header is framed: on from where the relay is
-            self.framed_over(self.state, b"".join(self.out))
+        if not self.pending:  # the header is framed: on from where the relay is, with the bytes read ahead
+            ahead = {lane: b"".join(chunks) for lane, chunks in self.ahead.items() if chunks}
+            self.framed_over(self.state, b"".join(self.out), ahead)
         else:
             self.fresh_over(self.carried())
 

@@ -27,6 +27,7 @@ import logging
 import os
 import socket
 import time
+from functools import partial
 from typing import Any, Callable
 
 from ddm_core._fast.relay_py import DONE, FIRST, HEADER, ROWS, _lenenc, ok_fields
@@ -129,10 +130,14 @@ class _PartsReader:
     by a reader callback when it has none; the answer bound kept on the loop's shared timer (``Deadlines``).
     Parts on one connection (a transaction's pin) are answered in turn on its socket. ``watches``: set when the
     parts are on a transaction's pins, the session's ``PinWatches`` (hotpin), which keep the pins watched from
-    one read to the next; ``None``: each socket watched with a reader of its own."""
+    one read to the next; ``None``: each socket watched with a reader of its own.
+
+    On pins, while it waits for one part, the later parts' sockets are read ahead as their bytes come (kept per
+    lane, taken in when their part's turn comes): a pin's watch woken with nobody reading it would be given up,
+    and made again at the next read (docs/proxy.md#the-pins-watched)."""
 
     __slots__ = ("sent", "loop", "deadlines", "socks", "lanes", "part", "watched", "size", "cancel_at", "abort_at",
-                 "done", "watches")  # fmt: skip
+                 "done", "watches", "ahead", "ahead_fds")  # fmt: skip
 
     def __init__(self, sent: Any, loop: Any, deadlines: Any) -> None:
         self.sent = sent
@@ -149,6 +154,9 @@ class _PartsReader:
         self.abort_at: float | None = None  # the loop's time of the answer bound (``SentMany.answer_by``)
         self.done = False
         self.watches: Any = None
+        #: per lane, bytes read ahead of its part's turn (in ``lanes`` too), not taken in yet
+        self.ahead: dict[int, list[bytes]] = {}
+        self.ahead_fds: list[int] | None = None  # the later parts' sockets read ahead (``None``: not begun)
 
     def start(self) -> None:
         """Read what has come and watch for the rest; handed over at once when a part cannot be read off its
@@ -174,26 +182,32 @@ class _PartsReader:
         while True:
             i = self.part
             part = parts[i]
-            try:
-                data: bytes = self.socks[i].recv(READ_SIZE, _DONTWAIT)
-            except (BlockingIOError, InterruptedError):
-                if self.watched != part.fileno:
-                    if self.watched >= 0:
-                        self._unwatch()
-                    self.watched = part.fileno
-                    if self.watches is not None:
-                        self.watches.watch(self.loop, self.socks[i], part.fileno, self._advance_now)
-                    else:
-                        self.loop.add_reader(part.fileno, self._advance_now)
-                return
-            except OSError:
-                self._hand_over()  # the task's path reads the socket again and names its failure
-                return
-            if not data:
-                self._hand_over()
-                return
-            self.lanes[part.lane].append(data)
-            self.size += len(data)
+            early = self.ahead.pop(part.lane, None) if self.ahead else None
+            if early:
+                data = early[0] if len(early) == 1 else b"".join(early)
+            else:
+                try:
+                    data = self.socks[i].recv(READ_SIZE, _DONTWAIT)
+                except (BlockingIOError, InterruptedError):
+                    if self.watched != part.fileno:
+                        if self.watched >= 0:
+                            self._unwatch()
+                        self.watched = part.fileno
+                        if self.watches is not None:
+                            self.watches.watch(self.loop, self.socks[i], part.fileno, self._advance_now)
+                            if self.ahead_fds is None:
+                                self._read_ahead(i)
+                        else:
+                            self.loop.add_reader(part.fileno, self._advance_now)
+                    return
+                except OSError:
+                    self._hand_over()  # the task's path reads the socket again and names its failure
+                    return
+                if not data:
+                    self._hand_over()
+                    return
+                self.lanes[part.lane].append(data)
+                self.size += len(data)
             try:
                 following = self._consume(i, data)
             except Exception:  # noqa: BLE001  # a bug must not leave the client waiting: the task's path reads on
@@ -213,6 +227,41 @@ class _PartsReader:
     def _advance_now(self) -> None:
         if not self.done:
             self._advance_safely()
+
+    def _read_ahead(self, i: int) -> None:
+        """Part ``i`` waited for: the pins of the parts after it, on other connections, watched and read as their
+        bytes come."""
+        parts = self.sent.parts
+        fds: list[int] = []
+        self.ahead_fds = fds
+        seen = {parts[i].lane}
+        for j in range(i + 1, len(parts)):
+            part = parts[j]
+            if part.lane not in seen:
+                seen.add(part.lane)
+                fds.append(part.fileno)
+                self.watches.watch(self.loop, self.socks[j], part.fileno, partial(self._take_ahead, j))
+
+    def _take_ahead(self, j: int) -> None:
+        """Part ``j``'s connection readable: its bytes kept for its turn, or read now when its lane's turn came."""
+        if self.done:
+            return
+        part = self.sent.parts[j]
+        if self.sent.parts[self.part].lane == part.lane:
+            self._advance_safely()
+            return
+        try:
+            data: bytes = self.socks[j].recv(READ_SIZE, _DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if data:
+            self.ahead.setdefault(part.lane, []).append(data)
+            self.lanes[part.lane].append(data)
+            self.size += len(data)
+        if not data or self.size > TAKE_LIMIT:  # an end, a failure, a long answer: met in its turn, not read ahead
+            self.watches.park(part.fileno)
 
     def _advance_safely(self) -> None:
         try:
@@ -251,6 +300,9 @@ class _PartsReader:
         self.deadlines.running.discard(self)
         if self.watched >= 0:
             self._unwatch()
+        if self.ahead_fds:
+            for fd in self.ahead_fds:
+                self.watches.park(fd)
 
     def _unwatch(self) -> None:
         fd, self.watched = self.watched, -1
@@ -285,8 +337,8 @@ class ConcatenatedAnswers(_PartsReader):
         conversions_for: A prepared statement's conversions of text rows to binary ones (``relay_conversions``);
             ``None``: a text result.
         relayed: ``relayed(out)``: every answer ended with rows; ``out`` is the client's whole result.
-        framed_over: ``framed_over(state, out)``: the task's path reads on with the relay in ``state``, ``out``
-            framed for the client so far.
+        framed_over: ``framed_over(state, out, ahead)``: the task's path reads on with the relay in ``state``,
+            ``out`` framed for the client so far, ``ahead`` per lane the bytes read ahead of their part's turn.
         fresh_over: ``fresh_over(carried)``: the task's path reads from the start, ``carried`` the bytes read per
             lane (``relay`` not used again).
     """
@@ -297,7 +349,8 @@ class ConcatenatedAnswers(_PartsReader):
     def __init__(self, sent: Any, loop: Any, deadlines: Any, relay: Any,
                  header_for: Callable[[list[bytes]], tuple[list[bytes], int]],
                  conversions_for: Callable[[list[bytes]], bytes | None] | None, relayed: Callable[[bytes], None],
-                 framed_over: Callable[[int, bytes], None], fresh_over: Callable[[dict[int, bytes]], None]) -> None:  # fmt: skip
+                 framed_over: Callable[[int, bytes, dict[int, bytes]], None],
+                 fresh_over: Callable[[dict[int, bytes]], None]) -> None:  # fmt: skip
         super().__init__(sent, loop, deadlines)
         self.relay = relay
         self.header_for = header_for
@@ -347,8 +400,9 @@ class ConcatenatedAnswers(_PartsReader):
             log.exception("answering a multi-unit read from its relayed answers failed")
 
     def _over(self) -> None:
-        if not self.pending:  # the header is framed: on from where the relay is
-            self.framed_over(self.state, b"".join(self.out))
+        if not self.pending:  # the header is framed: on from where the relay is, with the bytes read ahead
+            ahead = {lane: b"".join(chunks) for lane, chunks in self.ahead.items() if chunks}
+            self.framed_over(self.state, b"".join(self.out), ahead)
         else:
             self.fresh_over(self.carried())
 

@@ -16,6 +16,7 @@ from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 import os
+import socket
 
 from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, ROWS as _ROWS
 
@@ -44,6 +45,7 @@ cdef int S_FIRST = _FIRST
 cdef int S_ROWS = _ROWS
 cdef int S_DONE = _DONE
 cdef object _set_blocking = os.set_blocking
+cdef object _PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT  # a parked watch's wake: bytes there, or taken already
 
 
 cdef bytes _execute_packet(unsigned int stmt_id, bytes values):
@@ -100,8 +102,14 @@ cdef class _Watch:
 
     def _ready(self):
         target = self.target
-        if target is None:  # bytes, or an end, nobody on the loop awaits: given up at once
-            self.close()
+        if target is None:
+            try:  # woken for bytes a reader took already (the loop's poll saw them first): kept
+                self.sock.recv(1, _PEEK)
+                self.close()  # bytes, or an end, nobody on the loop awaits: given up
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                self.close()
             return
         target()
 

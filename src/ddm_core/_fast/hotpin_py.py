@@ -21,6 +21,7 @@ unit imports none of them.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import Any, Callable
 
@@ -35,6 +36,8 @@ HIGH_WATER = 1 << 20
 
 #: A parameter block this long goes as the driver sends it (a packet of 16 MiB or more is split).
 _LONGEST_VALUES = 0xFFFFFF - 10
+#: A parked watch woken: bytes (or an end) on its socket, or none left (a reader took them in the same poll).
+_PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
 
 
 def _execute_packet(stmt_id: int, values: bytes) -> bytes:
@@ -71,8 +74,14 @@ class _Watch:
 
     def _ready(self) -> None:
         target = self.target
-        if target is None:  # bytes, or an end, nobody on the loop awaits: given up at once
-            self.close()
+        if target is None:
+            try:  # woken for bytes a reader took already (the loop's poll saw them first): kept
+                self.sock.recv(1, _PEEK)
+                self.close()  # bytes, or an end, nobody on the loop awaits: given up
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                self.close()
             return
         target()
 
@@ -95,7 +104,8 @@ class PinWatches:
     (:meth:`park`: nobody awaits it). What is registered is a duplicate of the pin's descriptor: a number of the
     loop's own, which no other thread closes and reuses while it is registered. The session calls :meth:`drop`
     before anything else may read or close its pins (a worker, the transaction's end) and as it ends; a parked
-    watch that wakes (bytes or an end nobody on the loop awaits) gives itself up (docs/proxy.md#the-pins-watched).
+    watch that wakes for bytes or an end nobody on the loop awaits gives itself up, one woken for bytes a reader
+    took in the same turn of the loop stays (docs/proxy.md#the-pins-watched).
     """
 
     __slots__ = ("_by_fd",)

@@ -239,15 +239,16 @@ async def relay_many(sent: SentMany, relay: ResultRelay, writer: Any,
 
 async def relay_many_on(sent: SentMany, relay: ResultRelay, writer: Any,
                         header_for: Callable[[list[bytes]], tuple[list[bytes], int]], state: int, framed: bytes,
-                        binary: bool) -> int:  # fmt: skip
+                        binary: bool, carried: dict[int, bytes] | None = None) -> int:  # fmt: skip
     """:func:`relay_many` from where reader callbacks left it (the hotmany unit): ``relay`` (its first packet at
     sequence id 1) in ``state`` with the client's column header framed, ``framed`` the client's bytes so far (not
-    written yet), a prepared statement's result when ``binary`` (held back as :func:`relay_many` holds it)."""
+    written yet), a prepared statement's result when ``binary`` (held back as :func:`relay_many` holds it);
+    ``carried``, per lane, bytes they read ahead of their part's turn (read first)."""
     transport = writer.transport
     held = _Held(transport) if binary else None
     if framed:
         (transport if held is None else held).write(framed)
-    return await _relayed_on(_Reading(sent), relay, writer, header_for, held, state, 1)
+    return await _relayed_on(_Reading(sent, carried), relay, writer, header_for, held, state, 1)
 
 
 async def _relayed_on(reading: _Reading, relay: ResultRelay, writer: Any,

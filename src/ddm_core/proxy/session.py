@@ -730,8 +730,8 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                             ) -> Relayed | bytes:  # fmt: skip
         """``sent``'s answers relayed to the client as one result (proxy/relay_many.py); ``bytes``: a prepared
         statement's whose rows cannot be converted, nothing relayed: what was read of the first answer.
-        ``carried``: per lane, bytes read already; ``framed``: the relay is in this state, the client's header
-        and these bytes framed already (by reader callbacks: the hotmany unit)."""
+        ``carried``: per lane, bytes read already (and not relayed); ``framed``: the relay is in this state, the
+        client's header and these bytes framed already (by reader callbacks: the hotmany unit)."""
         stream = self.connection.stream
         announced = None if self._text else self._announced
         try:
@@ -741,7 +741,7 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
                 convert = None if announced is None else self.connection.relay_conversions(aggregates, announced)
                 rows = await relay_many(sent, relay, stream.writer, header, convert, carried)
             else:  # the relay converts as it was told to already
-                rows = await relay_many_on(sent, relay, stream.writer, header, *framed, announced is not None)
+                rows = await relay_many_on(sent, relay, stream.writer, header, *framed, announced is not None, carried)
         except DdmError as exc:
             stream.seq.value = relay.seq  # the error packet follows what was relayed
             running.failed(exc)
@@ -1060,12 +1060,13 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
         conn.gate_done()
         return True
 
-    def _many_framed_over(self, read: _ManyRead, state: int, framed: bytes) -> None:
-        """Reader callbacks stopped short with the client's header framed: the task's path relays on from ``state``."""
+    def _many_framed_over(self, read: _ManyRead, state: int, framed: bytes, ahead: dict[int, bytes]) -> None:
+        """Reader callbacks stopped short with the client's header framed: the task's path relays on from ``state``,
+        ``ahead`` per lane the bytes they read before their part's turn."""
         self._pinned_hot = None
         sent, relay, running = read.sent, read.relay, read.running
         assert sent is not None and relay is not None and running is not None
-        self._many_resumed(read, self._relayed_many(sent, relay, running, running.plan, framed=(state, framed)))
+        self._many_resumed(read, self._relayed_many(sent, relay, running, running.plan, ahead, (state, framed)))
 
     def _many_fresh_over(self, read: _ManyRead, carried: dict[int, bytes]) -> None:
         """Reader callbacks stopped short: the task's path reads the answers from the start, ``carried`` the bytes
