@@ -492,11 +492,34 @@ class _Side:
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds of the process so far (/proc; its threads included)."""
-        import os
-
         assert self.pid is not None
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _cpu_seconds(self.pid)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc; its threads included)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _mariadb_pid() -> int | None:
+    """The MariaDB server's process on this machine (its pid file), or ``None`` where it cannot be read."""
+    import pymysql
+
+    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@pid_file")
+            (pid_file,) = cur.fetchone()
+        pid = int(Path(pid_file).read_text().split()[0])
+        _cpu_seconds(pid)
+        return pid
+    except (OSError, ValueError, IndexError):
+        return None
+    finally:
+        conn.close()
 
 
 def _sysbench_case(benchmark: Any, case: str, test: str, proxy: ProxyProcess | _Side, direct_db: str, threads: int,
@@ -504,14 +527,23 @@ def _sysbench_case(benchmark: Any, case: str, test: str, proxy: ProxyProcess | _
     side = proxy if isinstance(proxy, _Side) else _Side.of(proxy)
     figures: dict[str, dict[str, float]] = {}
 
+    server = _mariadb_pid()
+
+    def measured(name: str, port: int, user: str, password: str, database: str, pid: int | None) -> None:
+        """One sysbench run; per transaction the CPU of the process ``pid`` (``None``: not counted) and, where it
+        can be read, the MariaDB server's: what a shared machine's load moves much less than the QPS."""
+        cpu = 0.0 if pid is None else _cpu_seconds(pid)
+        backend = 0.0 if server is None else _cpu_seconds(server)
+        figures[name] = got = _sysbench(test, port, user, password, database, threads, *extra)
+        transactions = max(got["tps"] * SB_SECONDS, 1)
+        if pid is not None:
+            got["cpu_us_per_tx"] = (_cpu_seconds(pid) - cpu) * 1e6 / transactions
+        if server is not None:  # a statement through a proxy costs the server more: its threads wait longer
+            got["mariadb_cpu_us_per_tx"] = (_cpu_seconds(server) - backend) * 1e6 / transactions
+
     def run() -> None:  # one sysbench run each, proxy then direct, in the same minute
-        cpu = 0.0 if side.pid is None else side.cpu_seconds()
-        figures["proxy"] = _sysbench(test, side.port, side.user, side.password, side.database, threads, *extra)
-        if side.pid is not None:
-            # the proxy's own CPU per transaction: what a shared machine's load moves much less than the QPS
-            transactions = figures["proxy"]["tps"] * SB_SECONDS
-            figures["proxy"]["cpu_us_per_tx"] = (side.cpu_seconds() - cpu) * 1e6 / max(transactions, 1)
-        figures["direct"] = _sysbench(test, 3306, "root", "", direct_db, threads, *extra)
+        measured("proxy", side.port, side.user, side.password, side.database, side.pid)
+        measured("direct", 3306, "root", "", direct_db, None)
 
     benchmark.group = GROUP + " sysbench"
     benchmark.extra_info.update(case=case, items=1, unit="run", higher_is_better=False)
