@@ -70,3 +70,15 @@ def test_skeleton_and_fill_agree(sql: str) -> None:
 def test_string_value(impl: Implementation, token: str, value: str) -> None:
     """A ``'...'`` literal's value as MySQL reads it (backslash escapes on; ``\\_`` keeps its backslash)."""
     assert impl.literals.string_value(token) == value
+
+
+@pytest.mark.parametrize("number", ["0", "007", "9" * 18, "9" * 19, "1" + "0" * 30, "٣", "1٣", "５"])
+def test_a_numbers_value_is_the_same_however_long_or_in_whatever_digits(impl: Implementation, number: str) -> None:
+    """A number taken is read as ``int`` reads it: 18 ASCII digits by the compiled scan's own reading, longer ones
+    and other scripts' digits by ``int``; negated with its ``-``."""
+    for read, sign in ((PYTHON.NUMBER, 1), (PYTHON.NEGATIVE, -1)):
+        parts = impl.literals.split(f"SELECT 1 FROM t WHERE a = -{number}")
+        index = next(i for i in range(3, len(parts), 4) if parts[i] == number)
+        text, params = impl.literals.fill(parts, ((index, read),))
+        assert params == [sign * int(number)] and type(params[0]) is int
+        assert text == "SELECT 1 FROM t WHERE a = " + ("-%s" if sign > 0 else "%s")
