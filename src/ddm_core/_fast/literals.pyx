@@ -40,7 +40,8 @@ cdef inline bint _decimal(Py_UCS4 c):
 cdef inline bint _touches(Py_UCS4 c):
     """``[\\w.$]``: what may not touch a number."""
     if c < 128:
-        return (u'a' <= c <= u'z') or (u'A' <= c <= u'Z') or (u'0' <= c <= u'9') or c == u'_' or c == u'.' or c == u'$'
+        return ((u'a' <= c <= u'z') or (u'A' <= c <= u'Z') or (u'0' <= c <= u'9') or c == u'_' or c == u'.'
+                or c == u'$')
     return Py_UNICODE_ISALNUM(c)
 
 
