@@ -8,7 +8,8 @@ PyMySQL and by ddm-core's wire reader (what the proxy merges), then from hypothe
 Where mimic's bytes were wrong for a client the writer differs on purpose (proxy/row_writer.py):
 rows over 16 MiB are split (compared with mimic's one-row path, which splits), TIME values of a day
 or more and negative ones are MariaDB's (compared with what MariaDB itself returns, through a proxy
-in test_proxy_row_writer.py, and with the values here).
+in test_proxy_row_writer.py, and with the values here), and a ``Decimal`` is spelled in plain notation
+as MariaDB spells it (the reference gets it so spelled).
 """
 
 from __future__ import annotations
@@ -94,10 +95,22 @@ def _stream(seq: int) -> MysqlStream:
     return stream
 
 
+class _Plain(Decimal):
+    """A ``Decimal`` whose ``str`` is its plain notation, as MariaDB spells it (``0.0000000001``, not ``1E-10``)."""
+
+    def __str__(self) -> str:
+        return format(self, "f")
+
+
+def _spelled(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """``rows`` with each ``Decimal`` spelled as the writer spells it (mimic writes ``str()``)."""
+    return [tuple(_Plain(v) if type(v) is Decimal else v for v in row) for row in rows]
+
+
 def mimic_text(rows: Sequence[Sequence[Any]], wire: Sequence[ResultColumn], seq: int) -> tuple[bytes, int]:
     """mimic's text rows as the proxy wrote them (``write_text_rows``), and the next seq."""
     stream = _stream(seq)
-    stream.write_text_rows(rows, wire)
+    stream.write_text_rows(_spelled(rows), wire)
     return bytes(stream._buffer), stream.seq.value
 
 
@@ -114,7 +127,7 @@ def mimic_packets(payloads: Iterable[bytes], seq: int) -> tuple[bytes, int]:
 
 
 def mimic_binary(rows: Sequence[Sequence[Any]], wire: Sequence[ResultColumn], seq: int) -> tuple[bytes, int]:
-    return mimic_packets((make_binary_resultrow(row, wire) for row in rows), seq)
+    return mimic_packets((make_binary_resultrow(row, wire) for row in _spelled(rows)), seq)
 
 
 def ours(impl: Implementation, binary: bool, rows: Sequence[Sequence[Any]], plan: RowPlan, seq: int) -> tuple[bytes, int]:

@@ -172,13 +172,13 @@ cdef inline Py_ssize_t _float_value(const unsigned char* v, Py_ssize_t n, bint s
 
 
 cdef inline Py_ssize_t _decimal_value(const unsigned char* v, Py_ssize_t n, unsigned char* dst) noexcept:
-    """``str(Decimal(text))`` as a length-encoded string (the decoded path's: ``1E-7`` for ``0.0000001``,
-    ``12.50`` for a ZEROFILL ``00012.50``); -1: not a decimal's text."""
+    """``Decimal(text)`` in plain notation as a length-encoded string (the decoded path's: ``12.50`` for a ZEROFILL
+    ``00012.50``); -1: not a decimal's text."""
     cdef unsigned char digits[NUMBER_TEXT]
     cdef unsigned char out[NUMBER_TEXT + 16]
     cdef Py_ssize_t i = 1 if n and v[0] == 45 else 0
     cdef Py_ssize_t count = 0, fraction = -1, w = 0, k
-    cdef Py_ssize_t left, dot, exponent
+    cdef Py_ssize_t left, dot
     cdef bint seen = False
     if n > NUMBER_TEXT:
         return -1
@@ -205,8 +205,8 @@ cdef inline Py_ssize_t _decimal_value(const unsigned char* v, Py_ssize_t n, unsi
         count = 1
     if fraction < 0:
         fraction = 0
-    left = count - fraction  # Decimal.__str__'s leftdigits (its exponent is -fraction)
-    dot = left if left > -6 else 1
+    left = count - fraction  # the digits before the point (its exponent is -fraction)
+    dot = left  # plain notation, as format(Decimal, "f") writes it (str() switches to 1E-7 from left <= -6)
     if dot <= 0:
         out[w] = 48
         out[w + 1] = 46
@@ -226,20 +226,6 @@ cdef inline Py_ssize_t _decimal_value(const unsigned char* v, Py_ssize_t n, unsi
         w += 1
         memcpy(out + w, digits + dot, count - dot)
         w += count - dot
-    exponent = left - dot
-    if exponent:
-        out[w] = 69  # 'E', then the sign and the digits: "%+d"
-        out[w + 1] = 43 if exponent > 0 else 45
-        w += 2
-        if exponent < 0:
-            exponent = -exponent
-        k = 1
-        while k * 10 <= exponent:
-            k *= 10
-        while k:
-            out[w] = <unsigned char> (48 + exponent // k % 10)
-            w += 1
-            k //= 10
     k = _put_lenenc(dst, w) - dst
     memcpy(dst + k, out, w)
     return k + w

@@ -40,7 +40,7 @@ bitmap (offset 2), each non-NULL value by its column's ``AS_*`` kind — with ex
 decoded path writes for the value PyMySQL reads from that text (proxy/row_writer.py):
 
 * :data:`AS_STRING` — the text itself, length-encoded (strings and byte strings, BIT, GEOMETRY, JSON);
-* :data:`AS_DECIMAL` — ``str(Decimal(text))``, length-encoded: ``1E-7`` for ``0.0000001``, ``0E-30``;
+* :data:`AS_DECIMAL` — ``Decimal(text)`` in plain notation, length-encoded: ``12.50`` for a ZEROFILL ``00012.50``;
 * :data:`AS_INT8` ... :data:`AS_UINT64` — ``int(text)`` little-endian in 1, 2, 4 or 8 bytes, signed or not;
 * :data:`AS_FLOAT`, :data:`AS_DOUBLE` — ``float(text)`` as IEEE 754 single (the double rounded) or double;
 * :data:`AS_DATETIME` — ``YYYY-MM-DD[ hh:mm:ss[.ffffff]]``: a length byte, then 11 bytes with
@@ -125,7 +125,7 @@ def _decimal(text: bytes) -> bytes:
     whole, _, fraction = body.partition(b".")
     if len(text) > _NUMBER_TEXT or not _DIGITS.issuperset(whole + fraction) or not whole + fraction:
         raise _NotConverted
-    return _string(str(Decimal(text.decode())).encode())
+    return _string(format(Decimal(text.decode()), "f").encode())
 
 
 def _number(text: bytes, at: int, width: int) -> int:

@@ -32,6 +32,8 @@ cdef extern from "Python.h":
 
 import_datetime()
 
+from decimal import Decimal as _Decimal
+
 __all__ = [
     "text_rows", "binary_rows", "STRING", "BYTES", "TINY_TEXT", "ENCODER", "INT8", "UINT8", "INT16",
     "UINT16", "INT32", "UINT32", "INT64", "UINT64", "FLOAT", "DOUBLE", "DATETIME", "TIME", "TIME_TEXT",
@@ -151,7 +153,8 @@ cdef inline Py_ssize_t _digits(char* out, long long v) noexcept:
 
 
 cdef int _utf8(bytearray buffer, object value) except -1:
-    """``value`` as the text protocol's length-encoded UTF-8 string (``str`` encoded, anything else its ``str()``)."""
+    """``value`` as the text protocol's length-encoded UTF-8 string (``str`` encoded, a ``Decimal`` in plain
+    notation, anything else its ``str()``)."""
     cdef Py_ssize_t n
     cdef const char* data
     cdef char digits[24]
@@ -173,7 +176,8 @@ cdef int _utf8(bytearray buffer, object value) except -1:
             return _string(buffer, text, strlen(text))
         finally:
             PyMem_Free(text)
-    value = PyObject_Str(value)  # kept referenced while its UTF-8 bytes are copied
+    # a Decimal in plain notation, as MariaDB spells one (str() writes 0E-30); anything else its str()
+    value = format(value, "f") if type(value) is _Decimal else PyObject_Str(value)  # kept while copied
     data = PyUnicode_AsUTF8AndSize(value, &n)
     return _string(buffer, data, n)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any, Callable, Iterable, Sequence
 
 __all__ = [
@@ -134,8 +135,13 @@ def _binary_row(buffer: bytearray, start: int, row: Row, kinds: Sequence[int], e
 
 
 def _utf8(value: Any) -> bytes:
-    """A STRING value's bytes: ``str`` encoded, ``bytes`` as they are, anything else its ``str()`` encoded."""
-    return value.encode() if isinstance(value, str) else value if isinstance(value, bytes) else str(value).encode()
+    """A STRING value's bytes: ``str`` encoded, ``bytes`` as they are, a ``Decimal`` in plain notation (as MariaDB
+    spells one: ``str()`` writes ``0E-30``), anything else its ``str()`` encoded."""
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes):
+        return value
+    return (format(value, "f") if type(value) is Decimal else str(value)).encode()
 
 
 def _length(buffer: bytearray, n: int) -> None:

@@ -422,7 +422,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         seq = self.stream.seq.value
         for payload in payloads:
             seq = _frame(framed, seq, payload)
-        return bytes(framed), binary_plan(columns) if binary else text_plan(wire), seq
+        return bytes(framed), binary_plan(columns) if binary else text_plan(wire, columns), seq
 
     def _header_payloads(self, columns: list[Column], charset: Any, binary: bool) -> tuple[list[Any], list[bytes]]:
         """mimic's columns and the column count and definition payloads a result starts with.

@@ -68,8 +68,13 @@ def _values(row: Sequence[bytes | None], kinds: Sequence[int]) -> list[Any] | No
 
 
 def _text_row(values: Sequence[Any]) -> bytes:
-    """``values`` (ints, Decimals, NULLs) as a text row, each as the decoded path writes it (``str``)."""
-    return b"".join(b"\xfb" if value is None else lenenc_string(str(value).encode("ascii")) for value in values)
+    """``values`` (ints, Decimals, NULLs) as a text row, each as the decoded path writes it (a ``Decimal`` in plain
+    notation, as MariaDB writes one)."""
+    return b"".join(b"\xfb" if value is None else lenenc_string(_plain(value).encode("ascii")) for value in values)
+
+
+def _plain(value: Any) -> str:
+    return format(value, "f") if type(value) is Decimal else str(value)
 
 
 def relay_folded(taken: Taken, relay: ResultRelay, backend_eof: bool, dialect: str,

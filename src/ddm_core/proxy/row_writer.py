@@ -5,14 +5,16 @@
 give: ``MysqlStream.write_text_rows`` for text results, ``make_binary_resultrow`` for a prepared
 statement's. Whatever a kind does not cover (a value of an unusual type, an integer out of its
 column's range, a type mimic cannot encode) goes to the column's own encoder, errors included.
-Two differences from mimic's writers, both where mimic's bytes were wrong for a client:
+Where mimic's bytes were wrong for a client, or not MariaDB's, the writer differs:
 
 * a row longer than 16 MiB is split over several packets, as the protocol asks (mimic's fast writers
   put its whole length in the 3-byte length field);
 * a TIME value of a day or more, or negative, is written as MariaDB writes it: ``-25:30:00`` in text
   (mimic wrote ``str(timedelta)``, ``-2 days, 22:30:00``, which clients hand back as a string) and
-  with the magnitude's days, hours, ... in binary (mimic wrote ``-25:30`` as ``-70:30``). Under a day
-  mimic's bytes are kept (``1:02:03``, which clients read as MariaDB's ``01:02:03``).
+  with the magnitude's days, hours, ... in binary (mimic wrote ``-25:30`` as ``-70:30``);
+* given the proxy's columns (their types and decimals), a text result's floating point numbers, dates and times
+  with a fraction, times and years are spelled as MariaDB spells them (proxy/mariadb_text.py), and a ``Decimal``
+  is written in plain notation in both protocols (``str`` writes ``1E-30``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from mysql_mimic import results as mimic_results
 
 from ddm_core._fast import SELECTED
 from ddm_core.proxy.columns import Column
+from ddm_core.proxy.mariadb_text import encoder_for
 
 if TYPE_CHECKING:
     from ddm_core._fast import rowwriter as writer
@@ -73,14 +76,18 @@ def _tiny_text(codec: str) -> Callable[[Any], bytes]:
     return lambda value: str(int(value)).encode(codec)
 
 
-def text_plan(wire: Sequence[ResultColumn]) -> RowPlan:
-    """The plan for mimic's ``write_text_rows`` over columns ``wire``."""
+def text_plan(wire: Sequence[ResultColumn], columns: Sequence[Column] | None = None) -> RowPlan:
+    """The plan for mimic's ``write_text_rows`` over columns ``wire``; with the proxy's ``columns`` (their types
+    and decimals), numbers, dates and times are spelled as MariaDB spells them (proxy/mariadb_text.py)."""
     kinds: list[int] = []
     encoders: list[Callable[[Any], bytes]] = []
-    for col in wire:
+    for i, col in enumerate(wire):
         utf8 = _is_utf8(col.codec)
         encoder = col.text_encode
-        if col.use_default_text_encoder and col.type == ColumnType.TIME and utf8:
+        spelled = None if columns is None or not utf8 else encoder_for(columns[i].type, columns[i].decimals, encoder)
+        if spelled is not None:
+            kind, encoder = writer.ENCODER, spelled
+        elif col.use_default_text_encoder and col.type == ColumnType.TIME and utf8:
             kind = writer.TIME_TEXT
         elif col.use_default_text_encoder:
             kind = writer.STRING if utf8 else writer.BYTES
