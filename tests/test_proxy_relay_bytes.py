@@ -233,15 +233,11 @@ def _each(reason: str, rows: tuple[str, ...], labels: tuple[str, ...]) -> dict[t
 
 
 _VALUED = ("min", "max", "zero", "fraction")  # the edge rows with a value in every column
-_ZERO_DATES = ("DATE", "DATETIME", "DATETIME(6)", "TIMESTAMP(3)")
 _BINARY_STRINGS = ("BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB")
 
 _FLOAT_FROM_TEXT = ("the decoded path reads a FLOAT from MariaDB's text (6 significant digits: 3.40282e38, "
                     "1.67772e7) and sends that number: 3.402820018375656e+38 where MariaDB sends the stored "
                     "3.4028234663852886e+38, 16777200.0 where it sends 16777216.0")  # fmt: skip
-_ZERO_DATE = ("a zero date reaches mysql-mimic's binary encoder as PyMySQL's str '0000-00-00': the result ends in "
-              "error 1105 (\"'str' object has no attribute 'year'\"), sequence id 1, after its column definitions, "
-              "where MariaDB sends a zero-length date")  # fmt: skip
 _NULL_BINARY = ("a binary string column whose value is NULL: the decoded path announces it with character set 255 "
                 "(utf8mb4; it takes the character set from the first non-NULL value), the relay with MariaDB's 63 "
                 "(binary) (docs/proxy.md#relayed-results)")  # fmt: skip
@@ -251,10 +247,7 @@ def _on(proxy: str, known: dict[tuple[str, str], str]) -> dict[tuple[str, str], 
     return {(f"{proxy}:{row}", label): why for (row, label), why in known.items()}
 
 
-_DECODED_BINARY = {
-    **_each(_FLOAT_FROM_TEXT, ("min", "max", "fraction"), ("FLOAT_7digits",)),
-    **_each(_ZERO_DATE, ("zero",), _ZERO_DATES),
-}
+_DECODED_BINARY = _each(_FLOAT_FROM_TEXT, ("min", "max", "fraction"), ("FLOAT_7digits",))
 #: (proxy:row, column label) -> how that proxy's answer differs from MariaDB's in value.
 #: BIT and GEOMETRY columns were announced utf8mb4 by both paths (PyMySQL got a str, or failed on 0xFF): now binary.
 TEXT_VALUES_DIFFER: dict[tuple[str, str], str] = {}

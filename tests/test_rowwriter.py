@@ -237,13 +237,14 @@ def test_time_of_a_day_or_more_and_negative_is_mariadbs(impl: Implementation) ->
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
 def test_a_value_that_cannot_be_encoded_takes_back_its_row_only(impl: Implementation, binary: bool) -> None:
-    """The encoder's error, after the rows before it and nothing of its own (a zero date as PyMySQL's str
-    '0000-00-00' in a DATETIME, a word in a TINYINT): the proxy then answers an error packet."""
+    """The encoder's error, after the rows before it and nothing of its own (a word in a DATETIME, which is no
+    date's text — a zero date PyMySQL hands over as '0000-00-00' is written in MariaDB's binary form —, a word in
+    a TINYINT): the proxy then answers an error packet."""
     columns = [Column("s", ColumnType.VAR_STRING, 255), Column("d", ColumnType.DATETIME), Column("t", ColumnType.TINY)]
     wire = wire_columns(columns)
     plan = binary_plan(columns) if binary else text_plan(wire)
     good = [("a", datetime.datetime(2024, 1, 1), 1), ("b" * 300, None, None)]
-    bad = ("written first", "0000-00-00", 2) if binary else ("written first", None, "abc")
+    bad = ("written first", "no date", 2) if binary else ("written first", None, "abc")
     write = impl.rowwriter.binary_rows if binary else impl.rowwriter.text_rows
     buffer = bytearray(b"before")
     with pytest.raises(AttributeError if binary else ValueError):

@@ -6,7 +6,7 @@ from typing_extensions import disjoint_base
 __all__ = [
     "ResultRelay", "ok_fields", "FIRST", "OK", "ERROR", "HEADER", "ROWS", "DONE", "UNEXPECTED", "MISMATCH",
     "AS_STRING", "AS_DECIMAL", "AS_INT8", "AS_UINT8", "AS_INT16", "AS_UINT16", "AS_INT32", "AS_UINT32", "AS_INT64",
-    "AS_UINT64", "AS_FLOAT", "AS_DOUBLE", "AS_DATETIME", "AS_TIME", "AS_NULL",
+    "AS_UINT64", "AS_FLOAT", "AS_DOUBLE", "AS_DATETIME", "AS_TIME", "AS_NULL", "datetime_field",
 ]
 
 FIRST: int
@@ -34,6 +34,7 @@ AS_TIME: int
 AS_NULL: int
 
 def ok_fields(payload: bytes) -> tuple[int, int, int, int]: ...
+def datetime_field(text: bytes) -> bytes | None: ...
 
 @disjoint_base  # a cdef class: its C layout cannot be combined
 class ResultRelay:

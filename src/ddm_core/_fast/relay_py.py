@@ -63,7 +63,7 @@ from typing import Any, Callable
 __all__ = [
     "ResultRelay", "ok_fields", "FIRST", "OK", "ERROR", "HEADER", "ROWS", "DONE", "UNEXPECTED", "MISMATCH",
     "AS_STRING", "AS_DECIMAL", "AS_INT8", "AS_UINT8", "AS_INT16", "AS_UINT16", "AS_INT32", "AS_UINT32", "AS_INT64",
-    "AS_UINT64", "AS_FLOAT", "AS_DOUBLE", "AS_DATETIME", "AS_TIME", "AS_NULL",
+    "AS_UINT64", "AS_FLOAT", "AS_DOUBLE", "AS_DATETIME", "AS_TIME", "AS_NULL", "datetime_field",
 ]  # fmt: skip
 
 FIRST = 0
@@ -162,6 +162,15 @@ def _datetime(text: bytes) -> bytes:
     if year or month or day:
         return struct.pack("<BHBB", 4, year, month, day)
     return b"\x00"
+
+
+def datetime_field(text: bytes) -> bytes | None:
+    """A date's text (``YYYY-MM-DD[ hh:mm:ss[.f]]``, a zero or invalid one too) as its binary-protocol field, as
+    :data:`AS_DATETIME` converts it (MariaDB's form: ``b"\\x00"`` for a zero date); ``None``: not a date's text."""
+    try:
+        return _datetime(text)
+    except _NotConverted:
+        return None
 
 
 def _time(text: bytes) -> bytes:

@@ -14,7 +14,9 @@ Where mimic's bytes were wrong for a client, or not MariaDB's, the writer differ
   with the magnitude's days, hours, ... in binary (mimic wrote ``-25:30`` as ``-70:30``);
 * given the proxy's columns (their types and decimals), a text result's floating point numbers, dates and times
   with a fraction, times and years are spelled as MariaDB spells them (proxy/mariadb_text.py), and a ``Decimal``
-  is written in plain notation in both protocols (``str`` writes ``1E-30``).
+  is written in plain notation in both protocols (``str`` writes ``1E-30``);
+* a zero or invalid date, which PyMySQL hands over as its text (``0000-00-00``), goes in a binary row in
+  MariaDB's binary form (the relay's reading of that text), where mimic's encoder failed on a ``str``.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from ddm_core.proxy.columns import Column
 from ddm_core.proxy.mariadb_text import encoder_for
 
 if TYPE_CHECKING:
+    from ddm_core._fast import relay
     from ddm_core._fast import rowwriter as writer
 else:
-    writer = SELECTED.rowwriter
+    relay, writer = SELECTED.relay, SELECTED.rowwriter
 
 __all__ = ["RowPlan", "text_plan", "binary_plan", "write_text", "write_binary"]
 
@@ -115,8 +118,22 @@ def binary_plan(columns: Sequence[Column]) -> RowPlan:
         else:
             kind = _BINARY_KINDS.get(col.binary_encoder, writer.ENCODER)
         kinds.append(kind)
-        encoders.append(col.binary_encode)
+        encoders.append(_dates_as_text(col.binary_encode) if kind == writer.DATETIME else col.binary_encode)
     return RowPlan(bytes(kinds), tuple(encoders))
+
+
+def _dates_as_text(fallback: Callable[[Any], bytes]) -> Callable[[Any], bytes]:
+    """A date column's encoder for what the writer leaves to it: a zero or invalid date, which PyMySQL hands over
+    as its text (``0000-00-00``), in MariaDB's binary form (a zero-length date; mimic's encoder fails on a str)."""
+
+    def encode(value: Any) -> bytes:
+        if type(value) is str:
+            field = relay.datetime_field(value.encode("ascii", "replace"))
+            if field is not None:
+                return field
+        return fallback(value)
+
+    return encode
 
 
 def write_text(buffer: bytearray, seq: int, rows: Iterable[Sequence[Any]], plan: RowPlan) -> int:
