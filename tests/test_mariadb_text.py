@@ -28,8 +28,9 @@ FLOAT_MAX = 3.4028234663852886e38
 
 
 def _random_floats(rng: random.Random, count: int) -> list[float]:
-    values: list[float] = [0.0, -0.0, 1.0, 0.1, 1e14, 1e15, 1e16, 1e-14, 1e-15, 16777216.0, 16777217.0, 0.30000000000000004,
-                           123456789012345.67, 1234567890123456.7, 1.7976931348623157e308, 5e-324]  # fmt: skip
+    values: list[float] = [0.0, -0.0, 1.0, 0.1, 1e14, 1e15, 1e16, 1e-14, 1e-15, 16777216.0, 16777217.0,
+                           0.30000000000000004, 123456789012345.67, 1234567890123456.7, 1.7976931348623157e308,
+                           5e-324]  # fmt: skip
     while len(values) < count:
         pick = rng.random()
         if pick < 0.3:
@@ -75,16 +76,16 @@ def test_floats_and_doubles_are_spelled_as_mariadb_spells_them(database: str) ->
     try:
         with conn.cursor() as cur:
             cur.execute("CREATE TABLE f (i INT PRIMARY KEY, d DOUBLE, g FLOAT, p FLOAT(9,4))")
-            cur.executemany("INSERT INTO f VALUES (%s, %s, %s, %s)",
-                            [(i, repr(v), repr(_as_stored_float(v)), repr(round(v % 1000, 3))) for i, v in enumerate(values)])  # fmt: skip
+            rows = [(i, repr(v), repr(_as_stored_float(v)), repr(round(v % 1000, 3))) for i, v in enumerate(values)]
+            cur.executemany("INSERT INTO f VALUES (%s, %s, %s, %s)", rows)
             cur.execute("SELECT d, g, p FROM f ORDER BY i")
-            rows = [tuple(_as_text(x) for x in row) for row in cur.fetchall()]
+            texts = [tuple(_as_text(x) for x in row) for row in cur.fetchall()]
     finally:
         conn.close()
     fixed = encoder_for(ColumnType.FLOAT, 4, lambda v: b"fallback")
     assert fixed is not None
     wrong = []
-    for double, single, four in rows:
+    for double, single, four in texts:
         if float_text(float(double), False) != double:
             wrong.append(("DOUBLE", double, float_text(float(double), False)))
         if float_text(float(single), True) != single:
@@ -95,15 +96,18 @@ def test_floats_and_doubles_are_spelled_as_mariadb_spells_them(database: str) ->
 
 
 @pytest.mark.parametrize(("ddl", "column_type", "decimals", "values"), [
-    ("v DATETIME(6)", ColumnType.DATETIME, 6, ["1000-01-01 00:00:00", "2024-02-29 23:59:58.000001", "9999-12-31 23:59:59.999999"]),
-    ("v TIMESTAMP(3)", ColumnType.TIMESTAMP, 3, ["1970-01-01 00:00:01", "2024-02-29 12:00:00.5", "2038-01-19 03:14:07.999"]),
+    ("v DATETIME(6)", ColumnType.DATETIME, 6,
+     ["1000-01-01 00:00:00", "2024-02-29 23:59:58.000001", "9999-12-31 23:59:59.999999"]),
+    ("v TIMESTAMP(3)", ColumnType.TIMESTAMP, 3,
+     ["1970-01-01 00:00:01", "2024-02-29 12:00:00.5", "2038-01-19 03:14:07.999"]),
     ("v DATETIME", ColumnType.DATETIME, 0, ["1000-01-01 00:00:00", "2024-02-29 23:59:58"]),
-    ("v TIME(6)", ColumnType.TIME, 6, ["00:00:00", "00:00:00.000001", "-838:59:59.999999", "100:00:00.123456", "-00:00:01"]),
+    ("v TIME(6)", ColumnType.TIME, 6,
+     ["00:00:00", "00:00:00.000001", "-838:59:59.999999", "100:00:00.123456", "-00:00:01"]),
     ("v TIME", ColumnType.TIME, 0, ["00:00:00", "12:34:56", "-26:00:05", "838:59:59"]),
     ("v YEAR", ColumnType.YEAR, 0, [0, 1901, 2155]),
 ])  # fmt: skip
-def test_dates_times_and_years_are_spelled_as_mariadb_spells_them(database: str, ddl: str, column_type: Any,
-                                                                   decimals: int, values: list[Any]) -> None:  # fmt: skip
+def test_dates_times_and_years_are_spelled_as_mariadb_spells_them(
+        database: str, ddl: str, column_type: Any, decimals: int, values: list[Any]) -> None:  # fmt: skip
     """Each value as PyMySQL decodes MariaDB's text of it (datetimes, timedeltas, ints), spelled back."""
     table = f"`{column_type.name}_{decimals}`"
     conn, raw = mariadb_connect(database=database), _undecoded(database)

@@ -57,7 +57,7 @@ CLIENT = Capabilities.CLIENT_PROTOCOL_41 | Capabilities.CLIENT_TRANSACTIONS
 
 
 def _spelled(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """``rows`` with each value the proxy spells as MariaDB does given as that text (mimic writes a ``str`` as it is)."""
+    """``rows``, each value the proxy spells as MariaDB does given as that text (mimic writes a ``str`` as it is)."""
     spellers = [encoder_for(c.type, c.decimals, lambda v: str(v).encode()) for c in COLUMNS]
     out = []
     for row in rows:

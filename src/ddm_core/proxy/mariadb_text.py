@@ -4,15 +4,16 @@ The relayed path passes MariaDB's own bytes; a result the proxy decodes (a merge
 Python) is written again from Python values, and must read the same to a client that compares strings
 (docs/proxy.md#relayed-results). Python's own spellings differ: ``repr`` of a float (``3.40282e+38``,
 ``0.0``), ``str`` of a datetime (no fraction at 0 µs, else six digits), of a time under a day (``0:00:00``),
-of a year (``0``); a ``Decimal`` (``0E-30``) is the row writer's own (its
-strings' kind writes it in plain notation, in both protocols). Each writer here takes the value the column's decoder gives
-and hands anything else (a zero date PyMySQL leaves as a string, bytes) to the column's own encoder.
+of a year (``0``). (A ``Decimal``, ``0E-30`` to ``str``, is the row writer's own: its strings' kind writes
+it in plain notation, in both protocols.) Each writer here takes the value the column's decoder gives and
+hands anything else (a zero date PyMySQL leaves as a string, bytes) to the column's own encoder.
 
 Floating point: MariaDB writes a ``DOUBLE`` with the shortest digits that read back the same (Python's
 ``repr`` digits) and a ``FLOAT`` with six significant ones; in plain notation when the decimal point falls
 within 14 places before the first digit to 15 after it (or inside the digits), else as ``d.ddde±x`` with no
 ``+`` and no leading zeros in the exponent; a column with fixed decimals (``FLOAT(7,4)``) with exactly those.
-Checked against MariaDB 10.11 on 16 000 random values of each type (tests/test_mariadb_text.py).
+Found and checked against MariaDB 10.11 on 16 000 random values of each type; tests/test_mariadb_text.py
+checks it on 6 000 more every run.
 """
 
 from __future__ import annotations
