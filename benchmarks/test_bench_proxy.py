@@ -362,12 +362,29 @@ def _sysbench(test: str, port: int, user: str, password: str, database: str, thr
             "errors": number(r"ignored errors:\s+(\d+)")}  # fmt: skip
 
 
+def sb_rows() -> list[tuple[int, int, str, str]]:
+    """sysbench's ``sbtest1`` rows (``SB_ROWS`` of them), as its ``prepare`` makes them."""
+    return [(i, (i * 7919) % SB_ROWS + 1, f"{i:0>11}-" * 10, f"{i:0>11}-" * 5) for i in range(1, SB_ROWS + 1)]
+
+
+def fill_plain(database: str, rows: list[tuple[int, int, str, str]]) -> None:
+    """An unsharded ``sbtest1`` holding ``rows`` in ``database`` on MariaDB (the direct side of every case)."""
+    import pymysql
+
+    values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+    direct = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database=database, autocommit=True)
+    try:
+        with direct.cursor() as cur:
+            cur.execute(SB_DDL)
+            cur.execute("INSERT INTO sbtest1 (id, k, c, pad) VALUES " + values, [v for row in rows for v in row])
+    finally:
+        direct.close()
+
+
 @pytest.fixture(scope="module")
 def sbtest() -> Iterator[tuple[ProxyProcess, str, ProxyProcess]]:
     """A proxy over a sharded ``sbtest1`` and a plain ``sbtest1`` database on MariaDB, same rows; an XA proxy too."""
-    import pymysql
-
-    rows = [(i, (i * 7919) % SB_ROWS + 1, f"{i:0>11}-" * 10, f"{i:0>11}-" * 5) for i in range(1, SB_ROWS + 1)]
+    rows = sb_rows()
     with fresh_mariadb_databases(3) as databases:
         config = proxy_config(databases[:2], workers=16, batchRows=500)
         config["pool"] = {"maxSize": 12, "minIdle": 4, "acquireTimeoutMs": 3000}
@@ -379,11 +396,7 @@ def sbtest() -> Iterator[tuple[ProxyProcess, str, ProxyProcess]]:
         with Executor(load_config(config), load_schema=False) as ex:
             ex.execute(SB_DDL).close()
             ex.execute("INSERT INTO sbtest1 (id, k, c, pad) VALUES " + values, flat).close()
-        direct = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database=databases[2], autocommit=True)
-        with direct.cursor() as cur:
-            cur.execute(SB_DDL)
-            cur.execute("INSERT INTO sbtest1 (id, k, c, pad) VALUES " + values, flat)
-        direct.close()
+        fill_plain(databases[2], rows)
         folder = Path(tempfile.mkdtemp(prefix="ddm_bench_sysbench_"))
         proxy = ProxyProcess(write_config(config, folder / "proxy.yaml")).start()
         two = ProxyProcess(folder / "proxy.yaml", "--processes", "2").start()
