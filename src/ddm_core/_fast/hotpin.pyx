@@ -103,15 +103,21 @@ cdef class _Watch:
     def _ready(self):
         target = self.target
         if target is None:
-            try:  # woken for bytes a reader took already (the loop's poll saw them first): kept
-                self.sock.recv(1, _PEEK)
-                self.close()  # bytes, or an end, nobody on the loop awaits: given up
-            except (BlockingIOError, InterruptedError):
-                pass
-            except OSError:
+            if not self._emptied():  # bytes, or an end, nobody on the loop awaits: given up
                 self.close()
             return
         target()
+
+    def _emptied(self):
+        """Nothing waits on the socket: the bytes that woke the watch were taken in the same turn of the loop (its
+        poll saw them first), so it stays."""
+        try:
+            self.sock.recv(1, _PEEK)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        return False
 
     def close(self):
         cdef int dup = self.dup
