@@ -384,6 +384,13 @@ def fill_plain(database: str, rows: list[tuple[int, int, str, str]]) -> None:
 @pytest.fixture(scope="module")
 def sbtest() -> Iterator[tuple[ProxyProcess, str, ProxyProcess]]:
     """A proxy over a sharded ``sbtest1`` and a plain ``sbtest1`` database on MariaDB, same rows; an XA proxy too."""
+    with sharded_sbtest() as made:
+        yield made
+
+
+@contextlib.contextmanager
+def sharded_sbtest() -> Iterator[tuple[ProxyProcess, str, ProxyProcess]]:
+    """:func:`sbtest`'s proxies and plain database (benchmarks/proxy_ab.py runs them outside pytest)."""
     rows = sb_rows()
     with fresh_mariadb_databases(3) as databases:
         config = proxy_config(databases[:2], workers=16, batchRows=500)
