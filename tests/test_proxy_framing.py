@@ -9,7 +9,8 @@ the cached header). TIME values are under a day here: longer and negative ones
 are written as MariaDB writes them, not as mimic did (tests/test_rowwriter.py). The
 values mimic gets are spelled as the proxy spells them, as MariaDB does (a DOUBLE's
 ``1e300``, a TIME's ``00:00:00``: tests/test_mariadb_text.py checks those spellings
-against MariaDB): what is compared here is the framing.
+against MariaDB): what is compared here is the framing. The OK packets the proxy writes itself for a protocol 4.1
+client are compared with mimic's too.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services import require_module
 
@@ -28,6 +31,7 @@ require_module("mysql_mimic", "ddm proxy")
 
 from mysql_mimic import ColumnType  # noqa: E402
 from mysql_mimic.connection import Connection  # noqa: E402
+from mysql_mimic.packets import make_ok  # noqa: E402
 from mysql_mimic.results import ResultSet  # noqa: E402
 from mysql_mimic.stream import MysqlStream  # noqa: E402
 from mysql_mimic.types import Capabilities, ServerStatus  # noqa: E402
@@ -36,8 +40,9 @@ from mysql_mimic.variables import GlobalVariables, SessionVariables  # noqa: E40
 from ddm_core.metadata.model import ProxySettings  # noqa: E402
 from ddm_core.proxy.admission import Admission  # noqa: E402
 from ddm_core.proxy.columns import BINARY, Column, wire_columns  # noqa: E402
-from ddm_core.proxy.connection import ProxyConnection  # noqa: E402
+from ddm_core.proxy.connection import ProxyConnection, ok_packet  # noqa: E402
 from ddm_core.proxy.mariadb_text import encoder_for  # noqa: E402
+from ddm_core.proxy.session import Outcome  # noqa: E402
 
 UTF8MB4 = 45
 COLUMNS = [
@@ -182,5 +187,35 @@ def test_the_one_go_binary_result_is_byte_for_byte_the_streamed_one(deprecate_eo
             conn.stream.writer.close()
         one_go_peer.close()
         streamed_peer.close()
+
+    asyncio.run(run())
+
+
+@settings(max_examples=300, deadline=None)
+@given(affected=st.integers(0, 2**64 - 1), insert_id=st.integers(0, 2**64 - 1), warnings=st.integers(0, 0xFFFF),
+       status=st.sampled_from([ServerStatus(0), ServerStatus.SERVER_STATUS_AUTOCOMMIT, ServerStatus.SERVER_STATUS_IN_TRANS,
+                               ServerStatus.SERVER_STATUS_AUTOCOMMIT | ServerStatus.SERVER_STATUS_IN_TRANS]))  # fmt: skip
+def test_an_ok_packet_is_byte_for_byte_mimics(affected: int, insert_id: int, warnings: int, status: ServerStatus) -> None:
+    # The proxy writes a protocol 4.1 client's OK itself (every BEGIN, COMMIT and COM_STMT_RESET of the hot path)
+    assert ok_packet(affected, insert_id, int(status), warnings) == make_ok(
+        CLIENT, status, affected_rows=affected, last_insert_id=insert_id, warnings=warnings)
+
+
+@pytest.mark.parametrize("capabilities", [CLIENT, CLIENT | Capabilities.CLIENT_DEPRECATE_EOF, Capabilities.CLIENT_TRANSACTIONS])
+def test_the_connections_ok_is_mimics(capabilities: Capabilities) -> None:
+    # With an outcome reported, plain, with warnings, and the kinds it leaves to mimic (an OK closing a result)
+    async def run() -> None:
+        status = ServerStatus.SERVER_STATUS_AUTOCOMMIT | ServerStatus.SERVER_STATUS_IN_TRANS
+        mimic, mimic_peer = await _connection(Connection, capabilities, "utf8mb4", status)
+        proxy, proxy_peer = await _connection(ProxyConnection, capabilities, "utf8mb4", status)
+        assert proxy.ok() == mimic.ok()
+        assert proxy.ok(warnings=3) == mimic.ok(warnings=3)
+        assert proxy.ok(eof=True, affected_rows=300) == mimic.ok(eof=True, affected_rows=300)
+        assert proxy.ok(flags=ServerStatus.SERVER_MORE_RESULTS_EXISTS) == mimic.ok(flags=ServerStatus.SERVER_MORE_RESULTS_EXISTS)
+        assert proxy.ok_of(Outcome(70_000, 2**40)) == mimic.ok(affected_rows=70_000, last_insert_id=2**40)
+        for conn in (mimic, proxy):
+            conn.stream.writer.close()
+        mimic_peer.close()
+        proxy_peer.close()
 
     asyncio.run(run())

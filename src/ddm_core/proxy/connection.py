@@ -69,7 +69,7 @@ from ddm_core.proxy.session import FRONT_TERMS, RELAYED, Batched, Outcome, Rows,
 from ddm_core.proxy.stream import PACKET_TOO_LARGE, BoundedReader, PacketTooLarge
 from ddm_core.proxy.tls import start_tls
 
-__all__ = ["ProxyConnection"]
+__all__ = ["ProxyConnection", "ok_packet"]
 
 log = logging.getLogger("ddm_core.proxy")
 
@@ -692,6 +692,11 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         if outcome is not None:
             kwargs.setdefault("affected_rows", outcome.affected_rows)
             kwargs.setdefault("last_insert_id", outcome.last_insert_id)
+        if kwargs.keys() <= _OK_FIELDS and self._fast_frames():
+            # mimic's make_ok for a protocol 4.1 client, without its flag arithmetic (~4 µs an OK, every BEGIN,
+            # COMMIT and COM_STMT_RESET of the hot path)
+            return ok_packet(kwargs.get("affected_rows", 0), kwargs.get("last_insert_id", 0), int(self.status_flags),
+                             kwargs.get("warnings", 0))  # fmt: skip
         return bytes(super().ok(**kwargs))
 
     def error(self, msg: Any = "", code: int = UNKNOWN_ERROR, **_: Any) -> bytes:
@@ -753,6 +758,15 @@ def _charset(variables: Any, name: str) -> CharacterSet:
 
 _CHARSETS: dict[Any, CharacterSet] = {}
 _NO_CHARSETS = (CharacterSet.utf8mb4, CharacterSet.utf8mb4)  # never returned: no variables are None's
+
+
+#: What :func:`ok_packet` writes of an OK; an OK with anything else (``eof``, ``flags``) is mimic's.
+_OK_FIELDS = frozenset({"affected_rows", "last_insert_id", "warnings"})
+
+
+def ok_packet(affected_rows: int, last_insert_id: int, status: int, warnings: int) -> bytes:
+    """The OK packet's payload for a protocol 4.1 client, as mimic's ``make_ok`` writes it."""
+    return b"".join([b"\x00", uint_len(affected_rows), uint_len(last_insert_id), _STATUS_WARNINGS.pack(status, warnings)])
 
 
 def _frame(buffer: bytearray, seq: int, payload: bytes) -> int:
