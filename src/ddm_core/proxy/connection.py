@@ -412,7 +412,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         """mimic's ``ok_or_eof(affected_rows=...)`` for a protocol 4.1 client."""
         status = int(self.status_flags)
         if self._deprecate_eof:  # the OK packet that ends a result: 0xFE, affected rows, last insert id 0
-            return b"".join([b"\xfe", uint_len(affected_rows), b"\x00", _STATUS_WARNINGS.pack(status, 0)])
+            return ok_packet(affected_rows, 0, status, 0, b"\xfe")
         return b"\xfe" + _STATUS_WARNINGS.pack(0, status)  # EOF: warnings, then status
 
     def _frame_header(self, columns: list[Column], charset: Any, binary: bool) -> tuple[bytes, RowPlan, int]:
@@ -764,9 +764,10 @@ _NO_CHARSETS = (CharacterSet.utf8mb4, CharacterSet.utf8mb4)  # never returned: n
 _OK_FIELDS = frozenset({"affected_rows", "last_insert_id", "warnings"})
 
 
-def ok_packet(affected_rows: int, last_insert_id: int, status: int, warnings: int) -> bytes:
-    """The OK packet's payload for a protocol 4.1 client, as mimic's ``make_ok`` writes it."""
-    return b"".join([b"\x00", uint_len(affected_rows), uint_len(last_insert_id), _STATUS_WARNINGS.pack(status, warnings)])
+def ok_packet(affected_rows: int, last_insert_id: int, status: int, warnings: int, head: bytes = b"\x00") -> bytes:
+    """The OK packet's payload for a protocol 4.1 client, as mimic's ``make_ok`` writes it; ``head`` 0xFE for the OK
+    that ends a result under CLIENT_DEPRECATE_EOF."""
+    return b"".join([head, uint_len(affected_rows), uint_len(last_insert_id), _STATUS_WARNINGS.pack(status, warnings)])
 
 
 def _frame(buffer: bytearray, seq: int, payload: bytes) -> int:
