@@ -108,6 +108,7 @@ proxy:
   batchRows: 500
   shutdownGraceMs: 10000
   linkIdleMs: 2000
+  statementTimeoutMs: 3000
   maxConnections: 1000
   maxUserConnections: 100
   maxConnectErrors: 100

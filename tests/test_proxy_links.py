@@ -30,7 +30,7 @@ ROWS = 40
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with fresh_mariadb_databases(2) as databases:
-        config = proxy_config(databases, linkIdleMs=300)
+        config = proxy_config(databases, linkIdleMs=300, statementTimeoutMs=3000)
         create_tables(config)
         proxy = ProxyProcess(write_config(config, tmp_path_factory.mktemp("links") / "proxy.yaml")).start()
         try:

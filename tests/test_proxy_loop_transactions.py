@@ -36,7 +36,7 @@ POOL_SIZE = 4  # proxy_config's pool.maxSize: a pin that leaked would leave a la
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Any], str, Any]]:
     """The proxy's configuration, its path, and a direct connection to one database with the rows unsharded."""
     with fresh_mariadb_databases(3) as databases:
-        config = proxy_config(databases[:2])
+        config = proxy_config(databases[:2], statementTimeoutMs=3000)  # a read past it is cut off below
         create_tables(config)
         path = write_config(config, tmp_path_factory.mktemp("loop_tx") / "proxy.yaml")
         plain = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="", database=databases[2],

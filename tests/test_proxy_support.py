@@ -30,6 +30,7 @@ from test_execute_support import CONFIG_DDL_MYSQL, DICT_DDL, ORDER_DDL, sharding
 
 USER = "app"
 PASSWORD = "s3cret-Pw"
+TEST_STATEMENT_TIMEOUT_MS = 30_000
 BATCH_ROWS = 7  # small, so multi-batch streaming is exercised by a few dozen rows
 SMALL = "t_small"  # two shards: a full route on it is allowed (threshold 2); t_order's 8 are refused
 
@@ -46,8 +47,11 @@ def proxy_config(databases: list[str], **proxy: Any) -> dict[str, Any]:
     small.pop("keyGenerator", None)
     config["tables"].append(small)
     config["runtime"] = {"allowFullRoute": False, "fullRouteThreshold": 2}
+    # The product's 3 s statement deadline is raised: on a loaded CI host a first read over several units can
+    # take that long. The tests of the deadline set it back (statementTimeoutMs=3000).
     config["proxy"] = {"users": [{"name": USER, "passwordHash": native_password_hash(PASSWORD)}],
-                       "batchRows": BATCH_ROWS, "workers": 4, **proxy}  # fmt: skip
+                       "batchRows": BATCH_ROWS, "workers": 4, "statementTimeoutMs": TEST_STATEMENT_TIMEOUT_MS,
+                       **proxy}  # fmt: skip
     return config
 
 

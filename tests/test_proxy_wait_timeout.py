@@ -37,8 +37,8 @@ UPDATE = f"UPDATE {SMALL} SET amount = amount + 1 WHERE user_id = %s"
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[InProcessProxy, list[str]]]:
-    # a statement may run past the idle bound (the executor's own deadline is 3 s by default)
-    with one_row_proxy({"timeout": 30}, waitTimeoutMs=WAIT_MS) as served:
+    # a statement may run past the idle bound (proxy_config's statementTimeoutMs is 30 s)
+    with one_row_proxy(waitTimeoutMs=WAIT_MS) as served:
         yield served
 
 

@@ -90,6 +90,7 @@ def to_native(config: ShardingConfig, *, secrets: str = "omit") -> dict[str, Any
         "audit_all": "auditAll",
         "workers": "workers", "batch_rows": "batchRows", "shutdown_grace_ms": "shutdownGraceMs",
         "slow_sql_ms": "slowSqlMs", "audit_log": "auditLog", "inline_statements": "inlineStatements", "relay": "relay", "link_idle_ms": "linkIdleMs",
+        "statement_timeout_ms": "statementTimeoutMs",
         "transaction_mode": "transactionMode", **PROXY_LIMIT_FIELDS,
     })  # fmt: skip
     if config.proxy.tls is not None:

@@ -141,6 +141,9 @@ RANGES: Mapping[str, IntRange] = {
     "proxy.linkIdleMs": IntRange(
         10, 3_600_000, _PROXY.link_idle_ms, unit="ms", note="an idle connection of the event loop's own is closed"
     ),
+    "proxy.statementTimeoutMs": IntRange(
+        1, _DAY_MS, _PROXY.statement_timeout_ms, off=True, unit="ms", note="a client statement's deadline (error 3024)"
+    ),
     "proxy.users.rateLimit": IntRange(1, 1_000_000, 0, off=True, note="statements per second of one user"),
     "proxy.tableRateLimits": IntRange(1, 1_000_000, None, note="statements per second on one logic table"),
     "proxy.maxConnections": IntRange(1, 100_000, _PROXY.max_connections, note="client connections at once"),

@@ -593,6 +593,9 @@ class ProxySettings:
             without decoding its rows (docs/proxy.md#relayed-results); ``False``: decoded and framed again.
         link_idle_ms: How long a connection of the event loop's own (the hot path's) may stay idle
             before it is closed (docs/proxy.md#the-hot-path).
+        statement_timeout_ms: A client statement's deadline across all its units (0: none); past it
+            its units are cancelled on their data sources and the client gets error 3024, as
+            from MariaDB's ``max_statement_time`` (docs/proxy.md#limits-and-timeouts).
         tls: TLS for clients (``None``: plain connections only).
         transaction_mode: What a client's ``BEGIN`` opens: ``local`` or ``xa`` (docs/proxy.md#xa-transactions);
             a session changes its own with ``SET transaction_type``.
@@ -627,6 +630,7 @@ class ProxySettings:
     inline_statements: bool = True
     relay: bool = True
     link_idle_ms: int = 2_000
+    statement_timeout_ms: int = 3_000
     tls: ProxyTls | None = None
     transaction_mode: str = "local"
     max_connections: int = 151

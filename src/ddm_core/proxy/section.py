@@ -15,7 +15,7 @@ import dataclasses
 
 from ddm_core.metadata.model import ProxySettings, ShardingConfig
 
-__all__ = ["section_problems", "RESTART_ONLY", "restart_only_changes", "in_force"]
+__all__ = ["section_problems", "RESTART_ONLY", "restart_only_changes", "in_force", "statement_deadline"]
 
 #: Fields read at start only: ProxySettings attribute -> configuration name.
 RESTART_ONLY = {"workers": "workers", "batch_rows": "batchRows", "tls": "tls", "back_log": "backLog"}
@@ -42,3 +42,8 @@ def restart_only_changes(old: ProxySettings, new: ProxySettings) -> list[str]:
 def in_force(old: ProxySettings, new: ProxySettings) -> ProxySettings:
     """``new``, with the start-only fields as ``old`` has them (what a running proxy follows)."""
     return dataclasses.replace(new, **{attr: getattr(old, attr) for attr in RESTART_ONLY})
+
+
+def statement_deadline(settings: ProxySettings) -> float | None:
+    """The executor's per-statement deadline in seconds that ``proxy.statementTimeoutMs`` asks for (``None``: none)."""
+    return settings.statement_timeout_ms / 1000 or None

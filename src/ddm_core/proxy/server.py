@@ -42,7 +42,7 @@ from ddm_core.proxy.auth import ProxyUsers
 from ddm_core.proxy.connection import ProxyConnection
 from ddm_core.proxy.idle import IdleSweeper
 from ddm_core.proxy.runtime import ProxyRuntime
-from ddm_core.proxy.section import in_force, restart_only_changes, section_problems
+from ddm_core.proxy.section import in_force, restart_only_changes, section_problems, statement_deadline
 from ddm_core.proxy.session import ProxySession
 from ddm_core.proxy.stream import BoundedReader
 from ddm_core.proxy.tls import tls_context
@@ -97,7 +97,8 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         self.requested_port = port
         self.phase = Phase.NEW
         # Registered as a proxy in the configuration center's instance registry (when it follows one).
-        self.executor = Executor(config, **{"instance_role": "proxy", **executor_options})
+        self.executor = Executor(config, **{"instance_role": "proxy", "timeout": statement_deadline(settings),
+                                            **executor_options})
         self.runtime = ProxyRuntime(self.executor, proxy_variables(port), workers=settings.workers,
                                     batch_rows=settings.batch_rows)  # fmt: skip
         self.runtime.configure(settings)
@@ -161,6 +162,8 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
                         name, ", proxy.".join(later))  # fmt: skip
         before = self.users.names
         self.users.replace(settings.users)
+        if settings.statement_timeout_ms != self.settings.statement_timeout_ms:  # statements begun later
+            self.executor.engine.timeout = statement_deadline(settings)
         self.settings = in_force(self.settings, settings)
         self.admission.configure(self.settings)
         removed = before - self.users.names

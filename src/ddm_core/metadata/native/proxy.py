@@ -91,6 +91,8 @@ def read_proxy(sec: Section, ctx: Context) -> ProxySettings:
         inline_statements=sec.bool("inlineStatements", default=d.inline_statements),
         relay=sec.bool("relay", default=d.relay),
         link_idle_ms=sec.int("linkIdleMs", default=d.link_idle_ms, bounds=RANGES["proxy.linkIdleMs"]),
+        statement_timeout_ms=sec.int("statementTimeoutMs", default=d.statement_timeout_ms,
+                                     bounds=RANGES["proxy.statementTimeoutMs"]),
         tls=tls,
         transaction_mode=_proxy_transaction_mode(sec, d.transaction_mode),
         **_proxy_limits(sec, d),
