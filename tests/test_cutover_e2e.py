@@ -45,6 +45,11 @@ require_module("pymysqlreplication", "the cut-over end-to-end test")
 
 ROWS = 200_000  # the number
 FENCE, POLL, HOLD = 1.0, 0.3, 1.0
+HOT_ROWS = 50  # rows two writer threads update, delete and insert again all the time
+# Seconds each writer waits between statements. The replay gates need a write rate the forward replay
+# outpaces; with CI's other crash tests on the same 2 cores, 4 writers 3 ms apart were more than it kept
+# up with, and ``start`` ran past its 900 s.
+PAUSE = 0.012
 
 # (command, kill delays): each delay is an upper bound of a random wait after the command starts; the
 # command is SIGKILLed then (if still running) and started again; after the delays it runs to the end.
@@ -102,7 +107,13 @@ class _Processes:
         for _ in range(5):
             began = time.monotonic()
             proc = subprocess.Popen(self.cmd(step), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            out, err = proc.communicate(timeout=900)
+            try:
+                out, err = proc.communicate(timeout=900)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate(timeout=60)
+                raise AssertionError(f"{step} ran past 900 s; its output:\n{out.decode()[-3000:]}\n"
+                                     f"{err.decode()[-3000:]}") from None
             if proc.returncode == 0 or not self._raced(err):
                 break
         assert proc.returncode == 0, (step, err.decode()[-3000:])
@@ -159,7 +170,8 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
         with config_table_source(config, "ds_0", create=True) as source:  # the application's first version
             source.publish(yaml.safe_dump(_normal_document(doc, spec)))
         filled = time.monotonic()
-        app = Writers(doc, reference, threads=4, watch=POLL, pause=0.003, retry=(CutoverFencedError,)).start()
+        app = Writers(doc, reference, threads=3, watch=POLL, pause=PAUSE, retry=(CutoverFencedError,),
+                      hot_threads=2, hot_rows=HOT_ROWS).start()
         procs = _Processes(common, seed=2026)
         probe = LagProbe(app, legacy_server.port, legacy_db[0], shard_server.port, shard_dbs)
         rollback_s: list[float] = []

@@ -325,6 +325,8 @@ class Cutover:
             result = self.sync.forward(self._state(), passes=20)
             if result.completed:
                 return result
+            self.echo(f"replay: {result.passes} more passes ({result.applied} changes applied in all); the last "
+                      f"took {result.last_pass:.2f} s, the gate is {self.sync.max_lag:g} s")
         raise self._refuse("pass its replay gate", f"a forward pass still took {result.last_pass:.2f} s after "
                            f"{rounds * 20} passes (gate {self.sync.max_lag:g} s); throttle the writers and run again")
 
