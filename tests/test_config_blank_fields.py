@@ -45,7 +45,7 @@ dataSources:
     weight: 2
     loadBalancer: round_robin
     transactionalReads: fixed
-    pool: {maxSize: 10, minIdle: 2, acquireTimeoutMs: 3000, idleTimeoutMs: 60000, maxLifetimeMs: 1800000}
+    pool: {maxSize: 10, minIdle: 2, acquireTimeoutMs: 3000, idleTimeoutMs: 60000, maxLifetimeMs: 1800000, aliveBypassWindowMs: 500}
     replicas:
       - {url: sqlite:///fields_0r.db, name: replica_0, weight: 1}
   ds_1: sqlite:///fields_1.db

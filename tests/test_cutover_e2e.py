@@ -37,7 +37,7 @@ from ddm_core.metadata.cutover import BucketState
 from ddm_core.migrate import config_table_source, connector
 from cutover_support import LagProbe, Row, fill_legacy, layout, misplaced, read_side, shard_tables
 from cutover_support import servers  # noqa: F401 (a fixture)
-from migrate_live_support import Writers
+from migrate_live_support import E2E_PAUSE, Writers
 from services import fresh_mariadb_databases, require_module
 from test_execute_support import PrivateMariaDB
 
@@ -46,10 +46,6 @@ require_module("pymysqlreplication", "the cut-over end-to-end test")
 ROWS = 200_000  # the number
 FENCE, POLL, HOLD = 1.0, 0.3, 1.0
 HOT_ROWS = 50  # rows two writer threads update, delete and insert again all the time
-# Seconds each writer waits between statements. The replay gates need a write rate the forward replay
-# outpaces; with CI's other crash tests on the same 2 cores, 4 writers 3 ms apart were more than it kept
-# up with, and ``start`` ran past its 900 s.
-PAUSE = 0.012
 
 # (command, kill delays): each delay is an upper bound of a random wait after the command starts; the
 # command is SIGKILLed then (if still running) and started again; after the delays it runs to the end.
@@ -170,7 +166,7 @@ def test_200k_rows_cut_over_under_writers_with_every_process_killed(
         with config_table_source(config, "ds_0", create=True) as source:  # the application's first version
             source.publish(yaml.safe_dump(_normal_document(doc, spec)))
         filled = time.monotonic()
-        app = Writers(doc, reference, threads=3, watch=POLL, pause=PAUSE, retry=(CutoverFencedError,),
+        app = Writers(doc, reference, threads=3, watch=POLL, pause=E2E_PAUSE, retry=(CutoverFencedError,),
                       hot_threads=2, hot_rows=HOT_ROWS).start()
         procs = _Processes(common, seed=2026)
         probe = LagProbe(app, legacy_server.port, legacy_db[0], shard_server.port, shard_dbs)

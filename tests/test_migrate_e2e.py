@@ -41,7 +41,7 @@ from ddm_core.migrate import Connections, Migration, connector
 from ddm_core.migrate.checker import Checker, RowSource
 from ddm_core.migrate.phases import Phase
 from ddm_core.migrate.state import MigrationLog
-from migrate_live_support import BINLOG_ARGS, Row, Writers, docs, fill_old, placement_counts, publish_old
+from migrate_live_support import BINLOG_ARGS, E2E_PAUSE, Row, Writers, docs, fill_old, placement_counts, publish_old
 from migrate_support import TABLES_PER_SOURCE
 from services import fresh_mariadb_databases, require_module
 from test_execute_support import PrivateMariaDB, running_mariadb
@@ -99,6 +99,7 @@ class _Killer:
         self.missed: list[str] = []
         self.outputs: list[str] = []
         self.races = 0
+        self.seconds: list[str] = []  # each step's, kills included
 
     def cmd(self, step: list[str]) -> list[str]:
         return [sys.executable, "-m", "ddm_core.cli", "migrate", *step, *self.common]
@@ -179,13 +180,15 @@ def test_4_to_8_under_writers_with_the_migrator_killed(nine: list[str], binlog_s
               # over what they wrote meanwhile took 4.7 s twenty times (the 1 s gate is the command's default)
               "--pass-timeout", "600", "--max-lag", "30"]
     old = load_config(old_doc)
-    writers = Writers(old_doc, reference, threads=4, pause=0.003, hot_threads=2, hot_rows=HOT_ROWS).start()
+    writers = Writers(old_doc, reference, threads=4, pause=E2E_PAUSE, hot_threads=2, hot_rows=HOT_ROWS).start()
     with MigrationLog(connector(old, "ds_0"), "e2e") as log:
         log.create_table()
         killer = _Killer(log, common, seed=2026)
         try:
             for step, points in STEPS:
+                step_began = time.monotonic()
                 killer.run(step, points)
+                killer.seconds.append(f"{step[0]} {time.monotonic() - step_began:.0f} s")
                 if step == ["shift-reads", "100"]:
                     with writers.paused():  # nothing in flight: the two locations must hold the same rows
                         verify = subprocess.run(killer.cmd(["verify"]), capture_output=True, timeout=600)
@@ -202,7 +205,7 @@ def test_4_to_8_under_writers_with_the_migrator_killed(nine: list[str], binlog_s
           f"writer ops {sum(writers.ops)} (hot rows {writers.hot_ops}), fenced {sum(writers.fenced)}, "
           f"stale reads {sum(writers.stale_reads)}, "
           f"dual-write failures {writers.dual_failures} {dict(writers.dual_failure_kinds)}; "
-          f"fill {filled - began:.0f} s, migration {migrated - filled:.0f} s")
+          f"fill {filled - began:.0f} s, migration {migrated - filled:.0f} s ({', '.join(killer.seconds)})")
     assert verify.returncode == 0 and b"consistent" in verify.stdout, (verify.stdout + verify.stderr).decode()
     assert sum(writers.stale_reads) == 0 and writers.hot_ops > 1000, (writers.stale_reads, writers.hot_ops)
     assert len(killer.hits) >= 20, (hit, killer.missed)

@@ -29,7 +29,7 @@ require_module("mysql_mimic", "the proxy tests")
 
 from test_proxy_support import ProxyProcess, connect, create_tables, proxy_config, write_config  # noqa: E402
 
-DEADLINE = 3.0 + 1.0  # the proxy executor's statement timeout and cancel grace (the defaults)
+DEADLINE = 3.0 + 1.0  # the proxy executor's statement timeout (statementTimeoutMs below) and cancel grace
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def frozen_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pro
     frozen = Frozen(server, private_db, "")
     try:
         with fresh_mariadb_databases(2) as databases:
-            config = proxy_config(databases)
+            config = proxy_config(databases, statementTimeoutMs=3000)  # DEADLINE below
             config["dataSources"]["ds_0"]["url"] = f"mysql://127.0.0.1:{server.port}/{private_db}"
             create_tables(config)
             proxy = ProxyProcess(write_config(config, tmp_path_factory.mktemp("proxy") / "proxy.yaml")).start()

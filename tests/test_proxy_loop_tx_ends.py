@@ -26,7 +26,7 @@ require_module("mysql_mimic", "ddm proxy")
 pymysql: Any = require_module("pymysql", "the proxy's client tests")
 
 from ddm_core import load_config  # noqa: E402
-from ddm_core.execute import Executor, pools  # noqa: E402
+from ddm_core.execute import Executor  # noqa: E402
 from test_proxy_many_loop import Served, _served, _table, _until  # noqa: E402
 from test_proxy_support import PASSWORD, USER, proxy_config  # noqa: E402
 
@@ -83,9 +83,9 @@ def world() -> Iterator[tuple[Served, Served, list[str], dict[str, int]]]:
 
     A connection idle past the pools' ping pause is not lent from the loop (``EndpointPool.lend_idle`` never
     pings): the worker path opens that data source instead, by design. The tests here count what took the
-    loop, and their waits on InnoDB's view can outlast the pause on a busy host, so the pause is made long."""
-    with fresh_mariadb_databases(2) as databases, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pools, "PING_AFTER", 60.0)
+    loop, and their waits on InnoDB's view can outlast the pause on a busy host: proxy_config makes the pause
+    (``aliveBypassWindowMs``) long."""
+    with fresh_mariadb_databases(2) as databases:
         config = proxy_config(databases)
         _filled(config)
         loop, workers = _served(config, "relay"), _served(config, "workers")

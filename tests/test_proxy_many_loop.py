@@ -20,7 +20,7 @@ import pytest
 
 from ddm_core import load_config
 from ddm_core._fast import Implementation
-from ddm_core.execute import Executor, pools
+from ddm_core.execute import Executor
 from ddm_core.proxy import session as session_module
 from raw_mysql import RawClient, error_code
 from services import fresh_mariadb_databases, mariadb_connect
@@ -450,12 +450,12 @@ def test_a_client_gone_while_reader_callbacks_wait_leaves_nothing_borrowed_or_ru
 
 @pytest.mark.parametrize("sql", [PLAIN, PLAIN + " ORDER BY id"])
 def test_a_client_gone_mid_result_leaves_nothing_borrowed_or_running(
-    proxies: tuple[dict[str, Served], list[str]], sql: str, monkeypatch: pytest.MonkeyPatch
+    proxies: tuple[dict[str, Served], list[str]], sql: str
 ) -> None:
     # The loop sends a read only on idle connections that need no check (EndpointPool.lend_idle never opens nor
     # pings): each round has the executor leave some idle, where the last round's were discarded, and a busy
-    # host's waits do not make them old enough to ping. Else the read takes the worker path, not counted here.
-    monkeypatch.setattr(pools, "PING_AFTER", 60.0)
+    # host's waits do not make them old enough to ping (proxy_config's aliveBypassWindowMs). Else the read takes
+    # the worker path, not counted here.
     served, databases = proxies
     relay = served["relay"]
     wide = sql.replace("bl FROM", "REPEAT(bl, 6) AS bl FROM")  # a 12 MB row: more than the socket buffers

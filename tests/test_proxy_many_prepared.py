@@ -23,7 +23,6 @@ from typing import Any, Iterator
 import pytest
 
 from ddm_core import Router, load_config
-from ddm_core.execute import pools
 from services import fresh_mariadb_databases, mariadb_connect, require_module
 from test_proxy_many_loop import Served, _served, _table
 from test_proxy_relay_bytes import COLUMNS, EDGE_ROWS, FILLER, Answer, Wire, _binary_rows, _differs, _table_ddl
@@ -61,9 +60,8 @@ class Setup:
 def setup() -> Iterator[Setup]:
     # A connection idle past the pools' ping pause is not lent from the loop (``EndpointPool.lend_idle`` never
     # pings): the worker path runs that read instead, by design. The tests count what took the loop, and a busy
-    # host can stall a client past the pause between two runs, so the pause is made long (as test_proxy_loop_tx_ends).
-    with fresh_mariadb_databases(2) as databases, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pools, "PING_AFTER", 60.0)
+    # host can stall a client past the pause between two runs: proxy_config makes the pause (aliveBypassWindowMs) long.
+    with fresh_mariadb_databases(2) as databases:
         base = proxy_config(databases)
         base["tables"] += [_table("t_types"), _table("t_alter"), _table("t_gap")]
         base["runtime"] = {"allowFullRoute": True, "allowDmlFullRoute": False, "fullRouteThreshold": 64}

@@ -4,7 +4,7 @@ The same pool as :class:`~ddm_core.execute.pools.EndpointPool` — sizing
 (:func:`~ddm_core.execute.pools.pool_sizing`), LIFO reuse, ``min_idle`` opened
 on first use or by :meth:`AsyncEndpointPool.warm_up`, idle timeout and max
 lifetime, the acquire timeout's :class:`~ddm_core.errors.PoolTimeoutError`,
-a ping after :data:`~ddm_core.execute.pools.PING_AFTER` seconds idle, a dead
+a ping after ``pool.aliveBypassWindowMs`` idle, a dead
 idle connection replaced transparently, :class:`~ddm_core.execute.pools.PoolStats`
 — without threads: every pool belongs to the event loop that uses it, so a
 borrow and a release are a list pop and push with no lock. A borrow that finds
@@ -38,7 +38,6 @@ from ddm_core.aio.drivers import AsyncDriver, async_driver_for
 from ddm_core.errors import ExecutionError, PoolTimeoutError
 from ddm_core.execute.driver_errors import map_driver_error
 from ddm_core.execute.pools import (
-    PING_AFTER,
     PoolStats,
     lend_count_error,
     pool_sizing,
@@ -155,6 +154,7 @@ class AsyncEndpointPool:
         self.acquire_timeout = sizing.acquire_timeout
         self.shared = sizing.shared
         self._lifetime = sizing.lifetime
+        self._ping_after = sizing.ping_after
         self._idle_timeout = sizing.idle_timeout
         self._idle: list[_Connection] = []  # a stack: the last returned is lent first
         self._open = 0  # idle + borrowed + being opened or rolled back
@@ -215,7 +215,7 @@ class AsyncEndpointPool:
             return None  # (another loop's: borrow() says why)
         conn = idle[-1]
         now = _monotonic()  # what _needs_check() asks, without its frame (every statement passes here)
-        if now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime):
+        if now - conn.returned > self._ping_after or (self._lifetime is not None and now - conn.created > self._lifetime):
             return None
         idle.pop()
         self._borrows += 1
@@ -344,7 +344,7 @@ class AsyncEndpointPool:
 
     def _needs_check(self, conn: _Connection, now: float) -> bool:
         """It sat idle long enough to be pinged, or is old enough to be recycled."""
-        return now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime)
+        return now - conn.returned > self._ping_after or (self._lifetime is not None and now - conn.created > self._lifetime)
 
     async def _checked(self, conn: _Connection, now: float) -> _Connection:
         """An idle connection (its slot counted) made fit to lend: recycled when too old, pinged after a pause."""

@@ -20,8 +20,8 @@ max 20–50, min idle 5–8, acquire timeout 1–3 s; docs/operations.md#connect
   ``max_lifetime_ms`` is closed instead of being lent again.
 * **acquire timeout** — ``acquire_timeout_ms`` → :class:`PoolTimeoutError`
   naming the data source and endpoint.
-* **validation** — a connection idle for more than :data:`PING_AFTER` seconds
-  is pinged when borrowed (HikariCP's 500 ms bypass window: a connection used
+* **validation** — a connection idle for more than ``alive_bypass_window_ms``
+  (:data:`PING_AFTER`, 0.5 s, by default) is pinged when borrowed (HikariCP's 500 ms bypass window: a connection used
   a moment ago is not pinged, so the hot path pays no extra round trip); a
   dead one is replaced by a new connection transparently.
 * **deadlines** — every connection gets its reusable
@@ -63,8 +63,8 @@ __all__ = ["EndpointPool", "Borrowed", "PoolStats", "PoolRegistry", "PING_AFTER"
 
 log = logging.getLogger("ddm_core.execute")
 
-#: Seconds a connection may sit idle before a borrow pings it.
-PING_AFTER = 0.5
+#: Seconds a connection may sit idle before a borrow pings it, by default (``pool.aliveBypassWindowMs``).
+PING_AFTER = PoolSettings().alive_bypass_window_ms / 1000.0
 
 #: Statement size assumed when the server's packet limit cannot be read (PyMySQL's own executemany cap).
 FALLBACK_PACKET = 1_024_000
@@ -110,6 +110,7 @@ class PoolSizing:
         acquire_timeout: Seconds a borrow waits at most (also the connect timeout).
         lifetime: Seconds after which a connection is recycled (``None``: never).
         idle_timeout: Seconds after which an idle connection beyond ``min_idle`` is closed (``None``: never).
+        ping_after: Seconds idle after which a connection is pinged before it is lent.
         shared: Whether connections to the endpoint see the same data (``False``: SQLite ``:memory:``).
     """
 
@@ -118,6 +119,7 @@ class PoolSizing:
     acquire_timeout: float
     lifetime: float | None
     idle_timeout: float | None
+    ping_after: float
     shared: bool
 
 
@@ -134,6 +136,7 @@ def pool_sizing(settings: PoolSettings, dialect: Dialect, database: str | None) 
         acquire_timeout=settings.acquire_timeout_ms / 1000.0,
         lifetime=settings.max_lifetime_ms / 1000.0 if settings.max_lifetime_ms and shared else None,
         idle_timeout=settings.idle_timeout_ms / 1000.0 if settings.idle_timeout_ms and shared else None,
+        ping_after=settings.alive_bypass_window_ms / 1000.0,
         shared=shared,
     )
 
@@ -246,6 +249,7 @@ class EndpointPool:
         self.min_idle = sizing.min_idle
         self.acquire_timeout = sizing.acquire_timeout
         self._lifetime = sizing.lifetime
+        self._ping_after = sizing.ping_after
         self._idle_timeout = sizing.idle_timeout
         self._watchdog = watchdog
         # Reentrant: a finalizer (an abandoned result returning its connection) may run on a thread
@@ -423,14 +427,14 @@ class EndpointPool:
 
     def _needs_check(self, conn: _Connection, now: float) -> bool:
         """It sat idle long enough to be pinged, or is old enough to be recycled."""
-        return now - conn.returned > PING_AFTER or (self._lifetime is not None and now - conn.created > self._lifetime)
+        return now - conn.returned > self._ping_after or (self._lifetime is not None and now - conn.created > self._lifetime)
 
     def _checked(self, conn: _Connection, now: float) -> _Connection:
         """An idle connection made fit to lend: recycled when too old, pinged after a pause."""
         if self._lifetime is not None and now - conn.created > self._lifetime:
             self._close(conn.raw)
             return self._reopen()
-        if now - conn.returned > PING_AFTER:
+        if now - conn.returned > self._ping_after:
             try:
                 self.driver.ping(conn.raw)
             except Exception as exc:

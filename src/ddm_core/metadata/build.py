@@ -466,6 +466,7 @@ POOL_RANGES: Mapping[str, IntRange] = {
     "acquire_timeout_ms": RANGES["pool.acquireTimeoutMs"],
     "idle_timeout_ms": RANGES["pool.idleTimeoutMs"],
     "max_lifetime_ms": RANGES["pool.maxLifetimeMs"],
+    "alive_bypass_window_ms": RANGES["pool.aliveBypassWindowMs"],
 }
 
 

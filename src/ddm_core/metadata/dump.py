@@ -226,6 +226,7 @@ def _data_source(ds: DataSource, secrets: str) -> dict[str, Any]:
     pool = _changed(ds.pool, PoolSettings(), {
         "max_size": "maxSize", "min_idle": "minIdle", "acquire_timeout_ms": "acquireTimeoutMs",
         "idle_timeout_ms": "idleTimeoutMs", "max_lifetime_ms": "maxLifetimeMs",
+        "alive_bypass_window_ms": "aliveBypassWindowMs",
     })  # fmt: skip
     if pool:
         out["pool"] = pool

@@ -108,6 +108,10 @@ RANGES: Mapping[str, IntRange] = {
         1_000, _DAY_MS, _POOL.max_lifetime_ms, off=True, unit="ms",
         note="connections are recycled in whole seconds, so below 1 s every checkout would reconnect",
     ),  # fmt: skip
+    "pool.aliveBypassWindowMs": IntRange(
+        0, 3_600_000, _POOL.alive_bypass_window_ms, unit="ms",
+        note="a connection idle longer is pinged before it is lent; 0 pings every checkout",
+    ),  # fmt: skip
     "weight": IntRange(0, 10_000, 1, note="read weight of an endpoint; 0 takes it out of reads"),
     "tables.shardCount": IntRange(
         1, MAX_SHARDS, None, note="must equal the number of databases; defaults to it"

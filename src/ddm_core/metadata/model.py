@@ -148,6 +148,8 @@ class PoolSettings:
     acquire_timeout_ms: int = 3000
     idle_timeout_ms: int = 600_000
     max_lifetime_ms: int = 1_800_000
+    #: A connection idle longer than this is pinged before it is lent (HikariCP's ``aliveBypassWindowMs``).
+    alive_bypass_window_ms: int = 500
 
 
 @dataclass(frozen=True, slots=True)

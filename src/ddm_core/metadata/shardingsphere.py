@@ -80,6 +80,7 @@ _POOL_KEYS = {
     "maxWait": "acquire_timeout_ms",
     "idleTimeout": "idle_timeout_ms", "idleTimeoutMilliseconds": "idle_timeout_ms",
     "maxLifetime": "max_lifetime_ms", "maxLifetimeMilliseconds": "max_lifetime_ms",
+    "aliveBypassWindowMs": "alive_bypass_window_ms",
 }  # fmt: skip
 
 

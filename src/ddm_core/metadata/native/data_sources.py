@@ -26,6 +26,7 @@ _POOL_FIELDS = (
     ("acquire_timeout_ms", ("acquireTimeoutMs", "connectionTimeoutMs", "connectionTimeout")),
     ("idle_timeout_ms", ("idleTimeoutMs", "idleTimeout")),
     ("max_lifetime_ms", ("maxLifetimeMs", "maxLifetime")),
+    ("alive_bypass_window_ms", ("aliveBypassWindowMs",)),
 )
 
 
