@@ -64,7 +64,7 @@ test-c-rest: compile deps services
 # suites (servers killed, frozen, replicated; proxies, relays, migrations; the bare-install check) run once, above.
 OPERATIONAL := proxy* xa* outbox* migrate* cutover* readwrite* id_lease* config_redis* config_table_source* etcd* config_etcd* instances* \
 	observe* health* lint* frozen_data_source* execute_unavailable* leaks* watchdog* session_state* typing* \
-	bare_install* aio_cancel* aio_frozen* aio_kill* aio_pools* sqlalchemy* crossnode_crash* workflow* gtid_positions*
+	bare_install* aio_cancel* aio_frozen* aio_kill* aio_pools* pool_alive* sqlalchemy* crossnode_crash* workflow* gtid_positions*
 # Checks that read the source, docs or packaging and load no compiled unit: the same in both passes.
 STATIC := architecture_doc* layers* import_cycles* packaging* errors*
 PURE_SKIP := $(foreach t,$(OPERATIONAL) $(STATIC),--ignore-glob='tests/test_$(t)')

@@ -48,7 +48,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     try:
         private = server.create_database("ddm_opening_")
         with fresh_mariadb_databases(1) as (shared,):
-            config = proxy_config([private, shared])
+            config = proxy_config([private, shared], statementTimeoutMs=3000)  # the frozen reads end by it
             config["dataSources"]["ds_0"]["url"] = f"mysql://127.0.0.1:{server.port}/{private}"
             _filled(config)
             served = {name: _served(config, name) for name in ("relay", "decoded", "workers")}
