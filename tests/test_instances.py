@@ -435,3 +435,26 @@ def test_a_version_is_reported_once_the_old_versions_statements_are_over(databas
         keys = list(source.client.scan_iter(match=prefix + ":*"))
         if keys:
             source.client.delete(*keys)
+
+
+def test_a_changed_deadline_never_shortens_the_registrys_wait(databases: list[str]) -> None:
+    """``Executor.timeout`` set again (a proxy's reload of ``statementTimeoutMs``): statements begun from then on
+    get the new deadline; the registry waits at least as long as before for those begun under a longer one."""
+    from ddm_core.metadata.sources.redis import RedisSource
+
+    prefix = f"ddm:test:{uuid.uuid4().hex[:10]}"
+    source = RedisSource(redis.Redis(host="127.0.0.1", port=6379, socket_timeout=5), prefix=prefix)
+    try:
+        source.publish(config_text(databases))
+        holder = ConfigHolder(source, check_env=False)
+        with Executor(holder, instance_ttl=TTL, timeout=20, load_schema=False, replica_monitor=False) as executor:
+            assert executor.instance is not None and executor.instance.drain_s == 20
+            seen = []
+            for seconds in (5.0, 40.0, None, 1.0):
+                executor.timeout = seconds
+                seen.append((executor.timeout, executor.instance.drain_s))
+        assert seen == [(5.0, 20.0), (40.0, 40.0), (None, 40.0), (1.0, 40.0)]
+    finally:
+        keys = list(source.client.scan_iter(match=prefix + ":*"))
+        if keys:
+            source.client.delete(*keys)

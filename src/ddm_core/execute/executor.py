@@ -237,6 +237,14 @@ class Executor:
     def timeout(self) -> float | None:
         return self.engine.timeout
 
+    @timeout.setter
+    def timeout(self, seconds: float | None) -> None:
+        """The per-statement deadline of statements begun from now on (``None``: none). The instance registry
+        keeps waiting at least as long as before for statements begun under an earlier, longer deadline."""
+        self.engine.timeout = seconds or None
+        if self.instance is not None:
+            self.instance.drain_s = max(self.instance.drain_s, DRAIN_S if seconds is None else seconds)
+
     @property
     def allow_partial(self) -> bool:
         return self.engine.allow_partial

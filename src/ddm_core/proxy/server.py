@@ -163,7 +163,7 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
         before = self.users.names
         self.users.replace(settings.users)
         if settings.statement_timeout_ms != self.settings.statement_timeout_ms:  # statements begun later
-            self.executor.engine.timeout = statement_deadline(settings)
+            self.executor.timeout = statement_deadline(settings)
         self.settings = in_force(self.settings, settings)
         self.admission.configure(self.settings)
         removed = before - self.users.names
