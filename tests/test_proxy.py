@@ -502,7 +502,7 @@ def test_a_full_pool_never_blocks_the_loop_that_must_read_the_answers(
     import time
 
     _, config = setup
-    narrow = {**config, "pool": {"maxSize": 1, "minIdle": 1, "acquireTimeoutMs": 4000}}
+    narrow = {**config, "pool": {**config["pool"], "maxSize": 1, "minIdle": 1, "acquireTimeoutMs": 4000}}
     own = ProxyProcess(write_config(narrow, tmp_path / "narrow.yaml")).start()
     sql = "SELECT SLEEP(amount) FROM t_order WHERE user_id = %s AND order_id = %s"
     first = connect(own.port, autocommit=True)

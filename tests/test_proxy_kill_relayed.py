@@ -49,7 +49,7 @@ def killable() -> Iterator[tuple[InProcessProxy, list[str]]]:
                                  "shardCount": 2, "tablePerShard": 2, "databases": ["ds_0", "ds_1"],
                                  "tableKey": "id"})  # fmt: skip
         config["runtime"] = {"allowFullRoute": True, "fullRouteThreshold": 64}
-        config["pool"] = {"maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
+        config["pool"] = {**config["pool"], "maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
         config["proxy"]["batchRows"] = 100  # every result here is one batch: a decoded read stays on the loop
         with Executor(load_config(config), load_schema=False) as ex:
             ex.execute(DDL).close()

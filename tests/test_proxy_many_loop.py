@@ -89,7 +89,7 @@ def _served(base: dict[str, Any], name: str, batch_rows: int = 100, **options: A
     ``decoded`` (``relay: false``) or ``workers`` (``inlineStatements: false``)."""
     kind = {"relay": {}, "decoded": {"relay": False}, "workers": {"inlineStatements": False}}[name]
     config = {**base, "proxy": {**base["proxy"], "workers": 4, "batchRows": batch_rows, **kind}}
-    config["pool"] = {"maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
+    config["pool"] = {**config["pool"], "maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
     served = Served(config, **options)
     served.base = base
     return served

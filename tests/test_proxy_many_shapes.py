@@ -62,7 +62,7 @@ def proxies() -> Iterator[dict[str, InProcessProxy]]:
         try:
             for name, kind in (("loop", {}), ("workers", {"inlineStatements": False})):
                 config = {**base, "proxy": {**base["proxy"], **kind}}
-                config["pool"] = {"maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
+                config["pool"] = {**config["pool"], "maxSize": 6, "minIdle": 2, "acquireTimeoutMs": 3000}
                 served[name] = InProcessProxy(load_config(config))
             yield served
         finally:

@@ -45,7 +45,7 @@ from runners import RUNNERS
 from services import fresh_mariadb_databases, mariadb_connect
 from test_execute_support import PrivateMariaDB, assert_no_leaks, running_mariadb
 from test_xa_support import (
-    assert_nothing_left, bank_config, check_bank, create_bank, detached_trx, log_apart, prepared_xids, xa_runtime,
+    assert_nothing_left, bank_config, check_bank, create_bank, detached_trx_left, log_apart, prepared_xids, xa_runtime,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -242,7 +242,7 @@ def test_coordinator_killed_mid_round(frozen_server: PrivateMariaDB, split_bank:
         assert_nothing_left(frozen_server, ex)
         main = mariadb_connect()
         try:
-            assert ours(prepared_xids(main), namespace) == [] and detached_trx(main) == []
+            assert ours(prepared_xids(main), namespace) == [] and detached_trx_left(main) == []
         finally:
             main.close()
         assert_no_leaks(ex)

@@ -151,6 +151,19 @@ def detached_trx(raw: Any) -> list[Any]:
         return list(cur.fetchall())
 
 
+def detached_trx_left(raw: Any, within: float = 5.0) -> list[Any]:
+    """The session-less InnoDB transactions still there ``within`` seconds from now (at once if none is).
+
+    The machine's server is shared: another client's commit can show for a moment as a session-less
+    transaction (seen: trx_id 0, COMMITTING; RUNNING). A branch left behind stays; a passing commit goes."""
+    deadline = time.monotonic() + within
+    while True:
+        rows = detached_trx(raw)
+        if not rows or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
+
+
 def all_trx(raw: Any) -> list[Any]:
     innodb_trx_fresh(raw.port)
     with raw.cursor() as cur:

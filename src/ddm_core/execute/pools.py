@@ -21,9 +21,9 @@ max 20–50, min idle 5–8, acquire timeout 1–3 s; docs/operations.md#connect
 * **acquire timeout** — ``acquire_timeout_ms`` → :class:`PoolTimeoutError`
   naming the data source and endpoint.
 * **validation** — a connection idle for more than ``alive_bypass_window_ms``
-  (:data:`PING_AFTER`, 0.5 s, by default) is pinged when borrowed (HikariCP's 500 ms bypass window: a connection used
-  a moment ago is not pinged, so the hot path pays no extra round trip); a
-  dead one is replaced by a new connection transparently.
+  (HikariCP's bypass window, :data:`PING_AFTER` by default) is pinged when
+  borrowed: a connection used a moment ago is not pinged, so the hot path pays
+  no extra round trip; a dead one is replaced by a new connection transparently.
 * **deadlines** — every connection gets its reusable
   :class:`~ddm_core.execute.watchdog.Guard` when it is opened
   (:attr:`Borrowed.guard`), so arming a statement's deadline allocates nothing.

@@ -137,9 +137,9 @@ class ProxyServer(MysqlServer):  # type: ignore[misc]  # mimic ships no types
     def take(self, config: ShardingConfig, version: int | None = None) -> bool:
         """Make ``config``'s proxy section the one in force; ``False`` when refused (logged at WARNING).
 
-        Users, their rate limits and ``unmask``, table rate limits, masks, the audit log and
-        ``inlineStatements`` follow at once: new connections authenticate against the new users,
-        sessions take the rest at their next statement. ``workers``, ``batchRows`` and ``tls``
+        Users, their rate limits and ``unmask``, table rate limits, masks, the audit log,
+        ``inlineStatements`` and ``statementTimeoutMs`` follow at once: new connections authenticate
+        against the new users, sessions take the rest at their next statement. ``workers``, ``batchRows`` and ``tls``
         keep their start values (a WARNING names them). The sessions of a user no longer listed
         are ended once they are between commands. Call on the event loop once serving.
         """
