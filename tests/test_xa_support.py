@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ddm_core import load_config
 from ddm_core.execute import Executor
@@ -156,12 +156,7 @@ def detached_trx_left(raw: Any, within: float = 5.0) -> list[Any]:
 
     The machine's server is shared: another client's commit can show for a moment as a session-less
     transaction (seen: trx_id 0, COMMITTING; RUNNING). A branch left behind stays; a passing commit goes."""
-    deadline = time.monotonic() + within
-    while True:
-        rows = detached_trx(raw)
-        if not rows or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.05)
+    return _still_there(lambda: detached_trx(raw), within)
 
 
 def all_trx(raw: Any) -> list[Any]:
@@ -177,9 +172,14 @@ def trx_left(raw: Any, within: float = 10.0) -> list[Any]:
     A connection the client closed in a transaction (a branch discarded on a cancel) is rolled back by
     the server after it reads the COM_QUIT, which a loaded machine may not have done yet when the client
     asks; a transaction held by a session that stays connected is still listed when the time is up."""
+    return _still_there(lambda: all_trx(raw), within)
+
+
+def _still_there(read: Callable[[], list[Any]], within: float) -> list[Any]:
+    """What ``read`` still finds ``within`` seconds from now, polled (at once if it finds nothing)."""
     deadline = time.monotonic() + within
     while True:
-        rows = all_trx(raw)
+        rows = read()
         if not rows or time.monotonic() > deadline:
             return rows
         time.sleep(0.05)
