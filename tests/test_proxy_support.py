@@ -44,7 +44,7 @@ def proxy_config(databases: list[str], **proxy: Any) -> dict[str, Any]:
             for i, db in enumerate(databases)}  # fmt: skip
     # aliveBypassWindowMs: a pooled connection idle past 0.5 s (the product's default) is pinged before it is lent,
     # which the event loop never waits for: on a stalled CI host such a read went to a worker where tests count
-    # reads the loop took. Tests of the ping set it back.
+    # reads the loop took (tests/test_pool_alive_bypass.py tests the window itself).
     config = sharding_config(urls, pool={"maxSize": 4, "minIdle": 1, "acquireTimeoutMs": 2000,
                                          "aliveBypassWindowMs": TEST_ALIVE_BYPASS_MS})
     small = copy.deepcopy(config["tables"][0])
