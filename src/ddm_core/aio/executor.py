@@ -40,7 +40,7 @@ from ddm_core.aio.result import AsyncResult, InMemoryResult
 from ddm_core.aio.runner import AsyncRunner
 from ddm_core.aio.transaction import CURRENT_ASYNC_TX, AsyncTransaction
 from ddm_core.aio.xa import AsyncXaTransaction, BlockingHost
-from ddm_core.metadata.instances.registrar import DEFAULT_TTL, DRAIN_S, Registrar, register_instance
+from ddm_core.metadata.instances.registrar import DEFAULT_TTL, Registrar, drain_for, register_instance
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan
@@ -143,7 +143,7 @@ class AsyncExecutor:
         self.instance: Registrar | None = (
             register_instance(config_or_router, role=instance_role, ttl=instance_ttl,
                               idle=lambda since: self.borrowed() == 0,
-                              drain_s=DRAIN_S if timeout is None else timeout)
+                              drain_s=drain_for(timeout))
             if instance_role else None
         )  # fmt: skip
 

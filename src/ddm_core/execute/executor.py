@@ -70,7 +70,7 @@ from ddm_core.execute.transaction import (
     CURRENT_TX, Transaction, begin_transaction, check_mode, close_modes, recover_mode,
 )
 from ddm_core.execute.watchdog import Watchdog
-from ddm_core.metadata.instances.registrar import DEFAULT_TTL, DRAIN_S, Registrar, register_instance
+from ddm_core.metadata.instances.registrar import DEFAULT_TTL, Registrar, drain_for, register_instance
 from ddm_core.metadata.model import ShardingConfig
 from ddm_core.readwrite import ReadStatus, ReadWriteSplitter
 from ddm_core.route.plan import RouteKind, RoutePlan, RouteUnit
@@ -200,7 +200,7 @@ class Executor:
         #: This process in the configuration center's instance registry (``None``: not registered).
         self.instance: Registrar | None = (
             register_instance(config_or_router, role=instance_role, ttl=instance_ttl, idle=self._idle_for(instance_role),
-                              drain_s=DRAIN_S if timeout is None else timeout)
+                              drain_s=drain_for(timeout))
             if instance_role else None
         )  # fmt: skip
 
@@ -243,7 +243,7 @@ class Executor:
         keeps waiting at least as long as before for statements begun under an earlier, longer deadline."""
         self.engine.timeout = seconds or None
         if self.instance is not None:
-            self.instance.drain_s = max(self.instance.drain_s, DRAIN_S if seconds is None else seconds)
+            self.instance.drain_s = max(self.instance.drain_s, drain_for(seconds))
 
     @property
     def allow_partial(self) -> bool:

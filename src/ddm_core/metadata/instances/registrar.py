@@ -33,7 +33,7 @@ from ddm_core.errors import ConfigError, DdmError
 from ddm_core.metadata.instances.record import InstanceRecord, InstanceStore, new_record
 from ddm_core.metadata.reload import ConfigHolder, ConfigVersion
 
-__all__ = ["Registrar", "RegistrarStatus", "DEFAULT_TTL", "DRAIN_S", "register_instance"]
+__all__ = ["Registrar", "RegistrarStatus", "DEFAULT_TTL", "DRAIN_S", "drain_for", "register_instance"]
 
 log = logging.getLogger("ddm_core.metadata.instances")
 
@@ -41,6 +41,11 @@ log = logging.getLogger("ddm_core.metadata.instances")
 DEFAULT_TTL = 10.0
 #: The longest wait for the old version's work after a switch when statements have no deadline.
 DRAIN_S = 3.0
+
+
+def drain_for(timeout: float | None) -> float:
+    """The registry's longest wait for the old version's work under a statement deadline of ``timeout`` seconds."""
+    return DRAIN_S if timeout is None else timeout
 
 
 @dataclass(frozen=True, slots=True)
