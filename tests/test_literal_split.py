@@ -5,6 +5,8 @@ dots and dollars; Unicode digits and letters."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,3 +84,76 @@ def test_a_numbers_value_is_the_same_however_long_or_in_whatever_digits(impl: Im
         text, params = impl.literals.fill(parts, ((index, read),))
         assert params == [sign * int(number)] and type(params[0]) is int
         assert text == "SELECT 1 FROM t WHERE a = " + ("-%s" if sign > 0 else "%s")
+
+
+@settings(max_examples=2000, deadline=None, derandomize=True)
+@given(sql=texts, values=st.lists(st.sampled_from(["7", "-3", "'a'", "'it''s'", "2.50", "'x\\'y'", "90071992547409931"]),
+                                  min_size=1, max_size=3))
+def test_the_memo_takes_what_the_walk_takes(sql: str, values: list[str]) -> None:
+    """Each twin's ``Parameterizer`` keys a statement by its scan as by its split, and takes, from the choice
+    remembered for the skeleton, what the token walk takes from every statement of that skeleton (values of the
+    same kind put in another's place: its skeleton's first statement decided)."""
+    from ddm_core.proxy.literals import parameterizer, walk
+
+    shapes = [sql, f"SELECT a FROM t WHERE {sql} = {values[0]} AND b IN ({', '.join(values)})"]
+    for twin in TWINS:
+        memo = parameterizer(twin)
+        for text in shapes:
+            key = memo.key(text)
+            if key is not None:
+                assert key == memo.key_of(twin.split(text)) == PYTHON.Parameterizer.key_of(PYTHON.split(text)), text
+            want = walk(text)
+            for _ in range(2):  # walked and remembered, then taken by the remembered choice
+                got = memo(text)
+                assert got == want and (got is None or [type(v) for v in got[1]] == [type(v) for v in want[1]]), text
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("SELECT a FROM t WHERE a = 1", "SELECT a FROM t WHERE a = 'x'"),  # a number and a string: two skeletons
+    ("SELECT a FROM t WHERE a = 1 -- c", "SELECT a FROM t WHERE a = 1 /* c */"),
+    ("SELECT a FROM t WHERE a = `1`", "SELECT a FROM t WHERE a = 1"),  # an identifier is no literal
+    ("SELECT a FROM t WHERE a = 'é'", "SELECT a FROM t WHERE a = 'e'"),  # the same skeleton, two kinds of text
+])  # fmt: skip
+def test_a_skeletons_key_tells_what_its_literals_are(first: str, second: str) -> None:
+    for twin in TWINS:
+        memo = twin.Parameterizer(1000, 10, lambda sql, parts, key: None)
+        same = first.replace("é", "e") == second
+        assert (memo.key(first) == memo.key(second)) is same, (first, second)
+
+
+def test_a_statement_with_a_nul_or_too_long_is_walked_and_not_remembered() -> None:
+    """A NUL could stand where a literal's mark does, and a long statement's skeleton could be megabytes: both
+    go to ``first`` without a key, and nothing is remembered."""
+    for twin in TWINS:
+        asked: list[tuple[str, object, object]] = []
+        memo = twin.Parameterizer(40, 10, lambda sql, parts, key: asked.append((sql, parts, key)))
+        nul = "SELECT a FROM t WHERE a = '\0' AND b = 1"
+        long = "SELECT a FROM t WHERE a = 1 AND b = 2 AND c = 3"
+        assert memo(nul) is None and memo(long) is None and memo("SELECT 1 % 2") is None
+        assert asked == [(nul, None, None), (long, None, None)] and len(memo) == 0
+
+
+def test_the_memo_starts_over_when_full() -> None:
+    from ddm_core.proxy.literals import walk
+
+    for twin in TWINS:
+        memo = twin.Parameterizer(1000, 3, lambda sql, parts, key: memo.remember(key, None) or walk(sql))
+        for column in "abcd":
+            memo(f"SELECT x FROM t WHERE {column} = 1")
+        assert len(memo) == 1
+
+
+@settings(max_examples=1500, deadline=None, derandomize=True)
+@given(sql=st.lists(st.sampled_from(["%s", "%%", "%", "%d", "SELECT a FROM t WHERE b = ", " AND ", "é", "x"]),
+                    max_size=8).map("".join),
+       params=st.lists(st.one_of(st.integers(min_value=-(2**64), max_value=2**64), st.booleans(), st.just(1.0)),
+                       max_size=4),
+       kind=st.sampled_from([list, tuple]))  # fmt: skip
+def test_filled_text_writes_what_the_format_writes(sql: str, params: list[Any], kind: type) -> None:
+    """Both twins write ``(sql % tuple(map(str, params))).encode()`` for an ASCII text whose marks are ``%s`` and
+    ``%%`` with a 64-bit ``int`` for each ``%s``, and decline anything else."""
+    takes = (sql.isascii() and all(type(p) is int and -(2**63) <= p < 2**63 for p in params)
+             and sql.replace("%%", "").replace("%s", "").count("%") == 0 and sql.replace("%%", "").count("%s") == len(params))  # fmt: skip
+    want = (sql % tuple(map(str, params))).encode() if takes else None
+    for twin in TWINS:
+        assert twin.filled_text(sql, kind(params)) == want, (sql, params)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from ddm_core._fast import SELECTED, load
 from ddm_core.execute import pymysql_results
 from ddm_core.execute.drivers import MySQLDriver, driver_for
-from ddm_core.execute.mysql_query import query_text
+from ddm_core.execute.mysql_query import query_bytes, query_text
 from param_ids import stable_repr
 from services import stock_and_ours_mariadb
 
@@ -113,8 +113,9 @@ def _read(raw: Any, answer: bytes) -> tuple[Any, list[Any]]:
 def test_the_text_is_pymysqls(ours: Any, value: Any) -> None:
     sql = "SELECT %s, a FROM t WHERE b = %s AND c LIKE 'x%%'"
     with ours.cursor() as cur:
-        assert query_text(ours, sql, (value, value)) == cur._mogrify(sql, (value, value))
-        assert query_text(ours, sql, [value, 1]) == cur._mogrify(sql, [value, 1])
+        for values in ((value, value), [value, 1]):
+            assert query_text(ours, sql, values) == cur._mogrify(sql, values)
+            assert query_bytes(ours, sql, values) == cur._mogrify(sql, values).encode(ours.encoding)
 
 
 def test_mappings_and_none_take_pymysqls_own_path(ours: Any) -> None:
@@ -133,6 +134,7 @@ def test_drawn_values_are_written_as_pymysql_writes_them(ours: Any, values: list
     sql = "SELECT " + ", ".join(["%s"] * len(values)) if values else "SELECT 1"
     with ours.cursor() as cur:
         assert query_text(ours, sql, tuple(values)) == cur._mogrify(sql, tuple(values))
+        assert query_bytes(ours, sql, values) == cur._mogrify(sql, tuple(values)).encode(ours.encoding)
 
 
 @pytest.mark.parametrize("value", [v for v in VALUES if not isinstance(v, float) or abs(v) < 1e300], ids=stable_repr)

@@ -16,6 +16,7 @@ from libc.string cimport memcmp, memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from ddm_core._fast._dicts cimport _get
 
+from ddm_core._fast.literals import filled_text as _filled_text
 from ddm_core._fast.relay import DONE as _DONE, FIRST as _FIRST, OK as _OK, ROWS as _ROWS
 
 __all__ = ["HeaderMemo", "LinkProtocol", "HotStatement", "LinkStack", "LOST", "frame"]
@@ -274,10 +275,13 @@ cdef class HotStatement:
         if values is None:
             sql = engine.unit_sql(link.driver, unit, style)
             params = unit.params
-            if params is not None:
-                escape = link.raw.escape
-                sql = sql % tuple([str(p) if type(p) is int else escape(p) for p in params])
-            link.send(b"\x03" + sql.encode(link.raw.encoding), self.relay, self.client, self.header_for, self.ended)
+            text = None if params is None else _filled_text(sql, params)  # integers written in C (the usual)
+            if text is None:
+                if params is not None:
+                    escape = link.raw.escape
+                    sql = sql % tuple([str(p) if type(p) is int else escape(p) for p in params])
+                text = sql.encode(link.raw.encoding)
+            link.send(b"\x03" + text, self.relay, self.client, self.header_for, self.ended)
             return
         prepared = (<LinkProtocol> link).prepared if typed else link.prepared
         stmt_id = _get(prepared, unit.sql)

@@ -11,11 +11,23 @@ as ``\\d`` and ``\\w`` are for ``str`` patterns.
 """
 
 cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_GetItem
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport Py_UNICODE_ISALNUM, Py_UNICODE_ISDECIMAL, PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
+from libc.string cimport memcpy
 
-__all__ = ["split", "skeleton", "fill", "string_value", "STRING", "NUMBER", "NEGATIVE"]
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    object PyUnicode_DecodeLatin1(const char* s, Py_ssize_t size, const char* errors)
+    bint PyUnicode_IS_ASCII(object o)
+
+__all__ = ["split", "skeleton", "fill", "string_value", "Parameterizer", "filled_text", "STRING", "NUMBER", "NEGATIVE"]
 
 from decimal import Decimal
 
@@ -23,6 +35,12 @@ STRING, NUMBER, NEGATIVE = 0, 1, 2  # the pure twin's
 
 DEF C_STRING = 0
 DEF C_NEGATIVE = 2
+DEF MATCHES = 16  # a statement's tokens held without an allocation
+
+#: A literal's mark in a skeleton's key (the pure twin's; written as bytes by ``_key``): no text between literals
+#: holds a NUL
+cdef str _STRING_MARK = u"\0'"
+cdef str _NUMBER_MARK = u"\0#"
 
 
 cdef inline void _put(tuple t, Py_ssize_t i, object item):
@@ -89,57 +107,82 @@ cdef Py_ssize_t _number(int kind, void* sql, Py_ssize_t start, Py_ssize_t n):
     return j if j >= n or not _touches(PyUnicode_READ(kind, sql, j)) else -1
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def split(str sql):
-    cdef Py_ssize_t n = len(sql), i = 0, last = 0, end, j
+#: The ASCII characters a token may start at (``/ - # ` " ' .`` and the digits): a one-byte text's scan skips the
+#: others (nearly all of a statement) by one lookup each
+cdef bint _STARTS[128]
+for _c in u"/-#`\"'.0123456789":
+    _STARTS[ord(_c)] = True
+
+
+cdef Py_ssize_t _token(str sql, int kind, void* chars, Py_ssize_t i, Py_ssize_t n, Py_ssize_t* end, int* group):
+    """The next token at or after ``i``: its start (``n``: none), its end and its group (1 other, 2 string,
+    3 number) in ``end`` and ``group``; the scan :func:`split` and :class:`Parameterizer` share."""
     cdef Py_UCS4 c, d
-    cdef int group
-    cdef list out = []
-    cdef int kind = PyUnicode_KIND(sql)
-    cdef void* chars = PyUnicode_DATA(sql)
+    cdef Py_ssize_t j, stop
+    cdef const unsigned char* ascii = <const unsigned char*> chars
     while i < n:
+        if kind == 1:
+            while i < n and (ascii[i] < 128 and not _STARTS[ascii[i]]):
+                i += 1
+            if i == n:
+                break
         c = PyUnicode_READ(kind, chars, i)
-        end = -1
-        group = 1
+        stop = -1
+        group[0] = 1
         if c == u'/':
             if i + 1 < n and PyUnicode_READ(kind, chars, i + 1) == u'*':
                 j = sql.find(u"*/", i + 2)
                 if j >= 0:
-                    end = j + 2
+                    stop = j + 2
         elif c == u'-':
             if i + 1 < n and PyUnicode_READ(kind, chars, i + 1) == u'-':
                 if i + 2 >= n:
-                    end = n
+                    stop = n
                 else:
                     d = PyUnicode_READ(kind, chars, i + 2)
                     if d == u' ' or d == u'\t':
                         j = sql.find(u"\n", i + 2)
-                        end = n if j < 0 else j
+                        stop = n if j < 0 else j
                     elif d == u'\n':
-                        end = i + 2
+                        stop = i + 2
         elif c == u'#':
             j = sql.find(u"\n", i + 1)
-            end = n if j < 0 else j
+            stop = n if j < 0 else j
         elif c == u'`':
-            end = _quoted(kind, chars, i, n, c, False)
+            stop = _quoted(kind, chars, i, n, c, False)
         elif c == u'"':
-            end = _quoted(kind, chars, i, n, c, True)
+            stop = _quoted(kind, chars, i, n, c, True)
         elif c == u"'":
-            end = _quoted(kind, chars, i, n, c, True)
-            group = 2
+            stop = _quoted(kind, chars, i, n, c, True)
+            group[0] = 2
         elif c == u'.' or _decimal(c):
-            end = _number(kind, chars, i, n)
-            group = 3
-        if end < 0:
-            i += 1
-            continue
+            stop = _number(kind, chars, i, n)
+            group[0] = 3
+        if stop >= 0:
+            end[0] = stop
+            return i
+        i += 1
+    return n
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def split(str sql):
+    cdef Py_ssize_t n = len(sql), i = 0, last = 0, end = 0
+    cdef int group = 0
+    cdef list out = []
+    cdef int kind = PyUnicode_KIND(sql)
+    cdef void* chars = PyUnicode_DATA(sql)
+    while True:
+        i = _token(sql, kind, chars, last, n, &end, &group)
+        if i >= n:
+            break
         token = sql[i:end]
         out.append(sql[last:i])
         out.append(token if group == 1 else None)
         out.append(token if group == 2 else None)
         out.append(token if group == 3 else None)
-        last = i = end
+        last = end
     out.append(sql[last:])
     return out
 
@@ -199,3 +242,262 @@ def string_value(str token):
         from ddm_core._fast.literals_py import string_value as read  # rare: not imported with the unit
         return read(token)
     return token[1:-1]
+
+
+cdef struct _Match:
+    Py_ssize_t start, end
+    int group
+
+
+@cython.final
+@cython.auto_pickle(False)  # one process's memo: never pickled
+cdef class Parameterizer:
+    """``proxy/literals.parameterize`` (the pure twin's ``Parameterizer``: its docstring has the contract)."""
+
+    cdef dict _choices
+    cdef Py_ssize_t _text_limit, _entries
+    cdef object _first
+
+    def __init__(self, Py_ssize_t text_limit, Py_ssize_t entries, first):
+        self._choices = {}
+        self._text_limit = text_limit
+        self._entries = entries
+        self._first = first
+
+    def __call__(self, str sql):
+        if u"%" in sql or u"?" in sql:
+            return None
+        cdef Py_ssize_t n = len(sql)
+        if n > self._text_limit or u"\0" in sql:
+            return self._first(sql, None, None)
+        cdef _Match stack[MATCHES]
+        cdef _Match* matches = stack
+        cdef Py_ssize_t count = 0, capacity = MATCHES, last = 0, end = 0, start
+        cdef int group = 0
+        cdef int kind = PyUnicode_KIND(sql)
+        cdef void* chars = PyUnicode_DATA(sql)
+        cdef _Match* grown
+        try:
+            while True:
+                start = _token(sql, kind, chars, last, n, &end, &group)
+                if start >= n:
+                    break
+                if count == capacity:
+                    grown = <_Match*> PyMem_Malloc(2 * capacity * sizeof(_Match)) if matches is stack else \
+                        <_Match*> PyMem_Realloc(matches, 2 * capacity * sizeof(_Match))
+                    if grown is NULL:
+                        raise MemoryError()
+                    if matches is stack:
+                        memcpy(grown, stack, count * sizeof(_Match))
+                    matches, capacity = grown, 2 * capacity
+                matches[count].start, matches[count].end, matches[count].group = start, end, group
+                count += 1
+                last = end
+            key = self._key(sql, matches, count)
+            found = PyDict_GetItem(self._choices, key)
+            if found is NULL:
+                return self._first(sql, split(sql), key)
+            if <object> found is None:
+                return None
+            return _taken(sql, matches, <tuple> <object> found)
+        finally:
+            if matches is not stack:
+                PyMem_Free(matches)
+
+    cdef str _key(self, str sql, _Match* matches, Py_ssize_t count):
+        """The skeleton's key (``key_of(split(sql))``): the text with every literal a mark."""
+        cdef Py_ssize_t k, literals = 0, length = len(sql)
+        cdef Py_ssize_t* cuts = <Py_ssize_t*> PyMem_Malloc((2 * count + 1) * sizeof(Py_ssize_t))
+        cdef char* marks = <char*> PyMem_Malloc(2 * count + 1)
+        if cuts is NULL or marks is NULL:
+            PyMem_Free(cuts)
+            PyMem_Free(marks)
+            raise MemoryError()
+        try:
+            for k in range(count):
+                if matches[k].group != 1:
+                    cuts[2 * literals], cuts[2 * literals + 1] = matches[k].start, matches[k].end
+                    marks[2 * literals], marks[2 * literals + 1] = 0, 39 if matches[k].group == 2 else 35  # \0' \0#
+                    length += 2 - (matches[k].end - matches[k].start)
+                    literals += 1
+            return _marked(sql, cuts, marks, literals, length)
+        finally:
+            PyMem_Free(cuts)
+            PyMem_Free(marks)
+
+    def key_of(self, list parts):
+        cdef Py_ssize_t k, n = len(parts)
+        pieces = []
+        for k in range(0, n - 1, 4):
+            pieces.append(parts[k])
+            other = parts[k + 1]
+            pieces.append(other if other is not None else _STRING_MARK if parts[k + 2] is not None else _NUMBER_MARK)
+        pieces.append(parts[n - 1])
+        return u"".join(pieces)
+
+    def key(self, str sql):
+        """The key :meth:`__call__` looks ``sql``'s skeleton up by (``None``: it looks up none)."""
+        if u"%" in sql or u"?" in sql or len(sql) > self._text_limit or u"\0" in sql:
+            return None
+        parts = split(sql)
+        return self.key_of(parts)
+
+    def remember(self, str key, choice):
+        if len(self._choices) >= self._entries:
+            self._choices.clear()
+        self._choices[key] = choice
+
+    def __len__(self):
+        return len(self._choices)
+
+
+cdef tuple _taken(str sql, _Match* matches, tuple choice):
+    """``fill(split(sql), choice)`` from the scan's matches: the taken literals as ``%s``, their values."""
+    cdef list params = []
+    cdef Py_ssize_t index, m, cut, length = len(sql), k, taken = len(choice)
+    cdef long read
+    cdef Py_ssize_t* cuts = <Py_ssize_t*> PyMem_Malloc((2 * taken + 1) * sizeof(Py_ssize_t))  # a literal's start, end
+    cdef char* marks = <char*> PyMem_Malloc(2 * taken + 1)
+    if cuts is NULL or marks is NULL:
+        PyMem_Free(cuts)
+        PyMem_Free(marks)
+        raise MemoryError()
+    try:
+        for k in range(taken):
+            pair = <tuple> choice[k]
+            index = pair[0]
+            read = pair[1]
+            m = (index - 2) >> 2  # 4 parts a match: a string at 4m + 2, a number at 4m + 3
+            token = sql[matches[m].start:matches[m].end]
+            cut = matches[m].start
+            if read == C_STRING:
+                params.append(string_value(token))
+            else:
+                value = Decimal(token) if u"." in token else _integer(token)
+                if read == C_NEGATIVE:  # its '-' ends the text before it
+                    value = -value
+                    cut -= 1
+                params.append(value)
+            cuts[2 * k], cuts[2 * k + 1] = cut, matches[m].end
+            marks[2 * k], marks[2 * k + 1] = 37, 115  # %s
+            length += 2 - (matches[m].end - cut)
+        return _marked(sql, cuts, marks, taken, length), params
+    finally:
+        PyMem_Free(cuts)
+        PyMem_Free(marks)
+
+
+cdef str _marked(str sql, Py_ssize_t* cuts, const char* marks, Py_ssize_t count, Py_ssize_t length):
+    """``sql`` with each span ``cuts[2k]:cuts[2k + 1]`` (in order) replaced by the two ASCII characters
+    ``marks[2k:2k + 2]``; ``length``: the result's. An ASCII text's is written straight into its string."""
+    cdef Py_ssize_t k, last = 0, piece, at = 0
+    cdef char* out
+    cdef const char* text
+    if not PyUnicode_IS_ASCII(sql):
+        pieces = []
+        for k in range(count):
+            pieces.append(sql[last:cuts[2 * k]])
+            pieces.append(PyUnicode_DecodeLatin1(marks + 2 * k, 2, NULL))
+            last = cuts[2 * k + 1]
+        pieces.append(sql[last:])
+        return u"".join(pieces)
+    result = PyUnicode_New(length, 127)
+    out = <char*> PyUnicode_DATA(result)
+    text = <const char*> PyUnicode_DATA(sql)
+    for k in range(count):
+        piece = cuts[2 * k] - last
+        memcpy(out + at, text + last, piece)
+        at += piece
+        out[at], out[at + 1] = marks[2 * k], marks[2 * k + 1]
+        at += 2
+        last = cuts[2 * k + 1]
+    memcpy(out + at, text + last, len(sql) - last)
+    return <str> result
+
+
+DEF INT_DIGITS = 20  # a long long's decimal digits and its sign
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def filled_text(str sql, params):
+    cdef Py_ssize_t n = len(sql), i, count, k = 0, size = 0, at = 0, digits
+    cdef int overflow = 0
+    cdef long long value
+    cdef unsigned long long magnitude
+    cdef char number[INT_DIGITS]
+    cdef const char* text
+    cdef char* out
+    if not PyUnicode_IS_ASCII(sql) or (type(params) is not tuple and type(params) is not list):
+        return None
+    text = <const char*> PyUnicode_DATA(sql)
+    count = len(params)
+    i = 0
+    while i < n:  # the marks: %s a value's place, %% a %, anything else not ours to read
+        if text[i] == 37:
+            if i + 1 >= n:
+                return None
+            if text[i + 1] == 115:
+                if k == count:
+                    return None
+                p = params[k]
+                if not PyLong_CheckExact(p):
+                    return None
+                value = PyLong_AsLongLongAndOverflow(p, &overflow)
+                if overflow:
+                    return None
+                size += _int_length(value)
+                k += 1
+            elif text[i + 1] != 37:
+                return None
+            else:
+                size += 1
+            i += 2
+        else:
+            size += 1
+            i += 1
+    if k != count:
+        return None
+    result = PyBytes_FromStringAndSize(NULL, size)
+    out = PyBytes_AS_STRING(result)
+    i = k = 0
+    while i < n:
+        if text[i] != 37:
+            out[at] = text[i]
+            at += 1
+            i += 1
+            continue
+        if text[i + 1] == 37:
+            out[at] = 37
+            at += 1
+        else:
+            value = PyLong_AsLongLongAndOverflow(params[k], &overflow)
+            k += 1
+            magnitude = <unsigned long long> (-(value + 1)) + 1 if value < 0 else <unsigned long long> value
+            digits = 0
+            while True:
+                number[digits] = 48 + magnitude % 10
+                magnitude //= 10
+                digits += 1
+                if magnitude == 0:
+                    break
+            if value < 0:
+                out[at] = 45  # -
+                at += 1
+            while digits:
+                digits -= 1
+                out[at] = number[digits]
+                at += 1
+        i += 2
+    return result
+
+
+cdef inline Py_ssize_t _int_length(long long value):
+    """The characters of ``str(value)``."""
+    cdef unsigned long long magnitude = <unsigned long long> (-(value + 1)) + 1 if value < 0 else <unsigned long long> value
+    cdef Py_ssize_t length = 1 if value < 0 else 0
+    while True:
+        length += 1
+        magnitude //= 10
+        if magnitude == 0:
+            return length

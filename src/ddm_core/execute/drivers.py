@@ -55,7 +55,7 @@ from ddm_core.execute.isolation import SNAPSHOT, refuse_characteristics
 from ddm_core.execute.mysql_oks import read_oks
 from ddm_core.execute.mysql_query import MAX_QUERY as _MAX_QUERY
 from ddm_core.execute.mysql_query import QUERY_HEAD as _QUERY_HEAD
-from ddm_core.execute.mysql_query import query_text
+from ddm_core.execute.mysql_query import query_bytes
 from ddm_core.execute.mysql_connect import (
     CHARSET,
     connect_timeout_of,
@@ -366,7 +366,7 @@ class MySQLDriver(Driver):
         # command's bookkeeping (~300 interpreted opcodes a unit); tests/test_mysql_query.py compares the
         # text with PyMySQL's. A connection with something pending or a statement of 16 MiB and more takes
         # PyMySQL's own path.
-        payload = query_text(raw, sql, params).encode(raw.encoding)
+        payload = query_bytes(raw, sql, params)
         pending = raw._result
         if pending is not None:
             if pending.unbuffered_active or pending.has_next or raw._sock is None:

@@ -15,13 +15,16 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-__all__ = ["query_text", "QUERY_HEAD", "MAX_QUERY"]
+from ddm_core._fast import SELECTED
+
+__all__ = ["query_text", "query_bytes", "QUERY_HEAD", "MAX_QUERY"]
 
 #: A COM_QUERY packet's head: its 3-byte length, sequence id 0 and the command byte (``(length + 1, 3)``).
 QUERY_HEAD = struct.Struct("<iB").pack
 #: Statements this long (bytes) or longer span several packets: PyMySQL's ``_execute_command`` splits them.
 MAX_QUERY = 0xFFFFFF - 1
 
+_filled_text = SELECTED.literals.filled_text
 _INT = {int}  # exactly int: a bool is written as PyMySQL writes it (1 / 0), by escape
 
 
@@ -36,3 +39,13 @@ def query_text(raw: Any, sql: str, params: Any) -> str:
         escape = raw.escape
         return sql % tuple([str(p) if type(p) is int else escape(p) for p in params])
     return raw.cursor()._mogrify(sql, params)  # type: ignore[no-any-return]  # PyMySQL's own, for the rare shapes
+
+
+def query_bytes(raw: Any, sql: str, params: Any) -> bytes:
+    """:func:`query_text` encoded as ``raw`` sends it; a text whose values are all integers (a range's bounds, ids:
+    the usual) written by the compiled ``literals`` unit (``filled_text``) without a format or an encode."""
+    if params is not None:
+        filled: bytes | None = _filled_text(sql, params)
+        if filled is not None:
+            return filled
+    return query_text(raw, sql, params).encode(raw.encoding)

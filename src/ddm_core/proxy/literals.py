@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 from ddm_core._fast import SELECTED
 from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
 from ddm_core.route.router import CACHED_TEXT_LIMIT
 
-__all__ = ["parameterize", "walk"]
+__all__ = ["parameterize", "parameterizer", "walk"]
 
 _TOKEN = re.compile(
     rf"""(?P<space>\s+)
@@ -61,48 +61,42 @@ _TOKEN = re.compile(
 #: characters without being one and at its string and number literals (the ``literals`` unit: compiled, one
 #: pass over the characters; its pure twin is a regular expression of _TOKEN's patterns).
 _literals = SELECTED.literals
-_split, _skeleton, _fill, _string_value = _literals.split, _literals.skeleton, _literals.fill, _literals.string_value
+_string_value = _literals.string_value
 #: A number right after a ``-``: _TOKEN's number pattern where a walk is (no sign: the ``-`` was read apart).
 _NUMBER = re.compile(r"(?:\d+\.\d*|\.\d+|\d+)(?![\w.$])")
 #: How a taken literal is read: a string, a number, a number whose ``-`` ends the text before it.
 _STRING, _NUMBER_LITERAL, _NEGATIVE = _literals.STRING, _literals.NUMBER, _literals.NEGATIVE
-#: skeleton -> the literals taken (index into the split, how it is read), or None: nothing to take
-_CHOICES: dict[Any, tuple[tuple[int, int], ...] | None] = {}
-_CHOICES_LIMIT = 4096
+_CHOICES_LIMIT = 4096  # skeletons remembered
 _COMPARISONS = frozenset({"=", "<>", "!=", "<", "<=", ">", ">="})
 _STATEMENTS = frozenset({"SELECT", "INSERT", "REPLACE", "UPDATE", "DELETE", "WITH"})
 
 
-def parameterize(sql: str) -> tuple[str, list[Any]] | None:
-    """``(text with %s, params)`` for ``sql``'s comparison literals; ``None`` when there are none to take."""
-    if "%" in sql or "?" in sql:
-        return None
-    if len(sql) > CACHED_TEXT_LIMIT:  # not remembered: its skeleton could be megabytes
-        return walk(sql)
-    # [text, other, string, number, text, other, ...]: one of other / string / number per match
-    parts: list[str | None] = _split(sql)
-    key = _skeleton(parts)
-    try:
-        choice = _CHOICES[key]
-    except KeyError:
-        return _first_of_skeleton(sql, parts, key)
-    if choice is None:
-        return None
-    return _fill(parts, choice)  # type: ignore[no-any-return]
+def parameterizer(literals: Any = _literals) -> Any:
+    """A ``parameterize`` with a memo of its own, of the ``literals`` unit given (a test pairs the twins): its
+    choice of literals remembered per skeleton (up to ``_CHOICES_LIMIT``), the token walk run for a skeleton's
+    first statement; a text longer than the router caches, whose skeleton could be megabytes, walked every time."""
+
+    def first_of_skeleton(sql: str, parts: list[str | None] | None, key: str | None) -> tuple[str, list[Any]] | None:
+        """The token walk (:func:`walk`), its choice remembered under ``key`` when the split agrees with it
+        (``key`` ``None``: a statement not to remember)."""
+        if parts is None or key is None:
+            return walk(sql)
+        taken: list[int] = []
+        result = walk(sql, taken)
+        literals_at = [i for i in range(2, len(parts), 4) if parts[i] is not None or parts[i + 1] is not None]
+        if len(literals_at) == len(taken):  # always, by the patterns; a disagreement is simply not remembered
+            choice = tuple((i, _STRING) if parts[i] is not None else (i + 1, _NEGATIVE if took < 0 else _NUMBER_LITERAL)
+                           for i, took in zip(literals_at, taken) if took)  # fmt: skip
+            memo.remember(key, choice if result is not None else None)
+        return result
+
+    memo = literals.Parameterizer(CACHED_TEXT_LIMIT, _CHOICES_LIMIT, first_of_skeleton)
+    return memo
 
 
-def _first_of_skeleton(sql: str, parts: list[str | None], key: Any) -> tuple[str, list[Any]] | None:
-    """The token walk (:func:`walk`), its choice kept for ``sql``'s skeleton when the split agrees with it."""
-    taken: list[int] = []
-    result = walk(sql, taken)
-    literals = [i for i in range(2, len(parts), 4) if parts[i] is not None or parts[i + 1] is not None]
-    if len(literals) == len(taken):  # always, by the patterns; a disagreement is simply not remembered
-        if len(_CHOICES) >= _CHOICES_LIMIT:
-            _CHOICES.clear()
-        choice = tuple((i, _STRING) if parts[i] is not None else (i + 1, _NEGATIVE if took < 0 else _NUMBER_LITERAL)
-                       for i, took in zip(literals, taken) if took)  # fmt: skip
-        _CHOICES[key] = choice if result is not None else None
-    return result
+#: ``parameterize(sql)``: ``(text with %s, params)`` for ``sql``'s comparison literals; ``None`` when there are none
+#: to take (:func:`parameterizer`).
+parameterize: Callable[[str], tuple[str, list[Any]] | None] = parameterizer()
 
 
 def walk(sql: str, taken: list[int] | None = None) -> tuple[str, list[Any]] | None:
