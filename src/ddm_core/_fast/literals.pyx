@@ -249,6 +249,18 @@ cdef struct _Match:
     int group
 
 
+cdef struct _Cut:
+    Py_ssize_t start, end  # a span of the text
+    char mark[2]  # the two ASCII characters written in its place
+
+
+cdef _Cut* _new_cuts(Py_ssize_t count) except NULL:
+    cdef _Cut* cuts = <_Cut*> PyMem_Malloc((count + 1) * sizeof(_Cut))
+    if cuts is NULL:
+        raise MemoryError()
+    return cuts
+
+
 @cython.final
 @cython.auto_pickle(False)  # one process's memo: never pickled
 cdef class Parameterizer:
@@ -307,23 +319,18 @@ cdef class Parameterizer:
     cdef str _key(self, str sql, _Match* matches, Py_ssize_t count):
         """The skeleton's key (``key_of(split(sql))``): the text with every literal a mark."""
         cdef Py_ssize_t k, literals = 0, length = len(sql)
-        cdef Py_ssize_t* cuts = <Py_ssize_t*> PyMem_Malloc((2 * count + 1) * sizeof(Py_ssize_t))
-        cdef char* marks = <char*> PyMem_Malloc(2 * count + 1)
-        if cuts is NULL or marks is NULL:
-            PyMem_Free(cuts)
-            PyMem_Free(marks)
-            raise MemoryError()
+        cdef _Cut* cuts = _new_cuts(count)
         try:
             for k in range(count):
                 if matches[k].group != 1:
-                    cuts[2 * literals], cuts[2 * literals + 1] = matches[k].start, matches[k].end
-                    marks[2 * literals], marks[2 * literals + 1] = 0, 39 if matches[k].group == 2 else 35  # \0' \0#
+                    cuts[literals].start, cuts[literals].end = matches[k].start, matches[k].end
+                    cuts[literals].mark[0] = 0  # \0' or \0#
+                    cuts[literals].mark[1] = 39 if matches[k].group == 2 else 35
                     length += 2 - (matches[k].end - matches[k].start)
                     literals += 1
-            return _marked(sql, cuts, marks, literals, length)
+            return _marked(sql, cuts, literals, length)
         finally:
             PyMem_Free(cuts)
-            PyMem_Free(marks)
 
     def key_of(self, list parts):
         cdef Py_ssize_t k, n = len(parts)
@@ -356,12 +363,7 @@ cdef tuple _taken(str sql, _Match* matches, tuple choice):
     cdef list params = []
     cdef Py_ssize_t index, m, cut, length = len(sql), k, taken = len(choice)
     cdef long read
-    cdef Py_ssize_t* cuts = <Py_ssize_t*> PyMem_Malloc((2 * taken + 1) * sizeof(Py_ssize_t))  # a literal's start, end
-    cdef char* marks = <char*> PyMem_Malloc(2 * taken + 1)
-    if cuts is NULL or marks is NULL:
-        PyMem_Free(cuts)
-        PyMem_Free(marks)
-        raise MemoryError()
+    cdef _Cut* cuts = _new_cuts(taken)
     try:
         for k in range(taken):
             pair = <tuple> choice[k]
@@ -378,39 +380,39 @@ cdef tuple _taken(str sql, _Match* matches, tuple choice):
                     value = -value
                     cut -= 1
                 params.append(value)
-            cuts[2 * k], cuts[2 * k + 1] = cut, matches[m].end
-            marks[2 * k], marks[2 * k + 1] = 37, 115  # %s
+            cuts[k].start, cuts[k].end = cut, matches[m].end
+            cuts[k].mark[0] = 37  # %s
+            cuts[k].mark[1] = 115
             length += 2 - (matches[m].end - cut)
-        return _marked(sql, cuts, marks, taken, length), params
+        return _marked(sql, cuts, taken, length), params
     finally:
         PyMem_Free(cuts)
-        PyMem_Free(marks)
 
 
-cdef str _marked(str sql, Py_ssize_t* cuts, const char* marks, Py_ssize_t count, Py_ssize_t length):
-    """``sql`` with each span ``cuts[2k]:cuts[2k + 1]`` (in order) replaced by the two ASCII characters
-    ``marks[2k:2k + 2]``; ``length``: the result's. An ASCII text's is written straight into its string."""
+cdef str _marked(str sql, _Cut* cuts, Py_ssize_t count, Py_ssize_t length):
+    """``sql`` with each of ``cuts``' spans (in order) replaced by its two characters; ``length``: the result's.
+    An ASCII text's is written straight into its string."""
     cdef Py_ssize_t k, last = 0, piece, at = 0
     cdef char* out
     cdef const char* text
     if not PyUnicode_IS_ASCII(sql):
         pieces = []
         for k in range(count):
-            pieces.append(sql[last:cuts[2 * k]])
-            pieces.append(PyUnicode_DecodeLatin1(marks + 2 * k, 2, NULL))
-            last = cuts[2 * k + 1]
+            pieces.append(sql[last:cuts[k].start])
+            pieces.append(PyUnicode_DecodeLatin1(cuts[k].mark, 2, NULL))
+            last = cuts[k].end
         pieces.append(sql[last:])
         return u"".join(pieces)
     result = PyUnicode_New(length, 127)
     out = <char*> PyUnicode_DATA(result)
     text = <const char*> PyUnicode_DATA(sql)
     for k in range(count):
-        piece = cuts[2 * k] - last
+        piece = cuts[k].start - last
         memcpy(out + at, text + last, piece)
         at += piece
-        out[at], out[at + 1] = marks[2 * k], marks[2 * k + 1]
+        out[at], out[at + 1] = cuts[k].mark[0], cuts[k].mark[1]
         at += 2
-        last = cuts[2 * k + 1]
+        last = cuts[k].end
     memcpy(out + at, text + last, len(sql) - last)
     return <str> result
 
