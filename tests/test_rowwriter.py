@@ -328,6 +328,20 @@ def test_any_values_are_written_as_mimic_wrote_them(impl: Implementation, table:
     assert _outcome(ours, impl, True, rows, binary_plan(columns), seq) == _outcome(mimic_binary, rows, wire, seq)
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_time_columns_other_values_are_written_as_a_strings(impl: Implementation) -> None:
+    """A TIME column's text is MariaDB's for an interval; any other value (a Decimal, a string) is written as a
+    STRING column writes it — a Decimal in plain notation, not ``str()``'s ``9.9999900E-7`` (hypothesis found it)."""
+    wire = wire_columns([Column("t", ColumnType.TIME, 255), Column("s", ColumnType.VAR_STRING, 255)])
+    for value in (Decimal("9.9999900E-7"), Decimal("0E-30"), "12:00:00", b"\x00\xff"):
+        row = [(value, value)]
+        time_text, _ = ours(impl, False, row, text_plan(wire), 0)
+        expected, _ = mimic_text(row, wire, 0)
+        assert time_text == expected, value
+        if type(value) is Decimal:
+            assert format(value, "f").encode() in time_text and str(value).encode() not in time_text
+
+
 _INTEGER_RANGES = {ColumnType.TINY: 8, ColumnType.SHORT: 16, ColumnType.YEAR: 16, ColumnType.INT24: 32,
                    ColumnType.LONG: 32, ColumnType.LONGLONG: 64}  # fmt: skip
 _STRINGS = st.one_of(st.text(), st.binary(max_size=300))

@@ -277,8 +277,11 @@ cdef int _text_row(bytearray buffer, object row, const unsigned char* kinds, Py_
             continue
         if kind == C_TINY_TEXT:  # str(int(value)): _utf8 writes an exact int's digits
             _utf8(buffer, value if PyLong_CheckExact(value) else int(value))
-        elif kind == C_TIME_TEXT and PyDelta_CheckExact(value):
-            _time_text(buffer, value)
+        elif kind == C_TIME_TEXT:  # an interval as MariaDB spells it; anything else as a STRING value's text
+            if PyDelta_CheckExact(value):
+                _time_text(buffer, value)
+            else:
+                _utf8(buffer, value)
         else:
             _bytes(buffer, encoders[i](value), True)
     return 0

@@ -42,7 +42,7 @@ FLOAT, DOUBLE = 12, 13
 DATETIME = 14
 #: Binary protocol: a ``timedelta`` (TIME), other values by the encoder.
 TIME = 15
-#: Text protocol: a ``timedelta`` (TIME) as MariaDB writes it, other values by the encoder.
+#: Text protocol: a ``timedelta`` (TIME) as MariaDB writes it, other values as a STRING's (a ``Decimal`` in plain notation).
 TIME_TEXT = 16
 
 #: The longest packet payload; a longer one goes on in the next packet(s).
@@ -101,8 +101,8 @@ def _text_row(buffer: bytearray, start: int, row: Row, kinds: Sequence[int], enc
             data = value
         elif kind == TINY_TEXT:
             data = str(int(value)).encode()
-        elif kind == TIME_TEXT and type(value) is timedelta:
-            data = _time_text(value)
+        elif kind == TIME_TEXT:  # an interval as MariaDB spells it; anything else as a STRING value's text
+            data = _time_text(value) if type(value) is timedelta else _utf8(value)
         else:
             data = encoders[i](value)
         _length(buffer, len(data))
