@@ -9,6 +9,7 @@ command line, SQLAlchemy).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import copy
 import os
@@ -71,6 +72,17 @@ def write_config(config: dict[str, Any], path: Path) -> Path:
     return path
 
 
+#: Every proxy a test started: one a failed test left running (its assertion came before its ``terminate``) is
+#: stopped when the test process exits, so no run leaves a proxy behind
+_STARTED: list[ProxyProcess] = []
+
+
+@atexit.register
+def _stop_left_running() -> None:
+    for proxy in _STARTED:
+        proxy.stop()
+
+
 class ProxyProcess:
     """``ddm proxy`` in a subprocess on a free port; stderr collected by a thread."""
 
@@ -91,6 +103,7 @@ class ProxyProcess:
              "--port", "0", *self.extra_args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
+        _STARTED.append(self)
         threading.Thread(target=self._read, daemon=True).start()
         # A bound on start-up, not a measurement: a proxy that never listens fails here.
         if not self._ready.wait(60) or not self.port:
