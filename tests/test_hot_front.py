@@ -154,6 +154,27 @@ def test_text_point_selects_are_taken_whole_and_answer_as_one_table(served: InPr
     assert _settled(served) - before == len(orders)  # every one of them
 
 
+@pytest.mark.parametrize("charset", ["latin1", "utf8mb4"])
+def test_a_text_is_read_in_its_clients_character_set(served: InProcessProxy, tables: tuple[dict[str, Any], str],
+                                                     charset: str) -> None:  # fmt: skip
+    """The front decodes a statement in its client's character set: a non-ASCII literal (``é``, one byte in
+    latin1, two in UTF-8) finds its row however the client encodes it, on the front as on the session's path.
+    (The rows' text comes back as the data source sends it, UTF-8, whatever the client's character set: only the
+    numbers are compared for the latin1 client.)"""
+    ref = tables[1]
+    before = _warmed(served)
+    sql = POINT + " AND note = '{note}'"
+    with _client(served, charset=charset) as conn, conn.cursor() as cur:
+        for order in (1, 2, 3, 4, 6, 7):  # one shape: the first runs on mimic's path, the second on the session's
+            cur.execute(sql.format(table="t_order", user=order % 7, order=order, note=f"n{order}é"))
+            got = cur.fetchall()
+            want = _reference(ref, sql.format(table="ref_order", user=order % 7, order=order, note=f"n{order}é"))
+            assert len(want) == 1 and [row[:3] for row in got] == [row[:3] for row in want], (charset, order, got)
+            if charset == "utf8mb4":
+                assert _typed(got) == _typed(want), order
+    assert _settled(served) - before >= 4  # the front took the later ones
+
+
 def test_prepared_executes_are_taken_whole_with_and_without_types(served: InProcessProxy,
                                                                    tables: tuple[dict[str, Any], str]) -> None:  # fmt: skip
     ref = tables[1]

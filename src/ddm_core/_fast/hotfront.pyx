@@ -13,6 +13,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
 from cpython.long cimport PyLong_FromVoidPtr
 from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_AsUTF8, PyUnicode_Decode
 from ddm_core._fast._dicts cimport _get
 
 from functools import partial
@@ -116,7 +117,9 @@ cdef class HotFront:
     cdef object _read_query(self, bytes payload):
         if self._query_attributes:  # mimic's reader takes them off the text
             return None
-        cdef str sql = payload[1:].decode(_codec(self._client_charset()))
+        # payload[1:].decode(codec) without the slice's copy and the method's lookup
+        cdef str sql = PyUnicode_Decode(<char*> PyBytes_AS_STRING(payload) + 1, PyBytes_GET_SIZE(payload) - 1,
+                                        <char*> PyUnicode_AsUTF8(_codec(self._client_charset())), NULL)
         if len(sql) > self._text_limit:
             return None
         parameterized = self._parameterize(sql)
