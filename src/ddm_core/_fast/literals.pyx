@@ -16,8 +16,6 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport Py_UNICODE_ISALNUM, Py_UNICODE_ISDECIMAL, PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
 from libc.string cimport memcpy
 
@@ -27,7 +25,7 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeLatin1(const char* s, Py_ssize_t size, const char* errors)
     bint PyUnicode_IS_ASCII(object o)
 
-__all__ = ["split", "skeleton", "fill", "string_value", "Parameterizer", "filled_text", "STRING", "NUMBER", "NEGATIVE"]
+__all__ = ["split", "fill", "string_value", "Parameterizer", "filled_text", "STRING", "NUMBER", "NEGATIVE"]
 
 from decimal import Decimal
 
@@ -41,11 +39,6 @@ DEF MATCHES = 16  # a statement's tokens held without an allocation
 #: holds a NUL
 cdef str _STRING_MARK = u"\0'"
 cdef str _NUMBER_MARK = u"\0#"
-
-
-cdef inline void _put(tuple t, Py_ssize_t i, object item):
-    Py_INCREF(item)
-    PyTuple_SET_ITEM(t, i, item)
 
 
 cdef inline bint _decimal(Py_UCS4 c):
@@ -187,17 +180,6 @@ def split(str sql):
     return out
 
 
-def skeleton(list parts):
-    cdef Py_ssize_t n = len(parts), matches = n // 4, k
-    cdef tuple texts = PyTuple_New(matches + 1), others = PyTuple_New(matches), strings = PyTuple_New(matches)
-    for k in range(matches + 1):
-        _put(texts, k, parts[4 * k])
-    for k in range(matches):
-        _put(others, k, parts[4 * k + 1])
-        _put(strings, k, True if parts[4 * k + 2] is not None and parts[4 * k + 2] else False)
-    return texts, others, strings
-
-
 def fill(list parts, tuple choice):
     cdef list params = []
     cdef Py_ssize_t index
@@ -207,16 +189,19 @@ def fill(list parts, tuple choice):
         index = (<tuple> pair)[0]
         read = (<tuple> pair)[1]
         text = parts[index]
-        if read == C_STRING:
-            params.append(string_value(text))
-        else:
-            value = Decimal(text) if u"." in text else _integer(text)
-            if read == C_NEGATIVE:
-                value = -value
-                parts[index - 3] = (<str> parts[index - 3])[:-1]
-            params.append(value)
+        params.append(_value(text, read))
+        if read == C_NEGATIVE:  # its '-' ends the text before the match (index - 3: 4 parts a match)
+            parts[index - 3] = (<str> parts[index - 3])[:-1]
         parts[index] = u"%s"
     return u"".join([p for p in parts if p]), params
+
+
+cdef object _value(str token, long read):
+    """A taken literal's value, read as ``read`` says (a string, a number, a number with the ``-`` before it)."""
+    if read == C_STRING:
+        return string_value(token)
+    value = Decimal(token) if u"." in token else _integer(token)
+    return -value if read == C_NEGATIVE else value
 
 
 cdef object _integer(str text):
@@ -370,16 +355,8 @@ cdef tuple _taken(str sql, _Match* matches, tuple choice):
             index = pair[0]
             read = pair[1]
             m = (index - 2) >> 2  # 4 parts a match: a string at 4m + 2, a number at 4m + 3
-            token = sql[matches[m].start:matches[m].end]
-            cut = matches[m].start
-            if read == C_STRING:
-                params.append(string_value(token))
-            else:
-                value = Decimal(token) if u"." in token else _integer(token)
-                if read == C_NEGATIVE:  # its '-' ends the text before it
-                    value = -value
-                    cut -= 1
-                params.append(value)
+            params.append(_value(sql[matches[m].start:matches[m].end], read))
+            cut = matches[m].start - 1 if read == C_NEGATIVE else matches[m].start  # its '-' ends the text before it
             cuts[k].start, cuts[k].end = cut, matches[m].end
             cuts[k].mark[0] = 37  # %s
             cuts[k].mark[1] = 115

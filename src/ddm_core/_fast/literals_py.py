@@ -5,9 +5,9 @@ them on generated text). :func:`split` is ``[text, other, string, number, text, 
 text]``, one of *other* (a comment, a `quoted identifier`, a "double-quoted" text), *string* (a ``'...'``
 literal) and *number* set per match and the other two ``None``: ``re.split`` of :func:`pattern`. The compiled
 twin scans the characters once, in C, where the regular expression tries its alternatives at every position
-(docs/proxy.md#measured-costs). :func:`skeleton` is what the literals are taken by (everything but their
-values), :func:`fill` the text with the taken ones as ``%s`` and their values. :class:`Parameterizer` is the
-proxy's literal scan with its memo: a statement's literals taken by the choice remembered for its skeleton.
+(docs/proxy.md#measured-costs). :func:`fill` is the text with the taken literals as ``%s`` and their values.
+:class:`Parameterizer` is the proxy's literal scan with its memo: a statement's literals taken by the choice
+remembered for its skeleton (everything but its literals' values, keyed by :meth:`Parameterizer.key_of`).
 :func:`filled_text` is the way back: a unit's text with its integer values written in, as a driver sends it.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from ddm_core._text import BACKTICKED, BLOCK_COMMENT, DOUBLE_QUOTED, SINGLE_QUOTED
 
-__all__ = ["split", "skeleton", "fill", "string_value", "Parameterizer", "filled_text", "STRING", "NUMBER", "NEGATIVE"]
+__all__ = ["split", "fill", "string_value", "Parameterizer", "filled_text", "STRING", "NUMBER", "NEGATIVE"]
 
 #: How a taken literal is read: a string, a number, a number whose ``-`` ends the text before it.
 STRING, NUMBER, NEGATIVE = 0, 1, 2
@@ -51,12 +51,6 @@ def pattern() -> re.Pattern[str]:
 def split(sql: str) -> list[str | None]:
     """The parts described above."""
     return pattern().split(sql)
-
-
-def skeleton(parts: list[str | None]) -> tuple[tuple[str | None, ...], tuple[str | None, ...], tuple[bool, ...]]:
-    """What decides which of ``parts``' literals are taken: its text between them, its other tokens, and which of
-    its literals are strings."""
-    return tuple(parts[0::4]), tuple(parts[1::4]), tuple(map(bool, parts[2::4]))
 
 
 def fill(parts: list[str | None], choice: tuple[tuple[int, int], ...]) -> tuple[str, list[Any]]:
