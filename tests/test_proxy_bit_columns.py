@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pymysql  # type: ignore[import-untyped]
 import pytest
@@ -20,7 +20,8 @@ import pytest
 from ddm_core import load_config
 from ddm_core.execute import Executor
 from services import fresh_mariadb_databases
-from test_proxy_support import PASSWORD, USER, ProxyProcess, connect, proxy_config, write_config
+from test_proxy_support import (PASSWORD, USER, ProxyProcess, Read, connect, prepared_reader, proxy_config, typed_rows,
+                                write_config)
 
 DDL = "CREATE TABLE t_bits (id INTEGER NOT NULL, b1 BIT(1) NULL, b8 BIT(8) NULL, b64 BIT(64) NULL, PRIMARY KEY (id))"
 ONES = 2**64 - 1
@@ -57,9 +58,6 @@ def servers() -> Iterator[tuple[Path, str]]:
         yield write_config(config, Path(tempfile.mkdtemp(prefix="ddm_bits_")) / "proxy.yaml"), databases[2]
 
 
-Read = Callable[[str], tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]]
-
-
 def _text(conn: Any) -> Read:
     def read(sql: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         with conn.cursor() as cur:
@@ -69,22 +67,6 @@ def _text(conn: Any) -> Read:
             return [(d[0], d[1]) for d in cur.description], rows
 
     return read
-
-
-def _prepared(conn: Any) -> Read:
-    def read(sql: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        cur = conn.cursor(prepared=True)
-        cur.execute(sql)
-        rows = [tuple(r) for r in cur.fetchall()]
-        description = [(d[0], d[1]) for d in cur.description or ()]
-        cur.close()
-        return description, rows
-
-    return read
-
-
-def _typed(rows: list[tuple[Any, ...]]) -> list[tuple[tuple[str, str], ...]]:
-    return [tuple((type(v).__name__, repr(v)) for v in row) for row in rows]
 
 
 @pytest.mark.parametrize("client", ["pymysql", "mysql-connector prepared"])
@@ -102,7 +84,7 @@ def test_bit_columns_through_the_proxy_match_mariadb(servers: tuple[Path, str], 
                                  use_pure=False, autocommit=True, ssl_disabled=True)  # fmt: skip
         theirs = connector.connect(host="127.0.0.1", port=3306, user="root", password="", database=database,
                                    use_pure=False, autocommit=True, ssl_disabled=True)  # fmt: skip
-        proxied, direct = _prepared(ours), _prepared(theirs)
+        proxied, direct = prepared_reader(ours), prepared_reader(theirs)
     try:
         for _ in range(2):  # a shape's first run (on a worker) and the next (from the event loop where it may)
             for sql in QUERIES:
@@ -110,9 +92,9 @@ def test_bit_columns_through_the_proxy_match_mariadb(servers: tuple[Path, str], 
                 got_description, got = proxied(sql)
                 assert got_description == want_description, sql
                 if "ORDER BY" in sql:
-                    assert _typed(got) == _typed(want), sql
+                    assert typed_rows(got) == typed_rows(want), sql
                 else:  # the order of rows SQL leaves open
-                    assert sorted(_typed(got)) == sorted(_typed(want)), sql
+                    assert sorted(typed_rows(got)) == sorted(typed_rows(want)), sql
                 assert any(isinstance(v, bytes | bytearray | int) and v for row in got for v in row), sql
     finally:
         ours.close()

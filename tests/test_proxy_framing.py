@@ -30,6 +30,7 @@ from services import require_module
 require_module("mysql_mimic", "ddm proxy")
 
 from mysql_mimic import ColumnType  # noqa: E402
+from mysql_mimic.charset import CharacterSet  # noqa: E402
 from mysql_mimic.connection import Connection  # noqa: E402
 from mysql_mimic.packets import make_ok  # noqa: E402
 from mysql_mimic.results import ResultSet  # noqa: E402
@@ -39,7 +40,7 @@ from mysql_mimic.variables import GlobalVariables, SessionVariables  # noqa: E40
 
 from ddm_core.metadata.model import ProxySettings  # noqa: E402
 from ddm_core.proxy.admission import Admission  # noqa: E402
-from ddm_core.proxy.columns import BINARY, Column, wire_columns  # noqa: E402
+from ddm_core.proxy.columns import BINARY, Column, in_results_charset, wire_columns  # noqa: E402
 from ddm_core.proxy.connection import ProxyConnection, ok_packet  # noqa: E402
 from ddm_core.proxy.mariadb_text import encoder_for  # noqa: E402
 from ddm_core.proxy.session import Outcome  # noqa: E402
@@ -120,7 +121,9 @@ def test_the_one_go_result_is_byte_for_byte_mimics(deprecate_eof: bool, charset:
         assert proxy._fast_frames()
         for rows in (ROWS, ROWS[:1], [], ROWS):  # the last from the cached header
             mimic.stream.seq.value = proxy.stream.seq.value = 1  # the answer to a command (seq 0)
-            await mimic.write_text_resultset(ResultSet(rows=_spelled(rows), columns=wire_columns(COLUMNS)))
+            # mimic's writer given the columns in the results' character set (the proxy converts a latin1 client's)
+            converted = in_results_charset(COLUMNS, CharacterSet[charset])
+            await mimic.write_text_resultset(ResultSet(rows=_spelled(rows), columns=wire_columns(converted)))
             proxy._write_rows(COLUMNS, list(rows))
             await proxy.stream.drain()
             await asyncio.sleep(0.01)
@@ -149,9 +152,11 @@ def test_a_changed_character_set_gets_its_own_header() -> None:
             conn.stream.seq.value = 1
         proxy._write_rows(columns, [("é",)])
         await proxy.stream.drain()
-        await mimic.write_text_resultset(ResultSet(rows=[("é",)], columns=wire_columns(columns)))
+        latin1 = in_results_charset(columns, CharacterSet.latin1)
+        await mimic.write_text_resultset(ResultSet(rows=[("é",)], columns=wire_columns(latin1)))
         await asyncio.sleep(0.01)
-        assert _received(peer) == _received(mimic_peer)
+        got = _received(peer)
+        assert got == _received(mimic_peer) and "naïve".encode("latin1") in got and b"\x08\x00" in got
         for conn in (mimic, proxy):
             conn.stream.writer.close()
         peer.close()

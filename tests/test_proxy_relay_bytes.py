@@ -781,12 +781,6 @@ def test_result_shapes_are_the_same_bytes_and_mariadbs_values(setup: Setup, temp
         _check_values(f"{sql}, {proxy} proxy", _values(answers[-1], _binary_rows if binary else _text_rows), want)
 
 
-_STILL_UTF8 = ("after SET NAMES latin1 the strings are still sent in UTF-8 (encoded with the columns' utf8mb4 "
-               "codec): 'Ø' arrives as b'\\xc3\\x98' (a latin1 client reads 'Ã\\x98'), where MariaDB converts them to "
-               "latin1, and a character latin1 lacks to '?'")  # fmt: skip
-
-
-@pytest.mark.xfail(strict=True, reason=_STILL_UTF8)  # every row has a non-ASCII string
 @pytest.mark.parametrize("row", ["max", "fraction", "unicode"])
 def test_results_after_set_names_latin1_are_the_same_bytes(setup: Setup, row: str) -> None:
     key = EDGE_ROWS[row][0]

@@ -172,6 +172,29 @@ def proxy_and_reference(directory: Path, table: str, ddl: str, insert: str, rows
             proxy_process.stop()
 
 
+#: A query's ``(description, rows)`` as one client reads them.
+Read = Callable[[str], tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]]
+
+
+def prepared_reader(conn: Any) -> Read:
+    """Queries read through mysql-connector's prepared cursor (the binary protocol): names and type codes, rows."""
+
+    def read(sql: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        cur = conn.cursor(prepared=True)
+        cur.execute(sql)
+        rows = [tuple(r) for r in cur.fetchall()]
+        description = [(d[0], d[1]) for d in cur.description or ()]
+        cur.close()
+        return description, rows
+
+    return read
+
+
+def typed_rows(rows: list[tuple[Any, ...]]) -> list[tuple[tuple[str, str], ...]]:
+    """Rows as their values' types and reprs: equal only where a client got the same values of the same types."""
+    return [tuple((type(v).__name__, repr(v)) for v in row) for row in rows]
+
+
 def until(done: Callable[[], bool], why: str, seconds: float = 20.0) -> None:
     """Poll ``done`` until it holds; fail with ``why`` past ``seconds`` (a bound on a wait, not a measurement)."""
     end = time.monotonic() + seconds

@@ -117,9 +117,12 @@ cdef class HotFront:
     cdef object _read_query(self, bytes payload):
         if self._query_attributes:  # mimic's reader takes them off the text
             return None
+        cdef tuple charsets = self._charsets()
+        if charsets[1] not in self._utf8:  # results converted to another character set: decoded, not relayed
+            return None
         # payload[1:].decode(codec) without the slice's copy and the method's lookup
         cdef str sql = PyUnicode_Decode(<char*> PyBytes_AS_STRING(payload) + 1, PyBytes_GET_SIZE(payload) - 1,
-                                        <char*> PyUnicode_AsUTF8(_codec(self._client_charset())), NULL)
+                                        <char*> PyUnicode_AsUTF8(_codec(charsets[0])), NULL)
         if len(sql) > self._text_limit:
             return None
         parameterized = self._parameterize(sql)
@@ -144,7 +147,10 @@ cdef class HotFront:
         if stmt.param_buffers or stmt_id in self._too_long or self._query_attributes:
             return None
         announced = _get(self._announced, stmt_id)
-        if announced is None or self._client_charset() not in self._utf8:
+        if announced is None:
+            return None
+        cdef tuple charsets = self._charsets()
+        if charsets[0] not in self._utf8 or charsets[1] not in self._utf8:
             return None
         param_types = self._param_types
         known = _get(param_types, stmt_id)
@@ -157,13 +163,13 @@ cdef class HotFront:
         sql = fields[3]
         return (sql, sql, values, announced, block)
 
-    cdef object _client_charset(self):
+    cdef tuple _charsets(self):
         conn = self.conn
         cdef tuple known = conn._known_charsets
         variables = self.session.variables
         if known[0] is variables and known[1] == variables.changes:
-            return (<tuple> known[2])[0]
-        return conn.client_charset
+            return <tuple> known[2]
+        return <tuple> conn._charsets()
 
     cdef object _ready(self, int command, tuple read):
         """``(plan, style, pool, driver, values, link, tx)`` when the front takes the statement; ``None``: nothing

@@ -122,10 +122,14 @@ class HotFront:
 
     def read_query(self, payload: bytes) -> tuple[str, str, list[Any] | None, None, None] | None:
         """A COM_QUERY's ``(text as sent, text with its literals as %s, their values, None, None)``; ``None``: the
-        hot path does not take it (query attributes before the text, a text longer than it takes)."""
+        hot path does not take it (query attributes before the text, results in a character set other than UTF-8,
+        a text longer than it takes)."""
         if self._query_attributes:  # mimic's reader takes them off the text
             return None
-        sql = payload[1:].decode(_codec(self._client_charset()))
+        client, results = self._charsets()
+        if results not in self._utf8:  # results converted to another character set: decoded, not relayed
+            return None
+        sql = payload[1:].decode(_codec(client))
         if len(sql) > self._text_limit:
             return None
         parameterized = self._parameterize(sql)
@@ -135,13 +139,16 @@ class HotFront:
 
     def read_execute(self, payload: bytes) -> tuple[str, str, list[Any], Any, bytes] | None:
         """A COM_STMT_EXECUTE's ``(text, text, parameter values, announced columns, parameter block)``; ``None``:
-        mimic's path answers it (into a cursor, long data, query attributes, a client character set other
-        than UTF-8, a type the compiled reader leaves to mimic's, malformed, unknown)."""
+        mimic's path answers it (into a cursor, long data, query attributes, a client or results character
+        set other than UTF-8, a type the compiled reader leaves to mimic's, malformed, unknown)."""
         stmt = self._stmts.get(int.from_bytes(payload[1:5], "little"))
         if stmt is None or stmt.param_buffers or stmt.stmt_id in self._too_long or self._query_attributes:
             return None
         announced = self._announced.get(stmt.stmt_id)
-        if announced is None or self._client_charset() not in self._utf8:
+        if announced is None:
+            return None
+        client, results = self._charsets()
+        if client not in self._utf8 or results not in self._utf8:
             return None
         param_types = self._param_types
         known = param_types.get(stmt.stmt_id)
@@ -154,13 +161,14 @@ class HotFront:
         sql = stmt.sql
         return sql, sql, values, announced, block
 
-    def _client_charset(self) -> Any:
-        """The client's character set (``ProxyConnection.client_charset``, its cache read here)."""
+    def _charsets(self) -> tuple[Any, Any]:
+        """The client's ``(character_set_client, character_set_results)`` (``ProxyConnection._charsets``, its
+        cache read here)."""
         conn = self.conn
         known, variables = conn._known_charsets, self.session.variables
         if known[0] is variables and known[1] == variables.changes:
-            return known[2][0]
-        return conn.client_charset
+            return known[2]  # type: ignore[no-any-return]
+        return conn._charsets()  # type: ignore[no-any-return]
 
     def _ready(self, command: int, read: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """``(plan, style, pool, driver, values, link, tx)`` when the front takes the statement — in a transaction, its

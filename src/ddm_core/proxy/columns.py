@@ -23,17 +23,25 @@ also what one MariaDB would have announced.
 
 Integers are encoded for the binary protocol by their size and sign (mimic's
 own encoder sends a ``TINYINT`` as a bool and every integer signed).
+
+Text goes to a client in its ``character_set_results``, as MariaDB converts it: the data sources
+send UTF-8 (the pools read their results as utf8mb4), which a UTF-8 client reads as it is (and a
+relay passes on); for a client of another character set (latin1, ...) :func:`in_results_charset`
+announces the text columns in that set and their values are encoded in it, a character it lacks
+written as ``?`` (docs/proxy.md#character-sets).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import struct
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any, Callable, Sequence
 
 from mysql_mimic import ColumnType, ResultColumn
-from mysql_mimic.charset import CharacterSet
+from mysql_mimic.charset import CharacterSet, Collation
 from mysql_mimic.results import infer_type
 from mysql_mimic.types import ColumnDefinition, str_len, uint_1, uint_2, uint_4, uint_len
 
@@ -41,7 +49,8 @@ from ddm_core import dialects
 from ddm_core.execute.pymysql_results import ColumnDescription
 from ddm_core.merge.spec import Aggregate, MergeSpec
 
-__all__ = ["Column", "result_columns", "text_columns", "merged", "described_columns", "relayed_columns", "wire_columns"]
+__all__ = ["Column", "result_columns", "text_columns", "merged", "described_columns", "relayed_columns", "wire_columns",
+           "in_results_charset", "in_charset", "AS_SENT"]
 
 BINARY = int(CharacterSet.binary)  # 63
 _NOT_NULL = int(ColumnDefinition.NOT_NULL_FLAG)
@@ -67,6 +76,9 @@ _TEXTUAL = frozenset({ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRI
 _FLOATS = frozenset({ColumnType.FLOAT, ColumnType.DOUBLE})
 #: Types that are not text but whose values are byte strings, announced ``binary`` as MariaDB does.
 _BYTES_VALUES = frozenset({ColumnType.BIT, ColumnType.GEOMETRY})
+#: Results character sets a client reads the data sources' text in as it is sent: the UTF-8 ones, and
+#: ``binary`` (no conversion, as ``NULL`` asks: the session keeps its default for that).
+AS_SENT = (CharacterSet.utf8mb4, CharacterSet.utf8, CharacterSet.binary)
 #: Digits MariaDB adds to a SUM's precision (DECIMAL_LONGLONG_DIGITS) and the DECIMAL limits.
 _SUM_DIGITS = 22
 _MAX_PRECISION = 65
@@ -114,7 +126,7 @@ class Column:
 
     def packet(self, server_charset: CharacterSet) -> bytes:
         """The column-definition packet (protocol 4.1)."""
-        enc = server_charset.encode
+        enc = functools.partial(in_charset, server_charset)
         return b"".join([
             str_len(b"def"), str_len(enc(self.schema)), str_len(enc(self.table)), str_len(enc(self.org_table)),
             str_len(enc(self.name)), str_len(enc(self.org_name)), uint_len(0x0C), uint_2(self.charset),
@@ -132,10 +144,54 @@ class Column:
         # mimic encodes text with the column's codec (binary has none) and announces a text result's columns in
         # this character set: byte strings and BIT values (big-endian bytes, rarely UTF-8) are binary to it
         binary = self.charset == BINARY and (self.type in _TEXTUAL or self.type in _BYTES_VALUES)
-        charset = CharacterSet.binary if binary else CharacterSet.utf8mb4
+        charset = CharacterSet.binary if binary else (
+            _converted_to(self.charset) if self.type in _TEXTUAL else CharacterSet.utf8mb4)
+        if charset is not CharacterSet.utf8mb4 and not binary:  # a client's own set: what it lacks becomes "?"
+            return ResultColumn(name=self.name, type=self.type, character_set=charset,
+                                text_encoder=_text_in_charset, binary_encoder=_binary_in_charset)  # fmt: skip
         code = _INTEGERS.get(self.type)
         encoder = None if code is None else _integer_encoder(code.upper() if self.unsigned else code)
         return ResultColumn(name=self.name, type=self.type, character_set=charset, binary_encoder=encoder)
+
+
+def in_results_charset(columns: list[Column], charset: CharacterSet) -> list[Column]:
+    """``columns`` as a client whose ``character_set_results`` is ``charset`` is told of them: the text columns
+    in that set's default collation (their values then encoded in it, :meth:`Column.wire`); the same list
+    for a set the data sources' UTF-8 is sent in as it is (:data:`AS_SENT`)."""
+    if charset in AS_SENT:
+        return columns
+    collation = int(charset.default_collation)
+    return [replace(c, charset=collation, _wire=None) if c.charset != BINARY and c.type in _TEXTUAL else c
+            for c in columns]  # fmt: skip
+
+
+@functools.cache
+def _converted_to(collation: int) -> CharacterSet:
+    """The character set a text column of ``collation`` is encoded in: utf8mb4 (the data sources' own text,
+    whatever UTF-8 collation they announce it in), else the set :func:`in_results_charset` converted it to."""
+    try:
+        charset = Collation(collation).charset
+    except (ValueError, KeyError):  # a collation mimic does not know (MariaDB's UCA 14 ones): the sources' UTF-8
+        return CharacterSet.utf8mb4
+    return CharacterSet.utf8mb4 if charset in AS_SENT else charset
+
+
+def in_charset(charset: CharacterSet, text: str) -> bytes:
+    """``text`` for a client whose results are in ``charset`` (names, messages): UTF-8 for a set of
+    :data:`AS_SENT` (``binary`` has no codec), each character another set lacks written as ``?``."""
+    return text.encode("utf8" if charset in AS_SENT else charset.codec, "replace")
+
+
+def _text_in_charset(column: ResultColumn, value: Any) -> bytes:
+    """A value in a client's character set, each character it lacks written as ``?`` (as MariaDB converts); spelled
+    as the row writer spells a UTF-8 column's (a ``Decimal`` in plain notation)."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    return (format(value, "f") if type(value) is Decimal else str(value)).encode(column.codec, "replace")
+
+
+def _binary_in_charset(column: ResultColumn, value: Any) -> bytes:
+    return bytes(str_len(_text_in_charset(column, value)))
 
 
 _ENCODERS: dict[str, Callable[[ResultColumn, Any], bytes]] = {}

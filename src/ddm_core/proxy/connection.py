@@ -50,7 +50,7 @@ from mysql_mimic.errors import ErrorCode, MysqlError
 from mysql_mimic.packets import SSLRequest
 from mysql_mimic.stream import ConnectionClosed
 from mysql_mimic.prepared import REGEX_PARAM, PreparedStatement
-from mysql_mimic.results import ResultSet, ensure_result_set
+from mysql_mimic.results import ResultColumn, ResultSet, ensure_result_set
 from mysql_mimic.types import Capabilities, ServerStatus, str_fixed, uint_1, uint_2, uint_4, uint_len
 from mysql_mimic.utils import aiterate
 
@@ -59,7 +59,7 @@ from ddm_core.proxy.admission import Admission, Refusal
 from ddm_core.proxy.auth import exchange
 from ddm_core.proxy.binary_rows import conversions
 from ddm_core.proxy.client_packets import MalformedPacket, change_user, field_list, handshake_response
-from ddm_core.proxy.columns import Column, relayed_columns, wire_columns
+from ddm_core.proxy.columns import AS_SENT, Column, in_charset, in_results_charset, relayed_columns, wire_columns
 from ddm_core.proxy.mysql_errors import ACCESS_DENIED, INSECURE_TRANSPORT, UNKNOWN_ERROR, error_info, sqlstate_of
 from ddm_core.proxy.prepared import read_execute
 from ddm_core.proxy.runtime import ProxyRuntime
@@ -156,6 +156,18 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             self._known_charsets = (variables, changes, pair)
         return pair
 
+    def _set_charsets(self, charset: CharacterSet) -> None:
+        """The handshake's (or a change of user's) character set, as MariaDB takes it: the client's, the
+        connection's and the results' (docs/proxy.md#character-sets)."""
+        for name in ("character_set_client", "character_set_connection", "character_set_results"):
+            self.session.variables.set(name, charset.name)
+
+    @property
+    def results_as_sent(self) -> bool:
+        """The client reads results in the data sources' UTF-8 as they are sent (a relay may pass them on);
+        ``False``: its ``character_set_results`` is another, and results are decoded and encoded in it."""
+        return self.server_charset in AS_SENT
+
     # -- login -----------------------------------------------------------------------------------
 
     async def _start(self) -> None:
@@ -239,7 +251,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
                 raise MalformedPacket("the client asked for TLS twice")
         self.capabilities = response.capabilities
         self.max_packet_size = response.max_packet_size
-        self.session.variables.set("character_set_client", response.client_charset.name)
+        self._set_charsets(response.client_charset)
         self.session.database = response.database
         self.client_plugin_name = response.client_plugin
         self.client_connect_attrs = response.connect_attrs
@@ -310,7 +322,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
                 raise _Refused() from exc
         self.session.variables.set("external_user", request.username, force=True)
         if request.client_charset:
-            self.session.variables.set("character_set_client", request.client_charset.name)
+            self._set_charsets(request.client_charset)
         if request.connect_attrs:
             self.client_connect_attrs = request.connect_attrs
         await self.authenticate(request.username, auth_response=request.auth_response,
@@ -417,6 +429,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
 
     def _frame_header(self, columns: list[Column], charset: Any, binary: bool) -> tuple[bytes, RowPlan, int]:
         """The framed column count and definitions, the rows' plan, next seq."""
+        columns = in_results_charset(columns, charset)
         wire, payloads = self._header_payloads(columns, charset, binary)
         framed = bytearray()
         seq = self.stream.seq.value
@@ -447,8 +460,8 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
     def relay_for(self, backend_eof: bool, binary: bool, seq: int | None = None) -> ResultRelay | None:
         """A relay for a result to this client, text or ``binary`` (docs/proxy.md#relayed-results), its first
         packet at ``seq`` (default: the stream's next); ``None``: it must be decoded (a client older than
-        protocol 4.1)."""
-        if not self._fast_frames():
+        protocol 4.1, a client reading results in a character set other than UTF-8)."""
+        if not self._fast_frames() or not self.results_as_sent:
             return None
         first = self.stream.seq.value if seq is None else seq
         return ResultRelay(first, not self._deprecate_eof, backend_eof, not binary)
@@ -607,6 +620,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
             stream.seq.value = _frame(stream._buffer, seq, self._end_of_result(0))
             await stream.drain()
             return
+        columns = in_results_charset(columns, self.server_charset)
         stream.write_many([uint_len(len(columns)), *(c.packet(self.server_charset) for c in columns)])
         if use_cursor:  # COM_STMT_FETCH frames the rows: mimic's row payloads, made as they are fetched
             wire = wire_columns(columns)
@@ -650,7 +664,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
                        for _ in range(count))  # fmt: skip
             out.extend(eof)
         if columns:
-            out.extend(c.packet(self.server_charset) for c in columns)
+            out.extend(c.packet(self.server_charset) for c in in_results_charset(columns, self.server_charset))
             out.extend(eof)
         self.stream.write_many(out)
         await self.stream.drain()
@@ -681,11 +695,14 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         self._outcome = None
         if isinstance(result, Batched):
             self._batched = result  # write_text_resultset writes it batch by batch
-            return ResultSet(rows=flatten(result.batches), columns=wire_columns(result.columns))
+            return ResultSet(rows=flatten(result.batches), columns=self._wire_columns(result.columns))
         self._batched = None
         if isinstance(result, Rows):
-            return ResultSet(rows=result.rows, columns=wire_columns(result.columns))
+            return ResultSet(rows=result.rows, columns=self._wire_columns(result.columns))
         return await ensure_result_set(result)
+
+    def _wire_columns(self, columns: list[Column]) -> list[ResultColumn]:
+        return wire_columns(in_results_charset(columns, self.server_charset))
 
     def ok(self, **kwargs: Any) -> bytes:
         outcome, self._outcome = self._outcome, None
@@ -704,7 +721,7 @@ class ProxyConnection(Connection):  # type: ignore[misc]  # mimic ships no types
         if Capabilities.CLIENT_PROTOCOL_41 in self.capabilities:
             parts.append(str_fixed(1, b"#"))
             parts.append(str_fixed(5, sqlstate_of(int(code)).encode()))
-        parts.append(self.server_charset.encode(str(msg)))
+        parts.append(in_charset(self.server_charset, str(msg)))
         return b"".join(parts)
 
     async def write_text_resultset(self, result_set: ResultSet) -> None:

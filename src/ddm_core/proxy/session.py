@@ -826,9 +826,11 @@ class ProxySession(BaseSession):  # type: ignore[misc]  # mimic ships no types
             return self._hot_reset(payload)
         # In a transaction: a read on a connection it pinned already (proxy/loop_transactions.py), else mimic's
         # path; with autocommit off, a local transaction's first statement opens it (_implicit)
+        # A client reading results in another character set than UTF-8 has them decoded and converted (relay_for)
         if ((self._tx_mode != "local" and not self._autocommit if tx is None else not reads_on_pins(tx))
                 or (not runtime.front and (not runtime.inline or not runtime.relay or runtime.limiter is not None
-                                           or (runtime.masker is not None and not self.may_unmask)))):
+                                           or (runtime.masker is not None and not self.may_unmask)))
+                or not self.connection.results_as_sent):
             return False  # fmt: skip
         try:
             taken = self._hot_plan(command, payload, read)

@@ -137,9 +137,11 @@ def _set_variable(
     if name not in variables.schema:
         raise MysqlError(f"Unknown system variable '{name}'", code=UNKNOWN_SYSTEM_VARIABLE)
     right = assignment.right
-    # ``= XA`` (DistSQL writes the value bare) is a name to sqlglot: its text is the value
-    bare = isinstance(right, (exp.Column, exp.Var)) and name == TRANSACTION_TYPE
+    # ``= XA`` (DistSQL writes the value bare) and ``= latin1`` are names to sqlglot: their text is the value
+    bare = isinstance(right, (exp.Column, exp.Var)) and (name == TRANSACTION_TYPE or name in _CHARSET_VARIABLES)
     value = right.name if bare else expression_to_value(right)
+    if name in _CHARSET_VARIABLES and value is not None and value is not DEFAULT:
+        value = _known_charset(str(value))
     if name == TRANSACTION_TYPE:
         mode = TRANSACTION_TYPES.get(str(value).upper()) if isinstance(value, str) else None
         if mode is None:
@@ -183,17 +185,25 @@ def _as_bool(value: Any, name: str) -> bool:
     raise MysqlError(f"Variable '{name}' can't be set to the value of '{value}'", code=WRONG_VALUE)
 
 
+#: The session's character sets a SET names directly (``NULL`` or ``DEFAULT``: the session's default, UTF-8).
+_CHARSET_VARIABLES = frozenset({"character_set_client", "character_set_results", "character_set_connection"})
+
+
+def _known_charset(name: str) -> str:
+    """``name`` as the character set's name, or MariaDB's error 1115 for a set it does not know."""
+    charset = name.lower()
+    if charset not in CharacterSet.__members__:
+        raise MysqlError(f"Unknown character set: '{charset}'", code=1115)
+    return charset
+
+
 def _set_charset(item: exp.SetItem, variables: Any, *, names: bool) -> None:
     if item.name.upper() == "DEFAULT":
         charset: Any = DEFAULT
         collation: Any = DEFAULT
     else:
-        charset = item.name.lower()
-        try:
-            known = CharacterSet[charset]
-        except KeyError as exc:
-            raise MysqlError(f"Unknown character set: '{charset}'", code=1115) from exc
-        collation = item.text("collate") or known.default_collation.name
+        charset = _known_charset(item.name)
+        collation = item.text("collate") or CharacterSet[charset].default_collation.name
     variables.set("character_set_client", charset)
     variables.set("character_set_results", charset)
     if names:
