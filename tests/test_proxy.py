@@ -278,6 +278,8 @@ def test_session_statements(proxy: ProxyProcess) -> None:
             assert info.value.args[0] == code, refused
         cur.execute("SELECT 1 + 1")  # a FROM-less SELECT that is not a probe goes to a data source
         assert cur.fetchone() == (2,)
+        cur.execute("SHOW INDEX FROM t_order")  # answered by a physical table, as the logic one
+        assert [(r[0], r[2], r[4]) for r in cur.fetchall()] == [("t_order", "PRIMARY", "order_id")]
         conn.ping()
     conn.close()
 

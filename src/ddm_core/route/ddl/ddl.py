@@ -26,7 +26,7 @@ from ddm_core.errors import UnsupportedSQLError
 from ddm_core.route.context import RouteContext
 from ddm_core.route.ddl.auto_increment import refuse_auto_increment
 from ddm_core.route.ddl.ddl_names import constraint_edits
-from ddm_core.route.ddl.logic_ddl import logic_show_create
+from ddm_core.route.ddl.logic_ddl import logic_show_create, logic_show_index
 from ddm_core.route.ddl.show_tables import compile_show_tables
 from ddm_core.route.plan import NO_MERGE, MergeSpec
 from ddm_core.route.query.query import QueryStatement
@@ -83,14 +83,18 @@ def compile_other(
 
 
 def _shown_as_logic(ctx: RouteContext, tree: exp.Expr) -> MergeSpec:
-    """``SHOW CREATE TABLE`` of a sharded table answers with the logic table's name and text (its first
-    physical table's, route/ddl/logic_ddl.py); any other SHOW / DESCRIBE as the physical table answers."""
+    """``SHOW CREATE TABLE`` and ``SHOW INDEX`` of a sharded table answer with the logic table's name, text and
+    key names (its first physical table's, route/ddl/logic_ddl.py); any other SHOW / DESCRIBE as the physical
+    table answers."""
     target = tree.args.get("target")
-    if not (isinstance(tree, exp.Show) and str(tree.this).upper() == "CREATE TABLE" and isinstance(target, exp.Table)):
+    kind = str(tree.this).upper() if isinstance(tree, exp.Show) else ""
+    if kind not in ("CREATE TABLE", "INDEX") or not isinstance(target, exp.Table):
         return NO_MERGE
     table = ctx.config.table(target.name)
     if table is None:
         return NO_MERGE
+    if kind == "INDEX":
+        return MergeSpec(rewrite=partial(logic_show_index, table.name))
     sharded = frozenset(name.lower() for name in ctx.config.tables)
     return MergeSpec(rewrite=partial(logic_show_create, table.name, sharded))
 

@@ -1,9 +1,11 @@
-"""A physical table's ``SHOW CREATE TABLE`` text as its logic table's.
+"""A physical table's ``SHOW CREATE TABLE`` text and ``SHOW INDEX`` rows as its logic table's.
 
 What a caller of the logic table sees (``SHOW CREATE TABLE t_order`` through the executor or the proxy,
 answered by the first physical table) and what a migration creates new physical tables from: the table's
 name is the logic one, a constraint's name loses the ``_<physical table>`` suffix the router gave it
 (route/ddl/ddl_names.py), and the ``AUTO_INCREMENT=`` counter, one physical table's own, is dropped.
+``SHOW INDEX FROM t_order`` answers the same way: the logic table's name, and an index InnoDB named after
+a foreign key (the constraint's suffixed name) under the constraint's own name.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-__all__ = ["logic_ddl", "logic_show_create"]
+__all__ = ["logic_ddl", "logic_show_create", "logic_show_index"]
 
 _HEADER = re.compile(r"(\s*CREATE\s+TABLE\s+)(`(?:[^`]|``)+`|\S+)", re.IGNORECASE)
 _AUTO_INCREMENT = re.compile(r"\s+AUTO_INCREMENT=\d+", re.IGNORECASE)
@@ -47,3 +49,15 @@ def logic_show_create(logic: str, sharded: frozenset[str], row: Sequence[Any]) -
 
         text = _REFERENCES.sub(referenced, text)
     return (logic, text, *row[2:])
+
+
+def logic_show_index(logic: str, row: Sequence[Any]) -> tuple[Any, ...]:
+    """A ``SHOW INDEX`` row of a physical table — (its name, ``Non_unique``, ``Key_name``, ...) — as the logic
+    table's: its name, and a key named ``<constraint>_<physical table>`` (the index InnoDB made for a foreign
+    key the router suffixed) under ``<constraint>``."""
+    physical, key = (bytes(v).decode("utf8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
+                     for v in (row[0], row[2]))  # fmt: skip
+    suffix = "_" + physical
+    if key.lower().endswith(suffix.lower()) and len(key) > len(suffix):
+        key = key[: -len(suffix)]
+    return (logic, row[1], key, *row[3:])
