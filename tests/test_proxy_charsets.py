@@ -83,13 +83,16 @@ def _compare(proxied: Read, direct: Read, what: str) -> None:
             assert want and typed_rows(got) == typed_rows(want), (what, query, got, want)
 
 
+@pytest.mark.parametrize("autocommit", [True, False], ids=["autocommit", "in a transaction"])
 @pytest.mark.parametrize(("charset", "setup"), SESSIONS)
-def test_pymysql_reads_text_in_its_results_character_set(served: tuple[int, str], charset: str,
-                                                          setup: str | None) -> None:  # fmt: skip
+def test_pymysql_reads_text_in_its_results_character_set(served: tuple[int, str], charset: str, setup: str | None,
+                                                          autocommit: bool) -> None:  # fmt: skip
+    """In autocommit and in a transaction (its reads on the connections it pinned: the front's while results are
+    UTF-8, the session's decoded path once they are not)."""
     port, database = served
     ours = pymysql.connect(host="127.0.0.1", port=port, user=USER, password=PASSWORD, database="logic_db",
-                           autocommit=True, charset=charset)  # fmt: skip
-    theirs = pymysql.connect(host="127.0.0.1", user="root", password="", database=database, autocommit=True,
+                           autocommit=autocommit, charset=charset)  # fmt: skip
+    theirs = pymysql.connect(host="127.0.0.1", user="root", password="", database=database, autocommit=autocommit,
                              charset=charset)  # fmt: skip
     try:
         if setup is not None:
@@ -97,6 +100,8 @@ def test_pymysql_reads_text_in_its_results_character_set(served: tuple[int, str]
                 with conn.cursor() as cur:
                     cur.execute(setup)
         _compare(_text(ours), _text(theirs), f"{charset}, {setup}")
+        for conn in (ours, theirs):
+            conn.commit()
     finally:
         ours.close()
         theirs.close()
