@@ -578,22 +578,33 @@ def test_order_db_2x16_insert_select(order_db: Dataset) -> None:
     insert_select(order_db, shape)
 
 
-@pytest.mark.xfail(raises=AssertionError, strict=True,
-                   reason="INSERT routes t_order_item by its own table algorithm, reads by t_order's")
 def test_order_db_2x16_item_insert_routes_as_its_reads(order_db: Dataset) -> None:
     """ss_order_db_2x16.yaml gives t_order_item the table algorithm ``t_order_${user_id % 16}``. Reads, UPDATE
-    and DELETE of the bound table route through t_order's (``t_order_item_5`` for user 5); an INSERT evaluates
-    the item's own and is refused (RoutingError: ``t_order_5`` is not among the item tables). A row must be
-    written where it is read."""
-    router = order_db.executor.router
-    (read,) = router.route("SELECT qty FROM t_order_item WHERE user_id = %s", [5]).units
+    and DELETE of the bound table route through t_order's (``t_order_item_5`` for user 5); an INSERT did
+    evaluate the item's own and was refused (RoutingError: ``t_order_5`` is not among the item tables). A row
+    must be written where it is read: the INSERT routes through t_order's too (route/insert/insert.py
+    ``routing_table``), one row and several, and the row is read back where it was written."""
+    order_db.restore()
+    ex = order_db.executor
+    one = "INSERT INTO t_order_item (item_id, order_id, user_id, qty) VALUES (%s, %s, %s, %s)"
+    many = "INSERT INTO t_order_item (item_id, order_id, user_id, qty) VALUES (%s, %s, %s, %s), (%s, %s, %s, %s)"
+    for user in (5, 6, 21):
+        (read,) = ex.router.route("SELECT qty FROM t_order_item WHERE user_id = %s", [user]).units
+        try:
+            units = ex.router.route(one, [900 + user, 8, user, 1]).units
+        except RoutingError as exc:
+            raise AssertionError(f"refused: {exc}") from exc
+        assert [(u.data_source, dict(u.tables)["t_order_item"]) for u in units] == [
+            (read.data_source, dict(read.tables)["t_order_item"])], user
+    order_db.dirty.add("t_order_item")
     try:
-        units = router.route("INSERT INTO t_order_item (item_id, order_id, user_id, qty) VALUES (%s, %s, %s, %s)",
-                             [7, 8, 5, 1]).units
-    except RoutingError as exc:
-        raise AssertionError(f"refused: {exc}") from exc
-    assert [(u.data_source, dict(u.tables)["t_order_item"]) for u in units] == [
-        (read.data_source, dict(read.tables)["t_order_item"])]
+        ex.execute(one, [905, 8, 5, 1]).close()  # the one-row fast path
+        ex.execute(many, [906, 8, 6, 2, 921, 9, 21, 3]).close()  # rows of two nodes
+        for user, item, qty in ((5, 905, 1), (6, 906, 2), (21, 921, 3)):
+            got = ex.execute("SELECT item_id, qty FROM t_order_item WHERE user_id = %s AND item_id = %s", [user, item])
+            assert got.fetchall() == [(item, qty)], (user, item)
+    finally:
+        order_db.restore()
 
 
 def test_the_data_would_lose_pairs_node_by_node(xnode: Dataset, order_db: Dataset) -> None:

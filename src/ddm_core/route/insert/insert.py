@@ -38,7 +38,7 @@ from ddm_core.dialects import INPUT
 from ddm_core.errors import MigrationError, ShardKeyUpdateError, ShardValueError, UnsupportedSQLError
 from ddm_core.hashing import slot_of
 from ddm_core.ids import GeneIdGenerator, Snowflake, gene_of
-from ddm_core.metadata.model import KeyGeneratorSpec, ShardedTable, TableKind
+from ddm_core.metadata.model import KeyGeneratorSpec, ShardedTable, ShardingConfig, TableKind
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
 from ddm_core.route.insert.insert_fast import OneRowInsert, one_row_insert
@@ -154,6 +154,8 @@ class InsertStatement:
         self.fills = fills
         self.n_virtual = n_virtual
         self.normalize = normalize  # strings for integer shard columns read as integers (route.shards.coerce)
+        # A row is written where reads look for it: a bound table's rows route through its group's first table
+        self.routing = routing_table(ctx.config, table)
         self.needed = [c.lower() for c in table.sharding_columns]
         for c in self.needed:
             if c not in columns and c != key_column:
@@ -189,8 +191,8 @@ class InsertStatement:
         generated = self._generate(bound)
         bound, filled = self.fill_keys(bound)
         values = {c: self._column_values(c, bound, generated) for c in self.needed}
-        router = self.ctx.router_of(table)
-        sources = self.ctx.hinted_sources(table, hint)
+        router = self.ctx.router_of(self.routing)
+        sources = self.ctx.hinted_sources(self.routing, hint)
         nodes = route_rows(router, values, n, hint, sources)
         if router.gene is not None and generated is None and router.gene[0] in self.columns:
             self._check_genes(router.gene, bound, values)
@@ -268,10 +270,11 @@ class InsertStatement:
         return out
 
     def _check_genes(self, gene: tuple[str, int], bound: Sequence[Any], values: dict[str, list[Any]]) -> None:
-        """Explicit ids must carry their row's slot, or ``WHERE id = ?`` could not find the row."""
+        """Explicit ids must carry their row's slot, or ``WHERE id = ?`` could not find the row (``gene``: the routing
+        table's, whose key generator names the shard column)."""
         column, bits = gene
         ids = self._column_values(column, bound, None)
-        keys = values[(self.table.key_generation.generator.shard_column or "").lower()]  # type: ignore[union-attr]
+        keys = values[(self.routing.key_generation.generator.shard_column or "").lower()]  # type: ignore[union-attr]
         for r, (id_, key) in enumerate(zip(ids, keys)):
             if gene_of(id_, bits) != slot_of(key, bits):
                 raise ShardValueError(
@@ -339,6 +342,21 @@ class InsertStatement:
         into the SQL, even in a statement written with literals only: its unit is a
         ``format`` template whose literal ``%`` are already doubled)."""
         return text[:-1] + (", %s)" if self.style == "format" else ", ?)"), (*params, key)
+
+
+def routing_table(config: ShardingConfig, table: ShardedTable) -> ShardedTable:
+    """The table whose strategies route an INSERT into ``table``: the first table of its binding group, as a
+    read or an UPDATE of it routes (route/shards/analyze.py), when the two shard by the same columns; else
+    ``table`` itself. Bound tables are sharded alike (metadata/validate.py), so the node index is the same
+    either way — except where a bound table's own algorithm names another table's physical tables, which
+    the read path never asks it for."""
+    group = config.binding_group_of(table.name)
+    primary = config.table(group.tables[0]) if group is not None else None
+    if primary is None or primary is table:
+        return table
+    same = ({c.lower() for c in primary.sharding_columns} == {c.lower() for c in table.sharding_columns}
+            and len(primary.data_nodes) == len(table.data_nodes))  # fmt: skip
+    return primary if same else table
 
 
 def compile_insert(

@@ -45,7 +45,7 @@ def one_row_insert(stmt: InsertStatement) -> OneRowInsert | None:
         if source is None:
             return None  # an expression: the general path refuses it
         sources[column] = source
-    router = stmt.ctx.router_of(stmt.table)
+    router = stmt.ctx.router_of(stmt.routing)
     point = row_route(router, sources)
     if point is None:
         return None
@@ -65,7 +65,7 @@ class OneRowInsert:
         self.point = point
         self.pick = point.pick
         self.key_routes = key_routes  # the generated key is a sharding column: generate, then route
-        router = stmt.ctx.router_of(stmt.table)
+        router = stmt.ctx.router_of(stmt.routing)
         gene = router.gene
         self.gene = gene if gene is not None and stmt.key_column is None and gene[0] in stmt.columns else None
         row = stmt.rows[0].template
