@@ -632,6 +632,45 @@ def test_correlated_exists(mariadb_xnode: Backend) -> None:
 # -- shapes the oracle found wrong once (each now answered as one database would) --------------------------
 
 
+def test_declared_types_and_type_codes_name_the_same_kinds() -> None:
+    """What decides a copy's index: a column's kind from the table's declared type, or from the type code of
+    the part as read, named alike for every MariaDB type family."""
+    from ddm_core.dialects import dialect_for
+    from ddm_core.route.table_schema import TableSchema, column_kind
+
+    schema = TableSchema.of("t", [("a", "bigint(20) unsigned"), ("b", "varchar(12)"), ("c", "decimal(8,2)"),
+                                  ("d", "double"), ("e", "datetime(3)"), ("f", "longblob"), ("g", "bit(8)"),
+                                  ("h", "enum('x','y')"), ("i", "")])  # fmt: skip
+    mysql = dialect_for("mysql")
+    for column, code in (("a", 8), ("b", 253), ("c", 246), ("d", 5), ("e", 12), ("f", 252), ("g", 16), ("h", 254)):
+        assert column_kind(schema, column) == mysql.key_kind(code) is not None, column
+    assert column_kind(schema, "i") is None and column_kind(None, "a") is None and mysql.key_kind(None) is None
+
+
+def test_a_text_key_finds_the_integer_it_equals_through_the_copies(mariadb_xnode: Backend) -> None:
+    """``'1e1' = 10`` compares as numbers, but MariaDB looks a text value up in an integer column's index by
+    converting it to an integer: an index on the copy of ``t_user.tier`` lost order 5's row. A copy is indexed
+    only on join columns compared with columns of their own kind (both declared), so the statement over the
+    copies compares as the unsharded table does; an integer pair keeps its index."""
+    users = [{"id": i, "name": None, "score": None, "tier": None} for i in range(5)] + [
+        {"id": 5, "name": None, "score": None, "tier": 10}]
+    orders = [_order(o, 0) for o in (0, 1, 3, 4, 9, 12, 13)] + [_order(5, 0, ref="1e1")]
+    rows = {"t_user": users, "t_order": orders, "t_item": []}
+    sql = ("SELECT t_order.order_id, t_order.user_id, t_user.tier FROM t_order LEFT JOIN t_user "
+           "ON t_order.ref = t_user.tier ORDER BY t_order.order_id")
+    assert (5, 0, 10) in _explicit(mariadb_xnode, rows, sql)
+    from ddm_core.crossnode.copy import _indexable
+
+    router = mariadb_xnode.executor.router
+    plan = router.route(sql).cross_node
+    read = {0: {"ref": "string"}, 1: {"tier": "integer"}}
+    assert [_indexable(plan, read, k, c) for k, c in ((0, "ref"), (1, "tier"))] == [False, False]
+    assert _indexable(plan, {0: {"ref": "string"}}, 0, "ref")  # the other side not read yet, nor declared
+    paired = router.route("SELECT o.order_id, u.tier FROM t_order o JOIN t_user u ON o.qty = u.tier").cross_node
+    both = {0: {"qty": "integer"}, 1: {"tier": "integer"}}
+    assert [_indexable(paired, both, k, c) for k, c in ((0, "qty"), (1, "tier"))] == [True, True]
+
+
 def test_same_alias_in_two_subqueries(sqlite_xnode: Backend) -> None:
     sql = ("SELECT u.id FROM t_user u WHERE u.id IN (SELECT s.user_id FROM t_order s) "
            "AND EXISTS (SELECT 1 FROM t_user s WHERE s.tier = u.tier) ORDER BY u.id")

@@ -12,7 +12,8 @@ them the same way (docs/cross-node-queries.md#bounds).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Generic, TypeVar, Generator, NamedTuple, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Generic, Generator, Mapping, NamedTuple, Sequence, TypeVar
 
 from ddm_core.crossnode.client_join import Part, key_columns, plain_keys
 from ddm_core.dialects import Dialect, dialect_for
@@ -132,6 +133,7 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
     wanted = {(e.source, e.source_column.lower()) for e in plan.narrow.values()}
     values: dict[tuple[int, str], dict[Any, None] | None] = {}  # distinct values (None: too many to send)
     held: Held | None = {} if plan.local is not None else None
+    kinds: dict[int, dict[str, str]] = {}  # per part read, its key columns' kinds as its description gives them
     plain = key_columns(plan.local) if plan.local is not None else {}
     for k in plan.order:
         part = s.parts[k]
@@ -144,7 +146,7 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
             if keys is not None:
                 if not keys:  # the other side has no row: none of this part's rows can join
                     if held is not None:
-                        yield from _copy_held(plan, dialect, held)
+                        yield from _copy_held(plan, dialect, held, kinds)
                         held = None
                     yield from _create(plan, dialect, k)
                     continue
@@ -152,8 +154,9 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
         description = yield ReadPart(sql, params, None if sql is part.read else False)
         names = [str(d[0]) for d in description]
         lowered = [n.lower() for n in names]
+        kinds[k] = {n: kind for n, d in zip(lowered, description) if (kind := dialect.key_kind(d[1])) is not None}
         if held is None:
-            yield from _create(plan, dialect, k, description)
+            yield from _create(plan, dialect, k, description, kinds)
         else:
             held[k] = (description, [])
         collect = [(lowered.index(c), (src, c)) for src, c in wanted if src == k and c in lowered]
@@ -175,20 +178,21 @@ def copy_steps(plan: CrossNodePlan, runtime: RuntimeSettings) -> Generator[Step,
                 held[k][1].extend(rows)
                 if meter.rows <= CLIENT_JOIN_ROWS and plain_keys(compared, rows):
                     continue
-                yield from _copy_held(plan, dialect, held)  # too many rows, or keys Python cannot compare
+                yield from _copy_held(plan, dialect, held, kinds)  # too many rows, or keys Python cannot compare
                 held = None
                 continue
             yield InsertRows(_insert(dialect, part.temp, tuple(names)), rows)
     return held
 
 
-def _create(plan: CrossNodePlan, dialect: Dialect, k: int, description: Sequence[Sequence[Any]] = ()
-            ) -> Generator[Step, Any, None]:  # fmt: skip
+def _create(plan: CrossNodePlan, dialect: Dialect, k: int, description: Sequence[Sequence[Any]] = (),
+            kinds: Mapping[int, Mapping[str, str]] = MappingProxyType({})) -> Generator[Step, Any, None]:  # fmt: skip
     """Create part ``k``'s copy on every target, indexed on its join columns (``description``: the part's
-    columns as read, for their types; none when nothing was read)."""
+    columns as read, for their types; none when nothing was read) that compare with their kind (``kinds``:
+    per part read, its columns' kinds)."""
     part = plan.statement.parts[k]
     types = {str(d[0]).lower(): d[1] for d in description}
-    keys = [(c, types[c.lower()]) for c in part.keys if c.lower() in types]
+    keys = [(c, types[c.lower()]) for c in part.keys if c.lower() in types and _indexable(plan, kinds, k, c)]
     for ds in plan.targets:
         statements = dialect.temporary_copy(part.temp, plan.creates[(k, ds)], keys)
         yield OnTarget(ds, statements[0], drop=dialect.drop_temporary(part.temp))
@@ -196,10 +200,30 @@ def _create(plan: CrossNodePlan, dialect: Dialect, k: int, description: Sequence
             yield OnTarget(ds, index)
 
 
-def _copy_held(plan: CrossNodePlan, dialect: Dialect, held: Held) -> Generator[Step, Any, None]:
+def _indexable(plan: CrossNodePlan, kinds: Mapping[int, Mapping[str, str]], k: int, column: str) -> bool:
+    """May part ``k``'s copy be indexed on ``column``? Not when a column it is compared with is of another kind
+    (as read, else as declared; an unknown kind is taken to be its own): MariaDB looks a value up in an index by
+    converting it to the column's type, where the comparison itself compares a text with an integer as numbers
+    (``'1e1' = 10``), so the lookup would miss rows the statement pairs (docs/cross-node-queries.md#strategies)."""
+    parts = plan.statement.parts
+
+    def kind_of(j: int, name: str) -> str | None:
+        lowered = name.lower()
+        read = kinds.get(j, {}).get(lowered)
+        return read if read is not None else dict(parts[j].declared).get(lowered)
+
+    own = kind_of(k, column)
+    if own is None:
+        return True
+    others = (kind_of(j, theirs) for mine, j, theirs in parts[k].pairs if mine.lower() == column.lower())
+    return all(other is None or other == own for other in others)
+
+
+def _copy_held(plan: CrossNodePlan, dialect: Dialect, held: Held,
+               kinds: Mapping[int, Mapping[str, str]]) -> Generator[Step, Any, None]:  # fmt: skip
     """Leave the client join: copy what was held, part by part."""
     for k, (description, rows) in held.items():
-        yield from _create(plan, dialect, k, description)
+        yield from _create(plan, dialect, k, description, kinds)
         insert = _insert(dialect, plan.statement.parts[k].temp, tuple(str(d[0]) for d in description))
         for start in range(0, len(rows), BATCH_ROWS):
             yield InsertRows(insert, rows[start:start + BATCH_ROWS])

@@ -147,6 +147,12 @@ class Dialect(ABC):
             f"listing the columns of a table is not written for {self.title} data sources", construct=self.name
         )
 
+    def key_kind(self, type_code: Any) -> str | None:
+        """The kind of a result column's DB-API type code, named as ``route.table_schema.column_kind`` names a
+        declared type's (``integer``, ``decimal``, ``float``, ``string``, ``temporal``, ...); ``None``: unknown.
+        A temporary copy is indexed only on join columns compared with columns of their kind (crossnode/copy.py)."""
+        return None
+
     def temporary_copy(self, table: str, select: str, keys: Sequence[tuple[str, Any]] = ()) -> list[str]:
         """The statements that create a temporary table ``table`` (this connection only) with the columns
         ``select`` returns, indexed on ``keys`` (``(column, type code)``), inside an open transaction."""

@@ -27,6 +27,12 @@ DUPLICATE_KEY = 1062
 # JSON and GEOMETRY take no plain index (a temporary copy's keys: docs/cross-node-queries.md).
 _BLOBS = frozenset({249, 250, 251, 252})
 _UNINDEXED = frozenset({245, 255})
+#: The protocol's type codes by the kind of their values (Dialect.key_kind).
+_KIND_OF_TYPE = {
+    **dict.fromkeys((1, 2, 3, 8, 9), "integer"), **dict.fromkeys((0, 246), "decimal"), **dict.fromkeys((4, 5), "float"),
+    **dict.fromkeys((7, 10, 11, 12, 13, 14), "temporal"), 16: "bit", 255: "geometry",
+    **dict.fromkeys((15, 245, 247, 248, 249, 250, 251, 252, 253, 254), "string"),
+}
 SKIP_LOCKED_SINCE = {"MariaDB": (10, 6, 0), "MySQL": (8, 0, 1)}
 #: First MariaDB release with ``CRC32C()`` (MySQL has none).
 CRC32C_SINCE = (10, 8, 0)
@@ -63,6 +69,9 @@ class MySQL(Dialect):
     has_binlog = True
     describes_prepared_columns = True
     deletes_with_limit = True
+
+    def key_kind(self, type_code: Any) -> str | None:
+        return _KIND_OF_TYPE.get(type_code) if isinstance(type_code, int) else None
 
     def temporary_copy(self, table: str, select: str, keys: Sequence[tuple[str, Any]] = ()) -> list[str]:
         # One statement: CREATE INDEX / ALTER TABLE on a table, temporary or not, commits the open

@@ -340,10 +340,11 @@ class Router:
                 statement = statement._replace(head="REPLACE" + statement.head[len("INSERT"):])
             return statement
         if isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Query):  # EXPLAIN: the plan's steps
-            return ExplainedStatement(compile_cross_node(tree.this, self._ctx.config, err.message, self._sub_router))
+            return ExplainedStatement(compile_cross_node(tree.this, self._ctx.config, err.message, self._sub_router,
+                                                         self._ctx.schema_of))
         if not isinstance(tree, exp.Query):
             raise err
-        return compile_cross_node(tree, self._ctx.config, err.message, self._sub_router)
+        return compile_cross_node(tree, self._ctx.config, err.message, self._sub_router, self._ctx.schema_of)
 
     def compile(self, sql: str) -> Compiled:
         """The compiled (and cached) statement for ``sql``."""

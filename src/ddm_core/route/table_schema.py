@@ -23,11 +23,36 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ddm_core.metadata.model import ShardedTable
 
-__all__ = ["Column", "TableSchema", "declared_schema", "statement_tables"]
+__all__ = ["Column", "TableSchema", "declared_schema", "statement_tables", "column_kind"]
 
 #: Integer types of MySQL / MariaDB (``BIGINT(20) UNSIGNED``, ``INT``...), PostgreSQL
 #: (``integer``, ``int8``, ``bigserial``) and SQLite's usual declarations (``INTEGER``).
 _INTEGER_TYPE = re.compile(r"\s*(?:(?:tiny|small|medium|big)?int(?:eger)?|int[248]|(?:small|big)?serial)\b", re.I)
+
+
+#: Kinds of declared types whose values compare alike among themselves (the first match wins; integers first),
+#: named as ``Dialect.key_kind`` names the kinds of a result's type codes.
+_KINDS = tuple((kind, re.compile(pattern, re.I)) for kind, pattern in (
+    ("decimal", r"\s*(?:decimal|numeric|dec|fixed)\b"),
+    ("float", r"\s*(?:float|double|real)\b"),
+    ("string", r"\s*(?:(?:tiny|medium|long)?(?:text|blob)|(?:national\s+)?(?:var)?char(?:acter)?|n?varchar|"
+               r"(?:var)?binary|enum|set|json|uuid|inet[46])\b"),
+    ("temporal", r"\s*(?:datetime|timestamp|date|time|year)\b"),
+))
+
+
+def column_kind(schema: TableSchema | None, name: str) -> str | None:
+    """The kind of column ``name``'s declared type — ``integer``, ``decimal``, ``float``, ``string``, ``temporal``,
+    else the type's first word (``bit``); ``None``: no schema, no such column or no declared type."""
+    column = schema.column(name) if schema is not None else None
+    if column is None or not column.type:
+        return None
+    if column.is_integer:
+        return "integer"
+    for kind, pattern in _KINDS:
+        if pattern.match(column.type):
+            return kind
+    return column.type.split("(")[0].split()[0].lower()
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from ddm_core.route.crossnode.local import LocalJoin, local_join
 from ddm_core.route.crossnode.parts import Equality, Occurrence, cut
 from ddm_core.route.hints import HINT_VAR
 from ddm_core.route.plan import EXPLAIN_COLUMNS, RouteKind, RoutePlan
+from ddm_core.route.table_schema import TableSchema, column_kind
 
 __all__ = ["TEMP_PREFIX", "MAX_KEYS", "Part", "CrossNodeStatement", "CrossNodePlan", "ExplainPlan",
            "ExplainedStatement", "compile_cross_node",
@@ -67,7 +68,9 @@ class Part(NamedTuple):
     columns: tuple[str, ...] | None  # None: every column
     read: str  # SELECT of its rows (pyformat placeholders %(pN)s), without narrowing
     pushed: str  # the pushed conditions, for explain ("" none)
-    keys: tuple[str, ...]  # columns compared by equality with another part: indexed on the copy
+    keys: tuple[str, ...]  # columns compared by equality with another part: indexed on the copy (copy.py)
+    pairs: tuple[tuple[str, int, str], ...] = ()  # (its column, the other part, that part's column) per equality
+    declared: tuple[tuple[str, str], ...] = ()  # (key column, lower case; its kind) where the table's schema says
 
 
 class _Push(NamedTuple):
@@ -275,8 +278,10 @@ class ExplainedStatement(NamedTuple):
 
 
 def compile_cross_node(tree: exp.Expr, config: ShardingConfig, reason: str,
-                       router_for: Callable[[ShardingConfig], Any]) -> CrossNodeStatement:
-    """Cut a parsed SELECT (``:pN`` placeholders) into parts; ``reason``: the co-location refusal.
+                       router_for: Callable[[ShardingConfig], Any],
+                       schema_of: Callable[[str], TableSchema | None] = lambda name: None) -> CrossNodeStatement:
+    """Cut a parsed SELECT (``:pN`` placeholders) into parts; ``reason``: the co-location refusal; ``schema_of``:
+    a logic table's known columns and types (which of a copy's join columns may get an index: crossnode/copy.py).
 
     Raises:
         UnsupportedSQLError: the statement cannot be answered this way (named why).
@@ -296,7 +301,7 @@ def compile_cross_node(tree: exp.Expr, config: ShardingConfig, reason: str,
     every = {id(t): n for n, t in enumerate(tree.find_all(exp.Table))}
     positions = tuple(every[id(o.node)] for o in found.occurrences)
     gather = _gathering_node(tree, config, found.occurrences, ctes, reason)
-    parts = tuple(_part(k, o, config, gather) for k, o in enumerate(found.occurrences))
+    parts = tuple(_part(k, o, config, gather, schema_of(o.name)) for k, o in enumerate(found.occurrences))
     narrowed = {(e.target, e.target_column): _narrowed(found.occurrences[e.target], e.target_column)
                 for e in found.narrowing}
     for occurrence, part in zip(found.occurrences, parts):
@@ -326,7 +331,7 @@ def _derived(config: ShardingConfig, **changes: Any) -> ShardingConfig:
     return replace(config, migration=None, cutover=None, runtime=runtime, **changes)
 
 
-def _part(k: int, o: Occurrence, config: ShardingConfig, gather: str) -> Part:
+def _part(k: int, o: Occurrence, config: ShardingConfig, gather: str, schema: TableSchema | None) -> Part:
     table = config.table(o.name)
     assert table is not None
     physical = table.tables_by_source[gather][0]
@@ -336,8 +341,10 @@ def _part(k: int, o: Occurrence, config: ShardingConfig, gather: str) -> Part:
     if condition is not None:
         select = select.where(condition)
     pushed = condition.sql(INPUT) if condition is not None else ""
-    return Part(k, o.name, o.qualifier, f"{TEMP_PREFIX}{k}", physical, columns, pyformat_sql(select), pushed,
-                tuple(sorted(o.keys, key=str.lower)))
+    keys = tuple(sorted(o.keys, key=str.lower))
+    declared = tuple((c.lower(), kind) for c in keys if (kind := column_kind(schema, c)) is not None)
+    return Part(k, o.name, o.qualifier, f"{TEMP_PREFIX}{k}", physical, columns, pyformat_sql(select), pushed, keys,
+                tuple(o.pairs), declared)
 
 
 def _narrowed(o: Occurrence, column: str) -> str:

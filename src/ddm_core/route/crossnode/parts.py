@@ -39,6 +39,7 @@ class Occurrence:
     conditions: list[exp.Expr] = field(default_factory=list)  # pushed down
     columns: set[str] | None = field(default_factory=set)  # None: every column
     keys: set[str] = field(default_factory=set)  # columns compared by equality with another occurrence
+    pairs: list[tuple[str, int, str]] = field(default_factory=list)  # (its column, the other occurrence, its column)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,8 @@ def _place(condition: exp.Expr, mine: dict[str, int], occurrences: list[Occurren
         if a is not None and b is not None and a != b:
             occurrences[a].keys.add(condition.left.name)
             occurrences[b].keys.add(condition.right.name)
+            occurrences[a].pairs.append((condition.left.name, b, condition.right.name))
+            occurrences[b].pairs.append((condition.right.name, a, condition.left.name))
             for s, sc, t, tc in ((a, condition.left, b, condition.right), (b, condition.right, a, condition.left)):
                 if optional == t or (optional is None and occurrences[s].present and occurrences[t].present):
                     out.append(Equality(s, sc.name, t, tc.name))
