@@ -25,15 +25,15 @@ from mysql_mimic.charset import Collation
 
 from test_proxy_support import PASSWORD, USER, Read, prepared_reader, proxy_and_reference, typed_rows
 
-#: Notes in latin1 (é, Ø, ï), beyond it (中, €: MariaDB's latin1 has € but Python's ISO latin1 has not, so no row
-#: holds it here: docs/proxy.md#character-sets), beyond the BMP (😀), ASCII and NULL.
-NOTES = ["né", "Ø", "naïve café", "中文", "x😀y", "plain", None, "é中é"]
+#: Notes in latin1 (é, Ø, ï, and ’ € “ …, which MariaDB's latin1 has as Windows-1252 does), beyond it (中), beyond
+#: the BMP (😀), ASCII and NULL.
+NOTES = ["né", "Ø", "naïve café", "中文", "x😀y", "plain", None, "é中é", "’€“…"]
 DDL = "CREATE TABLE t_notes (order_id BIGINT NOT NULL PRIMARY KEY, user_id BIGINT NOT NULL, note VARCHAR(40))"
 INSERT = "INSERT INTO t_notes (order_id, user_id, note) VALUES (%s, %s, %s)"
 ROWS = [(order, order % 7, NOTES[order % len(NOTES)]) for order in range(1, 41)]
 QUERIES = [
     "SELECT order_id, note FROM t_notes WHERE user_id = 2 AND order_id = 9",  # one unit
-    "SELECT note, order_id FROM t_notes WHERE user_id = 3 AND note = 'né'",  # one unit, a latin1 literal
+    "SELECT note, order_id FROM t_notes WHERE user_id = 4 AND note = 'né'",  # one unit, a latin1 literal
     "SELECT order_id, user_id, note FROM t_notes WHERE user_id IN (1, 2, 3) ORDER BY order_id",  # merged in order
     "SELECT note, order_id FROM t_notes WHERE user_id IN (4, 5) ORDER BY note, order_id",  # merged on the text
     "SELECT MAX(note), MIN(note), COUNT(*) FROM t_notes WHERE user_id IN (1, 2, 3, 4)",  # aggregated
@@ -156,5 +156,37 @@ def test_an_unknown_character_set_is_refused_as_mariadb_refuses_it(served: tuple
                 cur.execute(statement)
             assert refused.value.args == (1115, "Unknown character set: 'klingon'"), statement
             cur.execute("SELECT note FROM t_notes WHERE user_id = 2 AND order_id = 9")  # the session goes on
-            assert cur.fetchall() == (("Ø",),)
+            assert cur.fetchall() == (("né",),)
         conn.close()
+
+
+def test_a_latin1_clients_text_is_stored_as_mariadb_stores_it(served: tuple[int, str]) -> None:
+    """A latin1 client's ``’ € “ …`` (bytes 0x92 0x80 0x93 0x85: MariaDB's latin1 is Windows-1252) written
+    through the proxy is the text MariaDB stores from the same client, not the C1 controls ISO 8859-1 reads
+    there; a literal and a parameter, read back in UTF-8 from both."""
+    port, database = served
+    text = "’€“… é"
+    ours = pymysql.connect(host="127.0.0.1", port=port, user=USER, password=PASSWORD, database="logic_db",
+                           autocommit=True, charset="latin1")  # fmt: skip
+    theirs = pymysql.connect(host="127.0.0.1", user="root", password="", database=database, autocommit=True,
+                             charset="latin1")  # fmt: skip
+    try:
+        for conn in (ours, theirs):
+            with conn.cursor() as cur:
+                cur.execute(f"INSERT INTO t_notes (order_id, user_id, note) VALUES (101, 2, '{text}')")
+                cur.execute("INSERT INTO t_notes (order_id, user_id, note) VALUES (102, 2, %s)", (text,))
+        for port_, user, password, db in ((port, USER, PASSWORD, "logic_db"), (3306, "root", "", database)):
+            utf8 = pymysql.connect(host="127.0.0.1", port=port_, user=user, password=password, database=db,
+                                   charset="utf8mb4")  # fmt: skip
+            with utf8.cursor() as cur:
+                cur.execute("SELECT note FROM t_notes WHERE user_id = 2 AND order_id IN (101, 102) ORDER BY order_id")
+                assert cur.fetchall() == ((text,), (text,)), port_
+            utf8.close()
+        with ours.cursor() as cur:  # and read back by the latin1 client as it wrote it
+            cur.execute("SELECT note FROM t_notes WHERE user_id = 2 AND order_id = 102")
+            assert cur.fetchall() == ((text,),)
+    finally:
+        for conn in (ours, theirs):
+            with conn.cursor() as cur:
+                cur.execute("DELETE FROM t_notes WHERE user_id = 2 AND order_id IN (101, 102)")
+            conn.close()

@@ -15,6 +15,10 @@ from ddm_core._extras import require_extra
 # them says which extra to install instead of failing inside one of them.
 require_extra("proxy", needed_by=__name__)
 
+from ddm_core.proxy import charsets
+
+charsets.install()  # MariaDB's latin1 wherever mimic decodes or encodes latin1 (proxy/charsets.py)
+
 from ddm_core.proxy.auth import native_password_hash, sha2_password_hash
 from ddm_core.proxy.server import DEFAULT_PORT, Phase, ProxyServer
 
