@@ -50,7 +50,7 @@ from ddm_core.execute.pymysql_results import ColumnDescription
 from ddm_core.merge.spec import Aggregate, MergeSpec
 
 __all__ = ["Column", "result_columns", "text_columns", "merged", "described_columns", "relayed_columns", "wire_columns",
-           "in_results_charset", "in_charset", "AS_SENT"]
+           "in_results_charset", "in_charset", "AS_SENT", "UTF8_CHARSETS"]
 
 BINARY = int(CharacterSet.binary)  # 63
 _NOT_NULL = int(ColumnDefinition.NOT_NULL_FLAG)
@@ -76,9 +76,11 @@ _TEXTUAL = frozenset({ColumnType.VARCHAR, ColumnType.VAR_STRING, ColumnType.STRI
 _FLOATS = frozenset({ColumnType.FLOAT, ColumnType.DOUBLE})
 #: Types that are not text but whose values are byte strings, announced ``binary`` as MariaDB does.
 _BYTES_VALUES = frozenset({ColumnType.BIT, ColumnType.GEOMETRY})
+#: The UTF-8 character sets: a client's text in one is the data sources' as it is.
+UTF8_CHARSETS = (CharacterSet.utf8mb4, CharacterSet.utf8)
 #: Results character sets a client reads the data sources' text in as it is sent: the UTF-8 ones, and
 #: ``binary`` (no conversion, as ``NULL`` asks: the session keeps its default for that).
-AS_SENT = (CharacterSet.utf8mb4, CharacterSet.utf8, CharacterSet.binary)
+AS_SENT = (*UTF8_CHARSETS, CharacterSet.binary)
 #: Digits MariaDB adds to a SUM's precision (DECIMAL_LONGLONG_DIGITS) and the DECIMAL limits.
 _SUM_DIGITS = 22
 _MAX_PRECISION = 65

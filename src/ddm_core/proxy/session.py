@@ -50,7 +50,7 @@ from ddm_core.execute.sent_many import SentMany
 from ddm_core.execute.session_state import check_pinned
 from ddm_core.execute.shared import style_of
 from ddm_core.proxy.admission import Refusal
-from ddm_core.proxy.columns import Column, described_columns, result_columns, text_columns
+from ddm_core.proxy.columns import UTF8_CHARSETS, Column, described_columns, result_columns, text_columns
 from ddm_core.proxy.described import describe
 from ddm_core.proxy.kill import kill, stop_sent
 from ddm_core.proxy.literals import parameterize
@@ -1613,8 +1613,6 @@ _HANDBACK = object()
 _SINGLE = RouteKind.SINGLE
 _HOT_HEADERS = 64  # kinds of relayed result a session keeps a header of (a client with more starts again)
 _CONTROL_TEXT = 64  # a longer text is not a BEGIN, COMMIT or ROLLBACK the hot path answers (_control_of)
-#: A client's text in these character sets is taken by the hot path as it is (no conversion).
-UTF8_CHARSETS = (CharacterSet.utf8mb4, CharacterSet.utf8)
 #: What the gate's front (``HotFront``) uses of the proxy: the same rules as :meth:`ProxySession._hot_plan`'s.
 FRONT_TERMS = (parameterize, execute_values, LinkStatement, PLAIN, _SINGLE, LOOP_TEXT_LIMIT, UTF8_CHARSETS, PinStatement,
                Transaction, check_pinned)

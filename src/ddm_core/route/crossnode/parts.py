@@ -38,8 +38,12 @@ class Occurrence:
     present: bool  # has a row in every row of its SELECT (not an outer join's optional side)
     conditions: list[exp.Expr] = field(default_factory=list)  # pushed down
     columns: set[str] | None = field(default_factory=set)  # None: every column
-    keys: set[str] = field(default_factory=set)  # columns compared by equality with another occurrence
     pairs: list[tuple[str, int, str]] = field(default_factory=list)  # (its column, the other occurrence, its column)
+
+    @property
+    def keys(self) -> set[str]:
+        """Its columns compared by equality with another occurrence."""
+        return {column for column, _, _ in self.pairs}
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +143,6 @@ def _place(condition: exp.Expr, mine: dict[str, int], occurrences: list[Occurren
             and isinstance(condition.right, exp.Column):
         a, b = mine.get(condition.left.table.lower()), mine.get(condition.right.table.lower())
         if a is not None and b is not None and a != b:
-            occurrences[a].keys.add(condition.left.name)
-            occurrences[b].keys.add(condition.right.name)
             occurrences[a].pairs.append((condition.left.name, b, condition.right.name))
             occurrences[b].pairs.append((condition.right.name, a, condition.left.name))
             for s, sc, t, tc in ((a, condition.left, b, condition.right), (b, condition.right, a, condition.left)):

@@ -36,8 +36,7 @@ def logic_show_create(logic: str, sharded: frozenset[str], row: Sequence[Any]) -
     references on the same node; where that is a sharded table's name followed by the shown table's own
     suffix (``t_order_0_1`` beside ``t_order_item_0_1``: tables bound to each other), it names the logic
     table instead."""
-    physical, text = (bytes(v).decode("utf8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
-                      for v in row[:2])  # fmt: skip
+    physical, text = _text(row[0]), _text(row[1])
     text = logic_ddl(text, physical, logic)
     suffix = physical[len(logic) :] if physical.lower().startswith(logic.lower()) else ""
     if suffix:
@@ -55,9 +54,13 @@ def logic_show_index(logic: str, row: Sequence[Any]) -> tuple[Any, ...]:
     """A ``SHOW INDEX`` row of a physical table — (its name, ``Non_unique``, ``Key_name``, ...) — as the logic
     table's: its name, and a key named ``<constraint>_<physical table>`` (the index InnoDB made for a foreign
     key the router suffixed) under ``<constraint>``."""
-    physical, key = (bytes(v).decode("utf8", "replace") if isinstance(v, (bytes, bytearray)) else str(v)
-                     for v in (row[0], row[2]))  # fmt: skip
+    physical, key = _text(row[0]), _text(row[2])
     suffix = "_" + physical
     if key.lower().endswith(suffix.lower()) and len(key) > len(suffix):
         key = key[: -len(suffix)]
     return (logic, row[1], key, *row[3:])
+
+
+def _text(value: Any) -> str:
+    """A SHOW row's name or text, whether the driver read it as text or as bytes."""
+    return bytes(value).decode("utf8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)

@@ -38,7 +38,7 @@ from ddm_core.dialects import INPUT
 from ddm_core.errors import MigrationError, ShardKeyUpdateError, ShardValueError, UnsupportedSQLError
 from ddm_core.hashing import slot_of
 from ddm_core.ids import GeneIdGenerator, Snowflake, gene_of
-from ddm_core.metadata.model import KeyGeneratorSpec, ShardedTable, ShardingConfig, TableKind
+from ddm_core.metadata.model import KeyGeneratorSpec, ShardedTable, TableKind
 from ddm_core.route.context import RouteContext, physical_name
 from ddm_core.route.hints import Hint
 from ddm_core.route.insert.insert_fast import OneRowInsert, one_row_insert
@@ -155,7 +155,7 @@ class InsertStatement:
         self.n_virtual = n_virtual
         self.normalize = normalize  # strings for integer shard columns read as integers (route.shards.coerce)
         # A row is written where reads look for it: a bound table's rows route through its group's first table
-        self.routing = routing_table(ctx.config, table)
+        self.routing = routing_table(analysis.primary if analysis is not None else None, table)
         self.needed = [c.lower() for c in table.sharding_columns]
         for c in self.needed:
             if c not in columns and c != key_column:
@@ -344,14 +344,12 @@ class InsertStatement:
         return text[:-1] + (", %s)" if self.style == "format" else ", ?)"), (*params, key)
 
 
-def routing_table(config: ShardingConfig, table: ShardedTable) -> ShardedTable:
-    """The table whose strategies route an INSERT into ``table``: the first table of its binding group, as a
-    read or an UPDATE of it routes (route/shards/analyze.py), when the two shard by the same columns; else
-    ``table`` itself. Bound tables are sharded alike (metadata/validate.py), so the node index is the same
-    either way — except where a bound table's own algorithm names another table's physical tables, which
-    the read path never asks it for."""
-    group = config.binding_group_of(table.name)
-    primary = config.table(group.tables[0]) if group is not None else None
+def routing_table(primary: ShardedTable | None, table: ShardedTable) -> ShardedTable:
+    """The table whose strategies route an INSERT into ``table``: ``primary``, the statement's primary table (the
+    first of ``table``'s binding group, route/shards/analyze.py), as a read or an UPDATE of it routes, when the
+    two shard by the same columns; else ``table`` itself. Bound tables are sharded alike (metadata/validate.py),
+    so the node index is the same either way — except where a bound table's own algorithm names another table's
+    physical tables, which the read path never asks it for."""
     if primary is None or primary is table:
         return table
     same = ({c.lower() for c in primary.sharding_columns} == {c.lower() for c in table.sharding_columns}
